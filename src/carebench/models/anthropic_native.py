@@ -1,0 +1,80 @@
+"""Native Anthropic Messages API client (``anthropic:MODEL[@BASE_URL]``).
+
+No structured-output mechanism is assumed here: structured requests carry their
+instruction in the prompt and are parsed tolerantly by ``carebench.models.structured``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from carebench.models.base import ModelSpec, TransientError
+from carebench.models.http import make_client, post_json
+from carebench.models.pricing import cost_usd
+from carebench.types import CarebenchError, ChatRequest, Completion, Usage, flags_for
+
+ANTHROPIC_URL = "https://api.anthropic.com/v1"
+_STOP = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "refusal": "content_filter"}
+
+
+class AnthropicModel:
+    default_concurrency = 8
+
+    def __init__(self, spec: ModelSpec, timeout_s: float = 120.0, concurrency: int | None = None):
+        self.spec = spec
+        key = os.environ.get("ANTHROPIC_API_KEY")
+        if not key and spec.base_url is None:
+            raise CarebenchError(f"ANTHROPIC_API_KEY is not set (needed for {spec})")
+        self._headers = {"content-type": "application/json", "anthropic-version": "2023-06-01"}
+        if key:
+            self._headers["x-api-key"] = key
+        self._url = f"{spec.base_url or ANTHROPIC_URL}/messages"
+        self._timeout_s = timeout_s
+        self._concurrency = concurrency or 32
+        self._client = None
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def _payload(self, req: ChatRequest) -> dict[str, Any]:
+        system = "\n\n".join(m.content for m in req.messages if m.role == "system")
+        p: dict[str, Any] = {
+            "model": self.spec.model,
+            "messages": [{"role": m.role, "content": m.content} for m in req.messages if m.role != "system"],
+            "max_tokens": req.max_tokens or 1024,
+            "temperature": req.temperature,
+        }
+        if system:
+            p["system"] = system
+        if req.top_p is not None:
+            p["top_p"] = req.top_p
+        if req.stop:
+            p["stop_sequences"] = list(req.stop)
+        return p
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        if self._client is None:
+            self._client = make_client(self._concurrency, self._timeout_s)
+        t0 = time.perf_counter()
+        data = await post_json(self._client, self._url, self._payload(request), self._headers)
+        latency = time.perf_counter() - t0
+        try:
+            text = "".join(b.get("text", "") for b in data["content"] if b.get("type") == "text")
+        except (KeyError, TypeError, AttributeError):
+            raise TransientError("response has no content blocks") from None
+        finish = _STOP.get(data.get("stop_reason") or "", data.get("stop_reason"))
+        u = data.get("usage") or {}
+        usage = Usage(int(u.get("input_tokens") or 0), int(u.get("output_tokens") or 0))
+        return Completion(
+            text=text,
+            finish_reason=finish,
+            usage=usage,
+            latency_s=latency,
+            cost_usd=cost_usd(str(self.spec), usage),
+            flags=flags_for(text, finish),
+            model=str(self.spec),
+        )

@@ -1,0 +1,87 @@
+"""The ChatModel protocol, model-spec parsing and the errors providers raise.
+
+A model is named by one string everywhere (CLI, configs, reports); ``parse_spec``
+turns it into a ``ModelSpec`` and ``carebench.models.get_model`` into a provider.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from carebench.types import CarebenchError, ChatRequest, Completion
+
+PROVIDERS = ("openai", "anthropic", "llamacpp", "replay", "openai-moderation")
+
+
+class TransientError(Exception):
+    """A failure worth retrying (429, 5xx, timeout, connection error)."""
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class PermanentError(Exception):
+    """A failure retrying cannot fix (4xx other than 429, malformed request, replay miss).
+
+    Recorded as the call's error outcome; it does not stop the run.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    provider: str
+    model: str
+    base_url: str | None = None
+
+    def __str__(self) -> str:
+        s = f"{self.provider}:{self.model}"
+        return f"{s}@{self.base_url}" if self.base_url else s
+
+
+_SPEC_RE = re.compile(r"^(?P<provider>[a-z][a-z0-9-]*):(?P<rest>.+)$")
+
+
+def parse_spec(spec: str) -> ModelSpec:
+    """Parse ``provider:MODEL[@BASE_URL]``; raise ``CarebenchError`` with a clear message."""
+    m = _SPEC_RE.match(spec.strip()) if isinstance(spec, str) else None
+    if not m:
+        raise CarebenchError(
+            f"malformed model spec {spec!r}: expected PROVIDER:MODEL, e.g. openai:gpt-4o-mini, "
+            f"openai:MODEL@http://localhost:8000/v1, anthropic:MODEL, llamacpp:builtin, replay:PATH"
+        )
+    provider, rest = m["provider"], m["rest"]
+    if provider not in PROVIDERS:
+        raise CarebenchError(
+            f"unknown model provider {provider!r} in {spec!r}; known: {', '.join(PROVIDERS)}"
+        )
+    base_url = None
+    if provider in ("openai", "openai-moderation", "anthropic") and "@" in rest:
+        rest, base_url = rest.split("@", 1)
+        if not re.match(r"^https?://", base_url):
+            raise CarebenchError(
+                f"malformed base URL {base_url!r} in {spec!r}: expected http(s)://host[:port]/path"
+            )
+        base_url = base_url.rstrip("/")
+    if not rest:
+        raise CarebenchError(f"malformed model spec {spec!r}: empty model name")
+    return ModelSpec(provider, rest, base_url)
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """What the runner needs of a provider.
+
+    ``complete`` returns a ``Completion`` (with latency, usage, cost and flags filled)
+    or raises ``TransientError`` / ``PermanentError``; it never retries by itself.
+    """
+
+    spec: ModelSpec
+    #: default concurrency for this provider (the runner's limit overrides it)
+    default_concurrency: int
+
+    async def complete(self, request: ChatRequest) -> Completion: ...
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,107 @@
+"""Shared HTTP plumbing for the API providers: one pooled client, error classification.
+
+Every provider maps transport and HTTP failures the same way: 429/5xx/timeouts/
+connection errors are transient (retried by the runner, honouring Retry-After),
+auth failures end the run with one clear line, other 4xx are recorded outcomes.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import time
+from typing import Any
+
+import httpx
+
+from carebench.models.base import PermanentError, TransientError
+from carebench.types import CarebenchError
+
+
+class Unreachable(TransientError):
+    """The server could not be connected to at all (refused, DNS failure)."""
+
+
+class AuthError(CarebenchError):
+    """The server rejected the credentials: no retry can fix it, so the run stops."""
+
+
+def make_client(concurrency: int, timeout_s: float) -> httpx.AsyncClient:
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    return httpx.AsyncClient(
+        limits=limits,
+        timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 15.0)),
+        http2=False,
+        trust_env=False,  # never route sensitive text through a proxy the user didn't name
+    )
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        dt = email.utils.parsedate_to_datetime(value)
+        return max(0.0, dt.timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+async def post_json(
+    client: httpx.AsyncClient, url: str, payload: dict[str, Any], headers: dict[str, str]
+) -> dict[str, Any]:
+    """POST JSON and return the decoded body, raising the provider error taxonomy."""
+    body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+    try:
+        resp = await client.post(url, content=body, headers=headers)
+    except httpx.ConnectError as e:
+        raise Unreachable(f"cannot connect to {url}: {_reason(e)}") from None
+    except httpx.TimeoutException:
+        raise TransientError(f"request to {url} timed out") from None
+    except httpx.TransportError as e:
+        raise TransientError(f"connection to {url} failed: {_reason(e)}") from None
+    status = resp.status_code
+    if status == 429 or status == 408 or status >= 500:
+        raise HTTPServerError(
+            status,
+            f"HTTP {status} from {url}: {_snippet(resp.text)}",
+            retry_after=parse_retry_after(resp.headers.get("retry-after")),
+        )
+    if status in (401, 403):
+        raise AuthError(
+            f"HTTP {status} from {url}: the server rejected the API key "
+            "(check OPENAI_API_KEY / CAREBENCH_API_KEY / ANTHROPIC_API_KEY)"
+        )
+    if status >= 400:
+        raise HTTPClientError(status, f"HTTP {status} from {url}: {_snippet(resp.text)}")
+    try:
+        data = json.loads(resp.content)
+    except ValueError:
+        raise TransientError(f"malformed JSON in response from {url}") from None
+    if not isinstance(data, dict):
+        raise TransientError(f"unexpected response shape from {url}")
+    return data
+
+
+class HTTPServerError(TransientError):
+    def __init__(self, status: int, message: str, retry_after: float | None = None):
+        super().__init__(message, retry_after=retry_after)
+        self.status = status
+
+
+class HTTPClientError(PermanentError):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def _reason(e: Exception) -> str:
+    return str(e) or type(e).__name__
+
+
+def _snippet(text: str, n: int = 200) -> str:
+    text = " ".join(text.split())
+    return text[:n] + ("…" if len(text) > n else "")

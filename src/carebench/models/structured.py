@@ -1,0 +1,119 @@
+"""Ask for a choice among fixed labels or for JSON matching a schema, and parse the answer.
+
+Requests carry a ``StructuredSpec`` so each provider can use its own mechanism
+(OpenAI ``response_format``, llama.cpp grammars). Parsing is tolerant either way,
+because servers differ and small models stray; a failure is a recorded outcome
+(``Parsed.ok`` false, raw text kept), never an exception that stops a run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from carebench.types import ChatRequest, Completion, Message, StructuredSpec
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed(Generic[T]):
+    value: T | None
+    raw: str
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def choice_spec(labels: tuple[str, ...] | list[str], name: str = "answer") -> StructuredSpec:
+    return StructuredSpec(kind="choice", labels=tuple(labels), name=name)
+
+
+def json_spec(schema: type[BaseModel] | dict[str, Any], name: str = "answer") -> StructuredSpec:
+    sch = schema.model_json_schema() if isinstance(schema, type) else schema
+    return StructuredSpec(kind="json", schema_json=json.dumps(sch, sort_keys=True), name=name)
+
+
+def structured_request(
+    messages: tuple[Message, ...], spec: StructuredSpec, **params: Any
+) -> ChatRequest:
+    return ChatRequest(messages=messages, structured=spec, **params)
+
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S | re.I)
+
+
+def extract_json(text: str) -> Any:
+    """The first JSON object in text (inside code fences or bare); raises ValueError."""
+    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    for cand in candidates:
+        start = cand.find("{")
+        while start != -1:
+            try:
+                obj, _ = json.JSONDecoder().raw_decode(cand[start:])
+                return obj
+            except ValueError:
+                start = cand.find("{", start + 1)
+    raise ValueError("no JSON object found")
+
+
+def parse_choice(text: str, labels: tuple[str, ...] | list[str], final_marker: str = "FINAL") -> Parsed[str]:
+    """Find which label the answer names.
+
+    Order of evidence: a ``FINAL: X`` line (the last one), a JSON ``{"answer": X}``,
+    an answer that is just the label (optionally bracketed or with punctuation), a
+    leading ``X)`` / ``(X)`` / ``Answer: X``. Ambiguity is a parse failure.
+    """
+    raw = text
+    labels = tuple(labels)
+    low = {lab.lower(): lab for lab in labels}
+    pat = "|".join(re.escape(lab) for lab in sorted(labels, key=len, reverse=True))
+    finals = re.findall(rf"{final_marker}\s*[:=-]\s*\(?\s*({pat})\b", text, flags=re.I)
+    if finals:
+        return Parsed(low[finals[-1].lower()], raw)
+    try:
+        obj = extract_json(text)
+        if isinstance(obj, dict):
+            for key in ("answer", "level", "label", "choice"):
+                v = obj.get(key)
+                if isinstance(v, str) and v.strip().lower() in low:
+                    return Parsed(low[v.strip().lower()], raw)
+    except ValueError:
+        pass
+    stripped = text.strip().strip("*`'\".:()[] \n").lower()
+    if stripped in low:
+        return Parsed(low[stripped], raw)
+    m = re.match(rf"^\W*(?:answer|level|label)?\s*[:=-]?\s*\(?({pat})\)?(?:[\s.:)\]]|$)", text.strip(), re.I)
+    if m:
+        return Parsed(low[m.group(1).lower()], raw)
+    m = re.search(rf"(?:answer|level|classification|label)\s*(?:is|:)\s*\(?\**({pat})\b", text, re.I)
+    if m:
+        return Parsed(low[m.group(1).lower()], raw)
+    return Parsed(None, raw, f"no single label among {list(labels)} found in the answer")
+
+
+def parse_model(text: str, model: type[BaseModel]) -> Parsed[BaseModel]:
+    """Validate the first JSON object in ``text`` against a pydantic model."""
+    try:
+        obj = extract_json(text)
+    except ValueError as e:
+        return Parsed(None, text, str(e))
+    try:
+        return Parsed(model.model_validate(obj), text)
+    except ValidationError as e:
+        first = e.errors()[0]
+        loc = ".".join(str(x) for x in first.get("loc", ()))
+        return Parsed(None, text, f"invalid JSON answer at {loc or 'root'}: {first.get('msg')}")
+
+
+def parse_completion_choice(comp: Completion, labels: tuple[str, ...] | list[str]) -> Parsed[str]:
+    """Parse a completion's choice; failed calls become failures naming their status."""
+    if comp.status != "ok":  # a truncated answer is not scored as if it were complete
+        return Parsed(None, comp.text, f"no answer ({comp.status}{': ' + comp.error if comp.error else ''})")
+    return parse_choice(comp.text, labels)

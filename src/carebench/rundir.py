@@ -1,0 +1,180 @@
+"""Run directories: the durable, self-describing result of every ``run``.
+
+Layout (DESIGN.md): ``manifest.json`` (config, versions, dataset hash, seeds, model
+specs; never a secret), ``records.jsonl``, ``calls.jsonl`` (every model call with its
+request and completion, so ``replay:DIR`` can answer from it), ``metrics.json``,
+``report.md``, ``report.html``, ``figures/``. Every file is written atomically
+(temp file + rename): a crash never leaves a half-written result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+import sys
+import tempfile
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from carebench.types import CarebenchError
+
+TRACKED_PACKAGES = (
+    "carebench", "numpy", "scipy", "scikit-learn", "xgboost", "pydantic", "httpx",
+    "matplotlib", "jinja2", "llama-cpp-python", "torch", "sentence-transformers",
+)
+#: environment variables whose values must never reach a run directory
+SECRET_ENV = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "CAREBENCH_API_KEY")
+_SECRETISH = re.compile(r"(?i)(api[_-]?key|secret|password|authorization|access[_-]?token)")
+
+
+def new_run_dir(suite: str, out: str | Path | None = None) -> Path:
+    """Create ``out`` (or ``runs/<suite>-<timestamp>``); refuse to mix into a non-empty one."""
+    if out is None:
+        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+        out = Path("runs") / f"{suite}-{stamp}"
+    path = Path(out)
+    if path.exists() and any(path.iterdir()) and not (path / "manifest.json").exists():
+        raise CarebenchError(f"output directory {path} exists and is not a carebench run directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise CarebenchError(f"cannot create output directory {path}: {e.strerror}") from None
+    return path
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(scrub(obj), indent=2, ensure_ascii=False, default=_default) + "\n")
+
+
+def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
+    atomic_write_text(
+        path,
+        "".join(json.dumps(scrub(r), ensure_ascii=False, default=_default) + "\n" for r in rows),
+    )
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text("utf-8"))
+    except FileNotFoundError:
+        raise CarebenchError(f"{path} not found (is this a carebench run directory?)") from None
+    except ValueError as e:
+        raise CarebenchError(f"{path} is not valid JSON: {e}") from None
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    try:
+        with path.open(encoding="utf-8") as fh:
+            for i, line in enumerate(fh, 1):
+                if line.strip():
+                    try:
+                        rows.append(json.loads(line))
+                    except ValueError as e:
+                        raise CarebenchError(f"{path}:{i}: invalid JSON ({e})") from None
+    except FileNotFoundError:
+        raise CarebenchError(f"{path} not found (is this a carebench run directory?)") from None
+    return rows
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def data_sha256(rows: Iterable[Any]) -> str:
+    """Hash of a dataset's content as loaded (for built-in data with no file)."""
+    h = hashlib.sha256()
+    for r in rows:
+        h.update(json.dumps(r, sort_keys=True, ensure_ascii=False, default=_default).encode("utf-8"))
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {"python": platform.python_version()}
+    for name in TRACKED_PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def write_manifest(
+    run_dir: Path,
+    *,
+    suite: str,
+    config: dict[str, Any],
+    models: list[str],
+    seeds: dict[str, int],
+    dataset: dict[str, Any],
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    manifest = {
+        "suite": suite,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": " ".join(Path(a).name if i == 0 else a for i, a in enumerate(sys.argv)),
+        "config": config,
+        "models": models,
+        "seeds": seeds,
+        "dataset": dataset,
+        "versions": versions(),
+        "platform": platform.platform(),
+    }
+    if extra:
+        manifest.update(extra)
+    write_json(run_dir / "manifest.json", manifest)
+    return manifest
+
+
+def scrub(obj: Any) -> Any:
+    """Remove secrets: values of known key variables anywhere, and secret-named fields."""
+    secrets = [v for k in SECRET_ENV if (v := os.environ.get(k)) and len(v) >= 8]
+
+    def clean(x: Any, key: str = "") -> Any:
+        if isinstance(x, dict):
+            return {k: ("[redacted]" if _SECRETISH.search(str(k)) and isinstance(v, str) and v else clean(v, str(k)))
+                    for k, v in x.items()}
+        if isinstance(x, list | tuple):
+            return [clean(v) for v in x]
+        if isinstance(x, str) and secrets:
+            for s in secrets:
+                if s in x:
+                    x = x.replace(s, "[redacted]")
+        return x
+
+    return clean(obj)
+
+
+def _default(o: Any) -> Any:
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if hasattr(o, "item"):
+        return o.item()
+    if isinstance(o, Path):
+        return str(o)
+    if isinstance(o, set | frozenset):
+        return sorted(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")

@@ -1,0 +1,279 @@
+"""Async execution of model calls: per-model concurrency, bounded retries, timeouts,
+cache, cost/latency accounting, budget cap and a progress bar.
+
+Suites build a list of ``Call``s and hand it to ``Runner.run``; they never talk to a
+provider directly, so every call is cached, retried and accounted the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from carebench.cache import CompletionCache, cache_key
+from carebench.models.base import ChatModel, PermanentError, TransientError
+from carebench.models.http import Unreachable
+from carebench.types import CarebenchError, ChatRequest, Completion
+
+
+@dataclass(slots=True)
+class Call:
+    """One model call to make; ``tag`` is the caller's handle (e.g. item id and method)."""
+
+    model: ChatModel
+    request: ChatRequest
+    tag: Any = None
+
+
+@dataclass
+class RunnerConfig:
+    concurrency: int | None = None  # per model; None -> the provider's default
+    max_retries: int = 6  # retries after the first try, for transient failures only
+    timeout_s: float = 120.0  # per try
+    backoff_base_s: float = 0.5
+    backoff_max_s: float = 30.0
+    budget_usd: float | None = None  # stop starting new calls once spend reaches it
+    use_cache: bool = True
+    progress: bool = True
+    description: str = "model calls"
+
+
+@dataclass
+class RunResult:
+    """Completions in the order of the calls; ``None`` where a call was never made
+    because the run stopped (budget), with ``stopped`` saying why."""
+
+    completions: list[Completion | None]
+    stopped: str | None = None
+    spent_usd: float = 0.0
+    provider_calls: int = 0  # calls that reached a provider (cache misses)
+    cache_hits: int = 0
+    errors: int = 0
+    elapsed_s: float = 0.0
+    calls: list[Call] = field(default_factory=list)
+
+
+    def call_records(self) -> list[dict[str, Any]]:
+        """One row per call made or answered from cache, for ``calls.jsonl`` (replayable)."""
+        return [
+            {
+                "model": str(c.model.spec),
+                "tag": c.tag,
+                "request": c.request.cache_payload(),
+                "completion": comp.to_dict(),
+            }
+            for c, comp in zip(self.calls, self.completions, strict=True)
+            if comp is not None
+        ]
+
+
+@dataclass
+class CallPlan:
+    """What ``--dry-run`` prints: how many calls, how many already cached, estimated cost."""
+
+    total: int
+    cached: int
+    to_make: int
+    estimated_cost_usd: float
+    by_model: dict[str, dict[str, float]]
+
+
+def estimate_tokens(text: str) -> int:
+    """Rough token count (about four characters per token) for cost estimates only."""
+    return max(1, len(text) // 4)
+
+
+class Runner:
+    def __init__(
+        self,
+        config: RunnerConfig | None = None,
+        cache: CompletionCache | None = None,
+        on_complete: Callable[[Call, Completion], None] | None = None,
+    ):
+        self.config = config or RunnerConfig()
+        self.cache = cache if self.config.use_cache else None
+        self.on_complete = on_complete
+        self._sems: dict[str, asyncio.Semaphore] = {}
+        self._reached: set[str] = set()  # models that answered at least once
+
+    # -- planning -----------------------------------------------------------------
+    def plan(self, calls: Sequence[Call]) -> CallPlan:
+        from carebench.models.pricing import price_for
+
+        by_model: dict[str, dict[str, float]] = {}
+        cached = 0
+        cost = 0.0
+        for c in calls:
+            spec = str(c.model.spec)
+            m = by_model.setdefault(spec, {"calls": 0, "cached": 0, "estimated_cost_usd": 0.0})
+            m["calls"] += 1
+            if self.cache is not None and self.cache.get(cache_key(spec, c.request)) is not None:
+                cached += 1
+                m["cached"] += 1
+                continue
+            p_in, p_out = price_for(spec)
+            prompt = sum(estimate_tokens(msg.content) + 4 for msg in c.request.messages)
+            out = c.request.max_tokens or 512
+            est = (prompt * p_in + out * p_out) / 1e6
+            m["estimated_cost_usd"] += est
+            cost += est
+        return CallPlan(len(calls), cached, len(calls) - cached, cost, by_model)
+
+    # -- execution ----------------------------------------------------------------
+    def run_sync(self, calls: Sequence[Call]) -> RunResult:
+        return asyncio.run(self.run(calls))
+
+    async def run(self, calls: Sequence[Call]) -> RunResult:
+        calls = list(calls)
+        res = RunResult(completions=[None] * len(calls), calls=calls)
+        t0 = time.perf_counter()
+        progress = _Progress(len(calls), self.config.description, self.config.progress)
+        stop = asyncio.Event()
+
+        async def one(i: int, call: Call) -> None:
+            spec = str(call.model.spec)
+            key = cache_key(spec, call.request)
+            if self.cache is not None:
+                hit = self.cache.get(key)
+                if hit is not None:
+                    res.completions[i] = hit
+                    res.cache_hits += 1
+                    self._deliver(call, hit)
+                    progress.advance(0.0)
+                    return
+            sem = self._semaphore(call.model)
+            async with sem:
+                if stop.is_set():
+                    return
+                budget = self.config.budget_usd
+                if budget is not None and res.spent_usd >= budget:
+                    res.stopped = f"budget of ${budget:.2f} reached"
+                    stop.set()
+                    return
+                comp, unreachable = await self._call_with_retries(call)
+            if unreachable and spec not in self._reached:
+                raise CarebenchError(f"cannot reach {spec}: {comp.error}")
+            self._reached.add(spec)
+            res.provider_calls += 1
+            res.spent_usd += comp.cost_usd
+            if comp.error is not None:
+                res.errors += 1
+            elif self.cache is not None:
+                self.cache.put(key, comp)  # committed at once: survives a kill
+            res.completions[i] = comp
+            self._deliver(call, comp)
+            progress.advance(comp.cost_usd)
+
+        with progress:
+            try:
+                async with asyncio.TaskGroup() as tg:
+                    for i, c in enumerate(calls):
+                        tg.create_task(one(i, c))
+            except BaseExceptionGroup as eg:  # surface the first real cause, not the group
+                raise eg.exceptions[0] from None
+        res.elapsed_s = time.perf_counter() - t0
+        return res
+
+    def _deliver(self, call: Call, comp: Completion) -> None:
+        if self.on_complete is not None:
+            self.on_complete(call, comp)
+
+    def _semaphore(self, model: ChatModel) -> asyncio.Semaphore:
+        spec = str(model.spec)
+        sem = self._sems.get(spec)
+        if sem is None:
+            n = self.config.concurrency or getattr(model, "default_concurrency", 8)
+            sem = self._sems[spec] = asyncio.Semaphore(max(1, n))
+        return sem
+
+    async def _call_with_retries(self, call: Call) -> tuple[Completion, bool]:
+        """The completion (or recorded error) and whether every try failed to connect."""
+        cfg = self.config
+        spec = str(call.model.spec)
+        last = ""
+        unreachable = True
+        for attempt in range(cfg.max_retries + 1):
+            try:
+                comp = await asyncio.wait_for(
+                    call.model.complete(call.request), timeout=cfg.timeout_s
+                )
+                comp.attempts_made = attempt + 1
+                comp.model = comp.model or spec
+                return comp, False
+            except PermanentError as e:
+                return Completion(error=str(e), model=spec, attempts_made=attempt + 1), False
+            except (TransientError, asyncio.TimeoutError) as e:
+                retry_after = getattr(e, "retry_after", None)
+                last = str(e) or f"timed out after {cfg.timeout_s:g} s"
+                unreachable = unreachable and isinstance(e, Unreachable)
+            if attempt == cfg.max_retries:
+                break
+            delay = min(cfg.backoff_max_s, cfg.backoff_base_s * (2**attempt))
+            delay *= 0.5 + random.random()  # jitter; not part of any reported result
+            if retry_after is not None:
+                delay = max(delay, min(retry_after, cfg.backoff_max_s * 4))
+            await asyncio.sleep(delay)
+        comp = Completion(
+            error=f"gave up after {cfg.max_retries + 1} tries: {last}",
+            model=spec,
+            attempts_made=cfg.max_retries + 1,
+        )
+        return comp, unreachable
+
+
+class _Progress:
+    """Rich progress bar (done/total, rate, ETA, spend so far); silent when disabled."""
+
+    def __init__(self, total: int, description: str, enabled: bool):
+        self.enabled = enabled and total > 0
+        self.total = total
+        self.spent = 0.0
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self._p = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[rate]}"),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                TextColumn("${task.fields[spent]:.4f}"),
+                console=Console(stderr=True),
+                transient=False,
+                refresh_per_second=4,
+            )
+            self._task = self._p.add_task(description, total=total, spent=0.0, rate="")
+            self._t0 = time.perf_counter()
+            self._done = 0
+
+    def __enter__(self) -> _Progress:
+        if self.enabled:
+            self._p.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self._p.__exit__(*exc)
+
+    def advance(self, cost: float) -> None:
+        if not self.enabled:
+            return
+        self.spent += cost
+        self._done += 1
+        dt = time.perf_counter() - self._t0
+        rate = f"{self._done / dt:.1f}/s" if dt > 0 else ""
+        self._p.update(self._task, advance=1, spent=self.spent, rate=rate)

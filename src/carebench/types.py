@@ -1,0 +1,226 @@
+"""Shared value types: the vocabulary every suite uses to talk to models and records.
+
+Plain frozen dataclasses (cheap to build thousands per second in the runner) with
+explicit ``to_dict``/``from_dict`` so they round-trip through the cache and
+``records.jsonl`` without losing anything.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant"]
+
+#: Outcome of one model call as recorded. ``ok`` is the only fully usable one;
+#: the rest are first-class outcomes with counts in every report.
+Status = Literal["ok", "empty", "content_filter", "truncated", "error"]
+
+
+class CarebenchError(Exception):
+    """An error a user can cause (bad file, bad spec, missing key, unreachable server).
+
+    The CLI prints its message as one line and exits non-zero, without a traceback.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    role: Role
+    content: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"role": self.role, "content": self.content}
+
+
+def messages(*pairs: tuple[Role, str]) -> tuple[Message, ...]:
+    """Build a message tuple from ``(role, content)`` pairs."""
+    return tuple(Message(r, c) for r, c in pairs)
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TokenLogprob:
+    """One generated token with its log probability and the top alternatives there."""
+
+    token: str
+    logprob: float
+    top: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class StructuredSpec:
+    """Ask for a constrained answer: one of fixed labels, or JSON matching a schema.
+
+    Providers use their own mechanism where they have one (OpenAI ``response_format``,
+    llama.cpp grammars); otherwise the prompt alone carries the instruction and the
+    answer is parsed tolerantly (see ``carebench.models.structured``).
+    """
+
+    kind: Literal["choice", "json"]
+    labels: tuple[str, ...] = ()
+    schema_json: str | None = None  # JSON text of the schema (hashable, cache-stable)
+    name: str = "answer"
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    """Everything that determines a completion; its fields (plus the model) form the cache key.
+
+    ``attempt`` distinguishes N independent samples of the same prompt: N attempts
+    are N cache entries.
+    """
+
+    messages: tuple[Message, ...]
+    temperature: float = 0.0
+    max_tokens: int | None = 512
+    top_p: float | None = None
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    logprobs: bool = False
+    top_logprobs: int = 0
+    structured: StructuredSpec | None = None
+    attempt: int = 0
+
+    def cache_payload(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "messages": [m.to_dict() for m in self.messages],
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "top_p": self.top_p,
+            "seed": self.seed,
+            "stop": list(self.stop),
+            "logprobs": self.logprobs,
+            "top_logprobs": self.top_logprobs,
+            "structured": asdict(self.structured) if self.structured else None,
+            "attempt": self.attempt,
+        }
+        return d
+
+
+@dataclass(slots=True)
+class Completion:
+    """What one model call produced, or why it produced nothing usable.
+
+    ``status`` is derived from the flags and error: a content-filtered, truncated or
+    empty answer is recorded as such, never passed off as a complete answer.
+    """
+
+    text: str = ""
+    finish_reason: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    latency_s: float = 0.0
+    cost_usd: float = 0.0
+    flags: tuple[str, ...] = ()  # subset of {"empty", "content_filtered", "truncated"}
+    logprobs: tuple[TokenLogprob, ...] | None = None
+    error: str | None = None  # set when the call failed after all retries
+    model: str = ""  # the model spec string that produced it
+    cached: bool = False
+    attempts_made: int = 1  # transport tries, including retries
+    extra: dict[str, Any] = field(default_factory=dict)  # provider-specific (e.g. moderation scores)
+
+    @property
+    def status(self) -> Status:
+        if self.error is not None:
+            return "error"
+        if "content_filtered" in self.flags:
+            return "content_filter"
+        if "empty" in self.flags:
+            return "empty"
+        if "truncated" in self.flags:
+            return "truncated"
+        return "ok"
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "finish_reason": self.finish_reason,
+            "usage": {
+                "prompt_tokens": self.usage.prompt_tokens,
+                "completion_tokens": self.usage.completion_tokens,
+            },
+            "latency_s": self.latency_s,
+            "cost_usd": self.cost_usd,
+            "flags": list(self.flags),
+            "logprobs": None
+            if self.logprobs is None
+            else [[t.token, t.logprob, t.top] for t in self.logprobs],
+            "error": self.error,
+            "model": self.model,
+            "status": self.status,
+            "attempts_made": self.attempts_made,
+            "extra": self.extra,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Completion:
+        lp = d.get("logprobs")
+        return cls(
+            text=d.get("text") or "",
+            finish_reason=d.get("finish_reason"),
+            usage=Usage(**(d.get("usage") or {})),
+            latency_s=float(d.get("latency_s") or 0.0),
+            cost_usd=float(d.get("cost_usd") or 0.0),
+            flags=tuple(d.get("flags") or ()),
+            logprobs=None if lp is None else tuple(TokenLogprob(t, p, dict(top)) for t, p, top in lp),
+            error=d.get("error"),
+            model=d.get("model") or "",
+            attempts_made=int(d.get("attempts_made") or 1),
+            extra=dict(d.get("extra") or {}),
+        )
+
+
+def flags_for(text: str, finish_reason: str | None) -> tuple[str, ...]:
+    """Derive outcome flags from an answer's text and finish reason (all providers share this)."""
+    flags: list[str] = []
+    fr = (finish_reason or "").lower()
+    if fr in {"content_filter", "content_filtered", "safety", "refusal"}:
+        flags.append("content_filtered")
+    if fr in {"length", "max_tokens"}:
+        flags.append("truncated")
+    if not text.strip():
+        flags.append("empty")
+    return tuple(flags)
+
+
+def label_probabilities(
+    logprobs: tuple[TokenLogprob, ...] | None, labels: tuple[str, ...]
+) -> dict[str, float] | None:
+    """Probability of each label letter at the first position where any label appears
+    among the top alternatives, normalised over the labels. ``None`` if unavailable."""
+    if not logprobs:
+        return None
+    wanted = {lab.lower(): lab for lab in labels}
+    for tok in logprobs:
+        cands = dict(tok.top)
+        cands.setdefault(tok.token, tok.logprob)
+        found: dict[str, float] = {}
+        for t, lp in cands.items():
+            key = t.strip().lower()
+            if key in wanted:
+                lab = wanted[key]
+                found[lab] = found.get(lab, 0.0) + math.exp(lp)
+        if found:
+            total = sum(found.values())
+            return {lab: found.get(lab, 0.0) / total for lab in labels}
+    return None
