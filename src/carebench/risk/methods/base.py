@@ -1,0 +1,92 @@
+"""The contract every risk method implements, and the registry that names them.
+
+A method turns items into per-item ``Prediction``s. Model-backed methods issue their
+calls through the shared ``Runner`` (so identical prompts are shared through the
+cache across methods); fitted methods predict out-of-fold or on a separate
+training corpus. Failures are predictions with a non-ok status, never dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from carebench.runner import Call, Runner
+from carebench.types import CarebenchError, Usage
+
+#: prediction statuses; only "ok" carries a level
+PREDICTION_STATUSES = ("ok", "parse_error", "empty", "content_filter", "truncated", "error", "budget")
+
+
+@dataclass(frozen=True, slots=True)
+class RiskItem:
+    id: str
+    text: str
+    level: int  # 0..3 gold level
+    group: str | None = None  # resampling cluster (e.g. Reddit user)
+    scores: dict[str, float] = field(default_factory=dict)  # moderation score columns, if given
+    meta: dict[str, Any] = field(default_factory=dict)  # e.g. {"recovered": True}
+
+
+@dataclass(slots=True)
+class Prediction:
+    item_id: str
+    method: str
+    level: int | None  # None on failure
+    status: str = "ok"
+    probs: list[float] | None = None  # per level, when the method gives them
+    raw: str = ""  # raw model output (or a short description for fitted methods)
+    usage: Usage = field(default_factory=Usage)
+    latency_s: float = 0.0  # critical path for multi-call methods
+    cost_usd: float = 0.0
+    n_calls: int = 0
+    profile: dict[str, Any] | None = None  # 8-dimension clinical profile (schema methods)
+    detail: dict[str, Any] = field(default_factory=dict)  # votes, fold, k, errors ...
+
+
+@dataclass
+class MethodContext:
+    """What a method may use: the runner, its models by role, seeds, optional training set."""
+
+    runner: Runner | None
+    models: dict[str, Any]  # role -> ChatModel; role "default" is the --model
+    seed: int = 42
+    train: Sequence[RiskItem] | None = None  # set for transfer (--train); else cross-validate
+    n_folds: int = 5
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def model(self, role: str = "default"):
+        m = self.models.get(role) or self.models.get("default")
+        if m is None:
+            raise CarebenchError(f"this method needs a model: pass --model SPEC (role {role!r})")
+        return m
+
+
+class Method(Protocol):
+    name: str
+    needs_model: bool
+
+    def calls(self, items: Sequence[RiskItem], ctx: MethodContext) -> list[Call]:
+        """The model calls predicting would make (for --dry-run); [] for fitted methods."""
+        ...
+
+    def predict(self, items: Sequence[RiskItem], ctx: MethodContext) -> list[Prediction]: ...
+
+
+MethodFactory = Callable[..., Method]
+REGISTRY: dict[str, MethodFactory] = {}
+
+
+def register(name: str) -> Callable[[MethodFactory], MethodFactory]:
+    def deco(factory: MethodFactory) -> MethodFactory:
+        REGISTRY[name] = factory
+        return factory
+
+    return deco
+
+
+def make_method(name: str, **options: Any) -> Method:
+    if name not in REGISTRY:
+        raise CarebenchError(f"unknown risk method {name!r}; known: {', '.join(sorted(REGISTRY))}")
+    return REGISTRY[name](**options)
