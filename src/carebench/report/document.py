@@ -1,0 +1,346 @@
+"""A small document model that every suite builds and every writer renders.
+
+Suites describe *what* a report says (sections, tables, figures) and never emit
+markup themselves: all escaping lives in the renderers, so dataset and model text
+can never inject HTML or break a markdown table.  All text fields are plain text;
+there is no inline markup.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+__all__ = [
+    "MISSING",
+    "PNG_SIGNATURE",
+    "Block",
+    "Callout",
+    "Details",
+    "Figure",
+    "Interval",
+    "KeyValue",
+    "Paragraph",
+    "Pre",
+    "Report",
+    "Section",
+    "Table",
+    "figure_name",
+    "format_number",
+    "format_value",
+    "is_numeric",
+    "iter_blocks",
+    "slugify",
+    "sort_key",
+]
+
+#: Shown for a missing value (``None`` or NaN): an en dash, so "no value" never reads as 0.
+MISSING = "\u2013"
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+_FIGURE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_ANCHOR = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+_NEG_ZERO = re.compile(r"^-(0[.,]?0*)(%?)$")
+
+
+def format_number(value: float, fmt: str = ".3f") -> str:
+    """Format one number; ints stay exact, NaN becomes :data:`MISSING`, ``-0.000`` loses its sign."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    x = float(value)
+    if math.isnan(x):
+        return MISSING
+    text = format(x, fmt)
+    m = _NEG_ZERO.match(text)
+    return m.group(1) + m.group(2) if m else text
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    """A point estimate with its interval, e.g. a metric and its bootstrap CI.
+
+    ``lo``/``hi`` may be ``None`` when no interval could be computed; the value is then
+    shown alone rather than with an invented interval.
+    """
+
+    value: float
+    lo: float | None = None
+    hi: float | None = None
+
+    def format(self, fmt: str = ".3f") -> str:
+        """Render as ``"0.562 [0.519, 0.599]"``."""
+        head = format_number(self.value, fmt)
+        if self.lo is None or self.hi is None:
+            return head
+        return f"{head} [{format_number(self.lo, fmt)}, {format_number(self.hi, fmt)}]"
+
+
+def format_value(value: Any, fmt: str = ".3f") -> str:
+    """Format one table cell or key-value value as plain (unescaped) text."""
+    if value is None:
+        return MISSING
+    if isinstance(value, Interval):
+        return value.format(fmt)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, numbers.Real):  # covers bool, int, float and numpy scalars
+        return format_number(value, fmt)
+    return str(value)
+
+
+def is_numeric(value: Any) -> bool:
+    """True for the cells that should be right-aligned and can be highlighted."""
+    return isinstance(value, Interval) or (
+        isinstance(value, numbers.Real) and not isinstance(value, bool)
+    )
+
+
+def sort_key(value: Any) -> float:
+    """The number a cell is compared by when highlighting its column's best value."""
+    return float(value.value if isinstance(value, Interval) else value)
+
+
+def slugify(text: str) -> str:
+    """Turn free text into an anchor or file stem made of ``[a-z0-9-]``."""
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return slug or "section"
+
+
+def figure_name(text: str) -> str:
+    """Turn free text (e.g. a model spec like ``llamacpp:/x.gguf``) into a safe figure name."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-._")
+    return (slug or "figure")[:128]
+
+
+@dataclass(slots=True)
+class Paragraph:
+    text: str
+
+
+@dataclass(slots=True)
+class Callout:
+    """A highlighted remark, e.g. that the embedded model demonstrates the pipeline only."""
+
+    text: str
+    kind: Literal["info", "warning"] = "info"
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("info", "warning"):
+            raise ValueError(f"Callout kind must be 'info' or 'warning', got {self.kind!r}")
+
+
+@dataclass(slots=True)
+class Pre:
+    """Preformatted text (a prompt, a raw model reply) shown verbatim."""
+
+    text: str
+
+
+@dataclass(slots=True)
+class KeyValue:
+    """Labelled values, e.g. run settings; values are formatted like table cells."""
+
+    pairs: list[tuple[str, Any]]
+    number_format: str = ".3f"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.pairs, Mapping):
+            self.pairs = list(self.pairs.items())
+        else:
+            self.pairs = [(str(k), v) for k, v in self.pairs]
+
+
+Align = Literal["left", "right", "center"]
+_ALIGN_ALIASES = {"l": "left", "r": "right", "c": "center",
+                  "left": "left", "right": "right", "center": "center"}
+
+
+@dataclass(slots=True)
+class Table:
+    """A table of cells: floats (formatted), ints, str, None (shown as an en dash) or Interval.
+
+    ``number_format`` is one format spec or one per column.  ``highlight_max_cols`` /
+    ``highlight_min_cols`` name columns (by name or index) whose best value is emphasised
+    (all tied values are).  ``align`` defaults to right for numeric columns, left otherwise.
+    """
+
+    columns: list[str]
+    rows: list[list[Any]]
+    caption: str | None = None
+    number_format: str | Sequence[str] = ".3f"
+    highlight_max_cols: Sequence[str | int] = ()
+    highlight_min_cols: Sequence[str | int] = ()
+    align: Sequence[str] | None = None
+
+    def __post_init__(self) -> None:
+        self.columns = [str(c) for c in self.columns]
+        self.rows = [list(r) for r in self.rows]
+        n = len(self.columns)
+        for i, row in enumerate(self.rows):
+            if len(row) != n:
+                raise ValueError(
+                    f"Table {self.caption or self.columns!r}: row {i} has {len(row)} cells, "
+                    f"expected {n}"
+                )
+        if not isinstance(self.number_format, str) and len(self.number_format) != n:
+            raise ValueError(f"Table: number_format needs one spec per column ({n})")
+        if self.align is not None:
+            if len(self.align) != n:
+                raise ValueError(f"Table: align needs one entry per column ({n})")
+            try:
+                self.align = [_ALIGN_ALIASES[a] for a in self.align]
+            except KeyError as exc:
+                raise ValueError(f"Table: unknown alignment {exc.args[0]!r}") from None
+        for c in (*self.highlight_max_cols, *self.highlight_min_cols):
+            self._column_index(c)
+
+    def _column_index(self, col: str | int) -> int:
+        if isinstance(col, int) and not isinstance(col, bool):
+            if not -len(self.columns) <= col < len(self.columns):
+                raise ValueError(f"Table: highlight column {col} out of range")
+            return col % len(self.columns)
+        try:
+            return self.columns.index(col)
+        except ValueError:
+            raise ValueError(f"Table: no column named {col!r} to highlight") from None
+
+    def column_format(self, j: int) -> str:
+        return self.number_format if isinstance(self.number_format, str) else self.number_format[j]
+
+    def alignments(self) -> list[Align]:
+        """Per-column alignment: explicit, else right for all-numeric columns."""
+        if self.align is not None:
+            return list(self.align)  # type: ignore[arg-type]
+        out: list[Align] = []
+        for j in range(len(self.columns)):
+            cells = [r[j] for r in self.rows if r[j] is not None]
+            out.append("right" if cells and all(is_numeric(c) for c in cells) else "left")
+        return out
+
+    def highlighted(self) -> set[tuple[int, int]]:
+        """(row, column) positions of each highlighted column's best value, ties included."""
+        marked: set[tuple[int, int]] = set()
+        for cols, pick in ((self.highlight_max_cols, max), (self.highlight_min_cols, min)):
+            for col in cols:
+                j = self._column_index(col)
+                scored = [
+                    (i, sort_key(r[j])) for i, r in enumerate(self.rows)
+                    if is_numeric(r[j]) and not math.isnan(sort_key(r[j]))
+                ]
+                if not scored:
+                    continue
+                best = pick(v for _, v in scored)
+                marked.update((i, j) for i, v in scored if v == best)
+        return marked
+
+    def formatted_rows(self) -> list[list[str]]:
+        """Cells as plain (unescaped) text; the renderers escape them."""
+        return [
+            [format_value(c, self.column_format(j)) for j, c in enumerate(r)] for r in self.rows
+        ]
+
+
+@dataclass(slots=True)
+class Figure:
+    """A PNG figure, written to ``figures/<name>.png`` and inlined in the HTML report."""
+
+    name: str
+    png: bytes
+    caption: str
+
+    def __post_init__(self) -> None:
+        if self.name.lower().endswith(".png"):
+            self.name = self.name[:-4]
+        if not _FIGURE_NAME.match(self.name) or ".." in self.name:
+            raise ValueError(
+                f"Figure name {self.name!r} is not a safe file stem "
+                "([A-Za-z0-9_.-], no '..'); use carebench.report.figure_name() on free text"
+            )
+        if not bytes(self.png[:8]) == PNG_SIGNATURE:
+            raise ValueError(f"Figure {self.name!r}: png does not start with the PNG signature")
+        self.png = bytes(self.png)
+
+    @property
+    def filename(self) -> str:
+        return f"{self.name}.png"
+
+
+@dataclass(slots=True)
+class Details:
+    """Collapsible content: ``<details>`` in HTML, a sub-list in markdown."""
+
+    summary: str
+    blocks: list[Block] = field(default_factory=list)
+    open: bool = False
+
+
+Block: TypeAlias = Paragraph | Callout | Table | Figure | Details | Pre | KeyValue
+_BLOCK_TYPES = (Paragraph, Callout, Table, Figure, Details, Pre, KeyValue)
+
+
+@dataclass(slots=True)
+class Section:
+    title: str
+    blocks: list[Block] = field(default_factory=list)
+    anchor: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.anchor is not None and not _ANCHOR.match(self.anchor):
+            raise ValueError(f"Section anchor {self.anchor!r} must match {_ANCHOR.pattern}")
+        _check_blocks(self.blocks, self.title)
+
+
+def _check_blocks(blocks: Sequence[Any], where: str) -> None:
+    for b in blocks:
+        if not isinstance(b, _BLOCK_TYPES):
+            raise TypeError(f"{where!r}: {type(b).__name__} is not a report block")
+        if isinstance(b, Details):
+            _check_blocks(b.blocks, b.summary)
+
+
+def iter_blocks(blocks: Sequence[Block]) -> Iterator[Block]:
+    """All blocks depth-first, including those nested in :class:`Details`."""
+    for b in blocks:
+        yield b
+        if isinstance(b, Details):
+            yield from iter_blocks(b.blocks)
+
+
+@dataclass(slots=True)
+class Report:
+    title: str
+    subtitle: str | None = None
+    notes: list[str] = field(default_factory=list)
+    sections: list[Section] = field(default_factory=list)
+
+    def anchors(self) -> list[str]:
+        """One unique anchor per section (explicit, else slug of the title, deduplicated)."""
+        seen: set[str] = set()
+        out = []
+        for s in self.sections:
+            base = s.anchor or slugify(s.title)
+            a, k = base, 2
+            while a in seen:
+                a, k = f"{base}-{k}", k + 1
+            seen.add(a)
+            out.append(a)
+        return out
+
+    def figures(self) -> list[Figure]:
+        """Every figure once, in document order; two different figures sharing a name is an error."""
+        by_name: dict[str, Figure] = {}
+        for s in self.sections:
+            for b in iter_blocks(s.blocks):
+                if isinstance(b, Figure):
+                    prev = by_name.get(b.name)
+                    if prev is not None and prev.png != b.png:
+                        raise ValueError(f"Two different figures are named {b.name!r}")
+                    by_name.setdefault(b.name, b)
+        return list(by_name.values())

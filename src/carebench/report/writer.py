@@ -1,0 +1,73 @@
+"""Write a rendered report into a run directory without ever leaving half a file.
+
+Why atomic: ``carebench report DIR`` re-renders over an existing report, and a crash
+or Ctrl-C mid-write must leave the previous complete file (or none), never a
+truncated one.  Everything is rendered in memory first, then each file is written
+to a temporary file in the same directory and moved into place with ``os.replace``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+from carebench.report.document import Report
+from carebench.report.html import render_html
+from carebench.report.markdown import render_markdown
+
+__all__ = ["atomic_write_bytes", "write_report"]
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` in one step (temp file in the same dir + ``os.replace``)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Persist the rename itself (best effort: not every platform can open a directory)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_report(report: Report, run_dir: Path) -> None:
+    """Write ``figures/<name>.png``, ``report.md`` and ``report.html`` into ``run_dir``.
+
+    Both documents are rendered before anything is written, so a rendering error
+    leaves the directory untouched.  Figures go first so that ``report.md`` never
+    points at an image that is not there yet.
+    """
+    run_dir = Path(run_dir)
+    figures = report.figures()
+    markdown = render_markdown(report).encode("utf-8")
+    html = render_html(report).encode("utf-8")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if figures:
+        fig_dir = run_dir / "figures"
+        fig_dir.mkdir(exist_ok=True)
+        for fig in figures:
+            atomic_write_bytes(fig_dir / fig.filename, fig.png)
+    atomic_write_bytes(run_dir / "report.md", markdown)
+    atomic_write_bytes(run_dir / "report.html", html)

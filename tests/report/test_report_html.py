@@ -1,0 +1,155 @@
+"""HTML rendering: escaping, self-containment, table of contents, alignment.
+
+The output is checked with the standard library's HTML parser, an independent
+reader: it must see exactly the tags we emit and get back the original text.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from html.parser import HTMLParser
+from importlib import resources
+
+from carebench.report import Figure, Paragraph, Report, Section, Table, render_html
+
+ALLOWED_TAGS = {
+    "html", "head", "meta", "title", "style", "body", "header", "h1", "h2", "p", "ul", "ol",
+    "li", "nav", "strong", "a", "main", "section", "div", "pre", "table", "caption", "thead",
+    "tbody", "tr", "th", "td", "figure", "img", "figcaption", "details", "summary", "footer",
+}
+
+
+class Collector(HTMLParser):
+    """Collects tags, attributes and the text inside each tag name."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.stack: list[str] = []
+        self.text: dict[str, list[str]] = {}
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        if tag not in {"meta", "img"}:
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag):
+        if self.stack and self.stack[-1] == tag:
+            self.stack.pop()
+
+    def handle_data(self, data):
+        for tag in set(self.stack):
+            self.text.setdefault(tag, []).append(data)
+
+
+def parse(html: str) -> Collector:
+    c = Collector()
+    c.feed(html)
+    c.close()
+    return c
+
+
+def test_no_script_survives_anywhere(payload_report):
+    html = render_html(payload_report)
+    assert "<script" not in html.lower()
+    assert "</script" not in html.lower()
+    tags = parse(html).tags
+    assert {t for t, _ in tags} <= ALLOWED_TAGS
+    assert "script" not in {t for t, _ in tags}
+
+
+def test_ampersand_and_quotes_are_escaped(payload_report):
+    html = render_html(payload_report)
+    assert "A&B" not in html
+    assert "A&amp;B" in html
+    assert 'it\'s "quoted"' not in html
+    assert "it&#39;s &#34;quoted&#34;" in html
+
+
+def test_escaped_text_round_trips_through_a_real_parser(payload_report, payload):
+    c = parse(render_html(payload_report))
+    assert "".join(c.text["h1"]) == f"Title {payload}"
+    assert "".join(c.text["title"]) == f"Title {payload}"
+    assert "".join(c.text["caption"]) == f"Caption {payload}"
+    assert "".join(c.text["pre"]) == f"Pre {payload}"
+    assert f"Summary {payload}" in "".join(c.text["summary"])
+    assert f"Figure {payload}" in "".join(c.text["figcaption"])
+    cells = "".join(c.text["td"])
+    assert f"Cell {payload}" in cells and f"Value {payload}" in cells
+    imgs = [a for t, a in c.tags if t == "img"]
+    assert imgs[0]["alt"] == f"Figure {payload}"
+
+
+def test_attribute_breakout_is_impossible(png):
+    evil = '" onerror="alert(1)'
+    html = render_html(Report("t", sections=[Section("s", [Figure("f", png, evil)])]))
+    img = next(a for t, a in parse(html).tags if t == "img")
+    assert "onerror" not in img
+    assert img["alt"] == evil
+
+
+def test_self_contained_no_external_references(payload_report, make_png):
+    html = render_html(payload_report)
+    assert "http://" not in html and "https://" not in html
+    assert 'src="figures' not in html
+    for tag, attrs in parse(html).tags:
+        assert tag not in {"link", "script", "iframe", "object", "embed"}
+        if "src" in attrs:
+            assert attrs["src"].startswith("data:image/png;base64,")
+        if "href" in attrs:
+            assert attrs["href"].startswith("#")
+    assert "@import" not in html and "url(" not in html
+
+
+def test_figures_are_inlined_byte_for_byte(payload_report, png, make_png):
+    srcs = [a["src"] for t, a in parse(render_html(payload_report)).tags if t == "img"]
+    decoded = [base64.b64decode(s.removeprefix("data:image/png;base64,")) for s in srcs]
+    assert decoded == [png, make_png(0, 0, 255)]
+
+
+def test_urls_in_dataset_text_stay_inert_text():
+    text = "see https://example.org/x?a=1&b=<2>"
+    html = render_html(Report("t", sections=[Section("s", [Paragraph(text)])]))
+    c = parse(html)
+    assert text in "".join(c.text["p"])
+    assert all("href" not in a or a["href"].startswith("#") for _, a in c.tags)
+
+
+def test_table_of_contents_links_every_section(payload_report):
+    c = parse(render_html(payload_report))
+    ids = {a["id"] for t, a in c.tags if t == "section"}
+    hrefs = [a["href"] for t, a in c.tags if t == "a"]
+    assert hrefs == ["#" + i for i in payload_report.anchors()]
+    assert {h[1:] for h in hrefs} == ids
+    assert "second" in ids
+
+
+def test_numeric_cells_are_right_aligned_and_best_is_emphasised():
+    t = Table(["method", "f1", "n"], [["a", 0.5, 10], ["b", 0.7, 12]], highlight_max_cols=["f1"])
+    html = render_html(Report("t", sections=[Section("s", [t])]))
+    rows = re.findall(r"<tr>(.*?)</tr>", html, flags=re.DOTALL)
+    body = [r for r in rows if "<td" in r]
+    assert '<td class="left">a</td>' in body[0]
+    assert '<td class="right">0.500</td>' in body[0]
+    assert '<td class="right best"><strong>0.700</strong></td>' in body[1]
+    assert '<th scope="col" class="right">f1</th>' in html
+    assert ".right { text-align: right" in html
+
+
+def test_print_css_and_csp_present(payload_report):
+    html = render_html(payload_report)
+    assert "@media print" in html
+    csp = [a for t, a in parse(html).tags if t == "meta" and a.get("http-equiv")]
+    assert csp and "default-src 'none'" in csp[0]["content"]
+
+
+def test_template_never_disables_escaping():
+    text = (resources.files("carebench.report") / "templates" / "report.html.j2").read_text()
+    assert "|safe" not in text.replace(" ", "")
+    assert "autoescape false" not in text
+
+
+def test_details_become_collapsible_elements(payload_report):
+    tags = [t for t, _ in parse(render_html(payload_report)).tags]
+    assert tags.count("details") == 1 and tags.count("summary") == 1
