@@ -15,11 +15,13 @@ from carebench.report import (
     Figure,
     bar_chart,
     box_chart,
+    confusion_heatmap,
     dot_interval_chart,
     fig_to_png,
     heatmap,
     line_chart,
 )
+from carebench.report.figures import row_normalise
 
 SIG = b"\x89PNG\r\n\x1a\n"
 LEVELS = ["Indicator", "Ideation", "Behavior", "Attempt"]
@@ -50,6 +52,9 @@ MAKERS = {
     "dots": lambda scale=1.0: dot_interval_chart(
         ["m1", "m2", "m3"], [0.5 * scale, 0.7, 0.6], [0.4, 0.6, 0.5], [0.6, 0.8, 0.7],
         "Leaderboard", xlabel="score", bands=["band 1", "band 1", "band 2"]),
+    "confusion": lambda scale=1.0: confusion_heatmap(
+        [[int(30 * scale), 10, 0, 0], [5, 20, 5, 0], [0, 4, 12, 4], [0, 0, 2, 8]], LEVELS,
+        "Prompted LLM"),
     "box": lambda scale=1.0: box_chart(
         {"Indicator": [0.1 * scale, 0.2, 0.05, 0.12], "Ideation": [0.3, 0.5, 0.2, 0.4]},
         "Moderation score by level", "score"),
@@ -125,3 +130,10 @@ def test_shape_mismatches_raise():
         dot_interval_chart(["a"], [1.0], [0.5], [1.5], "t", bands=[1, 2])
     with pytest.raises(ValueError, match="errors"):
         bar_chart(["a", "b"], {"s": [1.0, 2.0]}, "t", "y", errors={"s": [1.0]})
+
+
+def test_row_normalise_hand_worked():
+    got = row_normalise([[3, 1], [0, 0], [2, 2]])
+    np.testing.assert_allclose(got[0], [0.75, 0.25])
+    assert np.isnan(got[1]).all()  # no items of that class: undefined, not 0
+    np.testing.assert_allclose(got[2], [0.5, 0.5])

@@ -23,6 +23,7 @@ from carebench.report.document import (
 from carebench.report.figures import (
     bar_chart,
     box_chart,
+    confusion_heatmap,
     dot_interval_chart,
     fig_to_png,
     heatmap,
@@ -48,6 +49,7 @@ __all__ = [
     "atomic_write_bytes",
     "bar_chart",
     "box_chart",
+    "confusion_heatmap",
     "dot_interval_chart",
     "fig_to_png",
     "figure_name",

@@ -26,10 +26,12 @@ __all__ = [
     "PALETTE",
     "bar_chart",
     "box_chart",
+    "confusion_heatmap",
     "dot_interval_chart",
     "fig_to_png",
     "heatmap",
     "line_chart",
+    "row_normalise",
 ]
 
 #: Okabe-Ito colours: distinguishable with the common colour-vision deficiencies.
@@ -218,6 +220,29 @@ def heatmap(
         if colorbar:
             fig.colorbar(im, ax=ax, shrink=0.85)
         return fig_to_png(fig, dpi)
+
+
+def row_normalise(counts: Any) -> np.ndarray:
+    """Divide each row by its total; an empty row (no items of that true class) becomes NaN."""
+    c = np.asarray(counts, dtype=float)
+    totals = c.sum(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(totals > 0, c / np.where(totals > 0, totals, 1.0), np.nan)
+
+
+def confusion_heatmap(
+    counts: Any,
+    labels: Sequence[str],
+    title: str,
+    *,
+    xlabel: str = "Predicted",
+    ylabel: str = "True",
+    dpi: int = 120,
+) -> bytes:
+    """Row-normalised confusion matrix on a fixed 0-1 scale with raw counts in parentheses."""
+    c = np.asarray(counts)
+    return heatmap(row_normalise(c), labels, labels, title, annotations=c.astype(int), fmt=".2f",
+                   xlabel=xlabel, ylabel=ylabel, vmin=0.0, vmax=1.0, dpi=dpi)
 
 
 def _fmt_annotation(a: Any) -> str:
