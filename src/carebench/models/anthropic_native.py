@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from carebench.models.base import ModelSpec, TransientError
-from carebench.models.http import make_client, post_json
+from carebench.models.http import LoopLocalClient, post_json
 from carebench.models.pricing import cost_usd
 from carebench.types import CarebenchError, ChatRequest, Completion, Usage, flags_for
 
@@ -31,14 +31,10 @@ class AnthropicModel:
         if key:
             self._headers["x-api-key"] = key
         self._url = f"{spec.base_url or ANTHROPIC_URL}/messages"
-        self._timeout_s = timeout_s
-        self._concurrency = concurrency or 32
-        self._client = None
+        self._http = LoopLocalClient(concurrency or 32, timeout_s)
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        await self._http.aclose()
 
     def _payload(self, req: ChatRequest) -> dict[str, Any]:
         system = "\n\n".join(m.content for m in req.messages if m.role == "system")
@@ -57,10 +53,8 @@ class AnthropicModel:
         return p
 
     async def complete(self, request: ChatRequest) -> Completion:
-        if self._client is None:
-            self._client = make_client(self._concurrency, self._timeout_s)
         t0 = time.perf_counter()
-        data = await post_json(self._client, self._url, self._payload(request), self._headers)
+        data = await post_json(self._http.get(), self._url, self._payload(request), self._headers)
         latency = time.perf_counter() - t0
         try:
             text = "".join(b.get("text", "") for b in data["content"] if b.get("type") == "text")

@@ -7,6 +7,7 @@ auth failures end the run with one clear line, other 4xx are recorded outcomes.
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import json
 import time
@@ -34,6 +35,29 @@ def make_client(concurrency: int, timeout_s: float) -> httpx.AsyncClient:
         http2=False,
         trust_env=False,  # never route sensitive text through a proxy the user didn't name
     )
+
+
+class LoopLocalClient:
+    """An httpx client per event loop: ``Runner.run_sync`` starts a fresh loop each time,
+    and a pooled client cannot outlive the loop it was created on."""
+
+    def __init__(self, concurrency: int, timeout_s: float):
+        self._concurrency = concurrency
+        self._timeout_s = timeout_s
+        self._client: httpx.AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def get(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop or self._loop.is_closed():
+            self._client = make_client(self._concurrency, self._timeout_s)
+            self._loop = loop
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None and self._loop is asyncio.get_running_loop():
+            await self._client.aclose()
+        self._client = None
 
 
 def parse_retry_after(value: str | None) -> float | None:

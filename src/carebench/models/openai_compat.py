@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from carebench.models.base import ModelSpec, TransientError
-from carebench.models.http import HTTPClientError, HTTPServerError, make_client, post_json
+from carebench.models.http import HTTPClientError, HTTPServerError, LoopLocalClient, post_json
 from carebench.models.pricing import cost_usd
 from carebench.types import (
     CarebenchError,
@@ -66,20 +66,14 @@ class _OpenAIBase:
         self._headers = {"content-type": "application/json"}
         if key:
             self._headers["authorization"] = f"Bearer {key}"
-        self._timeout_s = timeout_s
-        self._concurrency = concurrency or 64
-        self._client = None
+        self._http = LoopLocalClient(concurrency or 64, timeout_s)
 
     @property
     def client(self):
-        if self._client is None:
-            self._client = make_client(self._concurrency, self._timeout_s)
-        return self._client
+        return self._http.get()
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        await self._http.aclose()
 
 
 class OpenAIChatModel(_OpenAIBase):

@@ -1,0 +1,128 @@
+"""The ``carebench`` command: one Typer app, ``carebench <suite> <verb>``.
+
+User-caused errors (``CarebenchError``) end with one clear line and exit code 2,
+never a traceback; an interrupt says what was kept (the cache holds every
+completed call, so re-running resumes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import click
+import typer
+
+from carebench.types import CarebenchError
+
+app = typer.Typer(
+    name="carebench",
+    help="Measure how AI systems recognize and respond to suicide and self-harm risk.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+models_app = typer.Typer(help="Model providers.", no_args_is_help=True)
+app.add_typer(models_app, name="models")
+
+#: suites that provide a Typer sub-app in carebench.<suite>.cli
+SUITES = ("risk", "support")
+
+
+def _mount_suites() -> None:
+    for suite in SUITES:
+        try:
+            mod = importlib.import_module(f"carebench.{suite}.cli")
+        except ModuleNotFoundError as e:
+            if e.name == f"carebench.{suite}.cli":
+                continue
+            raise
+        app.add_typer(mod.app, name=suite)
+
+
+@app.command()
+def demo(
+    out: Annotated[Path | None, typer.Option(help="Run directory (default runs/demo-<time>).")] = None,
+    model: Annotated[str, typer.Option(help="Model spec for the model-backed parts.")] = "llamacpp:builtin",
+    full: Annotated[bool, typer.Option(help="Run every built-in item (slower).")] = False,
+    cache: Annotated[Path | None, typer.Option(help="Cache file (default: user cache dir).")] = None,
+) -> None:
+    """Run carebench offline on built-in data and write a run directory."""
+    from carebench.demo import run_demo
+
+    run_demo(out=out, model_spec=model, quick=not full, cache_path=cache)
+
+
+@models_app.command("check")
+def models_check(
+    spec: Annotated[str, typer.Argument(help="Model spec, e.g. openai:gpt-4o-mini")],
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for the answer.")] = 60.0,
+) -> None:
+    """Send one tiny request; print ok, latency and the model's answer."""
+    from carebench.models import get_model
+    from carebench.runner import Call, Runner, RunnerConfig
+    from carebench.types import ChatRequest, messages
+
+    model = get_model(spec, timeout_s=timeout)
+    req = ChatRequest(messages(("user", "Reply with the single word: ready")), max_tokens=16)
+    runner = Runner(RunnerConfig(max_retries=1, timeout_s=timeout, use_cache=False, progress=False))
+
+    async def go():
+        try:
+            return await runner.run([Call(model, req)])
+        finally:
+            await model.aclose()
+
+    res = asyncio.run(go())
+    comp = res.completions[0]
+    if comp is None or comp.error is not None:
+        raise CarebenchError(f"{spec}: {comp.error if comp else 'no answer'}")
+    answer = comp.extra.get("scores") or comp.text.strip()
+    typer.echo(f"ok  {spec}  latency {comp.latency_s:.2f} s  status {comp.status}  answer: {answer!r}")
+
+
+@app.command()
+def report(run_dir: Annotated[Path, typer.Argument(help="A carebench run directory.")]) -> None:
+    """Re-render a run directory's metrics and reports from its records alone."""
+    from carebench.rundir import read_json
+
+    manifest = read_json(run_dir / "manifest.json")
+    suite = manifest.get("suite")
+    try:
+        mod = importlib.import_module("carebench.demo" if suite == "demo" else f"carebench.{suite}.report")
+    except ModuleNotFoundError:
+        raise CarebenchError(f"{run_dir}: unknown suite {suite!r} in manifest.json") from None
+    mod.rerender(run_dir)
+    typer.echo(f"re-rendered {run_dir}/report.md and report.html")
+
+
+def main(argv: list[str] | None = None) -> int:
+    _mount_suites()
+    try:
+        rc = app(args=argv, standalone_mode=False)
+    except CarebenchError as e:
+        print(f"carebench: error: {e}", file=sys.stderr)
+        return 2
+    except click.exceptions.Abort:
+        print("carebench: interrupted; completed model calls are cached, re-run to resume", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:
+        print("carebench: interrupted; completed model calls are cached, re-run to resume", file=sys.stderr)
+        return 130
+    except click.exceptions.ClickException as e:
+        e.show()
+        return e.exit_code
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    return rc if isinstance(rc, int) else 0
+
+
+def entrypoint() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    entrypoint()

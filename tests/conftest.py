@@ -1,0 +1,26 @@
+"""Shared test setup: offline, isolated cache, no real credentials, stub server importable."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # `from stub_server import StubServer`
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(tmp_path_factory, monkeypatch):
+    """Every test gets its own cache file and no real API keys or proxies."""
+    cache_dir = tmp_path_factory.mktemp("cache")
+    monkeypatch.setenv("CAREBENCH_CACHE", str(cache_dir / "completions.sqlite"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "CAREBENCH_API_KEY", "CAREBENCH_PRICES"):
+        monkeypatch.delenv(var, raising=False)
+    from carebench.models.pricing import price_table
+
+    price_table.cache_clear()
+    yield
+    price_table.cache_clear()

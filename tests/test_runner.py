@@ -1,0 +1,225 @@
+"""Runner + OpenAI-compatible client against the loopback stub: every fault kind is
+retried or recorded as specified, and the cache makes re-runs free."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from stub_server import StubReply, StubServer
+
+from carebench.cache import CompletionCache
+from carebench.models import get_model
+from carebench.models.structured import choice_spec
+from carebench.runner import Call, Runner, RunnerConfig
+from carebench.types import CarebenchError, ChatRequest, label_probabilities, messages
+
+
+def req(text: str, **kw) -> ChatRequest:
+    return ChatRequest(messages(("user", text)), **kw)
+
+
+def make_runner(tmp_path, **cfg) -> Runner:
+    cfg.setdefault("progress", False)
+    cfg.setdefault("backoff_base_s", 0.01)
+    return Runner(RunnerConfig(**cfg), cache=CompletionCache(tmp_path / "c.sqlite"))
+
+
+@pytest.fixture
+def stub():
+    with StubServer() as s:
+        yield s
+
+
+def model_for(stub, **kw):
+    return get_model(f"openai:stub-model@{stub.base_url}", **kw)
+
+
+def test_basic_completion_fields(stub, tmp_path):
+    stub.on_text("hello", StubReply(content="Hi there.", usage=(11, 3)))
+    res = make_runner(tmp_path).run_sync([Call(model_for(stub), req("hello"))])
+    c = res.completions[0]
+    assert c.text == "Hi there." and c.status == "ok" and c.finish_reason == "stop"
+    assert (c.usage.prompt_tokens, c.usage.completion_tokens) == (11, 3)
+    assert c.latency_s > 0 and c.model.startswith("openai:stub-model@")
+    assert stub.requests[0].body["messages"] == [{"role": "user", "content": "hello"}]
+
+
+def test_429_retry_after_is_honoured(stub, tmp_path):
+    stub.script([StubReply(status=429, headers={"Retry-After": "0.3"}), StubReply(content="ok")])
+    t0 = time.perf_counter()
+    res = make_runner(tmp_path).run_sync([Call(model_for(stub), req("x"))])
+    assert time.perf_counter() - t0 >= 0.3
+    c = res.completions[0]
+    assert c.text == "ok" and c.attempts_made == 2 and len(stub.requests) == 2
+
+
+def test_500_then_success_and_malformed_body_retried(stub, tmp_path):
+    stub.script([StubReply(status=500), StubReply(raw_body=b"{not json"), StubReply(content="fine")])
+    res = make_runner(tmp_path).run_sync([Call(model_for(stub), req("x"))])
+    assert res.completions[0].text == "fine" and res.completions[0].attempts_made == 3
+
+
+def test_persistent_malformed_body_is_recorded_not_fatal(stub, tmp_path):
+    stub.on_text("bad", StubReply(raw_body=b"<html>oops"))
+    runner = make_runner(tmp_path, max_retries=2)
+    res = runner.run_sync([Call(model_for(stub), req("bad")), Call(model_for(stub), req("good"))])
+    bad, good = res.completions
+    assert bad.status == "error" and "malformed JSON" in bad.error and bad.attempts_made == 3
+    assert good.status == "ok"
+    assert res.errors == 1
+    # errors are not cached: a re-run tries again
+    assert runner.cache.get  # noqa: B018
+    res2 = make_runner(tmp_path, max_retries=0).run_sync([Call(model_for(stub), req("bad"))])
+    assert res2.provider_calls == 1
+
+
+def test_hang_past_timeout_is_retried_then_recorded(stub, tmp_path):
+    stub.on_text("slow", StubReply(hang=True))
+    res = make_runner(tmp_path, timeout_s=0.3, max_retries=1).run_sync([Call(model_for(stub), req("slow"))])
+    c = res.completions[0]
+    assert c.status == "error" and "timed out" in c.error and c.attempts_made == 2
+
+
+@pytest.mark.parametrize(
+    ("reply", "status"),
+    [
+        (StubReply(content=""), "empty"),
+        (StubReply(content="partial", finish_reason="length"), "truncated"),
+        (StubReply(content="", finish_reason="content_filter"), "content_filter"),
+    ],
+)
+def test_outcome_flags(stub, tmp_path, reply, status):
+    stub.handler = lambda r: reply
+    res = make_runner(tmp_path).run_sync([Call(model_for(stub), req("x"))])
+    assert res.completions[0].status == status
+
+
+def test_rerun_makes_zero_provider_calls_and_attempts_are_distinct(stub, tmp_path):
+    calls = [Call(model_for(stub), req(f"item {i}", attempt=a)) for i in range(5) for a in range(3)]
+    r1 = make_runner(tmp_path).run_sync(calls)
+    assert r1.provider_calls == 15 and len(stub.requests) == 15
+    r2 = make_runner(tmp_path).run_sync(calls)
+    assert r2.provider_calls == 0 and r2.cache_hits == 15 and len(stub.requests) == 15
+    assert [c.text for c in r2.completions] == [c.text for c in r1.completions]
+    assert all(c.cached for c in r2.completions)
+
+
+def test_no_cache_calls_again(stub, tmp_path):
+    calls = [Call(model_for(stub), req("x"))]
+    make_runner(tmp_path).run_sync(calls)
+    make_runner(tmp_path, use_cache=False).run_sync(calls)
+    assert len(stub.requests) == 2
+
+
+def test_budget_cap_stops_cleanly(stub, tmp_path, monkeypatch):
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[models]\n"stub-model" = [1000000.0, 0.0]\n')  # $1 per prompt token
+    monkeypatch.setenv("CAREBENCH_PRICES", str(prices))
+    from carebench.models.pricing import price_table
+
+    price_table.cache_clear()
+    stub.handler = lambda r: StubReply(content="ok", usage=(1, 1), delay=0.01)
+    calls = [Call(model_for(stub), req(f"i{i}")) for i in range(10)]
+    runner = make_runner(tmp_path, concurrency=1, budget_usd=3.0)
+    res = runner.run_sync(calls)
+    done = [c for c in res.completions if c is not None]
+    assert len(done) == 3 and res.spent_usd == pytest.approx(3.0)
+    assert res.stopped and "budget" in res.stopped
+    assert len(runner.cache) == 3  # everything done so far is kept
+
+
+def test_dry_run_plan_counts_and_estimates(stub, tmp_path, monkeypatch):
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[models]\n"stub-model" = [1.0, 2.0]\n')
+    monkeypatch.setenv("CAREBENCH_PRICES", str(prices))
+    from carebench.models.pricing import price_table
+
+    price_table.cache_clear()
+    runner = make_runner(tmp_path)
+    calls = [Call(model_for(stub), req("x" * 400, max_tokens=100)) for _ in range(1)]
+    calls += [Call(model_for(stub), req("y" * 400, max_tokens=100))]
+    runner.run_sync(calls[:1])
+    n_before = len(stub.requests)
+    plan = runner.plan(calls)
+    assert len(stub.requests) == n_before  # planning calls nothing
+    assert (plan.total, plan.cached, plan.to_make) == (2, 1, 1)
+    # 400 chars ~ 100 tokens + 4 framing; 100 output tokens at $2/M
+    assert plan.estimated_cost_usd == pytest.approx((104 * 1.0 + 100 * 2.0) / 1e6)
+
+
+def test_structured_capability_fallback_like_llamacpp_server(tmp_path):
+    with StubServer(reject_json_schema=True) as stub:
+        stub.handler = lambda r: StubReply(content='{"answer": "c"}')
+        model = model_for(stub)
+        spec = choice_spec(("a", "b", "c", "d"))
+        res = make_runner(tmp_path, concurrency=1).run_sync(
+            [Call(model, req("p1", structured=spec)), Call(model, req("p2", structured=spec))]
+        )
+        assert [c.text for c in res.completions] == ['{"answer": "c"}'] * 2
+        kinds = [r.body.get("response_format", {}).get("type") for r in stub.requests]
+        # first call rejected with json_schema, then json_object (+ schema) for both
+        assert kinds.count("json_schema") == 1
+        assert kinds.count("json_object") == 2
+        assert model.structured_mode == "json_object"
+        assert "schema" in stub.requests[-1].body["response_format"]
+
+
+def test_logprobs_give_label_probabilities(stub, tmp_path):
+    stub.handler = lambda r: StubReply(
+        content="b", logprobs=[("b", -0.2231, {"b": -0.2231, "a": -1.6094, "x": -3.0})]
+    )
+    res = make_runner(tmp_path).run_sync(
+        [Call(model_for(stub), req("x", logprobs=True, top_logprobs=5))]
+    )
+    c = res.completions[0]
+    assert stub.requests[0].body["logprobs"] is True and stub.requests[0].body["top_logprobs"] == 5
+    probs = label_probabilities(c.logprobs, ("a", "b", "c", "d"))
+    # exp(-0.2231)=0.8, exp(-1.6094)=0.2 -> normalised over the labels present
+    assert probs == pytest.approx({"a": 0.2, "b": 0.8, "c": 0.0, "d": 0.0}, abs=1e-3)
+    # logprobs survive the cache round trip
+    again = make_runner(tmp_path).run_sync([Call(model_for(stub), req("x", logprobs=True, top_logprobs=5))])
+    assert label_probabilities(again.completions[0].logprobs, ("a", "b", "c", "d")) == pytest.approx(probs)
+
+
+def test_unreachable_server_is_one_clear_error(tmp_path):
+    model = get_model("openai:m@http://127.0.0.1:9/v1")
+    with pytest.raises(CarebenchError, match="cannot reach"):
+        make_runner(tmp_path, max_retries=1).run_sync([Call(model, req("x"))])
+
+
+def test_auth_failure_stops_the_run(stub, tmp_path):
+    stub.handler = lambda r: StubReply(status=401)
+    with pytest.raises(CarebenchError, match="rejected the API key"):
+        make_runner(tmp_path).run_sync([Call(model_for(stub), req(f"x{i}")) for i in range(4)])
+
+
+def test_client_error_is_recorded_permanently(stub, tmp_path):
+    stub.handler = lambda r: StubReply(status=400)
+    res = make_runner(tmp_path).run_sync([Call(model_for(stub), req("x"))])
+    assert res.completions[0].status == "error" and "HTTP 400" in res.completions[0].error
+    assert len(stub.requests) == 1  # not retried
+
+
+def test_moderation_scores(stub, tmp_path):
+    stub.handler = lambda r: StubReply(
+        moderation={"self-harm": 0.4, "self-harm/intent": 0.7, "self-harm/instructions": 0.01}
+    )
+    model = get_model(f"openai-moderation:omni-moderation-latest@{stub.base_url}")
+    res = make_runner(tmp_path).run_sync([Call(model, req("text"))])
+    scores = res.completions[0].extra["scores"]
+    assert scores == pytest.approx({"self_harm": 0.4, "self_harm_intent": 0.7, "self_harm_instructions": 0.01})
+    assert stub.requests[0].path.endswith("/moderations")
+    assert stub.requests[0].body["input"] == "text"
+
+
+def test_anthropic_native(stub, tmp_path, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-key")
+    stub.handler = lambda r: StubReply(content="cut", finish_reason="length", usage=(5, 2))
+    model = get_model(f"anthropic:claude-test@{stub.base_url}")
+    r = ChatRequest(messages(("system", "be kind"), ("user", "hi")), max_tokens=20)
+    c = make_runner(tmp_path).run_sync([Call(model, r)]).completions[0]
+    body = stub.requests[0].body
+    assert body["system"] == "be kind" and body["messages"] == [{"role": "user", "content": "hi"}]
+    assert stub.requests[0].headers["x-api-key"] == "sk-ant-test-key"
+    assert c.text == "cut" and c.status == "truncated" and c.usage.completion_tokens == 2
