@@ -1,0 +1,404 @@
+"""Support tasks: fixed crisis conversations with a weighted, task-specific rubric.
+
+A task (DistressBench §2) holds the fixed user turns of a single- or multi-turn
+conversation, metadata used for slicing (§2.2, E.4), 6-20 binary criteria each
+tagged with one of seven care dimensions and weighted 1-20 (§2.3), and a
+reference response (§4.7). Assistant turns are never part of a task: they are
+regenerated for every responder (§3.1).
+
+Tasks load from JSONL, CSV or Parquet (or ``builtin:NAME`` package data); every
+invalid row is reported with its file, line and field before any model call.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from carebench.types import CarebenchError
+
+#: The seven crisis-support dimensions (§2.3), canonical short names.
+DIMENSIONS: tuple[str, ...] = (
+    "recognition",
+    "compassion",
+    "deescalation",
+    "resources",
+    "disclaimers",
+    "moralization",
+    "harmless",
+)
+
+#: Human-readable names for reports.
+DIMENSION_LABELS: dict[str, str] = {
+    "recognition": "Recognition / identification",
+    "compassion": "Compassionate engagement",
+    "deescalation": "De-escalation",
+    "resources": "Actionable resources",
+    "disclaimers": "Safety disclaimers",
+    "moralization": "Moral judgement / moralization",
+    "harmless": "Harmless response",
+}
+
+_DIMENSION_ALIASES: dict[str, str] = {
+    "recognition/identification": "recognition",
+    "identification": "recognition",
+    "recognition_identification": "recognition",
+    "compassionate engagement": "compassion",
+    "compassionate_engagement": "compassion",
+    "engagement": "compassion",
+    "de-escalation": "deescalation",
+    "de_escalation": "deescalation",
+    "actionable resources": "resources",
+    "actionable_resources": "resources",
+    "resource routing": "resources",
+    "safety disclaimers": "disclaimers",
+    "safety_disclaimers": "disclaimers",
+    "moral judgement": "moralization",
+    "moral judgment": "moralization",
+    "moral judgement/moralization": "moralization",
+    "moral_judgement": "moralization",
+    "harmless response": "harmless",
+    "harmless_response": "harmless",
+}
+
+#: Default list of 23 SSH subcategories (configurable: pass ``subcategories=`` to the
+#: loader). The seed names ideation, planning, post-attempt, NSSI, psychosis, eating
+#: disorders, trauma-triggered distress, self worth, existential despair, escalation
+#: pattern and masked distress; the rest complete a 23-item working taxonomy.
+SUBCATEGORIES: tuple[str, ...] = (
+    "suicidal_ideation",
+    "suicide_planning",
+    "post_attempt",
+    "nssi",
+    "psychosis",
+    "eating_disorder",
+    "trauma_triggered_distress",
+    "self_worth",
+    "existential_despair",
+    "escalation_pattern",
+    "masked_distress",
+    "substance_use",
+    "grief_bereavement",
+    "loneliness_isolation",
+    "relationship_crisis",
+    "bullying_harassment",
+    "academic_work_pressure",
+    "financial_crisis",
+    "chronic_illness_pain",
+    "identity_related_distress",
+    "abuse_disclosure",
+    "third_party_concern",
+    "means_inquiry",
+)
+
+#: Metadata axes used for stratification (§A.3) and slicing (§4.4, E.4).
+META_FIELDS: tuple[str, ...] = (
+    "age_band",
+    "turn_structure",
+    "harm_intent",
+    "progression_stage",
+    "signal_directness",
+    "split",
+)
+#: Axes the public/private split is stratified by (§A.3).
+SPLIT_STRATA: tuple[str, ...] = (
+    "subcategory",
+    "age_band",
+    "turn_structure",
+    "harm_intent",
+    "progression_stage",
+)
+
+MIN_CRITERIA, MAX_CRITERIA = 6, 20
+MIN_WEIGHT, MAX_WEIGHT = 1, 20
+
+
+class Criterion(BaseModel):
+    """One atomic binary rubric criterion.
+
+    ``negative`` marks behaviour that must not occur (HealthBench style): the judge
+    still answers "does the reply do this?", and scoring credits the weight only
+    when it does not.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(min_length=1)
+    text: str = Field(min_length=1)
+    dimension: str
+    weight: int = Field(ge=MIN_WEIGHT, le=MAX_WEIGHT)
+    negative: bool = False
+
+    @field_validator("dimension", mode="before")
+    @classmethod
+    def _canonical_dimension(cls, v: Any) -> str:
+        key = str(v).strip().lower()
+        key = _DIMENSION_ALIASES.get(key, key)
+        if key not in DIMENSIONS:
+            raise ValueError(f"unknown dimension {v!r}; expected one of {', '.join(DIMENSIONS)}")
+        return key
+
+
+class TaskMeta(BaseModel):
+    """Slicing metadata (§2.2); ``turn_structure`` is checked against the turn count."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    age_band: Literal["U18", "O18", "unknown"] = "unknown"
+    turn_structure: Literal["single", "multi"] = "single"
+    harm_intent: Literal["harmful", "borderline", "benign", "unknown"] = "unknown"
+    progression_stage: Literal["ideation", "planning", "action", "post_action", "unknown"] = (
+        "unknown"
+    )
+    signal_directness: Literal["implicit", "explicit", "unknown"] = "unknown"
+    split: Literal["public", "private", "unassigned"] = "unassigned"
+
+
+class Task(BaseModel):
+    """One fixed conversation with its rubric and reference response."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(min_length=1)
+    subcategory: str
+    metadata: TaskMeta = Field(default_factory=TaskMeta)
+    turns: tuple[str, ...] = Field(min_length=1)
+    criteria: tuple[Criterion, ...]
+    reference: str = ""
+    illustrative: bool = False
+
+    @field_validator("turns", mode="before")
+    @classmethod
+    def _user_turns(cls, v: Any) -> Any:
+        """Accept plain strings or chat messages; assistant messages are dropped
+        because every assistant turn is regenerated (§3.1)."""
+        if isinstance(v, str):
+            return (v,)
+        if isinstance(v, list | tuple):
+            out = []
+            for m in v:
+                if isinstance(m, dict):
+                    if m.get("role", "user") == "user":
+                        out.append(m.get("content", ""))
+                else:
+                    out.append(m)
+            return tuple(out)
+        return v
+
+    @field_validator("turns")
+    @classmethod
+    def _non_empty_turns(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for i, t in enumerate(v):
+            if not str(t).strip():
+                raise ValueError(f"user turn {i + 1} is empty")
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> Task:
+        n = len(self.criteria)
+        if not MIN_CRITERIA <= n <= MAX_CRITERIA:
+            raise ValueError(f"a rubric needs {MIN_CRITERIA}-{MAX_CRITERIA} criteria, got {n}")
+        ids = [c.id for c in self.criteria]
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        if dup:
+            raise ValueError(f"duplicate criterion id(s) {dup}")
+        expect = "multi" if len(self.turns) > 1 else "single"
+        if self.metadata.turn_structure != expect:
+            raise ValueError(
+                f"metadata.turn_structure is {self.metadata.turn_structure!r} but the task "
+                f"has {len(self.turns)} user turn(s)"
+            )
+        return self
+
+    @property
+    def multi_turn(self) -> bool:
+        return len(self.turns) > 1
+
+    def criterion(self, cid: str) -> Criterion:
+        for c in self.criteria:
+            if c.id == cid:
+                return c
+        raise KeyError(cid)
+
+    def to_row(self) -> dict[str, Any]:
+        """JSON-able row, the same shape the JSONL loader reads."""
+        return self.model_dump(mode="json")
+
+
+# -- loading ------------------------------------------------------------------------
+
+
+def _fill_defaults(row: dict[str, Any]) -> dict[str, Any]:
+    """Flat rows (CSV/Parquet) carry metadata as columns and JSON-text list columns."""
+    row = {k: v for k, v in row.items() if not _is_blank(v)}
+    meta = row.get("metadata")
+    if isinstance(meta, str):
+        row["metadata"] = meta = json.loads(meta)
+    if meta is None:
+        meta = {}
+    for f in META_FIELDS:
+        if f in row:
+            meta = {**meta, f: row.pop(f)}
+    for key in ("turns", "criteria"):
+        if isinstance(row.get(key), str):
+            text = row[key].strip()
+            row[key] = json.loads(text) if text.startswith(("[", "{", '"')) else [text]
+    if "turns" in row and "turn_structure" not in meta and isinstance(row["turns"], list | tuple):
+        users = [t for t in row["turns"] if not isinstance(t, dict) or t.get("role", "user") == "user"]
+        meta = {**meta, "turn_structure": "multi" if len(users) > 1 else "single"}
+    row["metadata"] = meta
+    return row
+
+
+def _is_blank(v: Any) -> bool:
+    if v is None:
+        return True
+    if isinstance(v, float) and np.isnan(v):
+        return True
+    return isinstance(v, str) and not v.strip()
+
+
+def _rows(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson"):
+        with path.open(encoding="utf-8") as fh:
+            for i, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except ValueError as e:
+                    raise CarebenchError(f"{path}:{i}: invalid JSON ({e})") from None
+                if not isinstance(obj, dict):
+                    raise CarebenchError(f"{path}:{i}: expected a JSON object per line")
+                yield i, obj
+    elif suffix == ".csv":
+        with path.open(encoding="utf-8", newline="") as fh:
+            for i, row in enumerate(csv.DictReader(fh), 2):  # line 1 is the header
+                yield i, dict(row)
+    elif suffix == ".parquet":
+        import pandas as pd
+
+        frame = pd.read_parquet(path)
+        for i, row in enumerate(frame.to_dict(orient="records"), 1):
+            yield i, {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in row.items()}
+    else:
+        raise CarebenchError(f"{path}: unsupported task file type {suffix!r} (use .jsonl, .csv or .parquet)")
+
+
+def builtin_names() -> list[str]:
+    root = resources.files("carebench") / "data" / "support"
+    return sorted(p.name[: -len(".jsonl")] for p in root.iterdir() if p.name.endswith(".jsonl"))
+
+
+def load_tasks(source: str | Path, subcategories: Sequence[str] | None = SUBCATEGORIES) -> list[Task]:
+    """Load and validate every task; ``builtin:NAME`` reads package data.
+
+    ``subcategories``: the allowed subcategory names (``None`` accepts any).
+    Raises ``CarebenchError`` naming the file, line and field of the first bad row.
+    """
+    src = str(source)
+    if src.startswith("builtin:"):
+        name = src.split(":", 1)[1]
+        res = resources.files("carebench") / "data" / "support" / f"{name}.jsonl"
+        if not res.is_file():
+            raise CarebenchError(
+                f"no built-in support task set {name!r}; available: {', '.join(builtin_names())}"
+            )
+        with resources.as_file(res) as p:
+            return _load(Path(p), subcategories, label=src)
+    path = Path(src)
+    if not path.is_file():
+        raise CarebenchError(f"task file {path} not found")
+    return _load(path, subcategories, label=str(path))
+
+
+def _load(path: Path, subcategories: Sequence[str] | None, label: str) -> list[Task]:
+    allowed = set(subcategories) if subcategories is not None else None
+    tasks: list[Task] = []
+    seen: dict[str, int] = {}
+    for line, raw in _rows(path):
+        try:
+            task = Task.model_validate(_fill_defaults(raw))
+        except ValidationError as e:
+            err = e.errors()[0]
+            loc = ".".join(str(x) for x in err.get("loc", ())) or "row"
+            raise CarebenchError(f"{label}:{line}: field {loc}: {err.get('msg')}") from None
+        except ValueError as e:  # malformed JSON inside a CSV cell
+            raise CarebenchError(f"{label}:{line}: {e}") from None
+        if allowed is not None and task.subcategory not in allowed:
+            raise CarebenchError(
+                f"{label}:{line}: field subcategory: unknown subcategory {task.subcategory!r} "
+                f"(configure the list or pass subcategories=None)"
+            )
+        if task.id in seen:
+            raise CarebenchError(f"{label}:{line}: field id: duplicate task id {task.id!r} (first on line {seen[task.id]})")
+        seen[task.id] = line
+        tasks.append(task)
+    if not tasks:
+        raise CarebenchError(f"{label}: no tasks found")
+    return tasks
+
+
+def write_tasks(path: Path, tasks: Sequence[Task]) -> None:
+    """Write tasks as JSONL (a run directory keeps its own copy for rescoring)."""
+    from carebench.rundir import write_jsonl
+
+    write_jsonl(Path(path), (t.to_row() for t in tasks))
+
+
+# -- public/private split (§A.3) ------------------------------------------------------
+
+
+def stratified_split(
+    tasks: Sequence[Task],
+    strata: Sequence[str] = SPLIT_STRATA,
+    seed: int = 12345,
+) -> dict[str, Literal["public", "private"]]:
+    """Assign each task to public or private, 50/50 within every stratum.
+
+    Tasks are grouped by the joint stratum key, shuffled with the seed, and dealt
+    alternately; a stratum with an odd count gives its extra task to whichever
+    split is currently smaller, so the overall split is as even as possible
+    (718 tasks -> 359/359) while each stratum differs by at most one.
+    """
+    rng = np.random.default_rng(seed)
+    groups: dict[tuple[str, ...], list[str]] = defaultdict(list)
+    for t in tasks:
+        groups[tuple(_stratum_value(t, s) for s in strata)].append(t.id)
+    counts = {"public": 0, "private": 0}
+    out: dict[str, Literal["public", "private"]] = {}
+    for key in sorted(groups):
+        ids = sorted(groups[key])
+        order = rng.permutation(len(ids))
+        first: Literal["public", "private"] = (
+            "public" if counts["public"] <= counts["private"] else "private"
+        )
+        second: Literal["public", "private"] = "private" if first == "public" else "public"
+        for j, idx in enumerate(order):
+            side = first if j % 2 == 0 else second
+            out[ids[int(idx)]] = side
+            counts[side] += 1
+    return out
+
+
+def _stratum_value(task: Task, field: str) -> str:
+    if field == "subcategory":
+        return task.subcategory
+    return str(getattr(task.metadata, field))
+
+
+def with_split(tasks: Sequence[Task], assignment: dict[str, str]) -> list[Task]:
+    """Copies of the tasks with ``metadata.split`` set from an assignment."""
+    return [
+        t.model_copy(update={"metadata": t.metadata.model_copy(update={"split": assignment[t.id]})})
+        for t in tasks
+    ]
