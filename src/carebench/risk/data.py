@@ -1,0 +1,396 @@
+"""Risk corpora: validated loaders for generic files and the two named formats.
+
+Every row is validated (pydantic) before anything else happens, so a bad file stops
+the run with its file, line and field before a single model call is made.
+
+- generic JSONL / CSV / Parquet: ``id``, ``text``, ``level`` (0-3 or a level name),
+  optional ``group`` and moderation score columns ``self_harm``, ``self_harm_intent``,
+  ``self_harm_instructions``;
+- ``gaur``: the Reddit C-SSRS CSV of Gaur et al. (2019) (``User``, ``Post`` as a
+  stringified Python list, ``Label`` in 5 levels; Supportive -> Indicator; one item per
+  user; rows cut at 32,759 characters are recovered and flagged);
+- ``clinician-sentences``: ``Safety type`` + ``statement`` mapped to 4 levels as in
+  seeds/001 Appendix H (the ambiguous category dropped);
+- ``builtin:sample``: a small illustrative corpus shipped with the package.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import json
+import math
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from carebench.risk.methods.base import RiskItem
+from carebench.risk.scale import LEVEL_NAMES, to_level
+from carebench.rundir import data_sha256, file_sha256
+from carebench.types import CarebenchError
+
+FORMATS = ("jsonl", "csv", "parquet", "gaur", "clinician-sentences")
+SCORE_COLUMNS = ("self_harm", "self_harm_intent", "self_harm_instructions")
+BUILTIN = ("sample",)
+
+#: Gaur et al. (2019) labels -> the 4-level scale (Supportive is absorbed into Indicator)
+GAUR_LABELS = {"supportive": 0, "indicator": 0, "ideation": 1, "behavior": 2, "attempt": 3}
+#: length at which 28 rows of the Gaur CSV are cut (a spreadsheet cell limit)
+GAUR_CUT_LENGTH = 32_759
+
+#: seeds/001 Appendix H: the clinician taxonomy -> 4 levels; None = dropped
+CLINICIAN_CATEGORIES: dict[str, int | None] = {
+    "clearly_happy": 0,
+    "clearly_neutral": 0,
+    "clearly_sad": 0,
+    "clearly_angry": 0,
+    "ambiguous_emotional": None,
+    "passive_si": 1,
+    "active_si_no_plan": 1,
+    "active_si_plan_no_intent": 2,
+    "active_si_plan_with_intent": 2,
+    "active_si_plan_with_intent_prep": 3,
+}
+
+
+class RiskRow(BaseModel):
+    """One generic input row; unknown extra columns are ignored."""
+
+    model_config = ConfigDict(extra="ignore", str_strip_whitespace=True)
+
+    id: str = Field(min_length=1)
+    text: str = Field(min_length=1)
+    level: int
+    group: str | None = None
+    self_harm: float | None = Field(default=None, ge=0.0, le=1.0)
+    self_harm_intent: float | None = Field(default=None, ge=0.0, le=1.0)
+    self_harm_instructions: float | None = Field(default=None, ge=0.0, le=1.0)
+
+    @field_validator("id", "group", mode="before")
+    @classmethod
+    def _str(cls, v: Any) -> Any:
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return None
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        return str(v)
+
+    @field_validator("level", mode="before")
+    @classmethod
+    def _level(cls, v: Any) -> int:
+        try:
+            return to_level(v)
+        except CarebenchError as e:
+            raise ValueError(str(e)) from None
+
+    @field_validator(*SCORE_COLUMNS, mode="before")
+    @classmethod
+    def _blank_score(cls, v: Any) -> Any:
+        if v is None or (isinstance(v, str) and not v.strip()) or (isinstance(v, float) and math.isnan(v)):
+            return None
+        return v
+
+
+@dataclass
+class RiskDataset:
+    """Validated items plus what a report must say about where they came from."""
+
+    name: str
+    items: list[RiskItem]
+    source: str  # file path or builtin:NAME
+    format: str
+    sha256: str
+    illustrative: bool = False
+    notes: list[str] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def label_counts(self) -> dict[str, int]:
+        c = Counter(it.level for it in self.items)
+        return {name: int(c.get(i, 0)) for i, name in enumerate(LEVEL_NAMES)}
+
+    @property
+    def groups(self) -> list[str] | None:
+        if all(it.group is None for it in self.items):
+            return None
+        return [it.group if it.group is not None else f"item:{it.id}" for it in self.items]
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "source": self.source,
+            "format": self.format,
+            "sha256": self.sha256,
+            "n": len(self.items),
+            "label_counts": self.label_counts,
+            "illustrative": self.illustrative,
+            "notes": list(self.notes),
+            **self.meta,
+        }
+
+
+# ----------------------------------------------------------------------------- entry point
+
+
+def load_dataset(spec: str | Path, fmt: str | None = None) -> RiskDataset:
+    """Load ``builtin:NAME`` or a file; ``fmt`` defaults to detection from name and header."""
+    s = str(spec)
+    if s.startswith("builtin:"):
+        return load_builtin(s.split(":", 1)[1])
+    path = Path(s)
+    if not path.is_file():
+        raise CarebenchError(f"data file not found: {path}")
+    fmt = fmt or detect_format(path)
+    if fmt not in FORMATS:
+        raise CarebenchError(f"unknown data format {fmt!r}; known: {', '.join(FORMATS)}")
+    if fmt == "gaur":
+        items, meta, notes = _load_gaur(path)
+    elif fmt == "clinician-sentences":
+        items, meta, notes = _load_clinician(path)
+    else:
+        items, meta, notes = _load_generic(path, fmt), {}, []
+    if not items:
+        raise CarebenchError(f"{path}: no items")
+    _check_unique(items, path)
+    return RiskDataset(
+        name=path.stem, items=items, source=str(path), format=fmt, sha256=file_sha256(path),
+        notes=notes, meta=meta,
+    )
+
+
+def detect_format(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".json", ".ndjson"):
+        return "jsonl"
+    if suffix in (".parquet", ".pq"):
+        return "parquet"
+    if suffix in (".csv", ".tsv"):
+        header = _csv_header(path)
+        if {"User", "Post", "Label"} <= set(header):
+            return "gaur"
+        if {"Safety type", "statement"} <= set(header):
+            return "clinician-sentences"
+        return "csv"
+    raise CarebenchError(f"{path}: cannot tell the format from the extension; pass --format")
+
+
+def _csv_header(path: Path) -> list[str]:
+    with path.open(encoding="utf-8-sig", newline="") as fh:
+        return next(csv.reader(fh), [])
+
+
+def _check_unique(items: list[RiskItem], path: Path | str) -> None:
+    seen: set[str] = set()
+    for it in items:
+        if it.id in seen:
+            raise CarebenchError(f"{path}: duplicate id {it.id!r}")
+        seen.add(it.id)
+
+
+# ----------------------------------------------------------------------------- generic
+
+
+def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line where the record starts, row) for each CSV record; quoted newlines allowed."""
+    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+    with path.open(encoding="utf-8-sig", newline="") as fh:
+        delim = "\t" if path.suffix.lower() == ".tsv" else ","
+        reader = csv.DictReader(fh, delimiter=delim)
+        if reader.fieldnames is None:
+            return
+        prev = reader.line_num
+        for row in reader:
+            yield prev + 1, row
+            prev = reader.line_num
+
+
+def _raw_rows(path: Path, fmt: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(location, row): location is ``line N`` (JSONL/CSV) or ``row N`` (Parquet)."""
+    if fmt == "jsonl":
+        with path.open(encoding="utf-8") as fh:
+            for i, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except ValueError as e:
+                    raise CarebenchError(f"{path}:{i}: invalid JSON ({e.args[0]})") from None
+                if not isinstance(obj, dict):
+                    raise CarebenchError(f"{path}:{i}: expected a JSON object")
+                yield f"line {i}", obj
+    elif fmt == "csv":
+        for line, row in _csv_rows(path):
+            yield f"line {line}", row
+    elif fmt == "parquet":
+        try:
+            import pandas as pd
+
+            frame = pd.read_parquet(path)
+        except (ImportError, OSError, ValueError) as e:
+            raise CarebenchError(f"{path}: cannot read Parquet ({e})") from None
+        for i, row in enumerate(frame.to_dict(orient="records"), 1):
+            yield f"row {i}", row
+    else:  # pragma: no cover - guarded by the caller
+        raise AssertionError(fmt)
+
+
+def _load_generic(path: Path, fmt: str) -> list[RiskItem]:
+    items = []
+    for loc, raw in _raw_rows(path, fmt):
+        if "level" not in raw and "label" in raw:
+            raw = {**raw, "level": raw["label"]}
+        items.append(_validate(raw, path, loc))
+    return items
+
+
+def _validate(raw: dict[str, Any], path: Path | str, loc: str, **meta: Any) -> RiskItem:
+    try:
+        row = RiskRow.model_validate(raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        fld = ".".join(str(p) for p in err["loc"]) or "row"
+        msg = err["msg"].removeprefix("Value error, ")
+        raise CarebenchError(f"{path}: {loc}: field {fld!r}: {msg}") from None
+    scores = {c: float(getattr(row, c)) for c in SCORE_COLUMNS if getattr(row, c) is not None}
+    return RiskItem(id=row.id, text=row.text, level=row.level, group=row.group, scores=scores,
+                    meta=dict(meta))
+
+
+# ----------------------------------------------------------------------------- gaur
+
+
+def recover_post_list(literal: str) -> tuple[list[str], bool]:
+    """Parse a stringified list of posts; recover the complete posts of a truncated one.
+
+    Returns ``(posts, recovered)``. A literal cut mid-way does not parse; every post
+    that ended before the cut is kept and the partial last one is dropped (we cannot
+    know how it ended). Raises ValueError if not even one complete post is present.
+    """
+    try:
+        value = ast.literal_eval(literal)
+    except (ValueError, SyntaxError):
+        value = None
+    if isinstance(value, list):
+        return [str(p) for p in value], False
+    text = literal.rstrip()
+    # candidate cut points: a closing quote followed by the ", " that starts the next post
+    pos = len(text)
+    while True:
+        cut = max(text.rfind("', ", 0, pos), text.rfind('", ', 0, pos))
+        if cut <= 0:
+            raise ValueError("no complete post could be recovered")
+        try:
+            value = ast.literal_eval(text[: cut + 1] + "]")
+        except (ValueError, SyntaxError):
+            pos = cut
+            continue
+        if isinstance(value, list) and value:
+            return [str(p) for p in value], True
+        pos = cut
+
+
+def _load_gaur(path: Path) -> tuple[list[RiskItem], dict[str, Any], list[str]]:
+    items: list[RiskItem] = []
+    recovered: list[str] = []
+    for line, row in _csv_rows(path):
+        for col in ("User", "Post", "Label"):
+            if not (row.get(col) or "").strip():
+                raise CarebenchError(f"{path}: line {line}: field {col!r}: missing")
+        label = row["Label"].strip()
+        if label.lower() not in GAUR_LABELS:
+            raise CarebenchError(
+                f"{path}: line {line}: field 'Label': unknown label {label!r} "
+                f"(expected one of Supportive, Indicator, Ideation, Behavior, Attempt)"
+            )
+        try:
+            posts, was_cut = recover_post_list(row["Post"])
+        except ValueError as e:
+            raise CarebenchError(f"{path}: line {line}: field 'Post': {e}") from None
+        posts = [p.strip() for p in posts if p.strip()]
+        if not posts:
+            raise CarebenchError(f"{path}: line {line}: field 'Post': no post text")
+        user = row["User"].strip()
+        meta: dict[str, Any] = {"source_label": label, "n_posts": len(posts)}
+        if was_cut:
+            meta.update(recovered=True, truncated_at=len(row["Post"]))
+            recovered.append(user)
+        items.append(
+            _validate(
+                {"id": user, "text": "\n\n".join(posts), "level": GAUR_LABELS[label.lower()],
+                 "group": user},
+                path, f"line {line}", **meta,
+            )
+        )
+    notes = [(
+        "Gaur et al. (2019) Reddit C-SSRS corpus: one item per user (all of the user's posts "
+        "joined); labels are user-level; Supportive is mapped to Indicator."
+    )]
+    if recovered:
+        notes.append(
+            f"{len(recovered)} rows were cut in the source file (at about {GAUR_CUT_LENGTH:,} "
+            "characters); their complete posts were recovered and the partial last post dropped "
+            "(flagged 'recovered' in the records)."
+        )
+    return items, {"recovered_rows": len(recovered), "recovered_ids": recovered}, notes
+
+
+# ----------------------------------------------------------------------------- clinician
+
+
+def _load_clinician(path: Path) -> tuple[list[RiskItem], dict[str, Any], list[str]]:
+    items: list[RiskItem] = []
+    dropped = 0
+    for line, row in _csv_rows(path):
+        cat = (row.get("Safety type") or "").strip()
+        text = (row.get("statement") or "").strip()
+        if not cat:
+            raise CarebenchError(f"{path}: line {line}: field 'Safety type': missing")
+        key = cat.lower()
+        if key not in CLINICIAN_CATEGORIES:
+            raise CarebenchError(
+                f"{path}: line {line}: field 'Safety type': unknown category {cat!r} "
+                f"(known: {', '.join(CLINICIAN_CATEGORIES)})"
+            )
+        level = CLINICIAN_CATEGORIES[key]
+        if level is None:
+            dropped += 1
+            continue
+        ident = (row.get("id") or row.get("ID") or "").strip() or f"line-{line}"
+        items.append(
+            _validate({"id": ident, "text": text, "level": level}, path, f"line {line}",
+                      source_category=key)
+        )
+    notes = [(
+        "Clinician-authored single sentences; categories mapped to the 4 levels as in "
+        f"seeds/001 Appendix H; {dropped} 'ambiguous_emotional' statements dropped."
+    )]
+    return items, {"dropped_ambiguous": dropped}, notes
+
+
+# ----------------------------------------------------------------------------- builtin
+
+
+def load_builtin(name: str) -> RiskDataset:
+    if name not in BUILTIN:
+        raise CarebenchError(f"unknown built-in dataset {name!r}; known: {', '.join(BUILTIN)}")
+    base = resources.files("carebench") / "data" / "risk"
+    meta = json.loads((base / f"{name}.meta.json").read_text("utf-8"))
+    items = []
+    rows = []
+    for i, line in enumerate((base / f"{name}.jsonl").read_text("utf-8").splitlines(), 1):
+        if line.strip():
+            raw = json.loads(line)
+            rows.append(raw)
+            items.append(_validate(raw, f"builtin:{name}", f"line {i}"))
+    _check_unique(items, f"builtin:{name}")
+    return RiskDataset(
+        name=name, items=items, source=f"builtin:{name}", format="jsonl",
+        sha256=data_sha256(rows), illustrative=bool(meta.get("illustrative", True)),
+        notes=[meta["description"]], meta={"license": meta.get("license")},
+    )

