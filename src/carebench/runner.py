@@ -125,7 +125,16 @@ class Runner:
 
     # -- execution ----------------------------------------------------------------
     def run_sync(self, calls: Sequence[Call]) -> RunResult:
-        return asyncio.run(self.run(calls))
+        """Run on a fresh event loop, closing the models' connection pools before it ends."""
+
+        async def go() -> RunResult:
+            try:
+                return await self.run(calls)
+            finally:
+                for model in {id(c.model): c.model for c in calls}.values():
+                    await model.aclose()
+
+        return asyncio.run(go())
 
     async def run(self, calls: Sequence[Call]) -> RunResult:
         calls = list(calls)

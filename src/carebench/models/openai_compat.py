@@ -1,4 +1,4 @@
-"""OpenAI-compatible chat and moderation clients over plain httpx.
+"""OpenAI-compatible chat and moderation clients over aiohttp.
 
 One lean client covers OpenAI, vLLM, Ollama, llama.cpp's server, LM Studio and hosted
 gateways. It is ours rather than the SDK so the per-call CPU cost stays small (the
