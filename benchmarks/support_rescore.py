@@ -1,0 +1,172 @@
+"""Time support-suite re-scoring from recorded verdicts (no inference).
+
+Synthetic run at the seed's scale (seeds/002): 25 responders x 718 tasks x 3
+attempts x 10 criteria x 3 judges = 1,615,500 verdicts, plus a reference
+responder is NOT added (it would add 64,620 verdicts). Times, separately:
+
+1. building the verdict table from integer-coded column arrays,
+2. building it from string columns (factorization),
+3. scoring + every analysis (``analyze``, B = 2000 bootstrap resamples),
+4. optionally (``--jsonl``) writing and parsing a records.jsonl of that size.
+
+Usage: ``python benchmarks/support_rescore.py [--jsonl] [--B 2000]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from carebench.support.analyses import analyze
+from carebench.support.records import RESPONSE_STATUSES, ResponseTable, VerdictTable, read_records
+from carebench.support.scoring import DIMENSIONS, TaskTable
+
+SUBCATS = [f"subcat_{i:02d}" for i in range(23)]
+
+
+def make_tasks(n_tasks: int, n_crit: int, rng: np.random.Generator) -> list[dict]:
+    stages = ["ideation", "planning", "action", "post_action"]
+    tasks = []
+    for t in range(n_tasks):
+        dims = list(DIMENSIONS) + list(rng.choice(DIMENSIONS, n_crit - len(DIMENSIONS)))
+        crits = [
+            {"id": f"c{k}", "text": "x", "dimension": dims[k], "weight": int(rng.integers(1, 21)),
+             "negative": bool(dims[k] in ("moralization", "harmless") and rng.random() < 0.5)}
+            for k in range(n_crit)
+        ]
+        tasks.append({
+            "id": f"t{t:04d}",
+            "subcategory": SUBCATS[t % len(SUBCATS)],
+            "metadata": {
+                "age_band": ["U18", "O18"][t % 2],
+                "turn_structure": "multi" if t % 12 < 7 else "single",
+                "harm_intent": ["harmful", "borderline"][t % 3 == 0],
+                "progression_stage": stages[t % 4],
+                "signal_directness": ["implicit", "explicit"][t % 5 < 2],
+                "split": ["public", "private"][t % 2],
+            },
+            "criteria": crits,
+        })
+    return tasks
+
+
+def make_run(n_resp: int = 25, n_tasks: int = 718, n_att: int = 3, n_crit: int = 10, n_judges: int = 3,
+             seed: int = 0) -> tuple[list[dict], ResponseTable, VerdictTable, dict]:
+    """Synthetic tasks, responses and verdicts; returns code-built tables plus the string columns."""
+    rng = np.random.default_rng(seed)
+    tasks = make_tasks(n_tasks, n_crit, rng)
+    responders = [f"openai:model-{i:02d}" for i in range(n_resp)]
+    judges = ["openai:judge-a", "anthropic:judge-b", "google:judge-c"][:n_judges]
+    # responses: every (responder, task, attempt), ~2% empty
+    R, T, A, C, J = n_resp, n_tasks, n_att, n_crit, n_judges
+    r_resp = np.repeat(np.arange(R), T * A)
+    r_task = np.tile(np.repeat(np.arange(T), A), R)
+    r_att = np.tile(np.arange(A), R * T)
+    empty = rng.random(r_resp.size) < 0.02
+    status = np.where(empty, RESPONSE_STATUSES.index("empty"), 0).astype(np.int8)
+    task_ids = [t["id"] for t in tasks]
+    rt = ResponseTable(r_task.astype(np.int32), r_resp.astype(np.int32), r_att.astype(np.int64), status, empty,
+                       task_ids, responders)
+    # verdicts: (conversation, criterion, judge); skill per responder, leniency per judge
+    skill = np.linspace(0.55, 0.9, R)
+    len_j = np.array([0.0, 0.05, -0.05])[:J]
+    n = R * T * A * C * J
+    conv = np.repeat(np.arange(r_resp.size), C * J)
+    crit = np.tile(np.repeat(np.arange(C), J), r_resp.size)
+    judge = np.tile(np.arange(J), r_resp.size * C)
+    p = np.clip(skill[r_resp[conv]] + len_j[judge], 0, 1)
+    met = (rng.random(n) < p).astype(np.int8)
+    failed = rng.random(n) < 0.005
+    met[failed] = -1
+    vstatus = np.where(failed, 1, 0).astype(np.int8)
+    not_judged = empty[conv]
+    met[not_judged] = -1
+    vstatus[not_judged] = 3
+    crit_vocab = [f"c{k}" for k in range(C)]
+    vt = VerdictTable(
+        r_task[conv].astype(np.int32), r_resp[conv].astype(np.int32), r_att[conv].astype(np.int64),
+        crit.astype(np.int32), judge.astype(np.int32), met, vstatus, np.zeros(n, np.int8),
+        task_ids, responders, crit_vocab, judges,
+    )
+    strings = {
+        "task_id": np.array(task_ids, dtype=object)[vt.task],
+        "responder": np.array(responders, dtype=object)[vt.responder],
+        "criterion_id": np.array(crit_vocab, dtype=object)[vt.criterion],
+        "judge": np.array(judges, dtype=object)[vt.judge],
+    }
+    return tasks, rt, vt, strings
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--B", type=int, default=2000)
+    ap.add_argument("--jsonl", action="store_true", help="also time writing + parsing records.jsonl")
+    args = ap.parse_args()
+
+    t0 = time.perf_counter()
+    tasks, rt, vt, strings = make_run()
+    t_gen = time.perf_counter() - t0
+    print(f"generated {len(vt):,} verdicts, {len(rt):,} conversations in {t_gen:.1f} s (not timed below)")
+
+    t0 = time.perf_counter()
+    tt = TaskTable.from_tasks(tasks)
+    t_tasks = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    vt2 = VerdictTable.from_columns(strings["task_id"], strings["responder"], vt.attempt, strings["criterion_id"],
+                                    strings["judge"], vt.met)
+    t_cols = time.perf_counter() - t0
+    assert np.array_equal(vt2.met[vt.status == 0], vt.met[vt.status == 0])
+
+    t0 = time.perf_counter()
+    metrics = analyze(tt, rt, vt, B=args.B)
+    t_an = time.perf_counter() - t0
+    json.dumps(metrics)
+    print(f"task table: {t_tasks:.2f} s")
+    print(f"verdict table from string columns (factorize): {t_cols:.2f} s")
+    print(f"score + all analyses (B={args.B}): {t_an:.2f} s")
+    print(f"  -> total from string columns: {t_tasks + t_cols + t_an:.2f} s")
+    lb = metrics["leaderboard"]
+    print(f"  leader {metrics['summary']['best_model']} {metrics['summary']['best_score']:.4f}, "
+          f"{lb['n_bands']} bands, {lb['n_separated']}/{lb['n_gaps']} gaps separated; "
+          f"undecided cells {metrics['counts']['cells_undecided']:,}")
+
+    if args.jsonl:
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d) / "records.jsonl"
+            t0 = time.perf_counter()
+            with path.open("w") as fh:
+                for i in range(len(rt)):
+                    fh.write(json.dumps({"kind": "response", "task_id": rt.tasks[rt.task[i]],
+                                         "responder": rt.responders[rt.responder[i]], "attempt": int(rt.attempt[i]),
+                                         "turns": [], "final_reply": "" if rt.empty[i] else "reply",
+                                         "status": RESPONSE_STATUSES[rt.status[i]]}) + "\n")
+                stat = ["ok", "parse_error", "error", "not_judged_empty"]
+                mets = [None, True, False]
+                for tk, rs, at, cr, jg, mt, st in zip(strings["task_id"].tolist(), strings["responder"].tolist(),
+                                                      vt.attempt.tolist(), strings["criterion_id"].tolist(),
+                                                      strings["judge"].tolist(), vt.met.tolist(), vt.status.tolist(),
+                                                      strict=True):
+                    fh.write(json.dumps({"kind": "verdict", "task_id": tk, "responder": rs, "attempt": at,
+                                         "criterion_id": cr, "judge": jg, "met": mets[mt + 1] if mt >= 0 else None,
+                                         "rationale": "", "status": stat[st], "scope": "final"}) + "\n")
+            t_write = time.perf_counter() - t0
+            size = path.stat().st_size / 1e6
+            t0 = time.perf_counter()
+            rt3, vt3 = read_records(path)
+            t_read = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            m3 = analyze(tt, rt3, vt3, B=args.B)
+            t_an3 = time.perf_counter() - t0
+            same = json.dumps(m3, sort_keys=True) == json.dumps(metrics, sort_keys=True)
+            print(f"records.jsonl {size:.0f} MB written in {t_write:.1f} s; parsed in {t_read:.2f} s; "
+                  f"analysed in {t_an3:.2f} s; metrics identical to column path: {same}")
+
+
+if __name__ == "__main__":
+    main()

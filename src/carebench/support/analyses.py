@@ -1,0 +1,558 @@
+"""Every analysis of the support suite (seeds/002 §4, Appendices B.6-B.8, E), from recorded verdicts.
+
+:func:`analyze` is the single entry point used by ``support run`` and
+``support rescore``: it takes tasks, response records and verdict records (or
+their tables), applies the panel vote of :mod:`carebench.support.scoring`, and
+returns one JSON-able dict. It is deterministic for given records and seed
+(vocabularies are sorted, resamples seeded), so a re-score reproduces
+``metrics.json`` exactly.
+
+Intervals are percentile intervals of a cluster bootstrap that resamples
+*tasks* (all attempts of a task travel together), seed 12345, B = 2000 by
+default (seeds/002 §3.2). One resample matrix over tasks is shared by every
+interval, so a statistic of any task subset is a single matrix product.
+The responder named ``reference`` (clinician references judged by the same
+panel, §4.7) is scored like a model but kept out of the leaderboard, the
+medians and the pooled rates.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Iterable, Sequence
+from itertools import combinations, pairwise
+from typing import Any
+
+import numpy as np
+
+from carebench.stats.bands import all_gaps, bands_from_samples
+from carebench.stats.bootstrap import Resampler, percentile_interval
+from carebench.stats.rank import ranks, spearman_rho
+from carebench.support.records import (
+    REFERENCE,
+    RESPONSE_STATUSES,
+    SCOPES,
+    ResponseRecord,
+    ResponseTable,
+    VerdictRecord,
+    VerdictTable,
+)
+from carebench.support.scoring import (
+    DIMENSIONS,
+    META_AXES,
+    S_EMPTY,
+    S_NOT_MET,
+    Scored,
+    TaskTable,
+    score,
+)
+
+ALPHA = 0.05
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _nanmean(x: np.ndarray, axis: int | None = None) -> np.ndarray:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmean(x, axis=axis)
+
+
+def jsonable(obj: Any) -> Any:
+    """numpy -> Python, NaN/inf -> None, tuples -> lists (strict JSON)."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return jsonable(obj.tolist())
+    if isinstance(obj, np.bool_ | bool):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, float | np.floating):
+        f = float(obj)
+        return f if math.isfinite(f) else None
+    return obj
+
+
+class _Boot:
+    """Shared task-level resamples: ratio statistics of per-task sums, for all columns at once."""
+
+    def __init__(self, n_tasks: int, B: int, seed: int):
+        self.rs = Resampler(n_tasks, B, seed)
+        self.W = self.rs.weights() if n_tasks else np.zeros((B, 0))
+        self.B, self.seed = B, seed
+
+    def ratio(self, num: np.ndarray, den: np.ndarray) -> np.ndarray:
+        """Resampled ``sum(num)/sum(den)`` over tasks; num/den ``(T, K)`` -> ``(K, B)``."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return ((self.W @ num) / (self.W @ den)).T
+
+    def mean_of(self, X: np.ndarray) -> np.ndarray:
+        """Resampled mean over tasks of each column of ``X`` (T, K), NaN = task absent."""
+        ok = ~np.isnan(X)
+        return self.ratio(np.where(ok, X, 0.0), ok.astype(float))
+
+
+def _ci(samples: np.ndarray) -> list[list[float]] | list[float]:
+    lo, hi = percentile_interval(samples, ALPHA)
+    if np.ndim(lo) == 0:
+        return [float(lo), float(hi)]
+    return [[float(a), float(b)] for a, b in zip(lo, hi, strict=True)]
+
+
+def _as_tables(
+    responses: ResponseTable | Iterable[ResponseRecord | dict],
+    verdicts: VerdictTable | Iterable[VerdictRecord | dict],
+) -> tuple[ResponseTable, VerdictTable]:
+    rt = responses if isinstance(responses, ResponseTable) else ResponseTable.from_records(responses)
+    vt = verdicts if isinstance(verdicts, VerdictTable) else VerdictTable.from_records(verdicts)
+    return rt, vt
+
+
+def _models(sc: Scored) -> list[int]:
+    return [i for i, r in enumerate(sc.responders) if r != REFERENCE]
+
+
+# ----------------------------------------------------------------------------- leaderboard
+
+
+def _leaderboard(sc: Scored, S: np.ndarray, boot: _Boot, B: int, seed: int) -> dict[str, Any]:
+    """Scores, intervals, full-satisfaction and bands (§4.1, E.1) of the non-reference responders."""
+    mi = _models(sc)
+    names = [sc.responders[i] for i in mi]
+    if not names:
+        return {"rows": [], "bands": [], "gaps": [], "n_common_tasks": 0}
+    X = S[mi].T  # (T, M)
+    common = ~np.isnan(X).any(axis=1)
+    Xc = X[common]
+    rs = Resampler(int(common.sum()) or 1, B, seed)
+    W = rs.weights() if common.any() else np.zeros((B, 1))
+    samples = ((W @ Xc) / W.sum(axis=1, keepdims=True)).T if common.any() else np.full((len(names), B), np.nan)
+    values = Xc.mean(axis=0) if common.any() else np.full(len(names), np.nan)
+    band_list = bands_from_samples(names, values, samples, ALPHA, False, B, seed)
+    band_of = {m: k for k, b in enumerate(band_list) for m in b.members}
+    scores = _nanmean(X, axis=0)
+    order = sorted(range(len(names)), key=lambda i: (-np.nan_to_num(scores[i], nan=-1), names[i]))
+    gaps = all_gaps(band_list)
+    return {
+        "order": [names[i] for i in order],
+        "bands": [{"members": b.members, "lo_score": b.lo_score, "hi_score": b.hi_score} for b in band_list],
+        "gaps": [
+            {
+                "upper": gp.upper,
+                "lower": gp.lower,
+                "diff": gp.result.diff,
+                "ci": list(gp.result.ci),
+                "p_improve": gp.result.p_improve,
+                "separated": gp.separated,
+            }
+            for gp in gaps
+        ],
+        "band_of": band_of,
+        "n_gaps": len(gaps),
+        "n_separated": int(sum(gp.separated for gp in gaps)),
+        "n_bands": len(band_list),
+        "n_common_tasks": int(common.sum()),
+    }
+
+
+# ----------------------------------------------------------------------------- cells by dimension
+
+
+def _conv_dim(sc: Scored, weighted: bool, applicable: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per conversation and dimension: earned and available (weight or criterion count)."""
+    tt = sc.tasks
+    app = tt.applicable if applicable is None else applicable
+    w = (tt.weight if weighted else np.ones_like(tt.weight)) * app
+    wc = w[sc.cell_crit]
+    key = sc.cell_conv * len(DIMENSIONS) + tt.dimension[sc.cell_crit]
+    n = sc.n_conv * len(DIMENSIONS)
+    earned = np.bincount(key, weights=wc * sc.cell_pass, minlength=n).reshape(sc.n_conv, -1)
+    avail = np.bincount(key, weights=wc, minlength=n).reshape(sc.n_conv, -1)
+    return earned, avail
+
+
+def _dimensions(sc: Scored, boot: _Boot) -> dict[str, Any]:
+    """Per-dimension pass rates over tasks carrying the dimension, and median vs best (§4.2)."""
+    mi = _models(sc)
+    out: dict[str, Any] = {}
+    ew, aw = _conv_dim(sc, True)
+    eu, au = _conv_dim(sc, False)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate_w = np.where(aw > 0, ew / aw, np.nan)
+        rate_u = np.where(au > 0, eu / au, np.nan)
+    tt = sc.tasks
+    for d, dim in enumerate(DIMENSIONS):
+        carries = np.bincount(tt.crit_task[(tt.dimension == d) & tt.applicable], minlength=tt.n_tasks) > 0
+        Mw = sc.task_matrix(rate_w[:, d])
+        Mu = sc.task_matrix(rate_u[:, d])
+        per = _nanmean(Mw, axis=1)
+        per_u = _nanmean(Mu, axis=1)
+        model_rates = np.array([per[i] for i in mi])
+        entry: dict[str, Any] = {
+            "n_tasks": int(carries.sum()),
+            "weight_share": float(tt.weight[(tt.dimension == d) & tt.applicable].sum() / max(tt.weight[tt.applicable].sum(), 1e-12)),
+            "pass_rate": {sc.responders[i]: float(per[i]) for i in range(len(sc.responders))},
+            "criterion_pass_rate": {sc.responders[i]: float(per_u[i]) for i in range(len(sc.responders))},
+        }
+        ok = ~np.isnan(model_rates)
+        if ok.any():
+            best = int(np.nanargmax(model_rates))
+            med = float(np.median(model_rates[ok]))
+            entry.update(
+                median=med,
+                best=float(model_rates[best]),
+                best_model=sc.responders[mi[best]],
+                best_minus_median=float(model_rates[best] - med),
+            )
+        out[dim] = entry
+    return out
+
+
+# ----------------------------------------------------------------------------- §4.6
+
+
+def _recognition_without_intervention(sc: Scored, boot: _Boot) -> dict[str, Any]:
+    """Among conversations meeting every recognition criterion, the share failing a resources one.
+
+    Scored recognitions are non-empty conversations whose task carries at least
+    one applicable recognition criterion and one applicable actionable-resources
+    criterion, and that earned every recognition criterion. A failure is one
+    that did not earn at least one resources criterion.
+    """
+    eu, au = _conv_dim(sc, False)
+    rec, res = DIMENSIONS.index("recognition"), DIMENSIONS.index("resources")
+    recognized = (au[:, rec] > 0) & (eu[:, rec] == au[:, rec]) & (au[:, res] > 0) & ~sc.conv_empty
+    failed = recognized & (eu[:, res] < au[:, res])
+    T, R = sc.tasks.n_tasks, len(sc.responders)
+    key = sc.conv_resp * T + sc.conv_task
+    den = np.bincount(key, weights=recognized, minlength=R * T).reshape(R, T).T  # (T, R)
+    num = np.bincount(key, weights=failed, minlength=R * T).reshape(R, T).T
+    mi = _models(sc)
+    pooled_num, pooled_den = num[:, mi].sum(axis=1, keepdims=True), den[:, mi].sum(axis=1, keepdims=True)
+    out: dict[str, Any] = {
+        "definition": "share of recognized conversations (every recognition criterion earned; task carries "
+        "recognition and resources criteria; final turn non-empty) that fail >= 1 actionable-resources criterion",
+        "pooled": _ratio_entry(pooled_num[:, 0], pooled_den[:, 0], boot.ratio(pooled_num, pooled_den)[0]),
+        "per_model": {},
+    }
+    samples = boot.ratio(num, den)
+    for i, r in enumerate(sc.responders):
+        out["per_model"][r] = _ratio_entry(num[:, i], den[:, i], samples[i])
+    return out
+
+
+def _ratio_entry(num: np.ndarray, den: np.ndarray, samples: np.ndarray) -> dict[str, Any]:
+    n, d = float(num.sum()), float(den.sum())
+    return {
+        "rate": n / d if d > 0 else float("nan"),
+        "ci": _ci(samples) if d > 0 else [float("nan"), float("nan")],
+        "failures": int(n),
+        "recognized": int(d),
+    }
+
+
+# ----------------------------------------------------------------------------- slices
+
+
+def _slices(sc: Scored, S: np.ndarray, boot: _Boot) -> dict[str, Any]:
+    """Pooled and per-model scores by every metadata axis and subcategory (§4.4-4.5, E.2, E.4)."""
+    mi = _models(sc)
+    pooled = _nanmean(S[mi], axis=0) if mi else np.full(sc.tasks.n_tasks, np.nan)  # (T,)
+    axes = {a: sc.tasks.meta[a] for a in META_AXES}
+    axes["subcategory"] = sc.tasks.subcategory
+    out: dict[str, Any] = {}
+    for axis, labels in axes.items():
+        lab = np.asarray(labels, dtype=object)
+        values = sorted(set(labels))
+        ind = np.stack([(lab == v) for v in values], axis=1).astype(float)  # (T, V)
+        okp = ~np.isnan(pooled)
+        pooled_samples = boot.ratio(ind * np.where(okp, pooled, 0)[:, None], ind * okp[:, None])  # (V, B)
+        entry: dict[str, Any] = {}
+        for k, v in enumerate(values):
+            sel = lab == v
+            entry[v] = {
+                "n_tasks": int(sel.sum()),
+                "pooled": float(_nanmean(pooled[sel])) if sel.any() else float("nan"),
+                "pooled_ci": _ci(pooled_samples[k]),
+                "per_model": {sc.responders[i]: float(_nanmean(S[i, sel])) for i in range(len(sc.responders))},
+            }
+        res: dict[str, Any] = {"values": entry}
+        if len(values) == 2:
+            a, b = values
+            diff = entry[a]["pooled"] - entry[b]["pooled"]
+            res["contrast"] = {"a": a, "b": b, "diff": diff, "ci": _ci(pooled_samples[0] - pooled_samples[1])}
+        out[axis] = res
+    return out
+
+
+# ----------------------------------------------------------------------------- B.8
+
+
+def _replicates(sc: Scored) -> dict[str, Any]:
+    """Leaderboard per attempt and Spearman's rho between every pair (B.8)."""
+    mi = _models(sc)
+    boards: list[dict[str, float]] = []
+    for a in range(len(sc.attempts)):
+        v = np.where(sc.conv_attempt == a, sc.conv_score, np.nan)
+        m = _nanmean(sc.task_matrix(v), axis=1)
+        boards.append({sc.responders[i]: float(m[i]) for i in mi if not np.isnan(m[i])})
+    names = [sc.responders[i] for i in mi]
+    out: dict[str, Any] = {
+        "attempts": [int(a) for a in sc.attempts],
+        "scores": {str(int(a)): b for a, b in zip(sc.attempts, boards, strict=True)},
+        "top": {str(int(a)): (max(b, key=lambda k: (b[k], k)) if b else None) for a, b in zip(sc.attempts, boards, strict=True)},
+        "pairs": [],
+    }
+    full = [b for b in boards if set(b) == set(names)]
+    idx = [k for k, b in enumerate(boards) if set(b) == set(names)]
+    if len(names) >= 2 and len(full) >= 2:
+        for (i, a), (j, b) in combinations(list(zip(idx, full, strict=True)), 2):
+            out["pairs"].append(
+                {"a": int(sc.attempts[i]), "b": int(sc.attempts[j]), "spearman_rho": spearman_rho(a, b)}
+            )
+        rhos = [p["spearman_rho"] for p in out["pairs"]]
+        out["rho_min"], out["rho_max"] = float(np.nanmin(rhos)), float(np.nanmax(rhos))
+    if names and full:
+        rng = {n: max(b[n] for b in full) - min(b[n] for b in full) for n in names}
+        out["score_range"] = rng
+        out["max_score_range"] = max(rng.values())
+    return out
+
+
+# ----------------------------------------------------------------------------- E.6
+
+
+def _non_response(sc: Scored, responses: ResponseTable) -> dict[str, Any]:
+    """Empty final turns by responder, subcategory and progression stage (E.6)."""
+    R = len(sc.responders)
+    out: dict[str, Any] = {"per_responder": {}, "by_subcategory": {}, "by_progression_stage": {}}
+    for i, r in enumerate(sc.responders):
+        mine = sc.conv_resp == i
+        n = int(mine.sum())
+        st = {s: int(((sc.conv_status == k) & mine).sum()) for k, s in enumerate(RESPONSE_STATUSES)}
+        e = int((sc.conv_empty & mine).sum())
+        out["per_responder"][r] = {"attempts": n, "empty": e, "rate": e / n if n else float("nan"), "status": st}
+    mi = _models(sc)
+    model_mask = np.isin(sc.conv_resp, mi)
+    for key, labels in (("by_subcategory", sc.tasks.subcategory), ("by_progression_stage", sc.tasks.meta["progression_stage"])):
+        lab = np.asarray(labels, dtype=object)[sc.conv_task]
+        for v in sorted(set(labels)):
+            sel = lab == v
+            per = {}
+            for i in range(R):
+                m = sel & (sc.conv_resp == i)
+                n = int(m.sum())
+                per[sc.responders[i]] = {"attempts": n, "empty": int(sc.conv_empty[m].sum()),
+                                         "rate": float(sc.conv_empty[m].mean()) if n else float("nan")}
+            m = sel & model_mask
+            out[key][v] = {
+                "pooled": {"attempts": int(m.sum()), "empty": int(sc.conv_empty[m].sum()),
+                           "rate": float(sc.conv_empty[m].mean()) if m.any() else float("nan")},
+                "per_responder": per,
+            }
+    if responses.assistant_blank is not None:
+        after_blank = [0, 0]
+        after_ok = [0, 0]
+        for row in sc.conv_row.tolist():
+            turns = responses.assistant_blank[row]
+            for prev, cur in pairwise(turns):
+                tgt = after_blank if prev else after_ok
+                tgt[0] += int(cur)
+                tgt[1] += 1
+        out["blank_after_blank"] = {"blank": after_blank[0], "turns": after_blank[1],
+                                    "rate": after_blank[0] / after_blank[1] if after_blank[1] else float("nan")}
+        out["blank_after_reply"] = {"blank": after_ok[0], "turns": after_ok[1],
+                                    "rate": after_ok[0] / after_ok[1] if after_ok[1] else float("nan")}
+    return out
+
+
+# ----------------------------------------------------------------------------- E.5
+
+
+def _conv_scores_with(sc: Scored, applicable: np.ndarray) -> np.ndarray:
+    """Conversation scores from the same panel verdicts with a different applicability mask."""
+    w = (sc.tasks.weight * applicable)[sc.cell_crit]
+    earned = np.bincount(sc.cell_conv, weights=w * sc.cell_pass, minlength=sc.n_conv)
+    total = np.bincount(sc.cell_conv, weights=w, minlength=sc.n_conv)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total > 0, earned / np.where(total > 0, total, 1), np.nan)
+
+
+def _ablation(sc: Scored, base: dict[str, float], base_board: dict[str, Any], boot: _Boot, B: int, seed: int,
+              dim: str = "disclaimers") -> dict[str, Any]:
+    """Scores, ranks and bands with one dimension's criteria removed (E.5)."""
+    app = sc.tasks.applicable & (sc.tasks.dimension != DIMENSIONS.index(dim))
+    S2 = sc.task_matrix(_conv_scores_with(sc, app))
+    m2 = _nanmean(S2, axis=1)
+    mi = _models(sc)
+    scores2 = {sc.responders[i]: float(m2[i]) for i in range(len(sc.responders))}
+    board2 = _leaderboard(sc, S2, boot, B, seed)
+    delta = {r: scores2[r] - base[r] for r in scores2}
+    out: dict[str, Any] = {
+        "dimension": dim,
+        "scores": scores2,
+        "delta": delta,
+        "order": board2.get("order", []),
+        "bands": board2.get("bands", []),
+        "n_bands": board2.get("n_bands", 0),
+        "order_unchanged": board2.get("order", []) == base_board.get("order", []),
+        "bands_unchanged": [b["members"] for b in board2.get("bands", [])]
+        == [b["members"] for b in base_board.get("bands", [])],
+    }
+    md = [delta[sc.responders[i]] for i in mi if not math.isnan(delta[sc.responders[i]])]
+    if md:
+        out["delta_min"], out["delta_max"] = float(min(md)), float(max(md))
+    names = [sc.responders[i] for i in mi]
+    if len(names) >= 2:
+        out["spearman_rho"] = spearman_rho({n: base[n] for n in names}, {n: scores2[n] for n in names})
+        r1, r2 = ranks({n: base[n] for n in names}), ranks({n: scores2[n] for n in names})
+        out["rank"] = r2
+        out["rank_shift"] = {n: r2[n] - r1[n] for n in names}
+    return out
+
+
+# ----------------------------------------------------------------------------- §4.5 scope
+
+
+def _scope_sensitivity(sc: Scored, other: Scored) -> dict[str, Any]:
+    """Credit-anywhere vs final-turn: share of judged criteria that only the other scope credits."""
+    judged = sc.cell_state != S_EMPTY
+    same = (sc.cell_conv.size == other.cell_conv.size) and np.array_equal(sc.cell_crit, other.cell_crit)
+    out: dict[str, Any] = {"scope": sc.scope, "other_scope": other.scope}
+    if same:
+        gain = judged & other.cell_pass & ~sc.cell_pass
+        loss = judged & sc.cell_pass & ~other.cell_pass
+        out["share_credited_only_by_other"] = float(gain.sum() / max(judged.sum(), 1))
+        out["share_credited_only_by_primary"] = float(loss.sum() / max(judged.sum(), 1))
+    m1 = _nanmean(sc.task_matrix(), axis=1)
+    m2 = _nanmean(other.task_matrix(), axis=1)
+    out["scores_other"] = {r: float(m2[i]) for i, r in enumerate(other.responders)}
+    mi = _models(sc)
+    if len(mi) >= 2:
+        out["spearman_rho"] = spearman_rho([m1[i] for i in mi], [m2[i] for i in mi])
+    return out
+
+
+# ----------------------------------------------------------------------------- entry point
+
+
+def analyze(
+    tasks: Sequence[Any] | TaskTable,
+    responses: ResponseTable | Iterable[ResponseRecord | dict],
+    verdicts: VerdictTable | Iterable[VerdictRecord | dict],
+    *,
+    panel: Sequence[str] | None = None,
+    scope: str = "final",
+    seed: int = 12345,
+    B: int = 2000,
+    family: Any = None,
+) -> dict[str, Any]:
+    """Score every conversation with the panel and run every analysis; returns a JSON-able dict.
+
+    ``panel`` lists the judge specs whose verdicts vote (default: every judge
+    present). ``scope`` picks final-turn (default) or credit-anywhere verdicts.
+    ``family`` maps a model spec to its vendor family for the leave-one-judge-out
+    and self-preference analyses (see :func:`carebench.support.calibration.family_of`).
+    """
+    from carebench.support.calibration import leave_one_judge_out, self_preference
+
+    tt = tasks if isinstance(tasks, TaskTable) else TaskTable.from_tasks(tasks)
+    rt, vt = _as_tables(responses, verdicts)
+    sc = score(tt, rt, vt, panel=panel, scope=scope)
+    S = sc.task_matrix()  # (R, T)
+    boot = _Boot(tt.n_tasks, B, seed)
+    means = _nanmean(S, axis=1)
+    score_samples = boot.mean_of(S.T)
+    F = sc.task_matrix(np.where(np.isnan(sc.conv_score), np.nan, sc.conv_full.astype(float)))
+    full = _nanmean(F, axis=1)
+    full_samples = boot.mean_of(F.T)
+    base = {r: float(means[i]) for i, r in enumerate(sc.responders)}
+    board = _leaderboard(sc, S, boot, B, seed)
+    band_of = board.pop("band_of", {})
+    models: dict[str, Any] = {}
+    for i, r in enumerate(sc.responders):
+        models[r] = {
+            "score": float(means[i]),
+            "ci": _ci(score_samples[i]),
+            "full_satisfaction": float(full[i]),
+            "full_satisfaction_ci": _ci(full_samples[i]),
+            "n_tasks": int((~np.isnan(S[i])).sum()),
+            "n_conversations": int((sc.conv_resp == i).sum()),
+            "is_reference": r == REFERENCE,
+            "counts": sc.per_responder_counts[r],
+        }
+    rows = []
+    for k, r in enumerate(board.get("order", [])):
+        rows.append({"rank": k + 1, "responder": r, "score": models[r]["score"], "ci": models[r]["ci"],
+                     "full_satisfaction": models[r]["full_satisfaction"], "band": band_of.get(r, 0) + 1})
+    board["rows"] = rows
+    mi = _models(sc)
+    ms = np.array([means[i] for i in mi])
+    fs = np.array([full[i] for i in mi])
+    summary: dict[str, Any] = {"n_models": len(mi)}
+    if mi and (~np.isnan(ms)).any():
+        best = int(np.nanargmax(ms))
+        order = board["order"]
+        summary.update(
+            best_model=sc.responders[mi[best]],
+            best_score=float(ms[best]),
+            median_score=float(np.nanmedian(ms)),
+            median_model=order[(len(order) - 1) // 2] if len(order) % 2 else None,
+            median_full_satisfaction=float(np.nanmedian(fs)),
+            best_full_satisfaction=float(np.nanmax(fs)),
+        )
+    reference = None
+    if REFERENCE in sc.responders:
+        i = sc.responders.index(REFERENCE)
+        reference = dict(models[REFERENCE])
+        if "best_score" in summary:
+            reference["gap_to_best_model"] = reference["score"] - summary["best_score"]
+        summary["reference_score"] = reference["score"]
+
+    out: dict[str, Any] = {
+        "config": {
+            "panel": sc.panel,
+            "scope": scope,
+            "seed": seed,
+            "B": B,
+            "alpha": ALPHA,
+            "bootstrap": "percentile interval, tasks resampled (cluster bootstrap by task)",
+            "n_tasks": tt.n_tasks,
+            "n_criteria": len(tt.crit_ids),
+            "responders": sc.responders,
+            "attempts": [int(a) for a in sc.attempts],
+            "judges_present": sc.judge_names,
+            "scoring": {
+                "vote": "strict majority of the full panel; duplicates collapse to the first verdict; "
+                "failed/missing votes counted; no majority = undecided = no credit",
+                "negative_criteria": "earn their weight only when the panel decides not met",
+                "empty_final_turn": "0 on every criterion, not judged",
+            },
+        },
+        "counts": sc.counts,
+        "summary": summary,
+        "models": models,
+        "leaderboard": board,
+        "dimensions": _dimensions(sc, boot),
+        "recognition_without_intervention": _recognition_without_intervention(sc, boot),
+        "slices": _slices(sc, S, boot),
+        "reference": reference,
+        "replicate_stability": _replicates(sc),
+        "non_response": _non_response(sc, rt),
+        "disclaimers_ablation": _ablation(sc, base, board, boot, B, seed),
+        "leave_one_judge_out": leave_one_judge_out(tt, rt, vt, sc, family=family),
+        "self_preference": self_preference(sc, family=family),
+    }
+    other_scope = next(s for s in SCOPES if s != scope)
+    if (vt.scope == SCOPES.index(other_scope)).any():
+        other = score(tt, rt, vt, panel=sc.panel, scope=other_scope)
+        out["scope_sensitivity"] = _scope_sensitivity(sc, other)
+    return jsonable(out)
+
+
+__all__ = ["S_NOT_MET", "analyze", "jsonable"]

@@ -1,0 +1,694 @@
+"""Judge calibration, panel selection and judge-robustness analyses (seeds/002 §3.3, B.1-B.8).
+
+* **Clinician labels** (:func:`load_labels`): one row per (task, response,
+  criterion, rater) with ``met``; consensus = strict majority of the raters
+  (ties and unlabelled items are left out of consensus metrics and counted).
+* **Human ceiling** (B.2): pairwise Cohen's kappa, Fleiss' kappa, percent
+  agreement and Gwet's AC1, pooled and per dimension.
+* **Candidates and panels** (B.3): every candidate judge and every panel of
+  ``panel_size`` candidates (``itertools.combinations`` of the sorted names:
+  15 candidates -> 455 panels) is compared with the consensus by Cohen's kappa,
+  macro-F1, percent agreement and per-dimension AC1. A panel's verdict uses the
+  scoring rule of :mod:`carebench.support.scoring` (strict majority of the
+  whole panel; failed votes count, no majority = not met). Panels are ranked by
+  pooled kappa; ties are broken by macro-F1, then percent agreement, then the
+  sorted member names (lexicographic), so the ranking is total and
+  reproducible. The leader's lead over the runner-up gets a paired bootstrap
+  interval resampling labelled items (seed 20260714, B = 2000).
+* **Leave-one-judge-out** (B.6) and **self-preference** (B.7) run on a scored
+  benchmark run: see :func:`leave_one_judge_out` and :func:`self_preference`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import combinations
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from carebench.stats.agreement import fleiss_kappa, gwet_ac1, ratings_to_counts
+from carebench.stats.bootstrap import Resampler, percentile_interval
+from carebench.stats.classification import macro_f1_from_cm
+from carebench.stats.ordinal import kappa_from_cm
+from carebench.stats.rank import ranks, spearman_rho
+from carebench.support.records import FAILED, MET, NOT_MET, REFERENCE, VerdictRecord, VerdictTable
+from carebench.support.scoring import DIMENSIONS, Scored, TaskTable, dimension_code, score
+from carebench.types import CarebenchError
+
+if TYPE_CHECKING:
+    from carebench.support.records import ResponseTable
+
+CALIBRATION_SEED = 20260714
+ALPHA = 0.05
+
+FamilyMap = Mapping[str, str] | Callable[[str], str] | None
+
+
+# ----------------------------------------------------------------------------- families
+
+
+def family_of(spec: str, mapping: FamilyMap = None) -> str:
+    """Vendor family of a model spec, for own-family (self-preference) analyses.
+
+    ``mapping`` may be a dict (spec -> family; unmapped specs fall back to the
+    default) or a callable. Default: provider plus the first token of the model
+    name, e.g. ``openai:gpt-4o-mini`` -> ``openai:gpt``,
+    ``anthropic:claude-3-5-haiku`` -> ``anthropic:claude``; any ``@base_url`` and
+    directory part are ignored.
+    """
+    if callable(mapping):
+        return str(mapping(spec))
+    if mapping is not None and spec in mapping:
+        return str(mapping[spec])
+    if spec == REFERENCE:
+        return REFERENCE
+    provider, sep, model = spec.partition(":")
+    if not sep:
+        provider, model = "", spec
+    model = model.split("@", 1)[0]
+    model = model.rstrip("/").rsplit("/", 1)[-1] if provider in ("llamacpp", "replay") else model
+    token = re.split(r"[-_./: ]", model.strip(), maxsplit=1)[0].lower() or model.lower()
+    return f"{provider}:{token}" if provider else token
+
+
+# ----------------------------------------------------------------------------- labels
+
+_TRUE = {"1", "true", "t", "yes", "y", "met"}
+_FALSE = {"0", "false", "f", "no", "n", "not met", "not_met", "unmet"}
+
+
+def _parse_met(v: Any, where: str) -> bool:
+    if isinstance(v, bool | np.bool_):
+        return bool(v)
+    if isinstance(v, int | np.integer) and v in (0, 1):
+        return bool(v)
+    if isinstance(v, float) and v in (0.0, 1.0):
+        return bool(v)
+    s = str(v).strip().lower()
+    if s in _TRUE:
+        return True
+    if s in _FALSE:
+        return False
+    raise CarebenchError(f"{where}: field 'met' must be true/false (or 1/0), got {v!r}")
+
+
+def _response_key(row: Mapping[str, Any], where: str) -> str:
+    rid = row.get("response_id")
+    if rid is not None and not (isinstance(rid, float) and math.isnan(rid)) and str(rid) != "":
+        return str(rid)
+    resp, att = row.get("responder"), row.get("attempt")
+    if resp is None or att is None or (isinstance(att, float) and math.isnan(att)):
+        raise CarebenchError(f"{where}: give 'response_id' or both 'responder' and 'attempt'")
+    return f"{resp}#{int(att)}"
+
+
+def load_labels(path: str | Path | pd.DataFrame) -> pd.DataFrame:
+    """Clinician labels as a frame: task_id, response_id, criterion_id, rater, met[, dimension, responder].
+
+    Accepts CSV, JSONL or Parquet (or a DataFrame). ``response_id`` may be
+    replaced by ``responder`` + ``attempt`` (then ``response_id`` =
+    ``"<responder>#<attempt>"``, the key candidate verdicts use). A bad row
+    raises with its file, line and field.
+    """
+    if isinstance(path, pd.DataFrame):
+        df, name, first_line = path.copy(), "<labels>", 1
+    else:
+        p = Path(path)
+        name = str(p)
+        try:
+            if p.suffix.lower() == ".csv":
+                df, first_line = pd.read_csv(p, dtype=str, keep_default_na=False), 2
+            elif p.suffix.lower() in (".jsonl", ".json", ".ndjson"):
+                rows = []
+                with p.open(encoding="utf-8") as fh:
+                    for i, line in enumerate(fh, 1):
+                        if line.strip():
+                            try:
+                                rows.append(json.loads(line))
+                            except json.JSONDecodeError as e:
+                                raise CarebenchError(f"{p}:{i}: invalid JSON ({e.msg})") from None
+                df, first_line = pd.DataFrame(rows), 1
+            elif p.suffix.lower() == ".parquet":
+                df, first_line = pd.read_parquet(p), 1
+            else:
+                raise CarebenchError(f"{p}: labels must be .csv, .jsonl or .parquet")
+        except OSError as e:
+            raise CarebenchError(f"{p}: cannot read labels ({e.strerror})") from None
+    for col in ("task_id", "criterion_id", "rater", "met"):
+        if col not in df.columns:
+            raise CarebenchError(f"{name}: missing column {col!r}")
+    recs = df.to_dict("records")
+    out = {"task_id": [], "response_id": [], "criterion_id": [], "rater": [], "met": [], "dimension": []}
+    for i, row in enumerate(recs):
+        where = f"{name}:{i + first_line}"
+        for col in ("task_id", "criterion_id", "rater"):
+            if str(row[col]).strip() == "":
+                raise CarebenchError(f"{where}: field {col!r} is empty")
+        out["task_id"].append(str(row["task_id"]))
+        out["response_id"].append(_response_key(row, where))
+        out["criterion_id"].append(str(row["criterion_id"]))
+        out["rater"].append(str(row["rater"]))
+        out["met"].append(_parse_met(row["met"], where))
+        dim = row.get("dimension")
+        if dim is not None and str(dim).strip() not in ("", "nan"):
+            try:
+                out["dimension"].append(DIMENSIONS[dimension_code(dim)])
+            except CarebenchError as e:
+                raise CarebenchError(f"{where}: field 'dimension': {e}") from None
+        else:
+            out["dimension"].append(None)
+    res = pd.DataFrame(out)
+    res["responder"] = res["response_id"].str.rsplit("#", n=1).str[0]
+    return res
+
+
+# ----------------------------------------------------------------------------- items
+
+
+class Items:
+    """Labelled items (task, response, criterion), sorted, with human and judge vote matrices."""
+
+    def __init__(self, labels: pd.DataFrame, tasks: TaskTable | Iterable[Any] | None = None):
+        keys = list(zip(labels["task_id"], labels["response_id"], labels["criterion_id"], strict=True))
+        self.keys = sorted(set(keys))
+        self.pos = {k: i for i, k in enumerate(self.keys)}
+        self.raters = sorted(set(labels["rater"]))
+        rpos = {r: i for i, r in enumerate(self.raters)}
+        n = len(self.keys)
+        self.human = np.full((n, len(self.raters)), -1, np.int64)
+        item = np.array([self.pos[k] for k in keys], np.int64)
+        rater = np.array([rpos[r] for r in labels["rater"]], np.int64)
+        # first label of a (item, rater) pair wins, as for judge duplicates
+        _, first = np.unique(item * len(self.raters) + rater, return_index=True)
+        self.duplicate_labels = int(len(keys) - first.size)
+        self.human[item[first], rater[first]] = labels["met"].to_numpy(bool)[first].astype(np.int64)
+        dims: dict[tuple[str, str, str], str] = {}
+        for k, d in zip(keys, labels["dimension"], strict=True):
+            if d is not None:
+                dims.setdefault(k, d)
+        if tasks is not None:
+            tt = tasks if isinstance(tasks, TaskTable) else TaskTable.from_tasks(tasks)
+            cd = {
+                (tt.ids[t], c): DIMENSIONS[d]
+                for t, c, d in zip(tt.crit_task.tolist(), tt.crit_ids, tt.dimension.tolist(), strict=True)
+            }
+            for k in self.keys:
+                if k not in dims and (k[0], k[2]) in cd:
+                    dims[k] = cd[(k[0], k[2])]
+        self.dimension = np.array([dims.get(k, "unknown") for k in self.keys], dtype=object)
+        self.responder = np.array([k[1].rsplit("#", 1)[0] for k in self.keys], dtype=object)
+        c = ratings_to_counts(self.human, 2) if n else np.zeros((0, 2), np.int64)
+        # strict majority of the raters who labelled the item; ties -> -1 (left out)
+        self.consensus = np.where(c[:, 1] > c[:, 0], 1, np.where(c[:, 0] > c[:, 1], 0, -1))
+
+    def judge_matrix(self, verdicts: Any) -> tuple[list[str], np.ndarray, int]:
+        """Candidate votes ``(n_items, J)``: 1 met, 0 not met, -1 failed or missing; and #unmatched."""
+        df = _verdict_frame(verdicts)
+        judges = sorted(set(df["judge"]))
+        jpos = {j: i for i, j in enumerate(judges)}
+        V = np.full((len(self.keys), len(judges)), FAILED, np.int64)
+        seen = np.zeros_like(V, dtype=bool)
+        unmatched = 0
+        for t, r, c, j, m in zip(df["task_id"], df["response_id"], df["criterion_id"], df["judge"], df["met"],
+                                 strict=True):
+            i = self.pos.get((t, r, c))
+            if i is None:
+                unmatched += 1
+                continue
+            k = jpos[j]
+            if not seen[i, k]:  # first verdict of a judge on an item wins
+                seen[i, k] = True
+                V[i, k] = m
+        return judges, V, unmatched
+
+
+def _verdict_frame(verdicts: Any) -> pd.DataFrame:
+    """Candidate verdicts as task_id, response_id, criterion_id, judge, met (1/0/-1)."""
+    if isinstance(verdicts, VerdictTable):
+        f = verdicts.to_frame()
+        met = np.where(verdicts.met == MET, 1, np.where(verdicts.met == NOT_MET, 0, FAILED))
+        rid = f["responder"].astype(str) + "#" + f["attempt"].astype(str)
+        return pd.DataFrame({"task_id": f["task_id"].astype(str), "response_id": rid,
+                             "criterion_id": f["criterion_id"].astype(str), "judge": f["judge"].astype(str),
+                             "met": met})
+    if isinstance(verdicts, pd.DataFrame):
+        rows = verdicts.to_dict("records")
+    else:
+        rows = [v.to_dict() if isinstance(v, VerdictRecord) else dict(v) for v in verdicts]
+    out = {"task_id": [], "response_id": [], "criterion_id": [], "judge": [], "met": []}
+    for i, row in enumerate(rows):
+        where = f"candidate verdict {i + 1}"
+        out["task_id"].append(str(row["task_id"]))
+        out["response_id"].append(_response_key(row, where))
+        out["criterion_id"].append(str(row["criterion_id"]))
+        out["judge"].append(str(row["judge"]))
+        m = row.get("met")
+        ok = str(row.get("status") or "ok") == "ok"
+        if m is None or (isinstance(m, float) and math.isnan(m)) or not ok:
+            out["met"].append(FAILED)
+        else:
+            out["met"].append(1 if _parse_met(m, where) else 0)
+    return pd.DataFrame(out)
+
+
+# ----------------------------------------------------------------------------- agreement
+
+
+def _cm(truth: np.ndarray, pred: np.ndarray) -> np.ndarray:
+    """Binary confusion matrices; ``pred`` may be ``(n,)`` or ``(S, n)``."""
+    p = np.atleast_2d(pred).astype(np.int64)
+    cells = truth[None, :] * 2 + p
+    out = np.stack([np.bincount(row, minlength=4) for row in cells]).reshape(-1, 2, 2)
+    return out if np.ndim(pred) == 2 else out[0]
+
+
+def _safe(f: Callable[[], float]) -> float:
+    try:
+        v = float(f())
+    except Exception:  # noqa: BLE001 - undefined agreement (e.g. one category only) is NaN
+        return float("nan")
+    return v
+
+
+def _ac1_by_dimension(a: np.ndarray, b: np.ndarray, dims: np.ndarray) -> dict[str, float]:
+    out = {"pooled": _safe(lambda: gwet_ac1(np.stack([a, b], axis=1), 2))}
+    for d in sorted(set(dims.tolist())):
+        m = dims == d
+        out[d] = _safe(lambda m=m: gwet_ac1(np.stack([a[m], b[m]], axis=1), 2))
+    return out
+
+
+def _vs_consensus(pred: np.ndarray, cons: np.ndarray, dims: np.ndarray) -> dict[str, Any]:
+    cm = _cm(cons, pred)
+    return {
+        "kappa": float(kappa_from_cm(cm)),
+        "macro_f1": float(macro_f1_from_cm(cm)),
+        "percent_agreement": float(np.trace(cm) / cm.sum()),
+        "met_rate": float(pred.mean()),
+        "ac1": _ac1_by_dimension(pred, cons, dims),
+        "n_items": int(cons.size),
+    }
+
+
+def human_agreement(items: Items) -> dict[str, Any]:
+    """Human-human agreement, the ceiling for judges (B.2, B.5)."""
+    H = items.human
+    out: dict[str, Any] = {"raters": items.raters, "n_items": int(H.shape[0])}
+    pairs = []
+    for a, b in combinations(range(H.shape[1]), 2):
+        m = (H[:, a] >= 0) & (H[:, b] >= 0)
+        if m.any():
+            cm = _cm(H[m, a], H[m, b])
+            pairs.append({"a": items.raters[a], "b": items.raters[b], "n": int(m.sum()),
+                          "kappa": float(kappa_from_cm(cm)), "percent_agreement": float(np.trace(cm) / cm.sum())})
+    out["pairwise"] = pairs
+    ks = [p["kappa"] for p in pairs if not math.isnan(p["kappa"])]
+    out["mean_pairwise_kappa"] = float(np.mean(ks)) if ks else float("nan")
+    out["mean_pairwise_agreement"] = float(np.mean([p["percent_agreement"] for p in pairs])) if pairs else float("nan")
+    multi = (H >= 0).sum(axis=1) >= 2
+    out["fleiss_kappa"] = _safe(lambda: fleiss_kappa(ratings_to_counts(H[multi], 2))) if multi.any() else float("nan")
+    ac1 = {"pooled": _safe(lambda: gwet_ac1(H[multi], 2)) if multi.any() else float("nan")}
+    for d in sorted(set(items.dimension.tolist())):
+        m = multi & (items.dimension == d)
+        ac1[d] = _safe(lambda m=m: gwet_ac1(H[m], 2)) if m.any() else float("nan")
+    out["ac1"] = ac1
+    return out
+
+
+# ----------------------------------------------------------------------------- panels
+
+
+def panel_votes(V: np.ndarray, combos: np.ndarray) -> np.ndarray:
+    """Panel verdicts ``(n_panels, n_items)`` in {0, 1}: met iff more than half the panel says met."""
+    yes = (V == MET)[:, combos].sum(axis=2)  # (n_items, n_panels)
+    return (2 * yes > combos.shape[1]).T.astype(np.int64)
+
+
+def rank_panels(kappa: np.ndarray, f1: np.ndarray, agree: np.ndarray, members: Sequence[Sequence[str]]) -> list[int]:
+    """Panel indices best first: kappa desc, macro-F1 desc, agreement desc, sorted member names asc."""
+    def key(i: int) -> tuple:
+        k = kappa[i]
+        return (-(k if not math.isnan(k) else -np.inf), -f1[i], -agree[i], tuple(members[i]))
+
+    return sorted(range(len(members)), key=key)
+
+
+def _boot_kappas(truth: np.ndarray, preds: np.ndarray, B: int, seed: int) -> np.ndarray:
+    """Item-bootstrap kappas ``(S, B)`` of S prediction vectors against ``truth`` (shared resamples)."""
+    n = truth.size
+    rs = Resampler(n, B, seed)
+    S = preds.shape[0]
+    E = np.zeros((n, S * 4))
+    E[np.arange(n)[:, None], np.arange(S)[None, :] * 4 + (truth[:, None] * 2 + preds.T)] = 1.0
+    out = []
+    for w in rs.weight_chunks():
+        out.append(kappa_from_cm((w @ E).reshape(-1, S, 2, 2)))
+    return np.concatenate(out, axis=0).T
+
+
+def select_panel(
+    items: Items,
+    judges: list[str],
+    V: np.ndarray,
+    panel_size: int = 3,
+    seed: int = CALIBRATION_SEED,
+    B: int = 2000,
+) -> dict[str, Any]:
+    """Enumerate every panel, rank by pooled kappa vs consensus, bootstrap the leader's lead."""
+    if len(judges) < panel_size:
+        raise CarebenchError(f"need at least {panel_size} candidate judges, got {len(judges)}")
+    ok = items.consensus >= 0
+    cons, Vc, dims = items.consensus[ok], V[ok], items.dimension[ok]
+    if cons.size == 0:
+        raise CarebenchError("no labelled item has a clinician consensus")
+    combos = np.array(list(combinations(range(len(judges)), panel_size)), np.int64)
+    members = [[judges[j] for j in c] for c in combos]
+    pred = panel_votes(Vc, combos)
+    cms = _cm(cons, pred)
+    kappa, f1 = kappa_from_cm(cms), macro_f1_from_cm(cms)
+    agree = np.trace(cms, axis1=1, axis2=2) / cms.sum(axis=(1, 2))
+    order = rank_panels(kappa, f1, agree, members)
+    rank_of = np.empty(len(order), np.int64)
+    rank_of[order] = np.arange(1, len(order) + 1)
+    out: dict[str, Any] = {
+        "panel_size": panel_size,
+        "n_panels": len(combos),
+        "ranking_rule": "pooled Cohen's kappa vs consensus (desc); ties: macro-F1 (desc), percent agreement "
+        "(desc), sorted member names (asc)",
+        "panels": [
+            {"rank": int(rank_of[i]), "members": members[i], "kappa": float(kappa[i]), "macro_f1": float(f1[i]),
+             "percent_agreement": float(agree[i]), "met_rate": float(pred[i].mean())}
+            for i in order
+        ],
+    }
+    lead = order[0]
+    out["selected"] = members[lead]
+    top = order[: min(10, len(order))]
+    for entry, i in zip(out["panels"][: len(top)], top, strict=True):
+        entry["ac1"] = _ac1_by_dimension(pred[i], cons, dims)
+    if len(order) >= 2:
+        runner = order[1]
+        bk = _boot_kappas(cons, pred[[lead, runner]], B, seed)
+        diff = bk[0] - bk[1]
+        lo, hi = percentile_interval(diff, ALPHA)
+        klo, khi = percentile_interval(bk[0], ALPHA)
+        valid = ~np.isnan(diff)
+        out["lead"] = {
+            "leader": members[lead],
+            "runner_up": members[runner],
+            "diff": float(kappa[lead] - kappa[runner]),
+            "ci": [float(lo), float(hi)],
+            "spans_zero": bool(lo <= 0 <= hi),
+            "p_leader_better": float((diff[valid] > 0).mean() + 0.5 * (diff[valid] == 0).mean()),
+            "leader_kappa_ci": [float(klo), float(khi)],
+            "B": B,
+            "seed": seed,
+            "resampling": "labelled items (criterion judgments) with a consensus",
+        }
+    # sensitivity of the selection to the disclaimers dimension (B.3, E.5)
+    nd = dims != "disclaimers"
+    if (~nd).any() and nd.any():
+        cms2 = _cm(cons[nd], pred[:, nd])
+        k2, f2 = kappa_from_cm(cms2), macro_f1_from_cm(cms2)
+        a2 = np.trace(cms2, axis1=1, axis2=2) / cms2.sum(axis=(1, 2))
+        order2 = rank_panels(k2, f2, a2, members)
+        out["without_disclaimers"] = {
+            "selected": members[order2[0]],
+            "rank_of_selected": int(order2.index(lead) + 1),
+            "kappa_of_selected": float(k2[lead]),
+        }
+    return out
+
+
+# ----------------------------------------------------------------------------- entry point
+
+
+def calibrate(
+    labels_path: str | Path | pd.DataFrame,
+    candidate_verdicts: Any,
+    panel_size: int = 3,
+    seed: int = CALIBRATION_SEED,
+    B: int = 2000,
+    *,
+    tasks: TaskTable | Iterable[Any] | None = None,
+    family: FamilyMap = None,
+) -> dict[str, Any]:
+    """Judge calibration against clinician labels and panel selection; returns a JSON-able dict.
+
+    ``candidate_verdicts``: the candidates' verdicts on the labelled items, as a
+    :class:`VerdictTable`, an iterable of :class:`VerdictRecord`/dicts, or a
+    DataFrame (task_id, response_id or responder+attempt, criterion_id, judge,
+    met, optional status). ``tasks`` supplies criterion dimensions when the
+    labels file has no ``dimension`` column.
+    """
+    from carebench.support.analyses import jsonable
+
+    labels = load_labels(labels_path)
+    items = Items(labels, tasks)
+    judges, V, unmatched = items.judge_matrix(candidate_verdicts)
+    ok = items.consensus >= 0
+    out: dict[str, Any] = {
+        "config": {"panel_size": panel_size, "seed": seed, "B": B, "alpha": ALPHA,
+                   "consensus": "strict majority of the clinicians who labelled the item; ties left out",
+                   "failed_vote": "counted; a judge or panel without a majority of met votes = not met"},
+        "counts": {
+            "items": len(items.keys),
+            "labels": int((items.human >= 0).sum()),
+            "duplicate_labels": items.duplicate_labels,
+            "items_with_consensus": int(ok.sum()),
+            "items_tied_or_unlabelled": int((~ok).sum()),
+            "candidate_verdicts_unmatched": unmatched,
+            "candidate_votes_failed_or_missing": {j: int((V[:, k] == FAILED).sum()) for k, j in enumerate(judges)},
+        },
+        "human": human_agreement(items),
+    }
+    cons, dims = items.consensus[ok], items.dimension[ok]
+    out["candidates"] = {
+        j: _vs_consensus((V[ok, k] == MET).astype(np.int64), cons, dims) for k, j in enumerate(judges)
+    }
+    out["selection"] = select_panel(items, judges, V, panel_size, seed, B)
+    lead_k = out["selection"]["panels"][0]["kappa"]
+    out["selected_vs_human"] = {"panel_kappa": lead_k, "human_mean_pairwise_kappa": out["human"]["mean_pairwise_kappa"]}
+    # self-preference among candidates on the labelled responses (rates of "met" by responder)
+    resp = sorted(set(items.responder.tolist()))
+    rpos = {r: i for i, r in enumerate(resp)}
+    ri = np.array([rpos[r] for r in items.responder], np.int64)
+    valid = V != FAILED
+    jr_n = np.stack([np.bincount(ri[valid[:, k]], minlength=len(resp)) for k in range(len(judges))])
+    jr_met = np.stack([np.bincount(ri[valid[:, k]], weights=V[valid[:, k], k] == MET, minlength=len(resp))
+                       for k in range(len(judges))])
+    out["self_preference"] = self_preference_from_counts(judges, resp, jr_met, jr_n, family)
+    return jsonable(out)
+
+
+# ----------------------------------------------------------------------------- B.6 / B.7
+
+
+def leave_one_judge_out(
+    tasks: TaskTable,
+    responses: ResponseTable,
+    verdicts: VerdictTable,
+    primary: Scored,
+    *,
+    family: FamilyMap = None,
+) -> dict[str, Any]:
+    """Leaderboards with each panel judge dropped in turn, and the own-family leaderboard (B.6).
+
+    Dropping a judge leaves a 2-judge panel, where the strict-majority rule
+    means *unanimity*: a 1-1 split earns no credit. Scores therefore fall by an
+    artifact that depends on the dropped judge's leniency, so each removal gets
+    its own baseline: the mean score change, over models outside the dropped
+    judge's family, when that judge is removed. The own-family leaderboard
+    scores every model without the panel judge(s) of its own family (models of
+    no panel family keep the full panel), then adds back that judge-specific
+    baseline; ``own_family_advantage`` = primary minus adjusted score (positive =
+    the own-family judge favoured the model beyond its usual leniency).
+    """
+    panel = primary.panel
+    models = [r for r in primary.responders if r != REFERENCE]
+    if len(panel) < 2 or not models:
+        return {"applicable": False, "reason": "needs a panel of at least two judges and one model"}
+    base = _scores(primary)
+    fam_j = {j: family_of(j, family) for j in panel}
+    fam_r = {r: family_of(r, family) for r in models}
+    leniency = {}
+    for j in panel:
+        if j in primary.judge_names:
+            k = primary.judge_names.index(j)
+            n = primary.jr_n[k].sum()
+            leniency[j] = float(primary.jr_met[k].sum() / n) if n else float("nan")
+        else:
+            leniency[j] = float("nan")
+    drops: dict[str, Any] = {}
+    dropped_scores: dict[str, dict[str, float]] = {}
+    for j in panel:
+        sc = score(tasks, responses, verdicts, panel=[p for p in panel if p != j], scope=primary.scope)
+        s = _scores(sc)
+        dropped_scores[j] = s
+        delta = {r: s[r] - base[r] for r in models}
+        others = [delta[r] for r in models if fam_r[r] != fam_j[j] and not math.isnan(delta[r])]
+        baseline = float(np.mean(others)) if others else float("nan")
+        entry: dict[str, Any] = {
+            "scores": {r: s[r] for r in models},
+            "delta": delta,
+            "baseline": baseline,
+            "leniency": leniency[j],
+            "cells_undecided": sc.counts["cells_undecided"],
+        }
+        if len(models) >= 2:
+            entry["spearman_rho"] = spearman_rho({r: base[r] for r in models}, {r: s[r] for r in models})
+            shifts = _rank_shift({r: base[r] for r in models}, {r: s[r] for r in models})
+            entry["max_rank_shift"] = max(abs(v) for v in shifts.values())
+            entry["top_unchanged"] = _top({r: base[r] for r in models}) == _top({r: s[r] for r in models})
+        drops[j] = entry
+    own_raw, own_adj, adv = {}, {}, {}
+    for r in models:
+        same = [j for j in panel if fam_j[j] == fam_r[r]]
+        if not same or len(same) == len(panel):
+            own_raw[r] = own_adj[r] = base[r]
+            adv[r] = 0.0
+            continue
+        if len(same) == 1:
+            j = same[0]
+            own_raw[r] = dropped_scores[j][r]
+            own_adj[r] = own_raw[r] - drops[j]["baseline"]
+        else:  # several panel judges of the model's family: score with the rest of the panel
+            sc = score(tasks, responses, verdicts, panel=[p for p in panel if p not in same], scope=primary.scope)
+            own_raw[r] = own_adj[r] = _scores(sc)[r]
+        adv[r] = base[r] - own_adj[r]
+    out: dict[str, Any] = {
+        "applicable": True,
+        "two_judge_rule": "strict majority of the 2 remaining judges = unanimity; a 1-1 split earns no credit",
+        "families": {"judges": fam_j, "responders": fam_r},
+        "leniency": leniency,
+        "leniency_spread": float(np.nanmax(list(leniency.values())) - np.nanmin(list(leniency.values()))),
+        "drop": drops,
+        "own_family": {"raw": own_raw, "adjusted": own_adj, "own_family_advantage": adv},
+    }
+    if len(models) >= 2:
+        b = {r: base[r] for r in models}
+        out["own_family"]["spearman_rho"] = spearman_rho(b, own_adj)
+        shifts = _rank_shift(b, own_adj)
+        out["own_family"]["max_rank_shift"] = max(abs(v) for v in shifts.values())
+        out["own_family"]["top_unchanged"] = _top(b) == _top(own_adj)
+    return out
+
+
+def _scores(sc: Scored) -> dict[str, float]:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        m = np.nanmean(sc.task_matrix(), axis=1)
+    return {r: float(v) for r, v in zip(sc.responders, m, strict=True)}
+
+
+def _top(s: Mapping[str, float]) -> str:
+    return max(s, key=lambda k: (s[k], k))
+
+
+def _rank_shift(a: Mapping[str, float], b: Mapping[str, float]) -> dict[str, float]:
+    ra, rb = ranks(dict(a)), ranks(dict(b))
+    return {k: float(rb[k] - ra[k]) for k in a}
+
+
+def additive_fit(M: np.ndarray) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    """Least-squares fit ``M[j, r] ~ mu + a_j + b_r`` over the observed (non-NaN) cells.
+
+    Returns ``(mu, a, b, residual)`` with ``a`` and ``b`` centred to mean 0
+    (for a complete matrix this is double centring). NaN cells stay NaN.
+    """
+    J, R = M.shape
+    obs = ~np.isnan(M)
+    jj, rr = np.nonzero(obs)
+    X = np.zeros((jj.size, 1 + J + R))
+    X[:, 0] = 1.0
+    X[np.arange(jj.size), 1 + jj] = 1.0
+    X[np.arange(jj.size), 1 + J + rr] = 1.0
+    coef, *_ = np.linalg.lstsq(X, M[obs], rcond=None)
+    a, b = coef[1 : 1 + J], coef[1 + J :]
+    mu = coef[0] + a.mean() + b.mean()
+    a, b = a - a.mean(), b - b.mean()
+    resid = np.full_like(M, np.nan, dtype=float)
+    resid[obs] = M[obs] - (mu + a[jj] + b[rr])
+    return float(mu), a, b, resid
+
+
+def self_preference_from_counts(
+    judges: Sequence[str],
+    responders: Sequence[str],
+    jr_met: np.ndarray,
+    jr_n: np.ndarray,
+    family: FamilyMap = None,
+) -> dict[str, Any]:
+    """Judge x responder-family residuals of met-rates after judge leniency and responder effects (B.7)."""
+    keep = [i for i, r in enumerate(responders) if r != REFERENCE]
+    resp = [responders[i] for i in keep]
+    if len(judges) < 2 or len(resp) < 2:
+        return {"applicable": False, "reason": "needs at least two judges and two responders"}
+    n = jr_n[:, keep].astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        M = np.where(n > 0, jr_met[:, keep] / np.where(n > 0, n, 1), np.nan)
+    mu, a, b, e = additive_fit(M)
+    fam_r = [family_of(r, family) for r in resp]
+    fams = sorted(set(fam_r))
+    fam_j = [family_of(j, family) for j in judges]
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        by_fam = {f: np.nanmean(e[:, [i for i, x in enumerate(fam_r) if x == f]], axis=1) for f in fams}
+    residual = {j: {f: float(by_fam[f][k]) for f in fams} for k, j in enumerate(judges)}
+    own: dict[str, Any] = {}
+    for k, j in enumerate(judges):
+        if fam_j[k] in fams:
+            col = M[k]
+            order = sorted([i for i in range(len(resp)) if not np.isnan(col[i])], key=lambda i: (-col[i], resp[i]))
+            own[j] = {
+                "family": fam_j[k],
+                "residual": residual[j][fam_j[k]],
+                "own_ranks_in_column": {resp[i]: order.index(i) + 1 for i in range(len(resp)) if fam_r[i] == fam_j[k]
+                                        and i in order},
+                "n_responders_in_column": len(order),
+            }
+    return {
+        "applicable": True,
+        "model": "met_rate[judge, responder] = mu + leniency[judge] + effect[responder] + residual "
+        "(least squares over observed cells); residuals averaged by responder family",
+        "grand_mean": mu,
+        "leniency": {j: float(a[k]) for k, j in enumerate(judges)},
+        "leniency_spread": float(a.max() - a.min()),
+        "responder_effect": {r: float(b[i]) for i, r in enumerate(resp)},
+        "met_rate": {j: {r: float(M[k, i]) for i, r in enumerate(resp)} for k, j in enumerate(judges)},
+        "residual_by_family": residual,
+        "own_family": own,
+        "families": {"judges": dict(zip(judges, fam_j, strict=True)), "responders": dict(zip(resp, fam_r, strict=True))},
+    }
+
+
+def self_preference(sc: Scored, *, family: FamilyMap = None) -> dict[str, Any]:
+    """Self-preference decomposition over every judge present in a scored run."""
+    return self_preference_from_counts(sc.judge_names, sc.responders, sc.jr_met, sc.jr_n, family)
+
+
+__all__ = [
+    "CALIBRATION_SEED",
+    "Items",
+    "additive_fit",
+    "calibrate",
+    "family_of",
+    "human_agreement",
+    "leave_one_judge_out",
+    "load_labels",
+    "panel_votes",
+    "rank_panels",
+    "select_panel",
+    "self_preference",
+    "self_preference_from_counts",
+]

@@ -1,0 +1,380 @@
+"""Support-suite records and the integer-coded tables every analysis runs on.
+
+A run writes one ``records.jsonl`` line per regenerated conversation
+(:class:`ResponseRecord`) and one per single judge verdict on one criterion
+(:class:`VerdictRecord`). Re-scoring must handle ~1.6 M verdicts in seconds, so
+the analyses never touch per-verdict Python objects: records are turned once
+into column arrays (:class:`VerdictTable`, :class:`ResponseTable`) whose string
+fields are factorized into integer codes with sorted vocabularies (sorted so a
+re-score of the same records gives byte-identical metrics whatever the line
+order). :func:`read_records` parses a JSONL file straight into those tables.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from carebench.types import CarebenchError
+
+#: Statuses of a regenerated conversation (seeds/002 E.6, G).
+RESPONSE_STATUSES: tuple[str, ...] = ("ok", "empty", "content_filter", "truncated", "error")
+#: Statuses of one judge verdict. ``not_judged_empty``: the final turn was empty,
+#: the criterion was never sent to a judge and scores zero.
+VERDICT_STATUSES: tuple[str, ...] = ("ok", "parse_error", "error", "not_judged_empty")
+SCOPES: tuple[str, ...] = ("final", "anywhere")
+
+#: Vote codes in :attr:`VerdictTable.met`.
+MET, NOT_MET, FAILED = 1, 0, -1
+
+REFERENCE = "reference"
+
+
+@dataclass(slots=True)
+class ResponseRecord:
+    """One regenerated conversation: a responder's attempt at a task."""
+
+    task_id: str
+    responder: str
+    attempt: int
+    turns: list[dict[str, str]] = field(default_factory=list)
+    final_reply: str = ""
+    status: str = "ok"
+    usage: dict[str, int] | None = None
+    latency_s: float | None = None
+    cost_usd: float | None = None
+    kind: str = "response"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "response",
+            "task_id": self.task_id,
+            "responder": self.responder,
+            "attempt": self.attempt,
+            "turns": [dict(t) for t in self.turns],
+            "final_reply": self.final_reply,
+            "status": self.status,
+            "usage": self.usage,
+            "latency_s": self.latency_s,
+            "cost_usd": self.cost_usd,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ResponseRecord:
+        try:
+            return cls(
+                task_id=str(d["task_id"]),
+                responder=str(d["responder"]),
+                attempt=int(d["attempt"]),
+                turns=[dict(t) for t in d.get("turns") or []],
+                final_reply=str(d.get("final_reply") or ""),
+                status=str(d.get("status") or "ok"),
+                usage=d.get("usage"),
+                latency_s=d.get("latency_s"),
+                cost_usd=d.get("cost_usd"),
+            )
+        except KeyError as e:
+            raise CarebenchError(f"response record lacks field {e.args[0]!r}") from None
+
+    @property
+    def is_empty(self) -> bool:
+        """An empty final turn scores zero without being judged (seeds/002 §3.2, E.6)."""
+        return is_empty_reply(self.final_reply, self.status)
+
+
+def is_empty_reply(final_reply: str | None, status: str) -> bool:
+    """Empty = no visible text in the final assistant turn, whatever the status says.
+
+    ``status == "empty"`` counts as empty too; a content-filtered or errored
+    call with no text is empty (scored 0) but keeps its own status for E.6.
+    """
+    return status == "empty" or not (final_reply or "").strip()
+
+
+@dataclass(slots=True)
+class VerdictRecord:
+    """One judge's verdict on one criterion of one conversation.
+
+    ``met`` is None when the judge's output failed to parse or the call failed,
+    or when the criterion was not judged because the final turn was empty.
+    """
+
+    task_id: str
+    responder: str
+    attempt: int
+    criterion_id: str
+    judge: str
+    met: bool | None
+    rationale: str = ""
+    status: str = "ok"
+    scope: str = "final"
+    kind: str = "verdict"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "verdict",
+            "task_id": self.task_id,
+            "responder": self.responder,
+            "attempt": self.attempt,
+            "criterion_id": self.criterion_id,
+            "judge": self.judge,
+            "met": self.met,
+            "rationale": self.rationale,
+            "status": self.status,
+            "scope": self.scope,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> VerdictRecord:
+        try:
+            met = d.get("met")
+            return cls(
+                task_id=str(d["task_id"]),
+                responder=str(d["responder"]),
+                attempt=int(d["attempt"]),
+                criterion_id=str(d["criterion_id"]),
+                judge=str(d["judge"]),
+                met=None if met is None else bool(met),
+                rationale=str(d.get("rationale") or ""),
+                status=str(d.get("status") or "ok"),
+                scope=str(d.get("scope") or "final"),
+            )
+        except KeyError as e:
+            raise CarebenchError(f"verdict record lacks field {e.args[0]!r}") from None
+
+
+# ----------------------------------------------------------------------------- tables
+
+
+def _codes(values: Sequence[Any] | np.ndarray, vocab: Sequence[str] | None = None) -> tuple[np.ndarray, list[str]]:
+    """Factorize strings into int32 codes over a sorted vocabulary (or a given one)."""
+    arr = np.asarray(values, dtype=object) if not isinstance(values, np.ndarray) else values
+    codes, uniques = pd.factorize(arr, sort=True)
+    uniques = [str(u) for u in uniques]
+    if vocab is None:
+        return codes.astype(np.int32), uniques
+    pos = {v: i for i, v in enumerate(vocab)}
+    unknown = [u for u in uniques if u not in pos]
+    if unknown:
+        raise CarebenchError(f"unknown value(s) {unknown[:5]}; expected one of {list(vocab)}")
+    remap = np.array([pos[u] for u in uniques], dtype=np.int32)
+    return (remap[codes] if len(remap) else codes.astype(np.int32)), list(vocab)
+
+
+@dataclass
+class VerdictTable:
+    """Verdicts as integer-coded columns (one row per recorded verdict, in record order).
+
+    ``met``: 1 met, 0 not met, -1 no usable verdict (parse failure, error,
+    or not judged). ``status``/``scope`` index :data:`VERDICT_STATUSES`/:data:`SCOPES`.
+    ``task``/``responder``/``criterion``/``judge`` index the sorted vocabularies.
+    """
+
+    task: np.ndarray
+    responder: np.ndarray
+    attempt: np.ndarray
+    criterion: np.ndarray
+    judge: np.ndarray
+    met: np.ndarray
+    status: np.ndarray
+    scope: np.ndarray
+    tasks: list[str]
+    responders: list[str]
+    criteria: list[str]
+    judges: list[str]
+
+    def __len__(self) -> int:
+        return int(self.task.size)
+
+    @classmethod
+    def from_columns(
+        cls,
+        task_id: Sequence[str] | np.ndarray,
+        responder: Sequence[str] | np.ndarray,
+        attempt: Sequence[int] | np.ndarray,
+        criterion_id: Sequence[str] | np.ndarray,
+        judge: Sequence[str] | np.ndarray,
+        met: Sequence[bool | None] | np.ndarray,
+        status: Sequence[str] | np.ndarray | None = None,
+        scope: Sequence[str] | np.ndarray | None = None,
+    ) -> VerdictTable:
+        """Build from parallel columns; ``met`` may be bools/None or int codes 1/0/-1."""
+        t, tasks = _codes(task_id)
+        r, responders = _codes(responder)
+        c, criteria = _codes(criterion_id)
+        j, judges = _codes(judge)
+        n = t.size
+        m = _met_codes(met)
+        if status is None:
+            s = np.where(m == FAILED, VERDICT_STATUSES.index("parse_error"), 0).astype(np.int8)
+        else:
+            s = _codes(status, VERDICT_STATUSES)[0].astype(np.int8)
+        sc = np.zeros(n, np.int8) if scope is None else _codes(scope, SCOPES)[0].astype(np.int8)
+        # A verdict whose status is not ok carries no vote, whatever ``met`` says.
+        m = np.where(s == 0, m, FAILED).astype(np.int8)
+        att = np.asarray(attempt, dtype=np.int64)
+        if not (r.size == att.size == c.size == j.size == m.size == s.size == sc.size == n):
+            raise CarebenchError("verdict columns have different lengths")
+        return cls(t, r, att, c, j, m, s, sc, tasks, responders, criteria, judges)
+
+    @classmethod
+    def from_records(cls, records: Iterable[VerdictRecord | Mapping[str, Any]]) -> VerdictTable:
+        cols: dict[str, list[Any]] = {k: [] for k in _VERDICT_COLS}
+        for rec in records:
+            d = rec.to_dict() if isinstance(rec, VerdictRecord) else rec
+            for k in _VERDICT_COLS:
+                cols[k].append(d.get(k))
+        return cls._from_dict_columns(cols)
+
+    @classmethod
+    def _from_dict_columns(cls, cols: Mapping[str, list[Any]]) -> VerdictTable:
+        status = [s or "ok" for s in cols["status"]]
+        scope = [s or "final" for s in cols["scope"]]
+        return cls.from_columns(
+            cols["task_id"], cols["responder"], cols["attempt"], cols["criterion_id"], cols["judge"],
+            cols["met"], status, scope,
+        )
+
+    def to_frame(self) -> pd.DataFrame:
+        """Human-readable tidy frame (categoricals, so it stays small)."""
+        return pd.DataFrame({
+            "task_id": pd.Categorical.from_codes(self.task, self.tasks),
+            "responder": pd.Categorical.from_codes(self.responder, self.responders),
+            "attempt": self.attempt,
+            "criterion_id": pd.Categorical.from_codes(self.criterion, self.criteria),
+            "judge": pd.Categorical.from_codes(self.judge, self.judges),
+            "met": pd.array(np.where(self.met < 0, pd.NA, self.met == MET), dtype="boolean"),
+            "status": pd.Categorical.from_codes(self.status, VERDICT_STATUSES),
+            "scope": pd.Categorical.from_codes(self.scope, SCOPES),
+        })
+
+
+_VERDICT_COLS = ("task_id", "responder", "attempt", "criterion_id", "judge", "met", "status", "scope")
+
+
+def _met_codes(met: Sequence[bool | None] | np.ndarray) -> np.ndarray:
+    arr = np.asarray(met)
+    if arr.dtype.kind in "iu":
+        if arr.size and not np.isin(arr, (MET, NOT_MET, FAILED)).all():
+            raise CarebenchError("integer met codes must be 1, 0 or -1")
+        return arr.astype(np.int8)
+    if arr.dtype == bool:
+        return arr.astype(np.int8)
+    out = np.full(arr.size, FAILED, np.int8)
+    for i, v in enumerate(arr.tolist()):
+        if v is True or v == 1:
+            out[i] = MET
+        elif v is False or v == 0:
+            out[i] = NOT_MET
+    return out
+
+
+@dataclass
+class ResponseTable:
+    """One row per regenerated conversation (task x responder x attempt)."""
+
+    task: np.ndarray
+    responder: np.ndarray
+    attempt: np.ndarray
+    status: np.ndarray
+    empty: np.ndarray
+    tasks: list[str]
+    responders: list[str]
+    #: Per row: emptiness of each assistant turn in order (multi-turn blank propagation, E.6);
+    #: None when the turns were not recorded (e.g. synthetic tables).
+    assistant_blank: list[tuple[bool, ...]] | None = None
+
+    def __len__(self) -> int:
+        return int(self.task.size)
+
+    @classmethod
+    def from_columns(
+        cls,
+        task_id: Sequence[str] | np.ndarray,
+        responder: Sequence[str] | np.ndarray,
+        attempt: Sequence[int] | np.ndarray,
+        status: Sequence[str] | np.ndarray,
+        empty: Sequence[bool] | np.ndarray | None = None,
+        final_reply: Sequence[str] | None = None,
+        assistant_blank: list[tuple[bool, ...]] | None = None,
+    ) -> ResponseTable:
+        t, tasks = _codes(task_id)
+        r, responders = _codes(responder)
+        s = _codes(status, RESPONSE_STATUSES)[0].astype(np.int8)
+        if empty is None:
+            if final_reply is None:
+                e = s == RESPONSE_STATUSES.index("empty")
+            else:
+                e = np.array(
+                    [is_empty_reply(f, RESPONSE_STATUSES[k]) for f, k in zip(final_reply, s.tolist(), strict=True)],
+                    dtype=bool,
+                )
+        else:
+            e = np.asarray(empty, dtype=bool)
+        return cls(t, r, np.asarray(attempt, np.int64), s, e, tasks, responders, assistant_blank)
+
+    @classmethod
+    def from_records(cls, records: Iterable[ResponseRecord | Mapping[str, Any]]) -> ResponseTable:
+        recs = [r if isinstance(r, ResponseRecord) else ResponseRecord.from_dict(r) for r in records]
+        blanks = [
+            tuple(not (t.get("content") or "").strip() for t in r.turns if t.get("role") == "assistant")
+            for r in recs
+        ]
+        return cls.from_columns(
+            [r.task_id for r in recs],
+            [r.responder for r in recs],
+            [r.attempt for r in recs],
+            [r.status for r in recs],
+            empty=[r.is_empty for r in recs],
+            assistant_blank=blanks if any(blanks) else None,
+        )
+
+
+def read_records(path: str | Path) -> tuple[ResponseTable, VerdictTable]:
+    """Parse a run's ``records.jsonl`` into the two tables (other kinds are skipped).
+
+    Columns are accumulated as plain lists (no per-verdict objects) so a
+    1.6 M-line file parses in seconds. A malformed line raises with its number.
+    """
+    p = Path(path)
+    vcols: dict[str, list[Any]] = {k: [] for k in _VERDICT_COLS}
+    vappend = [(k, vcols[k].append) for k in _VERDICT_COLS]
+    responses: list[dict[str, Any]] = []
+    loads = json.loads
+    try:
+        fh = p.open(encoding="utf-8")
+    except OSError as e:
+        raise CarebenchError(f"{p}: cannot read records ({e.strerror})") from None
+    with fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                d = loads(line)
+            except json.JSONDecodeError as e:
+                raise CarebenchError(f"{p}:{lineno}: invalid JSON ({e.msg})") from None
+            kind = d.get("kind")
+            if kind == "verdict":
+                try:
+                    for k, app in vappend:
+                        app(d.get(k) if k in ("met", "status", "scope") else d[k])
+                except KeyError as e:
+                    raise CarebenchError(f"{p}:{lineno}: verdict lacks field {e.args[0]!r}") from None
+            elif kind == "response":
+                try:
+                    responses.append(ResponseRecord.from_dict(d).to_dict())
+                except CarebenchError as e:
+                    raise CarebenchError(f"{p}:{lineno}: {e}") from None
+    return ResponseTable.from_records(responses), VerdictTable._from_dict_columns(vcols)
+
+
+def write_records(path: str | Path, records: Iterable[ResponseRecord | VerdictRecord]) -> None:
+    """Write records as JSONL (one ``kind``-tagged object per line)."""
+    with Path(path).open("w", encoding="utf-8") as fh:
+        fh.writelines(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in records)
