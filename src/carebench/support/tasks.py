@@ -136,6 +136,8 @@ class Criterion(BaseModel):
     dimension: str
     weight: int = Field(ge=MIN_WEIGHT, le=MAX_WEIGHT)
     negative: bool = False
+    #: False leaves the criterion out of the applicable weight (§3.2 "inapplicable criteria").
+    applicable: bool = True
 
     @field_validator("dimension", mode="before")
     @classmethod

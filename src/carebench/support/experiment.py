@@ -1,0 +1,326 @@
+"""``carebench support run``: generate -> judge -> records -> metrics -> report.
+
+Every model call goes through the Runner (cached, resumable, accounted), every
+outcome is a record, and everything downstream of the records (metrics.json,
+report) is recomputed by :func:`rescore` from the run directory alone, so a
+rescore with the same settings reproduces ``metrics.json`` exactly and needs
+no model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from carebench.cache import CompletionCache
+from carebench.models import get_model
+from carebench.rundir import (
+    data_sha256,
+    file_sha256,
+    new_run_dir,
+    read_json,
+    write_json,
+    write_jsonl,
+    write_manifest,
+)
+from carebench.runner import Runner, RunnerConfig
+from carebench.support.generation import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_TEMPERATURE,
+    GenerationConfig,
+    generate,
+    plan_generation,
+    reference_responses,
+)
+from carebench.support.judging import JUDGE_MAX_TOKENS, judge_responses, panel_seats
+from carebench.support.records import REFERENCE, ResponseRecord, VerdictRecord
+from carebench.support.tasks import Task, load_tasks, write_tasks
+from carebench.types import CarebenchError
+
+SUITE = "support"
+SCOPE_CHOICES = ("final", "anywhere", "both")
+
+
+@dataclass
+class SupportRunConfig:
+    tasks: str
+    responders: list[str]
+    judges: list[str]
+    attempts: int = 3
+    scope: str = "final"  # final | anywhere | both (both judges twice; metrics use final)
+    system_prompt_file: str | None = None
+    include_reference: bool = False
+    out: str | None = None
+    seed: int = 12345
+    bootstrap: int = 2000
+    use_cache: bool = True
+    cache_path: str | None = None
+    budget_usd: float | None = None
+    dry_run: bool = False
+    concurrency: int | None = None
+    temperature: float = DEFAULT_TEMPERATURE
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    caps: dict[str, int] = field(default_factory=dict)
+    judge_temperature: float = 0.0
+    judge_max_tokens: int = JUDGE_MAX_TOKENS
+    task_limit: int | None = None  # first N tasks only (demo / smoke runs)
+    progress: bool = True
+    title: str = "Support: rubric-scored crisis support"
+    notes: list[str] = field(default_factory=list)
+
+    def validate(self) -> None:
+        if not self.responders and not self.include_reference:
+            raise CarebenchError("give at least one --responder (or --include-reference)")
+        if not self.judges:
+            raise CarebenchError("give at least one --judge (the seed's panel has three)")
+        if self.attempts < 1:
+            raise CarebenchError(f"--attempts must be at least 1, got {self.attempts}")
+        if self.scope not in SCOPE_CHOICES:
+            raise CarebenchError(f"--scope must be one of {', '.join(SCOPE_CHOICES)}, got {self.scope!r}")
+        if REFERENCE in self.responders:
+            raise CarebenchError("'reference' is reserved for the task references (use --include-reference)")
+        dup = sorted({r for r in self.responders if self.responders.count(r) > 1})
+        if dup:
+            raise CarebenchError(f"responder listed twice: {dup[0]}")
+        if self.max_tokens < 1 or any(v < 1 for v in self.caps.values()):
+            raise CarebenchError("output caps must be positive token counts")
+
+
+def metrics_scope(scope: str) -> str:
+    """The scope the headline metrics use (``both`` keeps final-turn as primary, §B.9)."""
+    return "anywhere" if scope == "anywhere" else "final"
+
+
+def judged_scopes(scope: str) -> tuple[str, ...]:
+    return ("final", "anywhere") if scope == "both" else (scope,)
+
+
+def run_support(cfg: SupportRunConfig, cache: CompletionCache | None = None) -> Path | dict[str, Any]:
+    """Run the suite; returns the run directory (or the call plan for a dry run)."""
+    cfg.validate()
+    tasks = load_tasks(cfg.tasks)  # every row validated before any model call
+    if cfg.task_limit is not None:
+        tasks = tasks[: cfg.task_limit]
+    system_prompt = _read_system_prompt(cfg.system_prompt_file)
+    responders = [get_model(s) for s in cfg.responders]
+    judge_models = [get_model(s) for s in cfg.judges]
+    judges = panel_seats([str(m.spec) for m in judge_models], judge_models)
+    if cache is None and cfg.use_cache:
+        cache = CompletionCache(Path(cfg.cache_path) if cfg.cache_path else None)
+    runner = Runner(
+        RunnerConfig(concurrency=cfg.concurrency, budget_usd=cfg.budget_usd,
+                     use_cache=cfg.use_cache, progress=cfg.progress),
+        cache=cache,
+    )
+    gcfg = GenerationConfig(
+        attempts=cfg.attempts, temperature=cfg.temperature, max_tokens=cfg.max_tokens,
+        caps=dict(cfg.caps), system_prompt=system_prompt, seed=cfg.seed,
+    )
+    try:
+        if cfg.dry_run:
+            return _dry_run(cfg, tasks, responders, judges, runner, gcfg)
+        return _run(cfg, tasks, responders, judges, runner, gcfg, system_prompt)
+    finally:
+        for m in {id(m): m for m in [*responders, *judge_models]}.values():
+            _close(m)
+
+
+def _close(model: Any) -> None:
+    with contextlib.suppress(Exception):  # closing is best effort and must not mask results
+        asyncio.run(model.aclose())
+
+
+def _read_system_prompt(path: str | None) -> str | None:
+    if not path:
+        return None
+    try:
+        text = Path(path).read_text("utf-8")
+    except OSError as e:
+        raise CarebenchError(f"cannot read system prompt {path}: {e.strerror}") from None
+    return text.strip() or None
+
+
+def _dry_run(cfg, tasks, responders, judges, runner, gcfg) -> dict[str, Any]:
+    plan, gen_total = plan_generation(tasks, responders, runner, gcfg)
+    n_crit = sum(len(t.criteria) for t in tasks)
+    n_resp = len(responders) * cfg.attempts + (1 if cfg.include_reference else 0)
+    judge_total = n_crit * n_resp * len(judges) * len(judged_scopes(cfg.scope))
+    return {
+        "tasks": len(tasks),
+        "responders": [str(m.spec) for m in responders],
+        "judges": [j.label for j in judges],
+        "generation_calls": gen_total,
+        "first_turn": {"calls": plan.total, "cached": plan.cached, "to_make": plan.to_make,
+                       "estimated_cost_usd": plan.estimated_cost_usd},
+        "judge_calls_at_most": judge_total,
+        "note": "later turns and judge prompts depend on the replies, so only the first "
+                "turn can be checked against the cache before running",
+    }
+
+
+def _run(cfg, tasks, responders, judges, runner, gcfg, system_prompt) -> Path:
+    run_dir = new_run_dir(SUITE, cfg.out)
+    gen = generate(tasks, responders, runner, gcfg)
+    call_rows = list(gen.call_rows)
+    spent = gen.spent_usd
+    if gen.stopped:
+        write_jsonl(run_dir / "calls.jsonl", call_rows)
+        raise CarebenchError(
+            f"run stopped during generation ({gen.stopped}); re-run the same command to resume from the cache"
+        )
+    responses = list(gen.responses)
+    if cfg.include_reference:
+        responses.extend(reference_responses(tasks))
+    runner.config.description = "judge verdicts"
+    judged = judge_responses(
+        tasks, responses, judges, runner, scopes=judged_scopes(cfg.scope),  # type: ignore[arg-type]
+        temperature=cfg.judge_temperature, max_tokens=cfg.judge_max_tokens,
+    )
+    call_rows.extend(judged.call_rows)
+    spent += judged.run.spent_usd
+    write_jsonl(run_dir / "calls.jsonl", call_rows)
+    if judged.run.stopped:
+        raise CarebenchError(
+            f"run stopped during judging ({judged.run.stopped}); re-run the same command to resume from the cache"
+        )
+    write_tasks(run_dir / "tasks.jsonl", tasks)
+    write_jsonl(run_dir / "records.jsonl",
+                [r.to_dict() for r in responses] + [v.to_dict() for v in judged.verdicts])
+    cached = sum(1 for r in call_rows if r["completion"].get("cached"))
+    settings = {
+        "panel": [j.label for j in judges],
+        "scope": metrics_scope(cfg.scope),
+        "seed": cfg.seed,
+        "bootstrap": cfg.bootstrap,
+    }
+    config = {k: v for k, v in asdict(cfg).items() if k not in ("notes",)}
+    config["system_prompt"] = system_prompt
+    dataset = {
+        "source": cfg.tasks,
+        "tasks": len(tasks),
+        "criteria": sum(len(t.criteria) for t in tasks),
+        "sha256": (file_sha256(Path(cfg.tasks)) if Path(cfg.tasks).is_file()
+                   else data_sha256(t.to_row() for t in tasks)),
+        "illustrative": all(t.illustrative for t in tasks),
+    }
+    write_manifest(
+        run_dir, suite=SUITE, config=config,
+        models=[str(m.spec) for m in responders] + [j.label for j in judges],
+        seeds={"bootstrap": cfg.seed, "generation": cfg.seed},
+        dataset=dataset,
+        extra={
+            "scoring": settings,
+            "notes": list(cfg.notes),
+            "accounting": {
+                "spent_usd": spent,
+                "provider_calls": gen.provider_calls + judged.run.provider_calls,
+                "cache_hits": gen.cache_hits + judged.run.cache_hits,
+                "calls_recorded": len(call_rows),
+                "cached_rows": cached,
+                "not_judged_empty_verdicts": judged.not_judged,
+            },
+        },
+    )
+    rescore(run_dir)
+    return run_dir
+
+
+# -- rescoring from records alone ---------------------------------------------------------
+
+
+def load_run(run_dir: Path) -> tuple[dict[str, Any], list[Task], list[ResponseRecord], list[VerdictRecord]]:
+    """Manifest, tasks, responses and verdicts of a run directory (no model needed)."""
+    from carebench.rundir import read_jsonl
+
+    run_dir = Path(run_dir)
+    manifest = read_json(run_dir / "manifest.json")
+    if manifest.get("suite") != SUITE:
+        raise CarebenchError(f"{run_dir} is a {manifest.get('suite')!r} run, not a support run")
+    tasks = load_tasks(run_dir / "tasks.jsonl", subcategories=None)
+    responses: list[ResponseRecord] = []
+    verdicts: list[VerdictRecord] = []
+    for row in read_jsonl(run_dir / "records.jsonl"):
+        if row.get("kind") == "response":
+            responses.append(ResponseRecord.from_dict(row))
+        elif row.get("kind") == "verdict":
+            verdicts.append(VerdictRecord.from_dict(row))
+    return manifest, tasks, responses, verdicts
+
+
+def compute_metrics(
+    tasks: Sequence[Task],
+    responses: Sequence[ResponseRecord],
+    verdicts: Sequence[VerdictRecord],
+    *,
+    panel: Sequence[str] | None,
+    scope: str,
+    seed: int,
+    bootstrap: int,
+) -> dict[str, Any]:
+    from carebench.support.analyses import analyze
+
+    metrics = analyze(tasks, responses, verdicts, panel=list(panel) if panel else None,
+                      scope=scope, seed=seed, B=bootstrap)
+    # JSON round trip: metrics.json and a rescore compare as the same plain data
+    return json.loads(json.dumps(metrics, default=_jsonable))
+
+
+def _jsonable(o: Any) -> Any:
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if hasattr(o, "item"):
+        return o.item()
+    if isinstance(o, set | frozenset | tuple):
+        return sorted(o) if isinstance(o, set | frozenset) else list(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def rescore(
+    run_dir: Path,
+    *,
+    panel: Sequence[str] | None = None,
+    scope: str | None = None,
+    out_dir: Path | None = None,
+) -> dict[str, Any]:
+    """Recompute ``metrics.json`` and the report from the recorded verdicts only.
+
+    With no overrides it uses the run's own settings (so it reproduces the run's
+    metrics exactly); ``panel``/``scope`` re-score with another panel or scope
+    (e.g. leave-one-judge-out), writing into ``out_dir`` when given.
+    """
+    from carebench.support.report import build_report
+
+    run_dir = Path(run_dir)
+    manifest, tasks, responses, verdicts = load_run(run_dir)
+    settings = dict(manifest.get("scoring") or {})
+    if panel:
+        known = {v.judge for v in verdicts}
+        missing = [p for p in panel if p not in known]
+        if missing:
+            raise CarebenchError(f"no recorded verdicts from judge {missing[0]!r}; recorded: {sorted(known)}")
+        settings["panel"] = list(panel)
+    if scope:
+        if scope not in ("final", "anywhere"):
+            raise CarebenchError(f"--scope must be final or anywhere, got {scope!r}")
+        if not any(v.scope == scope for v in verdicts):
+            raise CarebenchError(
+                f"{run_dir} has no {scope!r}-scope verdicts (run with --scope {scope} or --scope both)"
+            )
+        settings["scope"] = scope
+    metrics = compute_metrics(
+        tasks, responses, verdicts,
+        panel=settings.get("panel"), scope=settings.get("scope", "final"),
+        seed=int(settings.get("seed", 12345)), bootstrap=int(settings.get("bootstrap", 2000)),
+    )
+    target = Path(out_dir) if out_dir else run_dir
+    target.mkdir(parents=True, exist_ok=True)
+    write_json(target / "metrics.json", metrics)
+    from carebench.report import write_report
+
+    write_report(build_report(manifest, tasks, responses, verdicts, metrics, settings), target)
+    return metrics

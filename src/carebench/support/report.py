@@ -1,0 +1,496 @@
+"""The support run report: every analysis as tables/figures, then every reply with its verdicts.
+
+Built only from a run directory's manifest, tasks, records and metrics, so
+``carebench report DIR`` and ``support rescore`` re-render it without a model.
+All dataset and model text goes into the report document as plain text; the
+report package escapes it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from carebench.report import (
+    Block,
+    Callout,
+    Details,
+    Figure,
+    Interval,
+    KeyValue,
+    Paragraph,
+    Pre,
+    Report,
+    Section,
+    Table,
+    bar_chart,
+    dot_interval_chart,
+    heatmap,
+)
+from carebench.support.panel import cell_votes, collapse, decide, earned
+from carebench.support.records import REFERENCE, ResponseRecord, VerdictRecord, is_empty_reply
+from carebench.support.tasks import DIMENSION_LABELS, DIMENSIONS, Task
+
+#: Per-task reply details are shown for at most this many tasks (the rest stay in records.jsonl).
+MAX_DETAIL_TASKS = 60
+
+ILLUSTRATIVE_NOTE = (
+    "The built-in tasks are illustrative examples written for carebench, not clinician-authored "
+    "DistressBench tasks: scores on them demonstrate the pipeline and say nothing about a model's "
+    "crisis-support quality."
+)
+
+
+def rerender(run_dir: Path) -> None:
+    """Recompute metrics.json and the report from the records (``carebench report DIR``)."""
+    from carebench.support.experiment import rescore
+
+    rescore(Path(run_dir))
+
+
+def _iv(value: Any, ci: Any) -> Interval | None:
+    if value is None:
+        return None
+    if isinstance(ci, list | tuple) and len(ci) == 2 and None not in ci:
+        return Interval(float(value), float(ci[0]), float(ci[1]))
+    return Interval(float(value))
+
+
+def _num(v: Any) -> Any:
+    return None if v is None else v
+
+
+def _nan(v: Any) -> float:
+    return float("nan") if v is None else float(v)
+
+
+def build_report(
+    manifest: Mapping[str, Any],
+    tasks: Sequence[Task],
+    responses: Sequence[ResponseRecord],
+    verdicts: Sequence[VerdictRecord],
+    metrics: Mapping[str, Any],
+    settings: Mapping[str, Any],
+) -> Report:
+    cfg = metrics.get("config", {})
+    notes: list[str] = []
+    sections: list[Section] = [_overview(manifest, tasks, metrics, settings)]
+    sections.append(_leaderboard(metrics))
+    sections.append(_dimensions(metrics))
+    sections.append(_recognition(metrics))
+    sections.append(_slices(metrics))
+    if metrics.get("scope_sensitivity"):
+        sections.append(_scope(metrics))
+    sections.append(_replicates(metrics))
+    sections.append(_non_response(metrics))
+    sections.append(_ablation(metrics))
+    sections.append(_judges(metrics))
+    sections.append(_counts(metrics))
+    sections.append(_per_task(tasks, responses, verdicts, cfg.get("panel") or [], cfg.get("scope", "final")))
+    return Report(
+        title=str((manifest.get("config") or {}).get("title") or "Support: rubric-scored crisis support"),
+        subtitle=f"{cfg.get('n_tasks', len(tasks))} tasks, panel of {len(cfg.get('panel') or [])} judges, "
+        f"{cfg.get('scope', 'final')}-turn scope, bootstrap B={cfg.get('B')} seed {cfg.get('seed')}",
+        notes=notes,
+        sections=sections,
+    )
+
+
+# -- sections -----------------------------------------------------------------------------
+
+
+def _overview(manifest, tasks, metrics, settings) -> Section:
+    blocks: list[Block] = []
+    for note in manifest.get("notes") or []:
+        blocks.append(Callout(str(note), "warning"))
+    if tasks and all(t.illustrative for t in tasks):
+        blocks.append(Callout(ILLUSTRATIVE_NOTE, "warning"))
+    cfg = metrics.get("config", {})
+    run_cfg = manifest.get("config") or {}
+    acct = manifest.get("accounting") or {}
+    summary = metrics.get("summary", {})
+    blocks.append(Paragraph(
+        "A conversation's score is the rubric weight it earns divided by the applicable weight; "
+        "task score = mean over attempts, model score = mean over tasks, with 95% percentile "
+        "intervals from a bootstrap that resamples tasks. Each criterion is decided by a strict "
+        "majority of the whole judge panel; a judge verdict that fails to parse is counted as a "
+        "failed vote, and a criterion without a majority is undecided and earns nothing. Negative "
+        "criteria (behaviour that must not occur) earn their weight only when the panel decides "
+        "they are not met. An empty final turn scores zero without being judged."
+    ))
+    blocks.append(KeyValue([
+        ("tasks", f"{run_cfg.get('tasks', '')} ({cfg.get('n_tasks')} tasks, {cfg.get('n_criteria')} criteria)"),
+        ("responders", ", ".join(r for r in cfg.get("responders", []) if r != REFERENCE) or "none"),
+        ("reference ceiling", "scored" if REFERENCE in cfg.get("responders", []) else "not run"),
+        ("judge panel", ", ".join(cfg.get("panel", []))),
+        ("attempts", len(cfg.get("attempts", []))),
+        ("scope", cfg.get("scope")),
+        ("generation", f"temperature {run_cfg.get('temperature')}, output cap {run_cfg.get('max_tokens')} tokens"
+         + (f", per-model caps {run_cfg.get('caps')}" if run_cfg.get("caps") else "")),
+        ("system prompt", "yes" if run_cfg.get("system_prompt") else "none"),
+        ("seed", cfg.get("seed")),
+        ("model calls", (f"{acct.get('provider_calls', 0)} made, {acct.get('cache_hits', 0)} from cache, "
+         f"${acct.get('spent_usd', 0.0):.4f} spent")),
+    ]))
+    if "best_model" in summary:
+        blocks.append(KeyValue([
+            ("best model", f"{summary['best_model']} ({summary['best_score']:.3f})"),
+            ("median model score", summary.get("median_score")),
+            ("best / median full-satisfaction rate",
+             (f"{summary.get('best_full_satisfaction', float('nan')):.3f} / "
+             f"{summary.get('median_full_satisfaction', float('nan')):.3f}")),
+            ("reference ceiling", summary.get("reference_score")),
+        ]))
+    return Section("Overview", blocks)
+
+
+def _leaderboard(metrics) -> Section:
+    board = metrics.get("leaderboard", {})
+    models = metrics.get("models", {})
+    rows = []
+    for r in board.get("rows", []):
+        m = models.get(r["responder"], {})
+        rows.append([r["rank"], r["responder"], _iv(r["score"], r.get("ci")),
+                     _iv(r.get("full_satisfaction"), m.get("full_satisfaction_ci")), r.get("band"),
+                     m.get("n_tasks"), m.get("n_conversations")])
+    if REFERENCE in models:
+        m = models[REFERENCE]
+        rows.append(["-", "reference (ceiling)", _iv(m["score"], m.get("ci")),
+                     _iv(m.get("full_satisfaction"), m.get("full_satisfaction_ci")), None,
+                     m.get("n_tasks"), m.get("n_conversations")])
+    blocks: list[Block] = [
+        Table(["rank", "responder", "score [95% CI]", "full satisfaction [95% CI]", "band", "tasks",
+               "conversations"], rows,
+              caption="Leaderboard (§4.1): weighted rubric score and the share of conversations "
+                      "earning every criterion. Models in one band are not separable (E.1).",
+              highlight_max_cols=["score [95% CI]"]),
+    ]
+    pts = [r for r in rows if isinstance(r[2], Interval) and r[0] != "-"]
+    if pts:
+        ref_score = models.get(REFERENCE, {}).get("score")
+        blocks.append(Figure(
+            "support-leaderboard",
+            dot_interval_chart([r[1] for r in pts], [r[2].value for r in pts],
+                               [r[2].lo if r[2].lo is not None else r[2].value for r in pts],
+                               [r[2].hi if r[2].hi is not None else r[2].value for r in pts],
+                               "Leaderboard", xlabel="weighted rubric score",
+                               reference=ref_score),
+            caption="Scores with 95% bootstrap intervals"
+                    + ("; the dotted line is the reference ceiling." if ref_score is not None else "."),
+        ))
+    gaps = board.get("gaps", [])
+    if gaps:
+        blocks.append(Table(
+            ["upper", "lower", "difference [95% CI]", "P(upper > lower)", "separated"],
+            [[g["upper"], g["lower"], _iv(g["diff"], g.get("ci")), g.get("p_improve"), g.get("separated")]
+             for g in gaps],
+            caption=f"Adjacent gaps by paired bootstrap: {board.get('n_separated', 0)} of "
+                    f"{board.get('n_gaps', 0)} separated, {board.get('n_bands', 0)} band(s).",
+        ))
+    ref = metrics.get("reference")
+    if ref:
+        gap = ref.get("gap_to_best_model")
+        blocks.append(Paragraph(
+            f"Reference ceiling (§4.7): the task references, judged by the same panel, score "
+            f"{ref['score']:.3f}" + (f", {gap:+.3f} against the best model." if gap is not None else ".")
+            + " References may be written with the rubric in view, so this shows the rubric is "
+            "satisfiable rather than a human baseline."
+        ))
+    return Section("Leaderboard and reference ceiling", blocks)
+
+
+def _dimensions(metrics) -> Section:
+    dims = metrics.get("dimensions", {})
+    responders = metrics.get("config", {}).get("responders", [])
+    rows, matrix = [], []
+    for d in DIMENSIONS:
+        x = dims.get(d)
+        if not x:
+            continue
+        rows.append([DIMENSION_LABELS[d], x.get("n_tasks"), x.get("weight_share"), _num(x.get("median")),
+                     _num(x.get("best")), x.get("best_model"), _num(x.get("best_minus_median"))])
+        matrix.append([(x.get("pass_rate") or {}).get(r) for r in responders])
+    blocks: list[Block] = [Table(
+        ["dimension", "tasks carrying it", "weight share", "median model", "best model pass rate",
+         "best model", "best - median"], rows,
+        caption="Per-dimension pass rates (§4.2) over the tasks that carry the dimension; a large "
+                "best-minus-median gap points to a behaviour some model already delivers (a choice) "
+                "rather than a capability limit.",
+    )]
+    if rows and responders:
+        blocks.append(Table(
+            ["dimension", *responders],
+            [[row[0], *vals] for row, vals in zip(rows, matrix, strict=True)],
+            caption="Weighted pass rate per dimension and responder.",
+        ))
+        blocks.append(Figure(
+            "support-dimension-median-best",
+            bar_chart([r[0] for r in rows], {"median model": [_nan(r[3]) for r in rows],
+                                             "best model": [_nan(r[4]) for r in rows]},
+                      "Median vs best model per dimension", "pass rate", ylim=(0.0, 1.0)),
+            caption="Median against best model per dimension (§4.2).",
+        ))
+        blocks.append(Figure(
+            "support-dimensions",
+            heatmap([[float("nan") if v is None else v for v in vals] for vals in matrix],
+                    [r[0] for r in rows], responders, "Pass rate by dimension", vmin=0.0, vmax=1.0),
+            caption="Weighted pass rate by dimension (rows) and responder (columns).",
+        ))
+    return Section("Dimensions: capability limits and choices", blocks)
+
+
+def _recognition(metrics) -> Section:
+    rwi = metrics.get("recognition_without_intervention", {})
+    pooled = rwi.get("pooled", {})
+    rows = [[r, _iv(x.get("rate"), x.get("ci")), x.get("failures"), x.get("recognized")]
+            for r, x in (rwi.get("per_model") or {}).items()]
+    blocks: list[Block] = [Paragraph(
+        "Recognition without intervention (§4.6): " + str(rwi.get("definition", "")) + ". Pooled over "
+        f"models: {_fmt_rate(pooled.get('rate'))} ({pooled.get('failures', 0)} of "
+        f"{pooled.get('recognized', 0)} recognized conversations)."
+    )]
+    if rows:
+        blocks.append(Table(["responder", "rate [95% CI]", "resource failures", "recognized conversations"],
+                            rows, caption="Share of recognized crises not routed to help."))
+    return Section("Recognition without intervention", blocks)
+
+
+def _fmt_rate(v: Any) -> str:
+    return "n/a" if v is None else f"{float(v):.3f}"
+
+
+def _slices(metrics) -> Section:
+    slices = metrics.get("slices", {})
+    responders = [r for r in metrics.get("config", {}).get("responders", [])]
+    blocks: list[Block] = [Paragraph(
+        "Scores by turn structure, metadata axis and subcategory (§4.4-4.5, E.2, E.4). Pooled = mean "
+        "over models (the reference excluded) of their task scores in the slice."
+    )]
+    for axis, data in slices.items():
+        values = data.get("values", {})
+        rows = [[v, x.get("n_tasks"), _iv(x.get("pooled"), x.get("pooled_ci")),
+                 *[(x.get("per_model") or {}).get(r) for r in responders]] for v, x in values.items()]
+        caption = f"By {axis.replace('_', ' ')}."
+        c = data.get("contrast")
+        if c and c.get("diff") is not None:
+            ci = c.get("ci") or [None, None]
+            caption += (f" {c['a']} - {c['b']}: {c['diff']:+.3f}"
+                        + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]." if None not in ci else "."))
+        blocks.append(Table([axis, "tasks", "pooled [95% CI]", *responders], rows, caption=caption))
+        if axis == "turn_structure" and rows and responders:
+            blocks.append(Figure(
+                "support-turn-structure",
+                bar_chart(responders, {str(row[0]): [_nan(v) for v in row[3:]] for row in rows},
+                          "Single- vs multi-turn", "score", ylim=(0.0, 1.0)),
+                caption="Score by turn structure and responder (§4.5).",
+            ))
+    return Section("Slices: turn structure, metadata and subcategory", blocks)
+
+
+def _scope(metrics) -> Section:
+    s = metrics["scope_sensitivity"]
+    other = s.get("scores_other", {})
+    models = metrics.get("models", {})
+    rows = [[r, models.get(r, {}).get("score"), v] for r, v in other.items()]
+    return Section("Scoring-rule sensitivity: final turn vs credit anywhere", [
+        Paragraph(
+            f"Primary scope {s.get('scope')}; {s.get('other_scope')} scope credits "
+            f"{_fmt_rate(s.get('share_credited_only_by_other'))} of judged criteria that the primary "
+            f"scope does not, and the reverse holds for {_fmt_rate(s.get('share_credited_only_by_primary'))} "
+            f"(§4.5, B.9). Rank correlation of the two leaderboards: {_fmt_rate(s.get('spearman_rho'))}."
+        ),
+        Table(["responder", f"score ({s.get('scope')})", f"score ({s.get('other_scope')})"], rows),
+    ])
+
+
+def _replicates(metrics) -> Section:
+    rep = metrics.get("replicate_stability", {})
+    scores = rep.get("scores", {})
+    responders = sorted({r for v in scores.values() for r in v})
+    rows = [[r, *[scores[a].get(r) for a in scores], (rep.get("score_range") or {}).get(r)] for r in responders]
+    blocks: list[Block] = [Table(["responder", *[f"attempt {a}" for a in scores], "range"], rows,
+                                 caption="Score per attempt (B.8).")]
+    pairs = rep.get("pairs", [])
+    if pairs:
+        blocks.append(Table(["attempt a", "attempt b", "Spearman rho"],
+                            [[p["a"], p["b"], p.get("spearman_rho")] for p in pairs],
+                            caption="Leaderboard rank correlation between attempts (undefined with "
+                                    "fewer than two models or tied scores)."))
+    return Section("Replicate stability", blocks)
+
+
+def _non_response(metrics) -> Section:
+    nr = metrics.get("non_response", {})
+    per = nr.get("per_responder", {})
+    statuses = ("ok", "empty", "content_filter", "truncated", "error")
+    rows = [[r, x.get("attempts"), x.get("empty"), x.get("rate"), *[(x.get("status") or {}).get(s) for s in statuses]]
+            for r, x in per.items()]
+    blocks: list[Block] = [Table(
+        ["responder", "conversations", "empty final turns", "rate", *statuses], rows,
+        caption="Non-response (E.6): empty final turns score zero without judging; final-turn status "
+                "counts (content filtering and truncation recorded, not retried).",
+    )]
+    for key, label in (("by_subcategory", "subcategory"), ("by_progression_stage", "progression stage")):
+        data = nr.get(key) or {}
+        responders = list(per)
+        trows = [[v, x["pooled"].get("empty"), x["pooled"].get("attempts"), x["pooled"].get("rate"),
+                  *[(x.get("per_responder") or {}).get(r, {}).get("rate") for r in responders]]
+                 for v, x in data.items()]
+        if trows:
+            blocks.append(Table([label, "empty", "conversations", "pooled rate", *responders], trows,
+                                caption=f"Empty final turns by {label}."))
+    bb, br = nr.get("blank_after_blank") or {}, nr.get("blank_after_reply") or {}
+    if bb or br:
+        blocks.append(Paragraph(
+            f"Blank propagation in multi-turn conversations: a turn after a blank turn was blank "
+            f"{bb.get('blank', 0)} of {bb.get('turns', 0)} times; after a reply, "
+            f"{br.get('blank', 0)} of {br.get('turns', 0)} times."
+        ))
+    return Section("Non-response and content filtering", blocks)
+
+
+def _ablation(metrics) -> Section:
+    ab = metrics.get("disclaimers_ablation", {})
+    models = metrics.get("models", {})
+    rows = [[r, models.get(r, {}).get("score"), v, (ab.get("delta") or {}).get(r), (ab.get("rank_shift") or {}).get(r)]
+            for r, v in (ab.get("scores") or {}).items()]
+    return Section("Disclaimers ablation", [
+        Paragraph(
+            "Scores with the safety-disclaimer criteria removed (E.5). Order unchanged: "
+            f"{ab.get('order_unchanged')}; bands unchanged: {ab.get('bands_unchanged')}."
+        ),
+        Table(["responder", "score", "without disclaimers", "change", "rank shift"], rows),
+    ])
+
+
+def _judges(metrics) -> Section:
+    blocks: list[Block] = []
+    lo = metrics.get("leave_one_judge_out") or {}
+    if lo.get("applicable"):
+        drop = lo.get("drop", {})
+        responders = sorted({r for d in drop.values() for r in (d.get("scores") or {})})
+        blocks.append(Table(
+            ["judge dropped", "leniency", "baseline shift", "undecided cells", "Spearman rho", "top unchanged",
+             *responders],
+            [[j, d.get("leniency"), d.get("baseline"), d.get("cells_undecided"), d.get("spearman_rho"),
+              d.get("top_unchanged"), *[(d.get("scores") or {}).get(r) for r in responders]]
+             for j, d in drop.items()],
+            caption="Leave-one-judge-out leaderboards (B.6): the two remaining judges must agree; each "
+                    "judge's own leniency sets its baseline shift. " + str(lo.get("two_judge_rule", "")),
+        ))
+        own = (lo.get("own_family") or {}).get("own_family_advantage") or {}
+        if own:
+            blocks.append(Table(["responder", "own-family advantage"], [[r, v] for r, v in own.items()]))
+    elif lo:
+        blocks.append(Paragraph(f"Leave-one-judge-out: not applicable ({lo.get('reason', 'panel too small')})."))
+    sp = metrics.get("self_preference") or {}
+    if sp.get("applicable"):
+        rates = sp.get("met_rate", {})
+        responders = sorted({r for v in rates.values() for r in v})
+        blocks.append(Table(
+            ["judge", "leniency", *responders],
+            [[j, (sp.get("leniency") or {}).get(j), *[v.get(r) for r in responders]] for j, v in rates.items()],
+            caption="Criterion met rate by judge and responder; self-preference decomposition (B.7): "
+                    + str(sp.get("model", "")),
+        ))
+        resid = sp.get("residual_by_family") or {}
+        fams = sorted({f for v in resid.values() for f in v})
+        if fams:
+            blocks.append(Table(["judge", *fams], [[j, *[v.get(f) for f in fams]] for j, v in resid.items()],
+                                caption="Residuals by responder family after judge leniency and responder "
+                                        "effects are removed."))
+    elif sp:
+        blocks.append(Paragraph(f"Self-preference decomposition: not applicable ({sp.get('reason', '')})."))
+    if not blocks:
+        blocks.append(Paragraph("No judge robustness analysis available."))
+    return Section("Judge robustness", blocks)
+
+
+def _counts(metrics) -> Section:
+    counts = metrics.get("counts", {})
+    return Section("Counts: nothing silently dropped", [
+        KeyValue([(k.replace("_", " "), v) for k, v in counts.items()]),
+    ])
+
+
+# -- per task -----------------------------------------------------------------------------
+
+
+def _per_task(tasks, responses, verdicts, panel: Sequence[str], scope: str) -> Section:
+    cells = collapse(v for v in verdicts if v.scope == scope)
+    by_task: dict[str, list[ResponseRecord]] = defaultdict(list)
+    for r in responses:
+        by_task[r.task_id].append(r)
+    blocks: list[Block] = [Paragraph(
+        f"Every reply with each criterion's votes, the panel decision and the judges' rationales "
+        f"({scope}-turn scope). Negative criteria (marked 'must not') earn their weight when not met."
+    )]
+    shown = list(tasks)[:MAX_DETAIL_TASKS]
+    if len(tasks) > len(shown):
+        blocks.append(Callout(f"Showing the first {len(shown)} of {len(tasks)} tasks; every reply and "
+                              "verdict is in records.jsonl.", "info"))
+    for t in shown:
+        inner: list[Block] = [KeyValue([
+            ("subcategory", t.subcategory),
+            *[(k, getattr(t.metadata, k)) for k in ("age_band", "turn_structure", "harm_intent",
+                                                     "progression_stage", "signal_directness", "split")],
+        ])]
+        inner.append(Table(
+            ["criterion", "dimension", "weight", "polarity", "text"],
+            [[c.id, DIMENSION_LABELS[c.dimension], c.weight, "must not" if c.negative else "should",
+              c.text] for c in t.criteria],
+            caption="Rubric",
+        ))
+        inner.append(Details("User turns", [Pre("\n\n".join(f"[user {i + 1}] {u}" for i, u in enumerate(t.turns)))]))
+        for r in sorted(by_task.get(t.id, []), key=lambda r: (r.responder == REFERENCE, r.responder, r.attempt)):
+            inner.append(_reply_details(t, r, cells, panel, scope))
+        blocks.append(Details(f"{t.id} ({t.subcategory}, {t.metadata.turn_structure}-turn)", inner))
+    return Section("Replies and verdicts per task", blocks)
+
+
+def _reply_details(task: Task, r: ResponseRecord, cells, panel: Sequence[str], scope: str) -> Details:
+    empty = is_empty_reply(r.final_reply, r.status)
+    rows, rationale_rows = [], []
+    got = total = 0.0
+    judges = list(panel)
+    for c in task.criteria:
+        cell = cells.get((r.task_id, r.responder, r.attempt, c.id, scope), {})
+        votes = cell_votes(cell)
+        dec = decide(votes, judges, empty=empty)
+        ok = earned(dec, c.negative)
+        if c.applicable:
+            total += c.weight
+            got += c.weight if ok else 0.0
+        rows.append([c.id, c.weight, "must not" if c.negative else "should",
+                     *[_vote(cell.get(j)) for j in judges], dec.state.replace("_", " "), "yes" if ok else "no"])
+        for j in judges:
+            v = cell.get(j)
+            if v is not None and v.status != "not_judged_empty":
+                rationale_rows.append([c.id, j, _vote(v), v.rationale])
+    score = got / total if total else float("nan")
+    convo = "\n\n".join(
+        f"[{t.get('role')}{' - ' + t['status'] if t.get('role') == 'assistant' and t.get('status', 'ok') != 'ok' else ''}]"
+        f"\n{(t.get('content') or '').strip() or '(empty)'}"
+        for t in r.turns
+    )
+    blocks: list[Block] = [Pre(convo)]
+    blocks.append(Table(["criterion", "weight", "polarity", *[f"judge {i + 1}" for i in range(len(judges))],
+                         "panel", "earned"], rows,
+                        caption="Judges: " + "; ".join(f"judge {i + 1} = {j}" for i, j in enumerate(judges))))
+    if rationale_rows:
+        blocks.append(Details("Judge rationales", [Table(["criterion", "judge", "verdict", "rationale"], rationale_rows)]))
+    label = "reference" if r.responder == REFERENCE else f"{r.responder}, attempt {r.attempt}"
+    status = "" if r.status == "ok" else f", {r.status}"
+    return Details(f"{label}: score {score:.3f}{status}", blocks)
+
+
+def _vote(v: VerdictRecord | None) -> str:
+    if v is None:
+        return "missing"
+    if v.status == "not_judged_empty":
+        return "not judged"
+    if v.status != "ok":
+        return v.status.replace("_", " ")
+    return "met" if v.met else "not met"
