@@ -235,9 +235,13 @@ def score(
     tt = tasks if isinstance(tasks, TaskTable) else TaskTable.from_tasks(tasks)
     if scope not in SCOPES:
         raise CarebenchError(f"scope must be one of {list(SCOPES)}, got {scope!r}")
-    panel = sorted(set(verdicts.judges)) if panel is None else list(dict.fromkeys(panel))
-    if not panel:
+    if panel is not None and not list(panel):
         raise CarebenchError("the judge panel is empty")
+    if panel is None:  # every judge with a verdict in this scope
+        present = np.unique(verdicts.judge[verdicts.scope == SCOPES.index(scope)])
+        panel = sorted(verdicts.judges[j] for j in present.tolist())
+    else:
+        panel = list(dict.fromkeys(panel))
     P = len(panel)
     counts: dict[str, int] = {}
 
@@ -296,7 +300,7 @@ def score(
     idx, g = idx[g >= 0], g[g >= 0]
     c = conv[idx]
     cell = cell_offset[c] + (g - tt.offset[tt.crit_task[g]])
-    vote_key = cell * P + jpos[idx]
+    vote_key = cell * max(P, 1) + jpos[idx]
     _, keep = np.unique(vote_key, return_index=True)  # first occurrence of each (cell, judge)
     counts["duplicate_verdicts_collapsed"] = int(idx.size - keep.size)
     kidx, kcell = idx[keep], cell[keep]
