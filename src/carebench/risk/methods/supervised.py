@@ -123,7 +123,7 @@ class TfidfXGB(FittedMethod):
             max_depth=int(self.options.get("max_depth", 4)),
             learning_rate=float(self.options.get("learning_rate", 0.1)),
             subsample=0.8, colsample_bytree=0.8, tree_method="hist",
-            random_state=seed, n_jobs=int(self.options.get("n_jobs", 2)), verbosity=0,
+            random_state=seed, n_jobs=int(self.options.get("n_jobs", 1)), verbosity=0,
         )
         clf.fit(x, np.array([remap[v] for v in y]), sample_weight=compute_sample_weight("balanced", y))
         p = clf.predict_proba(vec.transform([it.text for it in test]))

@@ -1,0 +1,131 @@
+"""The config-file form of ``carebench risk run`` (YAML or TOML), for many methods and models.
+
+Example (YAML)::
+
+    data: ../shared/data/gaur2019/500_Reddit_users_posts_labels.csv
+    format: gaur
+    models: [openai:gpt-4o-mini, anthropic:claude-haiku-4-5]   # model-backed methods run on each
+    moderation_model: openai-moderation:omni-moderation-latest
+    seed: 42
+    bootstrap: 2000
+    methods:
+      - tfidf-lr
+      - embed-lr
+      - method: llm
+        options: {variant: conservative}
+        label: llm-conservative
+      - method: llm-cot
+        model: anthropic:claude-haiku-4-5    # only this model
+
+Command-line options given explicitly override the file.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from carebench.risk.experiment import MethodSpec, RunConfig
+from carebench.types import CarebenchError
+
+TOP_KEYS = {
+    "data", "format", "model", "models", "moderation_model", "seed", "bootstrap", "out",
+    "train", "train_format", "failures", "use_cache", "cache", "budget", "concurrency",
+    "n_folds", "methods",
+}
+METHOD_KEYS = {"method", "label", "model", "models", "moderation_model", "options"}
+
+
+def read_config(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise CarebenchError(f"config file not found: {path}")
+    text = path.read_text("utf-8")
+    try:
+        if path.suffix.lower() == ".toml":
+            data = tomllib.loads(text)
+        elif path.suffix.lower() in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text)
+        else:
+            raise CarebenchError(f"{path}: config must be .yaml, .yml or .toml")
+    except (tomllib.TOMLDecodeError, ValueError) as e:
+        raise CarebenchError(f"{path}: invalid config ({e})") from None
+    except Exception as e:  # yaml.YAMLError without importing yaml at module level
+        if type(e).__module__.startswith("yaml"):
+            raise CarebenchError(f"{path}: invalid YAML ({e})") from None
+        raise
+    if not isinstance(data, dict):
+        raise CarebenchError(f"{path}: the config must be a mapping of settings")
+    unknown = set(data) - TOP_KEYS
+    if unknown:
+        raise CarebenchError(f"{path}: unknown setting(s) {', '.join(sorted(unknown))}; "
+                             f"known: {', '.join(sorted(TOP_KEYS))}")
+    return data
+
+
+def _needs_model(method: str) -> bool:
+    from carebench.risk.methods import REGISTRY
+
+    factory = REGISTRY.get(method)
+    if factory is None:
+        raise CarebenchError(f"unknown risk method {method!r}; known: {', '.join(sorted(REGISTRY))}")
+    return bool(getattr(factory, "needs_model", False) or getattr(factory(), "needs_model", False))
+
+
+def method_specs(entries: list[Any], models: list[str] | None, where: str) -> list[MethodSpec]:
+    """Expand method entries; a model-backed method without its own model runs on each of
+    ``models`` (labelled ``method@model`` when there are several)."""
+    if not isinstance(entries, list) or not entries:
+        raise CarebenchError(f"{where}: 'methods' must be a non-empty list")
+    out: list[MethodSpec] = []
+    for i, e in enumerate(entries, 1):
+        if isinstance(e, str):
+            e = {"method": e}
+        if not isinstance(e, dict) or "method" not in e:
+            raise CarebenchError(f"{where}: methods[{i}] needs a 'method' name")
+        unknown = set(e) - METHOD_KEYS
+        if unknown:
+            raise CarebenchError(f"{where}: methods[{i}]: unknown key(s) {', '.join(sorted(unknown))}")
+        opts = e.get("options") or {}
+        if not isinstance(opts, dict):
+            raise CarebenchError(f"{where}: methods[{i}]: 'options' must be a mapping")
+        own = e.get("models") or ([e["model"]] if e.get("model") else None)
+        targets = own or (models if models and _needs_model(e["method"]) else [None])
+        for m in targets:
+            label = e.get("label")
+            if label and len(targets) > 1:
+                label = f"{label}@{m}"
+            out.append(MethodSpec(e["method"], label, m, e.get("moderation_model"), dict(opts)))
+    return out
+
+
+def config_from_file(path: str | Path, overrides: dict[str, Any]) -> RunConfig:
+    """A RunConfig from a file, with explicitly given CLI values (not None) taking precedence."""
+    data = read_config(path)
+    for k, v in overrides.items():
+        if v is not None and k != "methods":
+            data[k] = v
+    models = data.pop("models", None)
+    if isinstance(models, str):
+        models = [models]
+    if data.get("model") and not models:
+        models = [data["model"]]
+    entries = overrides.get("methods") or data.get("methods")
+    if not entries:
+        raise CarebenchError(f"{path}: no methods (add 'methods:' or pass --method)")
+    if "data" not in data:
+        raise CarebenchError(f"{path}: missing 'data' (or pass --data)")
+    specs = method_specs(entries, models, str(path))
+    return RunConfig(
+        data=str(data["data"]), methods=specs, format=data.get("format"),
+        model=data.get("model") or (models[0] if models and len(models) == 1 else None),
+        moderation_model=data.get("moderation_model"), seed=int(data.get("seed", 42)),
+        bootstrap=int(data.get("bootstrap", 2000)), out=data.get("out"),
+        train=data.get("train"), train_format=data.get("train_format"),
+        failures=str(data.get("failures", "wrong")), use_cache=bool(data.get("use_cache", True)),
+        cache_path=data.get("cache"), budget=data.get("budget"),
+        concurrency=data.get("concurrency"), n_folds=int(data.get("n_folds", 5)),
+    )

@@ -1,0 +1,276 @@
+"""Run a set of risk methods on one corpus and write a run directory.
+
+Order matters for the guarantees of DESIGN.md: the data (and ``--train`` data) are
+validated, every method is built and every model spec parsed before the first model
+call; the run directory is written only once all predictions exist (each file
+atomically), and the completion cache makes an interrupted run resumable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from carebench.risk.data import RiskDataset, load_dataset
+from carebench.risk.methods import MethodContext, Prediction, RiskItem, make_method
+from carebench.risk.scoring import EXCLUDED, FAILURE_POLICIES, score_records
+from carebench.rundir import new_run_dir, write_json, write_jsonl, write_manifest
+from carebench.runner import Call, CallPlan, Runner, RunnerConfig
+from carebench.types import CarebenchError, Completion
+
+#: methods that need no chat model (fitted on the data or driven by moderation scores)
+DEFAULT_METHODS = ("tfidf-lr",)
+
+
+@dataclass
+class MethodSpec:
+    """One method to run: registry name, display label, its models and options."""
+
+    method: str
+    label: str | None = None
+    model: str | None = None  # overrides RunConfig.model (role "default")
+    moderation_model: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.label or self.method
+
+
+@dataclass
+class RunConfig:
+    data: str
+    methods: list[MethodSpec]
+    format: str | None = None
+    model: str | None = None
+    moderation_model: str | None = None
+    seed: int = 42
+    bootstrap: int = 2000
+    out: str | Path | None = None
+    train: str | None = None
+    train_format: str | None = None
+    failures: str = "wrong"
+    dry_run: bool = False
+    use_cache: bool = True
+    cache_path: str | Path | None = None
+    budget: float | None = None
+    concurrency: int | None = None
+    n_folds: int = 5
+    progress: bool = True
+    notes: list[str] = field(default_factory=list)  # shown in the report (e.g. skipped methods)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["out"] = None if self.out is None else str(self.out)
+        d["cache_path"] = None if self.cache_path is None else str(self.cache_path)
+        return d
+
+
+@dataclass
+class RunOutcome:
+    run_dir: Path | None
+    plan: CallPlan | None = None
+    metrics: dict[str, Any] | None = None
+
+
+def _log(cfg: RunConfig, msg: str) -> None:
+    if cfg.progress:
+        print(msg, file=sys.stderr, flush=True)
+
+
+def resolve_labels(specs: Sequence[MethodSpec], default_model: str | None) -> list[MethodSpec]:
+    """Give every method a unique record name; the same method on several models gets
+    ``method@model``."""
+    specs = list(specs)
+    if not specs:
+        raise CarebenchError("no method given: pass --method NAME (e.g. --method tfidf-lr)")
+    counts: dict[str, int] = {}
+    for s in specs:
+        counts[s.name] = counts.get(s.name, 0) + 1
+    out = []
+    for s in specs:
+        if s.label is None and counts[s.method] > 1:
+            s = MethodSpec(s.method, f"{s.method}@{s.model or default_model}", s.model,
+                           s.moderation_model, dict(s.options))
+        out.append(s)
+    names = [s.name for s in out]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise CarebenchError(f"method names must be unique; repeated: {', '.join(sorted(dup))}")
+    return out
+
+
+class _Models:
+    """One provider instance per spec string, closed at the end of the run."""
+
+    def __init__(self, concurrency: int | None):
+        self.concurrency = concurrency
+        self._models: dict[str, Any] = {}
+
+    def get(self, spec: str) -> Any:
+        from carebench.models import get_model
+
+        if spec not in self._models:
+            self._models[spec] = get_model(spec, concurrency=self.concurrency)
+        return self._models[spec]
+
+    def specs(self) -> list[str]:
+        return [str(m.spec) for m in self._models.values()]
+
+    def close(self) -> None:
+        for m in self._models.values():
+            close = getattr(m, "aclose", None)
+            if close is not None:
+                with contextlib.suppress(Exception):  # best effort; results are written
+                    asyncio.run(close())
+
+
+def _context(spec: MethodSpec, cfg: RunConfig, models: _Models, runner: Runner,
+             train: RiskDataset | None) -> MethodContext:
+    roles: dict[str, Any] = {}
+    chat = spec.model or cfg.model
+    if chat:
+        roles["default"] = models.get(chat)
+    mod = spec.moderation_model or cfg.moderation_model
+    if mod:
+        roles["moderation"] = models.get(mod)
+    return MethodContext(
+        runner=runner, models=roles, seed=cfg.seed,
+        train=None if train is None else train.items, n_folds=cfg.n_folds,
+    )
+
+
+def prediction_record(pred: Prediction, item: RiskItem, name: str, model: str | None) -> dict[str, Any]:
+    """One ``records.jsonl`` line (issue 4: item_id, method, gold, pred, status, ...)."""
+    ok = pred.status == "ok" and pred.level is not None
+    return {
+        "item_id": item.id,
+        "method": name,
+        "gold": int(item.level),
+        "pred": int(pred.level) if ok else None,
+        "status": pred.status if pred.status != "ok" or ok else "error",
+        "group": item.group,
+        "model": model,
+        "probs": pred.probs,
+        "usage": {"prompt_tokens": pred.usage.prompt_tokens,
+                  "completion_tokens": pred.usage.completion_tokens},
+        "latency_s": pred.latency_s,
+        "cost_usd": pred.cost_usd,
+        "n_calls": pred.n_calls,
+        "raw": pred.raw,
+        "profile": pred.profile,
+        "detail": pred.detail,
+        "recovered": bool(item.meta.get("recovered", False)),
+    }
+
+
+def excluded_record(item: RiskItem, name: str, model: str | None) -> dict[str, Any]:
+    """An item the method deliberately did not score (e.g. a few-shot exemplar)."""
+    return {"item_id": item.id, "method": name, "gold": int(item.level), "pred": None,
+            "status": EXCLUDED, "group": item.group, "model": model, "probs": None,
+            "usage": {"prompt_tokens": 0, "completion_tokens": 0}, "latency_s": 0.0,
+            "cost_usd": 0.0, "n_calls": 0, "raw": "", "profile": None,
+            "detail": {"reason": "held out by the method (e.g. few-shot exemplar pool)"},
+            "recovered": bool(item.meta.get("recovered", False))}
+
+
+def collect(items: Sequence[RiskItem], preds: Sequence[Prediction], name: str,
+            model: str | None) -> list[dict[str, Any]]:
+    """Records for every item, in item order: predicted, failed or excluded."""
+    by_id: dict[str, Prediction] = {}
+    known = {it.id for it in items}
+    for p in preds:
+        if p.item_id not in known:
+            raise CarebenchError(f"method {name} returned a prediction for unknown item {p.item_id!r}")
+        if p.item_id in by_id:
+            raise CarebenchError(f"method {name} returned two predictions for item {p.item_id!r}")
+        by_id[p.item_id] = p
+    return [
+        prediction_record(by_id[it.id], it, name, model) if it.id in by_id
+        else excluded_record(it, name, model)
+        for it in items
+    ]
+
+
+def run_experiment(cfg: RunConfig) -> RunOutcome:
+    """Validate, predict with every method, score, and write the run directory."""
+    if cfg.failures not in FAILURE_POLICIES:
+        raise CarebenchError(f"--failures must be one of {', '.join(FAILURE_POLICIES)}")
+    if cfg.bootstrap < 1:
+        raise CarebenchError("--bootstrap must be at least 1")
+    data = load_dataset(cfg.data, cfg.format)
+    train = load_dataset(cfg.train, cfg.train_format) if cfg.train else None
+    specs = resolve_labels(cfg.methods, cfg.model)
+    methods = [(s, make_method(s.method, **s.options)) for s in specs]
+    from carebench.cache import CompletionCache
+
+    cache = CompletionCache(cfg.cache_path) if cfg.use_cache else None
+    call_rows: list[dict[str, Any]] = []
+    spent = [0.0]
+    hits = [0]
+
+    def on_complete(call: Call, comp: Completion) -> None:
+        call_rows.append({"model": str(call.model.spec), "tag": call.tag,
+                          "request": call.request.cache_payload(), "completion": comp.to_dict()})
+        if comp.cached:
+            hits[0] += 1
+        else:
+            spent[0] += comp.cost_usd
+
+    runner = Runner(
+        RunnerConfig(concurrency=cfg.concurrency, budget_usd=cfg.budget, use_cache=cfg.use_cache,
+                     progress=cfg.progress, description="risk model calls"),
+        cache=cache, on_complete=on_complete,
+    )
+    models = _Models(cfg.concurrency)
+    try:
+        contexts = [(s, m, _context(s, cfg, models, runner, train)) for s, m in methods]
+        for s, m, ctx in contexts:  # fail fast: a method needing a model must have one
+            if getattr(m, "needs_model", False):
+                ctx.model()
+        if cfg.dry_run:
+            calls: list[Call] = []
+            for _, m, ctx in contexts:
+                calls += m.calls(data.items, ctx)
+            return RunOutcome(None, plan=runner.plan(calls))
+        run_dir = new_run_dir("risk", cfg.out)
+        records: list[dict[str, Any]] = []
+        t0 = time.perf_counter()
+        for s, m, ctx in contexts:
+            if cfg.budget is not None:
+                runner.config.budget_usd = max(0.0, cfg.budget - spent[0])
+            _log(cfg, f"risk: {s.name} on {len(data.items)} items")
+            preds = m.predict(data.items, ctx)
+            model_spec = str(ctx.models["default"].spec) if "default" in ctx.models else None
+            records += collect(data.items, preds, s.name, model_spec)
+        elapsed = time.perf_counter() - t0
+    finally:
+        models.close()
+    metrics = score_records(records, failures=cfg.failures, B=cfg.bootstrap, seed=cfg.seed)
+    dataset_info = data.describe()
+    write_jsonl(run_dir / "records.jsonl", records)
+    write_jsonl(run_dir / "calls.jsonl", call_rows)
+    write_json(run_dir / "metrics.json", metrics)
+    write_manifest(
+        run_dir, suite="risk", config=cfg.to_dict(), models=models.specs(),
+        seeds={"seed": cfg.seed, "bootstrap_seed": cfg.seed, "cv_seed": cfg.seed},
+        dataset=dataset_info,
+        extra={
+            "train_dataset": None if train is None else train.describe(),
+            "methods": [{"name": s.name, "method": s.method, "model": s.model or cfg.model,
+                         "options": s.options} for s in specs],
+            "run": {"elapsed_s": round(elapsed, 3), "model_calls": len(call_rows),
+                    "cache_hits": hits[0],
+                    "spent_usd": spent[0]},
+        },
+    )
+    from carebench.risk.report import render
+
+    render(run_dir)
+    return RunOutcome(run_dir, metrics=metrics)

@@ -1,0 +1,350 @@
+"""The risk report: seeds/001's tables and figures from a run directory.
+
+Table 2 (seven metrics with the analytic chance row), Table 4 (bootstrap intervals),
+Figure 1 (per-class F1), Figure 3 (row-normalised confusion matrices with counts),
+Table 3 (tokens, $ per 1,000 items, median latency), failures per method, under- and
+over-triage, paired comparisons against the best method, Figure 2 (moderation score
+distributions, when scores exist), Figure 6 (method comparison) and a per-item table
+with schema profiles when present.
+
+:func:`render` builds the report from ``metrics.json`` + ``records.jsonl`` +
+``manifest.json``; :func:`rerender` first rebuilds ``metrics.json`` from the records,
+so ``carebench report DIR`` needs no model call.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from carebench.report import (
+    Callout,
+    Details,
+    Figure,
+    Interval,
+    KeyValue,
+    Paragraph,
+    Report,
+    Section,
+    Table,
+    bar_chart,
+    box_chart,
+    figure_name,
+    write_report,
+)
+from carebench.risk.scale import LEVEL_NAMES
+from carebench.risk.scoring import EXCLUDED, TABLE2_METRICS, method_order, score_records
+from carebench.rundir import read_json, read_jsonl, write_json
+
+HEADERS = {
+    "accuracy": "Acc ↑", "macro_f1": "F1-Mac ↑", "weighted_f1": "F1-Wt ↑", "qwk": "QWK ↑",
+    "mae": "MAE ↓", "adjacent_accuracy": "Adj. Acc ↑", "high_risk_f1": "HR F1 ↑",
+    "under_triage": "Under-triage ↓", "over_triage": "Over-triage ↓",
+}
+LOWER_BETTER = {"mae", "under_triage", "over_triage"}
+MAX_ITEMS_SHOWN = 1000
+EXCERPT = 160
+
+
+def rerender(run_dir: str | Path) -> Path:
+    """Rebuild ``metrics.json`` and the reports from ``records.jsonl`` + ``manifest.json``."""
+    run_dir = Path(run_dir)
+    manifest = read_json(run_dir / "manifest.json")
+    records = read_jsonl(run_dir / "records.jsonl")
+    cfg = manifest.get("config") or {}
+    metrics = score_records(
+        records, failures=cfg.get("failures", "wrong"), B=int(cfg.get("bootstrap", 2000)),
+        seed=int(cfg.get("seed", 42)),
+    )
+    write_json(run_dir / "metrics.json", metrics)
+    render(run_dir, metrics=metrics, records=records, manifest=manifest)
+    return run_dir
+
+
+def render(run_dir: str | Path, *, metrics: dict | None = None, records: list | None = None,
+           manifest: dict | None = None) -> Path:
+    run_dir = Path(run_dir)
+    metrics = metrics if metrics is not None else read_json(run_dir / "metrics.json")
+    records = records if records is not None else read_jsonl(run_dir / "records.jsonl")
+    manifest = manifest if manifest is not None else read_json(run_dir / "manifest.json")
+    write_report(build_report(metrics, records, manifest), run_dir)
+    return run_dir
+
+
+# ----------------------------------------------------------------------------- building
+
+
+def _iv(cell: dict[str, Any]) -> Interval | None:
+    if cell is None or cell.get("value") is None:
+        return None
+    lo, hi = cell.get("ci") or (None, None)
+    return Interval(cell["value"], lo, hi)
+
+
+def _val(cell: dict[str, Any]) -> float | None:
+    return None if cell is None else cell.get("value")
+
+
+def build_report(metrics: dict[str, Any], records: list[dict[str, Any]],
+                 manifest: dict[str, Any]) -> Report:
+    ds = manifest.get("dataset") or {}
+    st = metrics.get("settings") or {}
+    names = method_order(records)
+    resampling = ("cluster resampling by group" if str(st.get("resampling", "")).startswith("cluster")
+                  else "item resampling")
+    notes = [
+        f"{metrics['n']} items; "
+        + ", ".join(f"{k} {v}" for k, v in metrics["label_counts"].items()),
+        (f"Bootstrap: B={st.get('bootstrap')}, seed {st.get('seed')}, {resampling}, "
+        "95% percentile intervals."),
+        f"Failure policy: {st.get('failures')} ("
+        + ("failed predictions scored as wrong, at the level farthest from gold"
+           if st.get("failures") == "wrong" else "failed predictions excluded per method")
+        + ").",
+    ]
+    sections = [_overview(ds, manifest, st), _table2(metrics, names), _table4(metrics, names),
+                _per_class(metrics, names), _confusions(metrics, names), _triage(metrics, names),
+                _failures(metrics, names, records, st), _cost(metrics, names),
+                _paired(metrics), _comparison(metrics, names)]
+    mod = _moderation_figure(records)
+    if mod is not None:
+        sections.append(mod)
+    sections.append(_items(records, names))
+    title = "carebench risk: graded suicide-risk measurement"
+    subtitle = f"{ds.get('name', '?')} ({ds.get('source', '?')})"
+    return Report(title=title, subtitle=subtitle, notes=notes, sections=sections)
+
+
+def _overview(ds: dict[str, Any], manifest: dict[str, Any], st: dict[str, Any]) -> Section:
+    blocks: list[Any] = []
+    if ds.get("illustrative"):
+        blocks.append(Callout(
+            "Illustrative data: the built-in corpus was written to demonstrate the pipeline. "
+            "It is not real user text and was not clinically annotated; these numbers say "
+            "nothing about any method's real performance.", "warning"))
+    for note in ds.get("notes") or []:
+        blocks.append(Paragraph(note))
+    for note in (manifest.get("config") or {}).get("notes") or []:
+        blocks.append(Callout(note))
+    train = manifest.get("train_dataset")
+    pairs: list[tuple[str, Any]] = [
+        ("data", ds.get("source")), ("format", ds.get("format")), ("sha256", ds.get("sha256")),
+        ("items", ds.get("n")),
+        ("evaluation", "transfer: fitted methods trained on " + str(train.get("source"))
+         if train else "fitted methods: stratified 5-fold out-of-fold predictions"),
+        ("models", ", ".join(manifest.get("models") or []) or "none (no chat model)"),
+        ("best by macro-F1", st.get("best_by_macro_f1")),
+    ]
+    if ds.get("recovered_rows") is not None:
+        pairs.append(("rows recovered from truncation", ds.get("recovered_rows")))
+    blocks.append(KeyValue(pairs))
+    blocks.append(Paragraph(
+        "Scale: Indicator (a) < Ideation (b) < Behavior (c) < Attempt (d). High-risk F1 is "
+        "the F1 of the Behavior+Attempt side of the low/high severity split, not a "
+        "self-harm detection score."))
+    return Section("Run", blocks, anchor="run")
+
+
+def _table2(metrics: dict[str, Any], names: list[str]) -> Section:
+    cols = ["Method", *(HEADERS[m] for m in TABLE2_METRICS), "n", "Failures"]
+    chance = metrics["chance"]
+    rows: list[list[Any]] = [["Chance (uniform random, analytic)",
+                              *(chance.get(m) for m in TABLE2_METRICS), metrics["n"], None]]
+    for n in names:
+        e = metrics["methods"][n]
+        rows.append([n, *(_val(e[m]) for m in TABLE2_METRICS), e["n_scored"], e["failures"]])
+    hi = [HEADERS[m] for m in TABLE2_METRICS if m not in LOWER_BETTER]
+    lo = [HEADERS[m] for m in TABLE2_METRICS if m in LOWER_BETTER]
+    t = Table(cols, rows, caption="Table 2: the seven metrics per method with the analytic "
+              "chance row (best per column in bold).", number_format=".3f",
+              highlight_max_cols=hi, highlight_min_cols=lo)
+    return Section("Main results (Table 2)", [t], anchor="table2")
+
+
+def _table4(metrics: dict[str, Any], names: list[str]) -> Section:
+    cols = ["Method", *(HEADERS[m] for m in TABLE2_METRICS)]
+    rows = [[n, *(_iv(metrics["methods"][n][m]) for m in TABLE2_METRICS)] for n in names]
+    st = metrics.get("settings") or {}
+    t = Table(cols, rows, caption=f"Table 4: metrics with 95% percentile bootstrap intervals "
+              f"(B={st.get('bootstrap')}, seed {st.get('seed')}, {st.get('resampling')} resampling).")
+    return Section("Bootstrap intervals (Table 4)", [t], anchor="table4")
+
+
+def _per_class(metrics: dict[str, Any], names: list[str]) -> Section:
+    rows = [[n, *metrics["methods"][n]["per_class_f1"]] for n in names]
+    t = Table(["Method", *LEVEL_NAMES], rows, caption="Per-class F1.",
+              highlight_max_cols=list(LEVEL_NAMES))
+    blocks: list[Any] = [t]
+    if names:
+        series = {n: [np.nan if v is None else v for v in metrics["methods"][n]["per_class_f1"]]
+                  for n in names}
+        png = bar_chart(list(LEVEL_NAMES), series, "Per-class F1 by method", "F1", ylim=(0, 1))
+        blocks.append(Figure("fig1_per_class_f1", png, "Figure 1: per-class F1 by method."))
+    return Section("Per-class F1 (Figure 1)", blocks, anchor="per-class")
+
+
+def _confusions(metrics: dict[str, Any], names: list[str]) -> Section:
+    from carebench.report.figures import confusion_heatmap
+
+    st = metrics.get("settings") or {}
+    blocks: list[Any] = [Paragraph(
+        "Rows are the gold level, columns the prediction; cells are row shares with raw counts "
+        "in parentheses."
+        + (" Failed predictions appear at the level farthest from gold (scored as wrong)."
+           if st.get("failures") == "wrong" else " Failed predictions are excluded."))]
+    for n in names:
+        cm = metrics["methods"][n]["confusion"]
+        png = confusion_heatmap(cm, list(LEVEL_NAMES), f"{n}")
+        blocks.append(Figure(figure_name(f"fig3_confusion_{n}"), png,
+                             f"Figure 3: confusion matrix, {n}."))
+    return Section("Confusion matrices (Figure 3)", blocks, anchor="confusion")
+
+
+def _triage(metrics: dict[str, Any], names: list[str]) -> Section:
+    rows = [[n, _iv(metrics["methods"][n]["under_triage"]),
+             _iv(metrics["methods"][n]["over_triage"])] for n in names]
+    chance = metrics["chance"]
+    rows.insert(0, ["Chance (uniform random)", chance.get("under_triage"), chance.get("over_triage")])
+    t = Table(["Method", "Under-triage ↓ (pred < gold)", "Over-triage ↓ (pred > gold)"], rows,
+              caption="Share of items placed below (under-triage) or above (over-triage) their "
+              "gold level, with 95% intervals.")
+    return Section("Under- and over-triage", [t], anchor="triage")
+
+
+def _failures(metrics: dict[str, Any], names: list[str], records: list[dict[str, Any]],
+              st: dict[str, Any]) -> Section:
+    statuses = sorted({s for n in names for s in metrics["methods"][n]["failures_by_status"]})
+    cols = ["Method", "Scored", "Excluded", "Failures", *statuses]
+    rows = []
+    for n in names:
+        e = metrics["methods"][n]
+        rows.append([n, e["n_scored"], e["n_excluded"], e["failures"],
+                     *(e["failures_by_status"].get(s, 0) for s in statuses)])
+    policy = ("scored as wrong (level farthest from gold)" if st.get("failures") == "wrong"
+              else "excluded from that method's metrics")
+    blocks: list[Any] = [
+        Paragraph(f"Failed predictions (parse failures, empty or filtered answers, call errors, "
+                  f"budget stops) are {policy}; they are never dropped silently. Excluded items "
+                  "are those a method holds out by design (few-shot exemplars)."),
+        Table(cols, rows, caption="Failures and parse/empty counts per method.")]
+    return Section("Failures", blocks, anchor="failures")
+
+
+def _cost(metrics: dict[str, Any], names: list[str]) -> Section:
+    rows = []
+    for n in names:
+        c = metrics["methods"][n]["cost"]
+        rows.append([n, c["n_calls"], c["mean_tokens"], c["usd_per_1k"], c["median_latency_s"]])
+    t = Table(["Method", "Model calls", "Tokens (mean per item)", "Cost ($ per 1,000 items)",
+               "Latency (median s)"], rows,
+              caption="Table 3: cost and latency per method. Fitted methods make no model call; "
+              "their latency is the per-item share of fitting and predicting one fold. Costs "
+              "use the price table at list prices; cached calls keep their original cost.",
+              number_format=["s", ".0f", ".0f", ".2f", ".3f"])
+    return Section("Cost and latency (Table 3)", [t], anchor="cost")
+
+
+def _paired(metrics: dict[str, Any]) -> Section:
+    pv = metrics.get("paired_vs_best") or {}
+    ref = pv.get("reference")
+    comps = pv.get("comparisons") or {}
+    if not ref or not comps:
+        return Section("Paired comparisons", [Paragraph("Only one method was scored.")],
+                       anchor="paired")
+    rows = []
+    for n, res in comps.items():
+        row: list[Any] = [n, res["n"]]
+        for m in ("macro_f1", "qwk", "mae", "accuracy"):
+            r = res[m]
+            row += [None if r["diff"] is None else Interval(r["diff"], *r["ci"]),
+                    "yes" if r["separated"] else "no"]
+        rows.append(row)
+    cols = ["Method", "n"]
+    for m in ("macro_f1", "qwk", "mae", "accuracy"):
+        cols += [f"Δ {HEADERS[m]}", "CI excludes 0"]
+    t = Table(cols, rows, caption=f"Paired bootstrap of each method minus the best by macro-F1 "
+              f"({ref}) on the items both scored; negative Δ means worse except for MAE.")
+    return Section("Paired comparisons against the best", [t], anchor="paired")
+
+
+def _comparison(metrics: dict[str, Any], names: list[str]) -> Section:
+    keys = ("accuracy", "macro_f1", "weighted_f1", "qwk", "high_risk_f1")
+    series = {n: [np.nan if _val(metrics["methods"][n][k]) is None else _val(metrics["methods"][n][k])
+                  for k in keys] for n in names}
+    if not series:
+        return Section("Method comparison", [])
+    png = bar_chart([HEADERS[k].rstrip(" ↑") for k in keys], series,
+                    "Method comparison", "value")
+    return Section("Method comparison (Figure 6)", [
+        Figure("fig6_method_comparison", png, "Figure 6: methods across five metrics.")],
+        anchor="comparison")
+
+
+def _moderation_figure(records: list[dict[str, Any]]) -> Section | None:
+    """Figure 2: moderation score distributions per gold level (from moderation records)."""
+    seen: dict[str, dict[str, float]] = {}
+    gold: dict[str, int] = {}
+    for r in records:
+        if not str(r["method"]).startswith("moderation") or r["status"] != "ok":
+            continue
+        try:
+            scores = json.loads(r.get("raw") or "")
+        except ValueError:
+            continue
+        if isinstance(scores, dict) and "self_harm" in scores:
+            seen.setdefault(r["item_id"], scores)
+            gold[r["item_id"]] = int(r["gold"])
+    if not seen:
+        return None
+    blocks: list[Any] = []
+    for ch in ("self_harm", "self_harm_intent", "self_harm_instructions"):
+        groups = {LEVEL_NAMES[lvl]: [float(s[ch]) for i, s in seen.items() if gold[i] == lvl and ch in s]
+                  for lvl in range(4)}
+        png = box_chart(groups, f"{ch} by gold level", "score")
+        blocks.append(Figure(f"fig2_moderation_{ch}", png,
+                             f"Figure 2: moderation {ch} score distribution per gold level."))
+    return Section("Moderation score distributions (Figure 2)", blocks, anchor="moderation")
+
+
+def _items(records: list[dict[str, Any]], names: list[str]) -> Section:
+    by_item: dict[str, dict[str, dict[str, Any]]] = {}
+    gold: dict[str, int] = {}
+    recovered: dict[str, bool] = {}
+    for r in records:
+        by_item.setdefault(r["item_id"], {})[r["method"]] = r
+        gold[r["item_id"]] = int(r["gold"])
+        recovered[r["item_id"]] = recovered.get(r["item_id"], False) or bool(r.get("recovered"))
+
+    def cell(r: dict[str, Any] | None) -> str | None:
+        if r is None:
+            return None
+        if r["status"] == EXCLUDED:
+            return "excluded"
+        if r["status"] != "ok" or r.get("pred") is None:
+            return f"failed ({r['status']})"
+        return LEVEL_NAMES[int(r["pred"])]
+
+    ids = list(by_item)[:MAX_ITEMS_SHOWN]
+    rows = [[i, LEVEL_NAMES[gold[i]], "yes" if recovered[i] else "",
+             *(cell(by_item[i].get(n)) for n in names)] for i in ids]
+    blocks: list[Any] = [Details(
+        f"Predictions per item ({len(ids)} of {len(by_item)} items)",
+        [Table(["Item", "Gold", "Recovered", *names], rows)])]
+    profiles = [(i, n, by_item[i][n]["profile"]) for i in ids for n in names
+                if by_item[i].get(n) and by_item[i][n].get("profile")]
+    if profiles:
+        dims = list(dict.fromkeys(k for _, _, p in profiles for k in p))
+        prow = [[i, n, *(p.get(d) for d in dims)] for i, n, p in profiles]
+        blocks.append(Details(f"Clinical schema profiles ({len(prow)})",
+                              [Table(["Item", "Method", *dims], prow, number_format=".0f")]))
+    failed = [(i, n, by_item[i][n]) for i in ids for n in names
+              if by_item[i].get(n) and by_item[i][n]["status"] not in ("ok", EXCLUDED)]
+    if failed:
+        frows = [[i, n, r["status"], (r.get("raw") or "")[:EXCERPT],
+                  str((r.get("detail") or {}).get("error") or "")[:EXCERPT]] for i, n, r in failed]
+        blocks.append(Details(f"Failed predictions ({len(frows)})",
+                              [Table(["Item", "Method", "Status", "Raw output", "Error"], frows)]))
+    return Section("Per-item detail", blocks, anchor="items")

@@ -1,0 +1,203 @@
+"""From prediction records to ``metrics.json``: the only place risk numbers are computed.
+
+Both a fresh run and ``carebench report DIR`` call :func:`score_records` on the records
+as written, so a re-rendered report reproduces the run's numbers exactly.
+
+Failure policy (issue 4): a failed prediction (parse failure, empty, filtered, error,
+budget stop) is never dropped silently. ``wrong`` (default) scores it as wrong in every
+metric by giving it the level farthest from gold (the worst case for the ordinal
+metrics); ``drop`` leaves it out. Either way each method's failure count is reported.
+Items a method deliberately does not score (few-shot exemplars, status ``excluded``)
+are neither failures nor scored.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from carebench.risk.scale import LEVEL_NAMES, K, farthest_level
+from carebench.stats.bootstrap import bootstrap_metrics, paired_metric_bootstrap
+from carebench.stats.chance import chance_baseline
+from carebench.stats.classification import confusion_matrix, per_class_prf
+from carebench.stats.metrics import RISK_METRICS
+from carebench.types import CarebenchError
+
+METRIC_KEYS = tuple(RISK_METRICS)  # accuracy ... over_triage, in the issue's order
+TABLE2_METRICS = ("accuracy", "macro_f1", "weighted_f1", "qwk", "mae", "adjacent_accuracy",
+                  "high_risk_f1")
+PAIRED_METRICS = ("macro_f1", "qwk", "mae", "accuracy")
+FAILURE_POLICIES = ("wrong", "drop")
+EXCLUDED = "excluded"
+
+
+def _clean(x: Any) -> Any:
+    """NaN -> None so metrics.json stays valid JSON."""
+    if isinstance(x, float) and math.isnan(x):
+        return None
+    return x
+
+
+def method_order(records: Sequence[dict[str, Any]]) -> list[str]:
+    seen: dict[str, None] = {}
+    for r in records:
+        seen.setdefault(r["method"], None)
+    return list(seen)
+
+
+def items_of(records: Sequence[dict[str, Any]]) -> tuple[list[str], dict[str, int], dict[str, Any]]:
+    """(item ids in first-seen order, gold by id, group by id)."""
+    gold: dict[str, int] = {}
+    group: dict[str, Any] = {}
+    for r in records:
+        iid = str(r["item_id"])
+        g = int(r["gold"])
+        if gold.setdefault(iid, g) != g:
+            raise CarebenchError(f"records disagree on the gold level of item {iid!r}")
+        group.setdefault(iid, r.get("group"))
+    return list(gold), gold, group
+
+
+def resampling_groups(ids: Sequence[str], group: dict[str, Any]) -> list[str] | None:
+    """Cluster labels when the data has groups shared by several items, else None."""
+    if all(group.get(i) is None for i in ids):
+        return None
+    labels = [str(group[i]) if group.get(i) is not None else f"item:{i}" for i in ids]
+    return labels if len(set(labels)) < len(labels) else None
+
+
+def _scored_vectors(
+    rows: list[dict[str, Any]], policy: str
+) -> tuple[list[str], np.ndarray, np.ndarray, Counter]:
+    """(ids, gold, pred) of the items a method is scored on, and its failures by status."""
+    ids, y, p = [], [], []
+    failures: Counter = Counter()
+    for r in rows:
+        if r["status"] == EXCLUDED:
+            continue
+        ok = r["status"] == "ok" and r.get("pred") is not None
+        if not ok:
+            failures[r["status"] if r["status"] != "ok" else "missing_pred"] += 1
+            if policy == "drop":
+                continue
+        gold = int(r["gold"])
+        ids.append(str(r["item_id"]))
+        y.append(gold)
+        p.append(int(r["pred"]) if ok else farthest_level(gold))
+    return ids, np.asarray(y, int), np.asarray(p, int), failures
+
+
+def _cost(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Table 3 numbers: mean tokens per item (calls made), $ per 1,000 items, median latency."""
+    rows = [r for r in rows if r["status"] != EXCLUDED]
+    called = [r for r in rows if (r.get("n_calls") or 0) > 0]
+    tokens = [
+        (r.get("usage") or {}).get("prompt_tokens", 0) + (r.get("usage") or {}).get("completion_tokens", 0)
+        for r in called
+    ]
+    lat = [float(r.get("latency_s") or 0.0) for r in rows]
+    return {
+        "n_calls": int(sum(int(r.get("n_calls") or 0) for r in rows)),
+        "mean_tokens": float(np.mean(tokens)) if called else None,
+        "usd_per_1k": float(np.mean([float(r.get("cost_usd") or 0.0) for r in rows]) * 1000)
+        if rows else None,
+        "median_latency_s": float(np.median(lat)) if rows and any(lat) else None,
+    }
+
+
+def score_records(
+    records: Sequence[dict[str, Any]],
+    *,
+    failures: str = "wrong",
+    B: int = 2000,
+    seed: int = 42,
+    alpha: float = 0.05,
+) -> dict[str, Any]:
+    """Every reported number, in the ``metrics.json`` shape of issue 4 (plus extra keys)."""
+    if failures not in FAILURE_POLICIES:
+        raise CarebenchError(f"--failures must be one of {', '.join(FAILURE_POLICIES)}")
+    if not records:
+        raise CarebenchError("no prediction records to score")
+    ids, gold, group = items_of(records)
+    counts = Counter(gold.values())
+    label_counts = {name: int(counts.get(i, 0)) for i, name in enumerate(LEVEL_NAMES)}
+    chance = {k: _clean(float(v)) for k, v in chance_baseline([counts.get(i, 0) for i in range(K)]).items()}
+    by_method: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        by_method.setdefault(r["method"], []).append(r)
+
+    methods: dict[str, Any] = {}
+    vectors: dict[str, tuple[list[str], np.ndarray, np.ndarray]] = {}
+    clustered = False
+    for name in method_order(records):
+        rows = by_method[name]
+        sid, y, p, fails = _scored_vectors(rows, failures)
+        vectors[name] = (sid, y, p)
+        entry: dict[str, Any] = {}
+        if len(sid):
+            groups = resampling_groups(sid, group)
+            clustered = clustered or groups is not None
+            boot = bootstrap_metrics(y, p, K, names=list(METRIC_KEYS), B=B, seed=seed, alpha=alpha,
+                                     groups=groups)
+            for m in METRIC_KEYS:
+                entry[m] = {"value": _clean(boot[m]["value"]),
+                            "ci": [_clean(boot[m]["ci"][0]), _clean(boot[m]["ci"][1])]}
+            _, _, f1, _ = per_class_prf(y, p, K)
+            entry["per_class_f1"] = [_clean(float(v)) for v in f1]
+            entry["confusion"] = confusion_matrix(y, p, K).astype(int).tolist()
+        else:
+            for m in METRIC_KEYS:
+                entry[m] = {"value": None, "ci": [None, None]}
+            entry["per_class_f1"] = [None] * K
+            entry["confusion"] = [[0] * K for _ in range(K)]
+        entry["failures"] = int(sum(fails.values()))
+        entry["failures_by_status"] = dict(sorted(fails.items()))
+        entry["n_scored"] = len(sid)
+        entry["n_excluded"] = sum(1 for r in rows if r["status"] == EXCLUDED)
+        entry["cost"] = _cost(rows)
+        methods[name] = entry
+
+    scored = [m for m in methods if methods[m]["macro_f1"]["value"] is not None]
+    best = max(scored, key=lambda m: methods[m]["macro_f1"]["value"]) if scored else None
+    paired: dict[str, Any] = {}
+    if best is not None:
+        bid, _, bp = vectors[best]
+        bpos = {i: j for j, i in enumerate(bid)}
+        for name in scored:
+            if name == best:
+                continue
+            sid, y, p = vectors[name]
+            common = [i for i in sid if i in bpos]
+            if not common:
+                continue
+            pos = {i: j for j, i in enumerate(sid)}
+            ya = np.array([y[pos[i]] for i in common])
+            pa = np.array([p[pos[i]] for i in common])
+            pb = np.array([bp[bpos[i]] for i in common])
+            groups = resampling_groups(common, group)
+            res = {}
+            for m in PAIRED_METRICS:
+                r = paired_metric_bootstrap(ya, pa, pb, K, m, B=B, seed=seed, alpha=alpha,
+                                            groups=groups)
+                res[m] = {"diff": _clean(r.diff), "ci": [_clean(r.ci[0]), _clean(r.ci[1])],
+                          "p_improve": _clean(r.p_improve), "separated": bool(r.separated)}
+            paired[name] = {"n": len(common), **res}
+    return {
+        "n": len(ids),
+        "label_counts": label_counts,
+        "chance": chance,
+        "methods": methods,
+        "settings": {
+            "failures": failures,
+            "bootstrap": B,
+            "seed": seed,
+            "alpha": alpha,
+            "resampling": "cluster (groups)" if clustered else "item",
+            "best_by_macro_f1": best,
+        },
+        "paired_vs_best": {"reference": best, "comparisons": paired},
+    }
