@@ -223,3 +223,17 @@ def test_anthropic_native(stub, tmp_path, monkeypatch):
     assert body["system"] == "be kind" and body["messages"] == [{"role": "user", "content": "hi"}]
     assert stub.requests[0].headers["x-api-key"] == "sk-ant-test-key"
     assert c.text == "cut" and c.status == "truncated" and c.usage.completion_tokens == 2
+
+
+def test_per_model_concurrency_limit(tmp_path):
+    with StubServer() as stub:
+        stub.handler = lambda r: StubReply(content="ok", delay=0.1)
+        a, b = get_model(f"openai:A@{stub.base_url}"), get_model(f"openai:B@{stub.base_url}")
+        runner = make_runner(tmp_path, concurrency=8, concurrency_by_model={str(a.spec): 2})
+        calls = [Call(a, req(f"a{i}")) for i in range(6)] + [Call(b, req(f"b{i}")) for i in range(8)]
+        runner.run_sync(calls)
+        # A limited to 2 in flight: 6 calls take 3 waves of 0.1 s; B's 8 go in one wave
+        starts = sorted(r.time for r in stub.requests if r.body["model"] == "A")
+        assert starts[2] - starts[0] >= 0.09 and starts[4] - starts[2] >= 0.09
+        b_starts = sorted(r.time for r in stub.requests if r.body["model"] == "B")
+        assert b_starts[-1] - b_starts[0] < 0.09

@@ -32,6 +32,7 @@ class Call:
 @dataclass
 class RunnerConfig:
     concurrency: int | None = None  # per model; None -> the provider's default
+    concurrency_by_model: dict[str, int] = field(default_factory=dict)  # spec -> limit override
     max_retries: int = 6  # retries after the first try, for transient failures only
     timeout_s: float = 120.0  # per try
     backoff_base_s: float = 0.5
@@ -195,7 +196,11 @@ class Runner:
         spec = str(model.spec)
         sem = self._sems.get(spec)
         if sem is None:
-            n = self.config.concurrency or getattr(model, "default_concurrency", 8)
+            n = (
+                self.config.concurrency_by_model.get(spec)
+                or self.config.concurrency
+                or getattr(model, "default_concurrency", 8)
+            )
             sem = self._sems[spec] = asyncio.Semaphore(max(1, n))
         return sem
 
