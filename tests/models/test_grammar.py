@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from carebench.models.grammar import (
+    UnsupportedSchema,
     choice_grammar,
     gbnf_literal,
     grammar_for,
@@ -265,6 +266,58 @@ def test_builtin_rejects_bad_and_unsupported_schemas():
     ):
         with pytest.raises(CarebenchError):
             json_grammar_builtin(bad)
+
+
+def test_pydantic_schema_with_defs_enum_and_optional():
+    import enum
+
+    from pydantic import BaseModel, Field
+
+    class Level(str, enum.Enum):
+        low = "low"
+        high = "high"
+
+    class Part(BaseModel):
+        level: Level
+        score: int = Field(ge=0, le=3)
+
+    class Answer(BaseModel):
+        parts: list[Part] = Field(max_length=2)
+        note: str | None = None
+
+    schema = Answer.model_json_schema()
+    assert "$defs" in schema  # pydantic's shape, the reason $ref support exists
+    rx = gbnf_to_regex(json_grammar_builtin(schema))
+    good = [
+        {"parts": []},
+        {"parts": [{"level": "low", "score": 0}], "note": None},
+        {"parts": [{"level": "high", "score": 3}, {"level": "low", "score": 1}], "note": "x"},
+    ]
+    for inst in good:
+        assert rx.fullmatch(compact(inst)), inst
+        Answer.model_validate_json(compact(inst))  # and pydantic agrees
+    for bad in (
+        {"parts": [{"level": "mid", "score": 0}]},
+        {"parts": [{"level": "low", "score": 4}]},
+        {"parts": [{"level": "low", "score": 1}] * 3},
+        {"note": "x"},
+    ):
+        assert not rx.fullmatch(compact(bad)), bad
+
+
+def test_recursive_schema_is_unsupported():
+    schema = {
+        "$defs": {
+            "Node": {
+                "type": "object",
+                "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/Node"}}},
+                "required": ["kids"],
+            }
+        },
+        "$ref": "#/$defs/Node",
+    }
+    with pytest.raises(UnsupportedSchema, match="recursive"):
+        json_grammar_builtin(schema)
 
 
 def test_json_grammar_prefers_builtin_and_explains_unsupported(monkeypatch):

@@ -43,6 +43,9 @@ _SUPPORTED = {
     "maxLength",
     "anyOf",
     "oneOf",
+    "$ref",
+    "$defs",
+    "definitions",
 }
 #: annotations that do not constrain the value
 _IGNORED = {"title", "description", "default", "examples", "$schema", "$id", "$comment"}
@@ -127,9 +130,14 @@ def _bounds(schema: dict[str, Any], lo_key: str, hi_key: str, hint: str) -> tupl
 class _Converter:
     """Turns the supported JSON-Schema subset into GBNF rules, one rule per sub-schema."""
 
-    def __init__(self) -> None:
+    def __init__(self, root: dict[str, Any]) -> None:
         self.rules: dict[str, str] = {}
         self.used_primitives: set[str] = set()
+        self.defs: dict[str, Any] = {
+            **{f"#/definitions/{k}": v for k, v in (root.get("definitions") or {}).items()},
+            **{f"#/$defs/{k}": v for k, v in (root.get("$defs") or {}).items()},
+        }
+        self.expanding: list[str] = []
 
     def _name(self, hint: str) -> str:
         base = re.sub(r"[^a-zA-Z0-9-]+", "-", hint).strip("-").lower() or "r"
@@ -164,6 +172,8 @@ class _Converter:
             )
         if schema.get("additionalProperties", False) not in (False, None):
             raise UnsupportedSchema(f"object at {hint!r} allows additional properties")
+        if "$ref" in schema:
+            return self._ref(schema["$ref"], hint)
         if "const" in schema:
             return gbnf_literal(json.dumps(schema["const"], ensure_ascii=False))
         if "enum" in schema:
@@ -197,6 +207,20 @@ class _Converter:
         if typ == "null":
             return self._prim("ws-null")
         raise CarebenchError(f"unsupported schema type {typ!r} at {hint!r}")
+
+    def _ref(self, ref: str, hint: str) -> str:
+        """Inline a local definition (pydantic puts nested models and enums in ``$defs``)."""
+        if ref not in self.defs:
+            raise UnsupportedSchema(
+                f"schema at {hint!r} refers to {ref!r}, not a local $defs entry"
+            )
+        if ref in self.expanding:
+            raise UnsupportedSchema(f"schema at {hint!r} is recursive through {ref!r}")
+        self.expanding.append(ref)
+        try:
+            return self.expr(self.defs[ref], ref.rsplit("/", 1)[-1])
+        finally:
+            self.expanding.pop()
 
     def _integer(self, schema: dict[str, Any], hint: str) -> str:
         lo = schema.get("minimum")
@@ -270,8 +294,9 @@ class _Converter:
 
 def json_grammar_builtin(schema_json: str | dict[str, Any]) -> str:
     """Convert the supported JSON-Schema subset to GBNF without llama.cpp."""
-    conv = _Converter()
-    root = conv.expr(_load_schema(schema_json), "value")
+    schema = _load_schema(schema_json)
+    conv = _Converter(schema)
+    root = conv.expr(schema, "value")
     lines = [f"root ::= {root}"]
     lines += [f"{name} ::= {body}" for name, body in conv.rules.items()]
     lines += [f"{name} ::= {_PRIMITIVES[name]}" for name in sorted(conv.used_primitives)]
