@@ -147,13 +147,12 @@ def main() -> None:
                                          "turns": [], "final_reply": "" if rt.empty[i] else "reply",
                                          "status": RESPONSE_STATUSES[rt.status[i]]}) + "\n")
                 stat = ["ok", "parse_error", "error", "not_judged_empty"]
-                mets = [None, True, False]
                 for tk, rs, at, cr, jg, mt, st in zip(strings["task_id"].tolist(), strings["responder"].tolist(),
                                                       vt.attempt.tolist(), strings["criterion_id"].tolist(),
                                                       strings["judge"].tolist(), vt.met.tolist(), vt.status.tolist(),
                                                       strict=True):
                     fh.write(json.dumps({"kind": "verdict", "task_id": tk, "responder": rs, "attempt": at,
-                                         "criterion_id": cr, "judge": jg, "met": mets[mt + 1] if mt >= 0 else None,
+                                         "criterion_id": cr, "judge": jg, "met": bool(mt) if mt >= 0 else None,
                                          "rationale": "", "status": stat[st], "scope": "final"}) + "\n")
             t_write = time.perf_counter() - t0
             size = path.stat().st_size / 1e6

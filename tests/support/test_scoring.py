@@ -13,6 +13,7 @@ from carebench.support.records import (
     ResponseTable,
     VerdictRecord,
     VerdictTable,
+    _read_records_python,
     read_records,
     write_records,
 )
@@ -218,6 +219,11 @@ def test_records_roundtrip_and_jsonl(tmp_path):
     path = tmp_path / "records.jsonl"
     write_records(path, [*resp, *vs])
     rt, vt = read_records(path)
+    rt2, vt2 = _read_records_python(path)  # the slow line-by-line reader agrees column for column
+    for col in ("task", "responder", "attempt", "criterion", "judge", "met", "status", "scope"):
+        assert np.array_equal(getattr(vt, col), getattr(vt2, col)), col
+    assert vt.judges == vt2.judges and vt.criteria == vt2.criteria and len(vt) == len(vs)
+    assert np.array_equal(rt.empty, rt2.empty)
     a = scored()
     b = score(TaskTable.from_tasks(TASKS), rt, vt)
     assert np.array_equal(a.conv_score, b.conv_score)

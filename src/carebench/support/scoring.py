@@ -364,11 +364,13 @@ def score(
     jr = jj[judged_v] * R + conv_resp[cc[judged_v]]
     jr_n = np.bincount(jr, minlength=J * R).reshape(J, R)
     jr_met = np.bincount(jr, weights=verdicts.met[all_j][judged_v] == MET, minlength=J * R).reshape(J, R)
+    jorder = sorted(range(J), key=lambda k: verdicts.judges[k])  # vocabulary order must not leak out
+    jr_n, jr_met = jr_n[jorder], jr_met[jorder]
     return Scored(
         tt, responders, attempts, list(panel), scope, first,
         conv_task, conv_resp, conv_att, conv_status, conv_empty, conv_score, conv_full,
         cell_offset, cell_conv, cell_crit, state, passed, votes, counts, per,
-        list(verdicts.judges), jr_met, jr_n,
+        [verdicts.judges[k] for k in jorder], jr_met, jr_n,
     )
 
 
