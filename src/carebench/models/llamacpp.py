@@ -14,8 +14,9 @@ n_threads) for the life of the process: loading twice would double the memory.
 
 Sampling follows the OpenAI semantics the other providers have: ``temperature`` and
 ``top_p`` from the request, no top-k/min-p truncation, no repetition penalty;
-``temperature=0`` is greedy. The sampling seed is ``(request.seed or model seed) +
-request.attempt`` so independent attempts differ while every run is reproducible.
+``temperature=0`` is greedy. The sampling seed is ``request.seed`` (else the model's
+seed) plus ``request.attempt``, so independent attempts differ while every run is
+reproducible.
 
 Log-probabilities are read by a logits processor (the model runs with
 ``logits_all=False``, which llama-cpp-python's own ``logprobs`` refuses): they are the
@@ -172,10 +173,11 @@ def check_grammar(llama: Any, text: str) -> None:
     if key in _VALID_GRAMMARS:
         return
     llama_cpp = _llama_cpp()
+    vocab = getattr(getattr(llama, "_model", None), "vocab", None)
+    if vocab is None:  # internals changed: nothing to check with
+        return
     with _LOCK:
-        sampler = llama_cpp.llama_sampler_init_grammar(
-            llama._model.vocab, text.encode("utf-8"), b"root"
-        )
+        sampler = llama_cpp.llama_sampler_init_grammar(vocab, text.encode("utf-8"), b"root")
         if not sampler:
             raise PermanentError(f"llama.cpp rejected the answer grammar:\n{text}")
         llama_cpp.llama_sampler_free(sampler)
