@@ -411,6 +411,8 @@ class StubServer:
         for line in lines[1:]:
             key, _, value = line.partition(":")
             headers[key.strip().lower()] = value.strip()
+        if headers.get("expect", "").lower() == "100-continue":
+            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # curl waits for this otherwise
         if headers.get("transfer-encoding", "").lower().endswith("chunked"):
             raw = await _read_chunked(reader)
         else:
