@@ -211,3 +211,14 @@ def test_family_mapping():
     assert family_of("llamacpp:/models/SmolLM2-135M.gguf") == "llamacpp:smollm2"
     assert family_of("openai:x", {"openai:x": "meta"}) == "meta"
     assert family_of("openai:x", lambda s: s.upper()) == "OPENAI:X"
+
+
+def test_selection_uses_final_scope_and_compares_anywhere(tmp_path):
+    path, verdicts, judges, *_ = scripted(tmp_path)
+    anywhere = [VerdictRecord(v.task_id, v.responder, v.attempt, v.criterion_id, v.judge, True, "", "ok",
+                              "anywhere") for v in verdicts]
+    out = calibrate(path, anywhere + verdicts, B=50)  # "anywhere" lines first: must not shadow final ones
+    assert out["selection"]["selected"] == sorted(judges[:3])
+    comp = out["scope_comparison"]["by_scope"]
+    assert comp["final"]["kappa"] == pytest.approx(1.0)
+    assert comp["anywhere"]["kappa"] == pytest.approx(0.0)  # constant "met" carries no agreement beyond chance

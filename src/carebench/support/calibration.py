@@ -207,9 +207,15 @@ class Items:
         # strict majority of the raters who labelled the item; ties -> -1 (left out)
         self.consensus = np.where(c[:, 1] > c[:, 0], 1, np.where(c[:, 0] > c[:, 1], 0, -1))
 
-    def judge_matrix(self, verdicts: Any) -> tuple[list[str], np.ndarray, int]:
-        """Candidate votes ``(n_items, J)``: 1 met, 0 not met, -1 failed or missing; and #unmatched."""
-        df = _verdict_frame(verdicts)
+    def judge_matrix(self, verdicts: Any, scope: str | None = "final") -> tuple[list[str], np.ndarray, int]:
+        """Candidate votes ``(n_items, J)``: 1 met, 0 not met, -1 failed or missing; and #unmatched.
+
+        Only verdicts of ``scope`` are used (None: all scopes).
+        """
+        df = verdicts if isinstance(verdicts, pd.DataFrame) and "scope" in verdicts.columns and \
+            verdicts.attrs.get("normalized") else _verdict_frame(verdicts)
+        if scope is not None:
+            df = df[df["scope"] == scope]
         judges = sorted(set(df["judge"]))
         jpos = {j: i for i, j in enumerate(judges)}
         V = np.full((len(self.keys), len(judges)), FAILED, np.int64)
@@ -236,25 +242,28 @@ def _verdict_frame(verdicts: Any) -> pd.DataFrame:
         rid = f["responder"].astype(str) + "#" + f["attempt"].astype(str)
         return pd.DataFrame({"task_id": f["task_id"].astype(str), "response_id": rid,
                              "criterion_id": f["criterion_id"].astype(str), "judge": f["judge"].astype(str),
-                             "met": met})
+                             "met": met, "scope": f["scope"].astype(str)})
     if isinstance(verdicts, pd.DataFrame):
         rows = verdicts.to_dict("records")
     else:
         rows = [v.to_dict() if isinstance(v, VerdictRecord) else dict(v) for v in verdicts]
-    out = {"task_id": [], "response_id": [], "criterion_id": [], "judge": [], "met": []}
+    out = {"task_id": [], "response_id": [], "criterion_id": [], "judge": [], "met": [], "scope": []}
     for i, row in enumerate(rows):
         where = f"candidate verdict {i + 1}"
         out["task_id"].append(str(row["task_id"]))
         out["response_id"].append(_response_key(row, where))
         out["criterion_id"].append(str(row["criterion_id"]))
         out["judge"].append(str(row["judge"]))
+        out["scope"].append(str(row.get("scope") or "final"))
         m = row.get("met")
         ok = str(row.get("status") or "ok") == "ok"
         if m is None or (isinstance(m, float) and math.isnan(m)) or not ok:
             out["met"].append(FAILED)
         else:
             out["met"].append(1 if _parse_met(m, where) else 0)
-    return pd.DataFrame(out)
+    res = pd.DataFrame(out)
+    res.attrs["normalized"] = True
+    return res
 
 
 # ----------------------------------------------------------------------------- agreement
@@ -438,20 +447,27 @@ def calibrate(
     *,
     tasks: TaskTable | Iterable[Any] | None = None,
     family: FamilyMap = None,
+    scope: str = "final",
 ) -> dict[str, Any]:
     """Judge calibration against clinician labels and panel selection; returns a JSON-able dict.
 
     ``candidate_verdicts``: the candidates' verdicts on the labelled items, as a
     :class:`VerdictTable`, an iterable of :class:`VerdictRecord`/dicts, or a
     DataFrame (task_id, response_id or responder+attempt, criterion_id, judge,
-    met, optional status). ``tasks`` supplies criterion dimensions when the
-    labels file has no ``dimension`` column.
+    met, optional status, optional scope). ``tasks`` supplies criterion
+    dimensions when the labels file has no ``dimension`` column. Selection uses
+    the ``scope`` verdicts (final turn, as clinicians graded the final turn);
+    when verdicts of the other scope are present too, the selected panel's
+    agreement under both scopes is reported (B.9).
     """
     from carebench.support.analyses import jsonable
 
     labels = load_labels(labels_path)
     items = Items(labels, tasks)
-    judges, V, unmatched = items.judge_matrix(candidate_verdicts)
+    frame = _verdict_frame(candidate_verdicts)
+    judges, V, unmatched = items.judge_matrix(frame, scope)
+    if not judges:
+        raise CarebenchError(f"no candidate verdicts with scope {scope!r}")
     ok = items.consensus >= 0
     out: dict[str, Any] = {
         "config": {"panel_size": panel_size, "seed": seed, "B": B, "alpha": ALPHA,
@@ -484,6 +500,17 @@ def calibrate(
     jr_met = np.stack([np.bincount(ri[valid[:, k]], weights=V[valid[:, k], k] == MET, minlength=len(resp))
                        for k in range(len(judges))])
     out["self_preference"] = self_preference_from_counts(judges, resp, jr_met, jr_n, family)
+    others = sorted(set(frame["scope"]) - {scope})
+    if others:
+        sel = out["selection"]["selected"]
+        comp = {scope: {k: out["selection"]["panels"][0][k] for k in ("kappa", "macro_f1", "percent_agreement")}}
+        for other in others:
+            oj, OV, _ = items.judge_matrix(frame, other)
+            if all(m in oj for m in sel):
+                pred = panel_votes(OV[ok], np.array([[oj.index(m) for m in sel]]))[0]
+                r = _vs_consensus(pred, cons, dims)
+                comp[other] = {k: r[k] for k in ("kappa", "macro_f1", "percent_agreement")}
+        out["scope_comparison"] = {"panel": sel, "by_scope": comp}
     return jsonable(out)
 
 
