@@ -292,7 +292,7 @@ def test_llamacpp_builtin_runs_llm_and_schema(tmp_path):
     pytest.importorskip("carebench.models.llamacpp")
     from carebench.risk.data import load_builtin
 
-    model = get_model("llamacpp:builtin")
+    model = get_model("llamacpp:builtin", reuse_prefix=True)  # shared rubric prefix: faster
     ctx = MethodContext(
         runner=Runner(RunnerConfig(progress=False), cache=CompletionCache(tmp_path / "c.sqlite")),
         models={"default": model},

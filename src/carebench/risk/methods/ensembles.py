@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -225,7 +225,11 @@ class _Ensemble:
     uses: ClassVar[dict[str, bool]] = {"votes": True, "schema": True, "moderation": True}
 
     def __init__(self, voters: Sequence[str] | None = None, variants: Sequence[str] | None = None,
-                 name: str | None = None):
+                 name: str | None = None, models: dict[str, str] | None = None):
+        """``models`` maps extra roles to model specs (e.g. ``{"voter1": "openai:gpt-4o-mini",
+        ..., "adjudicator": ...}``) for configs that name the ensemble's models inline."""
+        from carebench.models.base import parse_spec
+
         if variants is not None and voters is not None:
             raise CarebenchError(f"{self.name}: give either voters (roles) or variants, not both")
         if variants is not None and len(variants) < 1:
@@ -233,9 +237,42 @@ class _Ensemble:
         self.components = Components(voters=voters, variants=variants, **self.uses)
         if name:
             self.name = name
+        self.model_specs = {str(r): parse_spec(str(s)) for r, s in (models or {}).items()}
+        self._built: dict[str, Any] = {}
+
+    def _with_models(self, ctx: MethodContext) -> MethodContext:
+        if not self.model_specs:
+            return ctx
+        from carebench.models import get_model
+
+        for role, spec in self.model_specs.items():
+            if role not in self._built:
+                self._built[role] = get_model(spec)
+        return replace(ctx, models={**ctx.models, **self._built})
+
+    def _close(self) -> None:
+        import asyncio
+        import contextlib
+
+        for m in self._built.values():
+            with contextlib.suppress(Exception):  # best effort: the results already exist
+                asyncio.run(m.aclose())
+        self._built.clear()
 
     def calls(self, items: Sequence[RiskItem], ctx: MethodContext) -> list[Call]:
-        return self.components.calls(list(items), ctx)
+        return self._calls(list(items), self._with_models(ctx))
+
+    def _calls(self, items: list[RiskItem], ctx: MethodContext) -> list[Call]:
+        return self.components.calls(items, ctx)
+
+    def predict(self, items: Sequence[RiskItem], ctx: MethodContext) -> list[Prediction]:
+        try:
+            return self._predict(list(items), self._with_models(ctx))
+        finally:
+            self._close()
+
+    def _predict(self, items: list[RiskItem], ctx: MethodContext) -> list[Prediction]:
+        raise NotImplementedError
 
 
 @register("vote")
@@ -245,8 +282,7 @@ class VoteMethod(_Ensemble):
     name = "vote"
     uses: ClassVar[dict[str, bool]] = {"votes": True, "schema": False, "moderation": False}
 
-    def predict(self, items: Sequence[RiskItem], ctx: MethodContext) -> list[Prediction]:
-        items = list(items)
+    def _predict(self, items: list[RiskItem], ctx: MethodContext) -> list[Prediction]:
         out = []
         for it, ev in zip(items, self.components.gather(items, ctx), strict=True):
             level = majority([p.level for p in ev.votes])
@@ -267,8 +303,7 @@ class SchemaCalibratedMethod(_Ensemble):
     name = "schema-calibrated"
     uses: ClassVar[dict[str, bool]] = {"votes": False, "schema": True, "moderation": True}
 
-    def predict(self, items: Sequence[RiskItem], ctx: MethodContext) -> list[Prediction]:
-        items = list(items)
+    def _predict(self, items: list[RiskItem], ctx: MethodContext) -> list[Prediction]:
         out = []
         for it, ev in zip(items, self.components.gather(items, ctx), strict=True):
             sp = ev.schema
@@ -319,18 +354,16 @@ class AdjudicatedMethod(_Ensemble):
     name = "adjudicated"
     uses: ClassVar[dict[str, bool]] = {"votes": True, "schema": True, "moderation": True}
 
-    def calls(self, items: Sequence[RiskItem], ctx: MethodContext) -> list[Call]:
+    def _calls(self, items: list[RiskItem], ctx: MethodContext) -> list[Call]:
         """Component calls plus placeholder adjudicator calls (their prompts depend on the
         components' answers, so these only size the cost estimate of a dry run)."""
-        items = list(items)
         model = ctx.model("adjudicator")
         blank = Evidence()
-        return super().calls(items, ctx) + [
+        return self.components.calls(items, ctx) + [
             Call(model, adjudicator_request(it, blank), (self.name, it.id, "estimate")) for it in items
         ]
 
-    def predict(self, items: Sequence[RiskItem], ctx: MethodContext) -> list[Prediction]:
-        items = list(items)
+    def _predict(self, items: list[RiskItem], ctx: MethodContext) -> list[Prediction]:
         evidence = self.components.gather(items, ctx)
         model = ctx.model("adjudicator")
         calls = [Call(model, adjudicator_request(it, ev), (self.name, it.id)) for it, ev in
@@ -401,9 +434,9 @@ class StackedMethod(_Ensemble):
         self.C = float(C)
         self.class_weight = class_weight
 
-    def calls(self, items: Sequence[RiskItem], ctx: MethodContext) -> list[Call]:
+    def _calls(self, items: list[RiskItem], ctx: MethodContext) -> list[Call]:
         extra = list(ctx.train) if ctx.train is not None else []
-        return self.components.calls(list(items) + extra, ctx)
+        return self.components.calls(items + extra, ctx)
 
     def _fit_predict(self, X_tr: np.ndarray, y_tr: np.ndarray, X_te: np.ndarray, seed: int) -> np.ndarray:
         from sklearn.linear_model import LogisticRegression
@@ -420,8 +453,7 @@ class StackedMethod(_Ensemble):
         out[:, clf.classes_] = clf.predict_proba(X_te)
         return out
 
-    def predict(self, items: Sequence[RiskItem], ctx: MethodContext) -> list[Prediction]:
-        items = list(items)
+    def _predict(self, items: list[RiskItem], ctx: MethodContext) -> list[Prediction]:
         train = list(ctx.train) if ctx.train is not None else []
         evidence = self.components.gather(items + train, ctx)
         ev_items, ev_train = evidence[: len(items)], evidence[len(items):]
