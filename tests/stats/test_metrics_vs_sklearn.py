@@ -51,7 +51,9 @@ def test_cases_cover_the_degenerate_shapes():
     missing_true = sum(len(np.unique(t)) < k for t, _, k in CASES)
     missing_pred = sum(len(np.unique(p)) < k for _, p, k in CASES)
     tiny = sum(len(t) <= 3 for t, _, _ in CASES)
-    unbalanced = sum(np.bincount(t, minlength=k).max() >= 0.7 * len(t) for t, _, k in CASES if len(t) >= 10)
+    unbalanced = sum(
+        np.bincount(t, minlength=k).max() >= 0.7 * len(t) for t, _, k in CASES if len(t) >= 10
+    )
     assert len(CASES) >= 200
     assert missing_true >= 50 and missing_pred >= 50 and tiny >= 3 and unbalanced >= 20
 
@@ -68,13 +70,20 @@ def test_matches_sklearn(i: int):
         )
         ref = {
             "accuracy": skm.accuracy_score(y_true, y_pred),
-            "macro_f1": skm.f1_score(y_true, y_pred, labels=labels, average="macro", zero_division=0),
-            "weighted_f1": skm.f1_score(y_true, y_pred, labels=labels, average="weighted", zero_division=0),
+            "macro_f1": skm.f1_score(
+                y_true, y_pred, labels=labels, average="macro", zero_division=0
+            ),
+            "weighted_f1": skm.f1_score(
+                y_true, y_pred, labels=labels, average="weighted", zero_division=0
+            ),
             "qwk": skm.cohen_kappa_score(y_true, y_pred, labels=labels, weights="quadratic"),
             "mae": skm.mean_absolute_error(y_true, y_pred),
             "high_risk_f1": skm.f1_score(y_true >= k // 2, y_pred >= k // 2, zero_division=0),
         }
-        kappas = {w: skm.cohen_kappa_score(y_true, y_pred, labels=labels, weights=w) for w in (None, "linear", "quadratic")}
+        kappas = {
+            w: skm.cohen_kappa_score(y_true, y_pred, labels=labels, weights=w)
+            for w in (None, "linear", "quadratic")
+        }
         norm_ref = skm.confusion_matrix(y_true, y_pred, labels=labels, normalize="true")
 
     cm = stats.confusion_matrix(y_true, y_pred, k)
@@ -92,15 +101,21 @@ def test_matches_sklearn(i: int):
     for name, expected in ref.items():
         np.testing.assert_allclose(got[name], expected, atol=1e-12, equal_nan=True, err_msg=name)
         fn = stats.RISK_METRICS[name]
-        np.testing.assert_allclose(fn(y_true, y_pred, k), expected, atol=1e-12, equal_nan=True, err_msg=name)
+        np.testing.assert_allclose(
+            fn(y_true, y_pred, k), expected, atol=1e-12, equal_nan=True, err_msg=name
+        )
     assert stats.accuracy(y_true, y_pred, k) == pytest.approx(ref["accuracy"], abs=1e-12)
     assert stats.macro_f1(y_true, y_pred, k) == pytest.approx(ref["macro_f1"], abs=1e-12)
     assert stats.weighted_f1(y_true, y_pred, k) == pytest.approx(ref["weighted_f1"], abs=1e-12)
     assert stats.high_risk_f1(y_true, y_pred, k) == pytest.approx(ref["high_risk_f1"], abs=1e-12)
     assert stats.mae(y_true, y_pred) == pytest.approx(ref["mae"], abs=1e-12)
     for w, expected in kappas.items():
-        np.testing.assert_allclose(stats.cohen_kappa(y_true, y_pred, k, w), expected, atol=1e-12, equal_nan=True)
-    np.testing.assert_allclose(stats.qwk(y_true, y_pred, k), kappas["quadratic"], atol=1e-12, equal_nan=True)
+        np.testing.assert_allclose(
+            stats.cohen_kappa(y_true, y_pred, k, w), expected, atol=1e-12, equal_nan=True
+        )
+    np.testing.assert_allclose(
+        stats.qwk(y_true, y_pred, k), kappas["quadratic"], atol=1e-12, equal_nan=True
+    )
 
     # Metrics scikit-learn lacks, against their one-line definitions.
     d = y_pred - y_true
@@ -114,8 +129,15 @@ def test_matches_sklearn(i: int):
 
 def test_risk_metric_keys_are_the_contract():
     assert list(stats.RISK_METRICS) == [
-        "accuracy", "macro_f1", "weighted_f1", "qwk", "mae",
-        "adjacent_accuracy", "high_risk_f1", "under_triage", "over_triage",
+        "accuracy",
+        "macro_f1",
+        "weighted_f1",
+        "qwk",
+        "mae",
+        "adjacent_accuracy",
+        "high_risk_f1",
+        "under_triage",
+        "over_triage",
     ]
 
 

@@ -49,7 +49,9 @@ def check_k(k: int) -> int:
     return int(k)
 
 
-def label_pair(y_true: object, y_pred: object, k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def label_pair(
+    y_true: object, y_pred: object, k: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Validate a (truth, prediction) pair of equal-length label vectors."""
     t = as_labels(y_true, k, "y_true")
     p = as_labels(y_pred, k, "y_pred")

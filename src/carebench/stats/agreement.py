@@ -152,7 +152,9 @@ def krippendorff_alpha(ratings: object, level: AlphaLevel = "nominal") -> float:
     """
     data = np.array(ratings, dtype=float)
     if data.ndim != 2 or data.size == 0:
-        raise StatsError(f"ratings must be a non-empty (n_raters, n_items) array, got shape {data.shape}")
+        raise StatsError(
+            f"ratings must be a non-empty (n_raters, n_items) array, got shape {data.shape}"
+        )
     observed = ~np.isnan(data)
     values = np.unique(data[observed])
     if values.size == 0:
@@ -268,7 +270,9 @@ def rater_vs_consensus_macro_f1(
     if consensus is not None:
         ref_given = np.asarray(consensus, dtype=float)
         if ref_given.shape != (r.shape[0],):
-            raise StatsError(f"consensus must have one label per item ({r.shape[0]}), got {ref_given.shape}")
+            raise StatsError(
+                f"consensus must have one label per item ({r.shape[0]}), got {ref_given.shape}"
+            )
         ref_given = np.where(np.isnan(ref_given), -1, ref_given).astype(np.int64)
     elif n_raters < 2:
         raise StatsError("leave-one-out consensus needs at least two raters")

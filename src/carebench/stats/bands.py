@@ -99,7 +99,9 @@ def bands_from_samples(
     return out
 
 
-def _band(names: list[str], values: np.ndarray, idx: list[int], within: list[Gap], below: Gap | None) -> Band:
+def _band(
+    names: list[str], values: np.ndarray, idx: list[int], within: list[Gap], below: Gap | None
+) -> Band:
     v = values[idx]
     return Band([names[i] for i in idx], float(v.min()), float(v.max()), within, below)
 
@@ -120,7 +122,9 @@ def bands(
     names = list(scores)
     X = np.stack([_values(scores[n], f"scores[{n!r}]") for n in names], axis=1)
     rs = Resampler(X.shape[0], B, seed, groups)
-    return bands_from_samples(names, X.mean(axis=0), _weighted_means(X, rs), alpha, False, rs.B, rs.seed)
+    return bands_from_samples(
+        names, X.mean(axis=0), _weighted_means(X, rs), alpha, False, rs.B, rs.seed
+    )
 
 
 def all_gaps(band_list: list[Band]) -> list[Gap]:
@@ -153,6 +157,8 @@ def metric_bands(
     if samples.ndim == 1:
         samples = samples[None, :]
     t = np.asarray(y_true, dtype=np.int64)
-    full = np.stack([np.bincount(t * k + p, minlength=k * k).reshape(k, k) for p in P.astype(np.int64)])
+    full = np.stack(
+        [np.bincount(t * k + p, minlength=k * k).reshape(k, k) for p in P.astype(np.int64)]
+    )
     values = CM_METRICS[name](full)
     return bands_from_samples(names, values, samples, alpha, name in LOWER_IS_BETTER, B, seed)

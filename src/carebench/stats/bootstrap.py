@@ -116,7 +116,9 @@ def percentile_interval(samples: np.ndarray, alpha: float = 0.05) -> tuple[np.nd
 # ----------------------------------------------------------------------------- metrics
 
 
-def _prediction_matrix(y_true: object, preds: object, k: int) -> tuple[np.ndarray, np.ndarray, bool]:
+def _prediction_matrix(
+    y_true: object, preds: object, k: int
+) -> tuple[np.ndarray, np.ndarray, bool]:
     P = np.asarray(preds)
     single = P.ndim == 1
     if P.ndim not in (1, 2):
@@ -364,7 +366,9 @@ def paired_bootstrap(
         return _paired_from_samples(xa.mean(), xb.mean(), means[0], means[1], alpha, rs.B, rs.seed)
     xa, xb = np.asarray(a), np.asarray(b)
     if len(xa) == 0 or len(xa) != len(xb):
-        raise StatsError(f"a and b must be non-empty and aligned, got {len(xa)} and {len(xb)} items")
+        raise StatsError(
+            f"a and b must be non-empty and aligned, got {len(xa)} and {len(xb)} items"
+        )
     rs = Resampler(len(xa), B, seed, groups)
     full = np.arange(len(xa))
     sa, sb = [], []
@@ -372,7 +376,13 @@ def paired_bootstrap(
         sa.append(stat(xa, idx))
         sb.append(stat(xb, idx))
     return _paired_from_samples(
-        stat(xa, full), stat(xb, full), np.array(sa, float), np.array(sb, float), alpha, rs.B, rs.seed
+        stat(xa, full),
+        stat(xb, full),
+        np.array(sa, float),
+        np.array(sb, float),
+        alpha,
+        rs.B,
+        rs.seed,
     )
 
 

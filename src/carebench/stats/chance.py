@@ -45,7 +45,9 @@ ChanceMethod = Literal["expected_confusion", "expectation"]
 def _counts(label_counts: Sequence[int]) -> np.ndarray:
     n = np.asarray(label_counts)
     if n.ndim != 1 or n.size < 2:
-        raise StatsError(f"label_counts must list one count per class (k >= 2), got {label_counts!r}")
+        raise StatsError(
+            f"label_counts must list one count per class (k >= 2), got {label_counts!r}"
+        )
     if np.any(n < 0) or np.any(n != np.round(n)):
         raise StatsError(f"label_counts must be non-negative integers, got {label_counts!r}")
     if n.sum() == 0:
@@ -83,7 +85,10 @@ def chance_baseline(
     Table 2.
     """
     n = _counts(label_counts)
-    base = {name: float(v) for name, v in metrics_from_cm(expected_confusion(n), RISK_METRIC_NAMES).items()}
+    base = {
+        name: float(v)
+        for name, v in metrics_from_cm(expected_confusion(n), RISK_METRIC_NAMES).items()
+    }
     if method == "expected_confusion":
         return base
     if method != "expectation":

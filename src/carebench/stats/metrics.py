@@ -86,7 +86,9 @@ def resolve_names(names: Iterable[str] | str | None) -> list[str]:
     return out
 
 
-def metrics_from_cm(cm: np.ndarray, names: Iterable[str] | str | None = None) -> dict[str, np.ndarray]:
+def metrics_from_cm(
+    cm: np.ndarray, names: Iterable[str] | str | None = None
+) -> dict[str, np.ndarray]:
     """Evaluate several metrics on one confusion matrix or a stack of them."""
     return {n: CM_METRICS[n](cm) for n in resolve_names(names)}
 

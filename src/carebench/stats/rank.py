@@ -56,7 +56,9 @@ def ranks(scores: Leaderboard, higher_is_better: bool = True) -> np.ndarray | di
     return rankdata(-x if higher_is_better else x, method="average")
 
 
-def rank_shifts(a: Mapping[str, float], b: Mapping[str, float], higher_is_better: bool = True) -> dict[str, float]:
+def rank_shifts(
+    a: Mapping[str, float], b: Mapping[str, float], higher_is_better: bool = True
+) -> dict[str, float]:
     """Rank in ``b`` minus rank in ``a`` per system (positive = moved down)."""
     _align(a, b)
     ra, rb = ranks(a, higher_is_better), ranks(b, higher_is_better)
