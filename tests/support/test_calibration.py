@@ -222,3 +222,12 @@ def test_selection_uses_final_scope_and_compares_anywhere(tmp_path):
     comp = out["scope_comparison"]["by_scope"]
     assert comp["final"]["kappa"] == pytest.approx(1.0)
     assert comp["anywhere"]["kappa"] == pytest.approx(0.0)  # constant "met" carries no agreement beyond chance
+
+
+def test_per_dimension_agreement(calib):
+    out, judges, keys, cons, pred = calib
+    dims = np.array([DIMS[int(c[1])] for _, _, c in keys])
+    m = dims == "disclaimers"
+    cand = out["candidates"][judges[4]]
+    assert cand["percent_agreement_by_dimension"]["disclaimers"] == pytest.approx((pred[4][m] == cons[m]).mean())
+    assert 0 <= out["human"]["percent_agreement"]["disclaimers"] <= 1

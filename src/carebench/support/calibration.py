@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from carebench.stats.agreement import fleiss_kappa, gwet_ac1, ratings_to_counts
+from carebench.stats.agreement import fleiss_kappa, gwet_ac1, percent_agreement, ratings_to_counts
 from carebench.stats.bootstrap import Resampler, percentile_interval
 from carebench.stats.classification import macro_f1_from_cm
 from carebench.stats.ordinal import kappa_from_cm
@@ -301,6 +301,9 @@ def _vs_consensus(pred: np.ndarray, cons: np.ndarray, dims: np.ndarray) -> dict[
         "percent_agreement": float(np.trace(cm) / cm.sum()),
         "met_rate": float(pred.mean()),
         "ac1": _ac1_by_dimension(pred, cons, dims),
+        "percent_agreement_by_dimension": {
+            d: float((pred[dims == d] == cons[dims == d]).mean()) for d in sorted(set(dims.tolist()))
+        },
         "n_items": int(cons.size),
     }
 
@@ -327,6 +330,12 @@ def human_agreement(items: Items) -> dict[str, Any]:
         m = multi & (items.dimension == d)
         ac1[d] = _safe(lambda m=m: gwet_ac1(H[m], 2)) if m.any() else float("nan")
     out["ac1"] = ac1
+    # kappa understates agreement on skewed dimensions; raw agreement sits beside AC1 (B.5)
+    pa = {"pooled": _safe(lambda: percent_agreement(H[multi])) if multi.any() else float("nan")}
+    for d in sorted(set(items.dimension.tolist())):
+        m = multi & (items.dimension == d)
+        pa[d] = _safe(lambda m=m: percent_agreement(H[m])) if m.any() else float("nan")
+    out["percent_agreement"] = pa
     return out
 
 
