@@ -324,3 +324,102 @@ def rescore(
 
     write_report(build_report(manifest, tasks, responses, verdicts, metrics, settings), target)
     return metrics
+
+
+# -- judge calibration (§3.3, B.1-B.7) ------------------------------------------------------
+
+
+@dataclass
+class CalibrationConfig:
+    labels: str
+    candidates: list[str]
+    run: str | None = None  # support run directory holding the labelled responses and tasks
+    verdicts: str | None = None  # recorded candidate verdicts (JSONL/CSV/Parquet) instead of calls
+    panel_size: int = 3
+    seed: int = 20260714
+    bootstrap: int = 2000
+    out: str | None = None
+    use_cache: bool = True
+    cache_path: str | None = None
+    budget_usd: float | None = None
+    concurrency: int | None = None
+    judge_temperature: float = 0.0
+    judge_max_tokens: int = JUDGE_MAX_TOKENS
+    progress: bool = True
+
+
+def run_calibration(cfg: CalibrationConfig, cache: CompletionCache | None = None) -> Path:
+    """Ask every candidate judge about every clinician-labelled (task, response, criterion),
+    then compare candidates and every panel with the clinician consensus.
+
+    The responses and tasks come from a support run directory (``--run``): a label's
+    ``response_id`` is ``<responder>#<attempt>`` of a response recorded there.
+    """
+    from carebench.rundir import read_jsonl
+    from carebench.support.calibration import calibrate, load_labels
+    from carebench.support.judging import ask, criterion_question
+
+    labels = load_labels(cfg.labels)
+    if cfg.verdicts is None and not cfg.candidates:
+        raise CarebenchError("give --candidate judge specs (or --verdicts with recorded candidate verdicts)")
+    tasks: list[Task] | None = None
+    verdicts: list[VerdictRecord] = []
+    call_rows: list[dict[str, Any]] = []
+    if cfg.run:
+        _, tasks, responses, _ = load_run(Path(cfg.run))
+    if cfg.verdicts:
+        verdicts = [VerdictRecord.from_dict(r) for r in read_jsonl(Path(cfg.verdicts))
+                    if r.get("kind", "verdict") == "verdict"]
+    if cfg.candidates:
+        if tasks is None:
+            raise CarebenchError("--run DIR is needed to ask candidate judges (it holds the labelled responses)")
+        by_key = {(r.task_id, f"{r.responder}#{r.attempt}"): r for r in responses}
+        crit = {(t.id, c.id): c for t in tasks for c in t.criteria}
+        wanted = sorted(set(zip(labels["task_id"], labels["response_id"], labels["criterion_id"], strict=True)))
+        questions = []
+        for task_id, rid, cid in wanted:
+            r = by_key.get((task_id, rid))
+            if r is None:
+                raise CarebenchError(f"{cfg.labels}: response {rid!r} of task {task_id!r} is not in {cfg.run}")
+            c = crit.get((task_id, cid))
+            if c is None:
+                raise CarebenchError(f"{cfg.labels}: task {task_id!r} has no criterion {cid!r}")
+            questions.append(criterion_question(r, c, "final"))
+        models = [get_model(s) for s in cfg.candidates]
+        judges = panel_seats([str(m.spec) for m in models], models)
+        if cache is None and cfg.use_cache:
+            cache = CompletionCache(Path(cfg.cache_path) if cfg.cache_path else None)
+        runner = Runner(RunnerConfig(concurrency=cfg.concurrency, budget_usd=cfg.budget_usd,
+                                     use_cache=cfg.use_cache, progress=cfg.progress,
+                                     description="candidate judge verdicts"), cache=cache)
+        try:
+            answers, res = ask(questions, judges, runner, temperature=cfg.judge_temperature,
+                               max_tokens=cfg.judge_max_tokens)
+        finally:
+            for m in models:
+                _close(m)
+        if res.stopped:
+            raise CarebenchError(f"calibration stopped ({res.stopped}); re-run to resume from the cache")
+        call_rows = res.call_records()
+        for a in answers:
+            task_id, responder, attempt, cid, scope = a.key
+            verdicts.append(VerdictRecord(task_id, responder, attempt, cid, a.judge,
+                                          getattr(a.value, "met", None) if a.status == "ok" else None,
+                                          a.rationale, a.status, scope))
+    result = calibrate(labels, verdicts, panel_size=cfg.panel_size, seed=cfg.seed, B=cfg.bootstrap,
+                       tasks=tasks)
+    run_dir = new_run_dir("support-calibration", cfg.out)
+    write_jsonl(run_dir / "records.jsonl", [v.to_dict() for v in verdicts])
+    write_jsonl(run_dir / "calls.jsonl", call_rows)
+    write_manifest(
+        run_dir, suite=SUITE, config={k: v for k, v in asdict(cfg).items()},
+        models=list(cfg.candidates), seeds={"calibration": cfg.seed},
+        dataset={"labels": cfg.labels, "sha256": file_sha256(Path(cfg.labels)), "run": cfg.run},
+        extra={"kind": "calibration"},
+    )
+    write_json(run_dir / "metrics.json", result)
+    from carebench.report import write_report
+    from carebench.support.report import build_calibration_report
+
+    write_report(build_calibration_report(read_json(run_dir / "manifest.json"), result), run_dir)
+    return run_dir

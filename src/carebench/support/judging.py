@@ -110,14 +110,19 @@ def panel_seats(specs: Sequence[str], models: Sequence[ChatModel]) -> list[Judge
 def judge_request(
     q: JudgeQuestion, seat: int = 0, temperature: float = 0.0, max_tokens: int = JUDGE_MAX_TOKENS
 ) -> ChatRequest:
-    """Identical questions build identical requests, so they share one cached call."""
+    """Identical questions build identical requests, so they share one cached call.
+
+    Repeated seats of one spec are separate samples (``attempt`` = seat) when
+    sampling; at temperature 0 they would repeat the same answer, so they share it.
+    """
+    sampled = temperature > 0 and seat > 0
     return ChatRequest(
         messages=q.messages,
         temperature=temperature,
         max_tokens=max_tokens,
         structured=json_spec(q.answer, name=q.answer.__name__.lower()),
-        attempt=seat,
-        seed=None if seat == 0 else seat,
+        attempt=seat if sampled else 0,
+        seed=seat if sampled else None,
     )
 
 
@@ -158,17 +163,32 @@ def ask(
     temperature: float = 0.0,
     max_tokens: int = JUDGE_MAX_TOKENS,
 ) -> tuple[list[JudgeAnswer], RunResult]:
-    """Ask every question of every judge in one runner batch (question-major order)."""
-    calls = [
-        Call(j.model, judge_request(q, j.seat, temperature, max_tokens), (qi, ji))
+    """Ask every question of every judge in one runner batch (question-major order).
+
+    Identical (model, request) pairs are sent once and their answer is shared:
+    the same reply judged twice, or repeated seats at temperature 0.
+    """
+    pairs = [
+        (qi, ji, judge_request(q, j.seat, temperature, max_tokens))
         for qi, q in enumerate(questions)
         for ji, j in enumerate(judges)
     ]
-    result = runner.run_sync(calls) if calls else RunResult(completions=[])
+    unique: dict[tuple[str, ChatRequest], int] = {}
+    calls: list[Call] = []
+    slot = []
+    for qi, ji, req in pairs:
+        key = (str(judges[ji].model.spec), req)
+        if key not in unique:
+            unique[key] = len(calls)
+            calls.append(Call(judges[ji].model, req, {"question": _tag(questions[qi].key), "judge": judges[ji].label}))
+        slot.append(unique[key])
+    from carebench.support.generation import run_batch
+
+    result = run_batch(runner, calls, runner.config.description) if calls else RunResult(completions=[])
     answers = []
-    for call, comp in zip(calls, result.completions, strict=True):
-        qi, ji = call.tag
+    for (qi, ji, _), k in zip(pairs, slot, strict=True):
         q = questions[qi]
+        comp = result.completions[k]
         status, value, err = parse_answer(q, comp)
         answers.append(
             JudgeAnswer(
@@ -183,6 +203,11 @@ def ask(
             )
         )
     return answers, result
+
+
+def _tag(key: Any) -> Any:
+    """A JSON-able form of a question key for calls.jsonl."""
+    return list(key) if isinstance(key, tuple) else key
 
 
 # -- support: criterion questions --------------------------------------------------

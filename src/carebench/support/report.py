@@ -45,9 +45,80 @@ ILLUSTRATIVE_NOTE = (
 
 def rerender(run_dir: Path) -> None:
     """Recompute metrics.json and the report from the records (``carebench report DIR``)."""
+    from carebench.report import write_report
+    from carebench.rundir import read_json
     from carebench.support.experiment import rescore
 
-    rescore(Path(run_dir))
+    run_dir = Path(run_dir)
+    manifest = read_json(run_dir / "manifest.json")
+    if manifest.get("kind") == "calibration":  # calibration metrics are re-rendered as recorded
+        write_report(build_calibration_report(manifest, read_json(run_dir / "metrics.json")), run_dir)
+        return
+    rescore(run_dir)
+
+
+def build_calibration_report(manifest: Mapping[str, Any], result: Mapping[str, Any]) -> Report:
+    """Judge calibration and panel selection (§3.3, B.1-B.5, B.7)."""
+    cfg = result.get("config", {})
+    counts = result.get("counts", {})
+    human = result.get("human", {})
+    sel = result.get("selection", {})
+    sections: list[Section] = []
+    sections.append(Section("Labels and human ceiling", [
+        Paragraph("Clinician consensus per labelled criterion judgment is the strict majority of the "
+                  "clinicians who labelled it; human-human agreement is the ceiling a judge can be held to."),
+        KeyValue([(k.replace("_", " "), v if not isinstance(v, dict) else ", ".join(f"{a}: {b}" for a, b in v.items()))
+                  for k, v in counts.items()]),
+        KeyValue([("raters", ", ".join(human.get("raters", []))),
+                  ("mean pairwise kappa", human.get("mean_pairwise_kappa")),
+                  ("mean pairwise agreement", human.get("mean_pairwise_agreement")),
+                  ("Fleiss kappa", human.get("fleiss_kappa"))]),
+        Table(["dimension", "AC1"], [[d, v] for d, v in (human.get("ac1") or {}).items()],
+              caption="Human Gwet's AC1 by dimension (B.5: kappa understates agreement on skewed criteria)."),
+    ]))
+    cands = result.get("candidates", {})
+    dims = sorted({d for c in cands.values() for d in (c.get("ac1") or {}) if d != "pooled"})
+    sections.append(Section("Candidate judges", [Table(
+        ["judge", "kappa", "macro-F1", "agreement", "met rate", "items", "AC1 pooled", *[f"AC1 {d}" for d in dims]],
+        [[j, c.get("kappa"), c.get("macro_f1"), c.get("percent_agreement"), c.get("met_rate"), c.get("n_items"),
+          (c.get("ac1") or {}).get("pooled"), *[(c.get("ac1") or {}).get(d) for d in dims]]
+         for j, c in sorted(cands.items(), key=lambda kv: -(kv[1].get("kappa") or float("-inf")))],
+        caption="Each candidate against the clinician consensus.", highlight_max_cols=["kappa"],
+    )]))
+    panels = sel.get("panels", [])
+    blocks: list[Block] = [Paragraph(
+        f"{sel.get('n_panels', 0)} panels of {sel.get('panel_size', cfg.get('panel_size'))} enumerated and ranked "
+        f"by {sel.get('ranking_rule', 'kappa')}. Selected: {', '.join(sel.get('selected', []))}."
+    )]
+    blocks.append(Table(["rank", "panel", "kappa", "macro-F1", "agreement", "met rate"],
+                        [[p["rank"], " + ".join(p["members"]), p["kappa"], p["macro_f1"],
+                          p["percent_agreement"], p["met_rate"]] for p in panels[:20]],
+                        caption="Top panels (all panels are in metrics.json)."))
+    lead = sel.get("lead")
+    if lead:
+        blocks.append(KeyValue([
+            ("leader", " + ".join(lead["leader"])), ("runner-up", " + ".join(lead["runner_up"])),
+            ("kappa lead", Interval(lead["diff"], *lead["ci"])), ("interval spans zero", lead["spans_zero"]),
+            ("bootstrap", f"B={lead.get('B')}, seed {lead.get('seed')}, {lead.get('resampling')}"),
+        ]))
+    wd = sel.get("without_disclaimers")
+    if wd:
+        blocks.append(Paragraph(
+            f"Without the disclaimer criteria the selected panel ranks {wd['rank_of_selected']} of "
+            f"{sel.get('n_panels')} (best then: {', '.join(wd['selected'])})."))
+    sections.append(Section("Panel selection", blocks))
+    sp = result.get("self_preference") or {}
+    if sp.get("applicable"):
+        rates = sp.get("met_rate", {})
+        responders = sorted({r for v in rates.values() for r in v})
+        sections.append(Section("Self-preference on the labelled responses", [Table(
+            ["judge", "leniency", *responders],
+            [[j, (sp.get("leniency") or {}).get(j), *[v.get(r) for r in responders]] for j, v in rates.items()],
+            caption=str(sp.get("model", "")),
+        )]))
+    return Report(title="Support: judge calibration and panel selection",
+                  subtitle=f"panel size {cfg.get('panel_size')}, seed {cfg.get('seed')}, B={cfg.get('B')}",
+                  sections=sections)
 
 
 def _iv(value: Any, ci: Any) -> Interval | None:

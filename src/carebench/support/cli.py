@@ -1,0 +1,132 @@
+"""``carebench support run | calibrate | rescore``.
+
+User errors raise ``CarebenchError``; the top-level CLI prints one line and exits 2.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from carebench.types import CarebenchError
+
+app = typer.Typer(
+    help="Rubric-scored crisis support with a calibrated judge panel (DistressBench).",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+def _caps(values: list[str] | None) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for v in values or []:
+        spec, sep, n = v.rpartition("=")
+        if not sep or not spec:
+            raise CarebenchError(f"--cap expects SPEC=TOKENS, got {v!r}")
+        try:
+            out[spec] = int(n)
+        except ValueError:
+            raise CarebenchError(f"--cap {v!r}: {n!r} is not a token count") from None
+    return out
+
+
+@app.command()
+def run(
+    tasks: Annotated[str, typer.Option(help="Task file (.jsonl/.csv/.parquet) or builtin:NAME.")] = "builtin:sample",
+    responder: Annotated[list[str] | None, typer.Option(help="Responder model spec (repeatable).")] = None,
+    judge: Annotated[list[str] | None, typer.Option(help="Judge model spec (repeat for the panel; the seed uses 3).")] = None,
+    attempts: Annotated[int, typer.Option(help="Independent attempts per task.")] = 3,
+    scope: Annotated[str, typer.Option(help="final (default), anywhere, or both (judge both; metrics final).")] = "final",
+    system_prompt: Annotated[Path | None, typer.Option(help="File with a system prompt for responders.")] = None,
+    include_reference: Annotated[bool, typer.Option(help="Score the task references with the same panel.")] = False,
+    out: Annotated[Path | None, typer.Option(help="Run directory (default runs/support-<time>).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed for sampling and bootstrap.")] = 12345,
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
+    temperature: Annotated[float, typer.Option(help="Responder sampling temperature.")] = 0.7,
+    max_tokens: Annotated[int, typer.Option(help="Default responder output cap (tokens).")] = 4096,
+    cap: Annotated[list[str] | None, typer.Option(help="Per-model output cap SPEC=TOKENS (repeatable).")] = None,
+    limit: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")] = False,
+    cache: Annotated[Path | None, typer.Option(help="Cache file (default: user cache dir).")] = None,
+    budget: Annotated[float | None, typer.Option(help="Stop starting calls once this many USD are spent.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the call plan and stop.")] = False,
+    concurrency: Annotated[int | None, typer.Option(help="Concurrent calls per model.")] = None,
+) -> None:
+    """Regenerate replies, judge every criterion with the panel, score and report."""
+    from carebench.support.experiment import SupportRunConfig, run_support
+
+    cfg = SupportRunConfig(
+        tasks=tasks, responders=list(responder or []), judges=list(judge or []), attempts=attempts,
+        scope=scope, system_prompt_file=str(system_prompt) if system_prompt else None,
+        include_reference=include_reference, out=str(out) if out else None, seed=seed,
+        bootstrap=bootstrap, use_cache=not no_cache, cache_path=str(cache) if cache else None,
+        budget_usd=budget, dry_run=dry_run, concurrency=concurrency, temperature=temperature,
+        max_tokens=max_tokens, caps=_caps(cap), task_limit=limit,
+    )
+    result = run_support(cfg)
+    if isinstance(result, dict):
+        typer.echo(json.dumps(result, indent=2))
+        return
+    _summary(result)
+
+
+def _summary(run_dir: Path) -> None:
+    from carebench.rundir import read_json
+
+    m = read_json(run_dir / "metrics.json")
+    for row in m.get("leaderboard", {}).get("rows", []):
+        lo, hi = row["ci"] if row.get("ci") else (float("nan"), float("nan"))
+        typer.echo(f"{row['rank']:>3}  {row['score']:.3f} [{lo:.3f}, {hi:.3f}]  band {row['band']}  {row['responder']}")
+    ref = m.get("reference")
+    if ref:
+        typer.echo(f"  -  {ref['score']:.3f}  reference ceiling")
+    typer.echo(f"wrote {run_dir}/report.html")
+
+
+@app.command()
+def calibrate(
+    labels: Annotated[Path, typer.Option(help="Clinician labels: task_id, response_id (or responder+attempt), criterion_id, rater, met.")],
+    candidate: Annotated[list[str] | None, typer.Option(help="Candidate judge spec (repeatable).")] = None,
+    run_dir: Annotated[Path | None, typer.Option("--run", help="Support run directory with the labelled responses.")] = None,
+    verdicts: Annotated[Path | None, typer.Option(help="Recorded candidate verdicts (JSONL) instead of model calls.")] = None,
+    panel_size: Annotated[int, typer.Option(help="Judges per panel.")] = 3,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed for the leader's lead.")] = 20260714,
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
+    out: Annotated[Path | None, typer.Option(help="Output directory.")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")] = False,
+    cache: Annotated[Path | None, typer.Option(help="Cache file.")] = None,
+    budget: Annotated[float | None, typer.Option(help="USD budget for judge calls.")] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Concurrent calls per model.")] = None,
+) -> None:
+    """Compare candidate judges and every panel with clinician consensus; select the panel."""
+    from carebench.support.experiment import CalibrationConfig, run_calibration
+
+    cfg = CalibrationConfig(
+        labels=str(labels), candidates=list(candidate or []), run=str(run_dir) if run_dir else None,
+        verdicts=str(verdicts) if verdicts else None, panel_size=panel_size, seed=seed,
+        bootstrap=bootstrap, out=str(out) if out else None, use_cache=not no_cache,
+        cache_path=str(cache) if cache else None, budget_usd=budget, concurrency=concurrency,
+    )
+    d = run_calibration(cfg)
+    from carebench.rundir import read_json
+
+    sel = read_json(d / "metrics.json").get("selection", {})
+    typer.echo(f"{sel.get('n_panels', 0)} panels; selected: {', '.join(sel.get('selected', []))}")
+    typer.echo(f"wrote {d}/report.html")
+
+
+@app.command()
+def rescore(
+    run_dir: Annotated[Path, typer.Argument(help="A support run directory.")],
+    panel: Annotated[list[str] | None, typer.Option(help="Judge labels forming the panel (repeatable).")] = None,
+    scope: Annotated[str | None, typer.Option(help="final or anywhere (needs verdicts of that scope).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Write metrics/report here instead of the run directory.")] = None,
+) -> None:
+    """Recompute metrics.json and the report from recorded verdicts (no model call)."""
+    from carebench.support.experiment import rescore as do_rescore
+
+    do_rescore(run_dir, panel=list(panel) if panel else None, scope=scope, out_dir=out)
+    _summary(Path(out or run_dir))

@@ -1,0 +1,43 @@
+"""The support part of ``carebench demo``: the whole pipeline on the built-in tasks, offline.
+
+One model (by default the embedded llama.cpp model) is the responder and all three
+judge seats. A tiny model cannot support or judge a crisis conversation; the demo
+exists to show every stage (regeneration, per-criterion judging, panel vote,
+scoring, every analysis, report) running end to end without a network.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from carebench.support.experiment import SupportRunConfig, run_support
+
+#: Quick demo tasks: two single-turn and one multi-turn conversation.
+QUICK_TASKS = 3
+DEMO_NOTE = (
+    "Demonstration only: the same small embedded model wrote every reply and filled all three "
+    "judge seats (at temperature 0 the three seats repeat one answer). Its scores demonstrate "
+    "the pipeline and say nothing about crisis-support quality; use capable, calibrated judges "
+    "(carebench support calibrate) for real measurements."
+)
+
+
+def run_demo(out_dir: Path, model_spec: str = "llamacpp:builtin", quick: bool = True) -> Path:
+    """Run the support suite with ``model_spec`` as responder and judge panel; returns the run dir."""
+    cfg = SupportRunConfig(
+        tasks="builtin:sample",
+        responders=[model_spec],
+        judges=[model_spec] * 3,
+        attempts=1 if quick else 3,
+        include_reference=not quick,
+        out=str(out_dir),
+        max_tokens=160 if quick else 400,
+        judge_max_tokens=96,
+        task_limit=QUICK_TASKS if quick else None,
+        bootstrap=500 if quick else 2000,
+        title="Support suite demo (embedded model, illustrative tasks)",
+        notes=[DEMO_NOTE],
+    )
+    result = run_support(cfg)
+    assert isinstance(result, Path)
+    return result

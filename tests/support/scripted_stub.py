@@ -1,0 +1,81 @@
+"""Scripted responders and judges for support-suite tests, served by the loopback stub.
+
+Responders (``resp-*`` models) answer with a tag naming model, task, turn and
+attempt, so judges (``judge-*`` models) can tell which conversation they grade.
+A judge's answer comes from ``script[(judge, responder, task, attempt, criterion)]``
+(True / False / "garbage" for an unparseable answer); unscripted cells default to
+"desirable behaviour" (positive met, negative not met) unless ``default_met`` is set.
+Empty replies come from ``empty[(responder, task, attempt, turn)]``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from carebench.support.tasks import Task
+from stub_server import StubReply
+
+BASE_SEED = 12345
+_TAG = re.compile(r"\[(resp-[a-z0-9]+)\|([^|\]]+)\|t(\d+)\|a(\d+)\]")
+
+
+@dataclass
+class Script:
+    tasks: list[Task]
+    script: dict[tuple[str, str, str, int, str], Any] = field(default_factory=dict)
+    empty: set[tuple[str, str, int, int]] = field(default_factory=set)
+    default_met: bool | None = None  # None: desirable behaviour; True/False: fixed answer
+    responder_requests: list[dict[str, Any]] = field(default_factory=list)
+    judge_requests: list[dict[str, Any]] = field(default_factory=list)
+
+    def _task_of_first_user(self, text: str) -> Task:
+        for t in self.tasks:
+            if t.turns[0] == text:
+                return t
+        raise AssertionError(f"unknown conversation start {text[:40]!r}")
+
+    def _criterion(self, text: str) -> tuple[Task, str]:
+        hits = [(t, c.id) for t in self.tasks for c in t.criteria if c.text == text]
+        assert hits, f"unknown criterion {text[:40]!r}"
+        return hits[0]
+
+    def __call__(self, req) -> StubReply:
+        body = req.body
+        model = body["model"]
+        msgs = body["messages"]
+        if model.startswith("resp-"):
+            users = [m["content"] for m in msgs if m["role"] == "user"]
+            task = self._task_of_first_user(users[0])
+            turn = len(users)
+            attempt = int(body.get("seed", BASE_SEED)) - BASE_SEED
+            self.responder_requests.append({"model": model, "task": task.id, "turn": turn,
+                                            "attempt": attempt, "messages": msgs})
+            if (model, task.id, attempt, turn) in self.empty:
+                return StubReply(content="")
+            return StubReply(content=f"[{model}|{task.id}|t{turn}|a{attempt}] I hear you and I am here.")
+        # a judge
+        prompt = msgs[-1]["content"]
+        crit_text = prompt.split("CRITERION\n", 1)[1].split("\n\nIs this criterion", 1)[0]
+        task, cid = self._criterion(crit_text)
+        graded = prompt.split("<<<\n", 1)[1].split("\n>>>", 1)[0] if "<<<\n" in prompt else prompt
+        tags = _TAG.findall(graded)
+        if tags:
+            responder, _, _, attempt = tags[-1]
+            attempt = int(attempt)
+        else:
+            responder, attempt = "reference", 0
+        self.judge_requests.append({"judge": model, "responder": responder, "task": task.id,
+                                    "attempt": attempt, "criterion": cid, "prompt": prompt})
+        key = (model, responder, task.id, attempt, cid)
+        if key in self.script:
+            verdict = self.script[key]
+        elif self.default_met is not None:
+            verdict = self.default_met
+        else:
+            verdict = not task.criterion(cid).negative
+        if verdict == "garbage":
+            return StubReply(content="I think it is probably fine overall.")
+        return StubReply(content=json.dumps({"met": bool(verdict), "rationale": f"scripted {verdict}"}))
