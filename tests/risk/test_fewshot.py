@@ -13,6 +13,7 @@ from carebench.models import get_model
 from carebench.risk.methods import MethodContext, RiskItem, make_method
 from carebench.risk.methods.llm import interleave, select_pool
 from carebench.risk.sweep import fewshot_sweep, write_sweep
+from carebench.rundir import read_jsonl
 from carebench.runner import Runner, RunnerConfig
 from carebench.types import CarebenchError
 from stub_server import StubServer
@@ -163,7 +164,9 @@ def test_sweep_scores_every_arm_on_the_same_items(stub, tmp_path):
         return ANSWERS[k][item_id_of(post_of(msgs[-1]["content"]))]
 
     stub.handler = handler
-    res = fewshot_sweep(corpus(), make_ctx(stub, tmp_path), ks=(2, 4, 8), pool_per_level=2)
+    res = fewshot_sweep(
+        corpus(), make_ctx(stub, tmp_path), ks=(2, 4, 8), pool_per_level=2, bootstrap=50
+    )
     assert [r["k"] for r in res.rows] == [0, 2, 4, 8]
     assert sorted(res.pool_ids) == sorted(POOL_ORDER) and res.scored_ids == SCORED
     gold = np.array([0, 1, 2, 3])
@@ -186,7 +189,9 @@ def test_sweep_scores_every_arm_on_the_same_items(stub, tmp_path):
         assert not {p.item_id for p in preds} & set(POOL_ORDER)
     assert res.png is not None and res.png[:8] == b"\x89PNG\r\n\x1a\n"
     out = write_sweep(res, tmp_path / "sweep")
-    assert (out / "figures" / "fewshot_sweep.png").exists() and (out / "report.html").exists()
+    assert (out / "figures" / "fig4_fewshot_sweep.png").exists() and (out / "report.html").exists()
+    assert {r["item_id"] for r in read_jsonl(out / "records.jsonl")} == set(SCORED)
+    assert "Few-shot scaling" in (out / "report.md").read_text()
     assert len(chat_bodies(stub)) == 4 * 4  # four arms x four scored items, nothing else
 
 
@@ -198,3 +203,44 @@ def test_sweep_drop_policy_excludes_failures(stub, tmp_path):
     for row in res.rows:
         assert row["failures"] == 1 and row["scored"] == 3
         assert row["accuracy"] == pytest.approx(1 / 3)
+
+
+def test_sweep_command_writes_a_run_directory(stub, tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from carebench.risk.cli import app
+
+    data = tmp_path / "corpus.jsonl"
+    data.write_text(
+        "".join(
+            json.dumps({"id": it.id, "text": it.text, "level": it.level}) + "\n" for it in corpus()
+        )
+    )
+    stub.handler = lambda req: "b"
+    args = [
+        "sweep",
+        "--data",
+        str(data),
+        "--model",
+        f"openai:stub-model@{stub.base_url}",
+        "--k",
+        "2",
+        "--k",
+        "4",
+        "--pool-per-level",
+        "2",
+        "--bootstrap",
+        "20",
+        "--out",
+        str(tmp_path / "run"),
+        "--cache",
+        str(tmp_path / "c.sqlite"),
+    ]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    rows = json.loads((tmp_path / "run" / "sweep.json").read_text())["rows"]
+    assert [r["k"] for r in rows] == [0, 2, 4] and all(r["n"] == 4 for r in rows)
+    assert all(r["accuracy"] == pytest.approx(0.25) for r in rows)  # "b" is right for b1 only
+    assert (tmp_path / "run" / "figures" / "fig4_fewshot_sweep.png").exists()
