@@ -24,14 +24,16 @@ def _coverage(intervals: list[tuple[float, float, float]], truth: float) -> floa
 
 
 def test_percentile_interval_for_a_known_mean_covers_about_95_percent():
-    # 2000 data sets of n=80 from N(0.3, 1). Binomial SD of the coverage at 95% is
-    # sqrt(.95*.05/2000) = 0.0049; the percentile bootstrap of a mean undercovers
-    # slightly at this n (~94.5%), so accept [0.93, 0.97] (about +/-3 SD).
+    # 2000 data sets of n=80 from N(0.3, 1). The percentile bootstrap of a mean
+    # undercovers slightly at this n: its spread uses the plug-in SD (factor
+    # sqrt(79/80)) and normal rather than t quantiles, so the expected coverage is
+    # P(|t_79| < 1.96 * 0.994) = 0.945, about 0.94 after B=500 percentile noise.
+    # Binomial SD over 2000 data sets = 0.0053: accept 0.94 +/- 3 SD = [0.925, 0.965].
     R, truth = 2000, 0.3
     data = np.random.default_rng(2024).normal(truth, 1.0, size=(R, 80))
     cis = [stats.bootstrap_mean_ci(data[r], B=500, seed=r) for r in range(R)]
     cov = _coverage(cis, truth)
-    assert 0.93 <= cov <= 0.97, cov
+    assert 0.925 <= cov <= 0.965, cov
     # The same data with a 90% interval must cover visibly less (the test can fail).
     cis90 = [stats.bootstrap_mean_ci(data[r], B=500, seed=r, alpha=0.10) for r in range(400)]
     assert _coverage(cis90, truth) < 0.93
@@ -41,25 +43,19 @@ def test_cluster_bootstrap_covers_where_item_bootstrap_does_not():
     # 1000 data sets of 40 clusters x 5 rows with a strong cluster effect. Resampling
     # rows ignores the correlation and undercovers badly; resampling clusters does not.
     R, truth, G, m = 1000, 0.0, 40, 5
-    rng = np.random.default_rng(7)
     groups = np.repeat(np.arange(G), m)
-    clus = [
-        stats.cluster_bootstrap_mean(
-            (y := rng.normal(0, 1, G)[groups] + rng.normal(0, 0.5, G * m)), groups, B=400, seed=r
-        )
-        for r in range(R)
-    ]
-    cov_cluster = _coverage(clus, truth)
-    assert 0.91 <= cov_cluster <= 0.975, cov_cluster  # 1000 draws: SD 0.007; small-G bias allowed
+
+    def draw(rng: np.random.Generator) -> np.ndarray:
+        return rng.normal(0, 1, G)[groups] + rng.normal(0, 0.5, G * m)
+
     rng = np.random.default_rng(7)
-    items = [
-        stats.bootstrap_mean_ci(
-            rng.normal(0, 1, G)[groups] + rng.normal(0, 0.5, G * m), B=400, seed=r
-        )
-        for r in range(300)
-    ]
+    data = [draw(rng) for _ in range(R)]
+    clus = [stats.cluster_bootstrap_mean(data[r], groups, B=400, seed=r) for r in range(R)]
+    # 1000 draws: binomial SD 0.007; allow the small-G (40 clusters) undercoverage.
+    cov_cluster = _coverage(clus, truth)
+    assert 0.91 <= cov_cluster <= 0.975, cov_cluster
+    items = [stats.bootstrap_mean_ci(data[r], B=400, seed=r) for r in range(300)]
     assert _coverage(items, truth) < 0.80
-    assert y.shape == (G * m,)
 
 
 def test_metric_interval_coverage_for_known_accuracy():
@@ -160,7 +156,6 @@ def test_cluster_resamples_keep_groups_whole():
     for g in np.unique(groups):
         cols = W[:, groups == g]
         assert np.all(cols == cols[:, :1])  # every row of a group has the group's multiplicity
-    assert np.all(W.reshape(50, -1)[:, [3]].sum() >= 0)
     for idx in rs.row_indices():
         picked = groups[idx]
         for g in np.unique(picked):
@@ -169,17 +164,23 @@ def test_cluster_resamples_keep_groups_whole():
     assert np.all(W[:, [0, 3, 4, 8]].sum(axis=1) == 4)
 
 
-def test_chunked_draws_are_deterministic_and_shaped(monkeypatch):
+def test_results_do_not_depend_on_chunking(monkeypatch):
+    """Resamples are drawn in memory-bounded chunks; chunking must not change them."""
     import carebench.stats.bootstrap as bs
 
     x = np.random.default_rng(0).normal(size=50)
-    full = stats.bootstrap_mean_ci(x, B=101, seed=4)
+    W_one = stats.Resampler(50, 101, 4).weights()
+    ci_one = stats.bootstrap_mean_ci(x, B=101, seed=4)
+    y, P = _data(S=2, n=50)
+    m_one = stats.bootstrap_metric_samples(y, P, 4, ["qwk"], B=101, seed=4)["qwk"]
     monkeypatch.setattr(bs, "_CHUNK_CELLS", 50 * 7)  # force chunks of 7 resamples
     rs = stats.Resampler(50, 101, 4)
-    assert rs.chunk == 7 and rs.weights().shape == (101, 50)
-    assert np.all(rs.weights().sum(axis=1) == 50)
-    assert stats.bootstrap_mean_ci(x, B=101, seed=4) == stats.bootstrap_mean_ci(x, B=101, seed=4)
-    assert full[0] == stats.bootstrap_mean_ci(x, B=101, seed=4)[0]
+    assert rs.chunk == 7
+    np.testing.assert_array_equal(rs.weights(), W_one)
+    assert np.all(W_one.sum(axis=1) == 50)
+    assert stats.bootstrap_mean_ci(x, B=101, seed=4) == ci_one
+    m_chunked = stats.bootstrap_metric_samples(y, P, 4, ["qwk"], B=101, seed=4)["qwk"]
+    np.testing.assert_array_equal(m_chunked, m_one)
 
 
 def test_identical_systems_paired():
