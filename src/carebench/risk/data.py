@@ -77,6 +77,8 @@ class RiskRow(BaseModel):
     def _str(cls, v: Any) -> Any:
         if v is None or (isinstance(v, float) and math.isnan(v)):
             return None
+        if isinstance(v, str) and not v.strip():
+            return None
         if isinstance(v, float) and v.is_integer():
             v = int(v)
         return str(v)
@@ -279,6 +281,12 @@ def recover_post_list(literal: str) -> tuple[list[str], bool]:
     if isinstance(value, list):
         return [str(p) for p in value], False
     text = literal.rstrip()
+    try:  # cut right after a post's closing quote
+        value = ast.literal_eval(text.rstrip(", ") + "]")
+        if isinstance(value, list) and value:
+            return [str(p) for p in value], True
+    except (ValueError, SyntaxError):
+        pass
     # candidate cut points: a closing quote followed by the ", " that starts the next post
     pos = len(text)
     while True:

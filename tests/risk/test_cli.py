@@ -1,0 +1,177 @@
+"""`carebench risk run` end to end on the built-in corpus; re-rendering from records."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from carebench.risk.cli import app
+from carebench.risk.report import rerender
+from carebench.risk.scoring import score_records
+from carebench.rundir import read_jsonl
+
+FITTED = ["tfidf-lr", "tfidf-ordinal", "moderation-fixed", "moderation-calibrated"]
+
+
+def _invoke(args: list[str]):
+    res = CliRunner().invoke(app, args, catch_exceptions=True)
+    return res
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("risk") / "run"
+    args = ["run", "--data", "builtin:sample", "--out", str(out),
+            "--cache", str(out.parent / "c.db")]
+    for m in FITTED:
+        args += ["--method", m]
+    res = _invoke(args)
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    assert "48 items" in res.output
+    return out
+
+
+def test_run_writes_every_artifact(run_dir):
+    for f in ("manifest.json", "records.jsonl", "calls.jsonl", "metrics.json", "report.md",
+              "report.html"):
+        assert (run_dir / f).is_file(), f
+    figs = {p.name for p in (run_dir / "figures").iterdir()}
+    assert "fig1_per_class_f1.png" in figs
+    assert {f"fig3_confusion_{m}.png" for m in FITTED} <= figs
+    records = read_jsonl(run_dir / "records.jsonl")
+    assert len(records) == 48 * len(FITTED)
+    for r in records:
+        assert {"item_id", "method", "gold", "pred", "status"} <= set(r)
+        assert r["status"] == "ok" and 0 <= r["pred"] <= 3 and 0 <= r["gold"] <= 3
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert list(metrics["methods"]) == FITTED
+    assert metrics["n"] == 48 and metrics["label_counts"]["Ideation"] == 12
+    # the numbers are those of the records (scored independently here)
+    again = score_records(records, B=2000, seed=42)
+    assert again["methods"]["tfidf-lr"] == metrics["methods"]["tfidf-lr"]
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["suite"] == "risk" and manifest["dataset"]["illustrative"] is True
+    md = (run_dir / "report.md").read_text()
+    for heading in ("Table 2", "Table 3", "Table 4", "Figure 1", "Figure 3", "Chance",
+                    "Under- and over-triage", "Paired comparisons", "Illustrative data"):
+        assert heading in md, heading
+
+
+def test_rerender_reproduces_metrics_exactly(run_dir):
+    before = (run_dir / "metrics.json").read_bytes()
+    (run_dir / "metrics.json").unlink()
+    (run_dir / "report.md").unlink()
+    (run_dir / "report.html").unlink()
+    rerender(run_dir)
+    assert (run_dir / "metrics.json").read_bytes() == before
+    assert (run_dir / "report.html").is_file() and (run_dir / "report.md").is_file()
+
+
+def test_report_escapes_dataset_text(tmp_path):
+    data = tmp_path / "d.jsonl"
+    rows = [{"id": f"<b>x{i}</b>", "text": f"<script>alert({i})</script> words {i % 4}",
+             "level": i % 4, "self_harm": (i % 4) / 4 + 0.05, "self_harm_intent": 0.1,
+             "self_harm_instructions": 0.0} for i in range(16)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = _invoke(["run", "--data", str(data), "--method", "moderation-fixed",
+                   "--out", str(tmp_path / "r"), "--bootstrap", "100"])
+    assert res.exit_code == 0, repr(res.exception)
+    html = (tmp_path / "r" / "report.html").read_text()
+    assert "<b>x1</b>" not in html and "&lt;b&gt;x1&lt;/b&gt;" in html
+
+
+def test_config_file_and_cli_override(tmp_path):
+    cfg = tmp_path / "risk.yaml"
+    cfg.write_text(
+        "data: builtin:sample\nseed: 7\nbootstrap: 100\n"
+        "methods:\n  - moderation-fixed\n  - method: moderation-weighted\n"
+        "    label: weighted-manual\n    options: {thresholds: [0.1, 0.3, 0.5]}\n"
+    )
+    out = tmp_path / "r"
+    res = _invoke(["run", "--config", str(cfg), "--out", str(out), "--seed", "11"])
+    assert res.exit_code == 0, repr(res.exception)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["config"]["seed"] == 11 and manifest["config"]["bootstrap"] == 100
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert list(metrics["methods"]) == ["moderation-fixed", "weighted-manual"]
+    rec = [r for r in read_jsonl(out / "records.jsonl") if r["method"] == "weighted-manual"]
+    assert rec[0]["detail"]["thresholds"] == [0.1, 0.3, 0.5]
+    toml = tmp_path / "risk.toml"
+    toml.write_text('data = "builtin:sample"\nbogus = 1\nmethods = ["tfidf-lr"]\n')
+    res = _invoke(["run", "--config", str(toml), "--out", str(tmp_path / "r2")])
+    assert "unknown setting(s) bogus" in str(res.exception)
+
+
+def test_dry_run_plans_moderation_calls_without_calling(tmp_path):
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"id": str(i), "text": f"t{i}", "level": i % 4}) + "\n"
+                            for i in range(8)))
+    res = _invoke(["run", "--data", str(data), "--method", "moderation-fixed",
+                   "--moderation-model", "openai-moderation:omni-moderation-latest@http://127.0.0.1:9/v1",
+                   "--dry-run", "--out", str(tmp_path / "r"), "--cache", str(tmp_path / "c.db")])
+    assert res.exit_code == 0, repr(res.exception)
+    assert "8 model calls, 0 cached, 8 to make" in res.output
+    assert not (tmp_path / "r").exists()
+
+
+def test_failed_moderation_calls_are_counted_and_scored_wrong(tmp_path):
+    from stub_server import StubReply, StubServer
+
+    data = tmp_path / "d.jsonl"
+    rows = [{"id": f"i{i}", "text": f"post {i} {'bad' if i in (1, 6) else 'fine'}", "level": i % 4}
+            for i in range(8)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with StubServer() as stub:
+        stub.on_text("fine", StubReply(moderation={"self-harm": 0.5, "self-harm/intent": 0.2}))
+        stub.on_text("bad", StubReply(status=400))
+        spec = f"openai-moderation:omni-moderation-latest@{stub.base_url}"
+        outs = {}
+        for policy in ("wrong", "drop"):
+            out = tmp_path / policy
+            res = _invoke(["run", "--data", str(data), "--method", "moderation-fixed",
+                           "--moderation-model", spec, "--failures", policy, "--out", str(out),
+                           "--cache", str(tmp_path / "c.db"), "--bootstrap", "100"])
+            assert res.exit_code == 0, repr(res.exception)
+            outs[policy] = json.loads((out / "metrics.json").read_text())["methods"]["moderation-fixed"]
+    # level 2 for every answered item (max 0.5 in [0.35, 0.70)); items 1 and 6 failed
+    wrong, drop = outs["wrong"], outs["drop"]
+    assert wrong["failures"] == drop["failures"] == 2
+    assert wrong["n_scored"] == 8 and drop["n_scored"] == 6
+    # wrong: i1 (gold 1) -> 3, i6 (gold 2) -> 0; correct only the gold-2 item i2
+    assert wrong["accuracy"]["value"] == pytest.approx(1 / 8)
+    # drop: golds 0,3,0,1,3,3 ... of the 6 answered items (i0,i2,i3,i4,i5,i7) one is gold 2
+    assert drop["accuracy"]["value"] == pytest.approx(1 / 6)
+    assert wrong["confusion"][1][3] == 1 and wrong["confusion"][2][0] == 1
+
+
+def test_user_errors_exit_2_with_one_line(tmp_path, capsys):
+    from carebench.cli import main
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "text": "x", "level": 9}\n')
+    rc = main(["risk", "run", "--data", str(bad), "--method", "tfidf-lr", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "bad.jsonl: line 1: field 'level'" in err
+    assert "Traceback" not in err and not (tmp_path / "o").exists()
+
+
+def test_demo_runs_offline_with_a_stub_model(tmp_path, monkeypatch):
+    from carebench.risk import demo
+    from carebench.risk.methods import REGISTRY
+    from stub_server import StubServer
+
+    if "llm" not in REGISTRY:
+        pytest.skip("prompted-LLM methods not present")
+    real = demo.demo_methods
+    monkeypatch.setattr(demo, "demo_methods", lambda spec: (
+        [s for s in real(spec)[0] if s.method != "embed-lr"], real(spec)[1]))
+    with StubServer() as stub:
+        stub.handler = lambda req: "c"
+        out = demo.run_demo(tmp_path / "risk", model_spec=f"openai:stub-model@{stub.base_url}")
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert {"tfidf-lr", "tfidf-ordinal", "moderation-fixed", "llm"} <= set(metrics["methods"])
+    llm = metrics["methods"]["llm"]
+    assert llm["failures"] == 0 and llm["confusion"][0][2] == 12  # every item answered "c"
