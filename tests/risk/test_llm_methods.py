@@ -20,7 +20,7 @@ from carebench.risk.methods import MethodContext, RiskItem, make_method
 from carebench.risk.methods.llm import parse_final
 from carebench.risk.methods.schema import DIMENSIONS, profile_level
 from carebench.runner import Runner, RunnerConfig
-from carebench.types import CarebenchError, Completion, Usage
+from carebench.types import CarebenchError, Completion, TokenLogprob, Usage
 from stub_server import StubReply, StubServer
 
 NAMES = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot")
@@ -191,17 +191,25 @@ class _FakeLocal:
 
     default_concurrency = 1
 
-    def __init__(self, answers: dict[str, str], probs: dict[str, float]):
+    def __init__(self, answers: dict[str, str], probs: dict[str, float], logprobs=None):
         self.spec = ModelSpec("llamacpp", "fake")
-        self.answers, self.probs = answers, probs
+        self.answers, self.probs, self.logprobs = answers, probs, logprobs or {}
+        self.asked: list[str] = []
 
     async def complete(self, request):
         post = request.messages[-1].content
-        text = next(v for k, v in self.answers.items() if k in post)
-        return Completion(text=text, finish_reason="stop", usage=Usage(10, 1), latency_s=0.01)
+        key = next(k for k in self.answers if k in post)
+        return Completion(
+            text=self.answers[key],
+            finish_reason="stop",
+            usage=Usage(10, 1),
+            latency_s=0.01,
+            logprobs=self.logprobs.get(key),
+        )
 
     async def choice_probabilities(self, request, labels):
         assert labels == ("a", "b", "c", "d")
+        self.asked.append(request.messages[-1].content)
         return dict(self.probs)
 
     async def aclose(self):
@@ -217,6 +225,22 @@ def test_choice_probabilities_never_replace_a_failed_parse():
     assert preds[1].detail["argmax"] == 2 and preds[1].detail["probs"] == pytest.approx(
         [0.1, 0.2, 0.5, 0.2]
     )
+
+
+def test_choice_probabilities_only_where_logprobs_miss_a_letter():
+    ln = math.log
+    full = (TokenLogprob("b", ln(0.4), {"a": ln(0.1), "c": ln(0.3), "d": ln(0.2)}),)
+    partial = (TokenLogprob("b", ln(0.6), {"c": ln(0.2)}),)  # a, d not among the alternatives
+    model = _FakeLocal(
+        {"alpha": "b", "bravo": "b"},
+        {"a": 1.0, "b": 6.0, "c": 2.0, "d": 1.0},
+        logprobs={"alpha": full, "bravo": partial},
+    )
+    ctx = MethodContext(runner=Runner(RunnerConfig(progress=False)), models={"default": model})
+    preds = make_method("llm").predict(items(2), ctx)
+    assert preds[0].probs == pytest.approx([0.1, 0.4, 0.3, 0.2])  # from the logprobs, no extra call
+    assert preds[1].probs == pytest.approx([0.1, 0.6, 0.2, 0.1])  # exact distribution asked for
+    assert len(model.asked) == 1 and "bravo" in model.asked[0]
 
 
 # -- schema -----------------------------------------------------------------------------

@@ -191,6 +191,11 @@ def letter_request(msgs: tuple[Message, ...], max_tokens: int = LETTER_MAX_TOKEN
     )
 
 
+def _complete(probs: Sequence[float] | None) -> bool:
+    """Probabilities for all four levels (a zero means a letter was missing from the top)."""
+    return probs is not None and all(p > 0.0 for p in probs)
+
+
 def _probs_supported(model: Any) -> bool:
     return callable(getattr(model, "choice_probabilities", None))
 
@@ -259,10 +264,14 @@ class LetterMethod:
     def _add_choice_probs(
         self, calls: Sequence[Call], preds: list[Prediction], ctx: MethodContext
     ) -> None:
-        """For in-process models (llama.cpp): the level distribution at the answer slot.
+        """For in-process models (llama.cpp): the exact level distribution at the answer slot.
 
-        The level still comes from the parsed answer; on a parse failure the argmax is
-        only recorded in ``detail``, never substituted.
+        Asked only where the answer's log probabilities do not already cover all four
+        letters: when they do, normalising them over a-d *is* the softmax over the
+        letters' logits that ``choice_probabilities`` computes, and an extra prompt
+        evaluation per item would double the cost of a local run. The level still
+        comes from the parsed answer; on a parse failure the argmax is only recorded
+        in ``detail``, never substituted.
         """
         model = ctx.model(self.role)
         if not self.choice_probs or not _probs_supported(model):
@@ -270,7 +279,7 @@ class LetterMethod:
         todo = [
             (c, p)
             for c, p in zip(calls, preds, strict=True)
-            if p.probs is None and p.status in ("ok", "parse_error")
+            if p.status in ("ok", "parse_error") and not _complete(p.probs or p.detail.get("probs"))
         ]
         if not todo:
             return
