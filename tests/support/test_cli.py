@@ -1,0 +1,119 @@
+"""``carebench support run | rescore | calibrate`` end to end through the top-level CLI."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+from scripted_stub import Script
+from stub_server import StubServer
+
+from carebench.cli import main
+from carebench.support.tasks import load_tasks
+
+
+def test_run_then_rescore_then_dry_run(tmp_path, capsys):
+    tasks = load_tasks("builtin:sample")
+    script = Script(tasks)
+    script.script[("judge-a", "resp-a", tasks[0].id, 0, tasks[0].criteria[0].id)] = "garbage"
+    out = tmp_path / "run"
+    prompt = tmp_path / "system.txt"
+    prompt.write_text("You are a supportive assistant.\n")
+    with StubServer() as stub:
+        stub.handler = script
+        u = stub.base_url
+        args = ["support", "run", "--tasks", "builtin:sample", "--responder", f"openai:resp-a@{u}",
+                "--judge", f"openai:judge-a@{u}", "--judge", f"openai:judge-b@{u}", "--judge", f"openai:judge-c@{u}",
+                "--attempts", "1", "--limit", "3", "--scope", "both", "--system-prompt", str(prompt),
+                "--include-reference", "--out", str(out), "--bootstrap", "200", "--cache", str(tmp_path / "c.sqlite"),
+                "--cap", f"openai:resp-a@{u}=99"]
+        assert main(args) == 0
+        first = capsys.readouterr().out
+        assert "reference ceiling" in first and "report.html" in first
+        n = len(stub.requests)
+        assert all(r.body["max_tokens"] == 99 for r in stub.requests if r.body["model"] == "resp-a")
+        assert all(r.body["messages"][0]["content"] == "You are a supportive assistant."
+                   for r in stub.requests if r.body["model"] == "resp-a")
+        for name in ("manifest.json", "records.jsonl", "calls.jsonl", "tasks.jsonl", "metrics.json",
+                     "report.md", "report.html"):
+            assert (out / name).is_file(), name
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert manifest["suite"] == "support" and manifest["config"]["attempts"] == 1
+        metrics = (out / "metrics.json").read_bytes()
+        m = json.loads(metrics)
+        assert m["counts"]["votes_parse_error"] == 1
+        assert "scope_sensitivity" in m  # both scopes judged
+        # rescore: same metrics, no model call
+        assert main(["support", "rescore", str(out)]) == 0
+        assert (out / "metrics.json").read_bytes() == metrics and len(stub.requests) == n
+        assert main(["support", "rescore", str(out), "--scope", "anywhere", "--out", str(tmp_path / "any")]) == 0
+        assert json.loads((tmp_path / "any" / "metrics.json").read_text())["config"]["scope"] == "anywhere"
+        # carebench report DIR re-renders through the support report module
+        assert main(["report", str(out)]) == 0
+        assert (out / "metrics.json").read_bytes() == metrics
+        # dry run: the plan, every first turn already cached, no call
+        capsys.readouterr()
+        assert main([*args, "--dry-run"]) == 0
+        plan = json.loads(capsys.readouterr().out)
+        assert plan["first_turn"] == {"calls": 3, "cached": 3, "to_make": 0, "estimated_cost_usd": 0.0}
+        assert len(stub.requests) == n
+
+
+def test_user_errors_exit_2_with_one_line(tmp_path, capsys):
+    bad = tmp_path / "t.jsonl"
+    bad.write_text('{"id": "x"}\n')
+    assert main(["support", "run", "--tasks", str(bad), "--responder", "openai:m", "--judge", "openai:j"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("carebench: error:") and f"{bad}:1" in err and len(err.strip().splitlines()) == 1
+    assert main(["support", "run", "--responder", "openai:m", "--judge", "openai:j", "--scope", "sideways"]) == 2
+    assert main(["support", "run", "--responder", "openai:m"]) == 2
+    assert main(["support", "rescore", str(tmp_path)]) == 2
+
+
+def test_calibrate_selects_the_panel_closest_to_consensus(tmp_path, capsys):
+    tasks = load_tasks("builtin:sample")[:2]
+    from carebench.support.tasks import write_tasks
+
+    tf = tmp_path / "tasks.jsonl"
+    write_tasks(tf, tasks)
+    # clinician labels: a fixed pattern per criterion; three raters, one disagreeing now and then
+    truth = {(t.id, c.id): (k % 3 != 0) for t in tasks for k, c in enumerate(t.criteria)}
+    script = Script(tasks)
+    with StubServer() as stub:
+        stub.handler = script
+        u = stub.base_url
+        out = tmp_path / "run"
+        assert main(["support", "run", "--tasks", str(tf), "--responder", f"openai:resp-a@{u}",
+                     "--judge", f"openai:judge-a@{u}", "--attempts", "1", "--out", str(out), "--bootstrap", "50",
+                     "--cache", str(tmp_path / "c.sqlite")]) == 0
+        labels = tmp_path / "labels.csv"
+        with labels.open("w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["task_id", "response_id", "criterion_id", "rater", "met"])
+            for i, ((tid, cid), met) in enumerate(sorted(truth.items())):
+                for r in ("r1", "r2", "r3"):
+                    flip = r == "r3" and i % 4 == 0
+                    w.writerow([tid, f"openai:resp-a@{u}#0", cid, r, str(met != flip).lower()])
+        # candidates: a, b agree with consensus; c wrong on every fifth item; d always the opposite
+        script.script.clear()
+        for k, ((tid, cid), met) in enumerate(sorted(truth.items())):
+            for j in ("judge-a", "judge-b"):
+                script.script[(j, "resp-a", tid, 0, cid)] = met
+            script.script[("judge-c", "resp-a", tid, 0, cid)] = met if k % 5 else not met
+            script.script[("judge-d", "resp-a", tid, 0, cid)] = not met
+        cands = [f"openai:judge-{x}@{u}" for x in "abcd"]
+        cal = tmp_path / "cal"
+        args = ["support", "calibrate", "--labels", str(labels), "--run", str(out), "--out", str(cal),
+                "--bootstrap", "100", "--no-cache"]  # judge-a's cached run verdicts were different
+        for c in cands:
+            args += ["--candidate", c]
+        assert main(args) == 0
+    res = json.loads((cal / "metrics.json").read_text())
+    sel = res["selection"]
+    assert sel["n_panels"] == 4  # C(4, 3)
+    # any panel with a and b has a majority equal to consensus (kappa 1); {a,b,c} and {a,b,d} tie on
+    # kappa, macro-F1 and agreement, so the documented tie-break (sorted names) picks {a,b,c}
+    assert sel["selected"] == cands[:3]
+    assert sel["panels"][0]["kappa"] == 1.0
+    assert res["candidates"][cands[3]]["kappa"] < 0 < res["candidates"][cands[2]]["kappa"] < 1.0
+    assert (cal / "report.html").exists()
