@@ -6,10 +6,10 @@ import csv
 import json
 
 from scripted_stub import Script
-from stub_server import StubServer
 
 from carebench.cli import main
 from carebench.support.tasks import load_tasks
+from stub_server import StubServer
 
 
 def test_run_then_rescore_then_dry_run(tmp_path, capsys):

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from stub_server import StubReply, StubServer
 
 from carebench.cache import CompletionCache
 from carebench.models import get_model
 from carebench.runner import Runner, RunnerConfig
 from carebench.support.generation import GenerationConfig, generate, reference_responses
 from carebench.support.tasks import load_tasks
+from stub_server import StubReply, StubServer
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from stub_server import StubReply, StubServer
 
 from carebench.cache import CompletionCache
 from carebench.models import get_model
@@ -24,6 +23,7 @@ from carebench.support.judging import (
 from carebench.support.records import ResponseRecord
 from carebench.support.tasks import Criterion, load_tasks
 from carebench.types import Completion, messages
+from stub_server import StubReply, StubServer
 
 CRIT = Criterion(id="c1", text="Offers 988.", dimension="resources", weight=5)
 MULTI = [

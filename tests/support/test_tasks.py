@@ -40,7 +40,7 @@ def test_builtin_sample_is_a_valid_illustrative_set():
     assert 8 <= len(tasks) <= 12
     assert all(t.illustrative for t in tasks)
     assert len({t.subcategory for t in tasks}) >= 6
-    assert set(t.subcategory for t in tasks) <= set(SUBCATEGORIES)
+    assert {t.subcategory for t in tasks} <= set(SUBCATEGORIES)
     multi = [t for t in tasks if t.multi_turn]
     assert multi and all(2 <= len(t.turns) <= 3 for t in multi)
     assert any(not t.multi_turn for t in tasks)
