@@ -117,3 +117,30 @@ def test_calibrate_selects_the_panel_closest_to_consensus(tmp_path, capsys):
     assert sel["panels"][0]["kappa"] == 1.0
     assert res["candidates"][cands[3]]["kappa"] < 0 < res["candidates"][cands[2]]["kappa"] < 1.0
     assert (cal / "report.html").exists()
+
+
+def test_budget_stop_then_resume_from_cache(tmp_path, monkeypatch, capsys):
+    from carebench.models.pricing import price_table
+
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[models]\n"resp-a" = [1000000.0, 1000000.0]\n')
+    monkeypatch.setenv("CAREBENCH_PRICES", str(prices))
+    price_table.cache_clear()
+    tasks = load_tasks("builtin:sample")
+    with StubServer() as stub:
+        stub.handler = Script(tasks)
+        u = stub.base_url
+        out = tmp_path / "run"
+        args = ["support", "run", "--responder", f"openai:resp-a@{u}", "--judge", f"openai:judge-a@{u}",
+                "--attempts", "1", "--limit", "2", "--out", str(out), "--bootstrap", "50",
+                "--cache", str(tmp_path / "c.sqlite"), "--concurrency", "1"]
+        assert main([*args, "--budget", "1"]) == 2
+        assert "budget" in capsys.readouterr().err
+        made = [r for r in stub.requests if r.body["model"] == "resp-a"]
+        assert len(made) == 1  # the first call spent the budget; nothing else started
+        assert json.loads((out / "manifest.json").read_text())["status"] == "stopped"
+        assert main(args) == 0  # same directory, resumed: the paid call comes from the cache
+        again = [r for r in stub.requests if r.body["model"] == "resp-a"]
+        # tasks: one single-turn, one three-turn -> 4 responder calls in all, none repeated
+        assert len(again) == 4 and len({r.raw for r in again}) == 4
+        assert json.loads((out / "manifest.json").read_text())["status"] == "complete"

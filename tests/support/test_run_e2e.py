@@ -15,7 +15,7 @@ from scripted_stub import Script
 from carebench.cache import CompletionCache
 from carebench.support.experiment import SupportRunConfig, rescore, run_support
 from carebench.support.tasks import load_tasks, write_tasks
-from stub_server import StubServer
+from stub_server import StubReply, StubServer
 
 
 def _crit(cid, dim, w, neg=False):
@@ -216,3 +216,15 @@ def test_llamacpp_builtin_smoke(tmp_path):
     assert m["counts"]["votes_ok"] + m["counts"]["votes_parse_error"] + m["counts"]["votes_error"] == 3 * n
     assert 0.0 <= m["models"]["llamacpp:builtin"]["score"] <= 1.0
     assert (run_dir / "report.html").exists()
+
+
+def test_demo_runs_against_a_stub_model(tmp_path):
+    from carebench.support.demo import DEMO_NOTE, QUICK_TASKS, run_demo
+
+    with StubServer() as stub:
+        stub.handler = lambda req: StubReply(content='{"met": true, "rationale": "stub"}')
+        run_dir = run_demo(tmp_path / "demo", model_spec=f"openai:m@{stub.base_url}")
+    m = json.loads((run_dir / "metrics.json").read_text())
+    assert m["config"]["n_tasks"] == QUICK_TASKS and m["config"]["attempts"] == [0]
+    assert len(m["config"]["panel"]) == 3
+    assert DEMO_NOTE.split(":")[0] in (run_dir / "report.md").read_text()

@@ -165,11 +165,40 @@ def _dry_run(cfg, tasks, responders, judges, runner, gcfg) -> dict[str, Any]:
 
 def _run(cfg, tasks, responders, judges, runner, gcfg, system_prompt) -> Path:
     run_dir = new_run_dir(SUITE, cfg.out)
+    config = {k: v for k, v in asdict(cfg).items() if k not in ("notes",)}
+    config["system_prompt"] = system_prompt
+    dataset = {
+        "source": cfg.tasks,
+        "tasks": len(tasks),
+        "criteria": sum(len(t.criteria) for t in tasks),
+        "sha256": (file_sha256(Path(cfg.tasks)) if Path(cfg.tasks).is_file()
+                   else data_sha256(t.to_row() for t in tasks)),
+        "illustrative": all(t.illustrative for t in tasks),
+    }
+    settings = {
+        "panel": [j.label for j in judges],
+        "scope": metrics_scope(cfg.scope),
+        "seed": cfg.seed,
+        "bootstrap": cfg.bootstrap,
+    }
+
+    def manifest(status: str, accounting: dict[str, Any]) -> None:
+        # written first as "running" so an interrupted run's directory can be resumed in place
+        write_manifest(
+            run_dir, suite=SUITE, config=config,
+            models=[str(m.spec) for m in responders] + [j.label for j in judges],
+            seeds={"bootstrap": cfg.seed, "generation": cfg.seed},
+            dataset=dataset,
+            extra={"status": status, "scoring": settings, "notes": list(cfg.notes), "accounting": accounting},
+        )
+
+    manifest("running", {})
     gen = generate(tasks, responders, runner, gcfg)
     call_rows = list(gen.call_rows)
-    spent = gen.spent_usd
+    acct = {"spent_usd": gen.spent_usd, "provider_calls": gen.provider_calls, "cache_hits": gen.cache_hits}
     if gen.stopped:
         write_jsonl(run_dir / "calls.jsonl", call_rows)
+        manifest("stopped", {**acct, "stopped": gen.stopped})
         raise CarebenchError(
             f"run stopped during generation ({gen.stopped}); re-run the same command to resume from the cache"
         )
@@ -182,50 +211,23 @@ def _run(cfg, tasks, responders, judges, runner, gcfg, system_prompt) -> Path:
         temperature=cfg.judge_temperature, max_tokens=cfg.judge_max_tokens,
     )
     call_rows.extend(judged.call_rows)
-    spent += judged.run.spent_usd
+    acct = {
+        "spent_usd": gen.spent_usd + judged.run.spent_usd,
+        "provider_calls": gen.provider_calls + judged.run.provider_calls,
+        "cache_hits": gen.cache_hits + judged.run.cache_hits,
+        "calls_recorded": len(call_rows),
+        "not_judged_empty_verdicts": judged.not_judged,
+    }
     write_jsonl(run_dir / "calls.jsonl", call_rows)
     if judged.run.stopped:
+        manifest("stopped", {**acct, "stopped": judged.run.stopped})
         raise CarebenchError(
             f"run stopped during judging ({judged.run.stopped}); re-run the same command to resume from the cache"
         )
     write_tasks(run_dir / "tasks.jsonl", tasks)
     write_jsonl(run_dir / "records.jsonl",
                 [r.to_dict() for r in responses] + [v.to_dict() for v in judged.verdicts])
-    cached = sum(1 for r in call_rows if r["completion"].get("cached"))
-    settings = {
-        "panel": [j.label for j in judges],
-        "scope": metrics_scope(cfg.scope),
-        "seed": cfg.seed,
-        "bootstrap": cfg.bootstrap,
-    }
-    config = {k: v for k, v in asdict(cfg).items() if k not in ("notes",)}
-    config["system_prompt"] = system_prompt
-    dataset = {
-        "source": cfg.tasks,
-        "tasks": len(tasks),
-        "criteria": sum(len(t.criteria) for t in tasks),
-        "sha256": (file_sha256(Path(cfg.tasks)) if Path(cfg.tasks).is_file()
-                   else data_sha256(t.to_row() for t in tasks)),
-        "illustrative": all(t.illustrative for t in tasks),
-    }
-    write_manifest(
-        run_dir, suite=SUITE, config=config,
-        models=[str(m.spec) for m in responders] + [j.label for j in judges],
-        seeds={"bootstrap": cfg.seed, "generation": cfg.seed},
-        dataset=dataset,
-        extra={
-            "scoring": settings,
-            "notes": list(cfg.notes),
-            "accounting": {
-                "spent_usd": spent,
-                "provider_calls": gen.provider_calls + judged.run.provider_calls,
-                "cache_hits": gen.cache_hits + judged.run.cache_hits,
-                "calls_recorded": len(call_rows),
-                "cached_rows": cached,
-                "not_judged_empty_verdicts": judged.not_judged,
-            },
-        },
-    )
+    manifest("complete", acct)
     rescore(run_dir)
     return run_dir
 

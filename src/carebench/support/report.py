@@ -536,10 +536,10 @@ def _reply_details(task: Task, r: ResponseRecord, cells, panel: Sequence[str], s
             got += c.weight if ok else 0.0
         rows.append([c.id, c.weight, "must not" if c.negative else "should",
                      *[_vote(cell.get(j)) for j in judges], dec.state.replace("_", " "), "yes" if ok else "no"])
-        for j in judges:
+        for k, j in enumerate(judges):
             v = cell.get(j)
             if v is not None and v.status != "not_judged_empty":
-                rationale_rows.append([c.id, j, _vote(v), v.rationale])
+                rationale_rows.append([c.id, f"judge {k + 1}", _vote(v), v.rationale])
     score = got / total if total else float("nan")
     convo = "\n\n".join(
         f"[{t.get('role')}{' - ' + t['status'] if t.get('role') == 'assistant' and t.get('status', 'ok') != 'ok' else ''}]"
