@@ -133,6 +133,12 @@ def _num(v: Any) -> Any:
     return None if v is None else v
 
 
+def _short(names: Sequence[str]) -> list[str]:
+    """Figure labels without base URLs, unless dropping them would merge two names."""
+    short = [n.split("@", 1)[0] for n in names]
+    return short if len(set(short)) == len(set(names)) else list(names)
+
+
 def _nan(v: Any) -> float:
     return float("nan") if v is None else float(v)
 
@@ -243,7 +249,7 @@ def _leaderboard(metrics) -> Section:
         ref_score = models.get(REFERENCE, {}).get("score")
         blocks.append(Figure(
             "support-leaderboard",
-            dot_interval_chart([r[1] for r in pts], [r[2].value for r in pts],
+            dot_interval_chart(_short([r[1] for r in pts]), [r[2].value for r in pts],
                                [r[2].lo if r[2].lo is not None else r[2].value for r in pts],
                                [r[2].hi if r[2].hi is not None else r[2].value for r in pts],
                                "Leaderboard", xlabel="weighted rubric score",
@@ -306,7 +312,7 @@ def _dimensions(metrics) -> Section:
         blocks.append(Figure(
             "support-dimensions",
             heatmap([[float("nan") if v is None else v for v in vals] for vals in matrix],
-                    [r[0] for r in rows], responders, "Pass rate by dimension", vmin=0.0, vmax=1.0),
+                    [r[0] for r in rows], _short(responders), "Pass rate by dimension", vmin=0.0, vmax=1.0),
             caption="Weighted pass rate by dimension (rows) and responder (columns).",
         ))
     return Section("Dimensions: capability limits and choices", blocks)
@@ -353,7 +359,7 @@ def _slices(metrics) -> Section:
         if axis == "turn_structure" and rows and responders:
             blocks.append(Figure(
                 "support-turn-structure",
-                bar_chart(responders, {str(row[0]): [_nan(v) for v in row[3:]] for row in rows},
+                bar_chart(_short(responders), {str(row[0]): [_nan(v) for v in row[3:]] for row in rows},
                           "Single- vs multi-turn", "score", ylim=(0.0, 1.0)),
                 caption="Score by turn structure and responder (§4.5).",
             ))
