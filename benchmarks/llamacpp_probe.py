@@ -72,7 +72,8 @@ async def main(args: argparse.Namespace) -> None:
     print(f"load             {load:.3f} s   (peak RSS before load {rss0:.0f} MB)")
 
     gen_req = ChatRequest(PROMPT, max_tokens=args.max_tokens, temperature=0.0)
-    await model.complete(ChatRequest(PROMPT, max_tokens=2))  # first-call warm-up
+    first = await model.complete(ChatRequest(PROMPT, max_tokens=2))  # first-call warm-up
+    print(f"first call       {first.latency_s:.3f} s   (2 tokens; includes one-off setup)")
     p_rates, g_rates, walls, p_tokens, g_tokens = [], [], [], 0, 0
     for _ in range(args.reps):
         reset_perf(model)
