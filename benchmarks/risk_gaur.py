@@ -60,8 +60,9 @@ def main() -> int:
     else:
         rc = subprocess.call([sys.executable, "-m", "carebench.cli", *argv])
         wall = time.perf_counter() - t0
-        peak_rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-        extra = ""
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        peak_rss_mb = ru.ru_maxrss / 1024
+        extra = f", CPU time {ru.ru_utime + ru.ru_stime:.1f} s (user+sys; wall depends on load)"
     if rc != 0:
         print(f"run failed with exit code {rc}", file=sys.stderr)
         return rc

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -175,3 +176,29 @@ def test_demo_runs_offline_with_a_stub_model(tmp_path, monkeypatch):
     assert {"tfidf-lr", "tfidf-ordinal", "moderation-fixed", "llm"} <= set(metrics["methods"])
     llm = metrics["methods"]["llm"]
     assert llm["failures"] == 0 and llm["confusion"][0][2] == 12  # every item answered "c"
+
+
+def test_transfer_fits_on_train_corpus(tmp_path):
+    from carebench.risk.data import load_dataset
+    from carebench.risk.methods import moderation as mod
+
+    data = tmp_path / "d.jsonl"
+    rows = [{"id": f"e{i}", "text": f"evaluation text {i}", "level": i % 4,
+             "self_harm": 0.2 * (i % 4) + 0.05, "self_harm_intent": 0.1,
+             "self_harm_instructions": 0.0} for i in range(12)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "r"
+    res = _invoke(["run", "--data", str(data), "--train", "builtin:sample", "--method", "tfidf-lr",
+                   "--method", "moderation-calibrated", "--out", str(out), "--bootstrap", "100"])
+    assert res.exit_code == 0, repr(res.exception)
+    recs = read_jsonl(out / "records.jsonl")
+    assert len(recs) == 24
+    assert all(r["detail"]["fold"] == -1 and r["detail"]["n_train"] == 48
+               for r in recs if r["method"] == "tfidf-lr")
+    train = load_dataset("builtin:sample").items
+    expect = mod.fit_thresholds(np.array([mod.weighted_signal(it.scores) for it in train]),
+                                np.array([it.level for it in train]))
+    cal = [r for r in recs if r["method"] == "moderation-calibrated"]
+    assert all(r["detail"]["thresholds"] == list(expect) for r in cal)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["train_dataset"]["source"] == "builtin:sample"

@@ -241,7 +241,8 @@ def _cost(metrics: dict[str, Any], names: list[str]) -> Section:
     t = Table(["Method", "Model calls", "Tokens (mean per item)", "Cost ($ per 1,000 items)",
                "Latency (median s)"], rows,
               caption="Table 3: cost and latency per method. Fitted methods make no model call; "
-              "their latency is the per-item share of fitting and predicting one fold. Costs "
+              "their latency is the per-item share of encoding (embeddings) plus fitting and "
+              "predicting one fold. Costs "
               "use the price table at list prices; cached calls keep their original cost.",
               number_format=["s", ".0f", ".0f", ".2f", ".3f"])
     return Section("Cost and latency (Table 3)", [t], anchor="cost")

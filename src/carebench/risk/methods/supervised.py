@@ -65,7 +65,10 @@ class FittedMethod:
 
     def predict(self, items: Sequence[RiskItem], ctx: MethodContext) -> list[Prediction]:
         seed = self.seed if self.seed is not None else ctx.seed
-        self.prepare(list(items) + list(ctx.train or []), ctx)
+        pool = list(items) + list(ctx.train or [])
+        t0 = time.perf_counter()
+        self.prepare(pool, ctx)
+        prep_per_item = (time.perf_counter() - t0) / max(1, len(pool))  # e.g. encoding
         timing: dict[int, tuple[float, int, int]] = {}
 
         def one(train: list[RiskItem], test: list[RiskItem], fold: int) -> np.ndarray:
@@ -83,7 +86,7 @@ class FittedMethod:
             p = probs[i]
             preds.append(Prediction(
                 it.id, self.name, int(np.argmax(p)), probs=[float(v) for v in p],
-                raw=f"{self.name}: {mode}", latency_s=secs / max(1, n_test),
+                raw=f"{self.name}: {mode}", latency_s=prep_per_item + secs / max(1, n_test),
                 detail={"fold": f, "n_train": n_train},
             ))
         return preds
