@@ -229,7 +229,8 @@ def test_choice_probabilities_never_replace_a_failed_parse():
 
 def test_choice_probabilities_only_where_logprobs_miss_a_letter():
     ln = math.log
-    full = (TokenLogprob("b", ln(0.4), {"a": ln(0.1), "c": ln(0.3), "d": ln(0.2)}),)
+    # " A" is not a letter token a grammar-bound answer can produce: it must not count as a
+    full = (TokenLogprob("b", ln(0.4), {"a": ln(0.1), "c": ln(0.3), "d": ln(0.2), " A": ln(0.5)}),)
     partial = (TokenLogprob("b", ln(0.6), {"c": ln(0.2)}),)  # a, d not among the alternatives
     model = _FakeLocal(
         {"alpha": "b", "bravo": "b"},
@@ -331,3 +332,7 @@ def test_llamacpp_builtin_runs_llm_and_schema(tmp_path):
             assert p.n_calls == 1
         if name == "schema":
             assert all(p.profile is not None for p in preds if p.status == "ok")
+        else:  # the in-process model gives the exact distribution over the four letters
+            for p in preds:
+                probs = p.probs if p.status == "ok" else p.detail.get("probs")
+                assert probs is not None and sum(probs) == pytest.approx(1.0) and min(probs) > 0

@@ -142,6 +142,33 @@ def answer_probabilities(comp: Completion) -> list[float] | None:
     return None
 
 
+def exact_letter_probabilities(comp: Completion | None) -> list[float] | None:
+    """Softmax over the four letter tokens themselves at the answer position, or None.
+
+    Only the exact tokens ``a``..``d`` count (no " A"-style variants), which makes this
+    the same number an in-process model's ``choice_probabilities`` computes from the
+    letters' logits; None when a letter is missing from the recorded alternatives.
+    """
+    if comp is None or not comp.logprobs:
+        return None
+    for tok in comp.logprobs:
+        if tok.token in LETTERS:
+            cands = {**tok.top, tok.token: tok.logprob}
+            if not all(lab in cands for lab in LETTERS):
+                return None
+            return _normalise({lab: math.exp(cands[lab]) for lab in LETTERS})
+    return None
+
+
+def _set_probs(pred: Prediction, probs: list[float]) -> None:
+    """Probabilities belong to a scored level; on a failure they are only evidence."""
+    if pred.status == "ok":
+        pred.probs = probs
+    else:
+        pred.detail["probs"] = probs
+        pred.detail["argmax"] = int(max(range(K), key=probs.__getitem__))
+
+
 def letter_prediction(
     item: RiskItem, method: str, comp: Completion | None, letter: str | None, error: str | None
 ) -> Prediction:
@@ -155,8 +182,7 @@ def letter_prediction(
     if letter is None:
         pred = failed(item, method, comp, "parse_error", error or "no level letter in the answer")
         if probs is not None:
-            pred.detail["probs"] = probs
-            pred.detail["argmax"] = int(max(range(K), key=probs.__getitem__))
+            _set_probs(pred, probs)
         return pred
     pred = Prediction(item.id, method, letter_to_level(letter), raw=comp.text, probs=probs)
     return account(pred, [comp])
@@ -189,11 +215,6 @@ def letter_request(msgs: tuple[Message, ...], max_tokens: int = LETTER_MAX_TOKEN
         top_logprobs=10,
         structured=choice_spec(LETTERS),
     )
-
-
-def _complete(probs: Sequence[float] | None) -> bool:
-    """Probabilities for all four levels (a zero means a letter was missing from the top)."""
-    return probs is not None and all(p > 0.0 for p in probs)
 
 
 def _probs_supported(model: Any) -> bool:
@@ -258,41 +279,45 @@ class LetterMethod:
             pred = letter_prediction(it, self.name, comp, letter, err)
             pred.detail["model"] = str(ctx.model(self.role).spec)
             preds.append(pred)
-        self._add_choice_probs(calls, preds, ctx)
+        self._add_choice_probs(calls, comps, preds, ctx)
         return preds
 
     def _add_choice_probs(
-        self, calls: Sequence[Call], preds: list[Prediction], ctx: MethodContext
+        self,
+        calls: Sequence[Call],
+        comps: Sequence[Completion | None],
+        preds: list[Prediction],
+        ctx: MethodContext,
     ) -> None:
         """For in-process models (llama.cpp): the exact level distribution at the answer slot.
 
-        Asked only where the answer's log probabilities do not already cover all four
-        letters: when they do, normalising them over a-d *is* the softmax over the
-        letters' logits that ``choice_probabilities`` computes, and an extra prompt
-        evaluation per item would double the cost of a local run. The level still
-        comes from the parsed answer; on a parse failure the argmax is only recorded
-        in ``detail``, never substituted.
+        The softmax over the four letter tokens' logits (``choice_probabilities``) is read
+        from the answer's recorded log probabilities when all four letters are among them,
+        and asked of the model (one more prompt evaluation) only when they are not. This
+        replaces the tolerant reading, which also counts variants such as "A" or " a"
+        that a grammar-constrained answer could never produce. The level still comes
+        from the parsed answer; on a parse failure the argmax is only recorded in
+        ``detail``, never substituted.
         """
         model = ctx.model(self.role)
         if not self.choice_probs or not _probs_supported(model):
             return
-        todo = [
-            (c, p)
-            for c, p in zip(calls, preds, strict=True)
-            if p.status in ("ok", "parse_error") and not _complete(p.probs or p.detail.get("probs"))
-        ]
+        todo = []
+        for call, comp, pred in zip(calls, comps, preds, strict=True):
+            if pred.status not in ("ok", "parse_error"):
+                continue
+            exact = exact_letter_probabilities(comp)
+            if exact is not None:
+                _set_probs(pred, exact)
+            else:
+                todo.append((call, pred))
         if not todo:
             return
         got = asyncio.run(_choice_probs(model, [c.request for c, _ in todo]))
         for (_, pred), raw in zip(todo, got, strict=True):
             probs = _normalise(raw)
-            if probs is None:
-                continue
-            if pred.status == "ok":
-                pred.probs = probs
-            else:
-                pred.detail["probs"] = probs
-                pred.detail["argmax"] = int(max(range(K), key=probs.__getitem__))
+            if probs is not None:
+                _set_probs(pred, probs)
 
     def predict(self, items: Sequence[RiskItem], ctx: MethodContext) -> list[Prediction]:
         scored = self.scored(items, ctx)
