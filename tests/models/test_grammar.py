@@ -338,7 +338,7 @@ def test_grammar_for_dispatch():
 
 @pytest.mark.llamacpp
 def test_grammars_parse_in_llama_cpp():
-    llama_grammar = pytest.importorskip("llama_cpp.llama_grammar")
+    llama_grammar = pytest.importorskip("llama_cpp.llama_grammar", exc_type=ImportError)
     from carebench.models.base import PermanentError
     from carebench.models.llamacpp import check_grammar, load_llama, resolve_gguf
 

