@@ -403,3 +403,17 @@ def test_stacked_all_components_failed_is_a_failure(stub, tmp_path):
     preds = make_method("stacked").predict(items, make_ctx(stub, tmp_path))
     assert preds[0].level is None and preds[0].status == "parse_error"
     assert all(p.level is not None for p in preds[1:])
+
+
+def test_profiler_call_is_shared_with_the_schema_method(stub, tmp_path):
+    stub.handler = scripted({"alpha": {"schema": profile(plan_specificity=1)}})
+    items = [
+        RiskItem(
+            id="x", text="alpha post", level=2, scores=dict(zip(SH, (0.5, 0.4, 0.0), strict=True))
+        )
+    ]
+    ctx = make_ctx(stub, tmp_path)
+    alone = make_method("schema").predict(items, ctx)
+    calibrated = make_method("schema-calibrated").predict(items, ctx)
+    assert n_chats(stub) == 1
+    assert alone[0].level == calibrated[0].level == 2 and calibrated[0].profile == alone[0].profile

@@ -336,3 +336,16 @@ def test_llamacpp_builtin_runs_llm_and_schema(tmp_path):
             for p in preds:
                 probs = p.probs if p.status == "ok" else p.detail.get("probs")
                 assert probs is not None and sum(probs) == pytest.approx(1.0) and min(probs) > 0
+
+
+def test_budget_stop_is_a_recorded_outcome(stub, tmp_path):
+    stub.handler = lambda req: "a"
+    runner = Runner(
+        RunnerConfig(progress=False, budget_usd=0.0), cache=CompletionCache(tmp_path / "c.sqlite")
+    )
+    ctx = MethodContext(
+        runner=runner, models={"default": get_model(f"openai:stub-model@{stub.base_url}")}
+    )
+    preds = make_method("llm").predict(items(3), ctx)
+    assert [(p.level, p.status, p.n_calls) for p in preds] == [(None, "budget", 0)] * 3
+    assert chats(stub) == []
