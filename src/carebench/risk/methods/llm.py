@@ -12,8 +12,9 @@
   carrying the pool ids in ``detail["pool_ids"]``, and ``excluded_ids`` lists them.
 
 Where the provider returns log probabilities each level's probability is recorded
-(normalised over a-d, at the answer's token); llama.cpp models expose
-``choice_probabilities`` instead. A failed call or unparsable answer is a
+(normalised over a-d, at the answer's token). For in-process models that offer
+``choice_probabilities`` (llama.cpp) the probabilities are the exact softmax over the
+four letters' logits instead; the level always comes from the parsed answer. A failed call or unparsable answer is a
 ``Prediction`` with a non-ok status and the raw text, never dropped.
 
 The request builders here are also the components of the ensembles: an ensemble
