@@ -163,6 +163,9 @@ def test_structured_capability_fallback_like_llamacpp_server(tmp_path):
         assert kinds.count("json_object") == 2
         assert model.structured_mode == "json_object"
         assert "schema" in stub.requests[-1].body["response_format"]
+        # with a GBNF grammar describing that JSON (llama.cpp's server honours it)
+        grammar = stub.requests[-1].body["grammar"]
+        assert 'value-answer-kv ::= "\\"answer\\":"' in grammar
 
 
 def test_logprobs_give_label_probabilities(stub, tmp_path):

@@ -211,10 +211,10 @@ class OpenAIModerationModel(_OpenAIBase):
 
 def _gbnf(structured: StructuredSpec) -> str | None:
     try:
-        from carebench.models.grammar import gbnf_for
+        from carebench.models.grammar import json_grammar
     except ImportError:
         return None
-    try:
-        return gbnf_for(structured)
+    try:  # the grammar must describe the same JSON the response_format asks for
+        return json_grammar(schema_for(structured))
     except Exception:  # a grammar is an optimisation; tolerant parsing still applies
         return None
