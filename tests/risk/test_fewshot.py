@@ -244,3 +244,8 @@ def test_sweep_command_writes_a_run_directory(stub, tmp_path):
     assert [r["k"] for r in rows] == [0, 2, 4] and all(r["n"] == 4 for r in rows)
     assert all(r["accuracy"] == pytest.approx(0.25) for r in rows)  # "b" is right for b1 only
     assert (tmp_path / "run" / "figures" / "fig4_fewshot_sweep.png").exists()
+
+
+def test_a_corpus_swallowed_by_the_pool_is_a_clear_error(stub, tmp_path):
+    with pytest.raises(CarebenchError, match="exemplar pool"):
+        make_method("llm-few-shot", k=2, pool_per_level=3).predict(corpus(), make_ctx(stub, tmp_path))

@@ -476,6 +476,12 @@ class FewShotMethod(LetterMethod):
 
     def calls(self, items: Sequence[RiskItem], ctx: MethodContext) -> list[Call]:
         self._shots = self.exemplars(items, ctx)
+        if items and not self.scored(items, ctx):
+            raise CarebenchError(
+                f"{self.name}: all {len(items)} items fall in the exemplar pool "
+                f"({self.pool_per_level} per level); lower pool_per_level or draw the "
+                "exemplars from another corpus with --train"
+            )
         return super().calls(items, ctx)
 
     def decode(self, items, calls, comps, ctx):
