@@ -417,3 +417,34 @@ def test_profiler_call_is_shared_with_the_schema_method(stub, tmp_path):
     calibrated = make_method("schema-calibrated").predict(items, ctx)
     assert n_chats(stub) == 1
     assert alone[0].level == calibrated[0].level == 2 and calibrated[0].profile == alone[0].profile
+
+
+def test_named_voter_roles_must_exist(stub, tmp_path):
+    from carebench.types import CarebenchError
+
+    with pytest.raises(CarebenchError, match="voter2"):
+        make_method("vote", voters=["voter1", "voter2"]).predict(
+            vote_items()[:1], make_ctx(stub, tmp_path, voter1="openai:m1@{url}")
+        )
+    with pytest.raises(CarebenchError, match="variant"):
+        make_method("vote", variants=["clinical", "lenient"])
+    assert stub.requests == []
+
+
+def test_ensemble_models_can_be_named_inline(stub, tmp_path):
+    answers = {"m1": "a", "m2": "d", "m3": "d", "judge": "b"}
+    stub.handler = lambda req: (
+        answers[req.body["model"]] if component_of(req.body) != "schema" else profile()
+    )
+    models = {f"voter{j}": f"openai:m{j}@{stub.base_url}" for j in (1, 2, 3)}
+    vote = make_method("vote", models=models).predict(vote_items()[:1], make_ctx(stub, tmp_path))
+    assert vote[0].level == 3 and vote[0].detail["voters"] == [
+        "llm@voter1",
+        "llm@voter2",
+        "llm@voter3",
+    ]
+    adj = make_method(
+        "adjudicated", models={**models, "adjudicator": f"openai:judge@{stub.base_url}"}
+    )
+    assert adj.predict(vote_items()[:1], make_ctx(stub, tmp_path))[0].level == 1
+    assert {r.body["model"] for r in stub.requests} == {"m1", "m2", "m3", "judge", "stub-model"}

@@ -39,6 +39,7 @@ from carebench.risk.methods.llm import (
     letter_prediction,
     letter_request,
     run_calls,
+    system_prompt,
 )
 from carebench.risk.methods.moderation import (
     CHANNELS,
@@ -99,6 +100,10 @@ def voter_methods(ctx: MethodContext, voters: Sequence[str] | None = None,
                   variants: Sequence[str] | None = None) -> list[LLMMethod]:
     """The three classifiers: explicit roles, else voter1..3 if all given, else the variants."""
     roles = list(voters) if voters else None
+    if roles is not None:
+        missing = [r for r in roles if r not in ctx.models]
+        if missing:  # never fall back silently: three copies of one model are not three voters
+            raise CarebenchError(f"no model given for voter role(s) {', '.join(missing)}")
     if roles is None and variants is None and all(r in ctx.models for r in VOTER_ROLES):
         roles = list(VOTER_ROLES)
     if roles is not None:
@@ -234,6 +239,8 @@ class _Ensemble:
             raise CarebenchError(f"{self.name}: give either voters (roles) or variants, not both")
         if variants is not None and len(variants) < 1:
             raise CarebenchError(f"{self.name}: variants must not be empty")
+        for v in variants or ():
+            system_prompt(v)  # an unknown variant fails before any call
         self.components = Components(voters=voters, variants=variants, **self.uses)
         if name:
             self.name = name
