@@ -105,7 +105,9 @@ def build_report(metrics: dict[str, Any], records: list[dict[str, Any]],
            if st.get("failures") == "wrong" else "failed predictions excluded per method")
         + ").",
     ]
-    sections = [_overview(ds, manifest, st), _table2(metrics, names), _table4(metrics, names),
+    overview = _overview(ds, manifest, st)
+    overview.blocks.extend(_method_notes(records, manifest))
+    sections = [overview, _table2(metrics, names), _table4(metrics, names),
                 _per_class(metrics, names), _confusions(metrics, names), _triage(metrics, names),
                 _failures(metrics, names, records, st), _cost(metrics, names),
                 _paired(metrics), _comparison(metrics, names)]
@@ -146,6 +148,33 @@ def _overview(ds: dict[str, Any], manifest: dict[str, Any], st: dict[str, Any]) 
         "the F1 of the Behavior+Attempt side of the low/high severity split, not a "
         "self-harm detection score."))
     return Section("Run", blocks, anchor="run")
+
+
+def _method_notes(records: list[dict[str, Any]], manifest: dict[str, Any]) -> list[Any]:
+    """How each moderation mapping cut its score (the seed prints only the fixed cuts)."""
+    kinds = {m["name"]: m["method"] for m in manifest.get("methods") or []}
+    out: list[Any] = []
+    done: set[str] = set()
+    for r in records:
+        name = r["method"]
+        kind = kinds.get(name, name)
+        th = (r.get("detail") or {}).get("thresholds")
+        if name in done or not th or not str(kind).startswith("moderation"):
+            continue
+        done.add(name)
+        cuts = " / ".join(f"{t:.3f}" for t in th)
+        if kind == "moderation-weighted":
+            how = ("recalibrated without labels: each cut is the quantile of the weighted score "
+                   "that sends the same share of items above it as the fixed cut sends above "
+                   "max(self_harm, self_harm_intent); the seed does not print its recalibrated "
+                   "values (explicit thresholds override this)")
+        elif kind == "moderation-calibrated":
+            how = ("fitted on training folds only (macro-F1), so cuts differ by fold; shown: "
+                   "the first item's fold")
+        else:
+            how = "fixed cuts on max(self_harm, self_harm_intent) (seeds/001 §4.1)"
+        out.append(Paragraph(f"{name}: cut points {cuts}; {how}."))
+    return out
 
 
 def _table2(metrics: dict[str, Any], names: list[str]) -> Section:
