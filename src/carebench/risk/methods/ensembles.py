@@ -34,6 +34,7 @@ from carebench.models.structured import parse_choice
 from carebench.risk.folds import fit_predict_oof
 from carebench.risk.methods.base import MethodContext, Prediction, RiskItem, register
 from carebench.risk.methods.llm import (
+    LetterMethod,
     LLMMethod,
     account,
     letter_prediction,
@@ -376,13 +377,17 @@ class AdjudicatedMethod(_Ensemble):
         calls = [Call(model, adjudicator_request(it, ev), (self.name, it.id)) for it, ev in
                  zip(items, evidence, strict=True)]
         comps = run_calls(ctx, calls)
-        out = []
-        for it, ev, comp in zip(items, evidence, comps, strict=True):
+        preds = []
+        for it, comp in zip(items, comps, strict=True):
             letter, err = (None, None)
             if comp is not None and comp.ok:
                 p = parse_choice(comp.text, LETTERS)
                 letter, err = p.value, p.error
-            pred = letter_prediction(it, self.name, comp, letter, err)
+            preds.append(letter_prediction(it, self.name, comp, letter, err))
+        # exact level probabilities from in-process adjudicators, as for any letter method
+        LetterMethod(role="adjudicator")._add_choice_probs(calls, comps, preds, ctx)
+        out = []
+        for pred, ev, comp in zip(preds, evidence, comps, strict=True):
             lat = comp.latency_s if comp is not None else 0.0
             pred = _finish(pred, ev, extra=[comp], extra_latency=lat)
             pred.detail["adjudicator"] = str(model.spec)
