@@ -225,6 +225,6 @@ def test_demo_runs_against_a_stub_model(tmp_path):
         stub.handler = lambda req: StubReply(content='{"met": true, "rationale": "stub"}')
         run_dir = run_demo(tmp_path / "demo", model_spec=f"openai:m@{stub.base_url}")
     m = json.loads((run_dir / "metrics.json").read_text())
-    assert m["config"]["n_tasks"] == QUICK_TASKS and m["config"]["attempts"] == [0]
+    assert m["config"]["n_tasks"] == len(QUICK_TASKS) and m["config"]["attempts"] == [0]
     assert len(m["config"]["panel"]) == 3
     assert DEMO_NOTE.split(":")[0] in (run_dir / "report.md").read_text()

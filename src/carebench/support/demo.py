@@ -12,8 +12,9 @@ from pathlib import Path
 
 from carebench.support.experiment import SupportRunConfig, run_support
 
-#: Quick demo tasks: two single-turn and one multi-turn conversation.
-QUICK_TASKS = 3
+#: Quick demo tasks: one single-turn and one two-turn conversation (17 criteria, so the
+#: embedded model finishes in about a minute on two cores).
+QUICK_TASKS = ("ill-ideation-01", "ill-selfworth-04")
 DEMO_NOTE = (
     "Demonstration only: the same small embedded model wrote every reply and filled all three "
     "judge seats (at temperature 0 the three seats repeat one answer). Its scores demonstrate "
@@ -32,8 +33,8 @@ def run_demo(out_dir: Path, model_spec: str = "llamacpp:builtin", quick: bool = 
         include_reference=not quick,
         out=str(out_dir),
         max_tokens=160 if quick else 400,
-        judge_max_tokens=96,
-        task_limit=QUICK_TASKS if quick else None,
+        judge_max_tokens=64,
+        task_ids=list(QUICK_TASKS) if quick else None,
         bootstrap=500 if quick else 2000,
         title="Support suite demo (embedded model, illustrative tasks)",
         notes=[DEMO_NOTE],

@@ -69,6 +69,7 @@ class SupportRunConfig:
     judge_temperature: float = 0.0
     judge_max_tokens: int = JUDGE_MAX_TOKENS
     task_limit: int | None = None  # first N tasks only (demo / smoke runs)
+    task_ids: list[str] | None = None  # only these tasks, in this order
     progress: bool = True
     title: str = "Support: rubric-scored crisis support"
     notes: list[str] = field(default_factory=list)
@@ -104,6 +105,12 @@ def run_support(cfg: SupportRunConfig, cache: CompletionCache | None = None) -> 
     """Run the suite; returns the run directory (or the call plan for a dry run)."""
     cfg.validate()
     tasks = load_tasks(cfg.tasks)  # every row validated before any model call
+    if cfg.task_ids:
+        by_id = {t.id: t for t in tasks}
+        missing = [i for i in cfg.task_ids if i not in by_id]
+        if missing:
+            raise CarebenchError(f"{cfg.tasks}: no task with id {missing[0]!r}")
+        tasks = [by_id[i] for i in cfg.task_ids]
     if cfg.task_limit is not None:
         tasks = tasks[: cfg.task_limit]
     system_prompt = _read_system_prompt(cfg.system_prompt_file)
