@@ -39,7 +39,7 @@ def component_of(body: dict) -> str:
         return "adjudicator"
     if "Erring on the side of safety" in system:
         return "conservative"
-    if "weigh the context" in system:
+    if "look at the context around" in system:
         return "contextual"
     return "clinical"
 

@@ -148,7 +148,7 @@ def test_variants_are_distinct_prompts_and_names(stub, tmp_path):
         assert m.predict(one, ctx)[0].level == 0
     systems = [system_of(r) for r in chats(stub)]
     assert len(set(systems)) == 3
-    assert "more severe" in systems[1] and "protective factors" in systems[2]
+    assert "more severe" in systems[1] and "anything that protects the writer" in systems[2]
     assert all(s.rstrip().endswith("nothing else.") for s in systems)
     assert make_method("llm", variant="contextual").name == "llm-contextual"
     with pytest.raises(CarebenchError, match="variant"):
