@@ -149,3 +149,15 @@ def test_binary_verdict_schema_is_sent_as_structured_output(tmp_path):
     assert len(res.verdicts) == len(task.criteria)
     assert all(v.met is False and v.status == "ok" and v.rationale == "no" for v in res.verdicts)
     assert BinaryVerdict.model_json_schema()["required"] == ["met"]
+
+
+def test_truncated_rationale_keeps_a_verdict_stated_first():
+    cut = Completion(text='{"met": false, "rationale": "the reply never offers', finish_reason="length",
+                     flags=("truncated",))
+    st, value, _ = parse_answer(_q(), cut)
+    assert st == "ok" and value.met is False and value.rationale.startswith("[rationale cut off")
+    # no verdict before the cut: a parse failure
+    cut2 = Completion(text='{"rationale": "the reply never offers', finish_reason="length", flags=("truncated",))
+    assert parse_answer(_q(), cut2)[0] == "parse_error"
+    # a complete answer that is not JSON is never salvaged, truncated or not
+    assert parse_answer(_q(), Completion(text='"met": true', finish_reason="stop"))[0] == "parse_error"

@@ -133,6 +133,10 @@ def parse_answer(q: JudgeQuestion, comp: Completion | None) -> tuple[AnswerStatu
     if comp.status == "error":
         return "error", None, comp.error or "call failed"
     parsed = parse_model(comp.text, q.answer)
+    if not parsed.ok and comp.status == "truncated" and q.answer is BinaryVerdict:
+        salvaged = _salvage_truncated(comp.text)
+        if salvaged is not None:
+            return "ok", salvaged, None
     if not parsed.ok:
         why = parsed.error or "unparseable"
         if comp.status != "ok":
@@ -153,6 +157,19 @@ def parse_answer(q: JudgeQuestion, comp: Completion | None) -> tuple[AnswerStatu
         except ValidationError as e:  # pragma: no cover - fields already validated
             return "parse_error", None, str(e)
     return "ok", value, None
+
+
+_LEADING_MET = re.compile(r'^\s*(?:```(?:json)?\s*)?\{\s*"met"\s*:\s*(true|false)\b(.*)', re.DOTALL | re.IGNORECASE)
+
+
+def _salvage_truncated(text: str) -> BinaryVerdict | None:
+    """A verdict whose *rationale* hit the output cap still states its verdict first
+    (``met`` is the schema's first field): keep the verdict, mark the rationale cut."""
+    m = _LEADING_MET.match(text)
+    if m is None:
+        return None
+    rest = re.sub(r'^\s*,\s*"rationale"\s*:\s*"?', "", m.group(2))
+    return BinaryVerdict(met=m.group(1).lower() == "true", rationale=f"[rationale cut off at the output cap] {rest}")
 
 
 def ask(
