@@ -33,8 +33,23 @@ from carebench.support.panel import cell_votes, collapse, decide, earned
 from carebench.support.records import REFERENCE, ResponseRecord, VerdictRecord, is_empty_reply
 from carebench.support.tasks import DIMENSION_LABELS, DIMENSIONS, Task
 
-#: Per-task reply details are shown for at most this many tasks (the rest stay in records.jsonl).
+#: Per-task reply details cover at most this many tasks and replies (the rest stay in
+#: records.jsonl), so a seed-scale run still gives a report a browser can open.
 MAX_DETAIL_TASKS = 60
+MAX_DETAIL_REPLIES = 400
+
+
+def detail_task_ids(tasks: Sequence[Task], replies_per_task: Mapping[str, int]) -> list[str]:
+    """The tasks whose replies are shown in full: in task order, within both limits."""
+    out: list[str] = []
+    total = 0
+    for t in tasks:
+        n = replies_per_task.get(t.id, 0)
+        if out and (len(out) >= MAX_DETAIL_TASKS or total + n > MAX_DETAIL_REPLIES):
+            break
+        out.append(t.id)
+        total += n
+    return out
 
 ILLUSTRATIVE_NOTE = (
     "The built-in tasks are illustrative examples written for carebench, not clinician-authored "
@@ -150,7 +165,10 @@ def build_report(
     verdicts: Sequence[VerdictRecord],
     metrics: Mapping[str, Any],
     settings: Mapping[str, Any],
+    detail_ids: Sequence[str] | None = None,
 ) -> Report:
+    """The report document; ``detail_ids`` picks the tasks shown reply by reply
+    (default: :func:`detail_task_ids` over ``responses``)."""
     cfg = metrics.get("config", {})
     notes: list[str] = []
     sections: list[Section] = [_overview(manifest, tasks, metrics, settings)]
@@ -165,7 +183,13 @@ def build_report(
     sections.append(_ablation(metrics))
     sections.append(_judges(metrics))
     sections.append(_counts(metrics))
-    sections.append(_per_task(tasks, responses, verdicts, cfg.get("panel") or [], cfg.get("scope", "final")))
+    if detail_ids is None:
+        counts: dict[str, int] = defaultdict(int)
+        for r in responses:
+            counts[r.task_id] += 1
+        detail_ids = detail_task_ids(tasks, counts)
+    sections.append(_per_task(tasks, responses, verdicts, cfg.get("panel") or [], cfg.get("scope", "final"),
+                              detail_ids))
     return Report(
         title=str((manifest.get("config") or {}).get("title") or "Support: rubric-scored crisis support"),
         subtitle=f"{cfg.get('n_tasks', len(tasks))} tasks, panel of {len(cfg.get('panel') or [])} judges, "
@@ -495,7 +519,7 @@ def _counts(metrics) -> Section:
 # -- per task -----------------------------------------------------------------------------
 
 
-def _per_task(tasks, responses, verdicts, panel: Sequence[str], scope: str) -> Section:
+def _per_task(tasks, responses, verdicts, panel: Sequence[str], scope: str, detail_ids: Sequence[str]) -> Section:
     cells = collapse(v for v in verdicts if v.scope == scope)
     by_task: dict[str, list[ResponseRecord]] = defaultdict(list)
     for r in responses:
@@ -504,9 +528,10 @@ def _per_task(tasks, responses, verdicts, panel: Sequence[str], scope: str) -> S
         f"Every reply with each criterion's votes, the panel decision and the judges' rationales "
         f"({scope}-turn scope). Negative criteria (marked 'must not') earn their weight when not met."
     )]
-    shown = list(tasks)[:MAX_DETAIL_TASKS]
+    wanted = set(detail_ids)
+    shown = [t for t in tasks if t.id in wanted]
     if len(tasks) > len(shown):
-        blocks.append(Callout(f"Showing the first {len(shown)} of {len(tasks)} tasks; every reply and "
+        blocks.append(Callout(f"Showing {len(shown)} of {len(tasks)} tasks reply by reply; every reply and "
                               "verdict is in records.jsonl.", "info"))
     for t in shown:
         inner: list[Block] = [KeyValue([
