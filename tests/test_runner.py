@@ -240,3 +240,13 @@ def test_per_model_concurrency_limit(tmp_path):
         assert starts[2] - starts[0] >= 0.09 and starts[4] - starts[2] >= 0.09
         b_starts = sorted(r.time for r in stub.requests if r.body["model"] == "B")
         assert b_starts[-1] - b_starts[0] < 0.09
+
+
+def test_runner_reusable_across_run_sync_calls(stub, tmp_path):
+    """Semaphores that had to wait in one event loop must not leak into the next run."""
+    stub.handler = lambda r: StubReply(content="ok", delay=0.01)
+    runner = make_runner(tmp_path, concurrency=1, use_cache=False)
+    model = model_for(stub)
+    for round_ in range(3):
+        res = runner.run_sync([Call(model, req(f"r{round_}-{i}")) for i in range(4)])
+        assert all(c.ok for c in res.completions)

@@ -99,6 +99,7 @@ class Runner:
         self.cache = cache if self.config.use_cache else None
         self.on_complete = on_complete
         self._sems: dict[str, asyncio.Semaphore] = {}
+        self._sems_loop: asyncio.AbstractEventLoop | None = None
         self._reached: set[str] = set()  # models that answered at least once
 
     # -- planning -----------------------------------------------------------------
@@ -139,6 +140,9 @@ class Runner:
 
     async def run(self, calls: Sequence[Call]) -> RunResult:
         calls = list(calls)
+        loop = asyncio.get_running_loop()
+        if self._sems_loop is not loop:  # semaphores are bound to the loop they first wait on
+            self._sems, self._sems_loop = {}, loop
         res = RunResult(completions=[None] * len(calls), calls=calls)
         t0 = time.perf_counter()
         progress = _Progress(len(calls), self.config.description, self.config.progress)

@@ -74,13 +74,6 @@ def run_calls(ctx: MethodContext, calls: Sequence[Call]) -> list[Completion | No
         if key not in index:
             index[key] = len(unique)
             unique.append(c)
-    # Runner keeps per-model asyncio semaphores across run_sync calls, but each run_sync
-    # is a new event loop and a semaphore that ever waited is bound to its old loop
-    # ("bound to a different event loop" with concurrency-1 models such as llama.cpp).
-    # Until the runner scopes them per run, start each of our runs with fresh ones.
-    sems = getattr(runner, "_sems", None)
-    if isinstance(sems, dict):
-        sems.clear()
     result = runner.run_sync(unique)
     return [result.completions[index[k]] for k in keys]
 
