@@ -315,6 +315,12 @@ class LlamaCppModel:
     # -- ChatModel ------------------------------------------------------------------
 
     async def complete(self, request: ChatRequest) -> Completion:
+        s = request.structured
+        if s is not None and s.kind == "choice" and request.temperature == 0 and s.labels:
+            # Greedy choice under a grammar picks the label whose first token is most
+            # probable: exactly what one prompt evaluation of the label logits gives, with
+            # the exact label distribution recorded (and cached) in the completion.
+            return await self.complete_choice(request, s.labels)
         return await asyncio.to_thread(self._complete_sync, request)
 
     async def aclose(self) -> None:
