@@ -202,3 +202,16 @@ def test_transfer_fits_on_train_corpus(tmp_path):
     assert all(r["detail"]["thresholds"] == list(expect) for r in cal)
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["train_dataset"]["source"] == "builtin:sample"
+
+
+def test_method_arguments_and_model_expansion():
+    from carebench.risk.config import method_specs
+    from carebench.risk.methods import REGISTRY
+
+    specs = method_specs(["embed-lr:encoder=/m/x,C=0.5", "tfidf-lr"], None, "--method")
+    assert specs[0].method == "embed-lr" and specs[0].options == {"encoder": "/m/x", "C": 0.5}
+    if "llm" in REGISTRY:
+        specs = method_specs([{"method": "llm"}, "tfidf-lr", {"method": "llm-cot", "model": "x:y"}],
+                             ["openai:a", "openai:b"], "cfg")
+        assert [(s.method, s.model) for s in specs] == [
+            ("llm", "openai:a"), ("llm", "openai:b"), ("tfidf-lr", None), ("llm-cot", "x:y")]

@@ -24,7 +24,8 @@ def run(
     format: Annotated[str | None, typer.Option(
         "--format", help="jsonl, csv, parquet, gaur or clinician-sentences (default: detect).")] = None,
     method: Annotated[list[str] | None, typer.Option(
-        "--method", help="Method name; repeat for several (e.g. tfidf-lr, llm, moderation-fixed).")] = None,
+        "--method", help="Method NAME or NAME:key=value,...; repeat for several (e.g. tfidf-lr, "
+             "moderation-fixed, llm:variant=conservative, embed-lr:encoder=/local/hf-model).")] = None,
     model: Annotated[str | None, typer.Option(help="Chat model spec for model-backed methods.")] = None,
     moderation_model: Annotated[str | None, typer.Option(
         help="Moderation model spec (e.g. openai-moderation:omni-moderation-latest).")] = None,

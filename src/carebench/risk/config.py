@@ -75,6 +75,27 @@ def _needs_model(method: str) -> bool:
     return bool(getattr(factory, "needs_model", False) or getattr(factory(), "needs_model", False))
 
 
+def parse_method_arg(text: str) -> dict[str, Any]:
+    """``NAME`` or ``NAME:key=value,key=value`` (values read as YAML scalars/lists), e.g.
+    ``embed-lr:encoder=/models/mentalbert`` or ``llm:variant=conservative``."""
+    name, _, rest = text.partition(":")
+    entry: dict[str, Any] = {"method": name.strip()}
+    if rest.strip():
+        import yaml
+
+        opts: dict[str, Any] = {}
+        for part in rest.split(","):
+            key, eq, value = part.partition("=")
+            if not eq or not key.strip():
+                raise CarebenchError(f"--method {text!r}: options must be key=value pairs")
+            try:
+                opts[key.strip()] = yaml.safe_load(value.strip())
+            except yaml.YAMLError:
+                opts[key.strip()] = value.strip()
+        entry["options"] = opts
+    return entry
+
+
 def method_specs(entries: list[Any], models: list[str] | None, where: str) -> list[MethodSpec]:
     """Expand method entries; a model-backed method without its own model runs on each of
     ``models`` (labelled ``method@model`` when there are several)."""
@@ -83,7 +104,7 @@ def method_specs(entries: list[Any], models: list[str] | None, where: str) -> li
     out: list[MethodSpec] = []
     for i, e in enumerate(entries, 1):
         if isinstance(e, str):
-            e = {"method": e}
+            e = parse_method_arg(e)
         if not isinstance(e, dict) or "method" not in e:
             raise CarebenchError(f"{where}: methods[{i}] needs a 'method' name")
         unknown = set(e) - METHOD_KEYS
