@@ -149,8 +149,13 @@ def _num(v: Any) -> Any:
 
 
 def _short(names: Sequence[str]) -> list[str]:
-    """Figure labels without base URLs, unless dropping them would merge two names."""
-    short = [n.split("@", 1)[0] for n in names]
+    """Figure labels without base URLs or directories, unless that would merge two names."""
+    def one(n: str) -> str:
+        n = n.split("@", 1)[0]
+        provider, sep, model = n.partition(":")
+        return f"{provider}{sep}{model.rstrip('/').rsplit('/', 1)[-1]}" if "/" in model else n
+
+    short = [one(n) for n in names]
     return short if len(set(short)) == len(set(names)) else list(names)
 
 
