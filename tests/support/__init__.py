@@ -1,0 +1,1 @@
+"""Support-suite tests (a package, so test file names may repeat other suites')."""
