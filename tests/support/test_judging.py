@@ -161,3 +161,20 @@ def test_truncated_rationale_keeps_a_verdict_stated_first():
     assert parse_answer(_q(), cut2)[0] == "parse_error"
     # a complete answer that is not JSON is never salvaged, truncated or not
     assert parse_answer(_q(), Completion(text='"met": true', finish_reason="stop"))[0] == "parse_error"
+
+
+def test_batched_judging_gives_the_same_verdicts(tmp_path):
+    tasks = load_tasks("builtin:sample")[:3]
+    resps = [ResponseRecord(t.id, "m", a, [{"role": "user", "content": t.turns[0]},
+                                           {"role": "assistant", "content": f"reply {a}"}], f"reply {a}", "ok")
+             for t in tasks for a in range(2)]
+    with StubServer() as stub:
+        stub.handler = lambda req: StubReply(
+            content=json.dumps({"met": len(req.text) % 2 == 0, "rationale": "parity"}))
+        spec = f"openai:j@{stub.base_url}"
+        seats = panel_seats([spec], [get_model(spec)])
+        one = judge_responses(tasks, resps, seats, Runner(RunnerConfig(progress=False), cache=None))
+        many = judge_responses(tasks, resps, seats, Runner(RunnerConfig(progress=False), cache=None), batch=7)
+    assert [v.to_dict() for v in many.verdicts] == [v.to_dict() for v in one.verdicts]
+    assert len(one.verdicts) == sum(2 * len(t.criteria) for t in tasks)
+    assert many.run.provider_calls == one.run.provider_calls == len(one.verdicts)

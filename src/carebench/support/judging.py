@@ -296,6 +296,10 @@ class JudgingResult:
     not_judged: int  # verdict records written for empty final turns (no call)
 
 
+#: Judge questions per runner batch: bounds memory on seed-scale runs (1.6 M verdicts).
+JUDGE_BATCH = 20_000
+
+
 def judge_responses(
     tasks: Sequence[Task],
     responses: Sequence[ResponseRecord],
@@ -305,22 +309,46 @@ def judge_responses(
     scopes: Sequence[Scope] = ("final",),
     temperature: float = 0.0,
     max_tokens: int = JUDGE_MAX_TOKENS,
+    batch: int = JUDGE_BATCH,
 ) -> JudgingResult:
-    """One verdict record per (response, criterion, judge, scope).
+    """One verdict record per (response, criterion, judge, scope), in response order.
 
     Empty final turns get ``not_judged_empty`` records (met None) and no call: they
-    score zero (E.6). Everything else is asked in one runner batch.
+    score zero (E.6). Everything else is asked in runner batches of about ``batch``
+    questions; a budget stop ends judging after the batch that hit it.
     """
     by_id = {t.id: t for t in tasks}
+    verdicts: list[VerdictRecord] = []
+    rows: list[dict[str, Any]] = []
+    total = RunResult(completions=[])
+    not_judged = 0
     questions: list[JudgeQuestion] = []
-    skipped: list[VerdictRecord] = []
+
+    def flush() -> None:
+        answers, run = ask(questions, judges, runner, temperature=temperature, max_tokens=max_tokens)
+        for a in answers:
+            task_id, responder, attempt, cid, scope = a.key
+            met = getattr(a.value, "met", None) if a.status == "ok" else None
+            verdicts.append(
+                VerdictRecord(task_id, responder, attempt, cid, a.judge, met, a.rationale, a.status, scope)
+            )
+        rows.extend(run.call_records())
+        total.spent_usd += run.spent_usd
+        total.provider_calls += run.provider_calls
+        total.cache_hits += run.cache_hits
+        total.errors += run.errors
+        total.elapsed_s += run.elapsed_s
+        total.stopped = total.stopped or run.stopped
+        questions.clear()
+
     for r in responses:
         task = by_id[r.task_id]
         empty = is_empty_reply(r.final_reply, r.status)
         for scope in scopes:
             for c in task.criteria:
                 if empty:
-                    skipped.extend(
+                    not_judged += len(judges)
+                    verdicts.extend(
                         VerdictRecord(r.task_id, r.responder, r.attempt, c.id, j.label, None,
                                       "final assistant turn is empty: scored zero without judging",
                                       "not_judged_empty", scope)
@@ -328,14 +356,12 @@ def judge_responses(
                     )
                 else:
                     questions.append(criterion_question(r, c, scope))
-    answers, run = ask(questions, judges, runner, temperature=temperature, max_tokens=max_tokens)
-    verdicts = list(skipped)
-    for a in answers:
-        task_id, responder, attempt, cid, scope = a.key
-        met = getattr(a.value, "met", None) if a.status == "ok" else None
-        verdicts.append(
-            VerdictRecord(task_id, responder, attempt, cid, a.judge, met, a.rationale, a.status, scope)
-        )
+        if len(questions) >= batch:
+            flush()
+            if total.stopped:
+                break
+    if questions and not total.stopped:
+        flush()
     order = {(r.task_id, r.responder, r.attempt): i for i, r in enumerate(responses)}
     verdicts.sort(key=lambda v: (order[(v.task_id, v.responder, v.attempt)], v.scope != "final"))
-    return JudgingResult(verdicts, run.call_records(), run, len(skipped))
+    return JudgingResult(verdicts, rows, total, not_judged)
