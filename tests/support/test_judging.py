@@ -178,3 +178,19 @@ def test_batched_judging_gives_the_same_verdicts(tmp_path):
     assert [v.to_dict() for v in many.verdicts] == [v.to_dict() for v in one.verdicts]
     assert len(one.verdicts) == sum(2 * len(t.criteria) for t in tasks)
     assert many.run.provider_calls == one.run.provider_calls == len(one.verdicts)
+
+
+def test_category_questions_go_through_the_same_machinery():
+    from carebench.support.judging import category_question
+
+    q = category_question("case-1", "You judge replies.", "Reply: ...", ["validate", "provide resources"])
+    with StubServer() as stub:
+        stub.handler = lambda req: StubReply(content=json.dumps(
+            {"appropriate": True, "categories": ["validate"], "rationale": "warm"}))
+        specs = [f"openai:j{k}@{stub.base_url}" for k in range(3)]
+        answers, _ = ask([q], panel_seats(specs, [get_model(s) for s in specs]),
+                         Runner(RunnerConfig(progress=False), cache=None))
+        sent = stub.requests[0].body
+    assert [a.value.categories for a in answers] == [["validate"]] * 3
+    assert {a.judge for a in answers} == set(specs) and all(a.key == "case-1" for a in answers)
+    assert "appropriate" in json.dumps(sent.get("response_format", {}))

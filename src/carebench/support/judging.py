@@ -70,6 +70,13 @@ class JudgeQuestion:
     categories: tuple[str, ...] = ()
 
 
+def category_question(key: Any, system: str, user: str, categories: Sequence[str]) -> JudgeQuestion:
+    """A jury question (VEILED-SH §5.3): is the response appropriate, which of the
+    allowed response categories does it satisfy, and why."""
+    return JudgeQuestion(key, (Message("system", system), Message("user", user)), CategoryVerdict,
+                         tuple(categories))
+
+
 @dataclass(slots=True)
 class JudgeAnswer:
     key: Any
