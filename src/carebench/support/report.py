@@ -335,7 +335,7 @@ def _dimensions(metrics) -> Section:
             "support-dimension-median-best",
             bar_chart([r[0] for r in rows], {"median model": [_nan(r[3]) for r in rows],
                                              "best model": [_nan(r[4]) for r in rows]},
-                      "Median vs best model per dimension", "pass rate", ylim=(0.0, 1.0)),
+                      "Median vs best model per dimension", "pass rate", ylim=(0.0, 1.1)),
             caption="Median against best model per dimension (§4.2).",
         ))
         blocks.append(Figure(
@@ -389,7 +389,7 @@ def _slices(metrics) -> Section:
             blocks.append(Figure(
                 "support-turn-structure",
                 bar_chart(_short(responders), {str(row[0]): [_nan(v) for v in row[3:]] for row in rows},
-                          "Single- vs multi-turn", "score", ylim=(0.0, 1.0)),
+                          "Single- vs multi-turn", "score", ylim=(0.0, 1.1)),
                 caption="Score by turn structure and responder (§4.5).",
             ))
     return Section("Slices: turn structure, metadata and subcategory", blocks)
