@@ -26,6 +26,7 @@ model's raw next-token distribution, before the grammar constraint and the tempe
 from __future__ import annotations
 
 import asyncio
+import atexit
 import functools
 import importlib.util
 import threading
@@ -159,6 +160,11 @@ def unload_all() -> None:
             llama.close()
         _LOADED.clear()
         _LOAD_SECONDS.clear()
+
+
+# Free models before interpreter teardown: llama-cpp-python's __del__ otherwise runs
+# after its C bindings are gone and prints a spurious TypeError at exit.
+atexit.register(unload_all)
 
 
 @functools.lru_cache(maxsize=128)
