@@ -215,3 +215,15 @@ def test_method_arguments_and_model_expansion():
                              ["openai:a", "openai:b"], "cfg")
         assert [(s.method, s.model) for s in specs] == [
             ("llm", "openai:a"), ("llm", "openai:b"), ("tfidf-lr", None), ("llm-cot", "x:y")]
+
+
+def test_repeated_methods_get_distinct_labels():
+    from carebench.risk.experiment import MethodSpec, resolve_labels
+    from carebench.types import CarebenchError
+
+    names = [s.name for s in resolve_labels(
+        [MethodSpec("tfidf-ordinal"), MethodSpec("tfidf-ordinal", options={"decision": "argmax"}),
+         MethodSpec("llm", model="p:a"), MethodSpec("llm", model="p:b")], None)]
+    assert names == ["tfidf-ordinal", "tfidf-ordinal[decision=argmax]", "llm@p:a", "llm@p:b"]
+    with pytest.raises(CarebenchError, match="unique"):
+        resolve_labels([MethodSpec("tfidf-lr"), MethodSpec("tfidf-lr")], None)

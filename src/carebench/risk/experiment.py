@@ -96,8 +96,13 @@ def resolve_labels(specs: Sequence[MethodSpec], default_model: str | None) -> li
     out = []
     for s in specs:
         if s.label is None and counts[s.method] > 1:
-            s = MethodSpec(s.method, f"{s.method}@{s.model or default_model}", s.model,
-                           s.moderation_model, dict(s.options))
+            label = s.method
+            if s.options:
+                label += "[" + ",".join(f"{k}={v}" for k, v in sorted(s.options.items())) + "]"
+            if s.model or (default_model and len({x.model for x in specs
+                                                   if x.method == s.method}) > 1):
+                label += f"@{s.model or default_model}"
+            s = MethodSpec(s.method, label, s.model, s.moderation_model, dict(s.options))
         out.append(s)
     names = [s.name for s in out]
     dup = {n for n in names if names.count(n) > 1}
