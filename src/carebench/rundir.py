@@ -15,13 +15,13 @@ import os
 import platform
 import re
 import sys
-import tempfile
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from carebench.fileio import atomic_write_text
 from carebench.types import CarebenchError
 
 TRACKED_PACKAGES = (
@@ -46,18 +46,6 @@ def new_run_dir(suite: str, out: str | Path | None = None) -> Path:
     except OSError as e:
         raise CarebenchError(f"cannot create output directory {path}: {e.strerror}") from None
     return path
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_json(path: Path, obj: Any) -> None:
