@@ -20,9 +20,7 @@ import ast
 import csv
 import json
 import math
-import sys
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -30,6 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from carebench.datasets.files import csv_rows, read_rows
 from carebench.risk.methods.base import RiskItem
 from carebench.risk.scale import LEVEL_NAMES, to_level
 from carebench.rundir import data_sha256, file_sha256
@@ -198,53 +197,9 @@ def _check_unique(items: list[RiskItem], path: Path | str) -> None:
 # ----------------------------------------------------------------------------- generic
 
 
-def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line where the record starts, row) for each CSV record; quoted newlines allowed."""
-    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
-    with path.open(encoding="utf-8-sig", newline="") as fh:
-        delim = "\t" if path.suffix.lower() == ".tsv" else ","
-        reader = csv.DictReader(fh, delimiter=delim)
-        if reader.fieldnames is None:
-            return
-        prev = reader.line_num
-        for row in reader:
-            yield prev + 1, row
-            prev = reader.line_num
-
-
-def _raw_rows(path: Path, fmt: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(location, row): location is ``line N`` (JSONL/CSV) or ``row N`` (Parquet)."""
-    if fmt == "jsonl":
-        with path.open(encoding="utf-8") as fh:
-            for i, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except ValueError as e:
-                    raise CarebenchError(f"{path}:{i}: invalid JSON ({e.args[0]})") from None
-                if not isinstance(obj, dict):
-                    raise CarebenchError(f"{path}:{i}: expected a JSON object")
-                yield f"line {i}", obj
-    elif fmt == "csv":
-        for line, row in _csv_rows(path):
-            yield f"line {line}", row
-    elif fmt == "parquet":
-        try:
-            import pandas as pd
-
-            frame = pd.read_parquet(path)
-        except (ImportError, OSError, ValueError) as e:
-            raise CarebenchError(f"{path}: cannot read Parquet ({e})") from None
-        for i, row in enumerate(frame.to_dict(orient="records"), 1):
-            yield f"row {i}", row
-    else:  # pragma: no cover - guarded by the caller
-        raise AssertionError(fmt)
-
-
 def _load_generic(path: Path, fmt: str) -> list[RiskItem]:
     items = []
-    for loc, raw in _raw_rows(path, fmt):
+    for loc, raw in read_rows(path, fmt):
         if "level" not in raw and "label" in raw:
             raw = {**raw, "level": raw["label"]}
         items.append(_validate(raw, path, loc))
@@ -306,7 +261,7 @@ def recover_post_list(literal: str) -> tuple[list[str], bool]:
 def _load_gaur(path: Path) -> tuple[list[RiskItem], dict[str, Any], list[str]]:
     items: list[RiskItem] = []
     recovered: list[str] = []
-    for line, row in _csv_rows(path):
+    for line, row in csv_rows(path):
         for col in ("User", "Post", "Label"):
             if not (row.get(col) or "").strip():
                 raise CarebenchError(f"{path}: line {line}: field {col!r}: missing")
@@ -354,7 +309,7 @@ def _load_gaur(path: Path) -> tuple[list[RiskItem], dict[str, Any], list[str]]:
 def _load_clinician(path: Path) -> tuple[list[RiskItem], dict[str, Any], list[str]]:
     items: list[RiskItem] = []
     dropped = 0
-    for line, row in _csv_rows(path):
+    for line, row in csv_rows(path):
         cat = (row.get("Safety type") or "").strip()
         text = (row.get("statement") or "").strip()
         if not cat:

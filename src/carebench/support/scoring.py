@@ -43,35 +43,9 @@ from carebench.support.records import (
     ResponseTable,
     VerdictTable,
 )
+from carebench.support.tasks import DIMENSIONS, canonical_dimension
 from carebench.types import CarebenchError
 
-#: The seven crisis-support dimensions (seeds/002 §2.3), short names.
-DIMENSIONS: tuple[str, ...] = (
-    "recognition",
-    "compassion",
-    "deescalation",
-    "resources",
-    "disclaimers",
-    "moralization",
-    "harmless",
-)
-_DIM_ALIASES = {
-    "recognition/identification": "recognition",
-    "identification": "recognition",
-    "compassionate engagement": "compassion",
-    "compassionate_engagement": "compassion",
-    "de-escalation": "deescalation",
-    "de_escalation": "deescalation",
-    "actionable resources": "resources",
-    "actionable_resources": "resources",
-    "safety disclaimers": "disclaimers",
-    "safety_disclaimers": "disclaimers",
-    "moral judgement": "moralization",
-    "moral judgement/moralization": "moralization",
-    "moralisation": "moralization",
-    "harmless response": "harmless",
-    "harmless_response": "harmless",
-}
 #: Metadata axes sliced in §4.4-4.5 / E.4, in report order.
 META_AXES: tuple[str, ...] = (
     "turn_structure",
@@ -98,11 +72,10 @@ def _text(v: Any) -> str:
 
 
 def dimension_code(name: Any) -> int:
-    d = _text(name).strip().lower()
-    d = _DIM_ALIASES.get(d, d)
-    if d not in DIMENSIONS:
-        raise CarebenchError(f"unknown support dimension {name!r}; expected one of {list(DIMENSIONS)}")
-    return DIMENSIONS.index(d)
+    try:
+        return DIMENSIONS.index(canonical_dimension(_text(name)))
+    except ValueError as e:
+        raise CarebenchError(f"unknown support dimension: {e}") from None
 
 
 @dataclass

@@ -12,7 +12,6 @@ invalid row is reported with its file, line and field before any model call.
 
 from __future__ import annotations
 
-import csv
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -23,6 +22,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from carebench.datasets.files import format_from_suffix, read_rows
 from carebench.types import CarebenchError
 
 #: The seven crisis-support dimensions (§2.3), canonical short names.
@@ -68,6 +68,15 @@ _DIMENSION_ALIASES: dict[str, str] = {
     "harmless response": "harmless",
     "harmless_response": "harmless",
 }
+
+def canonical_dimension(name: Any) -> str:
+    """The short name of a support dimension given any of its spellings; ValueError if unknown."""
+    key = str(getattr(name, "value", name)).strip().lower()
+    key = _DIMENSION_ALIASES.get(key, key)
+    if key not in DIMENSIONS:
+        raise ValueError(f"unknown dimension {name!r}; expected one of {', '.join(DIMENSIONS)}")
+    return key
+
 
 #: Default list of 23 SSH subcategories (configurable: pass ``subcategories=`` to the
 #: loader). The seed names ideation, planning, post-attempt, NSSI, psychosis, eating
@@ -142,11 +151,7 @@ class Criterion(BaseModel):
     @field_validator("dimension", mode="before")
     @classmethod
     def _canonical_dimension(cls, v: Any) -> str:
-        key = str(v).strip().lower()
-        key = _DIMENSION_ALIASES.get(key, key)
-        if key not in DIMENSIONS:
-            raise ValueError(f"unknown dimension {v!r}; expected one of {', '.join(DIMENSIONS)}")
-        return key
+        return canonical_dimension(v)
 
 
 class TaskMeta(BaseModel):
@@ -268,32 +273,15 @@ def _is_blank(v: Any) -> bool:
     return isinstance(v, str) and not v.strip()
 
 
-def _rows(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
-    suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".ndjson"):
-        with path.open(encoding="utf-8") as fh:
-            for i, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except ValueError as e:
-                    raise CarebenchError(f"{path}:{i}: invalid JSON ({e})") from None
-                if not isinstance(obj, dict):
-                    raise CarebenchError(f"{path}:{i}: expected a JSON object per line")
-                yield i, obj
-    elif suffix == ".csv":
-        with path.open(encoding="utf-8", newline="") as fh:
-            for i, row in enumerate(csv.DictReader(fh), 2):  # line 1 is the header
-                yield i, dict(row)
-    elif suffix == ".parquet":
-        import pandas as pd
-
-        frame = pd.read_parquet(path)
-        for i, row in enumerate(frame.to_dict(orient="records"), 1):
-            yield i, {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in row.items()}
-    else:
-        raise CarebenchError(f"{path}: unsupported task file type {suffix!r} (use .jsonl, .csv or .parquet)")
+def _rows(path: Path) -> Iterable[tuple[str, dict[str, Any]]]:
+    """(line or row number, row) from a JSONL, CSV or Parquet task file."""
+    fmt = format_from_suffix(path)
+    if fmt is None:
+        raise CarebenchError(
+            f"{path}: unsupported task file type {path.suffix.lower()!r} (use .jsonl, .csv or .parquet)"
+        )
+    for loc, row in read_rows(path, fmt):
+        yield loc.split()[-1], row
 
 
 def builtin_names() -> list[str]:

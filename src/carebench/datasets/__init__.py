@@ -1,0 +1,1 @@
+"""Input files shared by the suites' loaders."""

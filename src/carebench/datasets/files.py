@@ -1,0 +1,68 @@
+"""Reading tabular input files (JSONL, CSV/TSV, Parquet) row by row with locations.
+
+Every loader validates rows itself; this module only yields them with the place
+they came from (``line N`` / ``row N``) so an invalid row can be reported with its
+file, line and field.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from carebench.types import CarebenchError
+
+#: file suffix -> generic format
+SUFFIX_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "csv", ".parquet": "parquet"}
+
+
+def format_from_suffix(path: Path) -> str | None:
+    return SUFFIX_FORMATS.get(Path(path).suffix.lower())
+
+
+def csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line where the record starts, row) for each CSV record; quoted newlines allowed."""
+    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+    with path.open(encoding="utf-8-sig", newline="") as fh:
+        delim = "\t" if path.suffix.lower() == ".tsv" else ","
+        reader = csv.DictReader(fh, delimiter=delim)
+        if reader.fieldnames is None:
+            return
+        prev = reader.line_num
+        for row in reader:
+            yield prev + 1, row
+            prev = reader.line_num
+
+
+def read_rows(path: Path, fmt: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(location, row): location is ``line N`` (JSONL/CSV) or ``row N`` (Parquet)."""
+    if fmt == "jsonl":
+        with path.open(encoding="utf-8") as fh:
+            for i, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except ValueError as e:
+                    raise CarebenchError(f"{path}:{i}: invalid JSON ({e.args[0]})") from None
+                if not isinstance(obj, dict):
+                    raise CarebenchError(f"{path}:{i}: expected a JSON object")
+                yield f"line {i}", obj
+    elif fmt == "csv":
+        for line, row in csv_rows(path):
+            yield f"line {line}", row
+    elif fmt == "parquet":
+        try:
+            import pandas as pd
+
+            frame = pd.read_parquet(path)
+        except (ImportError, OSError, ValueError) as e:
+            raise CarebenchError(f"{path}: cannot read Parquet ({e})") from None
+        for i, row in enumerate(frame.to_dict(orient="records"), 1):
+            yield f"row {i}", {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in row.items()}
+    else:
+        raise CarebenchError(f"{path}: unsupported file type (use .jsonl, .csv or .parquet)")
