@@ -193,7 +193,10 @@ def heatmap(
     hi = vmax if vmax is not None else (float(finite.max()) if finite.size else 1.0)
     r, c = m.shape
     with _styled():
-        fig = _new_figure(max(3.5, 1.6 + 0.9 * c + (1.0 if colorbar else 0)), max(3.0, 1.4 + 0.7 * r))
+        # room for the row labels and the title, not only the cells
+        label_w = 0.075 * max((len(str(x)) for x in row_labels), default=0)
+        width = max(3.5, label_w + 0.6 + 0.9 * c + (1.0 if colorbar else 0), 0.09 * len(str(title)))
+        fig = _new_figure(width, max(3.0, 1.4 + 0.7 * r))
         ax = fig.add_subplot()
         ax.grid(False)
         im = ax.imshow(np.ma.masked_invalid(m), cmap=cmap, vmin=lo, vmax=hi, aspect="auto")
