@@ -6,12 +6,13 @@ import subprocess
 import sys
 
 import pytest
+
 from stub_server import StubReply, StubServer
 
 
 def cb(*args: str, env=None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "carebench", *args], capture_output=True, text=True, timeout=120, env=env
+        [sys.executable, "-m", "carebench", *args], capture_output=True, text=True, timeout=120, env=env, check=False
     )
 
 

@@ -6,7 +6,6 @@ import json
 
 import pytest
 from pydantic import BaseModel, Field
-from stub_server import StubReply, StubServer
 
 from carebench.cache import CompletionCache
 from carebench.models import get_model, parse_spec
@@ -15,6 +14,7 @@ from carebench.models.structured import extract_json, parse_choice, parse_model
 from carebench.rundir import write_jsonl
 from carebench.runner import Call, Runner, RunnerConfig
 from carebench.types import CarebenchError, ChatRequest, Usage, messages
+from stub_server import StubReply, StubServer
 
 
 @pytest.mark.parametrize(

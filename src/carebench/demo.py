@@ -14,7 +14,14 @@ from pathlib import Path
 
 from carebench.cache import CompletionCache
 from carebench.models import get_model
-from carebench.rundir import new_run_dir, read_json, read_jsonl, write_json, write_jsonl, write_manifest
+from carebench.rundir import (
+    new_run_dir,
+    read_json,
+    read_jsonl,
+    write_json,
+    write_jsonl,
+    write_manifest,
+)
 from carebench.runner import Call, Runner, RunnerConfig
 from carebench.types import ChatRequest, messages
 

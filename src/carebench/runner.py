@@ -224,7 +224,7 @@ class Runner:
                 return comp, False
             except PermanentError as e:
                 return Completion(error=str(e), model=spec, attempts_made=attempt + 1), False
-            except (TransientError, asyncio.TimeoutError) as e:
+            except (TimeoutError, TransientError) as e:
                 retry_after = getattr(e, "retry_after", None)
                 last = str(e) or f"timed out after {cfg.timeout_s:g} s"
                 unreachable = unreachable and isinstance(e, Unreachable)
@@ -278,7 +278,7 @@ class _Progress:
             self._t0 = time.perf_counter()
             self._done = 0
 
-    def __enter__(self) -> _Progress:
+    def __enter__(self) -> _Progress:  # noqa: PYI034
         if self.enabled:
             self._p.__enter__()
         return self

@@ -85,7 +85,7 @@ async def post_json(
             retry_after = resp.headers.get("retry-after")
     except aiohttp.ClientConnectorError as e:
         raise Unreachable(f"cannot connect to {url}: {_reason(e)}") from None
-    except (TimeoutError, asyncio.TimeoutError):
+    except TimeoutError:
         raise TransientError(f"request to {url} timed out") from None
     except aiohttp.ClientError as e:
         raise TransientError(f"connection to {url} failed: {_reason(e)}") from None

@@ -216,5 +216,5 @@ def _gbnf(structured: StructuredSpec) -> str | None:
         return None
     try:  # the grammar must describe the same JSON the response_format asks for
         return json_grammar(schema_for(structured))
-    except Exception:  # a grammar is an optimisation; tolerant parsing still applies
+    except (ValueError, TypeError, KeyError):  # a grammar is an optimisation; parsing stays tolerant
         return None

@@ -46,7 +46,7 @@ def structured_request(
     return ChatRequest(messages=messages, structured=spec, **params)
 
 
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S | re.I)
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 
 
 def extract_json(text: str) -> Any:
@@ -74,7 +74,7 @@ def parse_choice(text: str, labels: tuple[str, ...] | list[str], final_marker: s
     labels = tuple(labels)
     low = {lab.lower(): lab for lab in labels}
     pat = "|".join(re.escape(lab) for lab in sorted(labels, key=len, reverse=True))
-    finals = re.findall(rf"{final_marker}\s*[:=-]\s*\(?\s*({pat})\b", text, flags=re.I)
+    finals = re.findall(rf"{final_marker}\s*[:=-]\s*\(?\s*({pat})\b", text, flags=re.IGNORECASE)
     if finals:
         return Parsed(low[finals[-1].lower()], raw)
     try:
@@ -89,10 +89,10 @@ def parse_choice(text: str, labels: tuple[str, ...] | list[str], final_marker: s
     stripped = text.strip().strip("*`'\".:()[] \n").lower()
     if stripped in low:
         return Parsed(low[stripped], raw)
-    m = re.match(rf"^\W*(?:answer|level|label)?\s*[:=-]?\s*\(?({pat})\)?(?:[\s.:)\]]|$)", text.strip(), re.I)
+    m = re.match(rf"^\W*(?:answer|level|label)?\s*[:=-]?\s*\(?({pat})\)?(?:[\s.:)\]]|$)", text.strip(), re.IGNORECASE)
     if m:
         return Parsed(low[m.group(1).lower()], raw)
-    m = re.search(rf"(?:answer|level|classification|label)\s*(?:is|:)\s*\(?\**({pat})\b", text, re.I)
+    m = re.search(rf"(?:answer|level|classification|label)\s*(?:is|:)\s*\(?\**({pat})\b", text, re.IGNORECASE)
     if m:
         return Parsed(low[m.group(1).lower()], raw)
     return Parsed(None, raw, f"no single label among {list(labels)} found in the answer")
