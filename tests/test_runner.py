@@ -249,3 +249,14 @@ def test_runner_reusable_across_run_sync_calls(stub, tmp_path):
     for round_ in range(3):
         res = runner.run_sync([Call(model, req(f"r{round_}-{i}")) for i in range(4)])
         assert all(c.ok for c in res.completions)
+
+
+def test_identical_calls_in_one_batch_are_made_once(stub, tmp_path):
+    stub.handler = lambda r: StubReply(content="shared", delay=0.05)
+    model = model_for(stub)
+    calls = [Call(model, req("same"), tag=i) for i in range(5)] + [Call(model, req("other"))]
+    runner = make_runner(tmp_path)
+    assert runner.plan(calls).total == 2
+    res = runner.run_sync(calls)
+    assert len(stub.requests) == 2 and res.provider_calls == 2 and res.shared == 4
+    assert [c.text for c in res.completions[:5]] == ["shared"] * 5

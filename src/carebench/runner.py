@@ -53,6 +53,7 @@ class RunResult:
     spent_usd: float = 0.0
     provider_calls: int = 0  # calls that reached a provider (cache misses)
     cache_hits: int = 0
+    shared: int = 0  # identical calls in the batch answered by one provider call
     errors: int = 0
     elapsed_s: float = 0.0
     calls: list[Call] = field(default_factory=list)
@@ -74,7 +75,7 @@ class RunResult:
 
 @dataclass
 class CallPlan:
-    """What ``--dry-run`` prints: how many calls, how many already cached, estimated cost."""
+    """What ``--dry-run`` prints: how many distinct calls, how many already cached, estimated cost."""
 
     total: int
     cached: int
@@ -109,11 +110,16 @@ class Runner:
         by_model: dict[str, dict[str, float]] = {}
         cached = 0
         cost = 0.0
+        seen: set[str] = set()
         for c in calls:
             spec = str(c.model.spec)
+            key = cache_key(spec, c.request)
+            if key in seen:  # identical calls are made once (see ``run``)
+                continue
+            seen.add(key)
             m = by_model.setdefault(spec, {"calls": 0, "cached": 0, "estimated_cost_usd": 0.0})
             m["calls"] += 1
-            if self.cache is not None and self.cache.get(cache_key(spec, c.request)) is not None:
+            if self.cache is not None and self.cache.get(key) is not None:
                 cached += 1
                 m["cached"] += 1
                 continue
@@ -123,7 +129,7 @@ class Runner:
             est = (prompt * p_in + out * p_out) / 1e6
             m["estimated_cost_usd"] += est
             cost += est
-        return CallPlan(len(calls), cached, len(calls) - cached, cost, by_model)
+        return CallPlan(len(seen), cached, len(seen) - cached, cost, by_model)
 
     # -- execution ----------------------------------------------------------------
     def run_sync(self, calls: Sequence[Call]) -> RunResult:
@@ -148,6 +154,8 @@ class Runner:
         progress = _Progress(len(calls), self.config.description, self.config.progress)
         stop = asyncio.Event()
 
+        inflight: dict[str, asyncio.Future] = {}
+
         async def one(i: int, call: Call) -> None:
             spec = str(call.model.spec)
             key = cache_key(spec, call.request)
@@ -159,28 +167,25 @@ class Runner:
                     self._deliver(call, hit)
                     progress.advance(0.0)
                     return
-            sem = self._semaphore(call.model)
-            async with sem:
-                if stop.is_set():
-                    return
-                budget = self.config.budget_usd
-                if budget is not None and res.spent_usd >= budget:
-                    res.stopped = f"budget of ${budget:.2f} reached"
-                    stop.set()
-                    return
-                comp, unreachable = await self._call_with_retries(call)
-            if unreachable and spec not in self._reached:
-                raise CarebenchError(f"cannot reach {spec}: {comp.error}")
-            self._reached.add(spec)
-            res.provider_calls += 1
-            res.spent_usd += comp.cost_usd
-            if comp.error is not None:
-                res.errors += 1
-            elif self.cache is not None:
-                self.cache.put(key, comp)  # committed at once: survives a kill
-            res.completions[i] = comp
-            self._deliver(call, comp)
-            progress.advance(comp.cost_usd)
+            first = inflight.get(key)
+            if first is not None:  # an identical call is already under way: share its answer
+                comp = await asyncio.shield(first)
+                res.shared += 1
+                res.completions[i] = comp
+                if comp is not None:
+                    self._deliver(call, comp)
+                    progress.advance(0.0)
+                return
+            fut = inflight[key] = loop.create_future()
+            comp = None
+            try:
+                comp = await self._provider_call(call, spec, key, res, stop)
+            finally:
+                fut.set_result(comp)
+            if comp is not None:
+                res.completions[i] = comp
+                self._deliver(call, comp)
+                progress.advance(comp.cost_usd)
 
         with progress:
             try:
@@ -191,6 +196,31 @@ class Runner:
                 raise eg.exceptions[0] from None
         res.elapsed_s = time.perf_counter() - t0
         return res
+
+    async def _provider_call(
+        self, call: Call, spec: str, key: str, res: RunResult, stop: asyncio.Event
+    ) -> Completion | None:
+        """One call through the model's semaphore, retries and the cache; None if the
+        budget stopped the run before it started."""
+        async with self._semaphore(call.model):
+            if stop.is_set():
+                return None
+            budget = self.config.budget_usd
+            if budget is not None and res.spent_usd >= budget:
+                res.stopped = f"budget of ${budget:.2f} reached"
+                stop.set()
+                return None
+            comp, unreachable = await self._call_with_retries(call)
+        if unreachable and spec not in self._reached:
+            raise CarebenchError(f"cannot reach {spec}: {comp.error}")
+        self._reached.add(spec)
+        res.provider_calls += 1
+        res.spent_usd += comp.cost_usd
+        if comp.error is not None:
+            res.errors += 1
+        elif self.cache is not None:
+            self.cache.put(key, comp)  # committed at once: survives a kill
+        return comp
 
     def _deliver(self, call: Call, comp: Completion) -> None:
         if self.on_complete is not None:
