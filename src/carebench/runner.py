@@ -380,3 +380,4 @@ class _Progress:
         dt = time.perf_counter() - self._t0
         rate = f"{self._done / dt:.1f}/s" if dt > 0 else ""
         self._p.update(self._task, advance=1, spent=self.spent, rate=rate)
+
