@@ -76,18 +76,11 @@ def read_json(path: Path) -> Any:
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    try:
-        with path.open(encoding="utf-8") as fh:
-            for i, line in enumerate(fh, 1):
-                if line.strip():
-                    try:
-                        rows.append(json.loads(line))
-                    except ValueError as e:
-                        raise CarebenchError(f"{path}:{i}: invalid JSON ({e})") from None
-    except FileNotFoundError:
-        raise CarebenchError(f"{path} not found (is this a carebench run directory?)") from None
-    return rows
+    from carebench.datasets.files import read_rows
+
+    if not Path(path).is_file():
+        raise CarebenchError(f"{path} not found (is this a carebench run directory?)")
+    return [row for _, row in read_rows(Path(path), "jsonl")]
 
 
 def file_sha256(path: Path) -> str:
