@@ -15,7 +15,6 @@ from annotate.harness import (
     criterion_rows,
     write_jsonl,
 )
-
 from carebench.annotate.store import Store
 from carebench.datasets.sheets import load_criterion_labels
 

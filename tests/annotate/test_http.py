@@ -11,6 +11,8 @@ import stat
 from types import SimpleNamespace
 
 import pytest
+from starlette.testclient import TestClient
+
 from annotate.harness import (
     POLICY_ROWS,
     REVIEW_ROWS,
@@ -19,8 +21,6 @@ from annotate.harness import (
     criterion_rows,
     write_jsonl,
 )
-from starlette.testclient import TestClient
-
 from carebench.annotate.app import create_app
 from carebench.annotate.export import export_project
 from carebench.annotate.kinds import load_sheet

@@ -136,7 +136,7 @@ class AnnotateApp:
         if not s.annotator.notice_ack:
             return self.redirect("/notice")
         progress = await run_in_threadpool(self.store.progress, s.annotator.id)
-        return self.page("home.html.j2", session=s, projects=progress,
+        return self.page("home.html.j2", session=s, projects=progress, kinds=kinds.TITLES,
                          finished=all(p.next_assignment is None for p in progress),
                          on_break=s.block_done >= self.settings.session_cases)
 

@@ -32,6 +32,7 @@ from carebench.datasets import sheets as sheet_files
 from carebench.types import CarebenchError
 
 KINDS = ("policy", "review", "criterion")
+TITLES = {"policy": "practitioner policies", "review": "rewrite review", "criterion": "criterion labels"}
 SCALE = ("1", "2", "3", "4", "5")  # review ratings
 GATES = (
     ("severity_preserved", "Severity preserved"),

@@ -14,9 +14,10 @@ re-submitting a case replaces their own earlier answer.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -230,6 +231,7 @@ class Store:
         self.db = str(db)
         self.engine = make_engine(db)
         self._writer = self.engine.execution_options(sqlite_begin="IMMEDIATE")
+        self._write_lock = threading.Lock() if self.engine.dialect.name == "sqlite" else nullcontext()
         try:
             if create:
                 metadata.create_all(self.engine)
@@ -243,7 +245,9 @@ class Store:
 
     @contextmanager
     def _write(self) -> Iterator[Connection]:
-        with self._writer.begin() as conn:
+        # SQLite has one writer at a time; queueing this process's writers on a lock
+        # avoids SQLite's sleep-and-retry busy handler (tens of ms per retry under load).
+        with self._write_lock, self._writer.begin() as conn:
             yield conn
 
     @contextmanager
