@@ -12,6 +12,7 @@ annotator on, so an acknowledged answer survives a killed server.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Any
 
@@ -140,59 +141,55 @@ class AnnotateApp:
                          finished=all(p.next_assignment is None for p in progress),
                          on_break=s.block_done >= self.settings.session_cases)
 
-    async def notice(self, request: Request) -> Response:
+    async def _signed_in_page(self, request: Request, template: str | None,
+                              on_post: Callable[[Session, Form], Awaitable[Response]]) -> Response:
+        """GET shows ``template``; POST (CSRF-checked) runs ``on_post``."""
         s = await self.session(request)
         if s is None:
             return self.signed_out()
-        if request.method == "POST":
-            form = await self.posted(request, s)
-            if isinstance(form, Response):
-                return form
-            await run_in_threadpool(self.store.ack_notice, s.annotator.id)
-            return self.redirect("/")
-        return self.page("notice.html.j2", session=s)
-
-    async def rest(self, request: Request) -> Response:
-        s = await self.session(request)
-        if s is None:
-            return self.signed_out()
-        if request.method == "POST":
-            form = await self.posted(request, s)
-            if isinstance(form, Response):
-                return form
-            await run_in_threadpool(self.store.start_block, s.id)
-            return self.redirect("/")  # back to the list: the annotator picks what to continue
-        return self.page("break.html.j2", session=s)
-
-    async def withdraw(self, request: Request) -> Response:
-        s = await self.session(request)
-        if s is None:
-            return self.signed_out()
-        if request.method == "POST":
-            form = await self.posted(request, s)
-            if isinstance(form, Response):
-                return form
-            if form.all("confirm") != ["yes"]:
-                return self.redirect("/")
-            await run_in_threadpool(self.store.withdraw, s.annotator.id)
-            resp = self.message(200, "You have withdrawn",
-                                "Your labels have been deleted and your link no longer works. "
-                                "Thank you for your time; nothing further is expected of you.")
-            resp.delete_cookie(SESSION_COOKIE, path="/")
-            return resp
-        return self.page("withdraw.html.j2", session=s)
-
-    async def logout(self, request: Request) -> Response:
-        s = await self.session(request)
-        if s is None:
-            return self.signed_out()
+        if request.method != "POST" and template is not None:
+            return self.page(template, session=s)
         form = await self.posted(request, s)
         if isinstance(form, Response):
             return form
-        await run_in_threadpool(self.store.end_session, s.id)
-        resp = self.message(200, "Signed out", "You can come back any time with your personal link.")
+        return await on_post(s, form)
+
+    async def notice(self, request: Request) -> Response:
+        async def acknowledge(s: Session, form: Form) -> Response:
+            await run_in_threadpool(self.store.ack_notice, s.annotator.id)
+            return self.redirect("/")
+
+        return await self._signed_in_page(request, "notice.html.j2", acknowledge)
+
+    async def rest(self, request: Request) -> Response:
+        async def next_block(s: Session, form: Form) -> Response:
+            await run_in_threadpool(self.store.start_block, s.id)
+            return self.redirect("/")  # back to the list: the annotator picks what to continue
+
+        return await self._signed_in_page(request, "break.html.j2", next_block)
+
+    def _signed_off(self, title: str, text: str) -> Response:
+        resp = self.message(200, title, text)
         resp.delete_cookie(SESSION_COOKIE, path="/")
         return resp
+
+    async def withdraw(self, request: Request) -> Response:
+        async def confirmed(s: Session, form: Form) -> Response:
+            if form.all("confirm") != ["yes"]:
+                return self.redirect("/")
+            await run_in_threadpool(self.store.withdraw, s.annotator.id)
+            return self._signed_off("You have withdrawn",
+                                    "Your labels have been deleted and your link no longer works. "
+                                    "Thank you for your time; nothing further is expected of you.")
+
+        return await self._signed_in_page(request, "withdraw.html.j2", confirmed)
+
+    async def logout(self, request: Request) -> Response:
+        async def sign_out(s: Session, form: Form) -> Response:
+            await run_in_threadpool(self.store.end_session, s.id)
+            return self._signed_off("Signed out", "You can come back any time with your personal link.")
+
+        return await self._signed_in_page(request, None, sign_out)
 
     async def _own_case(self, request: Request, s: Session) -> Case | Response:
         try:

@@ -36,6 +36,7 @@ from sqlalchemy import (
     create_engine,
     event,
     func,
+    inspect,
     select,
 )
 from sqlalchemy.engine import Connection, Engine
@@ -235,7 +236,8 @@ class Store:
         try:
             if create:
                 metadata.create_all(self.engine)
-            elif not _is_url(self.db) and not Path(self.db).exists():
+            elif (not _is_url(self.db) and not Path(self.db).exists()) or not inspect(
+                    self.engine).has_table("annotators"):
                 raise CarebenchError(f"{self.db}: no such database (run `carebench annotate load` first)")
         except OperationalError as e:
             raise CarebenchError(f"{self.db}: cannot open database ({e.orig})") from None
