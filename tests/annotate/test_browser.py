@@ -112,6 +112,15 @@ def test_label_each_mode_in_chromium_reload_and_export(tmp_path, browser_for, sc
         assert page.evaluate("() => window.__xss") is None
         assert page.title() != "pwned" and page.dialogs == []
         assert "Counselor chat" in page.inner_text(".context")
+        # a combination the taxonomy forbids is refused with a message, the ticks kept
+        page.check("#intent-INTENT_0")
+        page.check("#intent-INTENT_1")
+        page.get_by_role("button", name="Save and continue").click()
+        assert "cannot be combined" in page.inner_text(".errors")
+        assert page.is_checked("#intent-INTENT_1")
+        page.screenshot(path=str(screens / "1b-policy-refused.png"), full_page=True)
+        page.uncheck("#intent-INTENT_0")
+        page.uncheck("#intent-INTENT_1")
         # severities appear only when their intent is ticked (CSS only, no script)
         assert not page.is_visible("#nssi_severity-3")
         page.check("#intent-INTENT_2")
