@@ -16,6 +16,7 @@ import argparse
 import sqlite3
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,22 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from annotate.harness import ServerProcess, concurrent_submissions, criterion_rows
 from carebench.annotate.store import Store
+
+
+def commit_floor(directory: Path, n: int = 200) -> float:
+    """Seconds per bare SQLite commit (WAL, synchronous=FULL) in ``directory``: the
+    disk's fsync cost, which bounds how many labels per second can be made durable."""
+    con = sqlite3.connect(directory / "floor.sqlite", isolation_level=None)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA synchronous=FULL")
+    con.execute("CREATE TABLE t (x INTEGER)")
+    t0 = time.perf_counter()
+    for i in range(n):
+        con.execute("BEGIN IMMEDIATE")
+        con.execute("INSERT INTO t VALUES (?)", (i,))
+        con.execute("COMMIT")
+    con.close()
+    return (time.perf_counter() - t0) / n
 
 
 def main() -> None:
@@ -46,6 +63,7 @@ def main() -> None:
             res = concurrent_submissions(server.url, tokens, args.labels, lambda name, aid: aid % 2 == 0)
         with sqlite3.connect(db) as con:
             stored = con.execute("SELECT count(*) FROM labels").fetchone()[0]
+        floor = commit_floor(Path(tmp))
 
     lat = np.array(res["latencies"]) * 1000
     expected = args.clients * args.labels
@@ -57,6 +75,8 @@ def main() -> None:
     print(f"  throughput     {len(lat) / res['wall']:.0f} submits/s over {res['wall']:.1f} s "
           "(each client also loads its next case page)")
     print(f"  stored labels  {stored} of {expected} {'ok' if stored == expected else 'MISMATCH'}")
+    print(f"  disk floor     {floor * 1000:.1f} ms per durable SQLite commit "
+          f"(at most {1 / floor:.0f} labels/s on this disk)")
 
 
 if __name__ == "__main__":

@@ -177,9 +177,10 @@ class WebClient:
 
 
 def concurrent_submissions(base_url: str, tokens: dict[str, str], per_client: int,
-                           answer: Callable[[str, int], bool]) -> dict[str, Any]:
+                           answer: Callable[[str, int], bool], browse: bool = True) -> dict[str, Any]:
     """Every client signs in, then all at once each submits up to ``per_client``
-    criterion labels, following the redirect to its next case as a browser does.
+    criterion labels, following the redirect to its next case (and, with
+    ``browse``, loading that page as a browser does).
     Returns the submissions sent (annotator, assignment, met), each submit's latency
     and any failures."""
     sent: list[tuple[str, int, bool]] = []
@@ -208,7 +209,7 @@ def concurrent_submissions(base_url: str, tokens: dict[str, str], per_client: in
                 done.append((name, aid, met))
                 nxt = re.fullmatch(r"/a/(\d+)", r.headers["location"])
                 aid = int(nxt.group(1)) if nxt else None
-                if aid is not None:
+                if aid is not None and browse:
                     client.http.get(f"/a/{aid}")  # the browser shows the next case
             with lock:
                 latencies.extend(mine)

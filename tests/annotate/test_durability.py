@@ -73,7 +73,7 @@ def test_1000_labels_from_20_concurrent_clients(tmp_path):
         return zlib.crc32(f"{name}/{aid}".encode()) % 2 == 0
 
     with ServerProcess(db, settings) as server:
-        res = concurrent_submissions(server.url, tokens, per_client=50, answer=answer)
+        res = concurrent_submissions(server.url, tokens, per_client=50, answer=answer, browse=False)
     print(f"1000 submissions from 20 clients in {res['wall']:.1f} s")
     assert res["failures"] == []
     assert len(res["sent"]) == 1000
