@@ -370,3 +370,22 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     with pytest.raises(CarebenchError, match="colour"):
         (tmp_path / "s.yaml").write_text("colour: red\n")
         load_settings(tmp_path / "s.yaml")
+
+
+def test_assignments_follow_roles_whichever_comes_first(tmp_path):
+    store = Store(tmp_path / "a.sqlite")
+    try:
+        early = {n: store.add_annotator(n, role)[1] for n, role in PEOPLE.items()}
+        assert set(early.values()) == {0}
+        for name, rows, kind in (("policy", POLICY_ROWS, "policy"), ("review", REVIEW_ROWS, "review"),
+                                 ("crit", criterion_rows(4), "criterion")):
+            store.add_project(name, kind, load_sheet(write_jsonl(tmp_path / f"{name}.jsonl", rows), kind))
+        _, late = store.add_annotator("P2", "clinician")
+        with sqlite3.connect(tmp_path / "a.sqlite") as con:
+            got = dict(con.execute("SELECT n.name, count(*) FROM assignments a JOIN annotators n "
+                                   "ON n.id = a.annotator_id GROUP BY n.name"))
+        # practitioners: all 3 cases; clinicians also the 4 criteria; reviewers their own rows
+        assert got == {"P1": 3, "C1": 3 + 4, "R1": 1, "R2": 2, "P2": 3 + 4}
+        assert late == 7
+    finally:
+        store.close()
