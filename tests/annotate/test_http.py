@@ -187,6 +187,7 @@ def test_malformed_and_oversized_forms_get_400_and_store_nothing(env):
         base = POLICY_OK if client is p1 else REVIEW_OK if client is r1 else [("action", "maybe")]
         r = client.submit(case, base + extra)
         assert r.status_code == 400, (extra, r.status_code)
+    assert p1.submit(pol, [("action", "met"), *POLICY_OK[1:]]).status_code == 400  # not a policy button
     token = f"csrf_token={p1.csrf}".encode()
     for body in (token + b"&action=save&notes=%ff%fe", token + b"&&&", token + b"&action=save&" + b"a" * 70_000):
         assert _raw_post(p1, f"/a/{pol}", body).status_code == 400

@@ -28,6 +28,7 @@ from carebench.annotate.auth import SESSION_COOKIE, same_secret
 from carebench.annotate.forms import Form, FormError
 from carebench.annotate.settings import Settings
 from carebench.annotate.store import Case, Session, Store
+from carebench.taxonomy import Context, Taxonomy, load_contexts, load_taxonomy
 
 SECURITY_HEADERS = {
     # no script of any kind, no framing, forms post only here, no referrer (links carry tokens)
@@ -58,9 +59,12 @@ def _templates() -> jinja2.Environment:
 class AnnotateApp:
     """Routes bound to one store and one set of settings."""
 
-    def __init__(self, store: Store, settings: Settings):
+    def __init__(self, store: Store, settings: Settings, taxonomy: Taxonomy,
+                 contexts: dict[str, Context]):
         self.store = store
         self.settings = settings
+        self.taxonomy = taxonomy
+        self.contexts = contexts
         self.env = _templates()
 
     # ---- plumbing ---------------------------------------------------------------------
@@ -228,7 +232,7 @@ class AnnotateApp:
         if isinstance(form, Response):
             return form
         try:
-            answer = kinds.parse_answer(case.kind, form, self.settings.max_notes_chars)
+            answer = kinds.parse_answer(case.kind, form, self.settings.max_notes_chars, self.taxonomy)
         except FormError as e:
             return self.case_page(s, case, _echo(case.kind, form), e.messages, status=400)
         await run_in_threadpool(self.store.save_label, s.id, case.assignment_id, s.annotator.id,
@@ -242,13 +246,13 @@ class AnnotateApp:
         ctx: dict[str, Any] = {"case": case, "values": values or {}, "errors": errors,
                                "instructions": getattr(self.settings.instructions, case.kind)}
         if case.kind in ("policy", "review"):
-            context = kinds.contexts().get(str(case.item.get("context")))
+            context = self.contexts.get(str(case.item.get("context")))
             ctx["context_name"] = context.label if context is not None else str(case.item.get("context"))
             ctx["contract"] = context.contract_text() if context is not None else ""
         if case.kind == "policy":
-            tax = kinds.taxonomy()
+            tax = self.taxonomy
             ctx.update(intent=tax.intent, function=tax.function, response=tax.response,
-                       severity_for=kinds.severity_fields())
+                       severity_for=kinds.severity_fields(tax))
         if case.kind == "review":
             ctx.update(gates=kinds.GATES, ratings=kinds.RATINGS, scale=kinds.SCALE)
         return self.page(f"{case.kind}.html.j2", status, s, **ctx)
@@ -277,8 +281,11 @@ def _echo(kind: str, form: Form) -> dict[str, Any]:
     return values
 
 
-def create_app(store: Store, settings: Settings) -> Starlette:
-    a = AnnotateApp(store, settings)
+def create_app(store: Store, settings: Settings, taxonomy: Taxonomy | None = None,
+               contexts: dict[str, Context] | None = None) -> Starlette:
+    """The app; the taxonomy and contexts default to carebench's packaged ones."""
+    a = AnnotateApp(store, settings, taxonomy or load_taxonomy(),
+                    contexts if contexts is not None else load_contexts())
     routes = [
         Route("/", a.home, methods=["GET"]),
         Route("/login/{token}", a.login, methods=["GET"]),

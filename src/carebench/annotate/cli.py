@@ -37,12 +37,16 @@ def serve(
     port: Annotated[int, typer.Option(help="Port (0 picks a free one).")] = 8000,
     settings: Annotated[Path | None, typer.Option(
         help="YAML overriding texts and limits: content_notice, session_cases, support, instructions...")] = None,
+    taxonomy: Annotated[Path | None, typer.Option(
+        help="Taxonomy YAML for policy mode (default: the packaged VEILED-SH taxonomy).")] = None,
+    contexts: Annotated[Path | None, typer.Option(
+        help="Contexts YAML with interaction contracts (default: the packaged four).")] = None,
 ) -> None:
     """Serve the annotation pages until interrupted."""
     _store(db).close()  # clear error for a missing extra or database before binding
     from carebench.annotate.server import serve as run
 
-    run(db, host=host, port=port, settings_path=settings)
+    run(db, host=host, port=port, settings_path=settings, taxonomy_path=taxonomy, contexts_path=contexts)
 
 
 @app.command()

@@ -19,7 +19,6 @@ stored answer becomes an export row.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from carebench.annotate.forms import Form, FormError
 from carebench.annotate.store import ExportRow
 from carebench.datasets import prompts as prompt_files
 from carebench.datasets import sheets as sheet_files
+from carebench.taxonomy import SeverityScale, Taxonomy
 from carebench.types import CarebenchError
 
 KINDS = ("policy", "review", "criterion")
@@ -46,20 +46,6 @@ RATINGS = (
     ("context_fit", "Context fit"),
     ("naturalness", "Naturalness"),
 )
-
-
-@lru_cache(maxsize=1)
-def taxonomy():
-    from carebench.taxonomy import load_taxonomy
-
-    return load_taxonomy()
-
-
-@lru_cache(maxsize=1)
-def contexts() -> dict[str, Any]:
-    from carebench.taxonomy import load_contexts
-
-    return load_contexts()
 
 
 def detect_kind(path: Path) -> str:
@@ -102,28 +88,30 @@ class Answer:
     skipped: bool
 
 
-def parse_answer(kind: str, form: Form, max_notes: int) -> Answer:
+#: the buttons each kind's form has
+ACTIONS = {"policy": ("save", "skip"), "review": ("save", "skip"), "criterion": ("met", "not_met", "skip")}
+
+
+def parse_answer(kind: str, form: Form, max_notes: int, tax: Taxonomy) -> Answer:
     """Validate a submitted case form; raise FormError (nothing stored) otherwise."""
-    action = form.choice("action", ("save", "skip", "met", "not_met"), "action")
+    if kind not in ACTIONS:
+        raise FormError(f"unknown sheet kind {kind!r}")
+    action = form.choice("action", ACTIONS[kind], "action")
     if action is None:
-        raise FormError("the form did not say what to do (save or skip)")
+        raise FormError("the form did not say what to do (use one of its buttons)")
     if kind == "policy":
         form.only({"csrf_token", "action", "intent", "function", "response", "nssi_severity",
                    "suicidal_severity", "notes"})
         notes = form.text("notes", max_notes, "Notes")
-        return _policy(form, notes) if action != "skip" else Answer(_empty_policy(notes), True)
+        return _policy(form, notes, tax) if action != "skip" else Answer(_empty_policy(notes), True)
     if kind == "review":
         form.only({"csrf_token", "action", "notes"} | {g for g, _ in GATES} | {r for r, _ in RATINGS})
         notes = form.text("notes", max_notes, "Notes")
         return _review(form, notes) if action != "skip" else Answer({"notes": notes}, True)
-    if kind == "criterion":
-        form.only({"csrf_token", "action"})
-        if action == "skip":
-            return Answer({}, True)
-        if action not in ("met", "not_met"):
-            raise FormError("choose Met or Not met")
-        return Answer({"met": action == "met"}, False)
-    raise FormError(f"unknown sheet kind {kind!r}")
+    form.only({"csrf_token", "action"})
+    if action == "skip":
+        return Answer({}, True)
+    return Answer({"met": action == "met"}, False)
 
 
 def _empty_policy(notes: str) -> dict[str, Any]:
@@ -131,18 +119,17 @@ def _empty_policy(notes: str) -> dict[str, Any]:
             "response": [], "notes": notes}
 
 
-def severity_fields() -> dict[str, tuple[str, Any]]:
+def severity_fields(tax: Taxonomy) -> dict[str, tuple[str, SeverityScale]]:
     """INTENT code -> (form/export field, its severity scale), from the taxonomy."""
-    return {scale.intent: (f"{kind}_severity", scale) for kind, scale in taxonomy().severity.items()}
+    return {scale.intent: (f"{kind}_severity", scale) for kind, scale in tax.severity.items()}
 
 
-def _policy(form: Form, notes: str) -> Answer:
-    tax = taxonomy()
+def _policy(form: Form, notes: str, tax: Taxonomy) -> Answer:
     intent = form.choices("intent", tax.codes("intent"), "INTENT")
     function = form.choices("function", tax.codes("function"), "FUNCTION")
     response = form.choices("response", tax.codes("response"), "RESPONSE")
     severities: dict[str, int | None] = {"nssi_severity": None, "suicidal_severity": None}
-    for code, (field, scale) in severity_fields().items():
+    for code, (field, scale) in severity_fields(tax).items():
         value = form.choice(field, [str(v) for v in scale.values], field.replace("_", " "))
         # a severity left selected under an intent that was then unticked is ignored
         severities[field] = int(value) if value is not None and code in intent else None

@@ -38,14 +38,17 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(db: str, host: str = "127.0.0.1", port: int = 8000, settings_path: Path | None = None) -> None:
+def serve(db: str, host: str = "127.0.0.1", port: int = 8000, settings_path: Path | None = None,
+          taxonomy_path: Path | None = None, contexts_path: Path | None = None) -> None:
     import uvicorn
 
     from carebench.annotate.app import create_app
     from carebench.annotate.settings import load_settings
     from carebench.annotate.store import Store
+    from carebench.taxonomy import load_contexts, load_taxonomy
 
     settings = load_settings(settings_path)
+    taxonomy, contexts = load_taxonomy(taxonomy_path), load_contexts(contexts_path)
     store = Store(db, create=False)
     sock = bind(host, port)
     actual = sock.getsockname()[1]
@@ -54,7 +57,7 @@ def serve(db: str, host: str = "127.0.0.1", port: int = 8000, settings_path: Pat
         print(f"carebench annotate: warning: listening on {host}, not loopback: put a TLS proxy in "
               "front, links and labels travel unencrypted otherwise", file=sys.stderr, flush=True)
     print(f"carebench annotate: serving {db} on http://{shown}:{actual}/", flush=True)
-    config = uvicorn.Config(create_app(store, settings), access_log=False, log_level="warning",
+    config = uvicorn.Config(create_app(store, settings, taxonomy, contexts), access_log=False, log_level="warning",
                             lifespan="off", server_header=False, timeout_graceful_shutdown=5)
     try:
         uvicorn.Server(config).run(sockets=[sock])
