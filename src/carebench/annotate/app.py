@@ -142,7 +142,7 @@ class AnnotateApp:
             return self.redirect("/notice")
         progress = await run_in_threadpool(self.store.progress, s.annotator.id)
         return self.page("home.html.j2", session=s, projects=progress, kinds=kinds.TITLES,
-                         finished=all(p.next_assignment is None for p in progress),
+                         finished=bool(progress) and all(p.next_assignment is None for p in progress),
                          on_break=s.block_done >= self.settings.session_cases)
 
     async def _signed_in_page(self, request: Request, template: str | None,
