@@ -10,9 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from carebench.risk.cli import app
-from carebench.suites import rerender
 from carebench.risk.scoring import score_records
 from carebench.rundir import read_jsonl
+from carebench.suites import rerender
 
 FITTED = ["tfidf-lr", "tfidf-ordinal", "moderation-fixed", "moderation-calibrated"]
 

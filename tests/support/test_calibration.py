@@ -12,13 +12,9 @@ from sklearn.metrics import cohen_kappa_score, f1_score
 
 from carebench.models.families import family_of
 from carebench.stats.bootstrap import paired_metric_bootstrap
-from carebench.support.calibration import (
-    additive_fit,
-    calibrate,
-    load_labels,
-    self_preference_from_counts,
-)
+from carebench.support.calibration import calibrate, load_labels
 from carebench.support.records import VerdictRecord
+from carebench.support.robustness import additive_fit, self_preference_from_counts
 from carebench.types import CarebenchError
 
 DIMS = ["recognition", "resources", "deescalation", "compassion", "disclaimers"]

@@ -28,6 +28,7 @@ from carebench.experiment import (
     run_suite,
     stage,
 )
+from carebench.jsonclean import jsonable
 from carebench.judging import JUDGE_MAX_TOKENS, panel_seats
 from carebench.report import Report
 from carebench.run import Run, RunOptions
@@ -331,17 +332,7 @@ def compute_metrics(
     metrics = analyze(tasks, responses, verdicts, panel=list(panel) if panel else None,
                       scope=scope, seed=seed, B=bootstrap)
     # JSON round trip: metrics.json and a rescore compare as the same plain data
-    return json.loads(json.dumps(metrics, default=_jsonable))
-
-
-def _jsonable(o: Any) -> Any:
-    if hasattr(o, "tolist"):
-        return o.tolist()
-    if hasattr(o, "item"):
-        return o.item()
-    if isinstance(o, set | frozenset | tuple):
-        return sorted(o) if isinstance(o, set | frozenset) else list(o)
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+    return jsonable(metrics)
 
 
 def rescore(
