@@ -255,7 +255,7 @@ class SupportSuite:
             return incomplete_metrics(manifest, {"responses": len(records.responses),
                                                  "verdicts": len(records.verdicts)})
         settings = manifest.get("scoring") or {}
-        return compute_metrics(
+        return support_metrics(
             records.tasks, records.response_table, records.verdict_table,
             panel=settings.get("panel"), scope=settings.get("scope", "final"),
             seed=int(settings.get("seed", 12345)), bootstrap=int(settings.get("bootstrap", 2000)),
@@ -263,13 +263,13 @@ class SupportSuite:
 
     def render(self, metrics: Mapping[str, Any], records: SupportRecords,
                manifest: Mapping[str, Any]) -> Report:
-        from carebench.support.report import build_calibration_report, build_report
+        from carebench.support.report import build_calibration_report, build_support_report
 
         if records.recorded_metrics is not None:
             return build_calibration_report(manifest, metrics)
         if metrics.get("status") == "incomplete":
             return incomplete_report("Support: rubric-scored crisis support", metrics)
-        return build_report(manifest, records.tasks, records.responses, records.verdicts, metrics,
+        return build_support_report(manifest, records.tasks, records.responses, records.verdicts, metrics,
                             manifest.get("scoring") or {}, records.shown)
 
 
@@ -317,7 +317,7 @@ def load_run(run_dir: Path) -> tuple[dict[str, Any], list[Task], list[ResponseRe
     return manifest, tasks, responses, verdicts
 
 
-def compute_metrics(
+def support_metrics(
     tasks: Sequence[Task],
     responses: Sequence[ResponseRecord],
     verdicts: Sequence[VerdictRecord],
@@ -430,7 +430,7 @@ def run_calibration(cfg: CalibrationConfig, cache: CompletionCache | None = None
     """
     from carebench.judging import ask
     from carebench.rundir import read_jsonl
-    from carebench.support.calibration import calibrate, load_labels
+    from carebench.support.calibration import calibrate_judges, load_labels
     from carebench.support.judging import criterion_question
 
     labels = load_labels(cfg.labels)
@@ -476,7 +476,7 @@ def run_calibration(cfg: CalibrationConfig, cache: CompletionCache | None = None
             verdicts.append(VerdictRecord(task_id, responder, attempt, cid, a.judge,
                                           getattr(a.value, "met", None) if a.status == "ok" else None,
                                           a.rationale, a.status, scope))
-    result = calibrate(labels, verdicts, panel_size=cfg.panel_size, seed=cfg.seed, B=cfg.bootstrap,
+    result = calibrate_judges(labels, verdicts, panel_size=cfg.panel_size, seed=cfg.seed, B=cfg.bootstrap,
                        tasks=tasks)
     run_dir = new_run_dir("support-calibration", cfg.out)
     write_jsonl(run_dir / "records.jsonl", [v.to_dict() for v in verdicts])

@@ -37,7 +37,6 @@ from carebench.support.records import (
     FAILED,
     MET,
     NOT_MET,
-    REFERENCE,
     SCOPES,
     VERDICT_STATUSES,
     ResponseTable,
@@ -133,15 +132,6 @@ class TaskTable:
             ids, subcat, meta, np.array(offset, np.int64), cids, np.array(ctask, np.int64),
             np.array(w, float), np.array(dim, np.int8), np.array(neg, bool), np.array(app, bool),
         )
-
-    def without_dimension(self, dim: str) -> TaskTable:
-        """Same tasks with one dimension's criteria marked inapplicable (E.5 ablation)."""
-        d = DIMENSIONS.index(dim)
-        return TaskTable(
-            self.ids, self.subcategory, self.meta, self.offset, self.crit_ids, self.crit_task,
-            self.weight, self.dimension, self.negative, self.applicable & (self.dimension != d),
-        )
-
 
 @dataclass
 class Scored:
@@ -365,10 +355,6 @@ def model_scores(scored: Scored, values: np.ndarray | None = None) -> dict[str, 
 def full_satisfaction_rates(scored: Scored) -> dict[str, float]:
     """Share of conversations earning every applicable criterion (task-averaged like the score)."""
     return model_scores(scored, np.where(np.isnan(scored.conv_score), np.nan, scored.conv_full.astype(float)))
-
-
-def is_reference(name: str) -> bool:
-    return name == REFERENCE
 
 
 __all__ = [
