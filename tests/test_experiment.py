@@ -57,3 +57,33 @@ def test_report_reproduces_risk_support_and_sweep_runs(tmp_path):
     for run_dir in (risk, sweep, support):
         _reproduced(run_dir)
     assert (sweep / "figures" / "fig4_fewshot_sweep.png").is_file()
+
+
+def test_support_rescore_reads_parquet_and_falls_back_to_jsonl(tmp_path):
+    import os
+
+    import pyarrow.parquet as pq
+
+    tasks = load_tasks("builtin:sample")
+    out = tmp_path / "run"
+    with StubServer() as stub:
+        stub.handler = Script(tasks)
+        u = stub.base_url
+        assert main(["support", "run", "--responder", f"openai:resp-a@{u}", "--judge", f"openai:judge-a@{u}",
+                     "--attempts", "2", "--limit", "3", "--bootstrap", "50", "--out", str(out)]) == 0
+    jsonl = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+    table = pq.read_table(out / "records.parquet")
+    assert [json.loads(s) for s in table["json"].to_pylist()] == jsonl  # the same rows
+    assert table["kind"].to_pylist() == [r["kind"] for r in jsonl]
+    metrics = (out / "metrics.json").read_bytes()  # scored from the Parquet copy
+    parquet = (out / "records.parquet").read_bytes()
+    os.remove(out / "records.parquet")  # an older run, JSONL only: the same numbers
+    assert main(["support", "rescore", str(out)]) == 0
+    assert (out / "metrics.json").read_bytes() == metrics
+    (out / "records.parquet").write_bytes(parquet)
+    # a hand-edited records.jsonl (one verdict flipped) is newer than the Parquet copy: it wins
+    flip = next(i for i, r in enumerate(jsonl) if r["kind"] == "verdict" and r["met"] is True)
+    jsonl[flip]["met"] = False
+    (out / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in jsonl))
+    assert main(["support", "rescore", str(out)]) == 0
+    assert (out / "metrics.json").read_bytes() != metrics

@@ -9,8 +9,6 @@ no model.
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -50,7 +48,13 @@ from carebench.support.generation import (
     reference_responses,
 )
 from carebench.support.judging import judge_responses
-from carebench.support.records import REFERENCE, ResponseRecord, VerdictRecord, is_empty_reply
+from carebench.support.records import (
+    PARQUET_COLUMNS,
+    REFERENCE,
+    ResponseRecord,
+    VerdictRecord,
+    is_empty_reply,
+)
 from carebench.support.tasks import Task, load_tasks
 from carebench.types import CarebenchError
 
@@ -228,11 +232,12 @@ class SupportSuite:
                                "seed": cfg.seed, "bootstrap": cfg.bootstrap},
                    "notes": list(cfg.notes)},
             files={"tasks.jsonl": [t.to_row() for t in tasks]},
+            parquet_columns=PARQUET_COLUMNS,
         )
 
     def read_records(self, run_dir: Path, manifest: Mapping[str, Any]) -> SupportRecords:
         """Column tables of every record, plus objects for the tasks the report shows."""
-        from carebench.support.records import read_records
+        from carebench.support.records import read_run_records
         from carebench.support.report import detail_task_ids
 
         run_dir = Path(run_dir)
@@ -242,7 +247,7 @@ class SupportSuite:
         if manifest.get("incomplete"):
             responses, verdicts = load_records(run_dir)
             return SupportRecords(tasks, responses=responses, verdicts=verdicts)
-        rt, vt = read_records(run_dir / "records.jsonl")
+        rt, vt = read_run_records(run_dir)
         per_task = dict(zip(rt.tasks, np.bincount(rt.task, minlength=len(rt.tasks)).tolist(), strict=True))
         shown = detail_task_ids(tasks, per_task)
         responses, verdicts = load_records(run_dir, task_ids=set(shown))
@@ -348,7 +353,7 @@ def rescore(
     metrics exactly); ``panel``/``scope`` re-score with another panel or scope
     (e.g. leave-one-judge-out), writing into ``out_dir`` when given.
     """
-    from carebench.support.records import SCOPES, read_records
+    from carebench.support.records import SCOPES, read_run_records
 
     run_dir = Path(run_dir)
     manifest = read_json(run_dir / "manifest.json")
@@ -356,7 +361,7 @@ def rescore(
         raise CarebenchError(f"{run_dir} is a {manifest.get('suite')!r} run, not a support run")
     if panel or scope:
         settings = dict(manifest.get("scoring") or {})
-        _, vt = read_records(run_dir / "records.jsonl")
+        _, vt = read_run_records(run_dir)
         if panel:
             missing = [p for p in panel if p not in vt.judges]
             if missing:
@@ -376,27 +381,16 @@ def rescore(
 
 def load_records(run_dir: Path, task_ids: set[str] | None = None) -> tuple[list[ResponseRecord], list[VerdictRecord]]:
     """Response and verdict records of a run, optionally only those of some tasks."""
-    from carebench.datasets.files import read_rows
+    from carebench.support.records import read_run_rows
 
     responses: list[ResponseRecord] = []
     verdicts: list[VerdictRecord] = []
-
-    def wanted(line: str) -> bool:  # cheap pre-filter before JSON parsing (exact check follows)
-        m = _TASK_ID.search(line)
-        return m is None or json.loads(f'"{m.group(1)}"') in task_ids
-
-    path = Path(run_dir) / "records.jsonl"
-    for _, row in read_rows(path, "jsonl", line_filter=wanted if task_ids is not None else None):
-        if task_ids is not None and row.get("task_id") not in task_ids:
-            continue
+    for row in read_run_rows(run_dir, task_ids):
         if row.get("kind") == "response":
             responses.append(ResponseRecord.from_dict(row))
         elif row.get("kind") == "verdict":
             verdicts.append(VerdictRecord.from_dict(row))
     return responses, verdicts
-
-
-_TASK_ID = re.compile(r'"task_id":\s*"((?:[^"\\]|\\.)*)"')
 
 
 # -- judge calibration (§3.3, B.1-B.7) ------------------------------------------------------
