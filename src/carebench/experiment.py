@@ -159,12 +159,21 @@ def write_run(run_dir: Path, suite: str, ex: Execution, run: Run) -> dict[str, A
 
 
 def write_records(run_dir: Path, rows: Sequence[dict[str, Any]], parquet_columns: Sequence[str] = ()) -> None:
-    """``records.jsonl`` (the readable record) and, given columns, ``records.parquet``."""
-    write_jsonl(run_dir / "records.jsonl", rows)
+    """``records.jsonl`` (the readable record) and, given columns, ``records.parquet``
+    (the same rows, secrets scrubbed and JSON-encoded once for both)."""
+    import json
+
+    from carebench.fileio import atomic_write_text
+    from carebench.jsonclean import json_default
+    from carebench.rundir import scrub
+
+    rows = [scrub(r) for r in rows]
+    lines = [json.dumps(r, ensure_ascii=False, default=json_default) for r in rows]
+    atomic_write_text(run_dir / "records.jsonl", "".join(x + "\n" for x in lines))
     if parquet_columns:
         from carebench.records_parquet import write_records_parquet
 
-        write_records_parquet(run_dir, rows, parquet_columns)
+        write_records_parquet(run_dir, rows, lines, parquet_columns)
 
 
 def read_records(run_dir: str | Path) -> list[dict[str, Any]]:

@@ -19,24 +19,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from carebench.jsonclean import json_default
-
 PARQUET = "records.parquet"
 _META = b"carebench.records_jsonl"
 
 
-def write_records_parquet(run_dir: Path, rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
-    """Write ``records.parquet`` (atomically) after ``records.jsonl`` has been written."""
+def write_records_parquet(run_dir: Path, rows: Sequence[dict[str, Any]], lines: Sequence[str],
+                          columns: Sequence[str]) -> None:
+    """Write ``records.parquet`` (atomically) after ``records.jsonl`` has been written from
+    the same (scrubbed) ``rows``, whose JSON ``lines`` it stores."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     run_dir = Path(run_dir)
     st = (run_dir / "records.jsonl").stat()
-    from carebench.rundir import scrub
-
-    rows = [scrub(r) for r in rows]
     data: dict[str, list[Any]] = {c: [r.get(c) for r in rows] for c in columns}
-    data["json"] = [json.dumps(r, ensure_ascii=False, default=json_default) for r in rows]
+    data["json"] = list(lines)
     table = pa.table(data)
     meta = json.dumps({"size": st.st_size, "mtime_ns": st.st_mtime_ns}).encode()
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), _META: meta})
