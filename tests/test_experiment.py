@@ -87,3 +87,23 @@ def test_support_rescore_reads_parquet_and_falls_back_to_jsonl(tmp_path):
     (out / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in jsonl))
     assert main(["support", "rescore", str(out)]) == 0
     assert (out / "metrics.json").read_bytes() != metrics
+
+
+def test_family_override_reaches_self_preference(tmp_path, capsys):
+    tasks = load_tasks("builtin:sample")
+    out = tmp_path / "run"
+    with StubServer() as stub:
+        stub.handler = Script(tasks)
+        u = stub.base_url
+        judge, resp = f"openai:judge-a@{u}", f"openai:resp-a@{u}"
+        assert main(["support", "run", "--responder", resp, "--responder", f"openai:resp-b@{u}",
+                     "--judge", judge, "--judge", f"openai:judge-b@{u}", "--attempts", "1", "--limit", "2",
+                     "--bootstrap", "20",
+                     "--out", str(out), "--family", f"{judge}=acme", "--family", f"{resp}=acme"]) == 0
+    fams = json.loads((out / "metrics.json").read_text())["self_preference"]["families"]
+    # without the override both would be guessed as "openai:judge"/"openai:resp"
+    assert fams["judges"][judge] == "acme" and fams["responders"][resp] == "acme"
+    assert fams["responders"][f"openai:resp-b@{u}"] == "openai:resp"
+    assert json.loads((out / "manifest.json").read_text())["scoring"]["family"] == {judge: "acme", resp: "acme"}
+    assert main(["support", "rescore", str(out), "--family", "nonsense"]) == 2
+    assert "--family expects SPEC=NAME" in capsys.readouterr().err

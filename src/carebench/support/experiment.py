@@ -89,6 +89,7 @@ class SupportRunConfig:
     progress: bool = True
     title: str = "Support: rubric-scored crisis support"
     notes: list[str] = field(default_factory=list)
+    families: dict[str, str] = field(default_factory=dict)  # --family SPEC=NAME overrides
 
     def validate(self) -> None:
         if not self.responders and not self.include_reference:
@@ -229,7 +230,7 @@ class SupportSuite:
             seeds={"bootstrap": cfg.seed, "generation": cfg.seed},
             models=[str(m.spec) for m in responders] + [j.label for j in judges],
             extra={"scoring": {"panel": [j.label for j in judges], "scope": metrics_scope(cfg.scope),
-                               "seed": cfg.seed, "bootstrap": cfg.bootstrap},
+                               "seed": cfg.seed, "bootstrap": cfg.bootstrap, "family": dict(cfg.families)},
                    "notes": list(cfg.notes)},
             files={"tasks.jsonl": [t.to_row() for t in tasks]},
             parquet_columns=PARQUET_COLUMNS,
@@ -264,6 +265,7 @@ class SupportSuite:
             records.tasks, records.response_table, records.verdict_table,
             panel=settings.get("panel"), scope=settings.get("scope", "final"),
             seed=int(settings.get("seed", 12345)), bootstrap=int(settings.get("bootstrap", 2000)),
+            family=settings.get("family"),
         )
 
     def render(self, metrics: Mapping[str, Any], records: SupportRecords,
@@ -331,11 +333,12 @@ def support_metrics(
     scope: str,
     seed: int,
     bootstrap: int,
+    family: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     from carebench.support.analyses import analyze
 
     metrics = analyze(tasks, responses, verdicts, panel=list(panel) if panel else None,
-                      scope=scope, seed=seed, B=bootstrap)
+                      scope=scope, seed=seed, B=bootstrap, family=family or None)
     # JSON round trip: metrics.json and a rescore compare as the same plain data
     return jsonable(metrics)
 
@@ -346,6 +349,7 @@ def rescore(
     panel: Sequence[str] | None = None,
     scope: str | None = None,
     out_dir: Path | None = None,
+    family: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Recompute ``metrics.json`` and the report from the recorded verdicts only.
 
@@ -359,6 +363,8 @@ def rescore(
     manifest = read_json(run_dir / "manifest.json")
     if manifest.get("suite") != SUITE:
         raise CarebenchError(f"{run_dir} is a {manifest.get('suite')!r} run, not a support run")
+    if family:
+        manifest = {**manifest, "scoring": {**(manifest.get("scoring") or {}), "family": dict(family)}}
     if panel or scope:
         settings = dict(manifest.get("scoring") or {})
         _, vt = read_run_records(run_dir)
@@ -413,6 +419,7 @@ class CalibrationConfig:
     judge_temperature: float = 0.0
     judge_max_tokens: int = JUDGE_MAX_TOKENS
     progress: bool = True
+    families: dict[str, str] = field(default_factory=dict)  # --family SPEC=NAME overrides
 
 
 def run_calibration(cfg: CalibrationConfig, cache: CompletionCache | None = None) -> Path:
@@ -471,6 +478,7 @@ def run_calibration(cfg: CalibrationConfig, cache: CompletionCache | None = None
                                           getattr(a.value, "met", None) if a.status == "ok" else None,
                                           a.rationale, a.status, scope))
     result = calibrate_judges(labels, verdicts, panel_size=cfg.panel_size, seed=cfg.seed, B=cfg.bootstrap,
+                              family=cfg.families or None,
                        tasks=tasks)
     run_dir = new_run_dir("support-calibration", cfg.out)
     write_jsonl(run_dir / "records.jsonl", [v.to_dict() for v in verdicts])
