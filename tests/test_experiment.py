@@ -107,3 +107,22 @@ def test_family_override_reaches_self_preference(tmp_path, capsys):
     assert json.loads((out / "manifest.json").read_text())["scoring"]["family"] == {judge: "acme", resp: "acme"}
     assert main(["support", "rescore", str(out), "--family", "nonsense"]) == 2
     assert "--family expects SPEC=NAME" in capsys.readouterr().err
+
+
+def test_parquet_with_all_null_columns_reads_like_the_jsonl(tmp_path):
+    """Every verdict failed (met null in every row): the Parquet column has the null type."""
+    import os
+
+    from carebench.experiment import write_records
+    from carebench.support.records import PARQUET_COLUMNS, read_run_records
+
+    rows = [{"kind": "response", "task_id": "t1", "responder": "m", "attempt": 0, "turns": [],
+             "final_reply": "hi", "status": "ok"}]
+    rows += [{"kind": "verdict", "task_id": "t1", "responder": "m", "attempt": 0, "criterion_id": f"c{k}",
+              "judge": "j", "met": None, "rationale": "", "status": "error", "scope": "final"} for k in range(3)]
+    write_records(tmp_path, rows, PARQUET_COLUMNS)
+    rt, vt = read_run_records(tmp_path)
+    os.remove(tmp_path / "records.parquet")
+    rt2, vt2 = read_run_records(tmp_path)
+    assert len(vt) == len(vt2) == 3 and len(rt) == len(rt2) == 1
+    assert vt.met.tolist() == vt2.met.tolist() and vt.status.tolist() == vt2.status.tolist()

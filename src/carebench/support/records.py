@@ -404,7 +404,14 @@ def read_run_records(run_dir: str | Path) -> tuple[ResponseTable, VerdictTable]:
     path = fresh_parquet(Path(run_dir))
     if path is None:
         return read_records(Path(run_dir) / "records.jsonl")
-    tab = read_parquet_columns(path, PARQUET_COLUMNS)
+    import pyarrow as pa
+
+    types = {"attempt": pa.int64(), "met": pa.bool_()}
+    raw = read_parquet_columns(path, PARQUET_COLUMNS)
+    try:  # a column that is null in every row was written with the null type
+        tab = pa.table({c: raw[c].cast(types.get(c, pa.string())) for c in PARQUET_COLUMNS})
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return read_records(Path(run_dir) / "records.jsonl")
     try:
         vt = _verdicts_from_arrow(tab.filter(pc.equal(tab["kind"], "verdict")), path)
     except _ArrowFallback:
