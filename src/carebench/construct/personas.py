@@ -52,7 +52,7 @@ def load_personas(spec: str | Path, id_field: str = "id", text_field: str = "tex
         if str(pid) in seen:
             raise CarebenchError(f"{where}: duplicate persona id {pid!r}")
         seen.add(str(pid))
-        attrs = {k: v for k, v in raw.items() if k not in (id_field, text_field) and v is not None}
+        attrs = {k: v for k, v in raw.items() if k not in (id_field, text_field, "illustrative") and v is not None}
         out.append(Persona(id=str(pid), text=text.strip(), attributes=attrs))
     if not out:
         raise CarebenchError(f"{path}: empty persona table")
