@@ -31,7 +31,7 @@ def test_pattern_chain_with_known_names():
     assert "[EMAIL]" in out and "[HANDLE]" in out and "[URL]" in out
     assert res.residual_hits == []
     assert res.counts["1_replaced"]["PHONE_NUMBER"] == 2
-    assert "pattern recognizers only" in res.summary()["note"]
+    assert "pattern recognizers only" in res.summary()["ner_note"]
 
 
 def test_ner_path_with_a_spacy_pipeline(tmp_path):

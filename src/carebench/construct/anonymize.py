@@ -202,7 +202,7 @@ class ChainResult:
         return {
             "backend": self.backend,
             "ner": self.ner,
-            "note": None if self.ner else "no NER model: pattern recognizers only (names are not detected)",
+            "ner_note": None if self.ner else "no NER model: pattern recognizers only (names are not detected)",
             "rows": len(self.rows),
             "counts": self.counts,
             "residual_hits": self.residual_hits,

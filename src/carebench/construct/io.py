@@ -13,9 +13,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from carebench.datasets.files import format_from_suffix, read_rows
+from carebench.datasets.files import read_models
 from carebench.fileio import atomic_write_text
 from carebench.types import CarebenchError
 
@@ -53,30 +53,20 @@ def resolve(spec: str | Path) -> Path:
 
 
 def load_models(spec: str | Path, model: type[M], *, unique: str | None = "id") -> list[M]:
-    """Validate every row of a file as ``model``; the first bad row is an error naming
-    its file, line and field. ``unique`` names a field whose values must not repeat."""
+    """Validate every row of a file as ``model`` through the core reader (the first bad row
+    is an error naming its file, line and field); ``unique`` names a field that must not repeat."""
     path = resolve(spec)
-    fmt = format_from_suffix(path)
-    if fmt is None:
-        raise CarebenchError(f"{path}: unsupported file type (use .jsonl, .csv or .parquet)")
-    out: list[M] = []
-    seen: set[Any] = set()
-    for loc, raw in read_rows(path, fmt):
-        try:
-            row = model.model_validate(raw)
-        except ValidationError as e:
-            first = e.errors()[0]
-            field = ".".join(str(x) for x in first.get("loc", ())) or "row"
-            raise CarebenchError(f"{path}:{loc.split()[-1]}: field {field!r}: {first.get('msg')}") from None
-        if unique:
+    rows = read_models(path, model)
+    if not rows:
+        raise CarebenchError(f"{path}: no rows")
+    if unique:
+        seen: set[Any] = set()
+        for i, row in enumerate(rows, 1):
             key = getattr(row, unique)
             if key in seen:
-                raise CarebenchError(f"{path}:{loc.split()[-1]}: duplicate {unique} {key!r}")
+                raise CarebenchError(f"{path}: record {i}: duplicate {unique} {key!r}")
             seen.add(key)
-        out.append(row)
-    if not out:
-        raise CarebenchError(f"{path}: no rows")
-    return out
+    return rows
 
 
 def write_models(path: Path, rows: Iterable[BaseModel | dict[str, Any]]) -> None:

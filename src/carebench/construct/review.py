@@ -47,7 +47,7 @@ class SampleConfig:
             raise CarebenchError("give two distinct reviewer names")
 
 
-def _largest_remainder(sizes: dict[Any, int], n: int) -> dict[Any, int]:
+def largest_remainder(sizes: dict[Any, int], n: int) -> dict[Any, int]:
     """Split ``n`` over strata in proportion to ``sizes``, never above a stratum's size."""
     total = sum(sizes.values())
     n = min(n, total)
@@ -83,7 +83,7 @@ def draw_sample(rows: list[WorkRow], cfg: SampleConfig) -> tuple[list[dict[str, 
         strata: dict[tuple[str, str], list[WorkRow]] = defaultdict(list)
         for r in cells[k]:
             strata[(r.source, r.risk)].append(r)
-        alloc = _largest_remainder({s: len(v) for s, v in strata.items()}, want[k])
+        alloc = largest_remainder({s: len(v) for s, v in strata.items()}, want[k])
         chosen: list[WorkRow] = []
         for s in sorted(strata):
             members = strata[s]

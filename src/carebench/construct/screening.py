@@ -141,3 +141,37 @@ def _report(decided: list[tuple[WorkRow, str]], keep: list[bool], verdicts: list
         "lexicon_terms": dict(hit_counts.most_common()),
         "classifier_errors": sum(1 for v in verdicts or [] if v.error),
     }
+
+
+class ScreenAnswer(BaseModel):
+    relevant: bool
+    intent: list[str] = Field(default_factory=list)
+    nssi_severity: int | None = None
+    suicidal_severity: int | None = None
+
+
+def classify_llm(rows: list[SourceRow], model: Any, ledger: Any, taxonomy: Any) -> list[Verdict]:
+    """The taxonomy asked of a chat model: relevance plus proxy INTENT labels.
+
+    Unknown codes are dropped from the proxy (it is a sampling aid, never a label);
+    an unparseable answer leaves the row ``uncertain``.
+    """
+    from carebench.construct.calls import ask_json
+    from carebench.construct.prompts import SCREEN_SYSTEM
+
+    intent = "\n".join(f"- {c.code}: {c.name}. {c.description}".rstrip() for c in taxonomy.categories("intent"))
+    system = SCREEN_SYSTEM.format(intent=intent)
+    answers = ask_json(ledger, "screening classifier", model, [(r.id, system, f"TEXT:\n{r.text}") for r in rows],
+                       ScreenAnswer, max_tokens=120)
+    known = set(taxonomy.codes("intent"))
+    out = []
+    for a in answers:
+        if a.status != "ok":
+            out.append(Verdict(None, error=a.error or a.status))
+            continue
+        v: ScreenAnswer = a.value  # type: ignore[assignment]
+        codes = sorted({c for c in v.intent if c in known})
+        score = 1.0 if v.relevant else 0.0
+        out.append(Verdict(score, Proxy(intent=codes, nssi_severity=v.nssi_severity,
+                                        suicidal_severity=v.suicidal_severity, score=score)))
+    return out
