@@ -18,7 +18,7 @@ def _config(tmp_path, url, **extra):
     m = lambda name: f"openai:{name}@{url}"  # noqa: E731
     cfg = {"router": m("router"), "judge": m("judge"),
            "rewriters": [m("good"), m("leaky"), m("badformat"), m("plain")],
-           "literals": str(tmp_path / "literals.txt"), **extra}
+           "literals": str(tmp_path / "literals.txt"), "embedder": "hashing", **extra}
     (tmp_path / "literals.txt").write_text("forum_sg\n", "utf-8")
     p = tmp_path / "build.yaml"
     import yaml
@@ -93,7 +93,7 @@ def test_leak_caught_by_residual_check(tmp_path, stub, capsys):
     r = tmp_path
     assert main(["construct", "screen", "--out", str(r / "s")]) == 0
     assert main(["construct", "route", "--rows", str(r / "s" / "screened.jsonl"), "--model",
-                 f"openai:router@{url}", "--out", str(r / "r")]) == 0
+                 f"openai:router@{url}", "--embedder", "hashing", "--out", str(r / "r")]) == 0
     assert main(["construct", "rewrite", "--rows", str(r / "r" / "routed.jsonl"), "--rewriter",
                  f"openai:leaky@{url}", "--out", str(r / "w")]) == 0
     assert main(["construct", "judge", "--rows", str(r / "w" / "rewrites.jsonl"), "--judge",

@@ -83,6 +83,7 @@ class PresidioBackend:
         threshold: float = 0.3,
         regions: tuple[str, ...] = ("SG",),
     ):
+        _import_presidio()
         try:
             from presidio_analyzer import AnalyzerEngine, Pattern, PatternRecognizer, RecognizerRegistry
             from presidio_analyzer.predefined_recognizers import (
@@ -119,6 +120,25 @@ class PresidioBackend:
         results = self._engine.analyze(text=text, language="en", entities=self.entities,
                                        score_threshold=self.threshold)
         return [Span(r.entity_type, r.start, r.end, float(r.score), text[r.start : r.end]) for r in results]
+
+
+def _import_presidio() -> None:
+    """Import Presidio without its optional Hugging Face engine: that import pulls in
+    transformers (seconds of start-up) for an engine carebench never uses."""
+    import sys
+
+    if "presidio_analyzer" in sys.modules:
+        return
+    masked = "transformers" not in sys.modules
+    if masked:
+        sys.modules["transformers"] = None  # type: ignore[assignment]  # presidio treats it as absent
+    try:
+        import presidio_analyzer  # noqa: F401
+    except ImportError:
+        pass  # reported by the caller with the extra to install
+    finally:
+        if masked and sys.modules.get("transformers", 0) is None:
+            del sys.modules["transformers"]
 
 
 def _nlp_engine(spacy_model: str | None) -> Any:

@@ -74,7 +74,7 @@ def route(
     rows: Rows,
     model: Annotated[str, typer.Option(help="Model for author sketches and the persona pick.")],
     personas: Annotated[str, typer.Option(help="Persona table (JSONL/CSV/Parquet), or builtin:personas.")] = "builtin:personas",
-    embedder: Annotated[str, typer.Option(help="Embedder: builtin (packaged MiniLM) or a local encoder dir.")] = "builtin",
+    embedder: Annotated[str, typer.Option(help="Embedder: builtin (packaged MiniLM), a local encoder dir, or hashing (bag of words).")] = "builtin",
     k: Annotated[int, typer.Option(help="Nearest personas offered to the picker.")] = 10,
     attributes: Annotated[str, typer.Option(help="Inferred attributes: inform (the picker) or filter (candidates).")] = "inform",
     out: Out = None, budget: Budget = None, dry_run: DryRun = False, no_cache: NoCache = False,

@@ -180,3 +180,29 @@ def attribute_mask(inferred: dict[str, Any], personas: list[Persona]) -> np.ndar
             if key in p.attributes and str(p.attributes[key]).strip().lower() != want:
                 ok[i] = False
     return ok
+
+
+class HashingEmbedder:
+    """Bag-of-words vectors (hashed word uni- and bigrams, L2-normalised): no model, no
+    download, no torch. A lexical stand-in for the sentence encoder when routing must
+    be cheap (tests, dry runs of large tables); similarity is word overlap, not meaning."""
+
+    name = "hashing-bow-4096"
+
+    def __init__(self, n_features: int = 4096):
+        from sklearn.feature_extraction.text import HashingVectorizer
+
+        self._vec = HashingVectorizer(n_features=n_features, alternate_sign=False, norm="l2", ngram_range=(1, 2))
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        return np.asarray(self._vec.transform(list(texts)).toarray(), dtype=np.float32)
+
+
+def get_embedder(spec: str | None) -> Any:
+    """``hashing`` (bag of words, no model) or any spec the core embedder accepts
+    (``builtin`` = the packaged MiniLM, or a local encoder directory)."""
+    if spec == "hashing":
+        return HashingEmbedder()
+    from carebench.models.embed import load_embedder
+
+    return load_embedder(spec)

@@ -142,9 +142,9 @@ def build(cfg: BuildConfig, opts: RunOptions) -> Path | dict[str, Any]:
     judge_model = _model(models, cfg.judge)  # type: ignore[arg-type]
     if opts.dry_run:
         return _plan(cfg, sources, lexicon, configs)
-    from carebench.models.embed import load_embedder
+    from carebench.construct.personas import get_embedder
 
-    embedder = load_embedder(cfg.embedder)
+    embedder = get_embedder(cfg.embedder)
     ledger = make_ledger(opts)
     run_dir = new_run_dir(SUITE, opts.out)
     manifest = _manifest_writer(run_dir, cfg, opts, sources, models)

@@ -103,11 +103,11 @@ def route_stage(rows_path: str, personas: str, model: str, embedder: str, k: int
                 opts: RunOptions) -> Path:
     from carebench.construct.personas import load_personas
     from carebench.construct.routing import route
-    from carebench.models.embed import load_embedder
+    from carebench.construct.personas import get_embedder
 
     rows = load_rows(rows_path)
     table = load_personas(personas)
-    emb = load_embedder(embedder)
+    emb = get_embedder(embedder)
 
     def body(ledger, models, stages, run_dir):
         routed, rep = route(rows, table, emb, _model(models, model), ledger, k=k, attributes=attributes,
