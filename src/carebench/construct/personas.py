@@ -112,12 +112,12 @@ def nearest(queries: np.ndarray, table: np.ndarray, k: int = 10, mask: np.ndarra
         if mask is not None:
             sims = np.where(mask[s : s + _BLOCK], sims, -np.inf)
         if k < n:
-            part = np.argpartition(-sims, k - 1, axis=1)[:, :k]
+            part = np.argpartition(sims, n - k, axis=1)[:, n - k :]
         else:
             part = np.tile(np.arange(n), (sims.shape[0], 1))
         kth = np.take_along_axis(sims, part, axis=1).min(axis=1)
         # rows whose k-th value is tied with rows left out: take the tied rows in table order
-        for r in np.flatnonzero((sims >= kth[:, None]).sum(axis=1) > k):
+        for r in np.flatnonzero(np.count_nonzero(sims >= kth[:, None], axis=1) > k):
             cand = np.flatnonzero(sims[r] >= kth[r])
             part[r] = cand[np.lexsort((cand, -sims[r, cand]))[:k]]
         vals = np.take_along_axis(sims, part, axis=1)
