@@ -15,7 +15,7 @@ from stub_server import StubServer
 
 
 def _config(tmp_path, url, **extra):
-    m = lambda name: f"openai:{name}@{url}"  # noqa: E731
+    m = lambda name: f"openai:{name}@{url}"
     cfg = {"router": m("router"), "judge": m("judge"),
            "rewriters": [m("good"), m("leaky"), m("badformat"), m("plain")],
            "literals": str(tmp_path / "literals.txt"), "embedder": "hashing", **extra}

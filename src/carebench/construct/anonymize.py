@@ -85,7 +85,12 @@ class PresidioBackend:
     ):
         _import_presidio()
         try:
-            from presidio_analyzer import AnalyzerEngine, Pattern, PatternRecognizer, RecognizerRegistry
+            from presidio_analyzer import (
+                AnalyzerEngine,
+                Pattern,
+                PatternRecognizer,
+                RecognizerRegistry,
+            )
             from presidio_analyzer.predefined_recognizers import (
                 PhoneRecognizer,
                 SgFinRecognizer,

@@ -208,6 +208,7 @@ def review_stats(
 def build(
     config: Annotated[str | None, typer.Option(help="Build config YAML (default: builtin:build, the illustrative set).")] = None,
     model: Annotated[str | None, typer.Option(help="Model spec for every role the config leaves unset.")] = None,
+    limit: Annotated[int | None, typer.Option(help="Only the first N source rows (smoke runs).")] = None,
     out: Out = None, budget: Budget = None, dry_run: DryRun = False, no_cache: NoCache = False,
     cache: Cache = None, concurrency: Concurrency = None,
 ) -> None:
@@ -216,6 +217,8 @@ def build(
     from carebench.construct.pipeline import build as run_build
 
     cfg = load_build_config(config or "builtin:build")
+    if limit is not None:
+        cfg = cfg.model_copy(update={"limit": limit})
     opts = _opts(out, budget, dry_run, no_cache, cache, concurrency)
     opts.model = model
     result = run_build(cfg, opts)

@@ -30,6 +30,7 @@ class BuildConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     sources: str = "builtin:sources"
+    limit: int | None = Field(None, ge=1)  # only the first N source rows (smoke runs)
     personas: str = "builtin:personas"
     lexicon: list[str] = Field(default_factory=list)
     lexicon_replace: bool = False

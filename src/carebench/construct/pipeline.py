@@ -38,7 +38,13 @@ from carebench.construct.rewriting import (
     round_robin,
 )
 from carebench.construct.routing import route
-from carebench.construct.screening import ScreenConfig, Verdict, classify_llm, screen, scores_from_file
+from carebench.construct.screening import (
+    ScreenConfig,
+    Verdict,
+    classify_llm,
+    scores_from_file,
+    screen,
+)
 from carebench.construct.sources import SourceRow, WorkRow
 from carebench.datasets.prompts import Persona as PromptPersona
 from carebench.datasets.prompts import PromptRecord
@@ -124,6 +130,8 @@ def build(cfg: BuildConfig, opts: RunOptions) -> Path | dict[str, Any]:
     cfg = cfg.with_model(opts.model)
     cfg.check_models()
     sources = load_models(cfg.sources, SourceRow)  # every input validated before any call
+    if cfg.limit is not None:
+        sources = sources[: cfg.limit]
     personas = load_personas(cfg.personas)
     lexicon = load_lexicon(cfg.lexicon, cfg.lexicon_replace)
     contexts = load_contexts(cfg.contexts)

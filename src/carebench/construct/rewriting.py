@@ -67,7 +67,7 @@ def forum_sample(rows: list[WorkRow], share: float, seed: int) -> set[str]:
     if not 0.0 <= share <= 1.0:
         raise CarebenchError(f"forum share must be within [0, 1], got {share}")
     eligible = [r for r in rows if r.forum]
-    target = min(len(eligible), int(round(share * len(rows))))
+    target = min(len(eligible), round(share * len(rows)))
     if target == 0:
         return set()
     dist = Counter(r.risk for r in rows)

@@ -55,7 +55,7 @@ def route(
         return [], {"rows_in": 0, "rows_out": 0}
     table, cached = persona_matrix(personas, embedder, cache_dir)
     answers = ask_json(ledger, "persona sketches", model, [(r.id, SKETCH_SYSTEM, f"TEXT:\n{r.text}") for r in rows],
-                       Sketch, max_tokens=300)
+                       Sketch, max_tokens=200)
     status: Counter = Counter()
     queries = []
     for r, a in zip(rows, answers, strict=True):

@@ -117,7 +117,7 @@ def _keep_candidates(rows: list[WorkRow], cfg: ScreenConfig) -> list[bool]:
     rng = np.random.default_rng(cfg.seed)
     for kind in ("uncertain", "hard_negative"):
         idx = [i for i, r in enumerate(rows) if r.screen_reason == kind]
-        n_keep = int(round(cfg.keep_share * len(idx)))
+        n_keep = round(cfg.keep_share * len(idx))
         for i in rng.permutation(idx)[:n_keep] if idx else []:
             keep[int(i)] = True
     return keep

@@ -13,7 +13,14 @@ from typing import Any
 from carebench.construct import anonymize as anon
 from carebench.construct.calls import Ledger
 from carebench.construct.io import load_models, write_models
-from carebench.construct.pipeline import RunOptions, Stages, _model, classifier_verdicts, load_expressions, make_ledger
+from carebench.construct.pipeline import (
+    RunOptions,
+    Stages,
+    _model,
+    classifier_verdicts,
+    load_expressions,
+    make_ledger,
+)
 from carebench.construct.quality import ConstructionVerdict, Outcome, selected, summarize
 from carebench.construct.sources import SourceRow, WorkRow
 from carebench.models.base import ChatModel
@@ -101,9 +108,8 @@ def screen_stage(sources: str, lexicon: list[str], lexicon_replace: bool, classi
 
 def route_stage(rows_path: str, personas: str, model: str, embedder: str, k: int, attributes: str,
                 opts: RunOptions) -> Path:
-    from carebench.construct.personas import load_personas
+    from carebench.construct.personas import get_embedder, load_personas
     from carebench.construct.routing import route
-    from carebench.construct.personas import get_embedder
 
     rows = load_rows(rows_path)
     table = load_personas(personas)
@@ -123,7 +129,15 @@ def route_stage(rows_path: str, personas: str, model: str, embedder: str, k: int
 def rewrite_stage(rows_path: str, rewriters: list[str], contexts_path: str | None, rewrite_contexts: list[str],
                   forum_share: float, all_configs: bool, expressions: str | None, seed: int,
                   opts: RunOptions) -> Path:
-    from carebench.construct.rewriting import FORUM, assign, forum_sample, parse_config, rewrite, rewrite_report, round_robin
+    from carebench.construct.rewriting import (
+        FORUM,
+        assign,
+        forum_sample,
+        parse_config,
+        rewrite,
+        rewrite_report,
+        round_robin,
+    )
     from carebench.taxonomy import load_contexts
 
     rows = load_rows(rows_path)
