@@ -79,6 +79,10 @@ def test_build_end_to_end(tmp_path, stub, capsys):
     html = (out / "report.html").read_text("utf-8")
     assert "<script>alert" not in html
 
+    # the report re-renders from the run directory alone
+    (out / "report.md").unlink()
+    assert main(["report", str(out)]) == 0 and "Rewriter selection" in (out / "report.md").read_text("utf-8")
+
     # a second run resumes entirely from the cache
     out2 = tmp_path / "run2"
     assert main(["construct", "build", "--config", str(cfg), "--out", str(out2)]) == 0
@@ -111,3 +115,32 @@ def test_leak_caught_by_residual_check(tmp_path, stub, capsys):
     assert main(["construct", "anonymize", "--rows", str(r / "j" / "judged.jsonl"), "--literals",
                  str(r / "lit.txt"), "--out", str(r / "b")]) == 0
     assert all(p.context == "forum" for p in load_prompts(r / "b" / "prompts.jsonl"))
+
+
+def test_budget_stop_leaves_no_prompts(tmp_path, stub, capsys, monkeypatch):
+    """A zero budget stops at the first uncached call: the run says how to resume and
+    writes no prompts (nothing half-written)."""
+    monkeypatch.setenv("CAREBENCH_CACHE", str(tmp_path / "fresh.sqlite"))
+    cfg = _config(tmp_path, stub.base_url)
+    out = tmp_path / "run"
+    rc = main(["construct", "build", "--config", str(cfg), "--out", str(out), "--budget", "0"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "budget" in err and "resume" in err
+    assert not (out / "prompts.jsonl").exists()
+    assert read_json(out / "manifest.json")["status"] == "stopped"
+
+
+def test_route_with_attribute_filter(tmp_path, stub):
+    """--attributes filter: every candidate satisfies the sketch's guesses (age 15-24,
+    Single, Student in the stub), and the manifest states the mode."""
+    url = stub.base_url
+    assert main(["construct", "screen", "--keep-share", "0", "--out", str(tmp_path / "s")]) == 0
+    assert main(["construct", "route", "--rows", str(tmp_path / "s" / "screened.jsonl"), "--model",
+                 f"openai:router@{url}", "--embedder", "hashing", "--attributes", "filter",
+                 "--out", str(tmp_path / "r")]) == 0
+    personas = {json.loads(line)["id"]: json.loads(line) for line in builtin_path("personas").read_text().splitlines()}
+    fits = {pid for pid, p in personas.items()
+            if 15 <= p["age"] <= 24 and p["marital_status"] == "Single" and p["occupation"] == "Student"}
+    rows = read_jsonl(tmp_path / "r" / "routed.jsonl")
+    assert rows and all(set(r["candidates"]) <= fits and len(r["candidates"]) == min(10, len(fits)) for r in rows)
+    assert read_json(tmp_path / "r" / "manifest.json")["config"]["attributes"] == "filter"

@@ -69,3 +69,24 @@ def test_embeddings_cached(tmp_path):
     assert (hit1, hit2) == (False, True) and emb.calls == 1
     np.testing.assert_allclose(m1, m2)
     np.testing.assert_allclose(np.linalg.norm(m1, axis=1), 1.0, rtol=1e-6)
+
+
+def test_persona_table_from_parquet_and_csv(tmp_path):
+    import pandas as pd
+
+    from carebench.construct.personas import load_personas
+    from carebench.types import CarebenchError
+
+    frame = pd.DataFrame({"uuid": ["a", "b"], "persona": ["A nurse.", "A student."], "age": [33, 19],
+                          "sex": ["Female", "Male"]})
+    frame.to_parquet(tmp_path / "p.parquet")
+    ps = load_personas(tmp_path / "p.parquet", id_field="uuid", text_field="persona")
+    assert [p.id for p in ps] == ["a", "b"] and ps[1].attributes == {"age": 19, "sex": "Male"}
+    frame.to_csv(tmp_path / "p.csv", index=False)
+    assert load_personas(tmp_path / "p.csv", id_field="uuid", text_field="persona")[0].text == "A nurse."
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "x", "text": "ok"}\n{"id": "y"}\n', "utf-8")
+    import pytest
+
+    with pytest.raises(CarebenchError, match="bad.jsonl:2: field 'text'"):
+        load_personas(bad)

@@ -276,14 +276,15 @@ def anonymize_rows(
         counts["2_reversed"].update(s.entity for s in back)
         seen_identifiers.update(s.text for s in keep if len(s.text.strip()) >= 3)
         results.append(RowResult(rid, _apply(text, keep), keep, back))
-    literal_checks = [(lit, re.compile(rf"(?<!\w){re.escape(lit)}(?!\w)", re.IGNORECASE))
-                      for lit in sorted(set(literals) | seen_identifiers)]
+    lits = sorted(set(literals) | seen_identifiers, key=lambda x: (-len(x), x))
+    by_fold = {lit.casefold(): lit for lit in reversed(lits)}
+    one = re.compile("(?<!\\w)(?:" + "|".join(re.escape(x) for x in lits) + ")(?!\\w)", re.IGNORECASE) if lits else None
     hits: list[dict[str, str]] = []
     for res in results:
-        for lit, pat in literal_checks:
-            if pat.search(res.text):
-                res.residual.append({"id": res.id, "check": "literal", "what": lit})
-                counts["3_literal_hits"]["literal"] += 1
+        found = sorted({by_fold.get(m.group(0).casefold(), m.group(0)) for m in one.finditer(res.text)}) if one else []
+        for lit in found:
+            res.residual.append({"id": res.id, "check": "literal", "what": lit})
+            counts["3_literal_hits"]["literal"] += 1
         for name, pat in pats.items():
             for m in pat.finditer(res.text):
                 res.residual.append({"id": res.id, "check": "regex", "what": f"{name}: {m.group(0)}"})

@@ -77,6 +77,8 @@ def route(
     embedder: Annotated[str, typer.Option(help="Embedder: builtin (packaged MiniLM), a local encoder dir, or hashing (bag of words).")] = "builtin",
     k: Annotated[int, typer.Option(help="Nearest personas offered to the picker.")] = 10,
     attributes: Annotated[str, typer.Option(help="Inferred attributes: inform (the picker) or filter (candidates).")] = "inform",
+    id_field: Annotated[str, typer.Option(help="Persona table column with the id.")] = "id",
+    text_field: Annotated[str, typer.Option(help="Persona table column with the description.")] = "text",
     out: Out = None, budget: Budget = None, dry_run: DryRun = False, no_cache: NoCache = False,
     cache: Cache = None, concurrency: Concurrency = None,
 ) -> None:
@@ -88,7 +90,7 @@ def route(
         _dry("route", rows=n, sketch_calls=n, pick_calls=n)
         return
     _done(route_stage(rows, personas, model, embedder, k, attributes,
-                      _opts(out, budget, dry_run, no_cache, cache, concurrency)), "routed")
+                      _opts(out, budget, dry_run, no_cache, cache, concurrency), id_field, text_field), "routed")
 
 
 @app.command()

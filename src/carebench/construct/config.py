@@ -32,6 +32,8 @@ class BuildConfig(BaseModel):
     sources: str = "builtin:sources"
     limit: int | None = Field(None, ge=1)  # only the first N source rows (smoke runs)
     personas: str = "builtin:personas"
+    persona_id_field: str = "id"
+    persona_text_field: str = "text"
     lexicon: list[str] = Field(default_factory=list)
     lexicon_replace: bool = False
     classifier: str = "none"  # none | llm:SPEC | scores:PATH

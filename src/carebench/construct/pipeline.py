@@ -132,7 +132,7 @@ def build(cfg: BuildConfig, opts: RunOptions) -> Path | dict[str, Any]:
     sources = load_models(cfg.sources, SourceRow)  # every input validated before any call
     if cfg.limit is not None:
         sources = sources[: cfg.limit]
-    personas = load_personas(cfg.personas)
+    personas = load_personas(cfg.personas, cfg.persona_id_field, cfg.persona_text_field)
     lexicon = load_lexicon(cfg.lexicon, cfg.lexicon_replace)
     contexts = load_contexts(cfg.contexts)
     unknown = [c for c in cfg.rewrite_contexts if c not in contexts]
@@ -308,7 +308,7 @@ def _anonymize(cfg, released: list[WorkRow], backend, reversals, literals, stage
         if r.id in bad:
             continue
         persona = PromptPersona(text=r.persona.text, attributes=dict(r.persona.attributes)) if r.persona else PromptPersona()
-        final.append(PromptRecord(id=f"{r.id}:{r.context}", source_id=r.id, source_group=r.group,
+        final.append(PromptRecord(id=f"{r.id}-{r.context}", source_id=r.id, source_group=r.group,
                                   context=r.context, persona=persona, text=out.text, rewriter=r.rewriter))
     stages.add("anonymize", len(released), len(final), ("pattern recognizers only (no NER model)" if not backend.ner
                else f"with NER ({backend.name})") + (f"; {len(bad)} rows dropped for residual hits" if bad else ""),

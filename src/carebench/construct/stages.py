@@ -107,12 +107,12 @@ def screen_stage(sources: str, lexicon: list[str], lexicon_replace: bool, classi
 
 
 def route_stage(rows_path: str, personas: str, model: str, embedder: str, k: int, attributes: str,
-                opts: RunOptions) -> Path:
+                opts: RunOptions, id_field: str = "id", text_field: str = "text") -> Path:
     from carebench.construct.personas import get_embedder, load_personas
     from carebench.construct.routing import route
 
     rows = load_rows(rows_path)
-    table = load_personas(personas)
+    table = load_personas(personas, id_field, text_field)
     emb = get_embedder(embedder)
 
     def body(ledger, models, stages, run_dir):
