@@ -111,6 +111,8 @@ def test_leak_caught_by_residual_check(tmp_path, stub, capsys):
     err = capsys.readouterr().err
     assert rc == 2 and "residual hits" in err and "forum_sg" in err
     assert not (r / "a" / "prompts.jsonl").exists()
+    report = (r / "a" / "report.html").read_text("utf-8")
+    assert "stopped" in report and report.count("forum_sg") >= 10  # every residual hit is listed
     # with the judge's gates applied, no leaky rewrite is released and nothing residual remains
     assert main(["construct", "anonymize", "--rows", str(r / "j" / "judged.jsonl"), "--literals",
                  str(r / "lit.txt"), "--out", str(r / "b")]) == 0

@@ -163,7 +163,7 @@ def build(cfg: BuildConfig, opts: RunOptions) -> Path | dict[str, Any]:
                                                       reversals, literals, backend, configs, router, judge_model,
                                                       embedder, ledger, models, stages)
     except CarebenchError:
-        write_jsonl(run_dir / "calls.jsonl", ledger.call_rows)
+        write_stopped(run_dir, stages, ledger)
         manifest("stopped", ledger, stages)
         raise
     finally:
@@ -180,6 +180,21 @@ def build(cfg: BuildConfig, opts: RunOptions) -> Path | dict[str, Any]:
 
     render_build(run_dir, embedder=embedder if cfg.figures else None)
     return run_dir
+
+
+def write_stopped(run_dir: Path, stages: Stages, ledger: Ledger | None) -> None:
+    """What a stopped run leaves: its calls, the counts so far and a report of them
+    (residual hits included), never a prompts file."""
+    if ledger is not None:
+        write_jsonl(run_dir / "calls.jsonl", ledger.call_rows)
+    metrics = {"stages": stages.rows, "details": stages.details, "status": "stopped",
+               "anonymization": stages.details.get("anonymize")}
+    if ledger is not None:
+        metrics["accounting"] = ledger.summary()
+    write_json(run_dir / "metrics.json", metrics)
+    from carebench.construct.report import render_stage
+
+    render_stage(run_dir)
 
 
 def _close(model: ChatModel) -> None:
@@ -299,8 +314,8 @@ def _anonymize(cfg, released: list[WorkRow], backend, reversals, literals, stage
         stages.add("anonymize", len(released), 0, f"{len(bad)} rows with residual identifiers", **summary)
         raise CarebenchError(
             f"anonymization left {len(res.residual_hits)} residual hits in {len(bad)} rows "
-            f"(first: {res.residual_hits[0]['id']}: {res.residual_hits[0]['what']}); fix the lists or set "
-            "on_residual: drop"
+            f"(first: {res.residual_hits[0]['id']}: {res.residual_hits[0]['what']}; all are listed in the "
+            "report); fix the lists or set on_residual: drop"
         )
     final = []
     for r, out in zip(released, res.rows, strict=True):

@@ -132,7 +132,7 @@ def rerender(run_dir: Path) -> None:
     """``carebench report DIR`` for a construct run (figures without topics: no embedder)."""
     manifest = read_json(Path(run_dir) / "manifest.json")
     kind = manifest.get("kind")
-    if kind == "build":
+    if kind == "build" and (Path(run_dir) / "prompts.jsonl").exists():
         render_build(Path(run_dir))
     else:
         render_stage(Path(run_dir))
@@ -155,7 +155,10 @@ def render_stage(run_dir: Path) -> None:
             sections.append(Section("Screening", [screening_table(det)]))
     if metrics.get("accounting"):
         sections.append(Section("Model calls", [KeyValue(list(_accounting(metrics["accounting"]).items()))]))
-    write_report(Report(f"Construct: {manifest.get('kind', 'stage')}", sections=sections), run_dir)
+    title = f"Construct: {manifest.get('kind', 'stage')}"
+    if metrics.get("status") == "stopped":
+        title += " (stopped: no output written)"
+    write_report(Report(title, sections=sections), run_dir)
 
 
 def review_blocks(stats: dict[str, Any]) -> list[Any]:

@@ -57,8 +57,9 @@ def run_stage(
     try:
         extra = body(ledger, models, stages, run_dir)
     except CarebenchError:
-        if ledger is not None:
-            write_jsonl(run_dir / "calls.jsonl", ledger.call_rows)
+        from carebench.construct.pipeline import write_stopped
+
+        write_stopped(run_dir, stages, ledger)
         manifest("stopped")
         raise
     finally:
