@@ -78,7 +78,8 @@ def topics(texts: list[str], embeddings: np.ndarray, k: int = 6, terms: int = 6,
         members = np.flatnonzero(labels == c)
         mean = np.asarray(m[members].mean(axis=0)).ravel()
         top = vocab[np.argsort(-mean, kind="stable")[:terms]]
-        rows.append([c + 1, int(members.size), ", ".join(top)])
-    rows.sort(key=lambda r: -r[1])
+        rows.append([int(members.size), ", ".join(top)])
+    rows.sort(key=lambda r: -r[0])  # largest topic first, numbered in that order
+    rows = [[i + 1, *r] for i, r in enumerate(rows)]
     return Table(["topic", "prompts", "top TF-IDF terms"], rows,
                  caption=f"Topics: k-means ({k} clusters) over prompt embeddings, named by TF-IDF terms.")
