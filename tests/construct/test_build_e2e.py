@@ -146,3 +146,16 @@ def test_route_with_attribute_filter(tmp_path, stub):
     rows = read_jsonl(tmp_path / "r" / "routed.jsonl")
     assert rows and all(set(r["candidates"]) <= fits and len(r["candidates"]) == min(10, len(fits)) for r in rows)
     assert read_json(tmp_path / "r" / "manifest.json")["config"]["attributes"] == "filter"
+
+
+def test_screen_with_llm_classifier(tmp_path, stub):
+    """The stub's classifier calls every row relevant with proxy INTENT_1: all rows are
+    retained, by lexicon where a term matches and by the classifier otherwise."""
+    assert main(["construct", "screen", "--classifier", f"llm:openai:clf@{stub.base_url}",
+                 "--out", str(tmp_path / "s")]) == 0
+    rows = read_jsonl(tmp_path / "s" / "screened.jsonl")
+    assert len(rows) == 60
+    assert {r["screen_reason"] for r in rows} == {"lexicon", "classifier"}
+    assert all(r["proxy"] == {"proxy": True, "intent": ["INTENT_1"], "nssi_severity": None,
+                              "suicidal_severity": None, "score": 1.0} for r in rows)
+    assert all(bool(r["lexicon_hits"]) == (r["screen_reason"] == "lexicon") for r in rows)

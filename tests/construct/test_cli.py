@@ -92,3 +92,21 @@ def test_review_round_trip(tmp_path):
     expect = sum(w[i] * factual[i] / n_rev[i] for i in w) / sum(w.values())
     assert est["factual"]["estimate"] == pytest.approx(expect)
     assert est["fail_severity"]["lo"] <= est["fail_severity"]["estimate"] <= est["fail_severity"]["hi"]
+
+
+def test_screen_with_a_score_file(tmp_path):
+    """scores:PATH: >= 0.5 retained, [0.3, 0.5) uncertain, below hard negative, missing uncertain;
+    with keep-share 1 every candidate stays and the reason says which kind it was."""
+    src = tmp_path / "src.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "text": t, "source": "s"}) + "\n" for i, t in
+                           [("a", "plain words one"), ("b", "plain words two"), ("c", "plain words three"),
+                            ("d", "plain words four"), ("e", "I relapsed on sh")]), "utf-8")
+    scores = tmp_path / "scores.csv"
+    scores.write_text("id,score,intent\na,0.9,INTENT_1\nb,0.4,\nc,0.1,INTENT_0\ne,0.0,\n", "utf-8")
+    assert main(["construct", "screen", "--sources", str(src), "--classifier", f"scores:{scores}",
+                 "--keep-share", "1", "--out", str(tmp_path / "s")]) == 0
+    got = {r["id"]: r["screen_reason"] for r in read_jsonl(tmp_path / "s" / "screened.jsonl")}
+    assert got == {"a": "classifier", "b": "uncertain", "c": "hard_negative", "d": "uncertain", "e": "lexicon"}
+    assert main(["construct", "screen", "--sources", str(src), "--classifier", f"scores:{scores}",
+                 "--keep-share", "0", "--out", str(tmp_path / "s0")]) == 0
+    assert {r["id"] for r in read_jsonl(tmp_path / "s0" / "screened.jsonl")} == {"a", "e"}

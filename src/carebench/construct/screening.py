@@ -28,6 +28,7 @@ from pydantic import BaseModel, Field
 
 from carebench.construct.lexicon import Lexicon
 from carebench.construct.sources import Proxy, SourceRow, WorkRow
+from carebench.datasets.records import CodeList, OptionalInt
 from carebench.types import CarebenchError
 
 
@@ -56,11 +57,13 @@ class Verdict:
 
 
 class ScoreRow(BaseModel):
+    """One row of a user's score file (JSONL/CSV/Parquet; CSV lists as ``A;B`` or JSON)."""
+
     id: str
     score: float = Field(ge=0.0, le=1.0)
-    intent: list[str] = Field(default_factory=list)
-    nssi_severity: int | None = None
-    suicidal_severity: int | None = None
+    intent: CodeList = Field(default_factory=list)
+    nssi_severity: OptionalInt = None
+    suicidal_severity: OptionalInt = None
 
 
 def scores_from_file(path: str | Path, rows: list[SourceRow]) -> list[Verdict]:
