@@ -159,3 +159,22 @@ def test_screen_with_llm_classifier(tmp_path, stub):
     assert all(r["proxy"] == {"proxy": True, "intent": ["INTENT_1"], "nssi_severity": None,
                               "suicidal_severity": None, "score": 1.0} for r in rows)
     assert all(bool(r["lexicon_hits"]) == (r["screen_reason"] == "lexicon") for r in rows)
+
+
+def test_fusion_drafts_then_revises(tmp_path, stub):
+    """fusion:A+B: A's draft goes to B with the same task; the row keeps B's revision."""
+    url = stub.base_url
+    assert main(["construct", "screen", "--keep-share", "0", "--out", str(tmp_path / "s")]) == 0
+    assert main(["construct", "route", "--rows", str(tmp_path / "s" / "screened.jsonl"), "--model",
+                 f"openai:router@{url}", "--embedder", "hashing", "--out", str(tmp_path / "r")]) == 0
+    before = len(stub.requests)
+    fusion = f"fusion:openai:badformat@{url}+openai:good@{url}"
+    assert main(["construct", "rewrite", "--rows", str(tmp_path / "r" / "routed.jsonl"), "--rewriter", fusion,
+                 "--forum-share", "0", "--out", str(tmp_path / "w")]) == 0
+    rows = read_jsonl(tmp_path / "w" / "rewrites.jsonl")
+    assert rows and all(r["rewriter"] == fusion and r["output"].startswith("[q5] Hi") for r in rows)
+    new = stub.requests[before:]
+    drafts = [q for q in new if q.body["model"] == "badformat"]
+    revisions = [q for q in new if q.body["model"] == "good"]
+    assert len(drafts) == len(rows) == len(revisions)
+    assert all("DRAFT\nRewrite: [q5]" in q.body["messages"][-1]["content"] for q in revisions)
