@@ -67,6 +67,10 @@ def test_review_round_trip(tmp_path):
     key = read_jsonl(tmp_path / "rs" / "review_key.private.jsonl")
     sheets = {who: load_review_items(tmp_path / "rs" / f"review_{who}.jsonl") for who in ("ann", "bob")}
     assert len(sheets["ann"]) == 8 and len(sheets["bob"]) == 8 and len(key) == 12
+    combined = load_review_items(tmp_path / "rs" / "review_sheet.jsonl")  # what `annotate load` reads
+    assert sorted((r.item_id, r.reviewer) for r in combined) == sorted(
+        (r.item_id, r.reviewer) for who in ("ann", "bob") for r in sheets[who])
+    assert "rewriter" not in (tmp_path / "rs" / "review_sheet.jsonl").read_text("utf-8")
     # script: ann fails severity on every item of cell triage|m1; bob rates everything 4, ann 2
     cell = {k["item_id"]: k["cell"] for k in key}
     reviews = {}

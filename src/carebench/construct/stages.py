@@ -275,9 +275,13 @@ def review_sample_stage(rows_path: str, total: int, per_reviewer: int, shared: i
     def body(ledger, models, stages, run_dir):
         key, design = draw_sample(rows, cfg)
         by_id = {r.id: r for r in rows}
+        both = []
         for who in reviewers:
             sheet = [ReviewItem.model_validate(s) for s in sheet_rows(key, by_id, who)]
             write_models(run_dir / f"review_{who}.jsonl", sheet)
+            both += sheet
+        # one file for `carebench annotate load`: each row goes to the reviewer it names
+        write_models(run_dir / "review_sheet.jsonl", sorted(both, key=lambda r: (r.item_id, r.reviewer)))
         write_jsonl(run_dir / "review_key.private.jsonl", key)
         stages.add("review sample", len(rows), len(key), f"{len(design['cells'])} context x rewriter cells", **design)
         return {"design": design}
