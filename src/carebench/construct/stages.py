@@ -130,15 +130,7 @@ def route_stage(rows_path: str, personas: str, model: str, embedder: str, k: int
 def rewrite_stage(rows_path: str, rewriters: list[str], contexts_path: str | None, rewrite_contexts: list[str],
                   forum_share: float, all_configs: bool, expressions: str | None, seed: int,
                   opts: RunOptions) -> Path:
-    from carebench.construct.rewriting import (
-        FORUM,
-        assign,
-        forum_sample,
-        parse_config,
-        rewrite,
-        rewrite_report,
-        round_robin,
-    )
+    from carebench.construct import rewriting as rw
     from carebench.taxonomy import load_contexts
 
     rows = load_rows(rows_path)
@@ -147,30 +139,30 @@ def rewrite_stage(rows_path: str, rewriters: list[str], contexts_path: str | Non
     contexts = load_contexts(contexts_path)
     contracts = {n: c.contract_text() for n, c in contexts.items()}
     for c in rewrite_contexts:
-        if c not in contexts or c == FORUM:
+        if c not in contexts or c == rw.FORUM:
             raise CarebenchError(f"rewrite context {c!r} is not a known non-forum context")
     exprs = load_expressions(expressions)
 
     def body(ledger, models, stages, run_dir):
-        configs = [parse_config(s, models) for s in dict.fromkeys(rewriters)]
+        configs = [rw.parse_config(s, models) for s in dict.fromkeys(rewriters)]
         if any(r.persona is None for r in rows):
             raise CarebenchError(f"{rows_path}: rows need a persona (run `construct route` first)")
-        forum_ids = forum_sample(rows, forum_share, seed)
-        assign(rows, tuple(rewrite_contexts), seed, forum_ids)
-        todo = [r for r in rows if r.context != FORUM]
-        out_rows = [r for r in rows if r.context == FORUM]
+        forum_ids = rw.forum_sample(rows, forum_share, seed)
+        rw.assign(rows, tuple(rewrite_contexts), seed, forum_ids)
+        todo = [r for r in rows if r.context != rw.FORUM]
+        out_rows = [r for r in rows if r.context == rw.FORUM]
         if all_configs:
             jobs = [(r.model_copy(deep=True), c) for c in configs for r in todo]
         else:
-            round_robin(todo, [c.name for c in configs])
+            rw.round_robin(todo, [c.name for c in configs])
             by = {c.name: c for c in configs}
             jobs = [(r, by[r.rewriter]) for r in todo]  # type: ignore[index]
-        outs = rewrite(jobs, contracts, ledger, exprs)
+        outs = rw.rewrite(jobs, contracts, ledger, exprs)
         for (r, c), (text, status) in zip(jobs, outs, strict=True):
             r.rewriter, r.output, r.rewrite_status = c.name, text, status
             out_rows.append(r)
         stages.add("rewrite", len(rows), sum(bool(r.output) for r in out_rows),
-                   "every configuration on every row" if all_configs else "round-robin", **rewrite_report(out_rows))
+                   "every configuration on every row" if all_configs else "round-robin", **rw.rewrite_report(out_rows))
         write_models(run_dir / "rewrites.jsonl", out_rows)
         return {}
 
