@@ -132,7 +132,7 @@ class Method(Protocol):
 
 def new_profile(method: str, d: FitData, env: Env, instruction: str, **kw: Any) -> Profile:
     return Profile(
-        method=method, practitioner=d.practitioner, archetype=d.archetype, model=str(env.model.spec),
+        method=method, practitioner=d.practitioner, archetype=d.archetype, model=str(env.model.spec) if env.model is not None else "",
         instruction=instruction, fit_cases=[c.id for c in d.cases],
         gold={cid: p.to_dict() for cid, p in d.gold.items()}, fold=d.fold, **kw,
     )
