@@ -20,7 +20,7 @@ ILLUSTRATIVE = (
 ARCH_TITLE = {"peer": "Peer support", "clinician": "Clinician"}
 
 
-def _header(man: dict[str, Any]) -> list[Any]:
+def header(man: dict[str, Any]) -> list[Any]:
     blocks: list[Any] = []
     if man.get("dataset", {}).get("illustrative"):
         blocks.append(Callout(ILLUSTRATIVE, "warning"))
@@ -114,14 +114,14 @@ def calibration_report(man: dict[str, Any], metrics: dict[str, Any], records: li
         ("spent (USD)", man.get("accounting", {}).get("spent_usd")),
     ])]))
     return Report("Plural: profile calibration and selection", "VEILED-SH, §5.2 and Appendix B.2",
-                  sections=[Section("About this run", _header(man) or [Paragraph("Calibration run.")]), *sections])
+                  sections=[Section("About this run", header(man) or [Paragraph("Calibration run.")]), *sections])
 
 
 def rerender(run_dir: Path) -> None:
     """Re-render a calibration-side run directory from its records alone."""
     from carebench.rundir import read_json
 
-    stage = read_json(Path(run_dir) / "manifest.json").get("stage")
+    stage = read_json(Path(run_dir) / "manifest.json").get("kind")
     if stage == "calibrate":
         from carebench.plural.calibration import rescore
     elif stage == "freeze":
@@ -133,5 +133,5 @@ def rerender(run_dir: Path) -> None:
     else:
         from carebench.types import CarebenchError
 
-        raise CarebenchError(f"{run_dir}: unknown plural stage {stage!r}")
+        raise CarebenchError(f"{run_dir}: unknown plural run kind {stage!r}")
     rescore(Path(run_dir))

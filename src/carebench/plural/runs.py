@@ -50,10 +50,10 @@ def close_env(env: Env) -> None:
         asyncio.run(env.model.aclose())
 
 
-def manifest(run_dir: Path, stage: str, config: dict[str, Any], models: list[str], dataset: dict[str, Any],
+def manifest(run_dir: Path, kind: str, config: dict[str, Any], models: list[str], dataset: dict[str, Any],
              seeds: dict[str, int], status: str, extra: dict[str, Any] | None = None) -> None:
     write_manifest(run_dir, suite=SUITE, config=config, models=models, seeds=seeds, dataset=dataset,
-                   extra={"stage": stage, "status": status, **(extra or {})})
+                   extra={"kind": kind, "status": status, **(extra or {})})
 
 
 def write_calls(run_dir: Path, env: Env | None) -> None:
