@@ -66,7 +66,7 @@ def jury_question(prompt: Any, response: ResponseRecord, policy: Any, taxonomy: 
                   contexts: Mapping[str, Any], system_prompt: str) -> JudgeQuestion:
     ctx = contexts[prompt.context]
     user = _fill(_template("user"), {
-        "context": f"{ctx.name}. {ctx.contract_text()}",
+        "context": ctx.contract_text(),
         "archetype": ARCHETYPE_NAMES.get(response.archetype, response.archetype),
         "persona": prompt.persona.text or "(none given)",
         "text": prompt.text,

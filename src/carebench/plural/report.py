@@ -51,15 +51,35 @@ def _iv_pct(entry: Mapping[str, Any]) -> Interval | None:
     return Interval(100 * v, _pct(ci[0]), _pct(ci[1]))
 
 
-def _short(name: str) -> str:
-    """Figure labels: drop directories of local model paths."""
+def _short_one(name: str) -> str:
     head, sep, tail = name.partition(":")
-    return f"{head}:{tail.rsplit('/', 1)[-1]}" if sep and "/" in tail else name
+    if not sep:
+        return name
+    tail = tail.split("@", 1)[0]
+    if head in ("llamacpp", "replay"):
+        tail = tail.rstrip("/").rsplit("/", 1)[-1]
+    return f"{head}:{tail}"
+
+
+_SHORT: dict[str, str] = {}
+
+
+def _set_labels(names: Sequence[str]) -> None:
+    """Figure labels drop base URLs and model directories, unless that makes two names equal."""
+    short = {n: _short_one(n) for n in names}
+    clash = {v for v in short.values() if list(short.values()).count(v) > 1}
+    _SHORT.clear()
+    _SHORT.update({n: (n if s in clash else s) for n, s in short.items()})
+
+
+def _short(name: str) -> str:
+    return _SHORT.get(name, name)
 
 
 def build_report(manifest: Mapping[str, Any], metrics: Mapping[str, Any],
                  examples: Sequence[Mapping[str, Any]] = ()) -> Report:
     st = metrics["settings"]
+    _set_labels([*st["systems"], *st["judges"]])
     sections = [
         _overview(manifest, metrics),
         _alignment(metrics),

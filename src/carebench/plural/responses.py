@@ -56,9 +56,9 @@ class ResponseConfig:
         return text
 
 
-def system_message(instruction: str, context_name: str, contract: str, persona: str) -> str:
-    """The responder's system message: role, setting and contract, persona as background only."""
-    parts = [instruction, f"Setting: {context_name}. {contract}".strip()]
+def system_message(instruction: str, contract: str, persona: str) -> str:
+    """The responder's system message: role, setting and its contract, persona as background only."""
+    parts = [instruction, f"Where the message arrives and what a reply must fit:\n{contract}".strip()]
     if persona.strip():
         parts.append("Background on the person writing (context only; do not repeat it back unless they "
                      f"raise it): {persona.strip()}")
@@ -71,7 +71,7 @@ def response_request(prompt: Any, archetype: str, contexts: Mapping[str, Any], c
     if ctx is None:
         raise CarebenchError(f"prompt {prompt.id}: unknown context {prompt.context!r}; "
                              f"known: {', '.join(sorted(contexts))}")
-    system = system_message(cfg.instruction(archetype), ctx.name, ctx.contract_text(), prompt.persona.text)
+    system = system_message(cfg.instruction(archetype), ctx.contract_text(), prompt.persona.text)
     return ChatRequest(
         messages=(Message("system", system), Message("user", prompt.text)),
         temperature=cfg.temperature,
