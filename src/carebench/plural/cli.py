@@ -154,3 +154,140 @@ def agreement(
                           dry_run=dry_run, budget_usd=budget)
     _done(run_agreement(cfg), lambda m: "mean pairwise Jaccard: " + ", ".join(
         f"{k} {v:.3f}" for k, v in m["jaccard"].items()))
+
+# -- evaluation side: sample, run, rescore (VEILED-SH, §5.3, §6, Appendix D) -------------------
+
+import json as _json  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Annotated  # noqa: E402
+
+from carebench.types import CarebenchError  # noqa: E402
+
+
+def _pairs(values: list[str] | None, option: str, what: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for v in values or []:
+        key, sep, val = v.rpartition("=")
+        if not sep or not key or not val:
+            raise CarebenchError(f"{option} expects {what}, got {v!r}")
+        out[key] = val
+    return out
+
+
+@app.command()
+def sample(
+    release: Annotated[Path, typer.Option(help="Release directory written by `plural label`.")],
+    size: Annotated[int | None, typer.Option(help="Sample size (default: --fraction of the release).")] = None,
+    fraction: Annotated[float, typer.Option(help="Share of the release to sample (VEILED-SH, §5.3: about 20%).")] = 0.2,
+    seed: Annotated[int, typer.Option(help="Sampling seed.")] = 12345,
+    reserve: Annotated[int, typer.Option(help="Rounds reserving one prompt per severity level.")] = 3,
+    weighting: Annotated[float, typer.Option(help="Rarity weighting exponent (0 = uniform fill).")] = 1.0,
+    out: Annotated[Path | None, typer.Option(help="Run directory (default runs/plural-sample-<time>).")] = None,
+    budget: Annotated[float | None, typer.Option(help="USD cap (drawing a sample makes no model call).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the sample's composition and write nothing.")] = False,
+) -> None:
+    """Draw the fixed diagnostic sample every system and archetype answers."""
+    from carebench.plural.experiment import SampleRunConfig, run_sample
+
+    result = run_sample(SampleRunConfig(release=str(release), out=str(out) if out else None, size=size,
+                                        fraction=fraction, seed=seed, reserve=reserve, weighting=weighting,
+                                        budget_usd=budget, dry_run=dry_run))
+    if isinstance(result, dict):
+        typer.echo(_json.dumps(result, indent=2))
+        return
+    from carebench.rundir import read_json
+
+    m = read_json(result / "metrics.json")
+    typer.echo(f"sampled {m['sample_size']} of {m['release_prompts']} prompts ({m['reserved']} reserved for "
+               f"severity levels); wrote {result}/sample.jsonl and report.html")
+
+
+@app.command()
+def run(
+    release: Annotated[Path, typer.Option(help="Release directory written by `plural label`.")],
+    system: Annotated[list[str] | None, typer.Option(help="System model spec to evaluate (repeatable).")] = None,
+    judge: Annotated[list[str] | None, typer.Option(help="Jury model spec (repeat; the paper's jury has three).")] = None,
+    sample_dir: Annotated[Path | None, typer.Option("--sample", help="A `plural sample` run directory or its sample.jsonl (default: draw one).")] = None,
+    sample_size: Annotated[int | None, typer.Option(help="Size of the sample drawn when --sample is not given.")] = None,
+    sample_seed: Annotated[int, typer.Option(help="Seed of the sample drawn when --sample is not given.")] = 12345,
+    limit: Annotated[int | None, typer.Option(help="Only the first N sampled prompts (smoke runs).")] = None,
+    archetype: Annotated[list[str] | None, typer.Option(help="Responder archetype(s): peer, clinician (default both).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Run directory (default runs/plural-<time>).")] = None,
+    taxonomy: Annotated[Path | None, typer.Option(help="Taxonomy YAML overriding the built-in one.")] = None,
+    contexts: Annotated[Path | None, typer.Option(help="Application contexts YAML overriding the built-in one.")] = None,
+    max_tokens: Annotated[int, typer.Option(help="System output cap in tokens (VEILED-SH, §5.3: 1,024).")] = 1024,
+    temperature: Annotated[float, typer.Option(help="System sampling temperature.")] = 0.0,
+    reasoning_effort: Annotated[str | None, typer.Option(help="Reasoning effort for systems that take one (the paper: medium).")] = None,
+    instruction: Annotated[list[str] | None, typer.Option(help="ARCHETYPE=FILE replacing a built-in responder instruction.")] = None,
+    judge_max_tokens: Annotated[int, typer.Option(help="Judge output cap in tokens.")] = 600,
+    family: Annotated[list[str] | None, typer.Option(help="SPEC=FAMILY overriding a model's guessed vendor family.")] = None,
+    seed: Annotated[int, typer.Option(help="Cluster-bootstrap seed.")] = 12345,
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
+    empty_policy: Annotated[str, typer.Option(help="Empty-policy rule: vacuous or exclude.")] = "vacuous",
+    zero_coverage: Annotated[str, typer.Option(help="Appropriate but nothing satisfied: partial or failed.")] = "partial",
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")] = False,
+    cache: Annotated[Path | None, typer.Option(help="Cache file (default: user cache dir).")] = None,
+    budget: Annotated[float | None, typer.Option(help="Stop starting calls once this many USD are spent.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the call plan and stop.")] = False,
+    concurrency: Annotated[int | None, typer.Option(help="Concurrent calls per model.")] = None,
+) -> None:
+    """Responses under both archetype instructions, the jury, scoring and the report."""
+    from carebench.plural.experiment import PluralRunConfig, run_plural
+
+    cfg = PluralRunConfig(
+        release=str(release), systems=list(system or []), judges=list(judge or []),
+        sample=str(sample_dir) if sample_dir else None, sample_size=sample_size, sample_seed=sample_seed,
+        limit=limit, archetypes=list(archetype or ["peer", "clinician"]), out=str(out) if out else None,
+        taxonomy=str(taxonomy) if taxonomy else None, contexts=str(contexts) if contexts else None,
+        max_tokens=max_tokens, temperature=temperature, reasoning_effort=reasoning_effort,
+        instruction_files=_pairs(instruction, "--instruction", "ARCHETYPE=FILE"),
+        judge_max_tokens=judge_max_tokens, families=_pairs(family, "--family", "SPEC=FAMILY"), seed=seed,
+        bootstrap=bootstrap, empty_policy=empty_policy, zero_coverage=zero_coverage, use_cache=not no_cache,
+        cache_path=str(cache) if cache else None, budget_usd=budget, dry_run=dry_run, concurrency=concurrency,
+    )
+    result = run_plural(cfg)
+    if isinstance(result, dict):
+        typer.echo(_json.dumps(result, indent=2))
+        return
+    _summary(result)
+
+
+def _summary(run_dir: Path) -> None:
+    from carebench.rundir import read_json
+
+    manifest = read_json(run_dir / "manifest.json")
+    for w in manifest.get("warnings") or []:
+        typer.echo(f"warning: {w}", err=True)
+    m = read_json(run_dir / "metrics.json")
+    typer.echo(f"{'profile':<8} {'system':<40} {'full % [95% CI]':<24} coverage %")
+    for c in m["cells"]:
+        f, cov = c["full"], c["coverage"]
+        ci = f.get("ci") or [None, None]
+        full = "-" if f["value"] is None else f"{100 * f['value']:.1f}"
+        if ci[0] is not None:
+            full += f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
+        cv = "-" if cov["value"] is None else f"{100 * cov['value']:.1f}"
+        typer.echo(f"{c['profile']:<8} {c['system']:<40} {full:<24} {cv}")
+    typer.echo(f"wrote {run_dir}/report.html")
+
+
+@app.command()
+def rescore(
+    run_dir: Annotated[Path, typer.Argument(help="A `plural run` directory.")],
+    judge: Annotated[list[str] | None, typer.Option(help="Score with only these judges (repeatable).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Write metrics and report here instead of the run directory.")] = None,
+    budget: Annotated[float | None, typer.Option(help="USD cap (rescoring makes no model call).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be rescored and write nothing.")] = False,
+) -> None:
+    """Recompute metrics.json and the report from the recorded verdicts (no model call)."""
+    from carebench.plural.experiment import load_run
+    from carebench.plural.experiment import rescore as do_rescore
+
+    if dry_run:
+        files = load_run(run_dir)
+        typer.echo(_json.dumps({"responses": len(files.responses), "verdicts": len(files.judgments),
+                                "judges": sorted({j["judge"] for j in files.judgments}),
+                                "model_calls": 0, "writes": str(out or run_dir)}, indent=2))
+        return
+    do_rescore(run_dir, judges=list(judge) if judge else None, out_dir=out)
+    _summary(Path(out or run_dir))
