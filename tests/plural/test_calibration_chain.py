@@ -183,16 +183,17 @@ def test_agreement_ac1_and_prevalence_recomputed(chain):
     assert metrics["prevalence"]["P1"]["labels"]["INTENT_1"] == pytest.approx(
         100 * np.mean(["INTENT_1" in p.intent for p in p1]))
     assert metrics["prevalence"]["P1"]["mean_policy_size"] == pytest.approx(np.mean([len(p.response) for p in p1]))
-    # practitioners: complete raters only for a label without skips -> hand AC1 on the clinicians
-    clin = sorted({a.practitioner for a in ANNOTATIONS if a.archetype == "clinician"})
+    # practitioners on the calibration cases (the built-in skipped case is a clinician's, so the
+    # peers' ratings are complete and the hand formula applies)
+    clin = sorted({a.practitioner for a in ANNOTATIONS if a.archetype == "peer"})
     got = {(a.practitioner, a.case_id): a for a in ANNOTATIONS}
     cases = [c for c in CAL_IDS if all(not got[(p, c)].skipped for p in clin)]
-    assert len(cases) == len(CAL_IDS)  # the built-in skip is a peer's
+    assert len(cases) == len(CAL_IDS)
     mc = np.array([[int("RESPONSE_1" in got[(p, c)].response) for p in clin] for c in cases])
-    assert metrics["ac1"]["practitioners/clinician"]["RESPONSE_1"] == pytest.approx(_ac1_binary(mc), abs=1e-12)
+    assert metrics["ac1"]["practitioners/peer"]["RESPONSE_1"] == pytest.approx(_ac1_binary(mc), abs=1e-12)
     sets = [[set(got[(p, c)].intent) | set(got[(p, c)].function) | set(got[(p, c)].response)
              | ({f"NSSI_SEVERITY_{got[(p, c)].nssi_severity}"} if got[(p, c)].nssi_severity else set())
              | ({f"SUICIDAL_SEVERITY_{got[(p, c)].suicidal_severity}"} if got[(p, c)].suicidal_severity else set())
              for p in clin] for c in cases]
     jac = np.mean([np.mean([len(a & b) / len(a | b) for a, b in combinations(s, 2)]) for s in sets])
-    assert metrics["jaccard"]["practitioners/clinician"] == pytest.approx(jac, abs=1e-12)
+    assert metrics["jaccard"]["practitioners/peer"] == pytest.approx(jac, abs=1e-12)
