@@ -48,6 +48,8 @@ class _Silent:
 class LabelAdapter:
     """GEPA adapter: evaluate a candidate instruction on fold cases through the ledger."""
 
+    propose_new_texts = None  # GEPA's own reflective proposal, with our reflection model
+
     def __init__(self, env: Env, d: FitData) -> None:
         self.env, self.d = env, d
         self.metric_calls = 0
@@ -122,6 +124,7 @@ class GepaLight:
             out.append(new_profile(self.name, d, env, best, extra={
                 "metric_calls": adapter.metric_calls, "candidates": len(result.candidates),
                 "best_val_score": float(result.val_aggregate_scores[result.best_idx]),
+                "gepa_warnings": [line for line in log.lines if "failed" in line.lower()][:5],
             }))
         return out
 
