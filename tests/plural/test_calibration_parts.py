@@ -6,10 +6,8 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 from labelling_stub import NEW_INSTRUCTION, Labeller
-from stub_server import StubServer
 
 from carebench.cli import main
 from carebench.datasets.prompts import load_annotations, load_prompts
@@ -19,6 +17,7 @@ from carebench.plural.policy import Policy
 from carebench.plural.prompting import parse_prediction
 from carebench.plural.release import aliases, leakage_exclusions
 from carebench.types import Completion
+from stub_server import StubServer
 
 TAX, CTX = load_vocabulary()
 PROMPTS = load_prompts(builtin_path("prompts.jsonl"))

@@ -31,7 +31,15 @@ from carebench.plural.policy import Policy, label_space
 from carebench.plural.profiles import METHODS, FitData, get_method
 from carebench.plural.prompting import label_request
 from carebench.plural.runs import RunOptions, close_env, manifest, open_env, write_calls
-from carebench.rundir import data_sha256, file_sha256, new_run_dir, read_json, read_jsonl, write_json, write_jsonl
+from carebench.rundir import (
+    data_sha256,
+    file_sha256,
+    new_run_dir,
+    read_json,
+    read_jsonl,
+    write_json,
+    write_jsonl,
+)
 from carebench.runner import Call
 from carebench.stats import mean_pairwise_jaccard
 from carebench.types import CarebenchError

@@ -43,8 +43,8 @@ def label_report(man: dict[str, Any], metrics: dict[str, Any]) -> Report:
     dr = metrics["dropped"]
     counts = KeyValue([
         ("prompts", metrics["prompts"]),
-        ("excluded for calibration leakage", f"{ex['arithmetic']} (calibration prompts + prompts sharing "
-                                             "their source id)"),
+        ("excluded for calibration leakage",
+         f"{ex['arithmetic']} (calibration prompts + prompts sharing their source id)"),
         ("labelled by every profile", metrics["labelled"]),
         ("dropped (failed interpretation or missing severity under any profile)",
          f"{dr['total']} (" + ", ".join(f"{k}: {v}" for k, v in dr.items() if k != "total") + ")"

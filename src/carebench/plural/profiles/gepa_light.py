@@ -19,7 +19,13 @@ from typing import Any
 from carebench.plural.policy import example_f1
 from carebench.plural.profiles.base import Env, FitData, Profile, new_profile, stable_seed
 from carebench.plural.profiles.prompted import predict_with
-from carebench.plural.prompting import DEFAULT_INSTRUCTION, TEMPERATURE, Prediction, format_labels, label_request
+from carebench.plural.prompting import (
+    DEFAULT_INSTRUCTION,
+    TEMPERATURE,
+    Prediction,
+    format_labels,
+    label_request,
+)
 from carebench.runner import Call
 from carebench.types import CarebenchError, ChatRequest, Message
 
