@@ -166,5 +166,5 @@ def test_dry_run_plans_without_writing(tmp_path, capsys):
         assert main(["plural", "calibrate", "--model", f"openai:m@{stub.base_url}", "--dry-run",
                      "--out", str(tmp_path / "x"), "--cache", str(tmp_path / "c.sqlite")]) == 0
     plan = json.loads(capsys.readouterr().out)
-    assert plan["zero_shot_round"]["calls"] == 30 and plan["calls_at_most"]["E0"] == 0
+    assert plan["zero_shot_round"]["calls"] == 30 and plan["calls_about"]["E0"] == 0
     assert not labeller.requests and not (tmp_path / "x").exists()

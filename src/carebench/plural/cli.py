@@ -30,6 +30,17 @@ _OUT = "Run directory (default runs/plural-<command>-<time>)."
 _BUDGET = "Stop starting calls once this many USD are spent (run-wide)."
 _DRY = "Print the call plan and stop."
 
+# options every model-calling calibration-side command takes
+Embedder = Annotated[str | None, typer.Option(help="Embedder for retrieval (default: packaged MiniLM).")]
+Taxonomy = Annotated[Path | None, typer.Option(help=_TAX)]
+Contexts = Annotated[Path | None, typer.Option(help=_CTX)]
+Out = Annotated[Path | None, typer.Option(help=_OUT)]
+NoCache = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")]
+Cache = Annotated[Path | None, typer.Option(help="Cache file (default: user cache dir).")]
+Budget = Annotated[float | None, typer.Option(help=_BUDGET)]
+DryRun = Annotated[bool, typer.Option("--dry-run", help=_DRY)]
+Concurrency = Annotated[int | None, typer.Option(help="Concurrent calls per model.")]
+
 
 def _opts(**kw):
     return {
@@ -62,20 +73,20 @@ def calibrate(
     prompts: Annotated[str, typer.Option(help="Prompts file (.jsonl/.csv/.parquet) or 'builtin'.")] = "builtin",
     annotations: Annotated[str, typer.Option(help="Practitioner annotations file or 'builtin'.")] = "builtin",
     practitioner: Annotated[list[str] | None, typer.Option(help="Only these practitioners (repeatable).")] = None,
-    embedder: Annotated[str | None, typer.Option(help="Embedder for E0/E4/E5 retrieval (default: packaged MiniLM).")] = None,
+    embedder: Embedder = None,
     folds: Annotated[int, typer.Option(help="Number of fixed folds (VEILED-SH, §5.2: 5).")] = 5,
     fold_seed: Annotated[int, typer.Option(help="Seed of the one shuffle that fixes the folds.")] = 20260714,
     margin: Annotated[float, typer.Option(help="Required macro-F1 gain over E0.")] = 0.03,
     min_probability: Annotated[float, typer.Option(help="Required paired-bootstrap probability of improvement.")] = 0.8,
     bootstrap: Annotated[int, typer.Option(help="Paired bootstrap resamples (seed 12345).")] = 2000,
-    taxonomy: Annotated[Path | None, typer.Option(help=_TAX)] = None,
-    contexts: Annotated[Path | None, typer.Option(help=_CTX)] = None,
-    out: Annotated[Path | None, typer.Option(help=_OUT)] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")] = False,
-    cache: Annotated[Path | None, typer.Option(help="Cache file (default: user cache dir).")] = None,
-    budget: Annotated[float | None, typer.Option(help=_BUDGET)] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help=_DRY)] = False,
-    concurrency: Annotated[int | None, typer.Option(help="Concurrent calls per model.")] = None,
+    taxonomy: Taxonomy = None,
+    contexts: Contexts = None,
+    out: Out = None,
+    no_cache: NoCache = False,
+    cache: Cache = None,
+    budget: Budget = None,
+    dry_run: DryRun = False,
+    concurrency: Concurrency = None,
 ) -> None:
     """Fit every method on five fixed folds per practitioner, write Table 5 and select per archetype."""
     from carebench.plural.calibration import METHOD_ORDER, CalibrateConfig, run_calibrate
@@ -95,15 +106,15 @@ def freeze(
     model: Annotated[str | None, typer.Option(help=_MODEL + " Default: the calibration run's model.")] = None,
     prompts: Annotated[str, typer.Option(help="Prompts file or 'builtin' (default: the calibration run's).")] = "builtin",
     annotations: Annotated[str, typer.Option(help="Annotations file or 'builtin' (default: the calibration run's).")] = "builtin",
-    embedder: Annotated[str | None, typer.Option(help="Embedder for retrieval (default: packaged MiniLM).")] = None,
-    taxonomy: Annotated[Path | None, typer.Option(help=_TAX)] = None,
-    contexts: Annotated[Path | None, typer.Option(help=_CTX)] = None,
-    out: Annotated[Path | None, typer.Option(help=_OUT)] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")] = False,
-    cache: Annotated[Path | None, typer.Option(help="Cache file (default: user cache dir).")] = None,
-    budget: Annotated[float | None, typer.Option(help=_BUDGET)] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help=_DRY)] = False,
-    concurrency: Annotated[int | None, typer.Option(help="Concurrent calls per model.")] = None,
+    embedder: Embedder = None,
+    taxonomy: Taxonomy = None,
+    contexts: Contexts = None,
+    out: Out = None,
+    no_cache: NoCache = False,
+    cache: Cache = None,
+    budget: Budget = None,
+    dry_run: DryRun = False,
+    concurrency: Concurrency = None,
 ) -> None:
     """Refit the selected method once per practitioner on all calibration cases (profiles P1-P3, C1-C3)."""
     from carebench.plural.release import FreezeConfig, run_freeze
@@ -120,15 +131,15 @@ def label(
     prompts: Annotated[str, typer.Option(help="Prompts to label (file or 'builtin').")] = "builtin",
     release: Annotated[Path | None, typer.Option(help="Release directory (default RUN_DIR/release).")] = None,
     model: Annotated[str | None, typer.Option(help=_MODEL + " Default: the profiles' model.")] = None,
-    embedder: Annotated[str | None, typer.Option(help="Embedder for retrieval (default: packaged MiniLM).")] = None,
-    taxonomy: Annotated[Path | None, typer.Option(help=_TAX)] = None,
-    contexts: Annotated[Path | None, typer.Option(help=_CTX)] = None,
-    out: Annotated[Path | None, typer.Option(help=_OUT)] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")] = False,
-    cache: Annotated[Path | None, typer.Option(help="Cache file (default: user cache dir).")] = None,
-    budget: Annotated[float | None, typer.Option(help=_BUDGET)] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help=_DRY)] = False,
-    concurrency: Annotated[int | None, typer.Option(help="Concurrent calls per model.")] = None,
+    embedder: Embedder = None,
+    taxonomy: Taxonomy = None,
+    contexts: Contexts = None,
+    out: Out = None,
+    no_cache: NoCache = False,
+    cache: Cache = None,
+    budget: Budget = None,
+    dry_run: DryRun = False,
+    concurrency: Concurrency = None,
 ) -> None:
     """Label every non-calibration prompt with every profile and write the release."""
     from carebench.plural.release import LabelConfig, run_label
@@ -144,8 +155,8 @@ def label(
 def agreement(
     release: Annotated[Path, typer.Option(help="A release directory written by `plural label`.")],
     annotations: Annotated[str, typer.Option(help="Practitioner annotations file or 'builtin'.")] = "builtin",
-    taxonomy: Annotated[Path | None, typer.Option(help=_TAX)] = None,
-    out: Annotated[Path | None, typer.Option(help=_OUT)] = None,
+    taxonomy: Taxonomy = None,
+    out: Out = None,
     budget: Annotated[float | None, typer.Option(help="Accepted for symmetry: no model is called.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be compared and stop.")] = False,
 ) -> None:
