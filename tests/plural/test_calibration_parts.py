@@ -168,3 +168,32 @@ def test_dry_run_plans_without_writing(tmp_path, capsys):
     plan = json.loads(capsys.readouterr().out)
     assert plan["zero_shot_round"]["calls"] == 30 and plan["calls_about"]["E0"] == 0
     assert not labeller.requests and not (tmp_path / "x").exists()
+
+
+def test_gepa_reflection_failure_stops_the_compile():
+    """GEPA swallows reflection errors; a failed reflection call must still stop E3's fit."""
+    from carebench.models import get_model
+    from carebench.plural.calls import HarnessFailure, Ledger
+    from carebench.plural.profiles import FitData, get_method
+    from carebench.plural.profiles.base import Env
+    from carebench.runner import Runner, RunnerConfig
+    from stub_server import StubReply
+
+    cases = [p for p in PROMPTS if p.id in {a.case_id for a in ANNOTATIONS}][:6]
+    gold = {a.case_id: Policy.of(a) for a in ANNOTATIONS if a.practitioner == "prac-a"}
+    labeller = Labeller(PROMPTS, ANNOTATIONS)
+
+    def handler(req):
+        if not req.body.get("response_format"):
+            return StubReply(status=400)  # a permanent failure of the reflection call
+        return labeller(req)
+
+    with StubServer() as stub:
+        stub.handler = handler
+        env = Env(get_model(f"openai:m@{stub.base_url}"),
+                  Ledger(Runner(RunnerConfig(progress=False, use_cache=False, max_retries=0))), TAX, CTX,
+                  {p.id: p for p in PROMPTS})
+        method = get_method("E3")
+        method.metric_calls = 12
+        with pytest.raises(HarnessFailure):
+            method.fit([FitData("prac-a", "peer", cases, {c.id: gold[c.id] for c in cases})], env)

@@ -91,14 +91,22 @@ class LabelAdapter:
         return {c: rows for c in components_to_update}
 
 
-def reflection_lm(env: Env):
-    """GEPA's reflection model: the shared judge through the ledger, output capped at 8,000 tokens."""
+def reflection_lm(env: Env, failures: list[CarebenchError]):
+    """GEPA's reflection model: the shared judge through the ledger, output capped at 8,000 tokens.
+
+    GEPA logs and skips a failing reflection; a budget stop or failed call is kept in
+    ``failures`` so the compile stops instead of quietly fitting with fewer rounds.
+    """
 
     def call(prompt: str | list[dict[str, Any]]) -> str:
         msgs = ((Message("user", prompt),) if isinstance(prompt, str)
                 else tuple(Message(m["role"], m["content"]) for m in prompt))
         req = ChatRequest(messages=msgs, temperature=TEMPERATURE, max_tokens=REFLECTION_MAX_TOKENS)
-        (comp,) = env.ledger.ask([Call(env.model, req, tag={"stage": "E3 reflection"})], "E3 reflection")
+        try:
+            (comp,) = env.ledger.ask([Call(env.model, req, tag={"stage": "E3 reflection"})], "E3 reflection")
+        except CarebenchError as e:
+            failures.append(e)
+            raise
         return comp.text
 
     return call
@@ -119,13 +127,16 @@ class GepaLight:
             adapter = LabelAdapter(env, d)
             log = _Silent()
             ids = [c.id for c in d.cases]
+            failures: list[CarebenchError] = []
             result = gepa.optimize(
                 seed_candidate={COMPONENT: DEFAULT_INSTRUCTION},
-                trainset=ids, valset=ids, adapter=adapter, reflection_lm=reflection_lm(env),
+                trainset=ids, valset=ids, adapter=adapter, reflection_lm=reflection_lm(env, failures),
                 reflection_minibatch_size=MINIBATCH, max_metric_calls=self.metric_calls,
                 seed=stable_seed(env.seed, "E3", d.practitioner, d.fold) % (2**31),
                 logger=log, display_progress_bar=False, raise_on_exception=True,
             )
+            if failures:
+                raise failures[0]
             best = result.best_candidate[COMPONENT]
             out.append(new_profile(self.name, d, env, best, extra={
                 "metric_calls": adapter.metric_calls, "candidates": len(result.candidates),
