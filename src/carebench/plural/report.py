@@ -373,6 +373,10 @@ def rerender(run_dir: Any) -> None:
         from carebench.plural.experiment import rescore
 
         rescore(run_dir)
+    elif kind in ("calibrate", "freeze", "label", "agreement"):
+        from carebench.plural.calibration_report import rerender as rerender_calibration_side
+
+        rerender_calibration_side(run_dir)
     elif kind == "sample":
         write_report(build_sample_report(manifest, read_json(run_dir / "metrics.json")), run_dir)
     else:
