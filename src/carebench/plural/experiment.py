@@ -194,16 +194,17 @@ class PluralRunConfig:
     dry_run: bool = False
     concurrency: int | None = None
     progress: bool = True
+    notes: list[str] = field(default_factory=list)  # shown at the top of the report
 
     def validate(self) -> None:
         if not self.systems:
             raise CarebenchError("give at least one --system to evaluate")
         if not self.judges:
             raise CarebenchError("give at least one --judge (the paper's jury has three)")
-        for name, items in (("system", self.systems), ("judge", self.judges)):
-            dup = sorted({s for s in items if items.count(s) > 1})
-            if dup:
-                raise CarebenchError(f"{name} listed twice: {dup[0]}")
+        dup = sorted({s for s in self.systems if self.systems.count(s) > 1})
+        if dup:
+            raise CarebenchError(f"system listed twice: {dup[0]}")
+        # a judge spec may repeat: its seats get labels spec#2, spec#3 (carebench.judging.panel_seats)
         bad = [a for a in self.archetypes if a not in ARCHETYPES]
         if bad or not self.archetypes:
             raise CarebenchError(f"--archetype must be one of {', '.join(ARCHETYPES)}, got {bad or 'none'}")
@@ -364,7 +365,7 @@ def _judge(cfg, questions, judges, cache, spent) -> tuple[list[JudgmentRecord], 
 def _run(cfg, release, taxonomy, contexts, prompts, policies, sample_rows, profiles_of, calls, judges, cache,
          warnings) -> Path:
     run_dir = new_run_dir(SUITE, cfg.out)
-    config = asdict(cfg)
+    config = {k: v for k, v in asdict(cfg).items() if k != "notes"}
     settings = {
         "categories": taxonomy.codes("response"),
         "empty_policy": cfg.empty_policy,
@@ -382,6 +383,7 @@ def _run(cfg, release, taxonomy, contexts, prompts, policies, sample_rows, profi
             seeds={"bootstrap": cfg.seed, "sample": cfg.sample_seed},
             dataset={**release.dataset(), "sampled_prompts": len(prompts)},
             extra={"kind": "run", "status": status, "scoring": settings, "warnings": warnings,
+                   "notes": list(cfg.notes),
                    "profiles": profiles_of, "accounting": accounting},
         )
 

@@ -52,13 +52,15 @@ def _iv_pct(entry: Mapping[str, Any]) -> Interval | None:
 
 
 def _short_one(name: str) -> str:
+    name, hash_, seat = name.partition("#")  # a repeated judge spec's seat: spec#2
+    seat = f"#{seat}" if hash_ and seat.isdigit() else (hash_ + seat)
     head, sep, tail = name.partition(":")
     if not sep:
-        return name
+        return name + seat
     tail = tail.split("@", 1)[0]
     if head in ("llamacpp", "replay"):
         tail = tail.rstrip("/").rsplit("/", 1)[-1]
-    return f"{head}:{tail}"
+    return f"{head}:{tail}{seat}"
 
 
 _SHORT: dict[str, str] = {}
@@ -92,7 +94,7 @@ def build_report(manifest: Mapping[str, Any], metrics: Mapping[str, Any],
     ]
     if examples:
         sections.append(_examples(examples, st))
-    notes = [PROXY_NOTE]
+    notes = [*(manifest.get("notes") or []), PROXY_NOTE]
     if (manifest.get("dataset") or {}).get("illustrative"):
         notes.insert(0, ILLUSTRATIVE_NOTE)
     return Report(
