@@ -120,7 +120,11 @@ def main() -> None:
             out = fn()
             return out, time.perf_counter() - t0, time.process_time() - c0
 
-        (files, data), w_parse, c_parse = timed(lambda: (lambda f: (f, f.jury_data()))(load_run(run_dir)))
+        def parse():
+            files = load_run(run_dir)
+            return files, files.jury_data()
+
+        (files, data), w_parse, c_parse = timed(parse)
         _, w_score, c_score = timed(lambda: compute_metrics(data, files.manifest["scoring"]))
         _, w_all, c_all = timed(lambda: rescore(run_dir))
         first = (run_dir / "metrics.json").read_bytes()

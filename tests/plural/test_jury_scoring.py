@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 
 from carebench.plural.analyses import analyze, category_table, outcomes
-from carebench.plural.records import JudgmentColumns, JudgmentRecord, JuryData, PolicyInfo, PromptInfo, build_jury_data
+from carebench.plural.records import (
+    JudgmentColumns,
+    JudgmentRecord,
+    JuryData,
+    PolicyInfo,
+    PromptInfo,
+    build_jury_data,
+)
 from carebench.plural.scoring import (
     EMPTY_RESPONSE,
     ERROR,

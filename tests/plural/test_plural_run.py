@@ -15,6 +15,7 @@ from carebench.cache import CompletionCache
 from carebench.plural.experiment import PluralRunConfig, rescore, run_plural
 from stub_server import StubServer
 
+
 @pytest.fixture(scope="module")
 def scripted_run(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("plural-run")
@@ -74,10 +75,10 @@ def test_scripted_jury_rates_equal_hand_computed(scripted_run):
 
 
 def test_requests_carry_archetype_contract_persona_and_policy(scripted_run):
-    run_dir, spec, script, _ = scripted_run
+    run_dir, _, script, _ = scripted_run
     # 2 systems x 2 archetypes x 3 prompts responses; 1 broken, 1 empty
     assert len(script.system_requests) == 12
-    model, arch, pid, msgs = next(r for r in script.system_requests if r[2] == "q2" and r[1] == "clinician")
+    *_, msgs = next(r for r in script.system_requests if r[2] == "q2" and r[1] == "clinician")
     assert "Length:" in msgs[0]["content"] and "Triage" in msgs[0]["content"]
     assert "A nurse on night shifts." in msgs[0]["content"] and msgs[1]["content"].startswith("Q2:")
     # every judgeable response x its archetype's profiles x 3 judges, each asked once

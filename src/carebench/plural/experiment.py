@@ -46,7 +46,7 @@ from carebench.rundir import (
     write_jsonl,
     write_manifest,
 )
-from carebench.runner import Call, Runner, RunnerConfig, RunResult
+from carebench.runner import Runner, RunnerConfig, RunResult
 from carebench.types import CarebenchError
 
 SUITE = "plural"

@@ -184,8 +184,8 @@ class JudgmentColumns:
                                                       "appropriate", "categories")}
         for rec in judgments:
             d = rec.to_dict() if isinstance(rec, JudgmentRecord) else rec
-            for k in cols:
-                cols[k].append(d.get(k))
+            for k, col in cols.items():
+                col.append(d.get(k))
         counts: Counter[tuple[str, str, str]] = Counter()
         for rec in responses:
             d = rec.to_dict() if isinstance(rec, ResponseRecord) else rec
@@ -374,7 +374,7 @@ def read_records(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
     judgments: list[dict[str, Any]] = []
     loads = json.loads
     try:
-        fh = Path(path).open(encoding="utf-8")
+        fh = Path(path).open(encoding="utf-8")  # noqa: SIM115 - closed by the with below; open errors named
     except OSError as e:
         raise CarebenchError(f"{path}: cannot read records ({e.strerror})") from None
     with fh:
