@@ -79,3 +79,18 @@ def test_user_errors_are_one_line(tmp_path, capsys):
     assert main(["plural", "sample", "--release", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "policies.jsonl: line 1" in err and "archetype" in err
+
+
+def test_damaged_records_are_named_by_line(tmp_path, capsys):
+    release = write_release(tmp_path / "release")
+    with StubServer() as stub:
+        stub.handler = Scripted()
+        out = tmp_path / "run"
+        assert main(_run_args(release, stub.base_url, out, "--no-cache")) == 0
+    capsys.readouterr()
+    lines = (out / "records.jsonl").read_text().splitlines()
+    lines[4] = lines[4][:-7]  # cut a line short
+    (out / "records.jsonl").write_text("\n".join(lines) + "\n")
+    assert main(["plural", "rescore", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("carebench: error:") and "records.jsonl:5: invalid JSON" in err

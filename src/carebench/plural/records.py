@@ -12,7 +12,6 @@ scored in seconds.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -370,29 +369,16 @@ def _read_columns_arrow(p: Path, categories: Sequence[str], examples: set[str]) 
 
 def read_records(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Response and judgment rows of a run's ``records.jsonl`` (file:line on a bad line)."""
+    from carebench.rundir import read_jsonl
+
     responses: list[dict[str, Any]] = []
     judgments: list[dict[str, Any]] = []
-    loads = json.loads
-    try:
-        fh = Path(path).open(encoding="utf-8")  # noqa: SIM115 - closed by the with below; open errors named
-    except OSError as e:
-        raise CarebenchError(f"{path}: cannot read records ({e.strerror})") from None
-    with fh:
-        for i, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                d = loads(line)
-            except ValueError as e:
-                raise CarebenchError(f"{path}:{i}: invalid JSON ({e})") from None
-            kind = d.get("kind")
-            if kind == "judgment":
-                judgments.append(d)
-            elif kind == "response":
-                responses.append(d)
-            else:
-                raise CarebenchError(f"{path}:{i}: field 'kind' must be 'response' or 'judgment', got {kind!r}")
-            for field_name in ("system", "archetype", "prompt_id", *(("profile", "judge") if kind == "judgment" else ())):
-                if not isinstance(d.get(field_name), str):
-                    raise CarebenchError(f"{path}:{i}: field {field_name!r} is missing or not a string")
+    for i, d in enumerate(read_jsonl(Path(path)), 1):
+        kind = d.get("kind")
+        if kind not in ("response", "judgment"):
+            raise CarebenchError(f"{path}: record {i}: field 'kind' must be 'response' or 'judgment', got {kind!r}")
+        for name in ("system", "archetype", "prompt_id", *(("profile", "judge") if kind == "judgment" else ())):
+            if not isinstance(d.get(name), str):
+                raise CarebenchError(f"{path}: record {i}: field {name!r} is missing or not a string")
+        (judgments if kind == "judgment" else responses).append(d)
     return responses, judgments
