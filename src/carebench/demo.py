@@ -42,7 +42,7 @@ PROBE_SYSTEM = (
 )
 
 #: suites whose demo modules extend the run, in order
-SUITE_DEMOS = ("risk", "support")
+SUITE_DEMOS = ("risk", "support", "plural")
 
 
 def _say(text: str) -> None:

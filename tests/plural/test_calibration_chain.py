@@ -202,3 +202,51 @@ def test_agreement_ac1_and_prevalence_recomputed(chain):
              for p in clin] for c in cases]
     jac = np.mean([np.mean([len(a & b) / len(a | b) for a, b in combinations(s, 2)]) for s in sets])
     assert metrics["jaccard"]["practitioners/peer"] == pytest.approx(jac, abs=1e-12)
+
+
+def test_evaluation_continues_the_chain(chain):
+    """label's release -> sample -> run -> rescore through the CLI (evaluation side, VEILED-SH §5.3).
+
+    Judges name every policy category; judge-a finds every third prompt (by id number)
+    inappropriate, the others every fourth, so a cell's full rate must equal the mean over
+    judges of the share of sampled prompts they accept, recomputed here from sample.jsonl.
+    """
+    from jury_stub import Scripted
+
+    rel = chain["label"] / "release"
+    root = chain["root"]
+    def every(judge):
+        return 3 if judge == "judge-a" else 4
+
+    def rule(judge, system, pid, wanted):
+        return int(pid.rsplit("-", 1)[1]) % every(judge) != 0, wanted
+
+    script = Scripted(rule=rule)
+    script.texts = {p.text: p.id for p in reversed(load_prompts(rel / "prompts.jsonl"))}
+    with StubServer() as stub:
+        stub.handler = script
+        u = stub.base_url
+        smp = root / "sample"
+        assert main(["plural", "sample", "--release", str(rel), "--size", "12", "--out", str(smp)]) == 0
+        run = root / "run"
+        judges = [x for j in ("judge-a", "judge-b", "judge-c") for x in ("--judge", f"openai:{j}@{u}")]
+        assert main(["plural", "run", "--release", str(rel), "--sample", str(smp), "--system", f"openai:sys-a@{u}",
+                     *judges, "--out", str(run), "--bootstrap", "200", "--cache", str(root / "cache.sqlite")]) == 0
+        n_requests = len(stub.requests)
+        before = (run / "metrics.json").read_bytes()
+        assert main(["plural", "rescore", str(run)]) == 0
+        assert main(["report", str(run)]) == 0
+        assert (run / "metrics.json").read_bytes() == before and len(stub.requests) == n_requests
+    sampled = [json.loads(x)["prompt_id"] for x in (smp / "sample.jsonl").read_text().splitlines()]
+    assert len(sampled) == 12
+    assert len(script.system_requests) == 2 * 12  # one system x two archetype instructions
+    # the stub's systems name a prompt by its text (first id with that text)
+    text_of = {p.id: p.text for p in load_prompts(rel / "prompts.jsonl")}
+    tagged = [script.texts[text_of[i]] for i in sampled]
+    ok = {j: np.mean([int(i.rsplit("-", 1)[1]) % every(j) != 0 for i in tagged]) for j in ("judge-a", "judge-b")}
+    assert 0 < ok["judge-a"] < ok["judge-b"] < 1  # the sample makes the judges disagree
+    metrics = json.loads(before)
+    assert len(metrics["cells"]) == 6
+    for cell in metrics["cells"]:
+        assert cell["full"]["value"] == pytest.approx((ok["judge-a"] + 2 * ok["judge-b"]) / 3, abs=1e-9)  # 10 decimals
+        assert cell["partial"]["value"] == 0 and cell["coverage"]["value"] == pytest.approx(1.0)

@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 
 from carebench.plural.analyses import analyze, category_table, outcomes
-from carebench.plural.records import JudgmentRecord, JuryData, PolicyInfo, PromptInfo, build_jury_data
+from carebench.plural.records import (
+    JudgmentColumns,
+    JudgmentRecord,
+    JuryData,
+    PolicyInfo,
+    PromptInfo,
+    build_jury_data,
+)
 from carebench.plural.scoring import (
     EMPTY_RESPONSE,
     ERROR,
@@ -69,7 +76,7 @@ def _jury(script, *, profiles=("P1",), archetype="peer", categories=("RESPONSE_1
     pol_infos = [PolicyInfo(p, prof, arch[prof], tuple(r)) for (prof, p), r in pols.items()]
     recs = [JudgmentRecord(s, arch[prof], p, prof, j, st, ap, list(c))
             for (s, prof, p, j), (st, ap, c) in script.items()]
-    return build_jury_data(infos, pol_infos, [], recs, categories)
+    return build_jury_data(infos, pol_infos, JudgmentColumns.from_records([], recs, categories), categories)
 
 
 FULL_V = ("ok", True, ["RESPONSE_1", "RESPONSE_2"])

@@ -137,7 +137,7 @@ def by_context(data: JuryData, klass: np.ndarray) -> dict[str, Any]:
             sel = data.has_policy & in_arch[:, None] & (ctx == c)[None, :]
             entry: dict[str, Any] = {"prompts": int((ctx == c).sum())}
             for name in ("full", "partial"):
-                rate, n = pooled_rate(*arrays[name], sel)
+                rate, _ = pooled_rate(*arrays[name], sel)
                 entry[name] = {s: _f(rate[i]) for i, s in enumerate(data.systems)}
             per_ctx[c] = entry
         out[arch] = per_ctx
@@ -156,7 +156,7 @@ def by_severity(data: JuryData, klass: np.ndarray) -> dict[str, Any]:
             levels = {}
             for k in SEVERITY_LEVELS:
                 sel = data.has_policy & in_arch[:, None] & (sev == k)
-                rate, n = pooled_rate(values, mask, sel)
+                rate, _ = pooled_rate(values, mask, sel)
                 levels[str(k)] = {"policies": int(sel.sum()),
                                   "full": {s: _f(rate[i]) for i, s in enumerate(data.systems)}}
             per_arch[arch] = levels

@@ -293,8 +293,8 @@ def rescore(
 
     if dry_run:
         files = load_run(run_dir)
-        typer.echo(json.dumps({"responses": len(files.responses), "verdicts": len(files.judgments),
-                                "judges": sorted({j["judge"] for j in files.judgments}),
+        typer.echo(json.dumps({"responses": sum(files.columns.response_counts.values()),
+                                "verdicts": len(files.columns), "judges": files.columns.judge[1],
                                 "model_calls": 0, "writes": str(out or run_dir)}, indent=2))
         return
     do_rescore(run_dir, judges=list(judge) if judge else None, out_dir=out)

@@ -19,17 +19,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from carebench.cache import CompletionCache
 from carebench.datasets.prompts import load_policies, load_prompts
 from carebench.models import get_model
 from carebench.plural.jury import JUDGE_MAX_TOKENS, judgment_records, plan_jury
 from carebench.plural.records import (
+    JudgmentColumns,
     JudgmentRecord,
     PolicyInfo,
     PromptInfo,
     ResponseRecord,
     build_jury_data,
-    read_records,
+    read_jury_columns,
 )
 from carebench.plural.responses import ARCHETYPES, ResponseConfig, response_calls, response_records
 from carebench.plural.sample import SampleConfig, composition, draw_sample
@@ -43,7 +46,7 @@ from carebench.rundir import (
     write_jsonl,
     write_manifest,
 )
-from carebench.runner import Call, Runner, RunnerConfig, RunResult
+from carebench.runner import Runner, RunnerConfig, RunResult
 from carebench.types import CarebenchError
 
 SUITE = "plural"
@@ -191,16 +194,17 @@ class PluralRunConfig:
     dry_run: bool = False
     concurrency: int | None = None
     progress: bool = True
+    notes: list[str] = field(default_factory=list)  # shown at the top of the report
 
     def validate(self) -> None:
         if not self.systems:
             raise CarebenchError("give at least one --system to evaluate")
         if not self.judges:
             raise CarebenchError("give at least one --judge (the paper's jury has three)")
-        for name, items in (("system", self.systems), ("judge", self.judges)):
-            dup = sorted({s for s in items if items.count(s) > 1})
-            if dup:
-                raise CarebenchError(f"{name} listed twice: {dup[0]}")
+        dup = sorted({s for s in self.systems if self.systems.count(s) > 1})
+        if dup:
+            raise CarebenchError(f"system listed twice: {dup[0]}")
+        # a judge spec may repeat: its seats get labels spec#2, spec#3 (carebench.judging.panel_seats)
         bad = [a for a in self.archetypes if a not in ARCHETYPES]
         if bad or not self.archetypes:
             raise CarebenchError(f"--archetype must be one of {', '.join(ARCHETYPES)}, got {bad or 'none'}")
@@ -361,7 +365,7 @@ def _judge(cfg, questions, judges, cache, spent) -> tuple[list[JudgmentRecord], 
 def _run(cfg, release, taxonomy, contexts, prompts, policies, sample_rows, profiles_of, calls, judges, cache,
          warnings) -> Path:
     run_dir = new_run_dir(SUITE, cfg.out)
-    config = asdict(cfg)
+    config = {k: v for k, v in asdict(cfg).items() if k != "notes"}
     settings = {
         "categories": taxonomy.codes("response"),
         "empty_policy": cfg.empty_policy,
@@ -379,6 +383,7 @@ def _run(cfg, release, taxonomy, contexts, prompts, policies, sample_rows, profi
             seeds={"bootstrap": cfg.seed, "sample": cfg.sample_seed},
             dataset={**release.dataset(), "sampled_prompts": len(prompts)},
             extra={"kind": "run", "status": status, "scoring": settings, "warnings": warnings,
+                   "notes": list(cfg.notes),
                    "profiles": profiles_of, "accounting": accounting},
         )
 
@@ -432,28 +437,42 @@ def _resume_hint(cfg: PluralRunConfig) -> str:
 
 @dataclass
 class RunFiles:
-    """What a plural run directory holds, parsed (records stay plain dicts: fast at paper scale)."""
+    """What a plural run directory holds, parsed for scoring (verdicts as columns: fast at paper scale)."""
 
+    path: Path
     manifest: dict[str, Any]
     prompts: list[Any]
     policies: list[Any]
-    responses: list[dict[str, Any]]
-    judgments: list[dict[str, Any]]
+    columns: JudgmentColumns
+
+    @property
+    def categories(self) -> list[str]:
+        return list((self.manifest.get("scoring") or {}).get("categories") or [])
 
     def jury_data(self, judges: Sequence[str] | None = None) -> Any:
-        judgments = self.judgments
+        cols = self.columns
         if judges:
-            recorded = sorted({j["judge"] for j in judgments})
+            recorded = cols.judge[1]
             missing = [j for j in judges if j not in recorded]
             if missing:
                 raise CarebenchError(f"no recorded verdicts from judge {missing[0]!r}; recorded: {recorded}")
-            keep = set(judges)
-            judgments = [j for j in judgments if j["judge"] in keep]
+            keep_codes = np.array([recorded.index(j) for j in sorted(set(judges))])
+            keep = np.isin(cols.judge[0], keep_codes)
+            remap = np.full(len(recorded), -1, np.int32)
+            remap[keep_codes] = np.arange(len(keep_codes), dtype=np.int32)
+
+            def sub(c):
+                return c[0][keep], c[1]
+
+            cols = JudgmentColumns(sub(cols.system), sub(cols.profile), sub(cols.prompt_id),
+                                   (remap[cols.judge[0][keep]], sorted(set(judges))), cols.status[keep],
+                                   cols.appropriate[keep], cols.satisfied[keep], cols.response_counts,
+                                   cols.examples)
         return build_jury_data(
             [PromptInfo(p.id, p.source_id, p.context, p.source_group) for p in self.prompts],
             [PolicyInfo(p.prompt_id, p.profile, p.archetype, tuple(p.response), p.nssi_severity,
                         p.suicidal_severity) for p in self.policies],
-            self.responses, judgments, (self.manifest.get("scoring") or {}).get("categories") or [],
+            cols, self.categories,
         )
 
 
@@ -464,9 +483,11 @@ def load_run(run_dir: Path) -> RunFiles:
     if manifest.get("suite") != SUITE or manifest.get("kind") != "run":
         raise CarebenchError(f"{run_dir} is not a plural run directory (suite {manifest.get('suite')!r}, "
                              f"kind {manifest.get('kind')!r})")
-    responses, judgments = read_records(run_dir / "records.jsonl")
-    return RunFiles(manifest, load_prompts(run_dir / "prompts.jsonl"), load_policies(run_dir / "policies.jsonl"),
-                    responses, judgments)
+    categories = (manifest.get("scoring") or {}).get("categories") or []
+    prompts = load_prompts(run_dir / "prompts.jsonl")
+    shown = set(sorted(p.id for p in prompts)[:MAX_EXAMPLES])
+    return RunFiles(run_dir, manifest, prompts, load_policies(run_dir / "policies.jsonl"),
+                    read_jury_columns(run_dir / "records.jsonl", categories, shown))
 
 
 def compute_metrics(data: Any, settings: dict[str, Any]) -> dict[str, Any]:
@@ -504,24 +525,25 @@ def rescore(run_dir: Path, *, judges: Sequence[str] | None = None, out_dir: Path
     return metrics
 
 
-def examples(run: RunFiles, data: Any, limit: int = MAX_EXAMPLES) -> list[dict[str, Any]]:
+def examples(run: RunFiles, data: Any) -> list[dict[str, Any]]:
     """The first few prompts with their policies, responses and verdicts, for the report."""
-    shown = {p.id for p in data.prompts[:limit]}
+    responses, judgments = run.columns.examples
+    shown = {r["prompt_id"] for r in responses}
     prompts = {p.id: p for p in run.prompts if p.id in shown}
     pols: dict[str, list[dict[str, Any]]] = {}
     for p in run.policies:
         if p.prompt_id in shown:
             pols.setdefault(p.prompt_id, []).append({"profile": p.profile, "response": list(p.response)})
     verdicts: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    for j in run.judgments:
-        if j["prompt_id"] in shown and j["judge"] in data.judges:
+    for j in judgments:
+        if j["judge"] in data.judges:
             verdicts.setdefault((j["system"], j["archetype"], j["prompt_id"]), []).append(j)
     out = []
     for pid in sorted(shown):
         p = prompts[pid]
         rs = [{**r, "judgments": sorted(verdicts.get((r["system"], r["archetype"], pid), []),
                                         key=lambda v: (v["profile"], v["judge"]))}
-              for r in run.responses if r["prompt_id"] == pid]
+              for r in responses if r["prompt_id"] == pid]
         out.append({"prompt_id": pid, "context": p.context, "persona": p.persona.text, "text": p.text,
                     "policies": sorted(pols.get(pid, []), key=lambda x: x["profile"]),
                     "responses": sorted(rs, key=lambda r: (r["archetype"], r["system"]))})

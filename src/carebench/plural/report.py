@@ -52,13 +52,15 @@ def _iv_pct(entry: Mapping[str, Any]) -> Interval | None:
 
 
 def _short_one(name: str) -> str:
+    name, hash_, seat = name.partition("#")  # a repeated judge spec's seat: spec#2
+    seat = f"#{seat}" if hash_ and seat.isdigit() else (hash_ + seat)
     head, sep, tail = name.partition(":")
     if not sep:
-        return name
+        return name + seat
     tail = tail.split("@", 1)[0]
     if head in ("llamacpp", "replay"):
         tail = tail.rstrip("/").rsplit("/", 1)[-1]
-    return f"{head}:{tail}"
+    return f"{head}:{tail}{seat}"
 
 
 _SHORT: dict[str, str] = {}
@@ -92,7 +94,7 @@ def build_report(manifest: Mapping[str, Any], metrics: Mapping[str, Any],
     ]
     if examples:
         sections.append(_examples(examples, st))
-    notes = [PROXY_NOTE]
+    notes = [*(manifest.get("notes") or []), PROXY_NOTE]
     if (manifest.get("dataset") or {}).get("illustrative"):
         notes.insert(0, ILLUSTRATIVE_NOTE)
     return Report(
@@ -133,10 +135,11 @@ def _overview(manifest: Mapping[str, Any], metrics: Mapping[str, Any]) -> Sectio
         ("profiles", "; ".join(f"{a}: {', '.join(p)}" for a, p in by_arch.items())),
         ("prompts (source cases)", f"{c['prompts']} ({c['source_cases']})"),
         ("responses per prompt", "one per system and archetype instruction"),
-        ("responder settings", f"max tokens {cfg.get('max_tokens')}, temperature {cfg.get('temperature')}"
-                               + (f", reasoning effort {cfg['reasoning_effort']}" if cfg.get("reasoning_effort") else "")),
-        ("intervals", f"{int(100 * (1 - bs['alpha']))}% percentile, cluster bootstrap by source case, "
-                      f"B={bs['B']}, seed {bs['seed']}"),
+        ("responder settings", (f"max tokens {cfg.get('max_tokens')}, temperature {cfg.get('temperature')}"
+                                + (f", reasoning effort {cfg['reasoning_effort']}"
+                                   if cfg.get("reasoning_effort") else ""))),
+        ("intervals", (f"{int(100 * (1 - bs['alpha']))}% percentile, cluster bootstrap by source case, "
+                       f"B={bs['B']}, seed {bs['seed']}")),
         ("rules", f"empty policy: {st['empty_policy']}; appropriate with nothing satisfied: {st['zero_coverage']}"),
     ]))
     blocks.append(Paragraph(
@@ -157,8 +160,8 @@ def _alignment(metrics: Mapping[str, Any]) -> Section:
             for sys_ in st["systems"]:
                 cell = _cell(metrics, sys_, prof)
                 labels.append(f"{prof} · {_short(sys_)}")
-                for k in stacks:
-                    stacks[k].append((cell.get(k) or {}).get("value"))
+                for k, values in stacks.items():
+                    values.append((cell.get(k) or {}).get("value"))
         blocks.append(Figure(f"fig3-alignment-{arch}", stacked_bar_chart(
             labels, stacks, f"Proxy alignment, {arch} profiles", "share of responses (judge mean)",
             colors=CLASS_COLORS), f"Fig 3 ({arch}): full / partial / failed per profile and system, mean of "

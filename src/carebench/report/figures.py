@@ -103,6 +103,20 @@ def _rotate_if_long(ax: Any, labels: Sequence[str]) -> None:
             t.set_horizontalalignment("right")
 
 
+def _label_bar_axes(ax: Any, x: np.ndarray, cats: Sequence[str], title: str, ylabel: str,
+                    xlabel: str | None, ylim: tuple[float, float] | None) -> None:
+    """Category ticks (rotated when long), title, axis labels and limits of a bar chart."""
+    ax.set_xticks(x, cats)
+    _rotate_if_long(ax, cats)
+    ax.grid(axis="x", visible=False)
+    ax.set_title(_tx(title))
+    ax.set_ylabel(_tx(ylabel))
+    if xlabel:
+        ax.set_xlabel(_tx(xlabel))
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+
+
 def bar_chart(
     categories: Sequence[str],
     series: Mapping[str, Sequence[float]],
@@ -144,15 +158,7 @@ def bar_chart(
                 color=PALETTE[s % len(PALETTE)], label=_tx(name),
                 error_kw={"elinewidth": 1, "ecolor": "#333333"},
             )
-        ax.set_xticks(x, cats)
-        _rotate_if_long(ax, cats)
-        ax.grid(axis="x", visible=False)
-        ax.set_title(_tx(title))
-        ax.set_ylabel(_tx(ylabel))
-        if xlabel:
-            ax.set_xlabel(_tx(xlabel))
-        if ylim is not None:
-            ax.set_ylim(*ylim)
+        _label_bar_axes(ax, x, cats, title, ylabel, xlabel, ylim)
         if k > 1:
             ax.legend(frameon=False, fontsize=8, ncols=min(k, 4), loc="upper left",
                       bbox_to_anchor=(0, -0.12) if n > 6 else None)
@@ -435,15 +441,7 @@ def stacked_bar_chart(
             color = (colors[s] if colors is not None and s < len(colors) else PALETTE[s % len(PALETTE)])
             ax.bar(x[keep], y[keep], 0.8, bottom=bottom[keep], color=color, label=_tx(name))
             bottom = bottom + np.nan_to_num(y)
-        ax.set_xticks(x, cats)
-        _rotate_if_long(ax, cats)
-        ax.grid(axis="x", visible=False)
-        ax.set_title(_tx(title))
-        ax.set_ylabel(_tx(ylabel))
-        if xlabel:
-            ax.set_xlabel(_tx(xlabel))
-        if ylim is not None:
-            ax.set_ylim(*ylim)
+        _label_bar_axes(ax, x, cats, title, ylabel, xlabel, ylim)
         ax.legend(frameon=False, fontsize=8, ncols=min(len(stacks), 4), loc="upper left",
                   bbox_to_anchor=(0, -0.15) if n > 6 else (0, 1.12))
         return fig_to_png(fig, dpi)
