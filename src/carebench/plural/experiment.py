@@ -228,9 +228,9 @@ def family_warnings(systems: Sequence[str], judges: Sequence[str], mapping: dict
     from carebench.models.families import family_of
 
     out = []
-    for j in judges:
+    for j in dict.fromkeys(judges):  # a spec filling several seats is warned about once
         fj = family_of(j, mapping or None)
-        for s in systems:
+        for s in dict.fromkeys(systems):
             if fj and fj == family_of(s, mapping or None):
                 out.append(f"judge {j} and system {s} share the vendor family {fj!r}: the paper's jury avoids "
                            "family overlap with the evaluated systems (VEILED-SH, §5.3); "
