@@ -203,7 +203,7 @@ def render(context: str, post: str, query: str, summary: str) -> str:
 
 
 def practitioner_policy(rng, base, archetype):
-    key, intent, nssi, sui, function, response = base[:6]
+    _, intent, nssi, sui, function, response = base[:6]
     intent, function, response = list(intent), list(function), list(response)
     # interpretation varies: borderline distress, severity one level either way, function guesses
     if "INTENT_0" not in intent and rng.random() < 0.15 and "INTENT_1" not in intent:
@@ -258,7 +258,7 @@ def main() -> None:
     calib_ids = []
     n = 0
     for s_idx, src in enumerate(SOURCES):
-        key, post, query, summary = src[0], src[6], src[7], src[8]
+        post, query, summary = src[6], src[7], src[8]
         source_id = f"src-{s_idx + 1:03d}"
         group = "forum-illustrative" if s_idx % 3 else "public-illustrative"
         if s_idx < N_CALIBRATION:

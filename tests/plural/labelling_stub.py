@@ -8,7 +8,8 @@
   practitioner's label for the query (a default policy when the query is not a
   calibration case);
 * guideline distillation gets two guidelines; GEPA reflection gets a new
-  instruction in a fenced block.
+  instruction in a fenced block, and label requests carrying that instruction are
+  answered with ``follower``'s labels (so the evolved instruction scores better).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class Labeller:
     annotations: list[Any]
     garbage: set[str] = field(default_factory=set)
     no_severity: set[str] = field(default_factory=set)
+    follower: str = "prac-a"
     requests: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -70,6 +72,11 @@ class Labeller:
         if text in self.no_severity:
             bad = {**DEFAULT, "intent": ["INTENT_3"], "suicidal_severity": None}
             return StubReply(content=json.dumps(bad))
+        if system.startswith(NEW_INSTRUCTION):
+            for i in self.text_ids[text]:
+                if i in self.gold[self.follower]:
+                    return StubReply(content=json.dumps(_norm(self.gold[self.follower][i], interpret)
+                                                        | {"rationale": "evolved"}))
         shown = list(zip(_CASE.findall(system), [json.loads(x) for x in _LABELS.findall(system)], strict=True))
         if not shown:
             return StubReply(content=json.dumps(_norm(DEFAULT, interpret) | {"rationale": "zero-shot"}))

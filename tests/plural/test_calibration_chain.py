@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from labelling_stub import Labeller
 from sklearn.metrics import f1_score
-from stub_server import StubServer
 
 from carebench.cli import main
 from carebench.datasets.prompts import load_annotations, load_policies, load_prompts
 from carebench.plural.data import builtin_path
+from stub_server import StubServer
 
 PROMPTS = load_prompts(builtin_path("prompts.jsonl"))
 ANNOTATIONS = load_annotations(builtin_path("annotations.jsonl"))
@@ -75,10 +75,9 @@ def chain(tmp_path_factory):
         assert main(["plural", "label", "--profiles", str(frz), "--out", str(lab), *common]) == 0
         agr = root / "agree"
         assert main(["plural", "agreement", "--release", str(lab / "release"), "--out", str(agr)]) == 0
-        # the whole chain again: every call answered from the cache
+        # labelling again: every call answered from the cache
         before = len(labeller.requests)
-        assert main(["plural", "calibrate", "--model", spec, "--out", str(root / "cal2"),
-                     "--bootstrap", "300", *common]) == 0
+        assert main(["plural", "label", "--profiles", str(frz), "--out", str(root / "label2"), *common]) == 0
         resumed = len(labeller.requests) - before
     return {"cal": cal, "freeze": frz, "label": lab, "agree": agr, "root": root,
             "n_cal_requests": n_cal_requests, "resumed": resumed}
@@ -118,6 +117,12 @@ def test_calibration_scores_recomputed_from_records(chain):
         assert metrics["comparisons"][arch][s["method"]]["score"] == best
     html = (cal / "report.html").read_text()
     assert "Table 5" in html and "illustrative" in html.lower()
+    md = (cal / "report.md").read_text().splitlines()
+    start = next(i for i, line in enumerate(md) if line.startswith("**Table 5"))
+    rows = {line.split("|")[1].strip(): line for line in md[start + 4:start + 10]}
+    peer_selected = metrics["selection"]["peer"]["method"]
+    assert rows[peer_selected].split("|")[2].strip().startswith("**")  # the selected method in bold
+    assert not rows["E0"].split("|")[2].strip().startswith("**")
 
 
 def test_rescore_reproduces_metrics_byte_for_byte(chain):

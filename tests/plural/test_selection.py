@@ -104,5 +104,5 @@ def test_ties_count_half():
 def test_folds_are_fixed_and_partition():
     folds = sel.make_folds(CASES)
     assert [len(f) for f in folds] == [6] * 5
-    assert sorted(sum(folds, [])) == CASES
+    assert sorted(c for f in folds for c in f) == CASES
     assert folds == sel.make_folds(list(reversed(CASES)))

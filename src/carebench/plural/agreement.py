@@ -21,7 +21,14 @@ import numpy as np
 from carebench.plural.data import ARCHETYPES, is_builtin, load_vocabulary, resolve
 from carebench.plural.policy import Policy, label_space
 from carebench.plural.runs import manifest
-from carebench.rundir import file_sha256, new_run_dir, read_json, read_jsonl, write_json, write_jsonl
+from carebench.rundir import (
+    file_sha256,
+    new_run_dir,
+    read_json,
+    read_jsonl,
+    write_json,
+    write_jsonl,
+)
 from carebench.stats import gwet_ac1, mean_pairwise_jaccard
 from carebench.types import CarebenchError
 

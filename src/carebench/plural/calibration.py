@@ -31,7 +31,15 @@ from carebench.plural.policy import Policy, label_space
 from carebench.plural.profiles import METHODS, FitData, get_method
 from carebench.plural.prompting import label_request
 from carebench.plural.runs import RunOptions, close_env, manifest, open_env, write_calls
-from carebench.rundir import data_sha256, file_sha256, new_run_dir, read_json, read_jsonl, write_json, write_jsonl
+from carebench.rundir import (
+    data_sha256,
+    file_sha256,
+    new_run_dir,
+    read_json,
+    read_jsonl,
+    write_json,
+    write_jsonl,
+)
 from carebench.runner import Call
 from carebench.stats import mean_pairwise_jaccard
 from carebench.types import CarebenchError
@@ -186,11 +194,14 @@ def _dry_run(cfg, methods, cal, fits, taxonomy, contexts) -> dict[str, Any]:
         "methods": methods, "practitioners": len({f.practitioner for f in fits}), "fits": len(fits),
         "calibration_cases": len(cal.cases),
     }
-    n_held = sum(len(f.gold) for f in fits) and sum(
-        len(cal.gold(p)) for p in {f.practitioner for f in fits})
-    counts = {"E0": 0, "E1": len(cal.cases), "E2": n_held, "E3": len(fits) * 45 + n_held,
-              "E4": len(fits) + n_held, "E5": 2 * len(fits) + 2 * n_held}
-    out["calls_at_most"] = {m: counts[m] for m in methods}
+    from carebench.plural.profiles.gepa_light import METRIC_CALLS, MINIBATCH
+
+    n_held = sum(len(cal.gold(p)) for p in {f.practitioner for f in fits})  # each rated case held out once
+    per_compile = METRIC_CALLS + METRIC_CALLS // MINIBATCH  # evaluations + at most one reflection each round
+    counts = {"E0": 0, "E1": len(cal.cases), "E2": len(cal.cases) + n_held,
+              "E3": len(fits) * per_compile + n_held, "E4": len(cal.cases) + len(fits) + n_held,
+              "E5": 2 * len(cal.cases) + 2 * len(fits) + 2 * n_held}
+    out["calls_about"] = {m: counts[m] for m in methods}
     if cfg.model and any(m != "E0" for m in methods):
         opts = RunOptions(**{k: getattr(cfg, k) for k in RunOptions.__dataclass_fields__})
         env = open_env(opts, taxonomy, contexts, {c.id: c for c in cal.cases}, cfg.model)

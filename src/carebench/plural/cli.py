@@ -5,7 +5,13 @@ User errors raise ``CarebenchError``; the top-level CLI prints one line and exit
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Annotated
+
 import typer
+
+from carebench.types import CarebenchError
 
 app = typer.Typer(
     help="Practitioner-calibrated reference policies and jury scoring (VEILED-SH).",
@@ -16,9 +22,6 @@ app = typer.Typer(
 
 # -- calibration side: calibrate, freeze, label, agreement (VEILED-SH, §5.2, Appendix B-C) -------
 
-import json as _cjson  # noqa: E402
-from pathlib import Path as _Path  # noqa: E402
-from typing import Annotated as _A  # noqa: E402
 
 _MODEL = "Shared judge model spec (e.g. openai:gpt-4o-mini, llamacpp:builtin)."
 _TAX = "Taxonomy YAML (default: the packaged VEILED-SH taxonomy)."
@@ -26,6 +29,17 @@ _CTX = "Application contexts YAML (default: the packaged contexts)."
 _OUT = "Run directory (default runs/plural-<command>-<time>)."
 _BUDGET = "Stop starting calls once this many USD are spent (run-wide)."
 _DRY = "Print the call plan and stop."
+
+# options every model-calling calibration-side command takes
+Embedder = Annotated[str | None, typer.Option(help="Embedder for retrieval (default: packaged MiniLM).")]
+Taxonomy = Annotated[Path | None, typer.Option(help=_TAX)]
+Contexts = Annotated[Path | None, typer.Option(help=_CTX)]
+Out = Annotated[Path | None, typer.Option(help=_OUT)]
+NoCache = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")]
+Cache = Annotated[Path | None, typer.Option(help="Cache file (default: user cache dir).")]
+Budget = Annotated[float | None, typer.Option(help=_BUDGET)]
+DryRun = Annotated[bool, typer.Option("--dry-run", help=_DRY)]
+Concurrency = Annotated[int | None, typer.Option(help="Concurrent calls per model.")]
 
 
 def _opts(**kw):
@@ -44,7 +58,7 @@ def _opts(**kw):
 
 def _done(result, line) -> None:
     if isinstance(result, dict):
-        typer.echo(_cjson.dumps(result, indent=2))
+        typer.echo(json.dumps(result, indent=2))
         return
     from carebench.rundir import read_json
 
@@ -54,25 +68,25 @@ def _done(result, line) -> None:
 
 @app.command()
 def calibrate(
-    model: _A[str | None, typer.Option(help=_MODEL)] = None,
-    method: _A[list[str] | None, typer.Option(help="Method to compare (repeatable; default E0-E5).")] = None,
-    prompts: _A[str, typer.Option(help="Prompts file (.jsonl/.csv/.parquet) or 'builtin'.")] = "builtin",
-    annotations: _A[str, typer.Option(help="Practitioner annotations file or 'builtin'.")] = "builtin",
-    practitioner: _A[list[str] | None, typer.Option(help="Only these practitioners (repeatable).")] = None,
-    embedder: _A[str | None, typer.Option(help="Embedder for E0/E4/E5 retrieval (default: packaged MiniLM).")] = None,
-    folds: _A[int, typer.Option(help="Number of fixed folds (VEILED-SH, §5.2: 5).")] = 5,
-    fold_seed: _A[int, typer.Option(help="Seed of the one shuffle that fixes the folds.")] = 20260714,
-    margin: _A[float, typer.Option(help="Required macro-F1 gain over E0.")] = 0.03,
-    min_probability: _A[float, typer.Option(help="Required paired-bootstrap probability of improvement.")] = 0.8,
-    bootstrap: _A[int, typer.Option(help="Paired bootstrap resamples (seed 12345).")] = 2000,
-    taxonomy: _A[_Path | None, typer.Option(help=_TAX)] = None,
-    contexts: _A[_Path | None, typer.Option(help=_CTX)] = None,
-    out: _A[_Path | None, typer.Option(help=_OUT)] = None,
-    no_cache: _A[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")] = False,
-    cache: _A[_Path | None, typer.Option(help="Cache file (default: user cache dir).")] = None,
-    budget: _A[float | None, typer.Option(help=_BUDGET)] = None,
-    dry_run: _A[bool, typer.Option("--dry-run", help=_DRY)] = False,
-    concurrency: _A[int | None, typer.Option(help="Concurrent calls per model.")] = None,
+    model: Annotated[str | None, typer.Option(help=_MODEL)] = None,
+    method: Annotated[list[str] | None, typer.Option(help="Method to compare (repeatable; default E0-E5).")] = None,
+    prompts: Annotated[str, typer.Option(help="Prompts file (.jsonl/.csv/.parquet) or 'builtin'.")] = "builtin",
+    annotations: Annotated[str, typer.Option(help="Practitioner annotations file or 'builtin'.")] = "builtin",
+    practitioner: Annotated[list[str] | None, typer.Option(help="Only these practitioners (repeatable).")] = None,
+    embedder: Embedder = None,
+    folds: Annotated[int, typer.Option(help="Number of fixed folds (VEILED-SH, §5.2: 5).")] = 5,
+    fold_seed: Annotated[int, typer.Option(help="Seed of the one shuffle that fixes the folds.")] = 20260714,
+    margin: Annotated[float, typer.Option(help="Required macro-F1 gain over E0.")] = 0.03,
+    min_probability: Annotated[float, typer.Option(help="Required paired-bootstrap probability of improvement.")] = 0.8,
+    bootstrap: Annotated[int, typer.Option(help="Paired bootstrap resamples (seed 12345).")] = 2000,
+    taxonomy: Taxonomy = None,
+    contexts: Contexts = None,
+    out: Out = None,
+    no_cache: NoCache = False,
+    cache: Cache = None,
+    budget: Budget = None,
+    dry_run: DryRun = False,
+    concurrency: Concurrency = None,
 ) -> None:
     """Fit every method on five fixed folds per practitioner, write Table 5 and select per archetype."""
     from carebench.plural.calibration import METHOD_ORDER, CalibrateConfig, run_calibrate
@@ -87,20 +101,20 @@ def calibrate(
 
 @app.command()
 def freeze(
-    calibration: _A[_Path | None, typer.Option(help="A `plural calibrate` run directory (its selection).")] = None,
-    method: _A[list[str] | None, typer.Option(help="ARCHETYPE=METHOD, overriding the selection (repeatable).")] = None,
-    model: _A[str | None, typer.Option(help=_MODEL + " Default: the calibration run's model.")] = None,
-    prompts: _A[str, typer.Option(help="Prompts file or 'builtin' (default: the calibration run's).")] = "builtin",
-    annotations: _A[str, typer.Option(help="Annotations file or 'builtin' (default: the calibration run's).")] = "builtin",
-    embedder: _A[str | None, typer.Option(help="Embedder for retrieval (default: packaged MiniLM).")] = None,
-    taxonomy: _A[_Path | None, typer.Option(help=_TAX)] = None,
-    contexts: _A[_Path | None, typer.Option(help=_CTX)] = None,
-    out: _A[_Path | None, typer.Option(help=_OUT)] = None,
-    no_cache: _A[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")] = False,
-    cache: _A[_Path | None, typer.Option(help="Cache file (default: user cache dir).")] = None,
-    budget: _A[float | None, typer.Option(help=_BUDGET)] = None,
-    dry_run: _A[bool, typer.Option("--dry-run", help=_DRY)] = False,
-    concurrency: _A[int | None, typer.Option(help="Concurrent calls per model.")] = None,
+    calibration: Annotated[Path | None, typer.Option(help="A `plural calibrate` run directory (its selection).")] = None,
+    method: Annotated[list[str] | None, typer.Option(help="ARCHETYPE=METHOD, overriding the selection (repeatable).")] = None,
+    model: Annotated[str | None, typer.Option(help=_MODEL + " Default: the calibration run's model.")] = None,
+    prompts: Annotated[str, typer.Option(help="Prompts file or 'builtin' (default: the calibration run's).")] = "builtin",
+    annotations: Annotated[str, typer.Option(help="Annotations file or 'builtin' (default: the calibration run's).")] = "builtin",
+    embedder: Embedder = None,
+    taxonomy: Taxonomy = None,
+    contexts: Contexts = None,
+    out: Out = None,
+    no_cache: NoCache = False,
+    cache: Cache = None,
+    budget: Budget = None,
+    dry_run: DryRun = False,
+    concurrency: Concurrency = None,
 ) -> None:
     """Refit the selected method once per practitioner on all calibration cases (profiles P1-P3, C1-C3)."""
     from carebench.plural.release import FreezeConfig, run_freeze
@@ -113,19 +127,19 @@ def freeze(
 
 @app.command()
 def label(
-    profiles: _A[_Path, typer.Option(help="A `plural freeze` run directory (or its profiles/ folder).")],
-    prompts: _A[str, typer.Option(help="Prompts to label (file or 'builtin').")] = "builtin",
-    release: _A[_Path | None, typer.Option(help="Release directory (default RUN_DIR/release).")] = None,
-    model: _A[str | None, typer.Option(help=_MODEL + " Default: the profiles' model.")] = None,
-    embedder: _A[str | None, typer.Option(help="Embedder for retrieval (default: packaged MiniLM).")] = None,
-    taxonomy: _A[_Path | None, typer.Option(help=_TAX)] = None,
-    contexts: _A[_Path | None, typer.Option(help=_CTX)] = None,
-    out: _A[_Path | None, typer.Option(help=_OUT)] = None,
-    no_cache: _A[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")] = False,
-    cache: _A[_Path | None, typer.Option(help="Cache file (default: user cache dir).")] = None,
-    budget: _A[float | None, typer.Option(help=_BUDGET)] = None,
-    dry_run: _A[bool, typer.Option("--dry-run", help=_DRY)] = False,
-    concurrency: _A[int | None, typer.Option(help="Concurrent calls per model.")] = None,
+    profiles: Annotated[Path, typer.Option(help="A `plural freeze` run directory (or its profiles/ folder).")],
+    prompts: Annotated[str, typer.Option(help="Prompts to label (file or 'builtin').")] = "builtin",
+    release: Annotated[Path | None, typer.Option(help="Release directory (default RUN_DIR/release).")] = None,
+    model: Annotated[str | None, typer.Option(help=_MODEL + " Default: the profiles' model.")] = None,
+    embedder: Embedder = None,
+    taxonomy: Taxonomy = None,
+    contexts: Contexts = None,
+    out: Out = None,
+    no_cache: NoCache = False,
+    cache: Cache = None,
+    budget: Budget = None,
+    dry_run: DryRun = False,
+    concurrency: Concurrency = None,
 ) -> None:
     """Label every non-calibration prompt with every profile and write the release."""
     from carebench.plural.release import LabelConfig, run_label
@@ -139,12 +153,12 @@ def label(
 
 @app.command()
 def agreement(
-    release: _A[_Path, typer.Option(help="A release directory written by `plural label`.")],
-    annotations: _A[str, typer.Option(help="Practitioner annotations file or 'builtin'.")] = "builtin",
-    taxonomy: _A[_Path | None, typer.Option(help=_TAX)] = None,
-    out: _A[_Path | None, typer.Option(help=_OUT)] = None,
-    budget: _A[float | None, typer.Option(help="Accepted for symmetry: no model is called.")] = None,
-    dry_run: _A[bool, typer.Option("--dry-run", help="Print what would be compared and stop.")] = False,
+    release: Annotated[Path, typer.Option(help="A release directory written by `plural label`.")],
+    annotations: Annotated[str, typer.Option(help="Practitioner annotations file or 'builtin'.")] = "builtin",
+    taxonomy: Taxonomy = None,
+    out: Out = None,
+    budget: Annotated[float | None, typer.Option(help="Accepted for symmetry: no model is called.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be compared and stop.")] = False,
 ) -> None:
     """Label prevalence, policy size, per-label AC1 and Jaccard: practitioners vs profiles (Appendix C)."""
     from carebench.plural.agreement import AgreementConfig, run_agreement
@@ -156,12 +170,6 @@ def agreement(
         f"{k} {v:.3f}" for k, v in m["jaccard"].items()))
 
 # -- evaluation side: sample, run, rescore (VEILED-SH, §5.3, §6, Appendix D) -------------------
-
-import json as _json  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Annotated  # noqa: E402
-
-from carebench.types import CarebenchError  # noqa: E402
 
 
 def _pairs(values: list[str] | None, option: str, what: str) -> dict[str, str]:
@@ -193,7 +201,7 @@ def sample(
                                         fraction=fraction, seed=seed, reserve=reserve, weighting=weighting,
                                         budget_usd=budget, dry_run=dry_run))
     if isinstance(result, dict):
-        typer.echo(_json.dumps(result, indent=2))
+        typer.echo(json.dumps(result, indent=2))
         return
     from carebench.rundir import read_json
 
@@ -247,7 +255,7 @@ def run(
     )
     result = run_plural(cfg)
     if isinstance(result, dict):
-        typer.echo(_json.dumps(result, indent=2))
+        typer.echo(json.dumps(result, indent=2))
         return
     _summary(result)
 
@@ -285,7 +293,7 @@ def rescore(
 
     if dry_run:
         files = load_run(run_dir)
-        typer.echo(_json.dumps({"responses": sum(files.columns.response_counts.values()),
+        typer.echo(json.dumps({"responses": sum(files.columns.response_counts.values()),
                                 "verdicts": len(files.columns), "judges": files.columns.judge[1],
                                 "model_calls": 0, "writes": str(out or run_dir)}, indent=2))
         return

@@ -86,7 +86,6 @@ class Calibration:
 
 def load_calibration(prompts: list[Any], annotations_source: str | Path, taxonomy: Any) -> Calibration:
     from carebench.datasets.prompts import load_annotations
-
     from carebench.plural.prompting import policy_problems
 
     rows = load_annotations(resolve(annotations_source, "annotations.jsonl"))

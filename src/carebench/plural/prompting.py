@@ -24,7 +24,7 @@ from carebench.types import ChatRequest, Completion, Message, StructuredSpec
 #: shared decoding defaults (VEILED-SH, Appendix B.2)
 TEMPERATURE = 0.0
 MAX_TOKENS = 4000
-RATIONALE_CHARS = 600
+RATIONALE_CHARS = 300
 
 Stage = Literal["full", "interpret", "policy"]
 
@@ -193,11 +193,17 @@ def parse_prediction(comp: Completion, taxonomy: Any, stage: Stage = "full") -> 
         v = obj.get(f)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 5):
             return Prediction(None, f"parse failure: {f} must be 1-5 or null", raw=comp.text)
-    policy = Policy.of({**obj, "response": obj.get("response") if stage != "interpret" else []})
-    problems = policy_problems(taxonomy, policy, stage)
+    raw_lists = {f: list(obj.get(f) or []) for f in ("intent", "function", "response")}
+    if stage == "interpret":
+        raw_lists["response"] = []
+    problems = taxonomy.validate_policy(  # on the answer as given: a repeated code is not collapsed
+        raw_lists["intent"], raw_lists["function"], raw_lists["response"],
+        obj.get("nssi_severity"), obj.get("suicidal_severity"), require_response=stage != "interpret",
+    )
+    rationale = str(obj.get("rationale") or "")
     if problems:
-        return Prediction(None, f"invalid combination: {problems[0]}", str(obj.get("rationale") or ""), comp.text)
-    return Prediction(policy, None, str(obj.get("rationale") or ""), comp.text)
+        return Prediction(None, f"invalid combination: {problems[0]}", rationale, comp.text)
+    return Prediction(Policy.of({**obj, **raw_lists}), None, rationale, comp.text)
 
 
 def policy_problems(taxonomy: Any, policy: Policy, stage: Stage = "full") -> list[str]:

@@ -33,7 +33,14 @@ from carebench.plural.data import (
 )
 from carebench.plural.profiles import FitData, Profile, get_method
 from carebench.plural.runs import RunOptions, close_env, manifest, open_env, write_calls
-from carebench.rundir import file_sha256, new_run_dir, read_json, read_jsonl, write_json, write_jsonl
+from carebench.rundir import (
+    file_sha256,
+    new_run_dir,
+    read_json,
+    read_jsonl,
+    write_json,
+    write_jsonl,
+)
 from carebench.types import CarebenchError
 
 ALIAS_PREFIX = {"peer": "P", "clinician": "C"}

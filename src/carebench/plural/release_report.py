@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from carebench.plural.calibration_report import ARCH_TITLE, header
-from carebench.report.document import KeyValue, Paragraph, Report, Section, Table
+from carebench.report.document import Callout, KeyValue, Paragraph, Report, Section, Table
 
 
 def _acct(man: dict[str, Any]) -> Section:
@@ -43,8 +43,8 @@ def label_report(man: dict[str, Any], metrics: dict[str, Any]) -> Report:
     dr = metrics["dropped"]
     counts = KeyValue([
         ("prompts", metrics["prompts"]),
-        ("excluded for calibration leakage", f"{ex['arithmetic']} (calibration prompts + prompts sharing "
-                                             "their source id)"),
+        ("excluded for calibration leakage",
+         f"{ex['arithmetic']} (calibration prompts + prompts sharing their source id)"),
         ("labelled by every profile", metrics["labelled"]),
         ("dropped (failed interpretation or missing severity under any profile)",
          f"{dr['total']} (" + ", ".join(f"{k}: {v}" for k, v in dr.items() if k != "total") + ")"
@@ -53,8 +53,12 @@ def label_report(man: dict[str, Any], metrics: dict[str, Any]) -> Report:
     ])
     rows = [[a, c.get("labelled", 0), c.get("failed interpretation", 0), c.get("missing severity", 0)]
             for a, c in metrics["per_profile"].items()]
+    about = header(man)
+    if metrics["labelled"] and not metrics["released"]:
+        about.append(Callout("No prompt received a valid policy from every profile, so the release is "
+                             "empty. The per-profile failures below say why.", "warning"))
     return Report("Plural: scale-out and release", "VEILED-SH, §5.2 (profile freezing, release assembly)",
-                  sections=[Section("About this run", header(man) or [Paragraph("Label run.")]),
+                  sections=[Section("About this run", about or [Paragraph("Label run.")]),
                             Section("Counts", [counts, Table(
                                 ["Profile", "Labelled", "Failed interpretation", "Missing severity"], rows,
                                 caption="Failures per profile (a prompt failing under any profile is dropped)",
@@ -70,7 +74,11 @@ def label_report(man: dict[str, Any], metrics: dict[str, Any]) -> Report:
 
 def agreement_report(man: dict[str, Any], metrics: dict[str, Any]) -> Report:
     labels = man["scoring"]["label_space"]
-    sections = [Section("About this run", header(man) or [Paragraph("Agreement run.")])]
+    about = header(man)
+    if not metrics["prevalence"]:
+        about.append(Callout("The release holds no policies: only the practitioners' agreement is shown.",
+                             "warning"))
+    sections = [Section("About this run", about or [Paragraph("Agreement run.")])]
     for arch, t_prev, t_ac1 in (("peer", "Table 10", "Table 12"), ("clinician", "Table 11", "Table 13")):
         profs = {a: v for a, v in metrics["prevalence"].items() if v["archetype"] == arch}
         blocks = []

@@ -11,6 +11,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from functools import cache
 from typing import Any, Protocol
 
 import numpy as np
@@ -96,15 +97,22 @@ class Env:
 
     # -- retrieval --------------------------------------------------------------------
     def vectors(self, prompts: Sequence[Any]) -> np.ndarray:
-        """L2-normalised embeddings of the prompts' texts (computed once per prompt)."""
-        todo = [p for p in prompts if p.id not in self._vectors]
-        if todo:
-            if self._embedder is None:
-                from carebench.models.embed import load_embedder
+        """L2-normalised embeddings of the prompts' texts.
 
-                self._embedder = load_embedder(self.embedder_spec)
-            for p, v in zip(todo, self._embedder.encode([p.text for p in todo]), strict=True):
-                self._vectors[p.id] = np.asarray(v, dtype=float)
+        The first use embeds every known prompt in one batch; vectors are kept per
+        (embedder, text) for the process, so chained commands embed a text once.
+        """
+        if any(p.id not in self._vectors for p in prompts):
+            if self._embedder is None:
+                self._embedder = _embedder(self.embedder_spec)
+            spec = self.embedder_spec or "builtin"
+            everything = {p.id: p for p in [*self.prompts.values(), *prompts]}
+            todo = sorted({p.text for p in everything.values() if (spec, p.text) not in _VECTORS})
+            if todo:
+                for text, v in zip(todo, self._embedder.encode(todo), strict=True):
+                    _VECTORS[(spec, text)] = np.asarray(v, dtype=float)
+            for p in everything.values():
+                self._vectors[p.id] = _VECTORS[(spec, p.text)]
         return np.stack([self._vectors[p.id] for p in prompts])
 
     def nearest(self, query: Any, pool: Sequence[Any], k: int) -> list[Any]:
@@ -118,6 +126,16 @@ class Env:
 
     def embedder_name(self) -> str | None:
         return None if self._embedder is None else getattr(self._embedder, "name", None)
+
+
+_VECTORS: dict[tuple[str, str], np.ndarray] = {}
+
+
+@cache
+def _embedder(spec: str | None) -> Any:
+    from carebench.models.embed import load_embedder
+
+    return load_embedder(spec)
 
 
 class Method(Protocol):

@@ -19,7 +19,13 @@ from typing import Any
 from carebench.plural.policy import example_f1
 from carebench.plural.profiles.base import Env, FitData, Profile, new_profile, stable_seed
 from carebench.plural.profiles.prompted import predict_with
-from carebench.plural.prompting import DEFAULT_INSTRUCTION, TEMPERATURE, Prediction, format_labels, label_request
+from carebench.plural.prompting import (
+    DEFAULT_INSTRUCTION,
+    TEMPERATURE,
+    Prediction,
+    format_labels,
+    label_request,
+)
 from carebench.runner import Call
 from carebench.types import CarebenchError, ChatRequest, Message
 
@@ -47,6 +53,8 @@ class _Silent:
 
 class LabelAdapter:
     """GEPA adapter: evaluate a candidate instruction on fold cases through the ledger."""
+
+    propose_new_texts = None  # GEPA's own reflective proposal, with our reflection model
 
     def __init__(self, env: Env, d: FitData) -> None:
         self.env, self.d = env, d
@@ -83,14 +91,22 @@ class LabelAdapter:
         return {c: rows for c in components_to_update}
 
 
-def reflection_lm(env: Env):
-    """GEPA's reflection model: the shared judge through the ledger, output capped at 8,000 tokens."""
+def reflection_lm(env: Env, failures: list[CarebenchError]):
+    """GEPA's reflection model: the shared judge through the ledger, output capped at 8,000 tokens.
+
+    GEPA logs and skips a failing reflection; a budget stop or failed call is kept in
+    ``failures`` so the compile stops instead of quietly fitting with fewer rounds.
+    """
 
     def call(prompt: str | list[dict[str, Any]]) -> str:
         msgs = ((Message("user", prompt),) if isinstance(prompt, str)
                 else tuple(Message(m["role"], m["content"]) for m in prompt))
         req = ChatRequest(messages=msgs, temperature=TEMPERATURE, max_tokens=REFLECTION_MAX_TOKENS)
-        (comp,) = env.ledger.ask([Call(env.model, req, tag={"stage": "E3 reflection"})], "E3 reflection")
+        try:
+            (comp,) = env.ledger.ask([Call(env.model, req, tag={"stage": "E3 reflection"})], "E3 reflection")
+        except CarebenchError as e:
+            failures.append(e)
+            raise
         return comp.text
 
     return call
@@ -111,17 +127,21 @@ class GepaLight:
             adapter = LabelAdapter(env, d)
             log = _Silent()
             ids = [c.id for c in d.cases]
+            failures: list[CarebenchError] = []
             result = gepa.optimize(
                 seed_candidate={COMPONENT: DEFAULT_INSTRUCTION},
-                trainset=ids, valset=ids, adapter=adapter, reflection_lm=reflection_lm(env),
+                trainset=ids, valset=ids, adapter=adapter, reflection_lm=reflection_lm(env, failures),
                 reflection_minibatch_size=MINIBATCH, max_metric_calls=self.metric_calls,
                 seed=stable_seed(env.seed, "E3", d.practitioner, d.fold) % (2**31),
                 logger=log, display_progress_bar=False, raise_on_exception=True,
             )
+            if failures:
+                raise failures[0]
             best = result.best_candidate[COMPONENT]
             out.append(new_profile(self.name, d, env, best, extra={
                 "metric_calls": adapter.metric_calls, "candidates": len(result.candidates),
                 "best_val_score": float(result.val_aggregate_scores[result.best_idx]),
+                "gepa_warnings": [line for line in log.lines if "failed" in line.lower()][:5],
             }))
         return out
 
