@@ -29,7 +29,7 @@ models_app = typer.Typer(help="Model providers.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 
 #: suites that provide a Typer sub-app in carebench.<suite>.cli
-SUITES = ("risk", "support", "plural")
+SUITES = ("risk", "support", "plural", "construct")
 #: tools beside the suites, mounted the same way (carebench.<tool>.cli)
 TOOLS = ("annotate",)
 

@@ -70,8 +70,16 @@ from carebench.stats.ordinal import (
     under_triage,
 )
 from carebench.stats.rank import pairwise_spearman, rank_shifts, ranks, spearman_rho
+from carebench.stats.stratified import (
+    CELL_SEED,
+    WeightedEstimate,
+    ipw_weights,
+    weighted_cell_bootstrap,
+    weighted_mean,
+)
 
 __all__ = [
+    "CELL_SEED",
     "CLUSTER_SEED",
     "CM_METRICS",
     "DEFAULT_B",
@@ -85,6 +93,7 @@ __all__ = [
     "PairedResult",
     "Resampler",
     "StatsError",
+    "WeightedEstimate",
     "accuracy",
     "adjacent_accuracy",
     "all_gaps",
@@ -107,6 +116,7 @@ __all__ = [
     "high_risk_f1",
     "high_risk_mask",
     "indicator_pair",
+    "ipw_weights",
     "jaccard",
     "kappa_from_cm",
     "krippendorff_alpha",
@@ -135,5 +145,7 @@ __all__ = [
     "supported_label_macro_f1",
     "supported_label_macro_f1_resampled",
     "under_triage",
+    "weighted_cell_bootstrap",
     "weighted_f1",
+    "weighted_mean",
 ]
