@@ -21,8 +21,10 @@ def test_dry_runs_make_no_call_and_write_nothing(tmp_path, capsys):
     with StubServer() as stub:
         stub.handler = Scripted()
         out = tmp_path / "run"
-        assert main([*_run_args(release, stub.base_url, out), "--dry-run", "--no-cache"]) == 0
+        assert main([*_run_args(release, stub.base_url, out), "--dry-run", "--no-cache",
+                     "--reasoning-effort", "medium"]) == 0
         plan = json.loads(capsys.readouterr().out)
+        assert any("not sent" in w for w in plan["warnings"])  # recorded, never silently dropped
         assert plan["responses"]["calls"] == 1 * 2 * 3  # system x archetype instructions x prompts
         # peer responses meet P1 and P2, clinician ones C1: (2 + 1) x 3 prompts x 2 judges at most
         assert plan["jury_calls_at_most"] == (2 + 1) * 3 * 2

@@ -228,9 +228,9 @@ def family_warnings(systems: Sequence[str], judges: Sequence[str], mapping: dict
     from carebench.models.families import family_of
 
     out = []
-    for j in judges:
+    for j in dict.fromkeys(judges):  # a spec filling several seats is warned about once
         fj = family_of(j, mapping or None)
-        for s in systems:
+        for s in dict.fromkeys(systems):
             if fj and fj == family_of(s, mapping or None):
                 out.append(f"judge {j} and system {s} share the vendor family {fj!r}: the paper's jury avoids "
                            "family overlap with the evaluated systems (VEILED-SH, §5.3); "
@@ -290,6 +290,10 @@ def run_plural(cfg: PluralRunConfig, cache: CompletionCache | None = None) -> Pa
     judge_models = [get_model(s) for s in cfg.judges]
     judges = panel_seats([str(m.spec) for m in judge_models], judge_models)
     warnings = family_warnings([str(m.spec) for m in systems], [str(m.spec) for m in judge_models], cfg.families)
+    if cfg.reasoning_effort:
+        # ChatRequest carries no reasoning options yet: say so rather than pretend it was sent
+        warnings.append(f"--reasoning-effort {cfg.reasoning_effort} is recorded in the manifest but not sent: "
+                        "the model clients take no reasoning options yet")
     if cache is None and cfg.use_cache:
         cache = CompletionCache(Path(cfg.cache_path) if cfg.cache_path else None)
     rcfg = cfg.response_config()

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from carebench.datasets.files import arrow_codes as _arrow_codes
 from carebench.plural.scoring import ERROR, JUDGMENT_STATUSES, category_mask
 from carebench.types import CarebenchError
 
@@ -297,17 +298,6 @@ def read_jury_columns(path: Path, categories: Sequence[str], examples: set[str] 
         cols.examples = ([r for r in responses if r["prompt_id"] in keep],
                          [j for j in judgments if j["prompt_id"] in keep])
         return cols
-
-
-def _arrow_codes(arr: Any) -> Coded:
-    """Dictionary-encode an arrow string column into codes over a *sorted* vocabulary."""
-    enc = arr.combine_chunks().dictionary_encode() if hasattr(arr, "combine_chunks") else arr.dictionary_encode()
-    vocab = [str(v) for v in enc.dictionary.to_pylist()]
-    idx = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    order = np.argsort(np.array(vocab, dtype=object), kind="stable") if vocab else np.zeros(0, np.int64)
-    rank = np.empty(len(vocab), np.int64)
-    rank[order] = np.arange(len(vocab))
-    return (rank[idx] if len(vocab) else idx).astype(np.int32), [vocab[i] for i in order]
 
 
 def _read_columns_arrow(p: Path, categories: Sequence[str], examples: set[str]) -> JudgmentColumns:

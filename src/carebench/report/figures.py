@@ -442,6 +442,5 @@ def stacked_bar_chart(
             ax.bar(x[keep], y[keep], 0.8, bottom=bottom[keep], color=color, label=_tx(name))
             bottom = bottom + np.nan_to_num(y)
         _label_bar_axes(ax, x, cats, title, ylabel, xlabel, ylim)
-        ax.legend(frameon=False, fontsize=8, ncols=min(len(stacks), 4), loc="upper left",
-                  bbox_to_anchor=(0, -0.15) if n > 6 else (0, 1.12))
+        ax.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the bars
         return fig_to_png(fig, dpi)
