@@ -97,12 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     _mount_suites()
     try:
         rc = app(args=argv, standalone_mode=False)
+    except RunStopped as e:  # before CarebenchError: a suite's stop may be both
+        print(f"carebench: {e}", file=sys.stderr)
+        return 3
     except CarebenchError as e:
         print(f"carebench: error: {e}", file=sys.stderr)
         return 2
-    except RunStopped as e:
-        print(f"carebench: {e}", file=sys.stderr)
-        return 3
     except click.exceptions.Abort:
         print("carebench: interrupted; completed model calls are cached, re-run to resume", file=sys.stderr)
         return 130

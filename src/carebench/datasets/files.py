@@ -110,3 +110,20 @@ def read_models(path: str | Path, model: type[M]) -> list[M]:
         return [validate_row(model, raw, p, loc) for loc, raw in read_rows(p, fmt)]
     except UnicodeDecodeError as e:
         raise CarebenchError(f"{p}: not UTF-8 text (byte offset {e.start})") from None
+
+
+def arrow_codes(arr: Any) -> tuple[Any, list[str]]:
+    """Dictionary-encode an arrow string column into int32 codes over a *sorted* vocabulary.
+
+    Why sorted: records read back in any line order must give the same codes, so
+    re-scoring a run reproduces its metrics byte for byte.
+    """
+    import numpy as np
+
+    enc = arr.combine_chunks().dictionary_encode() if hasattr(arr, "combine_chunks") else arr.dictionary_encode()
+    vocab = [str(v) for v in enc.dictionary.to_pylist()]
+    idx = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    order = np.argsort(np.array(vocab, dtype=object), kind="stable") if vocab else np.zeros(0, np.int64)
+    rank = np.empty(len(vocab), np.int64)
+    rank[order] = np.arange(len(vocab))
+    return (rank[idx] if len(vocab) else idx).astype(np.int32), [vocab[i] for i in order]
