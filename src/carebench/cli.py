@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
-import click
 import typer
 
 from carebench.types import CarebenchError
@@ -32,7 +31,14 @@ app.add_typer(models_app, name="models")
 SUITES = ("risk", "support")
 
 
+_MOUNTED: list[str] = []
+
+
 def _mount_suites() -> None:
+    """Add each installed suite's sub-app once (``main`` may run many times in one process)."""
+    if _MOUNTED:
+        return
+    _MOUNTED.append("done")
     for suite in SUITES:
         try:
             mod = importlib.import_module(f"carebench.{suite}.cli")
@@ -99,24 +105,69 @@ def report(run_dir: Annotated[Path, typer.Argument(help="A carebench run directo
     typer.echo(f"re-rendered {run_dir}/report.md and report.html")
 
 
+def _click_exception_types() -> tuple[type[BaseException], ...]:
+    """Click's usage/parameter error base class, wherever this Typer keeps it.
+
+    Recent Typer vendors Click as ``typer._click`` (and no longer installs ``click``);
+    older Typer uses the ``click`` package. Catching only one of them let the other's
+    ``NoSuchOption`` escape as a traceback.
+    """
+    found = []
+    for name in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            found.append(importlib.import_module(name).ClickException)
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)
+
+
+def _abort_types() -> tuple[type[BaseException], ...]:
+    found: list[type[BaseException]] = [typer.Abort, KeyboardInterrupt]
+    for name in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            found.append(importlib.import_module(name).Abort)
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)
+
+
+def _show_usage_error(e: BaseException) -> None:
+    """The command's usage line and one ``carebench: error:`` line (no traceback, no box)."""
+    ctx = getattr(e, "ctx", None)
+    hint = ""
+    if ctx is not None:
+        print(ctx.get_usage().splitlines()[0], file=sys.stderr)
+        hint = f" (see '{ctx.command_path} --help')"
+    msg = e.format_message() if hasattr(e, "format_message") else str(e)
+    print(f"carebench: error: {' '.join(msg.split())}{hint}", file=sys.stderr)
+
+
+INTERRUPTED = "carebench: interrupted; completed model calls are cached, re-run to resume"
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; user mistakes end in at most a usage line and one error line, exit 2."""
     _mount_suites()
     try:
-        rc = app(args=argv, standalone_mode=False)
+        rc = app(args=argv, prog_name="carebench", standalone_mode=False)
     except CarebenchError as e:
         print(f"carebench: error: {e}", file=sys.stderr)
         return 2
-    except click.exceptions.Abort:
-        print("carebench: interrupted; completed model calls are cached, re-run to resume", file=sys.stderr)
-        return 130
-    except KeyboardInterrupt:
-        print("carebench: interrupted; completed model calls are cached, re-run to resume", file=sys.stderr)
-        return 130
-    except click.exceptions.ClickException as e:
-        e.show()
+    except typer.Exit as e:
         return e.exit_code
-    except click.exceptions.Exit as e:
-        return e.exit_code
+    except _abort_types():
+        print(INTERRUPTED, file=sys.stderr)
+        return 130
+    except _click_exception_types() as e:
+        exit_code = getattr(e, "exit_code", 2)
+        if type(e).__name__ == "Exit":  # Click's own Exit in older Typer
+            return exit_code
+        if type(e).__name__ == "NoArgsIsHelpError":  # the help text is already shown
+            return exit_code
+        _show_usage_error(e)
+        return 2
+    if rc == 130:  # Typer turns Ctrl-C into Exit(130), returned in non-standalone mode
+        print(INTERRUPTED, file=sys.stderr)
     return rc if isinstance(rc, int) else 0
 
 

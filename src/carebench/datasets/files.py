@@ -7,7 +7,9 @@ file, line and field.
 
 from __future__ import annotations
 
+import codecs
 import csv
+import io
 import json
 import sys
 from collections.abc import Iterator
@@ -24,10 +26,34 @@ def format_from_suffix(path: Path) -> str | None:
     return SUFFIX_FORMATS.get(Path(path).suffix.lower())
 
 
+def read_text(path: Path | str) -> str:
+    """A whole input file as text: UTF-8, a leading byte-order mark dropped.
+
+    Decoding the bytes in one piece makes a non-UTF-8 file one clear error naming the
+    byte offset and line of the first bad byte (a text-mode reader would only know its
+    offset inside some internal buffer, and ends in a ``UnicodeDecodeError`` traceback).
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise CarebenchError(f"{path}: cannot read ({e.strerror or e})") from None
+    skip = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    try:
+        return data[skip:].decode("utf-8")
+    except UnicodeDecodeError as e:
+        offset = skip + e.start
+        line = data.count(b"\n", 0, offset) + 1
+        raise CarebenchError(
+            f"{path}: not UTF-8 text: byte 0x{data[offset]:02x} at byte offset {offset} "
+            f"(line {line}); save the file as UTF-8"
+        ) from None
+
+
 def csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line where the record starts, row) for each CSV record; quoted newlines allowed."""
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
-    with path.open(encoding="utf-8-sig", newline="") as fh:
+    with io.StringIO(read_text(path), newline="") as fh:
         delim = "\t" if path.suffix.lower() == ".tsv" else ","
         reader = csv.DictReader(fh, delimiter=delim)
         if reader.fieldnames is None:
@@ -41,7 +67,7 @@ def csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 def read_rows(path: Path, fmt: str) -> Iterator[tuple[str, dict[str, Any]]]:
     """(location, row): location is ``line N`` (JSONL/CSV) or ``row N`` (Parquet)."""
     if fmt == "jsonl":
-        with path.open(encoding="utf-8") as fh:
+        with io.StringIO(read_text(path)) as fh:
             for i, line in enumerate(fh, 1):
                 if not line.strip():
                     continue

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import csv
+import io
 import json
 import math
 from collections import Counter
@@ -28,7 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from carebench.datasets.files import csv_rows, read_rows
+from carebench.datasets.files import csv_rows, read_rows, read_text
 from carebench.risk.methods.base import RiskItem
 from carebench.risk.scale import LEVEL_NAMES, to_level
 from carebench.rundir import data_sha256, file_sha256
@@ -182,7 +183,7 @@ def detect_format(path: Path) -> str:
 
 
 def _csv_header(path: Path) -> list[str]:
-    with path.open(encoding="utf-8-sig", newline="") as fh:
+    with io.StringIO(read_text(path), newline="") as fh:
         return next(csv.reader(fh), [])
 
 

@@ -114,15 +114,17 @@ def resolve_labels(specs: Sequence[MethodSpec], default_model: str | None) -> li
 class _Models:
     """One provider instance per spec string, closed at the end of the run."""
 
-    def __init__(self, concurrency: int | None):
+    def __init__(self, concurrency: int | None, planning: bool = False):
         self.concurrency = concurrency
+        self.planning = planning  # a dry run builds models without credentials
         self._models: dict[str, Any] = {}
 
     def get(self, spec: str) -> Any:
         from carebench.models import get_model
 
         if spec not in self._models:
-            self._models[spec] = get_model(spec, concurrency=self.concurrency)
+            self._models[spec] = get_model(spec, concurrency=self.concurrency,
+                                           planning=self.planning)
         return self._models[spec]
 
     def specs(self) -> list[str]:
@@ -213,6 +215,10 @@ def run_experiment(cfg: RunConfig) -> RunOutcome:
     train = load_dataset(cfg.train, cfg.train_format) if cfg.train else None
     specs = resolve_labels(cfg.methods, cfg.model)
     methods = [(s, make_method(s.method, **s.options)) for s in specs]
+    for _, m in methods:  # every method's requirements (extras, encoders) before any runs
+        check = getattr(m, "check_ready", None)
+        if check is not None:
+            check()
     from carebench.cache import CompletionCache
 
     cache = CompletionCache(cfg.cache_path) if cfg.use_cache else None
@@ -233,7 +239,7 @@ def run_experiment(cfg: RunConfig) -> RunOutcome:
                      progress=cfg.progress, description="risk model calls"),
         cache=cache, on_complete=on_complete,
     )
-    models = _Models(cfg.concurrency)
+    models = _Models(cfg.concurrency, planning=cfg.dry_run)
     try:
         contexts = [(s, m, _context(s, cfg, models, runner, train)) for s, m in methods]
         for s, m, ctx in contexts:  # fail fast: a method needing a model must have one

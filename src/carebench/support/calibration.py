@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import re
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from carebench.datasets.files import read_text
 from carebench.stats.agreement import fleiss_kappa, gwet_ac1, percent_agreement, ratings_to_counts
 from carebench.stats.bootstrap import Resampler, percentile_interval
 from carebench.stats.classification import macro_f1_from_cm
@@ -123,10 +125,11 @@ def load_labels(path: str | Path | pd.DataFrame) -> pd.DataFrame:
         name = str(p)
         try:
             if p.suffix.lower() == ".csv":
-                df, first_line = pd.read_csv(p, dtype=str, keep_default_na=False), 2
+                text = io.StringIO(read_text(p))
+                df, first_line = pd.read_csv(text, dtype=str, keep_default_na=False), 2
             elif p.suffix.lower() in (".jsonl", ".json", ".ndjson"):
                 rows = []
-                with p.open(encoding="utf-8") as fh:
+                with io.StringIO(read_text(p)) as fh:
                     for i, line in enumerate(fh, 1):
                         if line.strip():
                             try:

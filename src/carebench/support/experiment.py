@@ -117,8 +117,8 @@ def run_support(cfg: SupportRunConfig, cache: CompletionCache | None = None) -> 
     if cfg.task_limit is not None:
         tasks = tasks[: cfg.task_limit]
     system_prompt = _read_system_prompt(cfg.system_prompt_file)
-    responders = [get_model(s) for s in cfg.responders]
-    judge_models = [get_model(s) for s in cfg.judges]
+    responders = [get_model(s, planning=cfg.dry_run) for s in cfg.responders]
+    judge_models = [get_model(s, planning=cfg.dry_run) for s in cfg.judges]
     judges = panel_seats([str(m.spec) for m in judge_models], judge_models)
     if cache is None and cfg.use_cache:
         cache = CompletionCache(Path(cfg.cache_path) if cfg.cache_path else None)

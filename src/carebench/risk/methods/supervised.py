@@ -12,6 +12,7 @@ encoder's length and the window embeddings averaged, so a user's later posts cou
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import time
 from collections.abc import Sequence
@@ -232,6 +233,17 @@ class EmbedLR(FittedMethod):
         super().__init__(seed, **options)
         self.encoder_path = encoder
         self._vectors: dict[str, np.ndarray] = {}
+
+    def check_ready(self) -> None:
+        """Fail before any method of the run fits, not after the others have finished."""
+        path = Path(self.encoder_path) if self.encoder_path else default_encoder_path()
+        if not (path / "config.json").is_file():
+            raise CarebenchError(f"encoder {path} is not a local Hugging Face model directory")
+        missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
+        if missing:
+            raise CarebenchError(
+                f"embed-lr needs {' and '.join(missing)}: pip install 'carebench[embed]'"
+            )
 
     def prepare(self, items, ctx):
         todo = {it.text for it in items} - set(self._vectors)
