@@ -1,4 +1,4 @@
-"""Few-shot k sweep (seeds/001 Appendix G, Figure 4).
+"""Few-shot k sweep (Beyond the Flag, Appendix G, Figure 4).
 
 One exemplar pool (the ``pool_per_level`` shortest posts of each level, 16 -> 64) is
 held out once; every arm -- k in {2, 4, 8, 16, 32, 64} and the k=0 zero-shot

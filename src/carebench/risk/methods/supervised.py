@@ -1,4 +1,4 @@
-"""Supervised baselines (seeds/001 §4.4): TF-IDF + LR, TF-IDF + XGBoost, embeddings + LR.
+"""Supervised baselines (Beyond the Flag, §4.4): TF-IDF + LR, TF-IDF + XGBoost, embeddings + LR.
 
 All use class-balanced weighting and a fixed seed, and predict out-of-fold (stratified
 5-fold) so no item is scored by a model trained on it; with ``--train`` they fit once on
