@@ -88,6 +88,10 @@ def models_check(
         raise CarebenchError(f"{spec}: {comp.error if comp else 'no answer'}")
     answer = comp.extra.get("scores") or comp.text.strip()
     typer.echo(f"ok  {spec}  latency {comp.latency_s:.2f} s  status {comp.status}  answer: {answer!r}")
+    if model.spec.provider == "llamacpp":
+        from carebench.models.llamacpp import runtime_info
+
+        typer.echo(f"    runtime: {runtime_info()}")
 
 
 @app.command()
