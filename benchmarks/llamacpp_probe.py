@@ -157,7 +157,7 @@ if __name__ == "__main__":
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--items", type=int, default=8, help="risk posts for the prefix comparison")
     ap.add_argument("--n-batch", type=int, action="append",
-                    help="prompt batch sizes to compare (default: 64)")
+                    help="prompt batch sizes to compare (default: 32)")
     a = ap.parse_args()
-    a.n_batch = a.n_batch or [64]
+    a.n_batch = a.n_batch or [32]
     asyncio.run(main(a))

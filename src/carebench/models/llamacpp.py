@@ -63,8 +63,8 @@ INSTALL_HINT = (
 )
 DEFAULT_N_CTX = 4096
 #: prompt batch size, and so the granularity of prefix reuse (see the module docstring);
-#: 64 keeps batched speed on a CPU while re-evaluating at most 64 shared tokens per call
-DEFAULT_N_BATCH = 64
+#: 32 keeps batched speed on a CPU while re-evaluating at most 32 shared tokens per call
+DEFAULT_N_BATCH = 32
 #: 1 thread: on a 2-core VM, 2 threads stalled badly in 6 of 25 measured runs; 1 never did
 DEFAULT_N_THREADS = 1
 DEFAULT_SEED = 0
