@@ -164,7 +164,7 @@ def test_missing_extra_stops_the_run_before_the_first_method(capsys, monkeypatch
     encoder = tmp_path / "encoder"
     encoder.mkdir()
     (encoder / "config.json").write_text("{}")
-    rc, out, err = _run_main(capsys, ["risk", "run", "--data", "builtin:sample", "--out",
+    rc, _out, err = _run_main(capsys, ["risk", "run", "--data", "builtin:sample", "--out",
                                       str(tmp_path / "run"), "--method", "tfidf-lr",
                                       "--method", f"embed-lr:encoder={encoder}"])
     assert rc == 2 and "embed-lr needs torch" in err and "carebench[embed]" in err

@@ -163,8 +163,7 @@ def _prefix_llama_class(base: type) -> type:
             held = self.input_ids[: min(self.n_tokens, len(self.last_prompt))]
             keep = min(reusable_prefix(held, tokens, self.n_batch),
                        reusable_prefix(self.last_prompt, tokens, self.n_batch))
-            if keep < self.n_tokens:
-                self.n_tokens = keep
+            self.n_tokens = keep  # never more than it holds: ``held`` bounds ``keep``
             self.prefix_reused = keep
             self.last_prompt = np.asarray(tokens, dtype=np.intc)
             return (yield from super().generate(tokens, *args, **kwargs))
