@@ -109,27 +109,17 @@ def report(run_dir: Annotated[Path, typer.Argument(help="A carebench run directo
     typer.echo(f"re-rendered {run_dir}/report.md and report.html")
 
 
-def _click_exception_types() -> tuple[type[BaseException], ...]:
-    """Click's usage/parameter error base class, wherever this Typer keeps it.
+def _click_classes(name: str) -> tuple[type[BaseException], ...]:
+    """Click's exception class ``name``, wherever this Typer keeps it.
 
     Recent Typer vendors Click as ``typer._click`` (and no longer installs ``click``);
     older Typer uses the ``click`` package. Catching only one of them let the other's
     ``NoSuchOption`` escape as a traceback.
     """
     found = []
-    for name in ("typer._click.exceptions", "click.exceptions"):
+    for module in ("typer._click.exceptions", "click.exceptions"):
         try:
-            found.append(importlib.import_module(name).ClickException)
-        except (ImportError, AttributeError):
-            continue
-    return tuple(found)
-
-
-def _abort_types() -> tuple[type[BaseException], ...]:
-    found: list[type[BaseException]] = [typer.Abort, KeyboardInterrupt]
-    for name in ("typer._click.exceptions", "click.exceptions"):
-        try:
-            found.append(importlib.import_module(name).Abort)
+            found.append(getattr(importlib.import_module(module), name))
         except (ImportError, AttributeError):
             continue
     return tuple(found)
@@ -159,10 +149,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except typer.Exit as e:
         return e.exit_code
-    except _abort_types():
+    except (typer.Abort, KeyboardInterrupt, *_click_classes("Abort")):
         print(INTERRUPTED, file=sys.stderr)
         return 130
-    except _click_exception_types() as e:
+    except _click_classes("ClickException") as e:
         exit_code = getattr(e, "exit_code", 2)
         if type(e).__name__ == "Exit":  # Click's own Exit in older Typer
             return exit_code
