@@ -38,11 +38,17 @@ def _isolated(item: pytest.Item) -> bool:
     return hasattr(os, "fork") and any(item.get_closest_marker(m) for m in NATIVE_MARKERS)
 
 
-def _child(item: pytest.Item, nextitem: pytest.Item | None, out_path: str) -> None:
-    """Run the test's setup/call/teardown; write the serialized reports; never return."""
+def _child(item: pytest.Item, out_path: str) -> None:
+    """Run the test's setup/call/teardown; write the serialized reports; never return.
+
+    Teardown in the child stops at the test's own fixtures (``nextitem`` is the test's
+    parent collector): wider fixtures belong to the session process, which tears them
+    down itself, once, as usual (a session fixture's teardown run in a child could, for
+    example, delete files the session still uses).
+    """
     code = 0
     try:
-        reports = runtestprotocol(item, log=False, nextitem=nextitem)
+        reports = runtestprotocol(item, log=False, nextitem=item.parent)
         hook = item.config.hook
         data = [hook.pytest_report_to_serializable(config=item.config, report=r) for r in reports]
         with open(out_path, "w", encoding="utf-8") as fh:
@@ -65,12 +71,12 @@ def _crash_report(item: pytest.Item, message: str, details: str = "") -> TestRep
     )
 
 
-def run_forked(item: pytest.Item, nextitem: pytest.Item | None) -> list[TestReport]:
+def run_forked(item: pytest.Item) -> list[TestReport]:
     with tempfile.TemporaryDirectory(prefix="cb-forked-") as tmp:
         out_path = os.path.join(tmp, "reports.json")
         pid = os.fork()
         if pid == 0:
-            _child(item, nextitem, out_path)
+            _child(item, out_path)
         _, status = os.waitpid(pid, 0)
         if os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
@@ -97,7 +103,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
         return None
     ihook = item.ihook
     ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
-    for rep in run_forked(item, nextitem):
+    for rep in run_forked(item):
         ihook.pytest_runtest_logreport(report=rep)
+    item.session._setupstate.teardown_exact(nextitem)  # the session's own fixtures
     ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
     return True
