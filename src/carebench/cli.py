@@ -28,7 +28,9 @@ models_app = typer.Typer(help="Model providers.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 
 #: suites that provide a Typer sub-app in carebench.<suite>.cli
-SUITES = ("risk", "support")
+SUITES = ("risk", "support", "construct")
+#: tools beside the suites, mounted the same way (carebench.<tool>.cli)
+TOOLS = ("annotate",)
 
 
 _MOUNTED: list[str] = []
@@ -39,7 +41,7 @@ def _mount_suites() -> None:
     if _MOUNTED:
         return
     _MOUNTED.append("done")
-    for suite in SUITES:
+    for suite in SUITES + TOOLS:
         try:
             mod = importlib.import_module(f"carebench.{suite}.cli")
         except ModuleNotFoundError as e:
