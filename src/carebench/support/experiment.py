@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from carebench.cache import CompletionCache
+from carebench.datasets.files import read_text
 from carebench.judging import JUDGE_MAX_TOKENS, panel_seats
 from carebench.models import get_model
 from carebench.rundir import (
@@ -149,11 +150,7 @@ def _close(model: Any) -> None:
 def _read_system_prompt(path: str | None) -> str | None:
     if not path:
         return None
-    try:
-        text = Path(path).read_text("utf-8")
-    except OSError as e:
-        raise CarebenchError(f"cannot read system prompt {path}: {e.strerror}") from None
-    return text.strip() or None
+    return read_text(path).strip() or None  # a missing or non-UTF-8 file is one clear error
 
 
 def _dry_run(cfg, tasks, responders, judges, runner, gcfg) -> dict[str, Any]:
