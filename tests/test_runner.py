@@ -111,13 +111,8 @@ def test_no_cache_calls_again(stub, tmp_path):
     assert len(stub.requests) == 2
 
 
-def test_budget_cap_stops_cleanly(stub, tmp_path, monkeypatch):
-    prices = tmp_path / "prices.toml"
-    prices.write_text('[models]\n"stub-model" = [1000000.0, 0.0]\n')  # $1 per prompt token
-    monkeypatch.setenv("CAREBENCH_PRICES", str(prices))
-    from carebench.models.pricing import price_table
-
-    price_table.cache_clear()
+def test_budget_cap_stops_cleanly(stub, tmp_path, price_per_call):
+    price_per_call(1.0, "stub-model")
     stub.handler = lambda r: StubReply(content="ok", usage=(1, 1), delay=0.01)
     calls = [Call(model_for(stub), req(f"i{i}")) for i in range(10)]
     runner = make_runner(tmp_path, concurrency=1, budget_usd=3.0)
@@ -126,6 +121,25 @@ def test_budget_cap_stops_cleanly(stub, tmp_path, monkeypatch):
     assert len(done) == 3 and res.spent_usd == pytest.approx(3.0)
     assert res.stopped and "budget" in res.stopped
     assert len(runner.cache) == 3  # everything done so far is kept
+    assert stub.count() == 3 and res.not_made == 7
+
+
+def test_budget_is_one_cap_across_batches_and_in_flight_calls(stub, tmp_path, price_per_call):
+    """Concurrency 4, $1 a call, $5 budget: a call starts only if spend plus the worst
+    case of the calls in flight stays within the budget, and later batches of the
+    same run see the same ledger (no fresh budget per batch)."""
+    price_per_call(1.0, "stub-model")
+    stub.handler = lambda r: StubReply(content="ok", delay=0.05)
+    runner = make_runner(tmp_path, concurrency=4, budget_usd=5.0)
+    first = runner.run_sync([Call(model_for(stub), req(f"a{i}")) for i in range(3)])
+    assert first.stopped is None and stub.count() == 3
+    second = runner.run_sync([Call(model_for(stub), req(f"b{i}")) for i in range(8)])
+    assert stub.count() == 5  # 3 + 2: the budget did not reset for the second batch
+    assert second.not_made == 6 and runner.ledger.spent_usd == pytest.approx(5.0)
+    third = runner.run_sync([Call(model_for(stub), req("a0")), Call(model_for(stub), req("c"))])
+    assert third.completions[0] is not None and third.completions[0].cached  # cache still answers
+    assert third.completions[1] is None and stub.count() == 5
+    assert runner.ledger.not_made == 7
 
 
 def test_dry_run_plan_counts_and_estimates(stub, tmp_path, monkeypatch):
@@ -136,15 +150,23 @@ def test_dry_run_plan_counts_and_estimates(stub, tmp_path, monkeypatch):
 
     price_table.cache_clear()
     runner = make_runner(tmp_path)
+    stub.handler = lambda r: StubReply(content="short", usage=(5, 7))
     calls = [Call(model_for(stub), req("x" * 400, max_tokens=100)) for _ in range(1)]
     calls += [Call(model_for(stub), req("y" * 400, max_tokens=100))]
+    # nothing cached: replies assumed to fill the output cap (the worst case)
+    # 400 chars ~ 100 tokens + 4 framing at $1/M; 100 output tokens at $2/M
+    first = runner.plan(calls)
+    assert (first.total, first.cached, first.to_make) == (2, 0, 2)
+    assert first.estimated_cost_usd == pytest.approx(2 * (104 * 1.0 + 100 * 2.0) / 1e6)
+    assert first.by_model[str(model_for(stub).spec)]["reply_lengths"] == "output caps"
     runner.run_sync(calls[:1])
     n_before = len(stub.requests)
     plan = runner.plan(calls)
     assert len(stub.requests) == n_before  # planning calls nothing
     assert (plan.total, plan.cached, plan.to_make) == (2, 1, 1)
-    # 400 chars ~ 100 tokens + 4 framing; 100 output tokens at $2/M
-    assert plan.estimated_cost_usd == pytest.approx((104 * 1.0 + 100 * 2.0) / 1e6)
+    # one cached reply of this model (7 completion tokens): the estimate uses its length
+    assert plan.estimated_cost_usd == pytest.approx((104 * 1.0 + 7 * 2.0) / 1e6)
+    assert plan.by_model[str(model_for(stub).spec)]["reply_lengths"] == "cached replies"
 
 
 def test_structured_capability_fallback_like_llamacpp_server(tmp_path):

@@ -8,14 +8,13 @@ completed call, so re-running resumes).
 from __future__ import annotations
 
 import asyncio
-import importlib
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from carebench.types import CarebenchError
+from carebench.types import CarebenchError, RunStopped
 
 app = typer.Typer(
     name="carebench",
@@ -27,28 +26,20 @@ app = typer.Typer(
 models_app = typer.Typer(help="Model providers.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 
-#: suites that provide a Typer sub-app in carebench.<suite>.cli
-SUITES = ("risk", "support", "construct")
-#: tools beside the suites, mounted the same way (carebench.<tool>.cli)
-TOOLS = ("annotate",)
-
-
 _MOUNTED: list[str] = []
 
 
 def _mount_suites() -> None:
-    """Add each installed suite's sub-app once (``main`` may run many times in one process)."""
+    """Add each suite's and tool's sub-app once (``main`` may run many times in one process)."""
     if _MOUNTED:
         return
     _MOUNTED.append("done")
-    for suite in SUITES + TOOLS:
-        try:
-            mod = importlib.import_module(f"carebench.{suite}.cli")
-        except ModuleNotFoundError as e:
-            if e.name == f"carebench.{suite}.cli":
-                continue
-            raise
-        app.add_typer(mod.app, name=suite)
+    from carebench.suites import SUITES, TOOLS
+
+    for name, entry in SUITES.items():
+        app.add_typer(entry.app(), name=name)
+    for name, tool in TOOLS.items():
+        app.add_typer(tool(), name=name)
 
 
 @app.command()
@@ -101,13 +92,14 @@ def report(run_dir: Annotated[Path, typer.Argument(help="A carebench run directo
     """Re-render a run directory's metrics and reports from its records alone."""
     from carebench.rundir import read_json
 
-    manifest = read_json(run_dir / "manifest.json")
-    suite = manifest.get("suite")
-    try:
-        mod = importlib.import_module("carebench.demo" if suite == "demo" else f"carebench.{suite}.report")
-    except ModuleNotFoundError:
-        raise CarebenchError(f"{run_dir}: unknown suite {suite!r} in manifest.json") from None
-    mod.rerender(run_dir)
+    if read_json(run_dir / "manifest.json").get("suite") == "demo":
+        from carebench.demo import rerender as rerender_demo
+
+        rerender_demo(run_dir)
+    else:
+        from carebench.suites import rerender
+
+        rerender(run_dir)
     typer.echo(f"re-rendered {run_dir}/report.md and report.html")
 
 
@@ -149,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     except CarebenchError as e:
         print(f"carebench: error: {e}", file=sys.stderr)
         return 2
+    except RunStopped as e:
+        print(f"carebench: {e}", file=sys.stderr)
+        return 3
     except typer.Exit as e:
         return e.exit_code
     except (typer.Abort, KeyboardInterrupt, *_click_classes("Abort")):

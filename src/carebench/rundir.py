@@ -22,25 +22,33 @@ from pathlib import Path
 from typing import Any
 
 from carebench.fileio import atomic_write_text
+from carebench.jsonclean import json_default
 from carebench.types import CarebenchError
 
 TRACKED_PACKAGES = (
-    "carebench", "numpy", "scipy", "scikit-learn", "xgboost", "pydantic", "httpx",
-    "matplotlib", "jinja2", "llama-cpp-python", "torch", "sentence-transformers",
+    "carebench", "numpy", "scipy", "scikit-learn", "xgboost", "pydantic", "aiohttp", "pandas",
+    "pyarrow", "matplotlib", "jinja2", "llama-cpp-python", "torch", "sentence-transformers",
 )
 #: environment variables whose values must never reach a run directory
 SECRET_ENV = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "CAREBENCH_API_KEY")
 _SECRETISH = re.compile(r"(?i)(api[_-]?key|secret|password|authorization|access[_-]?token)")
 
 
-def new_run_dir(suite: str, out: str | Path | None = None) -> Path:
-    """Create ``out`` (or ``runs/<suite>-<timestamp>``); refuse to mix into a non-empty one."""
+def run_dir_path(suite: str, out: str | Path | None = None) -> Path:
+    """``out`` (or ``runs/<suite>-<timestamp>``), checked but not created: a run refuses
+    to mix into a non-empty directory that is not a run directory."""
     if out is None:
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         out = Path("runs") / f"{suite}-{stamp}"
     path = Path(out)
-    if path.exists() and any(path.iterdir()) and not (path / "manifest.json").exists():
+    if path.exists() and (not path.is_dir() or (any(path.iterdir()) and not (path / "manifest.json").exists())):
         raise CarebenchError(f"output directory {path} exists and is not a carebench run directory")
+    return path
+
+
+def new_run_dir(suite: str, out: str | Path | None = None) -> Path:
+    """Create ``out`` (or ``runs/<suite>-<timestamp>``); refuse to mix into a non-empty one."""
+    path = run_dir_path(suite, out)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -49,13 +57,13 @@ def new_run_dir(suite: str, out: str | Path | None = None) -> Path:
 
 
 def write_json(path: Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(scrub(obj), indent=2, ensure_ascii=False, default=_default) + "\n")
+    atomic_write_text(path, json.dumps(scrub(obj), indent=2, ensure_ascii=False, default=json_default) + "\n")
 
 
 def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
     atomic_write_text(
         path,
-        "".join(json.dumps(scrub(r), ensure_ascii=False, default=_default) + "\n" for r in rows),
+        "".join(json.dumps(scrub(r), ensure_ascii=False, default=json_default) + "\n" for r in rows),
     )
 
 
@@ -69,18 +77,11 @@ def read_json(path: Path) -> Any:
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    try:
-        with path.open(encoding="utf-8") as fh:
-            for i, line in enumerate(fh, 1):
-                if line.strip():
-                    try:
-                        rows.append(json.loads(line))
-                    except ValueError as e:
-                        raise CarebenchError(f"{path}:{i}: invalid JSON ({e})") from None
-    except FileNotFoundError:
-        raise CarebenchError(f"{path} not found (is this a carebench run directory?)") from None
-    return rows
+    from carebench.datasets.files import read_rows
+
+    if not Path(path).is_file():
+        raise CarebenchError(f"{path} not found (is this a carebench run directory?)")
+    return [row for _, row in read_rows(Path(path), "jsonl")]
 
 
 def file_sha256(path: Path) -> str:
@@ -95,7 +96,7 @@ def data_sha256(rows: Iterable[Any]) -> str:
     """Hash of a dataset's content as loaded (for built-in data with no file)."""
     h = hashlib.sha256()
     for r in rows:
-        h.update(json.dumps(r, sort_keys=True, ensure_ascii=False, default=_default).encode("utf-8"))
+        h.update(json.dumps(r, sort_keys=True, ensure_ascii=False, default=json_default).encode("utf-8"))
         h.update(b"\n")
     return h.hexdigest()
 
@@ -154,15 +155,3 @@ def scrub(obj: Any) -> Any:
         return x
 
     return clean(obj)
-
-
-def _default(o: Any) -> Any:
-    if hasattr(o, "tolist"):
-        return o.tolist()
-    if hasattr(o, "item"):
-        return o.item()
-    if isinstance(o, Path):
-        return str(o)
-    if isinstance(o, set | frozenset):
-        return sorted(o)
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")

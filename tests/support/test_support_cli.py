@@ -51,11 +51,14 @@ def test_run_then_rescore_then_dry_run(tmp_path, capsys):
         # carebench report DIR re-renders through the support report module
         assert main(["report", str(out)]) == 0
         assert (out / "metrics.json").read_bytes() == metrics
-        # dry run: the plan, every first turn already cached, no call
+        # dry run: the whole run's plan; every call the run made is now cached, none is made
         capsys.readouterr()
         assert main([*args, "--dry-run"]) == 0
         plan = json.loads(capsys.readouterr().out)
-        assert plan["first_turn"] == {"calls": 3, "cached": 3, "to_make": 0, "estimated_cost_usd": 0.0}
+        assert (plan["suite"], plan["calls"], plan["cached"], plan["to_make"]) == ("support", n, n, 0)
+        assert [s["name"] for s in plan["stages"]] == ["generation", "judging"]
+        assert all(s["exact"] for s in plan["stages"])
+        assert plan["stages"][0]["calls"] == sum(len(t.turns) for t in tasks[:3])
         assert len(stub.requests) == n
 
 
@@ -119,13 +122,8 @@ def test_calibrate_selects_the_panel_closest_to_consensus(tmp_path, capsys):
     assert (cal / "report.html").exists()
 
 
-def test_budget_stop_then_resume_from_cache(tmp_path, monkeypatch, capsys):
-    from carebench.models.pricing import price_table
-
-    prices = tmp_path / "prices.toml"
-    prices.write_text('[models]\n"resp-a" = [1000000.0, 1000000.0]\n')
-    monkeypatch.setenv("CAREBENCH_PRICES", str(prices))
-    price_table.cache_clear()
+def test_budget_stop_then_resume_from_cache(tmp_path, capsys, price_per_call):
+    price_per_call(1.0, "resp-a")
     tasks = load_tasks("builtin:sample")
     with StubServer() as stub:
         stub.handler = Script(tasks)
@@ -134,11 +132,13 @@ def test_budget_stop_then_resume_from_cache(tmp_path, monkeypatch, capsys):
         args = ["support", "run", "--responder", f"openai:resp-a@{u}", "--judge", f"openai:judge-a@{u}",
                 "--attempts", "1", "--limit", "2", "--out", str(out), "--bootstrap", "50",
                 "--cache", str(tmp_path / "c.sqlite"), "--concurrency", "1"]
-        assert main([*args, "--budget", "1"]) == 2
+        assert main([*args, "--budget", "1"]) == 3
         assert "budget" in capsys.readouterr().err
         made = [r for r in stub.requests if r.body["model"] == "resp-a"]
         assert len(made) == 1  # the first call spent the budget; nothing else started
-        assert json.loads((out / "manifest.json").read_text())["status"] == "stopped"
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert manifest["status"] == "incomplete" and manifest["incomplete"] == ["generation", "judging"]
+        assert not any(r.body["model"] == "judge-a" for r in stub.requests)
         assert main(args) == 0  # same directory, resumed: the paid call comes from the cache
         again = [r for r in stub.requests if r.body["model"] == "resp-a"]
         # tasks: one single-turn, one three-turn -> 4 responder calls in all, none repeated

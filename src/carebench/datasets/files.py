@@ -12,7 +12,7 @@ import csv
 import io
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,7 +23,8 @@ from carebench.types import CarebenchError
 M = TypeVar("M", bound=BaseModel)
 
 #: file suffix -> generic format
-SUFFIX_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "csv", ".parquet": "parquet"}
+SUFFIX_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "csv", ".parquet": "parquet",
+                  ".pq": "parquet"}
 
 
 def format_from_suffix(path: Path) -> str | None:
@@ -40,6 +41,8 @@ def read_text(path: Path | str) -> str:
     path = Path(path)
     try:
         data = path.read_bytes()
+    except FileNotFoundError:
+        raise CarebenchError(f"{path}: file not found") from None
     except OSError as e:
         raise CarebenchError(f"{path}: cannot read ({e.strerror or e})") from None
     skip = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
@@ -68,12 +71,20 @@ def csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             prev = reader.line_num
 
 
-def read_rows(path: Path, fmt: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(location, row): location is ``line N`` (JSONL/CSV) or ``row N`` (Parquet)."""
+def read_rows(
+    path: Path, fmt: str | None = None, *, line_filter: Callable[[str], bool] | None = None
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(location, row): location is ``line N`` (JSONL/CSV) or ``row N`` (Parquet).
+
+    ``fmt`` defaults to the suffix's format. ``line_filter`` (JSONL only) skips lines
+    before they are parsed, a cheap pre-filter for large record files.
+    """
+    path = Path(path)
+    fmt = fmt or format_from_suffix(path)
     if fmt == "jsonl":
         with io.StringIO(read_text(path)) as fh:
             for i, line in enumerate(fh, 1):
-                if not line.strip():
+                if not line.strip() or (line_filter is not None and not line_filter(line)):
                     continue
                 try:
                     obj = json.loads(line)

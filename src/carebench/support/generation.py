@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from carebench.models.base import ChatModel
-from carebench.runner import Call, CallPlan, Runner, run_batch
+from carebench.runner import Call, Runner
 from carebench.support.records import REFERENCE, ResponseRecord
 from carebench.support.tasks import Task
 from carebench.types import ChatRequest, Completion, Message
@@ -45,12 +45,12 @@ class GenerationConfig:
 
 @dataclass
 class GenerationResult:
+    """Finished conversations; if the run's budget stopped generation, ``stopped`` says
+    why and ``calls_skipped`` counts the later turns of conversations cut short."""
+
     responses: list[ResponseRecord]
-    call_rows: list[dict[str, Any]]
     stopped: str | None = None
-    spent_usd: float = 0.0
-    provider_calls: int = 0
-    cache_hits: int = 0
+    calls_skipped: int = 0
 
 
 @dataclass
@@ -83,17 +83,23 @@ def generate(
     runner: Runner,
     cfg: GenerationConfig,
 ) -> GenerationResult:
-    """Regenerate every (task, responder, attempt) conversation, one batch per turn."""
+    """Regenerate every (task, responder, attempt) conversation, one batch per turn.
+
+    A conversation whose turn the budget did not allow stops there; after a budget
+    stop the remaining turns are still answered from the cache where they can be, so
+    only conversations that finished every turn become records.
+    """
     convs = [
         _Conversation(t, m, a)
         for m in responders
         for t in tasks
         for a in range(cfg.attempts)
     ]
-    out = GenerationResult(responses=[], call_rows=[])
+    out = GenerationResult(responses=[])
+    cut: set[int] = set()
     n_turns = max((len(t.turns) for t in tasks), default=0)
     for ti in range(n_turns):
-        active = [c for c in convs if ti < len(c.task.turns)]
+        active = [c for c in convs if ti < len(c.task.turns) and id(c) not in cut]
         for c in active:
             c.turns.append({"role": "user", "content": c.task.turns[ti]})
         calls = [
@@ -101,19 +107,16 @@ def generate(
                  {"task_id": c.task.id, "responder": str(c.model.spec), "attempt": c.attempt, "turn": ti + 1})
             for c in active
         ]
-        res = run_batch(runner, calls, f"responses, turn {ti + 1}/{n_turns}")
-        out.call_rows.extend(res.call_records())
-        out.spent_usd += res.spent_usd
-        out.provider_calls += res.provider_calls
-        out.cache_hits += res.cache_hits
-        if res.stopped:
-            out.stopped = res.stopped
-            return out
+        res = runner.run_sync(calls, f"responses, turn {ti + 1}/{n_turns}")
         for c, comp in zip(active, res.completions, strict=True):
-            assert comp is not None  # only a stopped run leaves calls unmade
+            if comp is None:  # not made: the run's budget stopped it
+                cut.add(id(c))
+                out.calls_skipped += len(c.task.turns) - ti - 1
+                out.stopped = res.stopped
+                continue
             c.completions.append(comp)
             c.turns.append({"role": "assistant", "content": comp.text, "status": comp.status})
-    out.responses = [_record(c) for c in convs]
+    out.responses = [_record(c) for c in convs if id(c) not in cut]
     return out
 
 
@@ -153,13 +156,39 @@ def reference_responses(tasks: Sequence[Task]) -> list[ResponseRecord]:
     return out
 
 
-def plan_generation(
-    tasks: Sequence[Task], responders: Sequence[ChatModel], runner: Runner, cfg: GenerationConfig
-) -> tuple[CallPlan, int]:
-    """Plan for the first turn (later turns depend on the answers) and the total call count."""
-    first = [
-        Call(m, turn_request([{"role": "user", "content": t.turns[0]}], cfg, str(m.spec), a))
-        for m in responders for t in tasks for a in range(cfg.attempts)
-    ]
-    total = sum(len(t.turns) for t in tasks) * len(responders) * cfg.attempts
-    return runner.plan(first), total
+def planned_generation(
+    tasks: Sequence[Task], responders: Sequence[ChatModel], cache: Any, cfg: GenerationConfig
+) -> tuple[list[Call], list[ResponseRecord | None], bool]:
+    """Every generation call a run would make, for a dry run.
+
+    A conversation is followed through the cache: while its turns are cached the
+    later requests are exact; after the first uncached turn the replies are assumed
+    to fill the output cap (about four characters per token), the worst case for the
+    later prompts. Returns the calls, the finished responses where every turn is
+    cached (else None) and whether every request is exact.
+    """
+    from carebench.cache import cache_key
+
+    calls: list[Call] = []
+    done: list[ResponseRecord | None] = []
+    exact_all = True
+    for m in responders:
+        spec = str(m.spec)
+        for t in tasks:
+            for a in range(cfg.attempts):
+                conv = _Conversation(t, m, a)
+                exact = True
+                for ti, user in enumerate(t.turns):
+                    exact_all = exact_all and exact  # after an uncached reply: estimated
+                    conv.turns.append({"role": "user", "content": user})
+                    req = turn_request(conv.turns, cfg, spec, a)
+                    calls.append(Call(m, req, {"task_id": t.id, "responder": spec, "attempt": a,
+                                               "turn": ti + 1}))
+                    hit = cache.get(cache_key(spec, req)) if exact and cache is not None else None
+                    if hit is None:
+                        exact = False
+                        hit = Completion(text="x" * (4 * cfg.cap_for(spec)), model=spec)
+                    conv.completions.append(hit)
+                    conv.turns.append({"role": "assistant", "content": hit.text, "status": hit.status})
+                done.append(_record(conv) if exact else None)
+    return calls, done, exact_all
