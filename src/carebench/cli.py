@@ -8,6 +8,7 @@ completed call, so re-running resumes).
 from __future__ import annotations
 
 import asyncio
+import importlib
 import sys
 from pathlib import Path
 from typing import Annotated
