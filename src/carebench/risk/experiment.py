@@ -1,6 +1,6 @@
 """Run a set of risk methods on one corpus and write a run directory.
 
-Order matters for the guarantees of DESIGN.md: the data (and ``--train`` data) are
+Order matters for the run guarantees (docs/methods.md): the data (and ``--train`` data) are
 validated, every method is built and every model spec parsed before the first model
 call; the run directory is written only once all predictions exist (each file
 atomically), and the completion cache makes an interrupted run resumable.
