@@ -3,7 +3,7 @@
 A real evaluation reads a release of profile-generated policies (``plural
 label``); calibrating six profiles with the embedded model would take far longer
 than a demo should. The demo therefore builds a tiny release from the built-in
-(illustrative) practitioners' own annotations of two calibration cases, aliased
+(illustrative) practitioners' own annotations of a few calibration cases, aliased
 P1-P3 / C1-C3 like profiles, and runs the evaluation on it with one model as the
 system and all three jury seats. It shows every stage (responses under both
 archetype instructions, jury verdicts, coverage and alignment classes, cluster
@@ -19,10 +19,11 @@ from carebench.plural.data import builtin_path
 from carebench.plural.experiment import PluralRunConfig, run_plural
 from carebench.rundir import write_json
 
-DEMO_CASES = 2
+#: calibration cases in the quick demo (``--full``: 6); each gives 2 replies x 6 policies to judge
+DEMO_CASES = 1
 DEMO_NOTE = (
     "Demonstration only: the reference policies here are the illustrative practitioners' own labels of "
-    "two built-in calibration cases (standing in for profile policies), and one small embedded model "
+    "built-in calibration cases (standing in for profile policies), and one small embedded model "
     "wrote every reply and filled all three jury seats (at temperature 0 the seats repeat one answer). "
     "The numbers demonstrate the pipeline and say nothing about any system."
 )
@@ -57,7 +58,7 @@ def run_demo(out_dir: Path, model_spec: str = "llamacpp:builtin", quick: bool = 
     release = demo_release(out_dir.parent / f"{out_dir.name}-release", DEMO_CASES if quick else 6)
     cfg = PluralRunConfig(
         release=str(release), systems=[model_spec], judges=[model_spec] * 3, sample_size=DEMO_CASES if quick else 6,
-        out=str(out_dir), progress=True, max_tokens=160 if quick else 400, judge_max_tokens=200,
+        out=str(out_dir), progress=True, max_tokens=96 if quick else 400, judge_max_tokens=64 if quick else 200,
         bootstrap=500 if quick else 2000, notes=[DEMO_NOTE],
     )
     result = run_plural(cfg)

@@ -7,7 +7,7 @@ matrices are ``w @ onehot(t*k + p)`` (exact integer counts held in floats), and
 resampled means are ``w @ x / w.sum()``. There is no Python loop over B for
 built-in metrics; resamples are drawn in chunks only to bound memory.
 
-Seeds follow the papers: 42 for item bootstraps (seeds/001 Appendix F),
+Seeds follow the papers: 42 for item bootstraps (Beyond the Flag, Appendix F),
 12345 for cluster and paired bootstraps. The draws are
 ``default_rng(seed).integers(0, n_units, size=(B, n_units))`` (units are rows,
 or groups when ``groups`` is given), so the generic loop-based

@@ -26,7 +26,7 @@ from carebench.datasets.files import arrow_codes as _arrow_codes
 from carebench.datasets.files import read_rows
 from carebench.types import CarebenchError
 
-#: Statuses of a regenerated conversation (seeds/002 E.6, G).
+#: Statuses of a regenerated conversation (DistressBench, Appendices E.6 and G).
 RESPONSE_STATUSES: tuple[str, ...] = ("ok", "empty", "content_filter", "truncated", "error")
 #: Statuses of one judge verdict. ``not_judged_empty``: the final turn was empty,
 #: the criterion was never sent to a judge and scores zero.
@@ -87,7 +87,7 @@ class ResponseRecord:
 
     @property
     def is_empty(self) -> bool:
-        """An empty final turn scores zero without being judged (seeds/002 §3.2, E.6)."""
+        """An empty final turn scores zero without being judged (DistressBench, §3.2, E.6)."""
         return is_empty_reply(self.final_reply, self.status)
 
 
