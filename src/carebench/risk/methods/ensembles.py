@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from carebench.models.structured import parse_choice
+from carebench.risk.answers import parse_level_answer
 from carebench.risk.folds import fit_predict_oof
 from carebench.risk.methods.base import MethodContext, Prediction, RiskItem, register
 from carebench.risk.methods.llm import (
@@ -381,8 +381,7 @@ class AdjudicatedMethod(_Ensemble):
         for it, comp in zip(items, comps, strict=True):
             letter, err = (None, None)
             if comp is not None and comp.ok:
-                p = parse_choice(comp.text, LETTERS)
-                letter, err = p.value, p.error
+                letter, err = parse_level_answer(comp.text)
             preds.append(letter_prediction(it, self.name, comp, letter, err))
         # exact level probabilities from in-process adjudicators, as for any letter method
         LetterMethod(role="adjudicator")._add_choice_probs(calls, comps, preds, ctx)

@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import asyncio
 import math
-import re
 from collections.abc import Sequence
 from typing import Any
 
 from carebench.cache import cache_key
-from carebench.models.structured import choice_spec, parse_choice
+from carebench.models.structured import choice_spec
+from carebench.risk.answers import parse_final_line, parse_level_answer
 from carebench.risk.methods.base import MethodContext, Prediction, RiskItem, register
 from carebench.risk.prompts import join, render
 from carebench.risk.scale import LETTERS, K, letter_to_level
@@ -256,8 +256,7 @@ class LetterMethod:
         ]
 
     def parse(self, comp: Completion) -> tuple[str | None, str | None]:
-        p = parse_choice(comp.text, LETTERS)
-        return p.value, p.error
+        return parse_level_answer(comp.text)
 
     def decode(
         self,
@@ -353,17 +352,6 @@ def _llm_contextual(**options: Any) -> LLMMethod:
     return LLMMethod(variant="contextual", **options)
 
 
-_FINAL = re.compile(r"FINAL\s*[:=\-]\s*[\(\[\*\"']*\s*([abcd])\b", re.IGNORECASE)
-
-
-def parse_final(text: str) -> tuple[str | None, str | None]:
-    """The letter of the last ``FINAL: X`` line; anything else is a parse failure."""
-    found = _FINAL.findall(text)
-    if not found:
-        return None, "no 'FINAL: <letter>' line with a letter a-d"
-    return found[-1].lower(), None
-
-
 @register("llm-cot")
 class CoTMethod(LetterMethod):
     """Rubric + brief step-by-step reasoning, read only from the closing ``FINAL: X`` line."""
@@ -382,7 +370,7 @@ class CoTMethod(LetterMethod):
         )
 
     def parse(self, comp: Completion) -> tuple[str | None, str | None]:
-        return parse_final(comp.text)
+        return parse_final_line(comp.text)
 
 
 # -- few-shot -------------------------------------------------------------------------
