@@ -82,6 +82,7 @@ class CallPlan:
     to_make: int
     estimated_cost_usd: float
     by_model: dict[str, dict[str, float]]
+    unpriced: list[str] = field(default_factory=list)  # specs left out of the estimate
 
 
 def estimate_tokens(text: str) -> int:
@@ -123,13 +124,18 @@ class Runner:
                 cached += 1
                 m["cached"] += 1
                 continue
-            p_in, p_out = price_for(spec)
+            price = price_for(spec)
+            if price is None:
+                m["priced"] = False
+                continue
+            p_in, p_out = price
             prompt = sum(estimate_tokens(msg.content) + 4 for msg in c.request.messages)
             out = c.request.max_tokens or 512
             est = (prompt * p_in + out * p_out) / 1e6
             m["estimated_cost_usd"] += est
             cost += est
-        return CallPlan(len(seen), cached, len(seen) - cached, cost, by_model)
+        unpriced = [s for s, m in by_model.items() if m.get("priced") is False]
+        return CallPlan(len(seen), cached, len(seen) - cached, cost, by_model, unpriced)
 
     # -- execution ----------------------------------------------------------------
     def run_sync(self, calls: Sequence[Call]) -> RunResult:

@@ -12,7 +12,7 @@ from typing import Any
 
 from carebench.models.base import ModelSpec, TransientError
 from carebench.models.http import LoopLocalClient, post_json
-from carebench.models.pricing import cost_usd
+from carebench.models.pricing import cost_fields
 from carebench.types import CarebenchError, ChatRequest, Completion, Usage, flags_for
 
 ANTHROPIC_URL = "https://api.anthropic.com/v1"
@@ -68,7 +68,7 @@ class AnthropicModel:
             finish_reason=finish,
             usage=usage,
             latency_s=latency,
-            cost_usd=cost_usd(str(self.spec), usage),
+            **cost_fields(str(self.spec), usage),
             flags=flags_for(text, finish),
             model=str(self.spec),
         )

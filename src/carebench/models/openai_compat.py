@@ -16,7 +16,7 @@ from typing import Any
 
 from carebench.models.base import ModelSpec, TransientError
 from carebench.models.http import HTTPClientError, HTTPServerError, LoopLocalClient, post_json
-from carebench.models.pricing import cost_usd
+from carebench.models.pricing import cost_fields
 from carebench.types import (
     CarebenchError,
     ChatRequest,
@@ -162,7 +162,7 @@ class OpenAIChatModel(_OpenAIBase):
             finish_reason=finish,
             usage=usage,
             latency_s=latency,
-            cost_usd=cost_usd(self._name, usage),
+            **cost_fields(self._name, usage),
             flags=flags_for(text, finish),
             logprobs=logprobs,
             model=self._name,

@@ -78,8 +78,13 @@ def run(
         typer.echo(f"dry run: {p.total} model calls, {p.cached} cached, {p.to_make} to make, "
                    f"estimated ${p.estimated_cost_usd:.4f}")
         for spec, row in p.by_model.items():
-            typer.echo(f"  {spec}: {int(row['calls'])} calls, {int(row['cached'])} cached, "
-                       f"~${row['estimated_cost_usd']:.4f}")
+            cost = ("unpriced" if row.get("priced") is False
+                    else f"~${row['estimated_cost_usd']:.4f}")
+            typer.echo(f"  {spec}: {int(row['calls'])} calls, {int(row['cached'])} cached, {cost}")
+        if p.unpriced:
+            from carebench.models.pricing import unpriced_note
+
+            typer.echo(f"  {unpriced_note(p.unpriced)}; the estimate leaves them out")
         return
     _summary(outcome.metrics or {})
     typer.echo(f"wrote {outcome.run_dir}/report.md, report.html, metrics.json, records.jsonl")

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from carebench.models.pricing import is_priced, unpriced_note
 from carebench.risk.data import RiskDataset, load_dataset
 from carebench.risk.methods import MethodContext, Prediction, RiskItem, make_method
 from carebench.risk.scoring import EXCLUDED, FAILURE_POLICIES, score_records
@@ -166,7 +167,7 @@ def prediction_record(pred: Prediction, item: RiskItem, name: str, model: str | 
         "usage": {"prompt_tokens": pred.usage.prompt_tokens,
                   "completion_tokens": pred.usage.completion_tokens},
         "latency_s": pred.latency_s,
-        "cost_usd": pred.cost_usd,
+        "cost_usd": pred.cost_usd if pred.priced else None,  # None: unpriced, not $0
         "n_calls": pred.n_calls,
         "raw": pred.raw,
         "profile": pred.profile,
@@ -239,6 +240,10 @@ def run_experiment(cfg: RunConfig) -> RunOutcome:
         for s, m, ctx in contexts:  # fail fast: a method needing a model must have one
             if getattr(m, "needs_model", False):
                 ctx.model()
+        unpriced = [s for s in models.specs() if not is_priced(s)]
+        if cfg.budget is not None and unpriced:
+            raise CarebenchError(
+                f"--budget cannot be enforced: {unpriced_note(unpriced)}")
         if cfg.dry_run:
             calls: list[Call] = []
             for _, m, ctx in contexts:
@@ -268,6 +273,7 @@ def run_experiment(cfg: RunConfig) -> RunOutcome:
         dataset=dataset_info,
         extra={
             "train_dataset": None if train is None else train.describe(),
+            "unpriced_models": unpriced,
             "methods": [{"name": s.name, "method": s.method, "model": s.model or cfg.model,
                          "options": s.options} for s in specs],
             "run": {"elapsed_s": round(elapsed, 3), "model_calls": len(call_rows),

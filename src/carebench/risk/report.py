@@ -35,6 +35,7 @@ from carebench.report import (
     figure_name,
     write_report,
 )
+from carebench.models.pricing import unpriced_note
 from carebench.risk.scale import LEVEL_NAMES
 from carebench.risk.scoring import EXCLUDED, TABLE2_METRICS, method_order, score_records
 from carebench.rundir import read_json, read_jsonl, write_json
@@ -109,7 +110,8 @@ def build_report(metrics: dict[str, Any], records: list[dict[str, Any]],
     overview.blocks.extend(_method_notes(records, manifest))
     sections = [overview, _table2(metrics, names), _table4(metrics, names),
                 _per_class(metrics, names), _confusions(metrics, names), _triage(metrics, names),
-                _failures(metrics, names, records, st), _cost(metrics, names),
+                _failures(metrics, names, records, st),
+                _cost(metrics, names, manifest.get("unpriced_models") or []),
                 _paired(metrics), _comparison(metrics, names)]
     mod = _moderation_figure(records)
     if mod is not None:
@@ -262,11 +264,12 @@ def _failures(metrics: dict[str, Any], names: list[str], records: list[dict[str,
     return Section("Failures", blocks, anchor="failures")
 
 
-def _cost(metrics: dict[str, Any], names: list[str]) -> Section:
+def _cost(metrics: dict[str, Any], names: list[str], unpriced: list[str]) -> Section:
     rows = []
     for n in names:
         c = metrics["methods"][n]["cost"]
-        rows.append([n, c["n_calls"], c["mean_tokens"], c["usd_per_1k"], c["median_latency_s"]])
+        usd = "unpriced" if c.get("unpriced") else c["usd_per_1k"]
+        rows.append([n, c["n_calls"], c["mean_tokens"], usd, c["median_latency_s"]])
     t = Table(["Method", "Model calls", "Tokens (mean per item)", "Cost ($ per 1,000 items)",
                "Latency (median s)"], rows,
               caption="Table 3: cost and latency per method. Fitted methods make no model call; "
@@ -274,7 +277,10 @@ def _cost(metrics: dict[str, Any], names: list[str]) -> Section:
               "predicting one fold. Costs "
               "use the price table at list prices; cached calls keep their original cost.",
               number_format=["s", ".0f", ".0f", ".2f", ".3f"])
-    return Section("Cost and latency (Table 3)", [t], anchor="cost")
+    blocks: list[Any] = [t]
+    if unpriced:
+        blocks.insert(0, Callout("Cost " + unpriced_note(unpriced) + ".", "warning"))
+    return Section("Cost and latency (Table 3)", blocks, anchor="cost")
 
 
 def _paired(metrics: dict[str, Any]) -> Section:

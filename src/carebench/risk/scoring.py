@@ -100,11 +100,14 @@ def _cost(rows: list[dict[str, Any]]) -> dict[str, Any]:
         for r in called
     ]
     lat = [float(r.get("latency_s") or 0.0) for r in rows]
+    # a call to a model without a price has cost None: the method's cost is then unknown
+    unpriced = any(r.get("cost_usd") is None for r in called)
     return {
         "n_calls": int(sum(int(r.get("n_calls") or 0) for r in rows)),
         "mean_tokens": float(np.mean(tokens)) if called else None,
         "usd_per_1k": float(np.mean([float(r.get("cost_usd") or 0.0) for r in rows]) * 1000)
-        if rows else None,
+        if rows and not unpriced else None,
+        "unpriced": unpriced,
         "median_latency_s": float(np.median(lat)) if rows and any(lat) else None,
     }
 

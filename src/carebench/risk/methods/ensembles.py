@@ -180,6 +180,7 @@ def _finish(pred: Prediction, ev: Evidence, extra: Sequence[Completion | None] =
         pred.usage = pred.usage + p.usage
         pred.n_calls += p.n_calls
     pred.cost_usd = comps_cost
+    pred.priced = pred.priced and all(p.priced for p in ev.preds())
     pred.detail.update(ev.summary())
     if ev.schema is not None and ev.schema.profile is not None:
         pred.profile = ev.schema.profile

@@ -93,6 +93,7 @@ def account(
         usage = usage + c.usage
     pred.usage = usage
     pred.cost_usd = sum(c.cost_usd for c in made)
+    pred.priced = all(c.priced for c in made)
     pred.n_calls = len(made)
     pred.latency_s = sum(c.latency_s for c in made) if latency_s is None else latency_s
     return pred
