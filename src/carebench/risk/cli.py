@@ -37,6 +37,9 @@ def run(
     train_format: Annotated[str | None, typer.Option(help="Format of --train.")] = None,
     failures: Annotated[str | None, typer.Option(
         help="Failed predictions: 'wrong' (scored as farthest level) or 'drop' [default: wrong].")] = None,
+    max_failure_share: Annotated[float | None, typer.Option(
+        help="A method failing on more than this share of its items is flagged in the report "
+             "and not ranked [default: 0.2].")] = None,
     config: Annotated[Path | None, typer.Option(help="YAML/TOML config file (see docs).")] = None,
     dry_run: Annotated[bool, typer.Option(help="Plan the model calls and cost; call nothing.")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the cache.")] = False,
@@ -53,6 +56,7 @@ def run(
             "data": data, "format": format, "model": model, "moderation_model": moderation_model,
             "seed": seed, "bootstrap": bootstrap, "out": str(out) if out else None,
             "train": train, "train_format": train_format, "failures": failures,
+            "max_failure_share": max_failure_share,
             "cache": str(cache) if cache else None, "budget": budget, "concurrency": concurrency,
             "methods": list(method) if method else None,
         }
@@ -69,6 +73,7 @@ def run(
             model=model, moderation_model=moderation_model,
             seed=42 if seed is None else seed, bootstrap=2000 if bootstrap is None else bootstrap,
             out=out, train=train, train_format=train_format, failures=failures or "wrong",
+            max_failure_share=0.2 if max_failure_share is None else max_failure_share,
             use_cache=not no_cache, cache_path=cache, budget=budget, concurrency=concurrency,
         )
     cfg.dry_run = dry_run
@@ -102,7 +107,8 @@ def _summary(metrics: dict) -> None:
     for name, e in metrics.get("methods", {}).items():
         vals = [e[k]["value"] for k in keys]
         typer.echo(f"{name:<{width}}  " + "  ".join(
-            f"{v:6.3f}" if v is not None else f"{'-':>6}" for v in vals) + f"  {e['failures']:>8}")
+            f"{v:6.3f}" if v is not None else f"{'-':>6}" for v in vals) + f"  {e['failures']:>8}"
+            + ("  FLAGGED: too many failures, not ranked" if e.get("flagged") else ""))
 
 
 def _mount_sweep() -> None:

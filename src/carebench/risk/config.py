@@ -27,11 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from carebench.risk.experiment import MethodSpec, RunConfig
+from carebench.risk.scoring import DEFAULT_MAX_FAILURE_SHARE
 from carebench.types import CarebenchError
 
 TOP_KEYS = {
     "data", "format", "model", "models", "moderation_model", "seed", "bootstrap", "out",
-    "train", "train_format", "failures", "use_cache", "cache", "budget", "concurrency",
+    "train", "train_format", "failures", "max_failure_share", "use_cache", "cache", "budget", "concurrency",
     "n_folds", "methods",
 }
 METHOD_KEYS = {"method", "label", "model", "models", "moderation_model", "options"}
@@ -146,7 +147,9 @@ def config_from_file(path: str | Path, overrides: dict[str, Any]) -> RunConfig:
         moderation_model=data.get("moderation_model"), seed=int(data.get("seed", 42)),
         bootstrap=int(data.get("bootstrap", 2000)), out=data.get("out"),
         train=data.get("train"), train_format=data.get("train_format"),
-        failures=str(data.get("failures", "wrong")), use_cache=bool(data.get("use_cache", True)),
+        failures=str(data.get("failures", "wrong")),
+        max_failure_share=float(data.get("max_failure_share", DEFAULT_MAX_FAILURE_SHARE)),
+        use_cache=bool(data.get("use_cache", True)),
         cache_path=data.get("cache"), budget=data.get("budget"),
         concurrency=data.get("concurrency"), n_folds=int(data.get("n_folds", 5)),
     )

@@ -20,7 +20,12 @@ from typing import Any
 from carebench.models.pricing import is_priced, unpriced_note
 from carebench.risk.data import RiskDataset, load_dataset
 from carebench.risk.methods import MethodContext, Prediction, RiskItem, make_method
-from carebench.risk.scoring import EXCLUDED, FAILURE_POLICIES, score_records
+from carebench.risk.scoring import (
+    DEFAULT_MAX_FAILURE_SHARE,
+    EXCLUDED,
+    FAILURE_POLICIES,
+    score_records,
+)
 from carebench.rundir import new_run_dir, write_json, write_jsonl, write_manifest
 from carebench.runner import Call, CallPlan, Runner, RunnerConfig
 from carebench.types import CarebenchError, Completion
@@ -57,6 +62,7 @@ class RunConfig:
     train: str | None = None
     train_format: str | None = None
     failures: str = "wrong"
+    max_failure_share: float = DEFAULT_MAX_FAILURE_SHARE
     dry_run: bool = False
     use_cache: bool = True
     cache_path: str | Path | None = None
@@ -208,6 +214,8 @@ def run_experiment(cfg: RunConfig) -> RunOutcome:
     """Validate, predict with every method, score, and write the run directory."""
     if cfg.failures not in FAILURE_POLICIES:
         raise CarebenchError(f"--failures must be one of {', '.join(FAILURE_POLICIES)}")
+    if not 0.0 <= cfg.max_failure_share <= 1.0:
+        raise CarebenchError(f"--max-failure-share must lie in [0, 1], got {cfg.max_failure_share}")
     if cfg.bootstrap < 1:
         raise CarebenchError("--bootstrap must be at least 1")
     data = load_dataset(cfg.data, cfg.format)
@@ -262,7 +270,8 @@ def run_experiment(cfg: RunConfig) -> RunOutcome:
         elapsed = time.perf_counter() - t0
     finally:
         models.close()
-    metrics = score_records(records, failures=cfg.failures, B=cfg.bootstrap, seed=cfg.seed)
+    metrics = score_records(records, failures=cfg.failures, B=cfg.bootstrap, seed=cfg.seed,
+                            max_failure_share=cfg.max_failure_share)
     dataset_info = data.describe()
     write_jsonl(run_dir / "records.jsonl", records)
     write_jsonl(run_dir / "calls.jsonl", call_rows)

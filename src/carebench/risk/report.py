@@ -37,7 +37,13 @@ from carebench.report import (
 )
 from carebench.models.pricing import unpriced_note
 from carebench.risk.scale import LEVEL_NAMES
-from carebench.risk.scoring import EXCLUDED, TABLE2_METRICS, method_order, score_records
+from carebench.risk.scoring import (
+    DEFAULT_MAX_FAILURE_SHARE,
+    EXCLUDED,
+    TABLE2_METRICS,
+    method_order,
+    score_records,
+)
 from carebench.rundir import read_json, read_jsonl, write_json
 
 HEADERS = {
@@ -59,6 +65,7 @@ def rerender(run_dir: str | Path) -> Path:
     metrics = score_records(
         records, failures=cfg.get("failures", "wrong"), B=int(cfg.get("bootstrap", 2000)),
         seed=int(cfg.get("seed", 42)),
+        max_failure_share=float(cfg.get("max_failure_share", DEFAULT_MAX_FAILURE_SHARE)),
     )
     write_json(run_dir / "metrics.json", metrics)
     render(run_dir, metrics=metrics, records=records, manifest=manifest)
@@ -108,7 +115,8 @@ def build_report(metrics: dict[str, Any], records: list[dict[str, Any]],
     ]
     overview = _overview(ds, manifest, st)
     overview.blocks.extend(_method_notes(records, manifest))
-    sections = [overview, _table2(metrics, names), _table4(metrics, names),
+    warnings = _warnings(metrics, names, manifest)
+    sections = [*warnings, overview, _table2(metrics, names), _table4(metrics, names),
                 _per_class(metrics, names), _confusions(metrics, names), _triage(metrics, names),
                 _failures(metrics, names, records, st),
                 _cost(metrics, names, manifest.get("unpriced_models") or []),
@@ -120,6 +128,42 @@ def build_report(metrics: dict[str, Any], records: list[dict[str, Any]],
     title = "carebench risk: graded suicide-risk measurement"
     subtitle = f"{ds.get('name', '?')} ({ds.get('source', '?')})"
     return Report(title=title, subtitle=subtitle, notes=notes, sections=sections)
+
+
+def policy_text(metrics: dict[str, Any]) -> str:
+    """The failure policy in force, for every table whose numbers it changes."""
+    policy = (metrics.get("settings") or {}).get("failures")
+    if policy == "drop":
+        return "Failure policy: drop (failed predictions left out of that method's numbers)."
+    return "Failure policy: wrong (failed predictions scored at the level farthest from gold)."
+
+
+def _flag(metrics: dict[str, Any], name: str) -> bool:
+    return bool(metrics["methods"][name].get("flagged"))
+
+
+def _shown(metrics: dict[str, Any], name: str) -> str:
+    """A method's row label; a flagged method is marked wherever it is listed."""
+    return f"⚠ {name} (flagged: not ranked)" if _flag(metrics, name) else name
+
+
+def _warnings(metrics: dict[str, Any], names: list[str], manifest: dict[str, Any]) -> list[Section]:
+    """What a reader must see before any number: methods that mostly failed."""
+    st = metrics.get("settings") or {}
+    limit = float(st.get("max_failure_share", DEFAULT_MAX_FAILURE_SHARE))
+    blocks: list[Any] = []
+    for n in names:
+        e = metrics["methods"][n]
+        if not e.get("flagged"):
+            continue
+        reasons = "; ".join(f"{r} ({c})" for r, c in e.get("top_failure_reasons") or [])
+        attempted = e["n_scored"] + (e["failures"] if st.get("failures") == "drop" else 0)
+        blocks.append(Callout(
+            f"{n} failed on {e['failures']} of {attempted} items ({e['failure_share']:.0%}), above "
+            f"the {limit:.0%} limit. Its numbers are shown but marked, and it is left out of "
+            f"'best by macro-F1' and the paired comparisons. Commonest failures: {reasons}.",
+            "warning"))
+    return [Section("Warnings", blocks, anchor="warnings")] if blocks else []
 
 
 def _overview(ds: dict[str, Any], manifest: dict[str, Any], st: dict[str, Any]) -> Section:
@@ -184,30 +228,43 @@ def _table2(metrics: dict[str, Any], names: list[str]) -> Section:
     chance = metrics["chance"]
     rows: list[list[Any]] = [["Chance (uniform random, analytic)",
                               *(chance.get(m) for m in TABLE2_METRICS), metrics["n"], None]]
+    reference = [0]  # chance rows and flagged methods do not compete for best
     for n in names:
         e = metrics["methods"][n]
-        rows.append([n, *(_val(e[m]) for m in TABLE2_METRICS), e["n_scored"], e["failures"]])
+        if e.get("flagged"):
+            reference.append(len(rows))
+        rows.append([_shown(metrics, n), *(_val(e[m]) for m in TABLE2_METRICS), e["n_scored"],
+                     e["failures"]])
+        if e.get("chance"):
+            reference.append(len(rows))
+            rows.append([f"Chance on the {e['n_scored']} items {n} scored",
+                         *(e["chance"].get(m) for m in TABLE2_METRICS), e["n_scored"], None])
     hi = [HEADERS[m] for m in TABLE2_METRICS if m not in LOWER_BETTER]
     lo = [HEADERS[m] for m in TABLE2_METRICS if m in LOWER_BETTER]
     t = Table(cols, rows, caption="Table 2: the seven metrics per method with the analytic "
-              "chance row (best per column in bold).", number_format=".3f",
-              highlight_max_cols=hi, highlight_min_cols=lo)
+              "chance row; best per column in bold, second best underlined (chance rows and "
+              "flagged methods do not compete). " + policy_text(metrics), number_format=".3f",
+              highlight_max_cols=hi, highlight_min_cols=lo, highlight_second=True,
+              exclude_rows=reference)
     return Section("Main results (Table 2)", [t], anchor="table2")
 
 
 def _table4(metrics: dict[str, Any], names: list[str]) -> Section:
     cols = ["Method", *(HEADERS[m] for m in TABLE2_METRICS)]
-    rows = [[n, *(_iv(metrics["methods"][n][m]) for m in TABLE2_METRICS)] for n in names]
+    rows = [[_shown(metrics, n), *(_iv(metrics["methods"][n][m]) for m in TABLE2_METRICS)]
+            for n in names]
     st = metrics.get("settings") or {}
     t = Table(cols, rows, caption=f"Table 4: metrics with 95% percentile bootstrap intervals "
-              f"(B={st.get('bootstrap')}, seed {st.get('seed')}, {st.get('resampling')} resampling).")
+              f"(B={st.get('bootstrap')}, seed {st.get('seed')}, {st.get('resampling')} resampling). "
+              + policy_text(metrics))
     return Section("Bootstrap intervals (Table 4)", [t], anchor="table4")
 
 
 def _per_class(metrics: dict[str, Any], names: list[str]) -> Section:
-    rows = [[n, *metrics["methods"][n]["per_class_f1"]] for n in names]
-    t = Table(["Method", *LEVEL_NAMES], rows, caption="Per-class F1.",
-              highlight_max_cols=list(LEVEL_NAMES))
+    rows = [[_shown(metrics, n), *metrics["methods"][n]["per_class_f1"]] for n in names]
+    t = Table(["Method", *LEVEL_NAMES], rows, caption="Per-class F1. " + policy_text(metrics),
+              highlight_max_cols=list(LEVEL_NAMES),
+              exclude_rows=[i for i, n in enumerate(names) if _flag(metrics, n)])
     blocks: list[Any] = [t]
     if names:
         series = {n: [np.nan if v is None else v for v in metrics["methods"][n]["per_class_f1"]]
@@ -235,13 +292,13 @@ def _confusions(metrics: dict[str, Any], names: list[str]) -> Section:
 
 
 def _triage(metrics: dict[str, Any], names: list[str]) -> Section:
-    rows = [[n, _iv(metrics["methods"][n]["under_triage"]),
+    rows = [[_shown(metrics, n), _iv(metrics["methods"][n]["under_triage"]),
              _iv(metrics["methods"][n]["over_triage"])] for n in names]
     chance = metrics["chance"]
     rows.insert(0, ["Chance (uniform random)", chance.get("under_triage"), chance.get("over_triage")])
     t = Table(["Method", "Under-triage ↓ (pred < gold)", "Over-triage ↓ (pred > gold)"], rows,
               caption="Share of items placed below (under-triage) or above (over-triage) their "
-              "gold level, with 95% intervals.")
+              "gold level, with 95% intervals. " + policy_text(metrics))
     return Section("Under- and over-triage", [t], anchor="triage")
 
 
@@ -252,7 +309,7 @@ def _failures(metrics: dict[str, Any], names: list[str], records: list[dict[str,
     rows = []
     for n in names:
         e = metrics["methods"][n]
-        rows.append([n, e["n_scored"], e["n_excluded"], e["failures"],
+        rows.append([_shown(metrics, n), e["n_scored"], e["n_excluded"], e["failures"],
                      *(e["failures_by_status"].get(s, 0) for s in statuses)])
     policy = ("scored as wrong (level farthest from gold)" if st.get("failures") == "wrong"
               else "excluded from that method's metrics")
@@ -302,7 +359,8 @@ def _paired(metrics: dict[str, Any]) -> Section:
     for m in ("macro_f1", "qwk", "mae", "accuracy"):
         cols += [f"Δ {HEADERS[m]}", "CI excludes 0"]
     t = Table(cols, rows, caption=f"Paired bootstrap of each method minus the best by macro-F1 "
-              f"({ref}) on the items both scored; negative Δ means worse except for MAE.")
+              f"({ref}) on the items both scored; negative Δ means worse except for MAE. "
+              "Flagged methods are not compared. " + policy_text(metrics))
     return Section("Paired comparisons against the best", [t], anchor="paired")
 
 
@@ -315,7 +373,8 @@ def _comparison(metrics: dict[str, Any], names: list[str]) -> Section:
     png = bar_chart([HEADERS[k].rstrip(" ↑") for k in keys], series,
                     "Method comparison", "value")
     return Section("Method comparison (Figure 6)", [
-        Figure("fig6_method_comparison", png, "Figure 6: methods across five metrics.")],
+        Figure("fig6_method_comparison", png,
+               "Figure 6: methods across five metrics. " + policy_text(metrics))],
         anchor="comparison")
 
 

@@ -9,6 +9,11 @@ metric by giving it the level farthest from gold (the worst case for the ordinal
 metrics); ``drop`` leaves it out. Either way each method's failure count is reported.
 Items a method deliberately does not score (few-shot exemplars, status ``excluded``)
 are neither failures nor scored.
+
+A method that fails on more than ``max_failure_share`` of its items (default 20%: a
+bad key, a wrong model name, an unparsable output format) is *flagged*: its numbers
+are kept but it is left out of "best by macro-F1" and the paired comparisons, and the
+report opens with a warning naming it and its commonest failure reasons.
 """
 
 from __future__ import annotations
@@ -32,6 +37,9 @@ TABLE2_METRICS = ("accuracy", "macro_f1", "weighted_f1", "qwk", "mae", "adjacent
                   "high_risk_f1")
 PAIRED_METRICS = ("macro_f1", "qwk", "mae", "accuracy")
 FAILURE_POLICIES = ("wrong", "drop")
+#: a method failing on more than this share of its items is flagged, not ranked
+DEFAULT_MAX_FAILURE_SHARE = 0.20
+TOP_REASONS = 3
 EXCLUDED = "excluded"
 
 
@@ -112,6 +120,21 @@ def _cost(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def failure_reasons(rows: list[dict[str, Any]], top: int = TOP_REASONS) -> list[list[Any]]:
+    """The commonest ``[status: error, count]`` pairs among a method's failed records."""
+    reasons: Counter = Counter()
+    for r in rows:
+        if r["status"] in ("ok", EXCLUDED):
+            continue
+        err = str((r.get("detail") or {}).get("error") or "").strip().splitlines()
+        reasons[f"{r['status']}: {err[0][:120]}" if err else r["status"]] += 1
+    return [[k, int(v)] for k, v in reasons.most_common(top)]
+
+
+def _chance(counts: list[int]) -> dict[str, Any]:
+    return {k: _clean(float(v)) for k, v in chance_baseline(counts).items()}
+
+
 def score_records(
     records: Sequence[dict[str, Any]],
     *,
@@ -119,16 +142,20 @@ def score_records(
     B: int = 2000,
     seed: int = 42,
     alpha: float = 0.05,
+    max_failure_share: float = DEFAULT_MAX_FAILURE_SHARE,
 ) -> dict[str, Any]:
     """Every reported number, in the ``metrics.json`` shape of issue 4 (plus extra keys)."""
     if failures not in FAILURE_POLICIES:
         raise CarebenchError(f"--failures must be one of {', '.join(FAILURE_POLICIES)}")
+    if not 0.0 <= max_failure_share <= 1.0:
+        raise CarebenchError(f"--max-failure-share must lie in [0, 1], got {max_failure_share}")
     if not records:
         raise CarebenchError("no prediction records to score")
     ids, gold, group = items_of(records)
     counts = Counter(gold.values())
     label_counts = {name: int(counts.get(i, 0)) for i, name in enumerate(LEVEL_NAMES)}
-    chance = {k: _clean(float(v)) for k, v in chance_baseline([counts.get(i, 0) for i in range(K)]).items()}
+    all_counts = [counts.get(i, 0) for i in range(K)]
+    chance = _chance(all_counts)
     by_method: dict[str, list[dict[str, Any]]] = {}
     for r in records:
         by_method.setdefault(r["method"], []).append(r)
@@ -157,14 +184,25 @@ def score_records(
                 entry[m] = {"value": None, "ci": [None, None]}
             entry["per_class_f1"] = [None] * K
             entry["confusion"] = [[0] * K for _ in range(K)]
+        own = np.bincount(y, minlength=K).tolist() if len(sid) else [0] * K
+        # the chance row must match the items scored (few-shot holds out its pool,
+        # 'drop' removes failures): a method scored on other items gets its own row
+        entry["chance"] = _chance(own) if len(sid) and own != all_counts else None
+        entry["scored_label_counts"] = dict(zip(LEVEL_NAMES, own, strict=True))
         entry["failures"] = int(sum(fails.values()))
         entry["failures_by_status"] = dict(sorted(fails.items()))
         entry["n_scored"] = len(sid)
         entry["n_excluded"] = sum(1 for r in rows if r["status"] == EXCLUDED)
+        attempted = len(rows) - entry["n_excluded"]
+        entry["failure_share"] = entry["failures"] / attempted if attempted else None
+        entry["flagged"] = bool(attempted and entry["failures"] > max_failure_share * attempted)
+        entry["top_failure_reasons"] = failure_reasons(rows)
         entry["cost"] = _cost(rows)
         methods[name] = entry
 
-    scored = [m for m in methods if methods[m]["macro_f1"]["value"] is not None]
+    flagged = [m for m in methods if methods[m]["flagged"]]
+    scored = [m for m in methods
+              if methods[m]["macro_f1"]["value"] is not None and not methods[m]["flagged"]]
     best = max(scored, key=lambda m: methods[m]["macro_f1"]["value"]) if scored else None
     paired: dict[str, Any] = {}
     if best is not None:
@@ -201,6 +239,8 @@ def score_records(
             "alpha": alpha,
             "resampling": "cluster (groups)" if clustered else "item",
             "best_by_macro_f1": best,
+            "max_failure_share": max_failure_share,
+            "flagged": flagged,
         },
         "paired_vs_best": {"reference": best, "comparisons": paired},
     }
