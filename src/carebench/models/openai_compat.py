@@ -169,6 +169,14 @@ class OpenAIChatModel(_OpenAIBase):
         )
 
 
+#: our score name -> the category names a moderation response may use for it
+MODERATION_CATEGORIES = {
+    "self_harm": ("self-harm", "self_harm"),
+    "self_harm_intent": ("self-harm/intent", "self_harm_intent"),
+    "self_harm_instructions": ("self-harm/instructions", "self_harm_instructions"),
+}
+
+
 class OpenAIModerationModel(_OpenAIBase):
     """``openai-moderation:MODEL``: self-harm category scores for the last user message.
 
@@ -191,15 +199,22 @@ class OpenAIModerationModel(_OpenAIBase):
         latency = time.perf_counter() - t0
         try:
             raw = data["results"][0]["category_scores"]
-            scores = {
-                "self_harm": float(raw.get("self-harm", raw.get("self_harm", 0.0))),
-                "self_harm_intent": float(raw.get("self-harm/intent", raw.get("self_harm_intent", 0.0))),
-                "self_harm_instructions": float(
-                    raw.get("self-harm/instructions", raw.get("self_harm_instructions", 0.0))
-                ),
-            }
+            if not isinstance(raw, dict):
+                raise TypeError
         except (KeyError, IndexError, TypeError, ValueError):
             raise TransientError("moderation response has no results[0].category_scores") from None
+        scores: dict[str, float] = {}
+        for key, names in MODERATION_CATEGORIES.items():
+            value = next((raw[n] for n in names if raw.get(n) is not None), None)
+            try:
+                scores[key] = float(value)  # type: ignore[arg-type]
+            except (TypeError, ValueError):
+                # a missing score is not a score of 0: this item has no moderation evidence
+                return Completion(
+                    text=json.dumps(raw), finish_reason="stop", latency_s=latency,
+                    model=str(self.spec),
+                    error=f"moderation response has no usable {names[0]!r} score ({value!r})",
+                )
         return Completion(
             text=json.dumps(scores),
             finish_reason="stop",

@@ -113,7 +113,7 @@ def build_report(metrics: dict[str, Any], records: list[dict[str, Any]],
            if st.get("failures") == "wrong" else "failed predictions excluded per method")
         + ").",
     ]
-    overview = _overview(ds, manifest, st)
+    overview = _overview(ds, manifest, st, _folds_text(metrics, manifest))
     overview.blocks.extend(_method_notes(records, manifest))
     warnings = _warnings(metrics, names, manifest)
     sections = [*warnings, overview, _table2(metrics, names), _table4(metrics, names),
@@ -157,16 +157,37 @@ def _warnings(metrics: dict[str, Any], names: list[str], manifest: dict[str, Any
         if not e.get("flagged"):
             continue
         reasons = "; ".join(f"{r} ({c})" for r, c in e.get("top_failure_reasons") or [])
-        attempted = e["n_scored"] + (e["failures"] if st.get("failures") == "drop" else 0)
         blocks.append(Callout(
-            f"{n} failed on {e['failures']} of {attempted} items ({e['failure_share']:.0%}), above "
+            f"{n} failed on {e['failures']} of {e.get('n_attempted')} items ({e['failure_share']:.0%}), above "
             f"the {limit:.0%} limit. Its numbers are shown but marked, and it is left out of "
             f"'best by macro-F1' and the paired comparisons. Commonest failures: {reasons}.",
             "warning"))
+    for n in names:
+        e = metrics["methods"][n]
+        attempted = e.get("n_attempted")
+        for text, count in (e.get("warnings") or {}).items():
+            blocks.append(Callout(f"{n}: {text} (on {count} of {attempted} items).", "warning"))
+    folds = _folds_text(metrics, manifest)
+    if folds and "requested" in folds:
+        blocks.append(Callout(f"Cross-validation: {folds}.", "warning"))
     return [Section("Warnings", blocks, anchor="warnings")] if blocks else []
 
 
-def _overview(ds: dict[str, Any], manifest: dict[str, Any], st: dict[str, Any]) -> Section:
+def _folds_text(metrics: dict[str, Any], manifest: dict[str, Any]) -> str | None:
+    """The number of folds actually used (scikit-learn needs K items of every level)."""
+    requested = int((manifest.get("config") or {}).get("n_folds") or 5)
+    used = sorted({e["n_folds"] for e in metrics["methods"].values() if e.get("n_folds")})
+    if not used:
+        return None
+    k = "/".join(str(u) for u in used)
+    if used == [requested]:
+        return f"stratified {k}-fold out-of-fold predictions"
+    return (f"stratified {k}-fold out-of-fold predictions ({requested} requested: a level has "
+            f"fewer than {requested} items)")
+
+
+def _overview(ds: dict[str, Any], manifest: dict[str, Any], st: dict[str, Any],
+              folds: str | None = None) -> Section:
     blocks: list[Any] = []
     if ds.get("illustrative"):
         blocks.append(Callout(
@@ -182,7 +203,7 @@ def _overview(ds: dict[str, Any], manifest: dict[str, Any], st: dict[str, Any]) 
         ("data", ds.get("source")), ("format", ds.get("format")), ("sha256", ds.get("sha256")),
         ("items", ds.get("n")),
         ("evaluation", "transfer: fitted methods trained on " + str(train.get("source"))
-         if train else "fitted methods: stratified 5-fold out-of-fold predictions"),
+         if train else "fitted methods: " + (folds or "none")),
         ("models", ", ".join(manifest.get("models") or []) or "none (no chat model)"),
         ("best by macro-F1", st.get("best_by_macro_f1")),
     ]

@@ -131,6 +131,15 @@ def failure_reasons(rows: list[dict[str, Any]], top: int = TOP_REASONS) -> list[
     return [[k, int(v)] for k, v in reasons.most_common(top)]
 
 
+def _warnings(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """Missing-evidence notes the method recorded, with the number of items each hit."""
+    out: Counter = Counter()
+    for r in rows:
+        for w in (r.get("detail") or {}).get("warnings") or []:
+            out[str(w)] += 1
+    return dict(out.most_common())
+
+
 def _chance(counts: list[int]) -> dict[str, Any]:
     return {k: _clean(float(v)) for k, v in chance_baseline(counts).items()}
 
@@ -194,9 +203,13 @@ def score_records(
         entry["n_scored"] = len(sid)
         entry["n_excluded"] = sum(1 for r in rows if r["status"] == EXCLUDED)
         attempted = len(rows) - entry["n_excluded"]
+        entry["n_attempted"] = attempted
         entry["failure_share"] = entry["failures"] / attempted if attempted else None
         entry["flagged"] = bool(attempted and entry["failures"] > max_failure_share * attempted)
         entry["top_failure_reasons"] = failure_reasons(rows)
+        entry["warnings"] = _warnings(rows)
+        folds = {int(f) for r in rows if (f := (r.get("detail") or {}).get("fold")) is not None}
+        entry["n_folds"] = len(folds - {-1}) if folds - {-1} else None  # None: no CV
         entry["cost"] = _cost(rows)
         methods[name] = entry
 

@@ -187,6 +187,17 @@ def _finish(pred: Prediction, ev: Evidence, extra: Sequence[Completion | None] =
     return pred
 
 
+NO_SCORES_CALIBRATED = ("no moderation scores (no score columns, no --moderation-model, or the "
+                        "call failed): the profile level stood uncorroborated, as in 'schema'")
+NO_SCORES_ADJUDICATOR = "no moderation scores: the adjudicator was told they were not available"
+NO_PROFILE_ADJUDICATOR = "no clinical profile: the adjudicator was told it was not available"
+
+
+def warn(pred: Prediction, text: str) -> None:
+    """Record missing evidence on a prediction; the report counts these per method."""
+    pred.detail.setdefault("warnings", []).append(text)
+
+
 def _failure_status(preds: Sequence[Prediction]) -> str:
     """The commonest non-ok status among failed components (first seen on ties)."""
     bad = [p.status for p in preds if p.status != "ok"]
@@ -325,6 +336,8 @@ class SchemaCalibratedMethod(_Ensemble):
                 level = calibrate(sp.level, m)
                 pred = Prediction(it.id, self.name, level, raw=sp.raw)
                 pred.detail.update(schema_level=sp.level, moderation_level=m)
+                if ev.moderation is None:
+                    warn(pred, NO_SCORES_CALIBRATED)
             out.append(_finish(pred, ev))
         return out
 
@@ -388,6 +401,10 @@ class AdjudicatedMethod(_Ensemble):
         LetterMethod(role="adjudicator")._add_choice_probs(calls, comps, preds, ctx)
         out = []
         for pred, ev, comp in zip(preds, evidence, comps, strict=True):
+            if ev.moderation is None:
+                warn(pred, NO_SCORES_ADJUDICATOR)
+            if ev.schema is None or ev.schema.profile is None:
+                warn(pred, NO_PROFILE_ADJUDICATOR)
             lat = comp.latency_s if comp is not None else 0.0
             pred = _finish(pred, ev, extra=[comp], extra_latency=lat)
             pred.detail["adjudicator"] = str(model.spec)
