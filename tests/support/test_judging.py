@@ -7,19 +7,18 @@ import json
 import pytest
 
 from carebench.cache import CompletionCache
-from carebench.models import get_model
-from carebench.runner import Runner, RunnerConfig
-from carebench.support.judging import (
+from carebench.judging import (
     BinaryVerdict,
     CategoryVerdict,
     JudgeQuestion,
     ask,
-    criterion_prompt,
-    criterion_question,
-    judge_responses,
+    category_question,
     panel_seats,
     parse_answer,
 )
+from carebench.models import get_model
+from carebench.runner import Runner, RunnerConfig
+from carebench.support.judging import criterion_prompt, criterion_question, judge_responses
 from carebench.support.records import ResponseRecord
 from carebench.support.tasks import Criterion, load_tasks
 from carebench.types import Completion, messages
@@ -174,15 +173,14 @@ def test_batched_judging_gives_the_same_verdicts(tmp_path):
         spec = f"openai:j@{stub.base_url}"
         seats = panel_seats([spec], [get_model(spec)])
         one = judge_responses(tasks, resps, seats, Runner(RunnerConfig(progress=False), cache=None))
+        made = stub.count()
         many = judge_responses(tasks, resps, seats, Runner(RunnerConfig(progress=False), cache=None), batch=7)
     assert [v.to_dict() for v in many.verdicts] == [v.to_dict() for v in one.verdicts]
     assert len(one.verdicts) == sum(2 * len(t.criteria) for t in tasks)
-    assert many.run.provider_calls == one.run.provider_calls == len(one.verdicts)
+    assert stub.count() - made == made == len(one.verdicts)
 
 
 def test_category_questions_go_through_the_same_machinery():
-    from carebench.support.judging import category_question
-
     q = category_question("case-1", "You judge replies.", "Reply: ...", ["validate", "provide resources"])
     with StubServer() as stub:
         stub.handler = lambda req: StubReply(content=json.dumps(

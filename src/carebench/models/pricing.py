@@ -1,11 +1,14 @@
 """Price table: turns token usage into dollars, so every report can state its cost.
 
 Built-in list prices live in ``prices.toml``; users extend or override them with
-their own TOML file (``CAREBENCH_PRICES``). A model is priced only by its exact name
-or by an alias the table lists (e.g. a dated snapshot): never by prefix, because
-``gpt-5.5`` is not ``gpt-5``. An unknown remote model is *unpriced*: its cost is
-``None`` (null in JSON, "unpriced" in reports), never an invented $0. In-process
-and replayed models cost nothing.
+their own TOML file (``CAREBENCH_PRICES``). A price is ``[input, output]`` USD per 1M
+tokens, optionally with a third number, a flat USD price per call (gateways and
+endpoints that bill per request).
+
+A model is priced only by its exact name or by an alias the table lists (e.g. a
+dated snapshot): never by prefix, because ``gpt-5.5`` is not ``gpt-5``. An unknown
+remote model is *unpriced*: its cost is ``None`` (null in JSON, "unpriced" in
+reports), never an invented $0. In-process and replayed models cost nothing.
 """
 
 from __future__ import annotations
@@ -17,14 +20,15 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from carebench.types import CarebenchError, Usage
+from carebench.types import CarebenchError, ChatRequest, Usage
 
 LOCAL_PROVIDERS = {"llamacpp", "replay"}
+Price = tuple[float, float, float]  # input, output USD per 1M tokens; USD per call
 
 
 @dataclass(frozen=True)
 class PriceTable:
-    prices: dict[str, tuple[float, float]]  # model name -> (input, output) USD per 1M tokens
+    prices: dict[str, Price]  # model name -> price
     aliases: dict[str, str]  # alias -> model name in ``prices``
 
 
@@ -34,9 +38,14 @@ def _read(text: str, where: str, table: PriceTable) -> None:
     except tomllib.TOMLDecodeError as e:
         raise CarebenchError(f"invalid price file {where}: {e}") from None
     for name, pair in (data.get("models") or {}).items():
-        if not (isinstance(pair, list) and len(pair) == 2):
-            raise CarebenchError(f"{where}: price for {name!r} must be [input, output] per 1M tokens")
-        table.prices[name] = (float(pair[0]), float(pair[1]))
+        if not (isinstance(pair, list) and len(pair) in (2, 3)
+                and all(isinstance(x, int | float) for x in pair)):
+            raise CarebenchError(
+                f"{where}: price for {name!r} must be [input, output] per 1M tokens, optionally "
+                "followed by a price per call"
+            )
+        table.prices[name] = (float(pair[0]), float(pair[1]),
+                              float(pair[2]) if len(pair) == 3 else 0.0)
     for alias, name in (data.get("aliases") or {}).items():
         if not isinstance(name, str):
             raise CarebenchError(f"{where}: alias {alias!r} must name a model")
@@ -67,26 +76,43 @@ def model_name(spec: str) -> tuple[str, str]:
     return provider, model.split("@", 1)[0]
 
 
-def price_for(spec: str) -> tuple[float, float] | None:
-    """(input, output) USD per 1M tokens; (0, 0) for local models; None when unpriced."""
+def _prices(spec: str) -> Price | None:
     provider, model = model_name(spec)
     if provider in LOCAL_PROVIDERS:
-        return (0.0, 0.0)
+        return (0.0, 0.0, 0.0)
     table = price_table()
     name = model if model in table.prices else table.aliases.get(model)
     return None if name is None else table.prices[name]
 
 
+def price_for(spec: str) -> tuple[float, float] | None:
+    """(input, output) USD per 1M tokens; (0, 0) for local models; None when unpriced."""
+    p = _prices(spec)
+    return None if p is None else p[:2]
+
+
+def call_price(spec: str) -> float | None:
+    """Flat USD per call (0 unless the price file gives one); None when unpriced."""
+    p = _prices(spec)
+    return None if p is None else p[2]
+
+
 def is_priced(spec: str) -> bool:
-    return price_for(spec) is not None
+    return _prices(spec) is not None
 
 
 def cost_usd(spec: str, usage: Usage) -> float | None:
     """Cost of one call, or None when the model is unpriced."""
-    price = price_for(spec)
-    if price is None:
+    p = _prices(spec)
+    if p is None:
         return None
-    return (usage.prompt_tokens * price[0] + usage.completion_tokens * price[1]) / 1e6
+    return (usage.prompt_tokens * p[0] + usage.completion_tokens * p[1]) / 1e6 + p[2]
+
+
+def cost_fields(spec: str, usage: Usage) -> dict[str, float | bool]:
+    """``Completion`` keyword arguments for the cost of one call (``priced`` False when unknown)."""
+    cost = cost_usd(spec, usage)
+    return {"cost_usd": 0.0 if cost is None else cost, "priced": cost is not None}
 
 
 def unpriced_note(specs: list[str] | set[str]) -> str:
@@ -96,7 +122,25 @@ def unpriced_note(specs: list[str] | set[str]) -> str:
             "with CAREBENCH_PRICES=/path/prices.toml)")
 
 
-def cost_fields(spec: str, usage: Usage) -> dict[str, float | bool]:
-    """``Completion`` keyword arguments for the cost of one call (``priced`` False when unknown)."""
-    cost = cost_usd(spec, usage)
-    return {"cost_usd": 0.0 if cost is None else cost, "priced": cost is not None}
+def estimate_tokens(text: str) -> int:
+    """Rough token count (about four characters per token) for cost estimates only."""
+    return max(1, len(text) // 4)
+
+
+#: output tokens assumed for a request without ``max_tokens`` when bounding its cost
+UNCAPPED_OUTPUT_TOKENS = 4096
+
+
+def call_cost_bound(spec: str, request: ChatRequest, output_tokens: int | None = None) -> float:
+    """A call's cost from its prompt length and ``output_tokens`` replied (default: the
+    request's output cap, i.e. the worst case the budget must reserve). An unpriced model
+    bounds at 0: callers that enforce a budget must refuse unpriced models (``is_priced``)."""
+    p = _prices(spec)
+    if p is None:
+        return 0.0
+    p_in, p_out, per_call = p
+    if not (p_in or p_out):
+        return per_call
+    prompt = sum(estimate_tokens(m.content) + 4 for m in request.messages)
+    out = output_tokens if output_tokens is not None else (request.max_tokens or UNCAPPED_OUTPUT_TOKENS)
+    return (prompt * p_in + out * p_out) / 1e6 + per_call

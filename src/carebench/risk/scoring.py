@@ -152,8 +152,13 @@ def score_records(
     seed: int = 42,
     alpha: float = 0.05,
     max_failure_share: float = DEFAULT_MAX_FAILURE_SHARE,
+    incomplete: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Every reported number, in the ``metrics.json`` shape of issue 4 (plus extra keys)."""
+    """Every reported number, in the ``metrics.json`` shape of issue 4 (plus extra keys).
+
+    Methods in ``incomplete`` (cut short by the run's budget) are not scored: their
+    entry says ``incomplete`` with how many items finished, and nothing else, so a
+    budget stop is never counted as the method's failures."""
     if failures not in FAILURE_POLICIES:
         raise CarebenchError(f"--failures must be one of {', '.join(FAILURE_POLICIES)}")
     if not 0.0 <= max_failure_share <= 1.0:
@@ -174,6 +179,10 @@ def score_records(
     clustered = False
     for name in method_order(records):
         rows = by_method[name]
+        if name in incomplete:
+            methods[name] = {"status": "incomplete", "n_finished": len(rows), "cost": _cost(rows),
+                             **{m: {"value": None, "ci": [None, None]} for m in METRIC_KEYS}}
+            continue
         sid, y, p, fails = _scored_vectors(rows, failures)
         vectors[name] = (sid, y, p)
         entry: dict[str, Any] = {}
@@ -211,11 +220,15 @@ def score_records(
         folds = {int(f) for r in rows if (f := (r.get("detail") or {}).get("fold")) is not None}
         entry["n_folds"] = len(folds - {-1}) if folds - {-1} else None  # None: no CV
         entry["cost"] = _cost(rows)
+        entry["status"] = "complete"
         methods[name] = entry
 
-    flagged = [m for m in methods if methods[m]["flagged"]]
+    flagged = [m for m in methods if methods[m].get("flagged")]
     scored = [m for m in methods
-              if methods[m]["macro_f1"]["value"] is not None and not methods[m]["flagged"]]
+              if methods[m]["macro_f1"]["value"] is not None and not methods[m].get("flagged")]
+    for name in incomplete:  # cut short before finishing a single item
+        methods.setdefault(name, {"status": "incomplete", "n_finished": 0, "cost": _cost([]),
+                                  **{m: {"value": None, "ci": [None, None]} for m in METRIC_KEYS}})
     best = max(scored, key=lambda m: methods[m]["macro_f1"]["value"]) if scored else None
     paired: dict[str, Any] = {}
     if best is not None:
@@ -256,4 +269,5 @@ def score_records(
             "flagged": flagged,
         },
         "paired_vs_best": {"reference": best, "comparisons": paired},
+        "incomplete": list(incomplete),
     }
