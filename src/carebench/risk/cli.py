@@ -23,6 +23,13 @@ def run(
     data: Annotated[str | None, typer.Option(help="PATH to JSONL/CSV/Parquet, or builtin:NAME.")] = None,
     format: Annotated[str | None, typer.Option(
         "--format", help="jsonl, csv, parquet, gaur or clinician-sentences (default: detect).")] = None,
+    columns: Annotated[str | None, typer.Option(
+        help="Your column names: FIELD=COLUMN,... for id, text, level, group and the score "
+             "columns, e.g. text=post,level=label (id defaults to the row number).")] = None,
+    train_columns: Annotated[str | None, typer.Option(help="--columns for --train.")] = None,
+    prompts: Annotated[Path | None, typer.Option(
+        help="Directory of .txt files replacing package prompts of the same name (e.g. "
+             "rubric.txt); the prompt set's hash goes in the manifest and report.")] = None,
     method: Annotated[list[str] | None, typer.Option(
         "--method", help="Method NAME or NAME:key=value,...; repeat for several (e.g. tfidf-lr, "
              "moderation-fixed, llm:variant=conservative, embed-lr:encoder=/local/hf-model).")] = None,
@@ -56,7 +63,8 @@ def run(
             "data": data, "format": format, "model": model, "moderation_model": moderation_model,
             "seed": seed, "bootstrap": bootstrap, "out": str(out) if out else None,
             "train": train, "train_format": train_format, "failures": failures,
-            "max_failure_share": max_failure_share,
+            "max_failure_share": max_failure_share, "columns": columns,
+            "train_columns": train_columns, "prompts": str(prompts) if prompts else None,
             "cache": str(cache) if cache else None, "budget": budget, "concurrency": concurrency,
             "methods": list(method) if method else None,
         }
@@ -74,6 +82,8 @@ def run(
             seed=42 if seed is None else seed, bootstrap=2000 if bootstrap is None else bootstrap,
             out=out, train=train, train_format=train_format, failures=failures or "wrong",
             max_failure_share=0.2 if max_failure_share is None else max_failure_share,
+            columns=columns, train_columns=train_columns,
+            prompts=str(prompts) if prompts else None,
             use_cache=not no_cache, cache_path=cache, budget=budget, concurrency=concurrency,
         )
     cfg.dry_run = dry_run

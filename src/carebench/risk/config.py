@@ -32,7 +32,8 @@ from carebench.types import CarebenchError
 
 TOP_KEYS = {
     "data", "format", "model", "models", "moderation_model", "seed", "bootstrap", "out",
-    "train", "train_format", "failures", "max_failure_share", "use_cache", "cache", "budget", "concurrency",
+    "train", "train_format", "failures", "max_failure_share", "columns", "train_columns",
+    "prompts", "use_cache", "cache", "budget", "concurrency",
     "n_folds", "methods",
 }
 METHOD_KEYS = {"method", "label", "model", "models", "moderation_model", "options"}
@@ -149,6 +150,8 @@ def config_from_file(path: str | Path, overrides: dict[str, Any]) -> RunConfig:
         train=data.get("train"), train_format=data.get("train_format"),
         failures=str(data.get("failures", "wrong")),
         max_failure_share=float(data.get("max_failure_share", DEFAULT_MAX_FAILURE_SHARE)),
+        columns=data.get("columns"), train_columns=data.get("train_columns"),
+        prompts=None if data.get("prompts") is None else str(data["prompts"]),
         use_cache=bool(data.get("use_cache", True)),
         cache_path=data.get("cache"), budget=data.get("budget"),
         concurrency=data.get("concurrency"), n_folds=int(data.get("n_folds", 5)),

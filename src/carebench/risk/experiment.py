@@ -18,6 +18,7 @@ from typing import Any
 from carebench.models.pricing import is_priced, unpriced_note
 from carebench.risk.data import RiskDataset, load_dataset
 from carebench.risk.methods import MethodContext, Prediction, RiskItem, make_method
+from carebench.risk.prompts import prompt_set, read_prompt_dir, using_prompts
 from carebench.risk.scoring import (
     DEFAULT_MAX_FAILURE_SHARE,
     EXCLUDED,
@@ -62,6 +63,9 @@ class RunConfig:
     train_format: str | None = None
     failures: str = "wrong"
     max_failure_share: float = DEFAULT_MAX_FAILURE_SHARE
+    columns: str | dict[str, str] | None = None  # field=column mapping of --data
+    train_columns: str | dict[str, str] | None = None  # the same for --train
+    prompts: str | None = None  # directory replacing package prompt files
     dry_run: bool = False
     use_cache: bool = True
     cache_path: str | Path | None = None
@@ -197,8 +201,14 @@ def run_experiment(cfg: RunConfig) -> RunOutcome:
         raise CarebenchError(f"--max-failure-share must lie in [0, 1], got {cfg.max_failure_share}")
     if cfg.bootstrap < 1:
         raise CarebenchError("--bootstrap must be at least 1")
-    data = load_dataset(cfg.data, cfg.format)
-    train = load_dataset(cfg.train, cfg.train_format) if cfg.train else None
+    data = load_dataset(cfg.data, cfg.format, cfg.columns)
+    train = load_dataset(cfg.train, cfg.train_format, cfg.train_columns) if cfg.train else None
+    prompt_files = read_prompt_dir(cfg.prompts) if cfg.prompts else None
+    with using_prompts(prompt_files):
+        return _run(cfg, data, train)
+
+
+def _run(cfg: RunConfig, data: RiskDataset, train: RiskDataset | None) -> RunOutcome:
     specs = resolve_labels(cfg.methods, cfg.model)
     methods = [(s, make_method(s.method, **s.options)) for s in specs]
     run = Run(RunOptions(budget_usd=cfg.budget, use_cache=cfg.use_cache, cache_path=cfg.cache_path,
@@ -247,6 +257,7 @@ def run_experiment(cfg: RunConfig) -> RunOutcome:
             "incomplete": incomplete,
             "train_dataset": None if train is None else train.describe(),
             "unpriced_models": unpriced,
+            "prompts": prompt_set(cfg.prompts),
             "methods": [{"name": s.name, "method": s.method, "model": s.model or cfg.model,
                          "options": s.options} for s in specs],
             "run": {"elapsed_s": round(elapsed, 3), **run.accounting()},

@@ -212,6 +212,7 @@ def _overview(ds: dict[str, Any], manifest: dict[str, Any], st: dict[str, Any],
         ("evaluation", "transfer: fitted methods trained on " + str(train.get("source"))
          if train else "fitted methods: " + (folds or "none")),
         ("models", ", ".join(manifest.get("models") or []) or "none (no chat model)"),
+        ("prompt set", _prompt_text(manifest.get("prompts"))),
         ("best by macro-F1", st.get("best_by_macro_f1")),
     ]
     if ds.get("recovered_rows") is not None:
@@ -222,6 +223,16 @@ def _overview(ds: dict[str, Any], manifest: dict[str, Any], st: dict[str, Any],
         "the F1 of the Behavior+Attempt side of the low/high severity split, not a "
         "self-harm detection score."))
     return Section("Run", blocks, anchor="run")
+
+
+def _prompt_text(prompts: dict[str, Any] | None) -> str | None:
+    if not prompts:
+        return None
+    sha = str(prompts.get("sha256", ""))[:16]
+    replaced = prompts.get("replaced") or []
+    if not replaced:
+        return f"sha256 {sha}… (the package's prompts)"
+    return f"sha256 {sha}… ({', '.join(replaced)} replaced from {prompts.get('source')})"
 
 
 def _method_notes(records: list[dict[str, Any]], manifest: dict[str, Any]) -> list[Any]:
