@@ -105,6 +105,34 @@ def run(
     typer.echo(f"wrote {outcome.run_dir}/report.md, report.html, metrics.json, records.jsonl")
 
 
+@app.command()
+def agreement(
+    data: Annotated[str, typer.Option(
+        help="Ratings table (.csv/.jsonl/.parquet), one column per rater and one row per item; "
+             "or a risk run directory, whose methods (and gold) become the raters.")],
+    raters: Annotated[str | None, typer.Option(
+        help="Comma-separated rater columns (default: every column but --id-column).")] = None,
+    id_column: Annotated[str, typer.Option(help="Item id column, not a rater.")] = "id",
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples over items.")] = 2000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 42,
+    out: Annotated[Path | None, typer.Option(help="Also write the numbers to this JSON file.")] = None,
+) -> None:
+    """Inter-rater agreement (Beyond the Flag, §3.4): pairwise QWK, Krippendorff's alpha
+    (ordinal) and Fleiss' kappa, each with a bootstrap interval."""
+    from carebench.risk.agreement import agreement as compute
+    from carebench.risk.agreement import load_ratings, summary_lines, write_json
+
+    if bootstrap < 1:
+        raise CarebenchError("--bootstrap must be at least 1")
+    names = [r.strip() for r in raters.split(",") if r.strip()] if raters else None
+    res = compute(load_ratings(data, names, id_column), B=bootstrap, seed=seed)
+    for line in summary_lines(res):
+        typer.echo(line)
+    if out is not None:
+        write_json(res, out)
+        typer.echo(f"wrote {out}")
+
+
 def _summary(metrics: dict) -> None:
     keys = ("accuracy", "macro_f1", "weighted_f1", "qwk", "mae", "adjacent_accuracy", "high_risk_f1")
     heads = ("Acc", "F1-Mac", "F1-Wt", "QWK", "MAE", "AdjAcc", "HR-F1")
