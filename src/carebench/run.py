@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
@@ -31,6 +31,8 @@ class RunOptions:
     concurrency: int | None = None
     progress: bool = True
     timeout_s: float = 120.0
+    #: model spec -> carebench.models.options.RequestOptions (reasoning models, extra fields)
+    model_options: dict[str, Any] = field(default_factory=dict)
 
 
 class Run:
@@ -63,8 +65,16 @@ class Run:
         if spec not in self._models:
             from carebench.models import get_model
 
-            self._models[spec] = get_model(spec, timeout_s=self.options.timeout_s,
-                                           concurrency=self.options.concurrency)
+            model = get_model(spec, timeout_s=self.options.timeout_s,
+                              concurrency=self.options.concurrency)
+            opts = self.options.model_options.get(spec)
+            if opts:
+                if not hasattr(model, "request_options"):
+                    from carebench.types import CarebenchError
+
+                    raise CarebenchError(f"model options for {spec}: this provider takes none")
+                model.request_options = opts
+            self._models[spec] = model
         return self._models[spec]
 
     def model_specs(self) -> list[str]:

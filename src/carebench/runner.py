@@ -140,6 +140,12 @@ class CallPlan:
     unpriced: list[str] = field(default_factory=list)  # specs left out of the estimate
 
 
+def call_key(call: Call) -> str:
+    """The cache key of a call: its model spec, request and the model's request options."""
+    opts = getattr(call.model, "request_options", None)
+    return cache_key(str(call.model.spec), call.request, opts.to_dict() if opts else None)
+
+
 class Runner:
     def __init__(
         self,
@@ -166,7 +172,7 @@ class Runner:
         seen: set[str] = set()
         for c in calls:
             spec = str(c.model.spec)
-            key = cache_key(spec, c.request)
+            key = call_key(c)
             if key in seen:  # identical calls are made once (see ``run``)
                 continue
             seen.add(key)
@@ -211,7 +217,7 @@ class Runner:
 
         async def one(i: int, call: Call) -> None:
             spec = str(call.model.spec)
-            key = cache_key(spec, call.request)
+            key = call_key(call)
             if self.cache is not None:
                 hit = self.cache.get(key)
                 if hit is not None:

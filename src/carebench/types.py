@@ -49,7 +49,8 @@ def messages(*pairs: tuple[Role, str]) -> tuple[Message, ...]:
 @dataclass(frozen=True, slots=True)
 class Usage:
     prompt_tokens: int = 0
-    completion_tokens: int = 0
+    completion_tokens: int = 0  # includes reasoning tokens (billed as output)
+    reasoning_tokens: int = 0  # hidden reasoning, when the provider reports it
 
     @property
     def total_tokens(self) -> int:
@@ -59,6 +60,7 @@ class Usage:
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
         )
 
 
@@ -166,6 +168,7 @@ class Completion:
             "usage": {
                 "prompt_tokens": self.usage.prompt_tokens,
                 "completion_tokens": self.usage.completion_tokens,
+                "reasoning_tokens": self.usage.reasoning_tokens,
             },
             "latency_s": self.latency_s,
             "cost_usd": self.cost_usd if self.priced else None,

@@ -12,6 +12,7 @@ from typing import Any
 
 from carebench.models.base import ModelSpec, TransientError
 from carebench.models.http import LoopLocalClient, post_json
+from carebench.models.options import RequestOptions
 from carebench.models.pricing import cost_fields
 from carebench.types import CarebenchError, ChatRequest, Completion, Usage, flags_for
 
@@ -32,6 +33,7 @@ class AnthropicModel:
             self._headers["x-api-key"] = key
         self._url = f"{spec.base_url or ANTHROPIC_URL}/messages"
         self._http = LoopLocalClient(concurrency or 32, timeout_s)
+        self.request_options = RequestOptions()  # per-model overrides (e.g. extended thinking)
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -50,6 +52,8 @@ class AnthropicModel:
             p["top_p"] = req.top_p
         if req.stop:
             p["stop_sequences"] = list(req.stop)
+        if self.request_options:
+            p = self.request_options.apply_anthropic(p)
         return p
 
     async def complete(self, request: ChatRequest) -> Completion:

@@ -16,6 +16,7 @@ from typing import Any
 
 from carebench.models.base import ModelSpec, TransientError
 from carebench.models.http import HTTPClientError, HTTPServerError, LoopLocalClient, post_json
+from carebench.models.options import RequestOptions
 from carebench.models.pricing import cost_fields
 from carebench.types import (
     CarebenchError,
@@ -82,6 +83,7 @@ class OpenAIChatModel(_OpenAIBase):
     def __init__(self, spec: ModelSpec, timeout_s: float = 120.0, concurrency: int | None = None):
         super().__init__(spec, timeout_s, concurrency)
         self.structured_mode = "json_schema"
+        self.request_options = RequestOptions()  # per-model overrides (reasoning models ...)
         self._url = f"{self.base_url}/chat/completions"
         self._name = str(spec)
 
@@ -115,6 +117,8 @@ class OpenAIChatModel(_OpenAIBase):
                 grammar = _gbnf(req.structured)
                 if grammar:
                     p["grammar"] = grammar
+        if self.request_options:
+            p = self.request_options.apply_openai(p, req.max_tokens)
         return p
 
     async def complete(self, request: ChatRequest) -> Completion:
@@ -145,7 +149,9 @@ class OpenAIChatModel(_OpenAIBase):
         except (KeyError, IndexError, TypeError, AttributeError):
             raise TransientError("response has no choices[0].message") from None
         u = data.get("usage") or {}
-        usage = Usage(int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0))
+        details = u.get("completion_tokens_details") or {}
+        usage = Usage(int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0),
+                      int(details.get("reasoning_tokens") or 0) if isinstance(details, dict) else 0)
         logprobs = None
         lp = choice.get("logprobs")
         if isinstance(lp, dict) and lp.get("content"):

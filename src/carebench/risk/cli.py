@@ -36,6 +36,10 @@ def run(
     model: Annotated[str | None, typer.Option(help="Chat model spec for model-backed methods.")] = None,
     moderation_model: Annotated[str | None, typer.Option(
         help="Moderation model spec (e.g. openai-moderation:omni-moderation-latest).")] = None,
+    model_option: Annotated[list[str] | None, typer.Option(
+        "--model-option", help="Per-model request option SPEC:key=value, repeatable: "
+        "reasoning=true, reasoning_effort=low, max_tokens=N, token_param=max_completion_tokens, "
+        "temperature=omit, logprobs=false, extra.FIELD=value.")] = None,
     seed: Annotated[int | None, typer.Option(help="Seed for folds and bootstraps [default: 42].")] = None,
     bootstrap: Annotated[int | None, typer.Option(help="Bootstrap resamples [default: 2000].")] = None,
     out: Annotated[Path | None, typer.Option(help="Run directory (default runs/risk-<time>).")] = None,
@@ -55,7 +59,7 @@ def run(
     concurrency: Annotated[int | None, typer.Option(help="Concurrent calls per model.")] = None,
 ) -> None:
     """Run methods on a labelled corpus and write metrics, records and the report."""
-    from carebench.risk.config import config_from_file, method_specs
+    from carebench.risk.config import config_from_file, merged_model_options, method_specs
     from carebench.risk.experiment import RunConfig, run_experiment
 
     if config is not None:
@@ -67,6 +71,7 @@ def run(
             "train_columns": train_columns, "prompts": str(prompts) if prompts else None,
             "cache": str(cache) if cache else None, "budget": budget, "concurrency": concurrency,
             "methods": list(method) if method else None,
+            "model_option": list(model_option) if model_option else None,
         }
         cfg = config_from_file(config, overrides)
         if no_cache:
@@ -84,6 +89,7 @@ def run(
             max_failure_share=0.2 if max_failure_share is None else max_failure_share,
             columns=columns, train_columns=train_columns,
             prompts=str(prompts) if prompts else None,
+            model_options=merged_model_options(None, model_option),
             use_cache=not no_cache, cache_path=cache, budget=budget, concurrency=concurrency,
         )
     cfg.dry_run = dry_run

@@ -33,7 +33,7 @@ from carebench.types import CarebenchError
 TOP_KEYS = {
     "data", "format", "model", "models", "moderation_model", "seed", "bootstrap", "out",
     "train", "train_format", "failures", "max_failure_share", "columns", "train_columns",
-    "prompts", "use_cache", "cache", "budget", "concurrency",
+    "prompts", "model_options", "use_cache", "cache", "budget", "concurrency",
     "n_folds", "methods",
 }
 METHOD_KEYS = {"method", "label", "model", "models", "moderation_model", "options"}
@@ -125,11 +125,23 @@ def method_specs(entries: list[Any], models: list[str] | None, where: str) -> li
     return out
 
 
+def merged_model_options(config: Any, cli: list[str] | None) -> dict[str, dict[str, Any]]:
+    """Raw per-model options: the config file's ``model_options``, then ``--model-option``."""
+    from carebench.models.options import collect_model_options, parse_model_option
+
+    collect_model_options(cli, config)  # validate everything before any call
+    raw: dict[str, dict[str, Any]] = {str(k): dict(v) for k, v in (config or {}).items()}
+    for text in cli or []:
+        spec, key, value = parse_model_option(text)
+        raw.setdefault(spec, {})[key] = value
+    return raw
+
+
 def config_from_file(path: str | Path, overrides: dict[str, Any]) -> RunConfig:
     """A RunConfig from a file, with explicitly given CLI values (not None) taking precedence."""
     data = read_config(path)
     for k, v in overrides.items():
-        if v is not None and k != "methods":
+        if v is not None and k not in ("methods", "model_option"):
             data[k] = v
     models = data.pop("models", None)
     if isinstance(models, str):
@@ -152,6 +164,7 @@ def config_from_file(path: str | Path, overrides: dict[str, Any]) -> RunConfig:
         max_failure_share=float(data.get("max_failure_share", DEFAULT_MAX_FAILURE_SHARE)),
         columns=data.get("columns"), train_columns=data.get("train_columns"),
         prompts=None if data.get("prompts") is None else str(data["prompts"]),
+        model_options=merged_model_options(data.get("model_options"), overrides.get("model_option")),
         use_cache=bool(data.get("use_cache", True)),
         cache_path=data.get("cache"), budget=data.get("budget"),
         concurrency=data.get("concurrency"), n_folds=int(data.get("n_folds", 5)),

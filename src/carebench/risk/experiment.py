@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from carebench.models.options import collect_model_options
 from carebench.models.pricing import is_priced, unpriced_note
 from carebench.risk.data import RiskDataset, load_dataset
 from carebench.risk.methods import MethodContext, Prediction, RiskItem, make_method
@@ -66,6 +67,7 @@ class RunConfig:
     columns: str | dict[str, str] | None = None  # field=column mapping of --data
     train_columns: str | dict[str, str] | None = None  # the same for --train
     prompts: str | None = None  # directory replacing package prompt files
+    model_options: dict[str, dict[str, Any]] = field(default_factory=dict)  # spec -> options
     dry_run: bool = False
     use_cache: bool = True
     cache_path: str | Path | None = None
@@ -148,7 +150,8 @@ def prediction_record(pred: Prediction, item: RiskItem, name: str, model: str | 
         "model": model,
         "probs": pred.probs,
         "usage": {"prompt_tokens": pred.usage.prompt_tokens,
-                  "completion_tokens": pred.usage.completion_tokens},
+                  "completion_tokens": pred.usage.completion_tokens,
+                  "reasoning_tokens": pred.usage.reasoning_tokens},
         "latency_s": pred.latency_s,
         "cost_usd": pred.cost_usd if pred.priced else None,  # None: unpriced, not $0
         "n_calls": pred.n_calls,
@@ -212,7 +215,8 @@ def _run(cfg: RunConfig, data: RiskDataset, train: RiskDataset | None) -> RunOut
     specs = resolve_labels(cfg.methods, cfg.model)
     methods = [(s, make_method(s.method, **s.options)) for s in specs]
     run = Run(RunOptions(budget_usd=cfg.budget, use_cache=cfg.use_cache, cache_path=cfg.cache_path,
-                         concurrency=cfg.concurrency, progress=cfg.progress))
+                         concurrency=cfg.concurrency, progress=cfg.progress,
+                         model_options=collect_model_options(None, cfg.model_options)))
     with run:
         contexts = [(s, m, _context(s, cfg, run, train)) for s, m in methods]
         for s, m, ctx in contexts:  # fail fast: a method needing a model must have one

@@ -113,6 +113,9 @@ def _cost(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "n_calls": int(sum(int(r.get("n_calls") or 0) for r in rows)),
         "mean_tokens": float(np.mean(tokens)) if called else None,
+        # hidden reasoning (already inside the completion tokens and their cost)
+        "mean_reasoning_tokens": float(np.mean([(r.get("usage") or {}).get("reasoning_tokens", 0)
+                                                for r in called])) if called else None,
         "usd_per_1k": float(np.mean([float(r.get("cost_usd") or 0.0) for r in rows]) * 1000)
         if rows and not unpriced else None,
         "unpriced": unpriced,
@@ -127,7 +130,7 @@ def failure_reasons(rows: list[dict[str, Any]], top: int = TOP_REASONS) -> list[
         if r["status"] in ("ok", EXCLUDED):
             continue
         err = str((r.get("detail") or {}).get("error") or "").strip().splitlines()
-        reasons[f"{r['status']}: {err[0][:120]}" if err else r["status"]] += 1
+        reasons[f"{r['status']}: {err[0][:200]}" if err else r["status"]] += 1
     return [[k, int(v)] for k, v in reasons.most_common(top)]
 
 
