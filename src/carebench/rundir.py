@@ -33,14 +33,21 @@ SECRET_ENV = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "CAREBENCH_API_KEY")
 _SECRETISH = re.compile(r"(?i)(api[_-]?key|secret|password|authorization|access[_-]?token)")
 
 
-def new_run_dir(suite: str, out: str | Path | None = None) -> Path:
-    """Create ``out`` (or ``runs/<suite>-<timestamp>``); refuse to mix into a non-empty one."""
+def run_dir_path(suite: str, out: str | Path | None = None) -> Path:
+    """``out`` (or ``runs/<suite>-<timestamp>``), checked but not created: a run refuses
+    to mix into a non-empty directory that is not a run directory."""
     if out is None:
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         out = Path("runs") / f"{suite}-{stamp}"
     path = Path(out)
-    if path.exists() and any(path.iterdir()) and not (path / "manifest.json").exists():
+    if path.exists() and (not path.is_dir() or (any(path.iterdir()) and not (path / "manifest.json").exists())):
         raise CarebenchError(f"output directory {path} exists and is not a carebench run directory")
+    return path
+
+
+def new_run_dir(suite: str, out: str | Path | None = None) -> Path:
+    """Create ``out`` (or ``runs/<suite>-<timestamp>``); refuse to mix into a non-empty one."""
+    path = run_dir_path(suite, out)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:

@@ -14,7 +14,7 @@ import asyncio
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from carebench.cache import CompletionCache, cache_key
@@ -136,7 +136,7 @@ class CallPlan:
     cached: int
     to_make: int
     estimated_cost_usd: float
-    by_model: dict[str, dict[str, float]]
+    by_model: dict[str, dict[str, Any]]
     unpriced: list[str] = field(default_factory=list)  # specs left out of the estimate
 
 
@@ -144,6 +144,15 @@ def call_key(call: Call) -> str:
     """The cache key of a call: its model spec, request and the model's request options."""
     opts = getattr(call.model, "request_options", None)
     return cache_key(str(call.model.spec), call.request, opts.to_dict() if opts else None)
+
+
+def capped_request(call: Call) -> ChatRequest:
+    """The request with the output cap the model will actually send (its options may raise
+    it, e.g. room for a reasoning model's hidden tokens), for cost bounds."""
+    opts = getattr(call.model, "request_options", None)
+    if not opts or opts.max_tokens is None:
+        return call.request
+    return replace(call.request, max_tokens=opts.max_tokens)
 
 
 class Runner:
@@ -164,11 +173,17 @@ class Runner:
 
     # -- planning -----------------------------------------------------------------
     def plan(self, calls: Sequence[Call]) -> CallPlan:
+        """Distinct calls, how many the cache already answers, and the cost of the rest.
+
+        A reply's length is estimated from the cached replies of the same model in this
+        plan where there are any (their mean), else from the request's output cap (the
+        worst case); ``by_model[spec]["reply_lengths"]`` says which was used.
+        """
         from carebench.models.pricing import call_cost_bound, is_priced
 
-        by_model: dict[str, dict[str, float]] = {}
-        cached = 0
-        cost = 0.0
+        by_model: dict[str, dict[str, Any]] = {}
+        todo: list[tuple[str, Call]] = []
+        replied: dict[str, list[int]] = {}  # spec -> completion tokens of cached replies
         seen: set[str] = set()
         for c in calls:
             spec = str(c.model.spec)
@@ -176,18 +191,31 @@ class Runner:
             if key in seen:  # identical calls are made once (see ``run``)
                 continue
             seen.add(key)
-            m = by_model.setdefault(spec, {"calls": 0, "cached": 0, "estimated_cost_usd": 0.0})
+            m = by_model.setdefault(spec, {"calls": 0, "cached": 0, "estimated_cost_usd": 0.0,
+                                           "reply_lengths": "output caps"})
             m["calls"] += 1
-            if self.cache is not None and self.cache.get(key) is not None:
-                cached += 1
+            hit = self.cache.get(key) if self.cache is not None else None
+            if hit is not None:
                 m["cached"] += 1
+                replied.setdefault(spec, []).append(hit.usage.completion_tokens)
+            else:
+                todo.append((spec, c))
+        cost = 0.0
+        for spec, c in todo:
+            if not is_priced(spec):  # no estimate is better than an invented $0
+                by_model[spec]["priced"] = False
                 continue
-            if not is_priced(spec):
-                m["priced"] = False
-                continue
-            est = call_cost_bound(spec, c.request)
-            m["estimated_cost_usd"] += est
+            lengths = replied.get(spec)
+            out = None
+            if lengths:
+                out = round(sum(lengths) / len(lengths))
+                if c.request.max_tokens:
+                    out = min(out, c.request.max_tokens)
+                by_model[spec]["reply_lengths"] = "cached replies"
+            est = call_cost_bound(spec, capped_request(c), out)
+            by_model[spec]["estimated_cost_usd"] += est
             cost += est
+        cached = sum(int(m["cached"]) for m in by_model.values())
         unpriced = [s for s, m in by_model.items() if m.get("priced") is False]
         return CallPlan(len(seen), cached, len(seen) - cached, cost, by_model, unpriced)
 
@@ -267,7 +295,7 @@ class Runner:
         from carebench.models.pricing import call_cost_bound
 
         async with self._semaphore(call.model):
-            worst = call_cost_bound(spec, call.request)
+            worst = call_cost_bound(spec, capped_request(call))
             if not self.ledger.reserve(worst):
                 return None
             try:

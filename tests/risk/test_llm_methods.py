@@ -16,8 +16,8 @@ import pytest
 from carebench.cache import CompletionCache
 from carebench.models import get_model
 from carebench.models.base import ModelSpec
-from carebench.risk.methods import MethodContext, RiskItem, make_method
 from carebench.risk.answers import parse_final_line as parse_final
+from carebench.risk.methods import MethodContext, RiskItem, make_method
 from carebench.risk.methods.schema import DIMENSIONS, profile_level
 from carebench.runner import Runner, RunnerConfig
 from carebench.types import CarebenchError, Completion, TokenLogprob, Usage

@@ -11,7 +11,7 @@ from carebench.risk.cli import app
 from carebench.risk.data import load_dataset
 from carebench.rundir import read_jsonl
 from carebench.types import CarebenchError
-from stub_server import StubReply, StubServer
+from stub_server import StubServer
 
 
 def _csv(tmp_path, header, rows):

@@ -58,7 +58,7 @@ def test_failing_method_is_warned_first_marked_and_not_ranked():
     assert "broken failed on 12 of 12 items (100%)" in warning
     assert "error: HTTP 404: model \\`x\\` does not exist (12)" in warning  # md-escaped
     row = _row(md, "⚠ broken (flagged")
-    assert not any(c.startswith("**") or c.startswith("<u>") for c in row[1:])
+    assert not any(c.startswith(("**", "<u>")) for c in row[1:])
     assert metrics["settings"]["best_by_macro_f1"] in ("good", "fewshot")
     assert "broken" not in metrics["paired_vs_best"]["comparisons"]
 

@@ -150,9 +150,9 @@ def _fmt(cell: dict[str, Any]) -> str:
 
 
 def summary_lines(res: dict[str, Any]) -> list[str]:
-    out = [f"{res['n_items']} items, {len(res['raters'])} raters ({', '.join(res['raters'])}), "
+    out = [(f"{res['n_items']} items, {len(res['raters'])} raters ({', '.join(res['raters'])}), "
            f"{res['n_ratings']} ratings; 95% bootstrap intervals over items "
-           f"(B={res['bootstrap']}, seed {res['seed']})"]
+           f"(B={res['bootstrap']}, seed {res['seed']})")]
     out.append("pairwise quadratic-weighted kappa:")
     for p in res["pairwise_qwk"]:
         out.append(f"  {p['raters'][0]} - {p['raters'][1]}: {_fmt(p['qwk'])}  (n {p['n']}, "

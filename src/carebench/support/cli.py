@@ -5,7 +5,6 @@ User errors raise ``CarebenchError``; the top-level CLI prints one line and exit
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -59,6 +58,7 @@ def run(
     concurrency: Annotated[int | None, typer.Option(help="Concurrent calls per model.")] = None,
 ) -> None:
     """Regenerate replies, judge every criterion with the panel, score and report."""
+    from carebench.experiment import Plan, echo_plan
     from carebench.support.experiment import SupportRunConfig, run_support
 
     cfg = SupportRunConfig(
@@ -70,8 +70,8 @@ def run(
         max_tokens=max_tokens, caps=_caps(cap), task_limit=limit, columns=columns,
     )
     result = run_support(cfg)
-    if isinstance(result, dict):
-        typer.echo(json.dumps(result, indent=2))
+    if isinstance(result, Plan):
+        echo_plan(result)
         return
     _summary(result)
 
