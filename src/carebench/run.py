@@ -80,6 +80,12 @@ class Run:
     def model_specs(self) -> list[str]:
         return [str(m.spec) for m in self._models.values()]
 
+    def output_modes(self) -> dict[str, Any]:
+        """How each model's structured requests were constrained, as decided by its
+        capability probe (only models that received structured requests)."""
+        return {str(m.spec): {"mode": m.structured_mode, "probe": list(getattr(m, "probe_log", []))}
+                for m in self._models.values() if getattr(m, "structured_mode", None) is not None}
+
     def close(self) -> None:
         """Close every model (best effort: results are already written)."""
         for m in self._models.values():

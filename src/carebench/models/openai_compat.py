@@ -4,13 +4,18 @@ One lean client covers OpenAI, vLLM, Ollama, llama.cpp's server, LM Studio and h
 gateways. It is ours rather than the SDK so the per-call CPU cost stays small (the
 runner must sustain thousands of calls) and so structured-output capability can
 degrade per server instead of failing: ``json_schema`` -> ``json_object`` (+ schema
-and GBNF grammar, as llama.cpp's server wants) -> prompt-only with tolerant parsing.
+and GBNF grammar, as llama.cpp's server wants) -> prompt-only. The mode is decided
+once per run by a capability probe, the first structured call, before any other is
+sent (see ``OpenAIChatModel._probe``), and recorded in the manifest; it never changes
+mid-run.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import re
 import time
 from typing import Any
 
@@ -30,6 +35,11 @@ from carebench.types import (
 
 OPENAI_URL = "https://api.openai.com/v1"
 STRUCTURED_MODES = ("json_schema", "json_object", "none")
+#: an error answer that names the output-format feature it cannot honour; only such an
+#: answer to the probe steps the mode down (a bare 500 or 503 is a transient failure)
+_FEATURE_REFUSAL = re.compile(
+    r"response_format|json_schema|json[ _]schema|json_object|structured output|grammar|"
+    r"\bschema\b", re.IGNORECASE)
 
 
 def resolve_key(spec: ModelSpec) -> str | None:
@@ -82,7 +92,12 @@ class OpenAIChatModel(_OpenAIBase):
 
     def __init__(self, spec: ModelSpec, timeout_s: float = 120.0, concurrency: int | None = None):
         super().__init__(spec, timeout_s, concurrency)
-        self.structured_mode = "json_schema"
+        #: output constraint for structured requests, decided once per run by ``_probe``
+        #: (None = not decided yet)
+        self.structured_mode: str | None = None
+        self.probe_log: list[dict[str, Any]] = []  # what the probe tried and why it stepped down
+        self._probe_lock: asyncio.Lock | None = None
+        self._probe_loop: asyncio.AbstractEventLoop | None = None
         self.request_options = RequestOptions()  # per-model overrides (reasoning models ...)
         self._url = f"{self.base_url}/chat/completions"
         self._name = str(spec)
@@ -122,21 +137,44 @@ class OpenAIChatModel(_OpenAIBase):
         return p
 
     async def complete(self, request: ChatRequest) -> Completion:
+        if request.structured is not None and self.structured_mode is None:
+            return await self._probe(request)
+        mode = self.structured_mode if request.structured is not None else "none"
         t0 = time.perf_counter()
-        while True:
-            mode = self.structured_mode if request.structured is not None else "none"
-            try:
-                data = await post_json(self.client, self._url, self._payload(request, mode), self._headers)
-                break
-            except (HTTPServerError, HTTPClientError) as e:
-                # Capability fallback: a server that cannot honour this response_format
-                # answers 400/422/500/501; step down once per mode, remembered per model.
-                if mode != "none" and e.status in (400, 422, 500, 501):
-                    self.structured_mode = STRUCTURED_MODES[STRUCTURED_MODES.index(mode) + 1]
-                    continue
-                raise
-        latency = time.perf_counter() - t0
-        return self._parse(data, latency)
+        data = await post_json(self.client, self._url, self._payload(request, mode), self._headers)
+        return self._parse(data, time.perf_counter() - t0)
+
+    async def _probe(self, request: ChatRequest) -> Completion:
+        """Decide the output constraint once per run; the first structured request is the probe.
+
+        Structured requests wait until the probe has decided. It is sent with
+        ``json_schema``; a server that refuses and *names* the feature (400/422/500/501
+        mentioning response_format, JSON schema, grammar ...) gets the same request with
+        ``json_object`` (+ grammar), then with no constraint. Any other failure (a
+        transient 5xx, a timeout, a bad key) decides nothing and is raised, so the call
+        fails or is retried as usual. The decided mode then holds for the whole run.
+        """
+        loop = asyncio.get_running_loop()
+        if self._probe_lock is None or self._probe_loop is not loop:
+            self._probe_lock, self._probe_loop = asyncio.Lock(), loop
+        async with self._probe_lock:
+            if self.structured_mode is not None:  # decided while this call waited
+                return await self.complete(request)
+            t0 = time.perf_counter()
+            for mode in STRUCTURED_MODES:
+                try:
+                    data = await post_json(self.client, self._url, self._payload(request, mode),
+                                           self._headers)
+                except (HTTPServerError, HTTPClientError) as e:
+                    if (mode != "none" and e.status in (400, 422, 500, 501)
+                            and _FEATURE_REFUSAL.search(str(e))):
+                        self.probe_log.append({"mode": mode, "refused": str(e)[:300]})
+                        continue
+                    raise
+                self.structured_mode = mode
+                self.probe_log.append({"decided": mode})
+                return self._parse(data, time.perf_counter() - t0)
+            raise AssertionError("unreachable: the unconstrained mode raises or returns")
 
     def _parse(self, data: dict[str, Any], latency: float) -> Completion:
         try:

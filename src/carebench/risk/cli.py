@@ -32,7 +32,10 @@ def run(
     method: Annotated[list[str] | None, typer.Option(
         "--method", help="Method NAME or NAME:key=value,...; repeat for several (e.g. tfidf-lr, "
              "moderation-fixed, llm:variant=conservative, embed-lr:encoder=/local/hf-model).")] = None,
-    model: Annotated[str | None, typer.Option(help="Chat model spec for model-backed methods.")] = None,
+    model: Annotated[list[str] | None, typer.Option(
+        help="Chat model spec for model-backed methods; repeat to run each method on several "
+             "models; vote, adjudicated and stacked then take them as their voter panel "
+             "(Beyond the Flag §4.3: three models, one clinical prompt).")] = None,
     moderation_model: Annotated[str | None, typer.Option(
         help="Moderation model spec (e.g. openai-moderation:omni-moderation-latest).")] = None,
     model_option: Annotated[list[str] | None, typer.Option(
@@ -61,9 +64,12 @@ def run(
     from carebench.risk.config import config_from_file, merged_model_options, method_specs
     from carebench.risk.experiment import RunConfig, run_experiment
 
+    models = list(model or [])
     if config is not None:
         overrides = {
-            "data": data, "format": format, "model": model, "moderation_model": moderation_model,
+            "data": data, "format": format, "moderation_model": moderation_model,
+            "model": models[0] if len(models) == 1 else None,
+            "models": models if len(models) > 1 else None,
             "seed": seed, "bootstrap": bootstrap, "out": str(out) if out else None,
             "train": train, "train_format": train_format, "failures": failures,
             "max_failure_share": max_failure_share, "columns": columns,
@@ -81,8 +87,9 @@ def run(
         if not method:
             raise CarebenchError("pass at least one --method (e.g. --method tfidf-lr)")
         cfg = RunConfig(
-            data=data, methods=method_specs(list(method), None, "--method"), format=format,
-            model=model, moderation_model=moderation_model,
+            data=data, methods=method_specs(list(method), models if len(models) > 1 else None,
+                                            "--method"), format=format,
+            model=models[0] if len(models) == 1 else None, moderation_model=moderation_model,
             seed=42 if seed is None else seed, bootstrap=2000 if bootstrap is None else bootstrap,
             out=out, train=train, train_format=train_format, failures=failures or "wrong",
             max_failure_share=0.2 if max_failure_share is None else max_failure_share,

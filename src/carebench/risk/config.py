@@ -77,6 +77,13 @@ def _needs_model(method: str) -> bool:
     return bool(getattr(factory, "needs_model", False) or getattr(factory(), "needs_model", False))
 
 
+def _takes_panel(method: str) -> bool:
+    """Ensembles whose voters are the run's models (vote, adjudicated, stacked)."""
+    from carebench.risk.methods import REGISTRY
+
+    return bool(getattr(REGISTRY.get(method), "uses", {}).get("votes"))
+
+
 def parse_method_arg(text: str) -> dict[str, Any]:
     """``NAME`` or ``NAME:key=value,key=value`` (values read as YAML scalars/lists), e.g.
     ``embed-lr:encoder=/models/mentalbert`` or ``llm:variant=conservative``."""
@@ -116,6 +123,12 @@ def method_specs(entries: list[Any], models: list[str] | None, where: str) -> li
         if not isinstance(opts, dict):
             raise CarebenchError(f"{where}: methods[{i}]: 'options' must be a mapping")
         own = e.get("models") or ([e["model"]] if e.get("model") else None)
+        pool = own or models
+        if pool and len(pool) > 1 and _takes_panel(e["method"]):
+            # a vote's panel is the models themselves (§4.3), not one run per model
+            out.append(MethodSpec(e["method"], e.get("label"), pool[0], e.get("moderation_model"),
+                                  dict(opts), list(pool)))
+            continue
         targets = own or (models if models and _needs_model(e["method"]) else [None])
         for m in targets:
             label = e.get("label")
@@ -142,6 +155,10 @@ def config_from_file(path: str | Path, overrides: dict[str, Any]) -> RunConfig:
     data = read_config(path)
     for k, v in overrides.items():
         if v is not None and k not in ("methods", "model_option"):
+            if k == "model":
+                data.pop("models", None)  # a --model given once replaces the file's models
+            if k == "models":
+                data.pop("model", None)
             data[k] = v
     models = data.pop("models", None)
     if isinstance(models, str):

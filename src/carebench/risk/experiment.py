@@ -45,6 +45,7 @@ class MethodSpec:
     model: str | None = None  # overrides RunConfig.model (role "default")
     moderation_model: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    voter_models: list[str] = field(default_factory=list)  # a vote's panel (roles voter1..)
 
     @property
     def name(self) -> str:
@@ -115,7 +116,8 @@ def resolve_labels(specs: Sequence[MethodSpec], default_model: str | None) -> li
             if s.model or (default_model and len({x.model for x in specs
                                                    if x.method == s.method}) > 1):
                 label += f"@{s.model or default_model}"
-            s = MethodSpec(s.method, label, s.model, s.moderation_model, dict(s.options))
+            s = MethodSpec(s.method, label, s.model, s.moderation_model, dict(s.options),
+                           list(s.voter_models))
         out.append(s)
     names = [s.name for s in out]
     dup = {n for n in names if names.count(n) > 1}
@@ -132,6 +134,8 @@ def _context(spec: MethodSpec, cfg: RunConfig, run: Run, train: RiskDataset | No
     mod = spec.moderation_model or cfg.moderation_model
     if mod:
         roles["moderation"] = run.model(mod)
+    for i, voter in enumerate(spec.voter_models, 1):
+        roles[f"voter{i}"] = run.model(voter)
     return MethodContext(
         runner=run.runner, models=roles, seed=cfg.seed,
         train=None if train is None else train.items, n_folds=cfg.n_folds, get_model=run.model,
@@ -269,7 +273,9 @@ class RiskSuite:
                 "unpriced_models": self._unpriced,
                 "prompts": prompt_set(cfg.prompts),
                 "methods": [{"name": s.name, "method": s.method, "model": s.model or cfg.model,
-                             "options": s.options} for s in specs],
+                             "options": s.options, "voter_models": s.voter_models}
+                            for s in specs],
+                "output_modes": run.output_modes(),
                 "run": {"elapsed_s": round(elapsed, 3)},
             },
         )

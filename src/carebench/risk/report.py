@@ -82,6 +82,7 @@ def build_report(metrics: dict[str, Any], records: list[dict[str, Any]],
     ]
     overview = _overview(ds, manifest, st, _folds_text(metrics, manifest))
     overview.blocks.extend(_method_notes(records, manifest))
+    overview.blocks.extend(panel_notes(metrics, names))
     if incomplete:
         overview.blocks.append(Paragraph(
             "Incomplete (the run's budget stopped it before these finished; not scored, never "
@@ -121,8 +122,32 @@ def _flag(metrics: dict[str, Any], name: str) -> bool:
 
 
 def _shown(metrics: dict[str, Any], name: str) -> str:
-    """A method's row label; a flagged method is marked wherever it is listed."""
-    return f"⚠ {name} (flagged: not ranked)" if _flag(metrics, name) else name
+    """A method's row label: a constrained decoding is named beside it, and a flagged
+    method is marked wherever it is listed."""
+    e = metrics["methods"].get(name) or {}
+    label = name
+    if e.get("decoding") and e["decoding"] != "plain":
+        label = f"{name} (decoding: {e['decoding']})"
+    return f"⚠ {label} (flagged: not ranked)" if _flag(metrics, name) else label
+
+
+def panel_notes(metrics: dict[str, Any], names: list[str]) -> list[Paragraph]:
+    """Which voters each ensemble used (§4.3's panel is three models, one prompt)."""
+    out = []
+    for n in names:
+        panel = (metrics["methods"].get(n) or {}).get("panel")
+        if not panel:
+            continue
+        if panel.get("kind") == "variants":
+            out.append(Paragraph(
+                f"{n}: voters are the prompt variants {', '.join(panel['members'])} on one model "
+                f"({panel.get('model')}), as asked for with voters=variants; this is not the "
+                "paper's panel of three models under one clinical prompt (§4.3)."))
+        else:
+            out.append(Paragraph(
+                f"{n}: voters are {len(panel['members'])} models under the clinical prompt: "
+                f"{', '.join(panel['members'])} (Beyond the Flag, §4.3)."))
+    return out
 
 
 def _warnings(metrics: dict[str, Any], names: list[str], manifest: dict[str, Any]) -> list[Section]:

@@ -224,6 +224,10 @@ def score_records(
         entry["n_folds"] = len(folds - {-1}) if folds - {-1} else None  # None: no CV
         entry["cost"] = _cost(rows)
         entry["status"] = "complete"
+        # how the answers were read and who voted: shown beside the method's name
+        details = [r.get("detail") or {} for r in rows]
+        entry["decoding"] = next((d["decoding"] for d in details if d.get("decoding")), None)
+        entry["panel"] = next((d["panel"] for d in details if d.get("panel")), None)
         methods[name] = entry
 
     flagged = [m for m in methods if methods[m].get("flagged")]
