@@ -28,10 +28,12 @@ models_app = typer.Typer(help="Model providers.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 
 def _mount_suites() -> None:
-    from carebench.suites import SUITES
+    from carebench.suites import SUITES, TOOLS
 
     for name, entry in SUITES.items():
         app.add_typer(entry.app(), name=name)
+    for name, tool in TOOLS.items():
+        app.add_typer(tool(), name=name)
 
 
 @app.command()

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from carebench.fileio import atomic_write_text
+from carebench.jsonclean import json_default
 from carebench.types import CarebenchError
 
 TRACKED_PACKAGES = (
@@ -56,13 +57,13 @@ def new_run_dir(suite: str, out: str | Path | None = None) -> Path:
 
 
 def write_json(path: Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(scrub(obj), indent=2, ensure_ascii=False, default=_default) + "\n")
+    atomic_write_text(path, json.dumps(scrub(obj), indent=2, ensure_ascii=False, default=json_default) + "\n")
 
 
 def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
     atomic_write_text(
         path,
-        "".join(json.dumps(scrub(r), ensure_ascii=False, default=_default) + "\n" for r in rows),
+        "".join(json.dumps(scrub(r), ensure_ascii=False, default=json_default) + "\n" for r in rows),
     )
 
 
@@ -76,18 +77,11 @@ def read_json(path: Path) -> Any:
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    try:
-        with path.open(encoding="utf-8") as fh:
-            for i, line in enumerate(fh, 1):
-                if line.strip():
-                    try:
-                        rows.append(json.loads(line))
-                    except ValueError as e:
-                        raise CarebenchError(f"{path}:{i}: invalid JSON ({e})") from None
-    except FileNotFoundError:
-        raise CarebenchError(f"{path} not found (is this a carebench run directory?)") from None
-    return rows
+    from carebench.datasets.files import read_rows
+
+    if not Path(path).is_file():
+        raise CarebenchError(f"{path} not found (is this a carebench run directory?)")
+    return [row for _, row in read_rows(Path(path), "jsonl")]
 
 
 def file_sha256(path: Path) -> str:
@@ -102,7 +96,7 @@ def data_sha256(rows: Iterable[Any]) -> str:
     """Hash of a dataset's content as loaded (for built-in data with no file)."""
     h = hashlib.sha256()
     for r in rows:
-        h.update(json.dumps(r, sort_keys=True, ensure_ascii=False, default=_default).encode("utf-8"))
+        h.update(json.dumps(r, sort_keys=True, ensure_ascii=False, default=json_default).encode("utf-8"))
         h.update(b"\n")
     return h.hexdigest()
 
@@ -161,15 +155,3 @@ def scrub(obj: Any) -> Any:
         return x
 
     return clean(obj)
-
-
-def _default(o: Any) -> Any:
-    if hasattr(o, "tolist"):
-        return o.tolist()
-    if hasattr(o, "item"):
-        return o.item()
-    if isinstance(o, Path):
-        return str(o)
-    if isinstance(o, set | frozenset):
-        return sorted(o)
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")

@@ -68,6 +68,16 @@ SUITES: dict[str, SuiteEntry] = {
 }
 
 
+def _annotate_app():
+    from carebench.annotate.cli import app
+
+    return app
+
+
+#: tools beside the suites, mounted the same way
+TOOLS: dict[str, Callable[[], Any]] = {"annotate": _annotate_app}
+
+
 def suite_for(name: str | None, where: Path | str = "") -> Any:
     entry = SUITES.get(str(name))
     if entry is None:

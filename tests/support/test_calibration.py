@@ -12,13 +12,9 @@ from sklearn.metrics import cohen_kappa_score, f1_score
 
 from carebench.models.families import family_of
 from carebench.stats.bootstrap import paired_metric_bootstrap
-from carebench.support.calibration import (
-    additive_fit,
-    calibrate,
-    load_labels,
-    self_preference_from_counts,
-)
+from carebench.support.calibration import calibrate, load_labels
 from carebench.support.records import VerdictRecord
+from carebench.support.robustness import additive_fit, self_preference_from_counts
 from carebench.types import CarebenchError
 
 DIMS = ["recognition", "resources", "deescalation", "compassion", "disclaimers"]
@@ -160,7 +156,7 @@ def test_human_agreement_ceiling(calib, tmp_path):
 def test_label_loading_errors(tmp_path):
     p = tmp_path / "bad.csv"
     p.write_text("task_id,response_id,criterion_id,rater,met\nt1,r#0,c1,a,maybe\n")
-    with pytest.raises(CarebenchError, match=r"bad.csv:2: field 'met'"):
+    with pytest.raises(CarebenchError, match=r"bad.csv: line 2: field 'met'"):
         load_labels(p)
     p.write_text("task_id,criterion_id,rater,met\nt1,c1,a,1\n")
     with pytest.raises(CarebenchError, match="response_id"):

@@ -10,7 +10,7 @@ import typer
 from carebench.types import CarebenchError
 
 app = typer.Typer(
-    help="Graded suicide-risk measurement (seeds/001): methods, metrics, report.",
+    help="Graded suicide-risk measurement (Beyond the Flag): methods, metrics, report.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from carebench.jsonclean import jsonable
 from carebench.stats.bands import all_gaps, bands_from_samples
 from carebench.stats.bootstrap import Resampler, percentile_interval
 from carebench.stats.rank import ranks, spearman_rho
@@ -58,24 +59,6 @@ def _nanmean(x: np.ndarray, axis: int | None = None) -> np.ndarray:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         return np.nanmean(x, axis=axis)
-
-
-def jsonable(obj: Any) -> Any:
-    """numpy -> Python, NaN/inf -> None, tuples -> lists (strict JSON)."""
-    if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return jsonable(obj.tolist())
-    if isinstance(obj, np.bool_ | bool):
-        return bool(obj)
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, float | np.floating):
-        f = float(obj)
-        return f if math.isfinite(f) else None
-    return obj
 
 
 class _Boot:
@@ -459,7 +442,7 @@ def analyze(
     ``family`` maps a model spec to its vendor family for the leave-one-judge-out
     and self-preference analyses (see :func:`carebench.models.families.family_of`).
     """
-    from carebench.support.calibration import leave_one_judge_out, self_preference
+    from carebench.support.robustness import leave_one_judge_out, self_preference
 
     tt = tasks if isinstance(tasks, TaskTable) else TaskTable.from_tasks(tasks)
     rt, vt = _as_tables(responses, verdicts)
@@ -555,4 +538,4 @@ def analyze(
     return jsonable(out)
 
 
-__all__ = ["S_NOT_MET", "analyze", "jsonable"]
+__all__ = ["S_NOT_MET", "analyze"]

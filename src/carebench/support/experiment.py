@@ -28,6 +28,7 @@ from carebench.experiment import (
     run_suite,
     stage,
 )
+from carebench.jsonclean import jsonable
 from carebench.judging import JUDGE_MAX_TOKENS, panel_seats
 from carebench.report import Report
 from carebench.run import Run, RunOptions
@@ -332,17 +333,7 @@ def compute_metrics(
     metrics = analyze(tasks, responses, verdicts, panel=list(panel) if panel else None,
                       scope=scope, seed=seed, B=bootstrap)
     # JSON round trip: metrics.json and a rescore compare as the same plain data
-    return json.loads(json.dumps(metrics, default=_jsonable))
-
-
-def _jsonable(o: Any) -> Any:
-    if hasattr(o, "tolist"):
-        return o.tolist()
-    if hasattr(o, "item"):
-        return o.item()
-    if isinstance(o, set | frozenset | tuple):
-        return sorted(o) if isinstance(o, set | frozenset) else list(o)
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+    return jsonable(metrics)
 
 
 def rescore(
@@ -386,31 +377,23 @@ def rescore(
 
 def load_records(run_dir: Path, task_ids: set[str] | None = None) -> tuple[list[ResponseRecord], list[VerdictRecord]]:
     """Response and verdict records of a run, optionally only those of some tasks."""
+    from carebench.datasets.files import read_rows
+
     responses: list[ResponseRecord] = []
     verdicts: list[VerdictRecord] = []
+
+    def wanted(line: str) -> bool:  # cheap pre-filter before JSON parsing (exact check follows)
+        m = _TASK_ID.search(line)
+        return m is None or json.loads(f'"{m.group(1)}"') in task_ids
+
     path = Path(run_dir) / "records.jsonl"
-    try:
-        fh = path.open(encoding="utf-8")
-    except OSError as e:
-        raise CarebenchError(f"{path}: cannot read records ({e.strerror})") from None
-    with fh:
-        for i, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            if task_ids is not None:  # cheap pre-filter before JSON parsing (exact check follows)
-                m = _TASK_ID.search(line)
-                if m is not None and json.loads(f'"{m.group(1)}"') not in task_ids:
-                    continue
-            try:
-                row = json.loads(line)
-            except ValueError as e:
-                raise CarebenchError(f"{path}:{i}: invalid JSON ({e})") from None
-            if task_ids is not None and row.get("task_id") not in task_ids:
-                continue
-            if row.get("kind") == "response":
-                responses.append(ResponseRecord.from_dict(row))
-            elif row.get("kind") == "verdict":
-                verdicts.append(VerdictRecord.from_dict(row))
+    for _, row in read_rows(path, "jsonl", line_filter=wanted if task_ids is not None else None):
+        if task_ids is not None and row.get("task_id") not in task_ids:
+            continue
+        if row.get("kind") == "response":
+            responses.append(ResponseRecord.from_dict(row))
+        elif row.get("kind") == "verdict":
+            verdicts.append(VerdictRecord.from_dict(row))
     return responses, verdicts
 
 
