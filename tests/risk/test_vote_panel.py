@@ -28,7 +28,8 @@ def test_three_models_are_the_voters_under_the_clinical_prompt(tmp_path):
         stub.handler = handler
         models = [f"openai:{m}@{stub.base_url}" for m in ANSWER]
         base = ["run", "--data", "builtin:sample", "--bootstrap", "20", "--no-cache"]
-        res = _run([*base, "--method", "vote", *sum((["--model", m] for m in models), []),
+        flags = [x for m in models for x in ("--model", m)]
+        res = _run([*base, "--method", "vote", *flags,
                     "--out", str(tmp_path / "three")])
         assert res.exit_code == 0, repr(res.exception)
         n_three = len(stub.requests)
