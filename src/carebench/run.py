@@ -67,6 +67,13 @@ class Run:
 
             model = get_model(spec, timeout_s=self.options.timeout_s,
                               concurrency=self.options.concurrency)
+            if self.options.budget_usd is not None:
+                from carebench.models.pricing import is_priced, unpriced_note
+                from carebench.types import CarebenchError
+
+                if not is_priced(str(model.spec)):  # its calls would count as $0
+                    raise CarebenchError(
+                        f"--budget cannot be enforced: {unpriced_note([str(model.spec)])}")
             opts = self.options.model_options.get(spec)
             if opts:
                 if not hasattr(model, "request_options"):

@@ -33,7 +33,9 @@ def test_three_models_are_the_voters_under_the_clinical_prompt(tmp_path):
                     "--out", str(tmp_path / "three")])
         assert res.exit_code == 0, repr(res.exception)
         n_three = len(stub.requests)
-        one = _run([*base, "--method", "vote", "--model", models[0], "--out", str(tmp_path / "one")])
+        one = _run([*base, "--method", "tfidf-lr", "--method", "vote", "--model", models[0],
+                    "--out", str(tmp_path / "one")])
+        n_after_one = len(stub.requests)
         variants = _run([*base, "--method", "vote:voters=variants", "--model", models[0],
                          "--out", str(tmp_path / "variants")])
         assert variants.exit_code == 0, repr(variants.exception)
@@ -48,6 +50,7 @@ def test_three_models_are_the_voters_under_the_clinical_prompt(tmp_path):
     assert "vote: voters are 3 models under the clinical prompt" in md
     # one model and no panel named: an error, not a silent variant panel
     assert one.exit_code != 0 and "pass --model three times" in str(one.exception)
+    assert n_after_one == n_three  # the refused run made no call at all
     assert not (tmp_path / "one").exists()
     vmd = (tmp_path / "variants" / "report.md").read_text()
     assert "voters are the prompt variants clinical, conservative, contextual on one model" in vmd

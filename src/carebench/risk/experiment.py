@@ -17,7 +17,7 @@ from typing import Any
 
 from carebench.experiment import Execution, Plan, read_records, run_suite, stage
 from carebench.models.options import collect_model_options
-from carebench.models.pricing import is_priced, unpriced_note
+from carebench.models.pricing import is_priced
 from carebench.report import Report
 from carebench.risk.data import RiskDataset, load_dataset
 from carebench.risk.methods import MethodContext, Prediction, RiskItem, make_method
@@ -230,9 +230,10 @@ class RiskSuite:
         for _, m, ctx in contexts:  # fail fast: a method needing a model must have one
             if getattr(m, "needs_model", False):
                 ctx.model()
+            check = getattr(m, "check", None)
+            if check is not None:  # e.g. an ensemble's voter panel, before any call
+                check(ctx)
         self._unpriced = [s for s in run.model_specs() if not is_priced(s)]
-        if cfg.budget is not None and self._unpriced:
-            raise CarebenchError(f"--budget cannot be enforced: {unpriced_note(self._unpriced)}")
         return data, train, specs, contexts
 
     def plan(self, run: Run) -> Plan:

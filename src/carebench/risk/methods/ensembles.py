@@ -329,6 +329,12 @@ class _Ensemble:
                 asyncio.run(m.aclose())
         self._built.clear()
 
+    def check(self, ctx: MethodContext) -> None:
+        """Fail before any model call when the voter panel cannot be formed."""
+        if self.components.want_votes:
+            c = self.components
+            voter_methods(self._with_models(ctx), c.voters, c.variants, c.decoding, c.method)
+
     def calls(self, items: Sequence[RiskItem], ctx: MethodContext) -> list[Call]:
         return self._calls(list(items), self._with_models(ctx))
 
