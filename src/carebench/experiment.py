@@ -43,6 +43,8 @@ class Execution:
     models: list[str] | None = None  # default: every model the run used
     extra: dict[str, Any] = field(default_factory=dict)  # suite-specific manifest keys
     files: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # more JSONL files
+    #: record fields stored as columns of records.parquet (none: no Parquet copy)
+    parquet_columns: tuple[str, ...] = ()
 
 
 @dataclass
@@ -156,7 +158,7 @@ def write_run(run_dir: Path, suite: str, ex: Execution, run: Run) -> dict[str, A
     for name, rows in ex.files.items():
         write_jsonl(run_dir / name, rows)
     write_jsonl(run_dir / "calls.jsonl", run.call_rows)
-    write_records(run_dir, ex.records)
+    write_records(run_dir, ex.records, ex.parquet_columns)
     return write_manifest(
         run_dir, suite=suite, config=ex.config,
         models=ex.models if ex.models is not None else run.model_specs(),
@@ -166,8 +168,22 @@ def write_run(run_dir: Path, suite: str, ex: Execution, run: Run) -> dict[str, A
     )
 
 
-def write_records(run_dir: Path, rows: Sequence[dict[str, Any]]) -> None:
-    write_jsonl(run_dir / "records.jsonl", rows)
+def write_records(run_dir: Path, rows: Sequence[dict[str, Any]], parquet_columns: Sequence[str] = ()) -> None:
+    """``records.jsonl`` (the readable record) and, given columns, ``records.parquet``
+    (the same rows, secrets scrubbed and JSON-encoded once for both)."""
+    import json
+
+    from carebench.fileio import atomic_write_text
+    from carebench.jsonclean import json_default
+    from carebench.rundir import scrub
+
+    rows = [scrub(r) for r in rows]
+    lines = [json.dumps(r, ensure_ascii=False, default=json_default) for r in rows]
+    atomic_write_text(run_dir / "records.jsonl", "".join(x + "\n" for x in lines))
+    if parquet_columns:
+        from carebench.records_parquet import write_records_parquet
+
+        write_records_parquet(run_dir, rows, lines, parquet_columns)
 
 
 def read_records(run_dir: str | Path) -> list[dict[str, Any]]:

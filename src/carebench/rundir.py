@@ -26,8 +26,8 @@ from carebench.jsonclean import json_default
 from carebench.types import CarebenchError
 
 TRACKED_PACKAGES = (
-    "carebench", "numpy", "scipy", "scikit-learn", "xgboost", "pydantic", "httpx",
-    "matplotlib", "jinja2", "llama-cpp-python", "torch", "sentence-transformers",
+    "carebench", "numpy", "scipy", "scikit-learn", "xgboost", "pydantic", "aiohttp", "pandas",
+    "pyarrow", "matplotlib", "jinja2", "llama-cpp-python", "torch", "sentence-transformers",
 )
 #: environment variables whose values must never reach a run directory
 SECRET_ENV = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "CAREBENCH_API_KEY")

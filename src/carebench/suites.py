@@ -92,9 +92,5 @@ def rerender(run_dir: str | Path) -> dict[str, Any]:
 
     run_dir = Path(run_dir)
     manifest = read_json(run_dir / "manifest.json")
-    if manifest.get("suite") == "demo":
-        from carebench.demo import rerender as rerender_demo
-
-        return rerender_demo(run_dir)
     return rerender_run(run_dir, suite_for(manifest.get("suite"), run_dir / "manifest.json"),
                         manifest=manifest)

@@ -7,7 +7,7 @@ import re
 
 from carebench.report.html import render_html
 from carebench.report.markdown import render_markdown
-from carebench.risk.report import build_report
+from carebench.risk.report import build_risk_report as build_report
 from carebench.risk.scoring import score_records
 
 

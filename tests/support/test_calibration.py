@@ -12,7 +12,7 @@ from sklearn.metrics import cohen_kappa_score, f1_score
 
 from carebench.models.families import family_of
 from carebench.stats.bootstrap import paired_metric_bootstrap
-from carebench.support.calibration import calibrate, load_labels
+from carebench.support.calibration import calibrate_judges, load_labels
 from carebench.support.records import VerdictRecord
 from carebench.support.robustness import additive_fit, self_preference_from_counts
 from carebench.types import CarebenchError
@@ -74,7 +74,7 @@ def scripted(tmp_path, seed=11):
 @pytest.fixture(scope="module")
 def calib(tmp_path_factory):
     path, verdicts, judges, keys, cons, pred = scripted(tmp_path_factory.mktemp("calib"))
-    out = calibrate(path, verdicts, panel_size=3, B=400)
+    out = calibrate_judges(path, verdicts, panel_size=3, B=400)
     return out, judges, keys, cons, pred
 
 
@@ -213,7 +213,7 @@ def test_selection_uses_final_scope_and_compares_anywhere(tmp_path):
     path, verdicts, judges, *_ = scripted(tmp_path)
     anywhere = [VerdictRecord(v.task_id, v.responder, v.attempt, v.criterion_id, v.judge, True, "", "ok",
                               "anywhere") for v in verdicts]
-    out = calibrate(path, anywhere + verdicts, B=50)  # "anywhere" lines first: must not shadow final ones
+    out = calibrate_judges(path, anywhere + verdicts, B=50)  # "anywhere" lines first: must not shadow final ones
     assert out["selection"]["selected"] == sorted(judges[:3])
     comp = out["scope_comparison"]["by_scope"]
     assert comp["final"]["kappa"] == pytest.approx(1.0)

@@ -407,7 +407,7 @@ def select_panel(
 # ----------------------------------------------------------------------------- entry point
 
 
-def calibrate(
+def calibrate_judges(
     labels_path: str | Path | pd.DataFrame,
     candidate_verdicts: Any,
     panel_size: int = 3,
@@ -485,7 +485,7 @@ def calibrate(
 __all__ = [
     "CALIBRATION_SEED",
     "Items",
-    "calibrate",
+    "calibrate_judges",
     "human_agreement",
     "load_labels",
     "panel_votes",

@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from carebench.models.families import parse_family_overrides
 from carebench.types import CarebenchError
 
 app = typer.Typer(
@@ -56,6 +57,9 @@ def run(
     budget: Annotated[float | None, typer.Option(help="Stop starting calls once this many USD are spent.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the call plan and stop.")] = False,
     concurrency: Annotated[int | None, typer.Option(help="Concurrent calls per model.")] = None,
+    family: Annotated[list[str] | None, typer.Option(
+        help="Vendor family of a model, SPEC=NAME (repeatable); overrides the guess from the spec "
+             "for models behind a proxy or local server (self-preference, DistressBench App. B.6-B.7).")] = None,
 ) -> None:
     """Regenerate replies, judge every criterion with the panel, score and report."""
     from carebench.experiment import Plan, echo_plan
@@ -68,6 +72,7 @@ def run(
         bootstrap=bootstrap, use_cache=not no_cache, cache_path=str(cache) if cache else None,
         budget_usd=budget, dry_run=dry_run, concurrency=concurrency, temperature=temperature,
         max_tokens=max_tokens, caps=_caps(cap), task_limit=limit, columns=columns,
+        families=parse_family_overrides(family),
     )
     result = run_support(cfg)
     if isinstance(result, Plan):
@@ -103,6 +108,9 @@ def calibrate(
     cache: Annotated[Path | None, typer.Option(help="Cache file.")] = None,
     budget: Annotated[float | None, typer.Option(help="USD budget for judge calls.")] = None,
     concurrency: Annotated[int | None, typer.Option(help="Concurrent calls per model.")] = None,
+    family: Annotated[list[str] | None, typer.Option(
+        help="Vendor family of a model, SPEC=NAME (repeatable); overrides the guess from the spec "
+             "for models behind a proxy or local server (self-preference, DistressBench App. B.6-B.7).")] = None,
 ) -> None:
     """Compare candidate judges and every panel with clinician consensus; select the panel."""
     from carebench.support.experiment import CalibrationConfig, run_calibration
@@ -112,6 +120,7 @@ def calibrate(
         verdicts=str(verdicts) if verdicts else None, panel_size=panel_size, seed=seed,
         bootstrap=bootstrap, out=str(out) if out else None, use_cache=not no_cache,
         cache_path=str(cache) if cache else None, budget_usd=budget, concurrency=concurrency,
+        families=parse_family_overrides(family),
     )
     d = run_calibration(cfg)
     from carebench.rundir import read_json
@@ -127,9 +136,13 @@ def rescore(
     panel: Annotated[list[str] | None, typer.Option(help="Judge labels forming the panel (repeatable).")] = None,
     scope: Annotated[str | None, typer.Option(help="final or anywhere (needs verdicts of that scope).")] = None,
     out: Annotated[Path | None, typer.Option(help="Write metrics/report here instead of the run directory.")] = None,
+    family: Annotated[list[str] | None, typer.Option(
+        help="Vendor family of a model, SPEC=NAME (repeatable); overrides the guess from the spec "
+             "for models behind a proxy or local server (self-preference, DistressBench App. B.6-B.7).")] = None,
 ) -> None:
     """Recompute metrics.json and the report from recorded verdicts (no model call)."""
     from carebench.support.experiment import rescore as do_rescore
 
-    do_rescore(run_dir, panel=list(panel) if panel else None, scope=scope, out_dir=out)
+    do_rescore(run_dir, panel=list(panel) if panel else None, scope=scope, out_dir=out,
+               family=parse_family_overrides(family))
     _summary(Path(out or run_dir))

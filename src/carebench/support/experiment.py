@@ -9,8 +9,6 @@ no model.
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -50,7 +48,13 @@ from carebench.support.generation import (
     reference_responses,
 )
 from carebench.support.judging import judge_responses
-from carebench.support.records import REFERENCE, ResponseRecord, VerdictRecord, is_empty_reply
+from carebench.support.records import (
+    PARQUET_COLUMNS,
+    REFERENCE,
+    ResponseRecord,
+    VerdictRecord,
+    is_empty_reply,
+)
 from carebench.support.tasks import Task, load_tasks
 from carebench.types import CarebenchError
 
@@ -86,6 +90,7 @@ class SupportRunConfig:
     progress: bool = True
     title: str = "Support: rubric-scored crisis support"
     notes: list[str] = field(default_factory=list)
+    families: dict[str, str] = field(default_factory=dict)  # --family SPEC=NAME overrides
 
     def validate(self) -> None:
         if not self.responders and not self.include_reference:
@@ -226,14 +231,15 @@ class SupportSuite:
             seeds={"bootstrap": cfg.seed, "generation": cfg.seed},
             models=[str(m.spec) for m in responders] + [j.label for j in judges],
             extra={"scoring": {"panel": [j.label for j in judges], "scope": metrics_scope(cfg.scope),
-                               "seed": cfg.seed, "bootstrap": cfg.bootstrap},
+                               "seed": cfg.seed, "bootstrap": cfg.bootstrap, "family": dict(cfg.families)},
                    "notes": list(cfg.notes)},
             files={"tasks.jsonl": [t.to_row() for t in tasks]},
+            parquet_columns=PARQUET_COLUMNS,
         )
 
     def read_records(self, run_dir: Path, manifest: Mapping[str, Any]) -> SupportRecords:
         """Column tables of every record, plus objects for the tasks the report shows."""
-        from carebench.support.records import read_records
+        from carebench.support.records import read_run_records
         from carebench.support.report import detail_task_ids
 
         run_dir = Path(run_dir)
@@ -243,7 +249,7 @@ class SupportSuite:
         if manifest.get("incomplete"):
             responses, verdicts = load_records(run_dir)
             return SupportRecords(tasks, responses=responses, verdicts=verdicts)
-        rt, vt = read_records(run_dir / "records.jsonl")
+        rt, vt = read_run_records(run_dir)
         per_task = dict(zip(rt.tasks, np.bincount(rt.task, minlength=len(rt.tasks)).tolist(), strict=True))
         shown = detail_task_ids(tasks, per_task)
         responses, verdicts = load_records(run_dir, task_ids=set(shown))
@@ -256,21 +262,22 @@ class SupportSuite:
             return incomplete_metrics(manifest, {"responses": len(records.responses),
                                                  "verdicts": len(records.verdicts)})
         settings = manifest.get("scoring") or {}
-        return compute_metrics(
+        return support_metrics(
             records.tasks, records.response_table, records.verdict_table,
             panel=settings.get("panel"), scope=settings.get("scope", "final"),
             seed=int(settings.get("seed", 12345)), bootstrap=int(settings.get("bootstrap", 2000)),
+            family=settings.get("family"),
         )
 
     def render(self, metrics: Mapping[str, Any], records: SupportRecords,
                manifest: Mapping[str, Any]) -> Report:
-        from carebench.support.report import build_calibration_report, build_report
+        from carebench.support.report import build_calibration_report, build_support_report
 
         if records.recorded_metrics is not None:
             return build_calibration_report(manifest, metrics)
         if metrics.get("status") == "incomplete":
             return incomplete_report("Support: rubric-scored crisis support", metrics)
-        return build_report(manifest, records.tasks, records.responses, records.verdicts, metrics,
+        return build_support_report(manifest, records.tasks, records.responses, records.verdicts, metrics,
                             manifest.get("scoring") or {}, records.shown)
 
 
@@ -318,7 +325,7 @@ def load_run(run_dir: Path) -> tuple[dict[str, Any], list[Task], list[ResponseRe
     return manifest, tasks, responses, verdicts
 
 
-def compute_metrics(
+def support_metrics(
     tasks: Sequence[Task],
     responses: Sequence[ResponseRecord],
     verdicts: Sequence[VerdictRecord],
@@ -327,11 +334,12 @@ def compute_metrics(
     scope: str,
     seed: int,
     bootstrap: int,
+    family: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     from carebench.support.analyses import analyze
 
     metrics = analyze(tasks, responses, verdicts, panel=list(panel) if panel else None,
-                      scope=scope, seed=seed, B=bootstrap)
+                      scope=scope, seed=seed, B=bootstrap, family=family or None)
     # JSON round trip: metrics.json and a rescore compare as the same plain data
     return jsonable(metrics)
 
@@ -342,6 +350,7 @@ def rescore(
     panel: Sequence[str] | None = None,
     scope: str | None = None,
     out_dir: Path | None = None,
+    family: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Recompute ``metrics.json`` and the report from the recorded verdicts only.
 
@@ -349,15 +358,17 @@ def rescore(
     metrics exactly); ``panel``/``scope`` re-score with another panel or scope
     (e.g. leave-one-judge-out), writing into ``out_dir`` when given.
     """
-    from carebench.support.records import SCOPES, read_records
+    from carebench.support.records import SCOPES, read_run_records
 
     run_dir = Path(run_dir)
     manifest = read_json(run_dir / "manifest.json")
     if manifest.get("suite") != SUITE:
         raise CarebenchError(f"{run_dir} is a {manifest.get('suite')!r} run, not a support run")
+    if family:
+        manifest = {**manifest, "scoring": {**(manifest.get("scoring") or {}), "family": dict(family)}}
     if panel or scope:
         settings = dict(manifest.get("scoring") or {})
-        _, vt = read_records(run_dir / "records.jsonl")
+        _, vt = read_run_records(run_dir)
         if panel:
             missing = [p for p in panel if p not in vt.judges]
             if missing:
@@ -377,27 +388,16 @@ def rescore(
 
 def load_records(run_dir: Path, task_ids: set[str] | None = None) -> tuple[list[ResponseRecord], list[VerdictRecord]]:
     """Response and verdict records of a run, optionally only those of some tasks."""
-    from carebench.datasets.files import read_rows
+    from carebench.support.records import read_run_rows
 
     responses: list[ResponseRecord] = []
     verdicts: list[VerdictRecord] = []
-
-    def wanted(line: str) -> bool:  # cheap pre-filter before JSON parsing (exact check follows)
-        m = _TASK_ID.search(line)
-        return m is None or json.loads(f'"{m.group(1)}"') in task_ids
-
-    path = Path(run_dir) / "records.jsonl"
-    for _, row in read_rows(path, "jsonl", line_filter=wanted if task_ids is not None else None):
-        if task_ids is not None and row.get("task_id") not in task_ids:
-            continue
+    for row in read_run_rows(run_dir, task_ids):
         if row.get("kind") == "response":
             responses.append(ResponseRecord.from_dict(row))
         elif row.get("kind") == "verdict":
             verdicts.append(VerdictRecord.from_dict(row))
     return responses, verdicts
-
-
-_TASK_ID = re.compile(r'"task_id":\s*"((?:[^"\\]|\\.)*)"')
 
 
 # -- judge calibration (§3.3, B.1-B.7) ------------------------------------------------------
@@ -420,6 +420,7 @@ class CalibrationConfig:
     judge_temperature: float = 0.0
     judge_max_tokens: int = JUDGE_MAX_TOKENS
     progress: bool = True
+    families: dict[str, str] = field(default_factory=dict)  # --family SPEC=NAME overrides
 
 
 def run_calibration(cfg: CalibrationConfig, cache: CompletionCache | None = None) -> Path:
@@ -431,7 +432,7 @@ def run_calibration(cfg: CalibrationConfig, cache: CompletionCache | None = None
     """
     from carebench.judging import ask
     from carebench.rundir import read_jsonl
-    from carebench.support.calibration import calibrate, load_labels
+    from carebench.support.calibration import calibrate_judges, load_labels
     from carebench.support.judging import criterion_question
 
     labels = load_labels(cfg.labels)
@@ -477,7 +478,8 @@ def run_calibration(cfg: CalibrationConfig, cache: CompletionCache | None = None
             verdicts.append(VerdictRecord(task_id, responder, attempt, cid, a.judge,
                                           getattr(a.value, "met", None) if a.status == "ok" else None,
                                           a.rationale, a.status, scope))
-    result = calibrate(labels, verdicts, panel_size=cfg.panel_size, seed=cfg.seed, B=cfg.bootstrap,
+    result = calibrate_judges(labels, verdicts, panel_size=cfg.panel_size, seed=cfg.seed, B=cfg.bootstrap,
+                              family=cfg.families or None,
                        tasks=tasks)
     run_dir = new_run_dir("support-calibration", cfg.out)
     write_jsonl(run_dir / "records.jsonl", [v.to_dict() for v in verdicts])

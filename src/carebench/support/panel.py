@@ -44,7 +44,7 @@ class PanelDecision:
         return {"met": True, "not_met": False}.get(self.state)
 
 
-def majority(n: int) -> int:
+def majority_needed(n: int) -> int:
     """Votes needed for a strict majority of a panel of ``n``."""
     return n // 2 + 1
 
@@ -57,7 +57,7 @@ def decide(votes: Mapping[str, bool | None], panel: Sequence[str], empty: bool =
     n_met = sum(1 for j in panel if votes.get(j) is True)
     n_not = sum(1 for j in panel if votes.get(j) is False)
     n_fail = len(panel) - n_met - n_not
-    need = majority(len(panel))
+    need = majority_needed(len(panel))
     state: State = "met" if n_met >= need else "not_met" if n_not >= need else "undecided"
     return PanelDecision(state, n_met, n_not, n_fail)
 

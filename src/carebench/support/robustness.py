@@ -17,7 +17,7 @@ import numpy as np
 from carebench.models.families import FamilyMap, family_of
 from carebench.stats.rank import ranks, spearman_rho
 from carebench.support.records import REFERENCE
-from carebench.support.scoring import Scored, TaskTable, score
+from carebench.support.scoring import Scored, TaskTable, model_scores, score
 
 if TYPE_CHECKING:
     from carebench.support.records import ResponseTable, VerdictTable
@@ -47,7 +47,7 @@ def leave_one_judge_out(
     models = [r for r in primary.responders if r != REFERENCE]
     if len(panel) < 2 or not models:
         return {"applicable": False, "reason": "needs a panel of at least two judges and one model"}
-    base = _scores(primary)
+    base = model_scores(primary)
     fam_j = {j: family_of(j, family) for j in panel}
     fam_r = {r: family_of(r, family) for r in models}
     leniency = {}
@@ -62,7 +62,7 @@ def leave_one_judge_out(
     dropped_scores: dict[str, dict[str, float]] = {}
     for j in panel:
         sc = score(tasks, responses, verdicts, panel=[p for p in panel if p != j], scope=primary.scope)
-        s = _scores(sc)
+        s = model_scores(sc)
         dropped_scores[j] = s
         delta = {r: s[r] - base[r] for r in models}
         others = [delta[r] for r in models if fam_r[r] != fam_j[j] and not math.isnan(delta[r])]
@@ -93,7 +93,7 @@ def leave_one_judge_out(
             own_adj[r] = own_raw[r] - drops[j]["baseline"]
         else:  # several panel judges of the model's family: score with the rest of the panel
             sc = score(tasks, responses, verdicts, panel=[p for p in panel if p not in same], scope=primary.scope)
-            own_raw[r] = own_adj[r] = _scores(sc)[r]
+            own_raw[r] = own_adj[r] = model_scores(sc)[r]
         adv[r] = base[r] - own_adj[r]
     out: dict[str, Any] = {
         "applicable": True,
@@ -111,15 +111,6 @@ def leave_one_judge_out(
         out["own_family"]["max_rank_shift"] = max(abs(v) for v in shifts.values())
         out["own_family"]["top_unchanged"] = _top(b) == _top(own_adj)
     return out
-
-
-def _scores(sc: Scored) -> dict[str, float]:
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        m = np.nanmean(sc.task_matrix(), axis=1)
-    return {r: float(v) for r, v in zip(sc.responders, m, strict=True)}
 
 
 def _top(s: Mapping[str, float]) -> str:

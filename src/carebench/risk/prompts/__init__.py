@@ -1,9 +1,5 @@
-"""Prompt templates of the risk suite, one ``.txt`` file per prompt (package data).
-
-Templates live in files rather than code so a reviewer (or a clinician) can read and
-diff the exact wording sent to models. Placeholders are ``{name}``; ``render``
-substitutes them in one pass, so braces inside a post (or inside JSON shown to the
-model) are never re-interpreted as placeholders.
+"""Prompt templates of the risk suite, one ``.txt`` file per prompt (package data),
+rendered by the core renderer (:mod:`carebench.templates`).
 
 ``--prompts DIR`` replaces any of these files with the user's own (same file names,
 same placeholders), e.g. to run the clinician prompt a paper's authors released. The
@@ -14,16 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import re
 from collections.abc import Iterator
-from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from carebench import templates
 from carebench.types import CarebenchError
 
-_PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 _overrides: dict[str, str] = {}  # name -> text, set only inside ``using_prompts``
 
 
@@ -32,20 +26,26 @@ def template_names() -> list[str]:
     return sorted(p.name[:-4] for p in resources.files(__name__).iterdir() if p.name.endswith(".txt"))
 
 
-@cache
-def _package_prompt(name: str) -> str:
-    try:
-        text = resources.files(__name__).joinpath(f"{name}.txt").read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CarebenchError(f"unknown risk prompt template {name!r}") from None
-    return text.rstrip("\n")
-
-
 def load_prompt(name: str) -> str:
     """The text of template ``name`` (file ``name.txt``), without its trailing newline."""
     if name in _overrides:
         return _overrides[name]
-    return _package_prompt(name)
+    return templates.package_template(__name__, name)
+
+
+def placeholders(name: str) -> set[str]:
+    """The placeholder names a template uses (the package's version defines them)."""
+    return templates.placeholders(templates.package_template(__name__, name))
+
+
+def render(name: str, **values: str) -> str:
+    """Fill a template's placeholders; every placeholder must be given (no silent gaps)."""
+    return templates.fill(load_prompt(name), values, name)
+
+
+def join(*names: str) -> str:
+    """Concatenate templates into one prompt, separated by blank lines."""
+    return "\n\n".join(load_prompt(n) for n in names)
 
 
 def read_prompt_dir(path: str | Path) -> dict[str, str]:
@@ -65,7 +65,7 @@ def read_prompt_dir(path: str | Path) -> dict[str, str]:
             raise CarebenchError(
                 f"--prompts: {f.name} replaces no template; known: {', '.join(sorted(known))}")
         text = f.read_text(encoding="utf-8").rstrip("\n")
-        want, got = placeholders(name), set(_PLACEHOLDER.findall(text))
+        want, got = placeholders(name), templates.placeholders(text)
         if want != got:
             raise CarebenchError(
                 f"--prompts: {f.name} must use the placeholders {sorted(want) or 'none'}, "
@@ -95,22 +95,3 @@ def prompt_set(source: str | None = None) -> dict[str, Any]:
     for name in template_names():
         h.update(f"{name}\0{load_prompt(name)}\0".encode())
     return {"sha256": h.hexdigest(), "replaced": sorted(_overrides), "source": source}
-
-
-def placeholders(name: str) -> set[str]:
-    """The placeholder names a template uses (the package's version defines them)."""
-    return set(_PLACEHOLDER.findall(_package_prompt(name)))
-
-
-def render(name: str, **values: str) -> str:
-    """Fill a template's placeholders; every placeholder must be given (no silent gaps)."""
-    text = load_prompt(name)
-    missing = placeholders(name) - values.keys()
-    if missing:
-        raise CarebenchError(f"prompt {name!r} needs values for {sorted(missing)}")
-    return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), text)
-
-
-def join(*names: str) -> str:
-    """Concatenate templates into one prompt, separated by blank lines."""
-    return "\n\n".join(load_prompt(n) for n in names)
