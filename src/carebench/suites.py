@@ -75,7 +75,15 @@ def _annotate_app():
 
 
 #: tools beside the suites, mounted the same way
-TOOLS: dict[str, Callable[[], Any]] = {"annotate": _annotate_app}
+def _construct_app():
+    from carebench.construct.cli import app
+
+    return app
+
+
+#: construct keeps its own stage commands and run directories (mounted like a tool until
+#: it joins the run skeleton)
+TOOLS: dict[str, Callable[[], Any]] = {"annotate": _annotate_app, "construct": _construct_app}
 
 
 def suite_for(name: str | None, where: Path | str = "") -> Any:
