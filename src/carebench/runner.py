@@ -291,9 +291,13 @@ class Runner:
     async def _provider_call(self, call: Call, spec: str, key: str, res: RunResult) -> Completion | None:
         """One call through the model's semaphore, retries and the cache; None if the
         run's budget does not allow starting it."""
-        from carebench.models.pricing import call_cost_bound
+        from carebench.models.pricing import call_cost_bound, is_priced
 
         async with self._semaphore(call.model):
+            if self.ledger.budget_usd is not None and not is_priced(spec):
+                # an unpriced model's spend cannot be capped: never start its calls
+                self.ledger.stopped = self.ledger.stopped or f"budget cannot cap unpriced {spec}"
+                return None
             worst = call_cost_bound(spec, capped_request(call))
             if not self.ledger.reserve(worst):
                 return None

@@ -84,6 +84,8 @@ def _construct_app():
 #: construct keeps its own stage commands and run directories (mounted like a tool until
 #: it joins the run skeleton)
 TOOLS: dict[str, Callable[[], Any]] = {"annotate": _annotate_app, "construct": _construct_app}
+#: run directories of tools that re-render themselves (module with ``rerender(run_dir)``)
+OWN_RENDERERS = {"construct": "carebench.construct.report"}
 
 
 def suite_for(name: str | None, where: Path | str = "") -> Any:
@@ -100,5 +102,10 @@ def rerender(run_dir: str | Path) -> dict[str, Any]:
 
     run_dir = Path(run_dir)
     manifest = read_json(run_dir / "manifest.json")
+    if manifest.get("suite") in OWN_RENDERERS:  # not (yet) in the run skeleton
+        import importlib
+
+        importlib.import_module(OWN_RENDERERS[manifest["suite"]]).rerender(run_dir)
+        return read_json(run_dir / "metrics.json")
     return rerender_run(run_dir, suite_for(manifest.get("suite"), run_dir / "manifest.json"),
                         manifest=manifest)
