@@ -29,8 +29,9 @@ shares the test's loop, so only async clients may call it).
 A reply for a POST endpoint is chosen in this order: the next scripted reply
 (``script``), the first ``on_text`` rule whose substring occurs in the request's text,
 ``handler``, else the default ``StubReply()`` (an echo of the last user message).
-Malformed JSON bodies (400) and ``reject_json_schema`` rejections (500) are answered
-before any of these and consume nothing. ``GET /v1/models`` is answered directly.
+Malformed JSON bodies (400), ``reject_json_schema`` rejections (500) and
+``reasoning_endpoint`` rejections (400) are answered before any of these and consume
+nothing. ``GET /v1/models`` is answered directly.
 Every request, answered or not, is recorded in ``stub.requests``; a handler that raises
 is answered with HTTP 500 and its exception kept in ``stub.errors``.
 
@@ -167,6 +168,7 @@ class StubReply:
     logprobs: list[tuple[Any, ...]] | None = None
     moderation: dict[str, float] | list[dict[str, float]] | None = None  #: category scores
     #: (one dict for all inputs, or one per input); categories are True at score >= 0.5
+    reasoning_tokens: int = 0  #: hidden reasoning tokens reported in the usage (chat API)
 
 
 #: ``fn(req)`` returning a reply, a content string, or None (fall through to the default).
@@ -250,6 +252,7 @@ class StubServer:
         handler: Handler | None = None,
         *,
         reject_json_schema: bool = False,
+        reasoning_endpoint: bool = False,
         models: Iterable[str] = ("stub-model",),
         host: str = "127.0.0.1",
         port: int = 0,
@@ -258,6 +261,10 @@ class StubServer:
         #: answer HTTP 500 to chat requests with response_format.type == "json_schema",
         #: like llama.cpp's server (json_object and a ``grammar`` field are accepted).
         self.reject_json_schema = reject_json_schema
+        #: answer chat requests the way OpenAI's reasoning models do: HTTP 400 for
+        #: ``max_tokens`` (use ``max_completion_tokens``), for any ``temperature`` other
+        #: than 1 and for ``logprobs``; accepted answers report reasoning tokens.
+        self.reasoning_endpoint = reasoning_endpoint
         self.models = list(models)
         self.host = host
         self.port = port
@@ -473,6 +480,10 @@ class StubServer:
             msg = "JSON schema conversion failed (stub mimics llama.cpp server)"
             return await self._send_error(writer, kind, 500, msg, {}, keep)
 
+        refusal = self._reasoning_refusal(body) if self.reasoning_endpoint and kind == "chat" else None
+        if refusal is not None:
+            return await self._send_error(writer, kind, 400, refusal, {}, keep)
+
         try:
             reply = self._choose(req)
         except Exception as exc:  # noqa: BLE001 - a broken test handler becomes a visible 500
@@ -561,6 +572,7 @@ class StubServer:
     def _render_chat(self, req: StubRequest, reply: StubReply) -> dict[str, Any]:
         content = self._content(req, reply)
         prompt, completion = self._usage(req, reply, content)
+        reasoning = int(reply.reasoning_tokens)  # billed as completion tokens, as OpenAI does
         logprobs = (
             {"content": _render_logprobs(reply.logprobs), "refusal": None}
             if reply.logprobs is not None
@@ -584,11 +596,25 @@ class StubServer:
             "choices": choices,
             "usage": {
                 "prompt_tokens": prompt,
-                "completion_tokens": completion,
-                "total_tokens": prompt + completion,
+                "completion_tokens": completion + reasoning,
+                "total_tokens": prompt + completion + reasoning,
+                "completion_tokens_details": {"reasoning_tokens": reasoning},
             },
             "system_fingerprint": None,
         }
+
+    @staticmethod
+    def _reasoning_refusal(body: dict[str, Any]) -> str | None:
+        """The error a reasoning endpoint gives for parameters it does not support."""
+        if "max_tokens" in body:
+            return ("Unsupported parameter: 'max_tokens' is not supported with this model. "
+                    "Use 'max_completion_tokens' instead.")
+        if "temperature" in body and body["temperature"] != 1:
+            return ("Unsupported value: 'temperature' does not support "
+                    f"{body['temperature']} with this model. Only the default (1) value is supported.")
+        if body.get("logprobs"):
+            return "Unsupported parameter: 'logprobs' is not supported with this model."
+        return None
 
     def _render_messages(self, req: StubRequest, reply: StubReply) -> dict[str, Any]:
         content = self._content(req, reply)

@@ -30,7 +30,7 @@ def test_risk_adjudicated_budget_stop_then_resume(tmp_path, capsys, price_per_ca
     with StubServer() as stub:
         stub.handler = answer
         args = ["risk", "run", "--data", "builtin:sample", "--model", f"openai:stub@{stub.base_url}",
-                "--method", "tfidf-lr", "--method", "adjudicated", "--bootstrap", "50",
+                "--method", "tfidf-lr", "--method", "adjudicated:voters=variants", "--bootstrap", "50",
                 "--concurrency", "4", "--out", str(out), "--cache", str(tmp_path / "c.sqlite")]
         assert main([*args, "--budget", "5"]) == 3
         err = _carebench_lines(capsys)
@@ -59,7 +59,7 @@ def test_risk_adjudicated_budget_stop_then_resume(tmp_path, capsys, price_per_ca
 
 
 def test_support_three_judges_budget_stop_then_resume(tmp_path, capsys, price_per_call):
-    price_per_call(1.0, "resp-a", "judge-")
+    price_per_call(1.0, "resp-a", "judge-a", "judge-b", "judge-c")  # exact names (issue 10)
     tasks = load_tasks("builtin:sample")
     out = tmp_path / "run"
     with StubServer() as stub:

@@ -95,17 +95,28 @@ def test_parse_model_valid_and_invalid():
     assert extract_json('x {"a": {"b": 1}} y') == {"a": {"b": 1}}
 
 
-def test_pricing_prefix_and_user_file(tmp_path, monkeypatch):
-    assert price_for("openai:gpt-4o-mini-2024") == (0.15, 0.60)  # longest prefix, not gpt-4o
+def test_pricing_exact_or_alias_never_by_prefix(tmp_path, monkeypatch):
+    # list prices (USD per 1M tokens) from the providers' pages, as in prices.toml
+    assert price_for("openai:gpt-4o-mini") == (0.15, 0.60)
+    assert price_for("openai:gpt-4o-mini-2024-07-18") == (0.15, 0.60)  # listed alias
+    assert price_for("openai:gpt-5.5") is None  # not gpt-5
+    assert price_for("openai:gpt-4o-mini-2024") is None  # not a listed snapshot
+    assert price_for("openai:stub-model@http://127.0.0.1:1/v1") is None
+    assert cost_usd("openai:gpt-5.5", Usage(1000, 1000)) is None  # never $0
     assert price_for("llamacpp:builtin") == (0.0, 0.0)
     assert cost_usd("openai:gpt-4o", Usage(1_000_000, 100_000)) == pytest.approx(2.5 + 1.0)
     f = tmp_path / "p.toml"
-    f.write_text('[models]\n"my-model" = [1.0, 3.0]\n')
+    f.write_text('[models]\n"my-model" = [1.0, 3.0]\n[aliases]\n"my-model-v2" = "my-model"\n')
     monkeypatch.setenv("CAREBENCH_PRICES", str(f))
     from carebench.models.pricing import price_table
 
     price_table.cache_clear()
     assert price_for("openai:my-model@http://x/v1") == (1.0, 3.0)
+    assert price_for("openai:my-model-v2") == (1.0, 3.0)
+    f.write_text('[aliases]\n"x" = "nowhere"\n')
+    price_table.cache_clear()
+    with pytest.raises(CarebenchError, match="has no price"):
+        price_for("openai:x")
     f.write_text("[models]\nbroken = 1\n")
     price_table.cache_clear()
     with pytest.raises(CarebenchError, match="must be"):

@@ -169,24 +169,42 @@ def test_dry_run_plan_counts_and_estimates(stub, tmp_path, monkeypatch):
     assert plan.by_model[str(model_for(stub).spec)]["reply_lengths"] == "cached replies"
 
 
-def test_structured_capability_fallback_like_llamacpp_server(tmp_path):
+def test_structured_capability_probe_like_llamacpp_server(tmp_path):
+    """Issue 10 item 7: one probe per mode decides the output constraint before the first
+    real call; real calls are never sent in a mode the server refused."""
     with StubServer(reject_json_schema=True) as stub:
         stub.handler = lambda r: StubReply(content='{"answer": "c"}')
         model = model_for(stub)
         spec = choice_spec(("a", "b", "c", "d"))
-        res = make_runner(tmp_path, concurrency=1).run_sync(
-            [Call(model, req("p1", structured=spec)), Call(model, req("p2", structured=spec))]
+        res = make_runner(tmp_path, concurrency=4).run_sync(
+            [Call(model, req(f"p{i}", structured=spec)) for i in range(4)]
         )
-        assert [c.text for c in res.completions] == ['{"answer": "c"}'] * 2
+        assert [c.text for c in res.completions] == ['{"answer": "c"}'] * 4
         kinds = [r.body.get("response_format", {}).get("type") for r in stub.requests]
-        # first call rejected with json_schema, then json_object (+ schema) for both
-        assert kinds.count("json_schema") == 1
-        assert kinds.count("json_object") == 2
+        # the first call is the probe: json_schema refused (naming "JSON schema"), then
+        # json_object accepted; the other three wait for the decision and never try json_schema
+        assert kinds == ["json_schema"] + ["json_object"] * 4
         assert model.structured_mode == "json_object"
+        assert [e.get("decided") for e in model.probe_log] == [None, "json_object"]
         assert "schema" in stub.requests[-1].body["response_format"]
         # with a GBNF grammar describing that JSON (llama.cpp's server honours it)
         grammar = stub.requests[-1].body["grammar"]
         assert 'value-answer-kv ::= "\\"answer\\":"' in grammar
+
+
+def test_a_transient_500_never_downgrades_the_output_format(tmp_path):
+    spec = choice_spec(("a", "b", "c", "d"))
+    with StubServer() as stub:
+        stub.script([StubReply(status=500, content="upstream overloaded")])
+        stub.handler = lambda r: StubReply(content='{"answer": "b"}')
+        model = model_for(stub)
+        res = make_runner(tmp_path, concurrency=1).run_sync(
+            [Call(model, req("p1", structured=spec)), Call(model, req("p2", structured=spec))]
+        )
+        assert [c.text for c in res.completions] == ['{"answer": "b"}'] * 2
+        assert model.structured_mode == "json_schema"  # the 500 named no feature: retried
+        kinds = {r.body.get("response_format", {}).get("type") for r in stub.requests}
+        assert kinds == {"json_schema"}
 
 
 def test_logprobs_give_label_probabilities(stub, tmp_path):

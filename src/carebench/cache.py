@@ -31,9 +31,12 @@ def default_cache_path() -> Path:
     return Path(user_cache_dir("carebench")) / "completions.sqlite"
 
 
-def cache_key(spec: str, request: ChatRequest) -> str:
-    """Stable hash of the model spec (provider, model, base URL) and the full request."""
-    payload = {"v": SCHEMA_VERSION, "model": spec, "request": request.cache_payload()}
+def cache_key(spec: str, request: ChatRequest, options: dict[str, Any] | None = None) -> str:
+    """Stable hash of the model spec (provider, model, base URL), the full request and the
+    model's request options (only when it has any, so older keys stay valid)."""
+    payload: dict[str, Any] = {"v": SCHEMA_VERSION, "model": spec, "request": request.cache_payload()}
+    if options:
+        payload["options"] = options
     blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from carebench.models.pricing import unpriced_note
 from carebench.report import Callout, KeyValue, Report, Section, write_report
 from carebench.run import Run, RunOptions
 from carebench.rundir import (
@@ -73,8 +74,12 @@ class Plan:
                 m["cached"] += int(row["cached"])
                 m["estimated_cost_usd"] += float(row["estimated_cost_usd"])
                 m["reply_lengths"].add(row.get("reply_lengths", "output caps"))
+                if row.get("priced") is False:
+                    m["priced"] = False
         for m in by_model.values():
             m["reply_lengths"] = " and ".join(sorted(m["reply_lengths"]))
+            if m.get("priced") is False:
+                m["estimated_cost_usd"] = None  # unpriced: no number, never $0
         return {
             "suite": self.suite,
             "calls": sum(s.plan.total for s in self.stages),
@@ -85,11 +90,16 @@ class Plan:
                         "to_make": s.plan.to_make,
                         "estimated_cost_usd": round(s.plan.estimated_cost_usd, 6),
                         "exact": s.exact} for s in self.stages],
-            "by_model": {k: {**v, "estimated_cost_usd": round(v["estimated_cost_usd"], 6)}
+            "by_model": {k: {**v, "estimated_cost_usd": None if v["estimated_cost_usd"] is None
+                             else round(v["estimated_cost_usd"], 6)}
                          for k, v in by_model.items()},
+            "unpriced": sorted(k for k, v in by_model.items() if v.get("priced") is False),
             "reply_lengths": "estimated from cached replies of the same model where there are "
                              "any, else the request's output cap (the worst case)",
-            "notes": list(self.notes),
+            "notes": list(self.notes) + ([unpriced_note(sorted(
+                k for k, v in by_model.items() if v.get("priced") is False))
+                + "; estimated_cost_usd covers the priced models only"]
+                if any(v.get("priced") is False for v in by_model.values()) else []),
         }
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
@@ -33,6 +33,8 @@ class RunOptions:
     timeout_s: float = 120.0
     #: a dry run: models are built without credentials (nothing is called)
     planning: bool = False
+    #: model spec -> carebench.models.options.RequestOptions (reasoning models, extra fields)
+    model_options: dict[str, Any] = field(default_factory=dict)
 
 
 class Run:
@@ -65,13 +67,33 @@ class Run:
         if spec not in self._models:
             from carebench.models import get_model
 
-            self._models[spec] = get_model(spec, timeout_s=self.options.timeout_s,
-                                           concurrency=self.options.concurrency,
-                                           planning=self.options.planning)
+            model = get_model(spec, timeout_s=self.options.timeout_s,
+                              concurrency=self.options.concurrency, planning=self.options.planning)
+            if self.options.budget_usd is not None:
+                from carebench.models.pricing import is_priced, unpriced_note
+                from carebench.types import CarebenchError
+
+                if not is_priced(str(model.spec)):  # its calls would count as $0
+                    raise CarebenchError(
+                        f"--budget cannot be enforced: {unpriced_note([str(model.spec)])}")
+            opts = self.options.model_options.get(spec)
+            if opts:
+                if not hasattr(model, "request_options"):
+                    from carebench.types import CarebenchError
+
+                    raise CarebenchError(f"model options for {spec}: this provider takes none")
+                model.request_options = opts
+            self._models[spec] = model
         return self._models[spec]
 
     def model_specs(self) -> list[str]:
         return [str(m.spec) for m in self._models.values()]
+
+    def output_modes(self) -> dict[str, Any]:
+        """How each model's structured requests were constrained, as decided by its
+        capability probe (only models that received structured requests)."""
+        return {str(m.spec): {"mode": m.structured_mode, "probe": list(getattr(m, "probe_log", []))}
+                for m in self._models.values() if getattr(m, "structured_mode", None) is not None}
 
     def close(self) -> None:
         """Close every model (best effort: results are already written)."""

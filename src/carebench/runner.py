@@ -14,7 +14,7 @@ import asyncio
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from carebench.cache import CompletionCache, cache_key
@@ -135,6 +135,22 @@ class CallPlan:
     to_make: int
     estimated_cost_usd: float
     by_model: dict[str, dict[str, Any]]
+    unpriced: list[str] = field(default_factory=list)  # specs left out of the estimate
+
+
+def call_key(call: Call) -> str:
+    """The cache key of a call: its model spec, request and the model's request options."""
+    opts = getattr(call.model, "request_options", None)
+    return cache_key(str(call.model.spec), call.request, opts.to_dict() if opts else None)
+
+
+def capped_request(call: Call) -> ChatRequest:
+    """The request with the output cap the model will actually send (its options may raise
+    it, e.g. room for a reasoning model's hidden tokens), for cost bounds."""
+    opts = getattr(call.model, "request_options", None)
+    if not opts or opts.max_tokens is None:
+        return call.request
+    return replace(call.request, max_tokens=opts.max_tokens)
 
 
 class Runner:
@@ -161,7 +177,7 @@ class Runner:
         plan where there are any (their mean), else from the request's output cap (the
         worst case); ``by_model[spec]["reply_lengths"]`` says which was used.
         """
-        from carebench.models.pricing import call_cost_bound
+        from carebench.models.pricing import call_cost_bound, is_priced
 
         by_model: dict[str, dict[str, Any]] = {}
         todo: list[tuple[str, Call]] = []
@@ -169,7 +185,7 @@ class Runner:
         seen: set[str] = set()
         for c in calls:
             spec = str(c.model.spec)
-            key = cache_key(spec, c.request)
+            key = call_key(c)
             if key in seen:  # identical calls are made once (see ``run``)
                 continue
             seen.add(key)
@@ -184,6 +200,9 @@ class Runner:
                 todo.append((spec, c))
         cost = 0.0
         for spec, c in todo:
+            if not is_priced(spec):  # no estimate is better than an invented $0
+                by_model[spec]["priced"] = False
+                continue
             lengths = replied.get(spec)
             out = None
             if lengths:
@@ -191,11 +210,12 @@ class Runner:
                 if c.request.max_tokens:
                     out = min(out, c.request.max_tokens)
                 by_model[spec]["reply_lengths"] = "cached replies"
-            est = call_cost_bound(spec, c.request, out)
+            est = call_cost_bound(spec, capped_request(c), out)
             by_model[spec]["estimated_cost_usd"] += est
             cost += est
         cached = sum(int(m["cached"]) for m in by_model.values())
-        return CallPlan(len(seen), cached, len(seen) - cached, cost, by_model)
+        unpriced = [s for s, m in by_model.items() if m.get("priced") is False]
+        return CallPlan(len(seen), cached, len(seen) - cached, cost, by_model, unpriced)
 
     # -- execution ----------------------------------------------------------------
     def run_sync(self, calls: Sequence[Call], description: str | None = None) -> RunResult:
@@ -224,7 +244,7 @@ class Runner:
 
         async def one(i: int, call: Call) -> None:
             spec = str(call.model.spec)
-            key = cache_key(spec, call.request)
+            key = call_key(call)
             if self.cache is not None:
                 hit = self.cache.get(key)
                 if hit is not None:
@@ -271,10 +291,14 @@ class Runner:
     async def _provider_call(self, call: Call, spec: str, key: str, res: RunResult) -> Completion | None:
         """One call through the model's semaphore, retries and the cache; None if the
         run's budget does not allow starting it."""
-        from carebench.models.pricing import call_cost_bound
+        from carebench.models.pricing import call_cost_bound, is_priced
 
         async with self._semaphore(call.model):
-            worst = call_cost_bound(spec, call.request)
+            if self.ledger.budget_usd is not None and not is_priced(spec):
+                # an unpriced model's spend cannot be capped: never start its calls
+                self.ledger.stopped = self.ledger.stopped or f"budget cannot cap unpriced {spec}"
+                return None
+            worst = call_cost_bound(spec, capped_request(call))
             if not self.ledger.reserve(worst):
                 return None
             try:

@@ -49,7 +49,8 @@ def messages(*pairs: tuple[Role, str]) -> tuple[Message, ...]:
 @dataclass(frozen=True, slots=True)
 class Usage:
     prompt_tokens: int = 0
-    completion_tokens: int = 0
+    completion_tokens: int = 0  # includes reasoning tokens (billed as output)
+    reasoning_tokens: int = 0  # hidden reasoning, when the provider reports it
 
     @property
     def total_tokens(self) -> int:
@@ -59,6 +60,7 @@ class Usage:
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
         )
 
 
@@ -134,6 +136,7 @@ class Completion:
     usage: Usage = field(default_factory=Usage)
     latency_s: float = 0.0
     cost_usd: float = 0.0
+    priced: bool = True  # False: the model has no price (cost_usd 0 is then not a real $0)
     flags: tuple[str, ...] = ()  # subset of {"empty", "content_filtered", "truncated"}
     logprobs: tuple[TokenLogprob, ...] | None = None
     error: str | None = None  # set when the call failed after all retries
@@ -165,9 +168,10 @@ class Completion:
             "usage": {
                 "prompt_tokens": self.usage.prompt_tokens,
                 "completion_tokens": self.usage.completion_tokens,
+                "reasoning_tokens": self.usage.reasoning_tokens,
             },
             "latency_s": self.latency_s,
-            "cost_usd": self.cost_usd,
+            "cost_usd": self.cost_usd if self.priced else None,
             "flags": list(self.flags),
             "logprobs": None
             if self.logprobs is None
@@ -188,6 +192,7 @@ class Completion:
             usage=Usage(**(d.get("usage") or {})),
             latency_s=float(d.get("latency_s") or 0.0),
             cost_usd=float(d.get("cost_usd") or 0.0),
+            priced="cost_usd" not in d or d["cost_usd"] is not None,
             flags=tuple(d.get("flags") or ()),
             logprobs=None if lp is None else tuple(TokenLogprob(t, p, dict(top)) for t, p, top in lp),
             error=d.get("error"),

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import sklearn.metrics as skm
 from typer.testing import CliRunner
 
 from carebench.risk.cli import app
-from carebench.risk.scoring import score_records
 from carebench.rundir import read_jsonl
 from carebench.suites import rerender
 
@@ -50,9 +50,22 @@ def test_run_writes_every_artifact(run_dir):
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert list(metrics["methods"]) == FITTED
     assert metrics["n"] == 48 and metrics["label_counts"]["Ideation"] == 12
-    # the numbers are those of the records (scored independently here)
-    again = score_records(records, B=2000, seed=42)
-    assert again["methods"]["tfidf-lr"] == metrics["methods"]["tfidf-lr"]
+    # the numbers are those of the records, recomputed here with scikit-learn
+    for m in FITTED:
+        y = np.array([r["gold"] for r in records if r["method"] == m])
+        p = np.array([r["pred"] for r in records if r["method"] == m])
+        e = metrics["methods"][m]
+        assert e["accuracy"]["value"] == pytest.approx(skm.accuracy_score(y, p), abs=1e-12)
+        assert e["macro_f1"]["value"] == pytest.approx(
+            skm.f1_score(y, p, average="macro", zero_division=0), abs=1e-12)
+        assert e["weighted_f1"]["value"] == pytest.approx(
+            skm.f1_score(y, p, average="weighted", zero_division=0), abs=1e-12)
+        assert e["qwk"]["value"] == pytest.approx(
+            skm.cohen_kappa_score(y, p, labels=range(4), weights="quadratic"), abs=1e-12)
+        assert e["mae"]["value"] == pytest.approx(skm.mean_absolute_error(y, p), abs=1e-12)
+        assert e["high_risk_f1"]["value"] == pytest.approx(
+            skm.f1_score(y >= 2, p >= 2, zero_division=0), abs=1e-12)
+        assert e["confusion"] == skm.confusion_matrix(y, p, labels=range(4)).tolist()
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["suite"] == "risk" and manifest["dataset"]["illustrative"] is True
     md = (run_dir / "report.md").read_text()
@@ -199,11 +212,23 @@ def test_transfer_fits_on_train_corpus(tmp_path):
     assert len(recs) == 24
     assert all(r["detail"]["fold"] == -1 and r["detail"]["n_train"] == 48
                for r in recs if r["method"] == "tfidf-lr")
-    train = load_dataset("builtin:sample").items
-    expect = mod.fit_thresholds(np.array([mod.weighted_signal(it.scores) for it in train]),
-                                np.array([it.level for it in train]))
+    # independent of the fitting code: the weighted signal (0.50/0.35/0.15) by hand, the
+    # cuts applied by hand, macro-F1 by scikit-learn
+    def signal(s):
+        return 0.50 * s["self_harm"] + 0.35 * s["self_harm_intent"] + 0.15 * s["self_harm_instructions"]
+
+    def levels(sig, th):
+        return [sum(x >= t for t in th) for x in sig]
+
     cal = [r for r in recs if r["method"] == "moderation-calibrated"]
-    assert all(r["detail"]["thresholds"] == list(expect) for r in cal)
+    th = cal[0]["detail"]["thresholds"]
+    assert all(r["detail"]["thresholds"] == th for r in cal) and th == sorted(th)
+    train = load_dataset("builtin:sample").items
+    tr_sig, tr_y = [signal(it.scores) for it in train], [it.level for it in train]
+    fitted = skm.f1_score(tr_y, levels(tr_sig, th), average="macro")
+    fixed = skm.f1_score(tr_y, levels(tr_sig, mod.FIXED_THRESHOLDS), average="macro")
+    assert fitted >= fixed and fitted > 0.5  # fitted to the training labels
+    assert [r["pred"] for r in cal] == levels([signal(r) for r in rows], th)
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["train_dataset"]["source"] == "builtin:sample"
 

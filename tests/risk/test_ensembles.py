@@ -132,7 +132,7 @@ def test_vote_end_to_end_shares_cache_and_takes_critical_path(stub, tmp_path):
     }
     made = n_chats(stub)
     assert made == 3 * len(items)
-    preds = make_method("vote").predict(items, ctx)
+    preds = make_method("vote", voters="variants").predict(items, ctx)
     assert n_chats(stub) == made  # every voter call was the standalone method's cached call
     assert [p.level for p in preds] == [2, 1, 3, None, 2]
     assert preds[3].status == "parse_error" and preds[3].detail["vote_status"] == [
@@ -274,7 +274,7 @@ def test_adjudicator_sees_all_evidence_and_decides(stub, tmp_path):
         )
         for w in script
     ]
-    preds = make_method("adjudicated").predict(items, make_ctx(stub, tmp_path))
+    preds = make_method("adjudicated", voters="variants").predict(items, make_ctx(stub, tmp_path))
     assert [p.level for p in preds] == [2, None]
     assert [p.status for p in preds] == ["ok", "parse_error"]
     adj = [
@@ -345,7 +345,7 @@ def test_stacked_is_out_of_fold(stub, tmp_path, monkeypatch):
 
     monkeypatch.setattr(StackedMethod, "_fit_predict", spy)
     ctx = make_ctx(stub, tmp_path)
-    preds = make_method("stacked").predict(items, ctx)
+    preds = make_method("stacked", voters="variants").predict(items, ctx)
     assert len(seen) == 5 and all(p.status == "ok" for p in preds)
     predicted = []
     for X_tr, X_te in seen:
@@ -359,7 +359,7 @@ def test_stacked_is_out_of_fold(stub, tmp_path, monkeypatch):
     # independent reference: stratified 5-fold, seed 42, scaled multinomial LR, balanced
     from carebench.risk.methods.ensembles import Components
 
-    X = np.vstack([features(e) for e in Components().gather(items, ctx)])
+    X = np.vstack([features(e) for e in Components(voters="variants").gather(items, ctx)])
     y = np.array([it.level for it in items])
     expected = np.zeros((len(items), 4))
     for tr, te in StratifiedKFold(5, shuffle=True, random_state=42).split(X, y):
@@ -387,7 +387,7 @@ def test_stacked_transfer_fits_on_train_only(stub, tmp_path, monkeypatch):
         return original(self, X_tr, y_tr, X_te, seed)
 
     monkeypatch.setattr(StackedMethod, "_fit_predict", spy)
-    preds = make_method("stacked").predict(evaluated, make_ctx(stub, tmp_path, train=train))
+    preds = make_method("stacked", voters="variants").predict(evaluated, make_ctx(stub, tmp_path, train=train))
     assert shapes == [(20, 4, [0, 1, 2, 3])]
     assert [p.detail["fold"] for p in preds] == [-1] * 4 and all(p.level is not None for p in preds)
 
@@ -400,7 +400,7 @@ def test_stacked_all_components_failed_is_a_failure(stub, tmp_path):
         id=items[0].id, text=items[0].text, level=items[0].level
     )  # no moderation columns
     stub.handler = scripted(script)
-    preds = make_method("stacked").predict(items, make_ctx(stub, tmp_path))
+    preds = make_method("stacked", voters="variants").predict(items, make_ctx(stub, tmp_path))
     assert preds[0].level is None and preds[0].status == "parse_error"
     assert all(p.level is not None for p in preds[1:])
 

@@ -25,11 +25,13 @@ def answer(req) -> StubReply:
     props = schema.get("properties") or {}
     if "ideation_presence" in props:
         return StubReply(content=json.dumps(PROFILE))
-    if "answer" in props:
-        if req.index % 7 == 0:
-            return StubReply(content="I am not able to choose.")
-        return StubReply(content=json.dumps({"answer": "abcd"[len(req.text) % 4]}))
-    return StubReply(content="The post mentions a plan.\nFINAL: c")
+    system = (body.get("messages") or [{}])[0].get("content", "")
+    if "FINAL:" in system:
+        return StubReply(content="The post mentions a plan.\nFINAL: c")
+    if req.index % 7 == 0:
+        return StubReply(content="I am not able to choose.")
+    letter = "abcd"[len(req.text) % 4]  # plain letters: the default protocol (§4.2)
+    return StubReply(content=json.dumps({"answer": letter}) if "answer" in props else letter)
 
 
 def test_every_registered_method_runs_and_counts_failures(tmp_path):
@@ -40,7 +42,10 @@ def test_every_registered_method_runs_and_counts_failures(tmp_path):
         args = [sys.executable, "-m", "carebench", "risk", "run", "--data", "builtin:sample",
                 "--model", f"openai:stub@{stub.base_url}", "--bootstrap", "200", "--out", str(out)]
         for m in methods:
-            args += ["--method", m if m != "llm-few-shot" else "llm-few-shot:pool_per_level=2,k=4"]
+            arg = {"llm-few-shot": "llm-few-shot:pool_per_level=2,k=4"}.get(m, m)
+            if m in ("vote", "adjudicated", "stacked"):  # one model: the variant panel, by name
+                arg = f"{m}:voters=variants"
+            args += ["--method", arg]
         p = subprocess.run(args, capture_output=True, text=True, timeout=300, check=False,
                            env=dict(os.environ, CAREBENCH_CACHE=str(tmp_path / "c.sqlite")))
         assert p.returncode == 0, p.stderr[-2000:]

@@ -66,7 +66,7 @@ def test_failures_dropped_but_counted():
 
 
 def test_excluded_items_are_neither_scored_nor_failures():
-    m = score_records(_records(), B=50)
+    m = score_records(_records(), B=50, max_failure_share=1.0)  # A (2 of 4 failed) not flagged
     b = m["methods"]["B"]
     assert b["n_excluded"] == 1 and b["failures"] == 0 and b["n_scored"] == 3
     assert b["accuracy"]["value"] == 1.0
@@ -99,3 +99,42 @@ def test_bootstrap_intervals_are_seeded():
     b = score_records(recs, B=200, seed=42)["methods"]["A"]["macro_f1"]["ci"]
     c = score_records(recs, B=200, seed=7)["methods"]["A"]["macro_f1"]["ci"]
     assert a == b and a != c
+
+
+def test_chance_row_per_method_on_its_scored_items():
+    """Issue 10 item 4: B holds out i0 (gold Indicator), so its chance row is that of
+    labels (0, 1, 1, 1), worked by hand from the uniform guesser's expected confusion
+    matrix cm[t, p] = n_t / 4."""
+    m = score_records(_records(), B=50, max_failure_share=1.0)
+    assert m["methods"]["A"]["chance"] is None  # scored on every item: the main chance row
+    ch = m["methods"]["B"]["chance"]
+    assert ch["accuracy"] == pytest.approx(1 / 4)
+    # classes 1-3: tp 1/4, support 1, predicted 3/4 -> F1 2/7; class 0 predicted, never
+    # gold -> F1 0 and still present
+    assert ch["macro_f1"] == pytest.approx((0 + 3 * 2 / 7) / 4)
+    assert ch["mae"] == pytest.approx((1 + 1 + 1.5) / 3)
+    assert m["chance"]["mae"] == pytest.approx((1.5 + 1 + 1 + 1.5) / 4)
+    # dropping A's failures leaves A scored on golds (0, 2): its own chance row
+    d = score_records(_records(), failures="drop", B=50, max_failure_share=1.0)
+    assert d["methods"]["A"]["chance"]["mae"] == pytest.approx((1.5 + 1) / 2)
+
+
+def test_a_method_failing_on_most_items_is_flagged_not_ranked():
+    """Issue 10 item 5: C fails on 3 of 4 items with a call error; it would be best by
+    macro-F1 on what it scored only under 'drop', yet it is never ranked."""
+    recs = _records() + [
+        _rec("i0", "C", 0, 0), *[_rec(f"i{i}", "C", i, None, "error") for i in (1, 2, 3)]]
+    for r in recs[-3:]:
+        r["detail"] = {"error": "HTTP 401: invalid api key"}
+    m = score_records(recs, failures="drop", B=50)
+    c = m["methods"]["C"]
+    assert c["flagged"] is True and c["failure_share"] == pytest.approx(0.75)
+    assert c["top_failure_reasons"] == [["error: HTTP 401: invalid api key", 3]]
+    assert c["accuracy"]["value"] == 1.0  # perfect on the one item it answered
+    assert m["settings"]["flagged"] == ["A", "C"]  # A: 2 of 4 failed, above 20%
+    assert m["settings"]["best_by_macro_f1"] == "B"
+    assert set(m["paired_vs_best"]["comparisons"]) == set()
+    relaxed = score_records(recs, failures="drop", B=50, max_failure_share=0.8)
+    assert relaxed["methods"]["C"]["flagged"] is False
+    assert "C" in relaxed["paired_vs_best"]["comparisons"] or relaxed["settings"][
+        "best_by_macro_f1"] == "C"

@@ -96,7 +96,7 @@ def test_vectorized_samples_equal_sklearn_in_a_loop_over_the_same_resamples():
                 ref = {
                     "accuracy": skm.accuracy_score(t, p),
                     "macro_f1": skm.f1_score(
-                        t, p, labels=range(4), average="macro", zero_division=0
+                        t, p, average="macro", zero_division=0
                     ),
                     "weighted_f1": skm.f1_score(
                         t, p, labels=range(4), average="weighted", zero_division=0
@@ -238,12 +238,23 @@ def test_paired_stat_callable_matches_vectorized_metric():
     assert loop.p_improve == pytest.approx(vec.p_improve)
 
 
-def test_paired_cluster_bootstrap_runs_on_groups():
+def test_paired_cluster_bootstrap_resamples_whole_groups():
+    """With equal-sized groups, resampling groups of items is the same as resampling the
+    groups' mean differences as single units (an identity independent of the code); an
+    item-level bootstrap, which ignores the within-group correlation, is narrower."""
     rng = np.random.default_rng(4)
     groups = np.repeat(np.arange(30), 4)
-    a = rng.normal(size=120)
-    res = stats.paired_bootstrap(a + 1.0, a, groups=groups, B=300)
-    assert res.diff == pytest.approx(1.0) and res.ci == pytest.approx((1.0, 1.0))
+    shift = rng.normal(size=30)[groups]  # a difference shared inside each group
+    a = shift + 0.1 * rng.normal(size=120)
+    b = 0.1 * rng.normal(size=120)
+    res = stats.paired_bootstrap(a, b, groups=groups, B=500, seed=8)
+    unit_a = a.reshape(30, 4).mean(axis=1)
+    unit_b = b.reshape(30, 4).mean(axis=1)
+    ref = stats.paired_bootstrap(unit_a, unit_b, B=500, seed=8)
+    assert res.diff == pytest.approx(np.mean(a - b), abs=1e-12)
+    assert res.ci == pytest.approx(ref.ci, abs=1e-12)
+    items = stats.paired_bootstrap(a, b, B=500, seed=8)
+    assert (res.ci[1] - res.ci[0]) > 1.5 * (items.ci[1] - items.ci[0])
 
 
 def test_nan_resamples_are_left_out():

@@ -123,7 +123,7 @@ def test_calibrate_selects_the_panel_closest_to_consensus(tmp_path, capsys):
 
 
 def test_budget_stop_then_resume_from_cache(tmp_path, capsys, price_per_call):
-    price_per_call(1.0, "resp-a")
+    price_per_call(1.0, "resp-a", "judge-a")  # every model of a budgeted run needs a price
     tasks = load_tasks("builtin:sample")
     with StubServer() as stub:
         stub.handler = Script(tasks)

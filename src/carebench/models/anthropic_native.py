@@ -12,7 +12,8 @@ from typing import Any
 
 from carebench.models.base import ModelSpec, TransientError
 from carebench.models.http import LoopLocalClient, post_json
-from carebench.models.pricing import cost_usd
+from carebench.models.options import RequestOptions
+from carebench.models.pricing import cost_fields
 from carebench.types import CarebenchError, ChatRequest, Completion, Usage, flags_for
 
 ANTHROPIC_URL = "https://api.anthropic.com/v1"
@@ -33,6 +34,7 @@ class AnthropicModel:
             self._headers["x-api-key"] = key
         self._url = f"{spec.base_url or ANTHROPIC_URL}/messages"
         self._http = LoopLocalClient(concurrency or 32, timeout_s)
+        self.request_options = RequestOptions()  # per-model overrides (e.g. extended thinking)
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -51,6 +53,8 @@ class AnthropicModel:
             p["top_p"] = req.top_p
         if req.stop:
             p["stop_sequences"] = list(req.stop)
+        if self.request_options:
+            p = self.request_options.apply_anthropic(p)
         return p
 
     async def complete(self, request: ChatRequest) -> Completion:
@@ -69,7 +73,7 @@ class AnthropicModel:
             finish_reason=finish,
             usage=usage,
             latency_s=latency,
-            cost_usd=cost_usd(str(self.spec), usage),
+            **cost_fields(str(self.spec), usage),
             flags=flags_for(text, finish),
             model=str(self.spec),
         )

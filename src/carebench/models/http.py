@@ -127,5 +127,13 @@ def _reason(e: Exception) -> str:
 
 
 def _snippet(text: str, n: int = 200) -> str:
+    """The server's own error message when the body is an API error object, else the text."""
+    try:
+        err = json.loads(text).get("error")
+        message = err.get("message") if isinstance(err, dict) else err
+        if isinstance(message, str) and message.strip():
+            text = message
+    except (ValueError, AttributeError):
+        pass
     text = " ".join(text.split())
     return text[:n] + ("…" if len(text) > n else "")

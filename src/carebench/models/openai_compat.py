@@ -4,7 +4,10 @@ One lean client covers OpenAI, vLLM, Ollama, llama.cpp's server, LM Studio and h
 gateways. It is ours rather than the SDK so the per-call CPU cost stays small (the
 runner must sustain thousands of calls) and so structured-output capability can
 degrade per server instead of failing: ``json_schema`` -> ``json_object`` (+ schema
-and GBNF grammar, as llama.cpp's server wants) -> prompt-only with tolerant parsing.
+and GBNF grammar, as llama.cpp's server wants) -> prompt-only. The mode is decided
+once per run by a capability probe, the first structured call, before any other is
+sent (see ``OpenAIChatModel._probe``), and recorded in the manifest; it never changes
+mid-run.
 """
 
 from __future__ import annotations
@@ -12,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import time
 from typing import Any
 
 from carebench.models.base import ModelSpec, TransientError
 from carebench.models.http import HTTPClientError, HTTPServerError, LoopLocalClient, post_json
-from carebench.models.pricing import cost_usd
+from carebench.models.options import RequestOptions
+from carebench.models.pricing import cost_fields
 from carebench.types import (
     CarebenchError,
     ChatRequest,
@@ -30,6 +35,11 @@ from carebench.types import (
 
 OPENAI_URL = "https://api.openai.com/v1"
 STRUCTURED_MODES = ("json_schema", "json_object", "none")
+#: an error answer that names the output-format feature it cannot honour; only such an
+#: answer to the probe steps the mode down (a bare 500 or 503 is a transient failure)
+_FEATURE_REFUSAL = re.compile(
+    r"response_format|json_schema|json[ _]schema|json_object|structured output|grammar|"
+    r"\bschema\b", re.IGNORECASE)
 
 
 def resolve_key(spec: ModelSpec, required: bool = True) -> str | None:
@@ -86,7 +96,13 @@ class OpenAIChatModel(_OpenAIBase):
     def __init__(self, spec: ModelSpec, timeout_s: float = 120.0, concurrency: int | None = None,
                  require_key: bool = True):
         super().__init__(spec, timeout_s, concurrency, require_key)
-        self.structured_mode = "json_schema"
+        #: output constraint for structured requests, decided once per run by ``_probe``
+        #: (None = not decided yet)
+        self.structured_mode: str | None = None
+        self.probe_log: list[dict[str, Any]] = []  # what the probe tried and why it stepped down
+        self._probe_lock: asyncio.Lock | None = None
+        self._probe_loop: asyncio.AbstractEventLoop | None = None
+        self.request_options = RequestOptions()  # per-model overrides (reasoning models ...)
         self._url = f"{self.base_url}/chat/completions"
         self._name = str(spec)
 
@@ -120,24 +136,49 @@ class OpenAIChatModel(_OpenAIBase):
                 grammar = _gbnf(req.structured)
                 if grammar:
                     p["grammar"] = grammar
+        if self.request_options:
+            p = self.request_options.apply_openai(p, req.max_tokens)
         return p
 
     async def complete(self, request: ChatRequest) -> Completion:
+        if request.structured is not None and self.structured_mode is None:
+            return await self._probe(request)
+        mode = self.structured_mode if request.structured is not None else "none"
         t0 = time.perf_counter()
-        while True:
-            mode = self.structured_mode if request.structured is not None else "none"
-            try:
-                data = await post_json(self.client, self._url, self._payload(request, mode), self._headers)
-                break
-            except (HTTPServerError, HTTPClientError) as e:
-                # Capability fallback: a server that cannot honour this response_format
-                # answers 400/422/500/501; step down once per mode, remembered per model.
-                if mode != "none" and e.status in (400, 422, 500, 501):
-                    self.structured_mode = STRUCTURED_MODES[STRUCTURED_MODES.index(mode) + 1]
-                    continue
-                raise
-        latency = time.perf_counter() - t0
-        return self._parse(data, latency)
+        data = await post_json(self.client, self._url, self._payload(request, mode), self._headers)
+        return self._parse(data, time.perf_counter() - t0)
+
+    async def _probe(self, request: ChatRequest) -> Completion:
+        """Decide the output constraint once per run; the first structured request is the probe.
+
+        Structured requests wait until the probe has decided. It is sent with
+        ``json_schema``; a server that refuses and *names* the feature (400/422/500/501
+        mentioning response_format, JSON schema, grammar ...) gets the same request with
+        ``json_object`` (+ grammar), then with no constraint. Any other failure (a
+        transient 5xx, a timeout, a bad key) decides nothing and is raised, so the call
+        fails or is retried as usual. The decided mode then holds for the whole run.
+        """
+        loop = asyncio.get_running_loop()
+        if self._probe_lock is None or self._probe_loop is not loop:
+            self._probe_lock, self._probe_loop = asyncio.Lock(), loop
+        async with self._probe_lock:
+            if self.structured_mode is not None:  # decided while this call waited
+                return await self.complete(request)
+            t0 = time.perf_counter()
+            for mode in STRUCTURED_MODES:
+                try:
+                    data = await post_json(self.client, self._url, self._payload(request, mode),
+                                           self._headers)
+                except (HTTPServerError, HTTPClientError) as e:
+                    if (mode != "none" and e.status in (400, 422, 500, 501)
+                            and _FEATURE_REFUSAL.search(str(e))):
+                        self.probe_log.append({"mode": mode, "refused": str(e)[:300]})
+                        continue
+                    raise
+                self.structured_mode = mode
+                self.probe_log.append({"decided": mode})
+                return self._parse(data, time.perf_counter() - t0)
+            raise AssertionError("unreachable: the unconstrained mode raises or returns")
 
     def _parse(self, data: dict[str, Any], latency: float) -> Completion:
         try:
@@ -150,7 +191,9 @@ class OpenAIChatModel(_OpenAIBase):
         except (KeyError, IndexError, TypeError, AttributeError):
             raise TransientError("response has no choices[0].message") from None
         u = data.get("usage") or {}
-        usage = Usage(int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0))
+        details = u.get("completion_tokens_details") or {}
+        usage = Usage(int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0),
+                      int(details.get("reasoning_tokens") or 0) if isinstance(details, dict) else 0)
         logprobs = None
         lp = choice.get("logprobs")
         if isinstance(lp, dict) and lp.get("content"):
@@ -167,11 +210,19 @@ class OpenAIChatModel(_OpenAIBase):
             finish_reason=finish,
             usage=usage,
             latency_s=latency,
-            cost_usd=cost_usd(self._name, usage),
+            **cost_fields(self._name, usage),
             flags=flags_for(text, finish),
             logprobs=logprobs,
             model=self._name,
         )
+
+
+#: our score name -> the category names a moderation response may use for it
+MODERATION_CATEGORIES = {
+    "self_harm": ("self-harm", "self_harm"),
+    "self_harm_intent": ("self-harm/intent", "self_harm_intent"),
+    "self_harm_instructions": ("self-harm/instructions", "self_harm_instructions"),
+}
 
 
 class OpenAIModerationModel(_OpenAIBase):
@@ -197,15 +248,22 @@ class OpenAIModerationModel(_OpenAIBase):
         latency = time.perf_counter() - t0
         try:
             raw = data["results"][0]["category_scores"]
-            scores = {
-                "self_harm": float(raw.get("self-harm", raw.get("self_harm", 0.0))),
-                "self_harm_intent": float(raw.get("self-harm/intent", raw.get("self_harm_intent", 0.0))),
-                "self_harm_instructions": float(
-                    raw.get("self-harm/instructions", raw.get("self_harm_instructions", 0.0))
-                ),
-            }
+            if not isinstance(raw, dict):
+                raise TypeError
         except (KeyError, IndexError, TypeError, ValueError):
             raise TransientError("moderation response has no results[0].category_scores") from None
+        scores: dict[str, float] = {}
+        for key, names in MODERATION_CATEGORIES.items():
+            value = next((raw[n] for n in names if raw.get(n) is not None), None)
+            try:
+                scores[key] = float(value)  # type: ignore[arg-type]
+            except (TypeError, ValueError):
+                # a missing score is not a score of 0: this item has no moderation evidence
+                return Completion(
+                    text=json.dumps(raw), finish_reason="stop", latency_s=latency,
+                    model=str(self.spec),
+                    error=f"moderation response has no usable {names[0]!r} score ({value!r})",
+                )
         return Completion(
             text=json.dumps(scores),
             finish_reason="stop",
@@ -279,7 +337,7 @@ class OpenAIEmbeddingModel(_OpenAIBase):
                     usage = Usage(prompt_tokens=n, completion_tokens=0)
                     fut.set_result(Completion(
                         text=f"embedding[{len(vec)}]", finish_reason="stop", latency_s=latency,
-                        model=str(self.spec), usage=usage, cost_usd=cost_usd(str(self.spec), usage),
+                        model=str(self.spec), usage=usage, **cost_fields(str(self.spec), usage),
                         extra={"embedding": vec}))
             return
         for _, fut in batch:

@@ -3,14 +3,19 @@
 Built-in list prices live in ``prices.toml``; users extend or override them with
 their own TOML file (``CAREBENCH_PRICES``). A price is ``[input, output]`` USD per 1M
 tokens, optionally with a third number, a flat USD price per call (gateways and
-endpoints that bill per request). Unknown models cost 0 and are reported as
-unpriced rather than guessed.
+endpoints that bill per request).
+
+A model is priced only by its exact name or by an alias the table lists (e.g. a
+dated snapshot): never by prefix, because ``gpt-5.5`` is not ``gpt-5``. An unknown
+remote model is *unpriced*: its cost is ``None`` (null in JSON, "unpriced" in
+reports), never an invented $0. In-process and replayed models cost nothing.
 """
 
 from __future__ import annotations
 
 import os
 import tomllib
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -18,59 +23,103 @@ from pathlib import Path
 from carebench.types import CarebenchError, ChatRequest, Usage
 
 LOCAL_PROVIDERS = {"llamacpp", "replay"}
+Price = tuple[float, float, float]  # input, output USD per 1M tokens; USD per call
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    prices: dict[str, Price]  # model name -> price
+    aliases: dict[str, str]  # alias -> model name in ``prices``
+
+
+def _read(text: str, where: str, table: PriceTable) -> None:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise CarebenchError(f"invalid price file {where}: {e}") from None
+    for name, pair in (data.get("models") or {}).items():
+        if not (isinstance(pair, list) and len(pair) in (2, 3)
+                and all(isinstance(x, int | float) for x in pair)):
+            raise CarebenchError(
+                f"{where}: price for {name!r} must be [input, output] per 1M tokens, optionally "
+                "followed by a price per call"
+            )
+        table.prices[name] = (float(pair[0]), float(pair[1]),
+                              float(pair[2]) if len(pair) == 3 else 0.0)
+    for alias, name in (data.get("aliases") or {}).items():
+        if not isinstance(name, str):
+            raise CarebenchError(f"{where}: alias {alias!r} must name a model")
+        table.aliases[alias] = name
 
 
 @lru_cache(maxsize=1)
-def price_table() -> dict[str, tuple[float, float, float]]:
-    table: dict[str, tuple[float, float, float]] = {}
-    sources = [resources.files("carebench.models").joinpath("prices.toml").read_text("utf-8")]
+def price_table() -> PriceTable:
+    table = PriceTable({}, {})
+    _read(resources.files("carebench.models").joinpath("prices.toml").read_text("utf-8"),
+          "prices.toml (built in)", table)
     user = os.environ.get("CAREBENCH_PRICES")
     if user:
         try:
-            sources.append(Path(user).read_text("utf-8"))
+            text = Path(user).read_text("utf-8")
         except OSError as e:
             raise CarebenchError(f"cannot read price file {user}: {e.strerror}") from None
-    for text in sources:
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as e:
-            raise CarebenchError(f"invalid price file {user}: {e}") from None
-        for name, pair in (data.get("models") or {}).items():
-            if not (isinstance(pair, list) and len(pair) in (2, 3)
-                    and all(isinstance(x, int | float) for x in pair)):
-                raise CarebenchError(
-                    f"price for {name!r} must be [input, output] per 1M tokens, optionally "
-                    "followed by a price per call"
-                )
-            table[name] = (float(pair[0]), float(pair[1]), float(pair[2]) if len(pair) == 3 else 0.0)
+        _read(text, user, table)
+    for alias, name in table.aliases.items():
+        if name not in table.prices:
+            raise CarebenchError(f"price alias {alias!r} names {name!r}, which has no price")
     return table
 
 
-def _prices(spec: str) -> tuple[float, float, float]:
-    provider, _, model = spec.partition(":")
+def model_name(spec: str) -> tuple[str, str]:
+    """(provider, model name) of a spec string, without any ``@base_url``."""
+    provider, _, model = str(spec).partition(":")
+    return provider, model.split("@", 1)[0]
+
+
+def _prices(spec: str) -> Price | None:
+    provider, model = model_name(spec)
     if provider in LOCAL_PROVIDERS:
         return (0.0, 0.0, 0.0)
-    model = model.split("@", 1)[0]
-    best = ""
-    for name in price_table():
-        if model.startswith(name) and len(name) > len(best):
-            best = name
-    return price_table()[best] if best else (0.0, 0.0, 0.0)
+    table = price_table()
+    name = model if model in table.prices else table.aliases.get(model)
+    return None if name is None else table.prices[name]
 
 
-def price_for(spec: str) -> tuple[float, float]:
-    """(input, output) USD per 1M tokens for a model spec; (0, 0) when unknown or local."""
-    return _prices(spec)[:2]
+def price_for(spec: str) -> tuple[float, float] | None:
+    """(input, output) USD per 1M tokens; (0, 0) for local models; None when unpriced."""
+    p = _prices(spec)
+    return None if p is None else p[:2]
 
 
-def call_price(spec: str) -> float:
-    """Flat USD per call for a model spec (0 unless the price file gives one)."""
-    return _prices(spec)[2]
+def call_price(spec: str) -> float | None:
+    """Flat USD per call (0 unless the price file gives one); None when unpriced."""
+    p = _prices(spec)
+    return None if p is None else p[2]
 
 
-def cost_usd(spec: str, usage: Usage) -> float:
-    p_in, p_out, per_call = _prices(spec)
-    return (usage.prompt_tokens * p_in + usage.completion_tokens * p_out) / 1e6 + per_call
+def is_priced(spec: str) -> bool:
+    return _prices(spec) is not None
+
+
+def cost_usd(spec: str, usage: Usage) -> float | None:
+    """Cost of one call, or None when the model is unpriced."""
+    p = _prices(spec)
+    if p is None:
+        return None
+    return (usage.prompt_tokens * p[0] + usage.completion_tokens * p[1]) / 1e6 + p[2]
+
+
+def cost_fields(spec: str, usage: Usage) -> dict[str, float | bool]:
+    """``Completion`` keyword arguments for the cost of one call (``priced`` False when unknown)."""
+    cost = cost_usd(spec, usage)
+    return {"cost_usd": 0.0 if cost is None else cost, "priced": cost is not None}
+
+
+def unpriced_note(specs: list[str] | set[str]) -> str:
+    """The one sentence every report and dry run uses for unpriced models."""
+    names = ", ".join(sorted(specs))
+    return (f"unpriced: {names} (not in the price table, so no cost is shown; add exact prices "
+            "with CAREBENCH_PRICES=/path/prices.toml)")
 
 
 def estimate_tokens(text: str) -> int:
@@ -84,8 +133,12 @@ UNCAPPED_OUTPUT_TOKENS = 4096
 
 def call_cost_bound(spec: str, request: ChatRequest, output_tokens: int | None = None) -> float:
     """A call's cost from its prompt length and ``output_tokens`` replied (default: the
-    request's output cap, i.e. the worst case the budget must reserve)."""
-    p_in, p_out, per_call = _prices(spec)
+    request's output cap, i.e. the worst case the budget must reserve). An unpriced model
+    bounds at 0: callers that enforce a budget must refuse unpriced models (``is_priced``)."""
+    p = _prices(spec)
+    if p is None:
+        return 0.0
+    p_in, p_out, per_call = p
     if not (p_in or p_out):
         return per_call
     prompt = sum(estimate_tokens(m.content) + 4 for m in request.messages)

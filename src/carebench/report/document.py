@@ -168,8 +168,11 @@ class Table:
 
     ``number_format`` is one format spec or one per column.  ``highlight_max_cols`` /
     ``highlight_min_cols`` name columns (by name or index) whose best value is emphasised
-    (all tied values are); ``bold_cells`` emphasises given (row, column) cells.
-    ``align`` defaults to right for numeric columns, left otherwise.
+    (all tied values are); with ``highlight_second`` the second-best value is underlined,
+    as in the papers' result tables. Rows in ``exclude_rows`` (reference rows such as
+    chance, or flagged methods) never compete. ``bold_cells`` emphasises given (row,
+    column) cells, e.g. a selection. ``align`` defaults to right for numeric columns,
+    left otherwise.
     """
 
     columns: list[str]
@@ -180,6 +183,8 @@ class Table:
     highlight_min_cols: Sequence[str | int] = ()
     align: Sequence[str] | None = None
     bold_cells: Sequence[tuple[int, int]] = ()  # (row, column) shown emphasised, e.g. a selection
+    highlight_second: bool = False
+    exclude_rows: Sequence[int] = ()
 
     def __post_init__(self) -> None:
         self.columns = [str(c) for c in self.columns]
@@ -226,21 +231,26 @@ class Table:
             out.append("right" if cells and all(is_numeric(c) for c in cells) else "left")
         return out
 
-    def highlighted(self) -> set[tuple[int, int]]:
-        """(row, column) positions of each highlighted column's best value, ties included."""
-        marked: set[tuple[int, int]] = {(int(i), int(j)) for i, j in self.bold_cells}
-        for cols, pick in ((self.highlight_max_cols, max), (self.highlight_min_cols, min)):
+    def ranks(self) -> dict[tuple[int, int], int]:
+        """(row, column) -> 1 for each highlighted column's best value, 2 for the second
+        best (only with ``highlight_second``); ties share a rank."""
+        out: dict[tuple[int, int], int] = {(int(i), int(j)): 1 for i, j in self.bold_cells}
+        skip = set(self.exclude_rows)
+        for cols, lower in ((self.highlight_max_cols, False), (self.highlight_min_cols, True)):
             for col in cols:
                 j = self._column_index(col)
                 scored = [
                     (i, sort_key(r[j])) for i, r in enumerate(self.rows)
-                    if is_numeric(r[j]) and not math.isnan(sort_key(r[j]))
+                    if i not in skip and is_numeric(r[j]) and not math.isnan(sort_key(r[j]))
                 ]
-                if not scored:
-                    continue
-                best = pick(v for _, v in scored)
-                marked.update((i, j) for i, v in scored if v == best)
-        return marked
+                order = sorted({v for _, v in scored}, reverse=not lower)
+                for rank, value in enumerate(order[: 2 if self.highlight_second else 1], 1):
+                    out.update(((i, j), rank) for i, v in scored if v == value)
+        return out
+
+    def highlighted(self) -> set[tuple[int, int]]:
+        """(row, column) positions of each highlighted column's best value, ties included."""
+        return {pos for pos, rank in self.ranks().items() if rank == 1}
 
     def formatted_rows(self) -> list[list[str]]:
         """Cells as plain (unescaped) text; the renderers escape them."""

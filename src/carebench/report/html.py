@@ -76,14 +76,14 @@ def _view(block: Block) -> dict[str, Any]:
             (str(k), format_value(v, block.number_format), is_numeric(v)) for k, v in block.pairs
         ]}
     if isinstance(block, Table):
-        marked = block.highlighted()
+        ranks = block.ranks()
         return {
             "type": "table",
             "caption": block.caption,
             "columns": block.columns,
             "align": block.alignments(),
             "rows": [
-                [(cell, (i, j) in marked) for j, cell in enumerate(row)]
+                [(cell, ranks.get((i, j), 0)) for j, cell in enumerate(row)]
                 for i, row in enumerate(block.formatted_rows())
             ],
         }

@@ -72,13 +72,18 @@ def _fence(text: str) -> str:
 def _table(t: Table) -> str:
     if not t.columns:
         return ""
-    marked = t.highlighted()
+    ranks = t.ranks()
     rows = []
     for i, (raw, shown) in enumerate(zip(t.rows, t.formatted_rows(), strict=True)):
         cells = []
         for j, (value, text) in enumerate(zip(raw, shown, strict=True)):
             cell = text if is_numeric(value) or value is None else escape_cell(text)
-            cells.append(f"**{cell}**" if (i, j) in marked and cell else cell)
+            rank = ranks.get((i, j))
+            if cell and rank == 1:
+                cell = f"**{cell}**"
+            elif cell and rank == 2:
+                cell = f"<u>{cell}</u>"
+            cells.append(cell)
         rows.append("| " + " | ".join(cells) + " |")
     head = "| " + " | ".join(escape_cell(c) for c in t.columns) + " |"
     rule = "| " + " | ".join(_RULE[a] for a in t.alignments()) + " |"

@@ -22,12 +22,26 @@ def run(
     data: Annotated[str | None, typer.Option(help="PATH to JSONL/CSV/Parquet, or builtin:NAME.")] = None,
     format: Annotated[str | None, typer.Option(
         "--format", help="jsonl, csv, parquet, gaur or clinician-sentences (default: detect).")] = None,
+    columns: Annotated[str | None, typer.Option(
+        help="Your column names: FIELD=COLUMN,... for id, text, level, group and the score "
+             "columns, e.g. text=post,level=label (id defaults to the row number).")] = None,
+    train_columns: Annotated[str | None, typer.Option(help="--columns for --train.")] = None,
+    prompts: Annotated[Path | None, typer.Option(
+        help="Directory of .txt files replacing package prompts of the same name (e.g. "
+             "rubric.txt); the prompt set's hash goes in the manifest and report.")] = None,
     method: Annotated[list[str] | None, typer.Option(
         "--method", help="Method NAME or NAME:key=value,...; repeat for several (e.g. tfidf-lr, "
              "moderation-fixed, llm:variant=conservative, embed-lr:encoder=/local/hf-model).")] = None,
-    model: Annotated[str | None, typer.Option(help="Chat model spec for model-backed methods.")] = None,
+    model: Annotated[list[str] | None, typer.Option(
+        help="Chat model spec for model-backed methods; repeat to run each method on several "
+             "models; vote, adjudicated and stacked then take them as their voter panel "
+             "(Beyond the Flag §4.3: three models, one clinical prompt).")] = None,
     moderation_model: Annotated[str | None, typer.Option(
         help="Moderation model spec (e.g. openai-moderation:omni-moderation-latest).")] = None,
+    model_option: Annotated[list[str] | None, typer.Option(
+        "--model-option", help="Per-model request option SPEC:key=value, repeatable: "
+        "reasoning=true, reasoning_effort=low, max_tokens=N, token_param=max_completion_tokens, "
+        "temperature=omit, logprobs=false, extra.FIELD=value.")] = None,
     seed: Annotated[int | None, typer.Option(help="Seed for folds and bootstraps [default: 42].")] = None,
     bootstrap: Annotated[int | None, typer.Option(help="Bootstrap resamples [default: 2000].")] = None,
     out: Annotated[Path | None, typer.Option(help="Run directory (default runs/risk-<time>).")] = None,
@@ -36,6 +50,9 @@ def run(
     train_format: Annotated[str | None, typer.Option(help="Format of --train.")] = None,
     failures: Annotated[str | None, typer.Option(
         help="Failed predictions: 'wrong' (scored as farthest level) or 'drop' [default: wrong].")] = None,
+    max_failure_share: Annotated[float | None, typer.Option(
+        help="A method failing on more than this share of its items is flagged in the report "
+             "and not ranked [default: 0.2].")] = None,
     config: Annotated[Path | None, typer.Option(help="YAML/TOML config file (see docs).")] = None,
     dry_run: Annotated[bool, typer.Option(help="Plan the model calls and cost; call nothing.")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the cache.")] = False,
@@ -44,16 +61,22 @@ def run(
     concurrency: Annotated[int | None, typer.Option(help="Concurrent calls per model.")] = None,
 ) -> None:
     """Run methods on a labelled corpus and write metrics, records and the report."""
-    from carebench.risk.config import config_from_file, method_specs
+    from carebench.risk.config import config_from_file, merged_model_options, method_specs
     from carebench.risk.experiment import RunConfig, run_experiment
 
+    models = list(model or [])
     if config is not None:
         overrides = {
-            "data": data, "format": format, "model": model, "moderation_model": moderation_model,
+            "data": data, "format": format, "moderation_model": moderation_model,
+            "model": models[0] if len(models) == 1 else None,
+            "models": models if len(models) > 1 else None,
             "seed": seed, "bootstrap": bootstrap, "out": str(out) if out else None,
             "train": train, "train_format": train_format, "failures": failures,
+            "max_failure_share": max_failure_share, "columns": columns,
+            "train_columns": train_columns, "prompts": str(prompts) if prompts else None,
             "cache": str(cache) if cache else None, "budget": budget, "concurrency": concurrency,
             "methods": list(method) if method else None,
+            "model_option": list(model_option) if model_option else None,
         }
         cfg = config_from_file(config, overrides)
         if no_cache:
@@ -64,10 +87,15 @@ def run(
         if not method:
             raise CarebenchError("pass at least one --method (e.g. --method tfidf-lr)")
         cfg = RunConfig(
-            data=data, methods=method_specs(list(method), None, "--method"), format=format,
-            model=model, moderation_model=moderation_model,
+            data=data, methods=method_specs(list(method), models if len(models) > 1 else None,
+                                            "--method"), format=format,
+            model=models[0] if len(models) == 1 else None, moderation_model=moderation_model,
             seed=42 if seed is None else seed, bootstrap=2000 if bootstrap is None else bootstrap,
             out=out, train=train, train_format=train_format, failures=failures or "wrong",
+            max_failure_share=0.2 if max_failure_share is None else max_failure_share,
+            columns=columns, train_columns=train_columns,
+            prompts=str(prompts) if prompts else None,
+            model_options=merged_model_options(None, model_option),
             use_cache=not no_cache, cache_path=cache, budget=budget, concurrency=concurrency,
         )
     cfg.dry_run = dry_run
@@ -79,6 +107,34 @@ def run(
         return
     _summary(outcome.metrics or {})
     typer.echo(f"wrote {outcome.run_dir}/report.md, report.html, metrics.json, records.jsonl")
+
+
+@app.command()
+def agreement(
+    data: Annotated[str, typer.Option(
+        help="Ratings table (.csv/.jsonl/.parquet), one column per rater and one row per item; "
+             "or a risk run directory, whose methods (and gold) become the raters.")],
+    raters: Annotated[str | None, typer.Option(
+        help="Comma-separated rater columns (default: every column but --id-column).")] = None,
+    id_column: Annotated[str, typer.Option(help="Item id column, not a rater.")] = "id",
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples over items.")] = 2000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 42,
+    out: Annotated[Path | None, typer.Option(help="Also write the numbers to this JSON file.")] = None,
+) -> None:
+    """Inter-rater agreement (Beyond the Flag, §3.4): pairwise QWK, Krippendorff's alpha
+    (ordinal) and Fleiss' kappa, each with a bootstrap interval."""
+    from carebench.risk.agreement import agreement as compute
+    from carebench.risk.agreement import load_ratings, summary_lines, write_json
+
+    if bootstrap < 1:
+        raise CarebenchError("--bootstrap must be at least 1")
+    names = [r.strip() for r in raters.split(",") if r.strip()] if raters else None
+    res = compute(load_ratings(data, names, id_column), B=bootstrap, seed=seed)
+    for line in summary_lines(res):
+        typer.echo(line)
+    if out is not None:
+        write_json(res, out)
+        typer.echo(f"wrote {out}")
 
 
 def _summary(metrics: dict) -> None:
@@ -94,7 +150,8 @@ def _summary(metrics: dict) -> None:
         vals = [e[k]["value"] for k in keys]
         tail = f"  {e['failures']:>8}" if "failures" in e else "  incomplete"
         typer.echo(f"{name:<{width}}  " + "  ".join(
-            f"{v:6.3f}" if v is not None else f"{'-':>6}" for v in vals) + tail)
+            f"{v:6.3f}" if v is not None else f"{'-':>6}" for v in vals) + tail
+            + ("  FLAGGED: too many failures, not ranked" if e.get("flagged") else ""))
 
 
 def _mount_sweep() -> None:

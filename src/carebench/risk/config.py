@@ -28,11 +28,13 @@ from typing import Any
 
 from carebench.datasets.files import read_text
 from carebench.risk.experiment import MethodSpec, RunConfig
+from carebench.risk.scoring import DEFAULT_MAX_FAILURE_SHARE
 from carebench.types import CarebenchError
 
 TOP_KEYS = {
     "data", "format", "model", "models", "moderation_model", "seed", "bootstrap", "out",
-    "train", "train_format", "failures", "use_cache", "cache", "budget", "concurrency",
+    "train", "train_format", "failures", "max_failure_share", "columns", "train_columns",
+    "prompts", "model_options", "use_cache", "cache", "budget", "concurrency",
     "n_folds", "methods",
 }
 METHOD_KEYS = {"method", "label", "model", "models", "moderation_model", "options"}
@@ -76,6 +78,13 @@ def _needs_model(method: str) -> bool:
     return bool(getattr(factory, "needs_model", False) or getattr(factory(), "needs_model", False))
 
 
+def _takes_panel(method: str) -> bool:
+    """Ensembles whose voters are the run's models (vote, adjudicated, stacked)."""
+    from carebench.risk.methods import REGISTRY
+
+    return bool(getattr(REGISTRY.get(method), "uses", {}).get("votes"))
+
+
 def parse_method_arg(text: str) -> dict[str, Any]:
     """``NAME`` or ``NAME:key=value,key=value`` (values read as YAML scalars/lists), e.g.
     ``embed-lr:encoder=/models/mentalbert`` or ``llm:variant=conservative``."""
@@ -115,6 +124,12 @@ def method_specs(entries: list[Any], models: list[str] | None, where: str) -> li
         if not isinstance(opts, dict):
             raise CarebenchError(f"{where}: methods[{i}]: 'options' must be a mapping")
         own = e.get("models") or ([e["model"]] if e.get("model") else None)
+        pool = own or models
+        if pool and len(pool) > 1 and _takes_panel(e["method"]):
+            # a vote's panel is the models themselves (§4.3), not one run per model
+            out.append(MethodSpec(e["method"], e.get("label"), pool[0], e.get("moderation_model"),
+                                  dict(opts), list(pool)))
+            continue
         targets = own or (models if models and _needs_model(e["method"]) else [None])
         for m in targets:
             label = e.get("label")
@@ -124,11 +139,27 @@ def method_specs(entries: list[Any], models: list[str] | None, where: str) -> li
     return out
 
 
+def merged_model_options(config: Any, cli: list[str] | None) -> dict[str, dict[str, Any]]:
+    """Raw per-model options: the config file's ``model_options``, then ``--model-option``."""
+    from carebench.models.options import collect_model_options, parse_model_option
+
+    collect_model_options(cli, config)  # validate everything before any call
+    raw: dict[str, dict[str, Any]] = {str(k): dict(v) for k, v in (config or {}).items()}
+    for text in cli or []:
+        spec, key, value = parse_model_option(text)
+        raw.setdefault(spec, {})[key] = value
+    return raw
+
+
 def config_from_file(path: str | Path, overrides: dict[str, Any]) -> RunConfig:
     """A RunConfig from a file, with explicitly given CLI values (not None) taking precedence."""
     data = read_config(path)
     for k, v in overrides.items():
-        if v is not None and k != "methods":
+        if v is not None and k not in ("methods", "model_option"):
+            if k == "model":
+                data.pop("models", None)  # a --model given once replaces the file's models
+            if k == "models":
+                data.pop("model", None)
             data[k] = v
     models = data.pop("models", None)
     if isinstance(models, str):
@@ -147,7 +178,12 @@ def config_from_file(path: str | Path, overrides: dict[str, Any]) -> RunConfig:
         moderation_model=data.get("moderation_model"), seed=int(data.get("seed", 42)),
         bootstrap=int(data.get("bootstrap", 2000)), out=data.get("out"),
         train=data.get("train"), train_format=data.get("train_format"),
-        failures=str(data.get("failures", "wrong")), use_cache=bool(data.get("use_cache", True)),
+        failures=str(data.get("failures", "wrong")),
+        max_failure_share=float(data.get("max_failure_share", DEFAULT_MAX_FAILURE_SHARE)),
+        columns=data.get("columns"), train_columns=data.get("train_columns"),
+        prompts=None if data.get("prompts") is None else str(data["prompts"]),
+        model_options=merged_model_options(data.get("model_options"), overrides.get("model_option")),
+        use_cache=bool(data.get("use_cache", True)),
         cache_path=data.get("cache"), budget=data.get("budget"),
         concurrency=data.get("concurrency"), n_folds=int(data.get("n_folds", 5)),
     )

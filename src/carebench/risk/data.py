@@ -29,6 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from carebench.datasets.columns import parse_columns, rename_rows
 from carebench.datasets.files import csv_rows, format_from_suffix, read_rows, read_text
 from carebench.risk.methods.base import RiskItem
 from carebench.risk.scale import LEVEL_NAMES, to_level
@@ -140,10 +141,22 @@ class RiskDataset:
 # ----------------------------------------------------------------------------- entry point
 
 
-def load_dataset(spec: str | Path, fmt: str | None = None) -> RiskDataset:
-    """Load ``builtin:NAME`` or a file; ``fmt`` defaults to detection from name and header."""
+#: fields a ``--columns`` mapping may point at a user's columns
+MAPPABLE = ("id", "text", "level", "group", *SCORE_COLUMNS)
+
+
+def load_dataset(spec: str | Path, fmt: str | None = None,
+                 columns: str | dict[str, Any] | None = None) -> RiskDataset:
+    """Load ``builtin:NAME`` or a file; ``fmt`` defaults to detection from name and header.
+
+    ``columns`` maps fields to the file's column names (``text=post,level=label``) for
+    the generic formats; see :mod:`carebench.datasets.columns`.
+    """
     s = str(spec)
+    mapping = parse_columns(columns, MAPPABLE)
     if s.startswith("builtin:"):
+        if mapping:
+            raise CarebenchError("--columns applies to data files, not builtin corpora")
         return load_builtin(s.split(":", 1)[1])
     path = Path(s)
     if not path.is_file():
@@ -151,12 +164,16 @@ def load_dataset(spec: str | Path, fmt: str | None = None) -> RiskDataset:
     fmt = fmt or detect_format(path)
     if fmt not in FORMATS:
         raise CarebenchError(f"unknown data format {fmt!r}; known: {', '.join(FORMATS)}")
+    if mapping and fmt not in ("jsonl", "csv", "parquet"):
+        raise CarebenchError(f"--columns applies to jsonl, csv and parquet files, not {fmt!r}")
     if fmt == "gaur":
         items, meta, notes = _load_gaur(path)
     elif fmt == "clinician-sentences":
         items, meta, notes = _load_clinician(path)
     else:
-        items, meta, notes = _load_generic(path, fmt), {}, []
+        items, meta, notes = _load_generic(path, fmt, mapping), {}, []
+        if mapping:
+            meta["columns"] = mapping
     if not items:
         raise CarebenchError(f"{path}: no items")
     _check_unique(items, path)
@@ -196,9 +213,9 @@ def _check_unique(items: list[RiskItem], path: Path | str) -> None:
 # ----------------------------------------------------------------------------- generic
 
 
-def _load_generic(path: Path, fmt: str) -> list[RiskItem]:
+def _load_generic(path: Path, fmt: str, mapping: dict[str, str] | None = None) -> list[RiskItem]:
     items = []
-    for loc, raw in read_rows(path, fmt):
+    for loc, raw in rename_rows(read_rows(path, fmt), mapping or {}, str(path)):
         if "level" not in raw and "label" in raw:
             raw = {**raw, "level": raw["label"]}
         items.append(_validate(raw, path, loc))

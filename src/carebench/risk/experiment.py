@@ -16,10 +16,18 @@ from pathlib import Path
 from typing import Any
 
 from carebench.experiment import Execution, Plan, read_records, run_suite, stage
+from carebench.models.options import collect_model_options
+from carebench.models.pricing import is_priced
 from carebench.report import Report
 from carebench.risk.data import RiskDataset, load_dataset
 from carebench.risk.methods import MethodContext, Prediction, RiskItem, make_method
-from carebench.risk.scoring import EXCLUDED, FAILURE_POLICIES, score_records
+from carebench.risk.prompts import prompt_set, read_prompt_dir, using_prompts
+from carebench.risk.scoring import (
+    DEFAULT_MAX_FAILURE_SHARE,
+    EXCLUDED,
+    FAILURE_POLICIES,
+    score_records,
+)
 from carebench.run import Run, RunOptions
 from carebench.rundir import read_json
 from carebench.types import CarebenchError
@@ -37,6 +45,7 @@ class MethodSpec:
     model: str | None = None  # overrides RunConfig.model (role "default")
     moderation_model: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    voter_models: list[str] = field(default_factory=list)  # a vote's panel (roles voter1..)
 
     @property
     def name(self) -> str:
@@ -56,6 +65,11 @@ class RunConfig:
     train: str | None = None
     train_format: str | None = None
     failures: str = "wrong"
+    max_failure_share: float = DEFAULT_MAX_FAILURE_SHARE
+    columns: str | dict[str, str] | None = None  # field=column mapping of --data
+    train_columns: str | dict[str, str] | None = None  # the same for --train
+    prompts: str | None = None  # directory replacing package prompt files
+    model_options: dict[str, dict[str, Any]] = field(default_factory=dict)  # spec -> options
     dry_run: bool = False
     use_cache: bool = True
     cache_path: str | Path | None = None
@@ -102,7 +116,8 @@ def resolve_labels(specs: Sequence[MethodSpec], default_model: str | None) -> li
             if s.model or (default_model and len({x.model for x in specs
                                                    if x.method == s.method}) > 1):
                 label += f"@{s.model or default_model}"
-            s = MethodSpec(s.method, label, s.model, s.moderation_model, dict(s.options))
+            s = MethodSpec(s.method, label, s.model, s.moderation_model, dict(s.options),
+                           list(s.voter_models))
         out.append(s)
     names = [s.name for s in out]
     dup = {n for n in names if names.count(n) > 1}
@@ -119,6 +134,8 @@ def _context(spec: MethodSpec, cfg: RunConfig, run: Run, train: RiskDataset | No
     mod = spec.moderation_model or cfg.moderation_model
     if mod:
         roles["moderation"] = run.model(mod)
+    for i, voter in enumerate(spec.voter_models, 1):
+        roles[f"voter{i}"] = run.model(voter)
     return MethodContext(
         runner=run.runner, models=roles, seed=cfg.seed,
         train=None if train is None else train.items, n_folds=cfg.n_folds, get_model=run.model,
@@ -138,9 +155,10 @@ def prediction_record(pred: Prediction, item: RiskItem, name: str, model: str | 
         "model": model,
         "probs": pred.probs,
         "usage": {"prompt_tokens": pred.usage.prompt_tokens,
-                  "completion_tokens": pred.usage.completion_tokens},
+                  "completion_tokens": pred.usage.completion_tokens,
+                  "reasoning_tokens": pred.usage.reasoning_tokens},
         "latency_s": pred.latency_s,
-        "cost_usd": pred.cost_usd,
+        "cost_usd": pred.cost_usd if pred.priced else None,  # None: unpriced, not $0
         "n_calls": pred.n_calls,
         "raw": pred.raw,
         "profile": pred.profile,
@@ -190,16 +208,22 @@ class RiskSuite:
 
     def __init__(self, cfg: RunConfig | None = None):
         self.cfg = cfg
+        self._prompt_files: dict[str, str] | None = None
+        self._unpriced: list[str] = []
 
     def _prepare(self, run: Run):
         cfg = self.cfg
         assert cfg is not None, "a RiskSuite without a config can only score and render"
         if cfg.failures not in FAILURE_POLICIES:
             raise CarebenchError(f"--failures must be one of {', '.join(FAILURE_POLICIES)}")
+        if not 0.0 <= cfg.max_failure_share <= 1.0:
+            raise CarebenchError(
+                f"--max-failure-share must lie in [0, 1], got {cfg.max_failure_share}")
         if cfg.bootstrap < 1:
             raise CarebenchError("--bootstrap must be at least 1")
-        data = load_dataset(cfg.data, cfg.format)
-        train = load_dataset(cfg.train, cfg.train_format) if cfg.train else None
+        data = load_dataset(cfg.data, cfg.format, cfg.columns)
+        train = load_dataset(cfg.train, cfg.train_format, cfg.train_columns) if cfg.train else None
+        self._prompt_files = read_prompt_dir(cfg.prompts) if cfg.prompts else None
         specs = resolve_labels(cfg.methods, cfg.model)
         methods = [(s, make_method(s.method, **s.options)) for s in specs]
         for _, m in methods:  # every method's requirements (extras, encoders) before any runs
@@ -210,18 +234,29 @@ class RiskSuite:
         for _, m, ctx in contexts:  # fail fast: a method needing a model must have one
             if getattr(m, "needs_model", False):
                 ctx.model()
+            check = getattr(m, "check", None)
+            if check is not None:  # e.g. an ensemble's voter panel, before any call
+                check(ctx)
+        self._unpriced = [s for s in run.model_specs() if not is_priced(s)]
         return data, train, specs, contexts
 
     def plan(self, run: Run) -> Plan:
         data, _, _, contexts = self._prepare(run)
-        stages = [stage(run, s.name, m.calls(data.items, ctx),
-                        exact=not getattr(m, "plan_is_estimate", False))
-                  for s, m, ctx in contexts]
+        with using_prompts(self._prompt_files):
+            stages = [stage(run, s.name, m.calls(data.items, ctx),
+                            exact=not getattr(m, "plan_is_estimate", False))
+                      for s, m, ctx in contexts]
         return Plan(self.name, stages)
 
     def execute(self, run: Run) -> Execution:
-        cfg = self.cfg
         data, train, specs, contexts = self._prepare(run)
+        with using_prompts(self._prompt_files):
+            return self._execute(run, data, train, specs, contexts)
+
+    def _execute(self, run: Run, data: RiskDataset, train: RiskDataset | None,
+                 specs: list[MethodSpec], contexts: list[Any]) -> Execution:
+        cfg = self.cfg
+        assert cfg is not None
         records: list[dict[str, Any]] = []
         t0 = time.perf_counter()
         for s, m, ctx in contexts:
@@ -240,8 +275,12 @@ class RiskSuite:
             seeds={"seed": cfg.seed, "bootstrap_seed": cfg.seed, "cv_seed": cfg.seed},
             extra={
                 "train_dataset": None if train is None else train.describe(),
+                "unpriced_models": self._unpriced,
+                "prompts": prompt_set(cfg.prompts),
                 "methods": [{"name": s.name, "method": s.method, "model": s.model or cfg.model,
-                             "options": s.options} for s in specs],
+                             "options": s.options, "voter_models": s.voter_models}
+                            for s in specs],
+                "output_modes": run.output_modes(),
                 "run": {"elapsed_s": round(elapsed, 3)},
             },
         )
@@ -254,6 +293,7 @@ class RiskSuite:
         return score_records(
             records, failures=cfg.get("failures", "wrong"), B=int(cfg.get("bootstrap", 2000)),
             seed=int(cfg.get("seed", 42)), incomplete=manifest.get("incomplete") or [],
+            max_failure_share=float(cfg.get("max_failure_share", DEFAULT_MAX_FAILURE_SHARE)),
         )
 
     def render(self, metrics: Mapping[str, Any], records: list[dict[str, Any]],
@@ -265,7 +305,8 @@ class RiskSuite:
 
 def run_options(cfg: RunConfig) -> RunOptions:
     return RunOptions(budget_usd=cfg.budget, use_cache=cfg.use_cache, cache_path=cfg.cache_path,
-                      concurrency=cfg.concurrency, progress=cfg.progress, planning=cfg.dry_run)
+                      concurrency=cfg.concurrency, progress=cfg.progress, planning=cfg.dry_run,
+                      model_options=collect_model_options(None, cfg.model_options))
 
 
 def run_experiment(cfg: RunConfig) -> RunOutcome:

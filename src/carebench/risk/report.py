@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from carebench.models.pricing import unpriced_note
 from carebench.report import (
     Callout,
     Details,
@@ -35,7 +36,7 @@ from carebench.report import (
     figure_name,
 )
 from carebench.risk.scale import LEVEL_NAMES
-from carebench.risk.scoring import EXCLUDED, TABLE2_METRICS, method_order
+from carebench.risk.scoring import DEFAULT_MAX_FAILURE_SHARE, EXCLUDED, TABLE2_METRICS, method_order
 
 HEADERS = {
     "accuracy": "Acc ↑", "macro_f1": "F1-Mac ↑", "weighted_f1": "F1-Wt ↑", "qwk": "QWK ↑",
@@ -79,17 +80,20 @@ def build_risk_report(metrics: dict[str, Any], records: list[dict[str, Any]],
            if st.get("failures") == "wrong" else "failed predictions excluded per method")
         + ").",
     ]
-    overview = _overview(ds, manifest, st)
+    overview = _overview(ds, manifest, st, _folds_text(metrics, manifest))
     overview.blocks.extend(_method_notes(records, manifest))
+    overview.blocks.extend(panel_notes(metrics, names))
     if incomplete:
         overview.blocks.append(Paragraph(
             "Incomplete (the run's budget stopped it before these finished; not scored, never "
             "counted as failures; re-run without the budget to finish from the cache): "
             + ", ".join(f"{n} ({metrics['methods'][n]['n_finished']} items finished)" for n in incomplete)
             + "."))
-    sections = [overview, _table2(metrics, names), _table4(metrics, names),
+    warnings = _warnings(metrics, names, manifest)
+    sections = [*warnings, overview, _table2(metrics, names), _table4(metrics, names),
                 _per_class(metrics, names), _confusions(metrics, names), _triage(metrics, names),
-                _failures(metrics, names, records, st), _cost(metrics, names),
+                _failures(metrics, names, records, st),
+                _cost(metrics, names, manifest.get("unpriced_models") or []),
                 _paired(metrics), _comparison(metrics, names)]
     mod = _moderation_figure(records)
     if mod is not None:
@@ -105,7 +109,88 @@ def build_risk_report(metrics: dict[str, Any], records: list[dict[str, Any]],
     return Report(title=title, subtitle=subtitle, notes=notes, sections=sections)
 
 
-def _overview(ds: dict[str, Any], manifest: dict[str, Any], st: dict[str, Any]) -> Section:
+def policy_text(metrics: dict[str, Any]) -> str:
+    """The failure policy in force, for every table whose numbers it changes."""
+    policy = (metrics.get("settings") or {}).get("failures")
+    if policy == "drop":
+        return "Failure policy: drop (failed predictions left out of that method's numbers)."
+    return "Failure policy: wrong (failed predictions scored at the level farthest from gold)."
+
+
+def _flag(metrics: dict[str, Any], name: str) -> bool:
+    return bool(metrics["methods"][name].get("flagged"))
+
+
+def _shown(metrics: dict[str, Any], name: str) -> str:
+    """A method's row label: a constrained decoding is named beside it, and a flagged
+    method is marked wherever it is listed."""
+    e = metrics["methods"].get(name) or {}
+    label = name
+    if e.get("decoding") and e["decoding"] != "plain":
+        label = f"{name} (decoding: {e['decoding']})"
+    return f"⚠ {label} (flagged: not ranked)" if _flag(metrics, name) else label
+
+
+def panel_notes(metrics: dict[str, Any], names: list[str]) -> list[Paragraph]:
+    """Which voters each ensemble used (§4.3's panel is three models, one prompt)."""
+    out = []
+    for n in names:
+        panel = (metrics["methods"].get(n) or {}).get("panel")
+        if not panel:
+            continue
+        if panel.get("kind") == "variants":
+            out.append(Paragraph(
+                f"{n}: voters are the prompt variants {', '.join(panel['members'])} on one model "
+                f"({panel.get('model')}), as asked for with voters=variants; this is not the "
+                "paper's panel of three models under one clinical prompt (§4.3)."))
+        else:
+            out.append(Paragraph(
+                f"{n}: voters are {len(panel['members'])} models under the clinical prompt: "
+                f"{', '.join(panel['members'])} (Beyond the Flag, §4.3)."))
+    return out
+
+
+def _warnings(metrics: dict[str, Any], names: list[str], manifest: dict[str, Any]) -> list[Section]:
+    """What a reader must see before any number: methods that mostly failed."""
+    st = metrics.get("settings") or {}
+    limit = float(st.get("max_failure_share", DEFAULT_MAX_FAILURE_SHARE))
+    blocks: list[Any] = []
+    for n in names:
+        e = metrics["methods"][n]
+        if not e.get("flagged"):
+            continue
+        reasons = "; ".join(f"{r} ({c})" for r, c in e.get("top_failure_reasons") or [])
+        blocks.append(Callout(
+            f"{n} failed on {e['failures']} of {e.get('n_attempted')} items ({e['failure_share']:.0%}), above "
+            f"the {limit:.0%} limit. Its numbers are shown but marked, and it is left out of "
+            f"'best by macro-F1' and the paired comparisons. Commonest failures: {reasons}.",
+            "warning"))
+    for n in names:
+        e = metrics["methods"][n]
+        attempted = e.get("n_attempted")
+        for text, count in (e.get("warnings") or {}).items():
+            blocks.append(Callout(f"{n}: {text} (on {count} of {attempted} items).", "warning"))
+    folds = _folds_text(metrics, manifest)
+    if folds and "requested" in folds:
+        blocks.append(Callout(f"Cross-validation: {folds}.", "warning"))
+    return [Section("Warnings", blocks, anchor="warnings")] if blocks else []
+
+
+def _folds_text(metrics: dict[str, Any], manifest: dict[str, Any]) -> str | None:
+    """The number of folds actually used (scikit-learn needs K items of every level)."""
+    requested = int((manifest.get("config") or {}).get("n_folds") or 5)
+    used = sorted({e["n_folds"] for e in metrics["methods"].values() if e.get("n_folds")})
+    if not used:
+        return None
+    k = "/".join(str(u) for u in used)
+    if used == [requested]:
+        return f"stratified {k}-fold out-of-fold predictions"
+    return (f"stratified {k}-fold out-of-fold predictions ({requested} requested: a level has "
+            f"fewer than {requested} items)")
+
+
+def _overview(ds: dict[str, Any], manifest: dict[str, Any], st: dict[str, Any],
+              folds: str | None = None) -> Section:
     blocks: list[Any] = []
     if ds.get("illustrative"):
         blocks.append(Callout(
@@ -121,8 +206,9 @@ def _overview(ds: dict[str, Any], manifest: dict[str, Any], st: dict[str, Any]) 
         ("data", ds.get("source")), ("format", ds.get("format")), ("sha256", ds.get("sha256")),
         ("items", ds.get("n")),
         ("evaluation", "transfer: fitted methods trained on " + str(train.get("source"))
-         if train else "fitted methods: stratified 5-fold out-of-fold predictions"),
+         if train else "fitted methods: " + (folds or "none")),
         ("models", ", ".join(manifest.get("models") or []) or "none (no chat model)"),
+        ("prompt set", _prompt_text(manifest.get("prompts"))),
         ("best by macro-F1", st.get("best_by_macro_f1")),
     ]
     if ds.get("recovered_rows") is not None:
@@ -133,6 +219,16 @@ def _overview(ds: dict[str, Any], manifest: dict[str, Any], st: dict[str, Any]) 
         "the F1 of the Behavior+Attempt side of the low/high severity split, not a "
         "self-harm detection score."))
     return Section("Run", blocks, anchor="run")
+
+
+def _prompt_text(prompts: dict[str, Any] | None) -> str | None:
+    if not prompts:
+        return None
+    sha = str(prompts.get("sha256", ""))[:16]
+    replaced = prompts.get("replaced") or []
+    if not replaced:
+        return f"sha256 {sha}… (the package's prompts)"
+    return f"sha256 {sha}… ({', '.join(replaced)} replaced from {prompts.get('source')})"
 
 
 def _method_notes(records: list[dict[str, Any]], manifest: dict[str, Any]) -> list[Any]:
@@ -167,30 +263,43 @@ def _table2(metrics: dict[str, Any], names: list[str]) -> Section:
     chance = metrics["chance"]
     rows: list[list[Any]] = [["Chance (uniform random, analytic)",
                               *(chance.get(m) for m in TABLE2_METRICS), metrics["n"], None]]
+    reference = [0]  # chance rows and flagged methods do not compete for best
     for n in names:
         e = metrics["methods"][n]
-        rows.append([n, *(_val(e[m]) for m in TABLE2_METRICS), e["n_scored"], e["failures"]])
+        if e.get("flagged"):
+            reference.append(len(rows))
+        rows.append([_shown(metrics, n), *(_val(e[m]) for m in TABLE2_METRICS), e["n_scored"],
+                     e["failures"]])
+        if e.get("chance"):
+            reference.append(len(rows))
+            rows.append([f"Chance on the {e['n_scored']} items {n} scored",
+                         *(e["chance"].get(m) for m in TABLE2_METRICS), e["n_scored"], None])
     hi = [HEADERS[m] for m in TABLE2_METRICS if m not in LOWER_BETTER]
     lo = [HEADERS[m] for m in TABLE2_METRICS if m in LOWER_BETTER]
     t = Table(cols, rows, caption="Table 2: the seven metrics per method with the analytic "
-              "chance row (best per column in bold).", number_format=".3f",
-              highlight_max_cols=hi, highlight_min_cols=lo)
+              "chance row; best per column in bold, second best underlined (chance rows and "
+              "flagged methods do not compete). " + policy_text(metrics), number_format=".3f",
+              highlight_max_cols=hi, highlight_min_cols=lo, highlight_second=True,
+              exclude_rows=reference)
     return Section("Main results (Table 2)", [t], anchor="table2")
 
 
 def _table4(metrics: dict[str, Any], names: list[str]) -> Section:
     cols = ["Method", *(HEADERS[m] for m in TABLE2_METRICS)]
-    rows = [[n, *(_iv(metrics["methods"][n][m]) for m in TABLE2_METRICS)] for n in names]
+    rows = [[_shown(metrics, n), *(_iv(metrics["methods"][n][m]) for m in TABLE2_METRICS)]
+            for n in names]
     st = metrics.get("settings") or {}
     t = Table(cols, rows, caption=f"Table 4: metrics with 95% percentile bootstrap intervals "
-              f"(B={st.get('bootstrap')}, seed {st.get('seed')}, {st.get('resampling')} resampling).")
+              f"(B={st.get('bootstrap')}, seed {st.get('seed')}, {st.get('resampling')} resampling). "
+              + policy_text(metrics))
     return Section("Bootstrap intervals (Table 4)", [t], anchor="table4")
 
 
 def _per_class(metrics: dict[str, Any], names: list[str]) -> Section:
-    rows = [[n, *metrics["methods"][n]["per_class_f1"]] for n in names]
-    t = Table(["Method", *LEVEL_NAMES], rows, caption="Per-class F1.",
-              highlight_max_cols=list(LEVEL_NAMES))
+    rows = [[_shown(metrics, n), *metrics["methods"][n]["per_class_f1"]] for n in names]
+    t = Table(["Method", *LEVEL_NAMES], rows, caption="Per-class F1. " + policy_text(metrics),
+              highlight_max_cols=list(LEVEL_NAMES),
+              exclude_rows=[i for i, n in enumerate(names) if _flag(metrics, n)])
     blocks: list[Any] = [t]
     if names:
         series = {n: [np.nan if v is None else v for v in metrics["methods"][n]["per_class_f1"]]
@@ -218,13 +327,13 @@ def _confusions(metrics: dict[str, Any], names: list[str]) -> Section:
 
 
 def _triage(metrics: dict[str, Any], names: list[str]) -> Section:
-    rows = [[n, _iv(metrics["methods"][n]["under_triage"]),
+    rows = [[_shown(metrics, n), _iv(metrics["methods"][n]["under_triage"]),
              _iv(metrics["methods"][n]["over_triage"])] for n in names]
     chance = metrics["chance"]
     rows.insert(0, ["Chance (uniform random)", chance.get("under_triage"), chance.get("over_triage")])
     t = Table(["Method", "Under-triage ↓ (pred < gold)", "Over-triage ↓ (pred > gold)"], rows,
               caption="Share of items placed below (under-triage) or above (over-triage) their "
-              "gold level, with 95% intervals.")
+              "gold level, with 95% intervals. " + policy_text(metrics))
     return Section("Under- and over-triage", [t], anchor="triage")
 
 
@@ -235,7 +344,7 @@ def _failures(metrics: dict[str, Any], names: list[str], records: list[dict[str,
     rows = []
     for n in names:
         e = metrics["methods"][n]
-        rows.append([n, e["n_scored"], e["n_excluded"], e["failures"],
+        rows.append([_shown(metrics, n), e["n_scored"], e["n_excluded"], e["failures"],
                      *(e["failures_by_status"].get(s, 0) for s in statuses)])
     policy = ("scored as wrong (level farthest from gold)" if st.get("failures") == "wrong"
               else "excluded from that method's metrics")
@@ -247,11 +356,12 @@ def _failures(metrics: dict[str, Any], names: list[str], records: list[dict[str,
     return Section("Failures", blocks, anchor="failures")
 
 
-def _cost(metrics: dict[str, Any], names: list[str]) -> Section:
+def _cost(metrics: dict[str, Any], names: list[str], unpriced: list[str]) -> Section:
     rows = []
     for n in names:
         c = metrics["methods"][n]["cost"]
-        rows.append([n, c["n_calls"], c["mean_tokens"], c["usd_per_1k"], c["median_latency_s"]])
+        usd = "unpriced" if c.get("unpriced") else c["usd_per_1k"]
+        rows.append([n, c["n_calls"], c["mean_tokens"], usd, c["median_latency_s"]])
     t = Table(["Method", "Model calls", "Tokens (mean per item)", "Cost ($ per 1,000 items)",
                "Latency (median s)"], rows,
               caption="Table 3: cost and latency per method. Fitted methods make no model call; "
@@ -259,7 +369,10 @@ def _cost(metrics: dict[str, Any], names: list[str]) -> Section:
               "predicting one fold. Costs "
               "use the price table at list prices; cached calls keep their original cost.",
               number_format=["s", ".0f", ".0f", ".2f", ".3f"])
-    return Section("Cost and latency (Table 3)", [t], anchor="cost")
+    blocks: list[Any] = [t]
+    if unpriced:
+        blocks.insert(0, Callout("Cost " + unpriced_note(unpriced) + ".", "warning"))
+    return Section("Cost and latency (Table 3)", blocks, anchor="cost")
 
 
 def _paired(metrics: dict[str, Any]) -> Section:
@@ -281,7 +394,8 @@ def _paired(metrics: dict[str, Any]) -> Section:
     for m in ("macro_f1", "qwk", "mae", "accuracy"):
         cols += [f"Δ {HEADERS[m]}", "CI excludes 0"]
     t = Table(cols, rows, caption=f"Paired bootstrap of each method minus the best by macro-F1 "
-              f"({ref}) on the items both scored; negative Δ means worse except for MAE.")
+              f"({ref}) on the items both scored; negative Δ means worse except for MAE. "
+              "Flagged methods are not compared. " + policy_text(metrics))
     return Section("Paired comparisons against the best", [t], anchor="paired")
 
 
@@ -294,7 +408,8 @@ def _comparison(metrics: dict[str, Any], names: list[str]) -> Section:
     png = bar_chart([HEADERS[k].rstrip(" ↑") for k in keys], series,
                     "Method comparison", "value")
     return Section("Method comparison (Figure 6)", [
-        Figure("fig6_method_comparison", png, "Figure 6: methods across five metrics.")],
+        Figure("fig6_method_comparison", png,
+               "Figure 6: methods across five metrics. " + policy_text(metrics))],
         anchor="comparison")
 
 

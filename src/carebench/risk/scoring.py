@@ -9,6 +9,11 @@ metric by giving it the level farthest from gold (the worst case for the ordinal
 metrics); ``drop`` leaves it out. Either way each method's failure count is reported.
 Items a method deliberately does not score (few-shot exemplars, status ``excluded``)
 are neither failures nor scored.
+
+A method that fails on more than ``max_failure_share`` of its items (default 20%: a
+bad key, a wrong model name, an unparsable output format) is *flagged*: its numbers
+are kept but it is left out of "best by macro-F1" and the paired comparisons, and the
+report opens with a warning naming it and its commonest failure reasons.
 """
 
 from __future__ import annotations
@@ -32,6 +37,9 @@ TABLE2_METRICS = ("accuracy", "macro_f1", "weighted_f1", "qwk", "mae", "adjacent
                   "high_risk_f1")
 PAIRED_METRICS = ("macro_f1", "qwk", "mae", "accuracy")
 FAILURE_POLICIES = ("wrong", "drop")
+#: a method failing on more than this share of its items is flagged, not ranked
+DEFAULT_MAX_FAILURE_SHARE = 0.20
+TOP_REASONS = 3
 EXCLUDED = "excluded"
 
 
@@ -93,13 +101,43 @@ def _cost(rows: list[dict[str, Any]]) -> dict[str, Any]:
         for r in called
     ]
     lat = [float(r.get("latency_s") or 0.0) for r in rows]
+    # a call to a model without a price has cost None: the method's cost is then unknown
+    unpriced = any(r.get("cost_usd") is None for r in called)
     return {
         "n_calls": int(sum(int(r.get("n_calls") or 0) for r in rows)),
         "mean_tokens": float(np.mean(tokens)) if called else None,
+        # hidden reasoning (already inside the completion tokens and their cost)
+        "mean_reasoning_tokens": float(np.mean([(r.get("usage") or {}).get("reasoning_tokens", 0)
+                                                for r in called])) if called else None,
         "usd_per_1k": float(np.mean([float(r.get("cost_usd") or 0.0) for r in rows]) * 1000)
-        if rows else None,
+        if rows and not unpriced else None,
+        "unpriced": unpriced,
         "median_latency_s": float(np.median(lat)) if rows and any(lat) else None,
     }
+
+
+def failure_reasons(rows: list[dict[str, Any]], top: int = TOP_REASONS) -> list[list[Any]]:
+    """The commonest ``[status: error, count]`` pairs among a method's failed records."""
+    reasons: Counter = Counter()
+    for r in rows:
+        if r["status"] in ("ok", EXCLUDED):
+            continue
+        err = str((r.get("detail") or {}).get("error") or "").strip().splitlines()
+        reasons[f"{r['status']}: {err[0][:200]}" if err else r["status"]] += 1
+    return [[k, int(v)] for k, v in reasons.most_common(top)]
+
+
+def _warnings(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """Missing-evidence notes the method recorded, with the number of items each hit."""
+    out: Counter = Counter()
+    for r in rows:
+        for w in (r.get("detail") or {}).get("warnings") or []:
+            out[str(w)] += 1
+    return dict(out.most_common())
+
+
+def _chance(counts: list[int]) -> dict[str, Any]:
+    return {k: jsonable(float(v)) for k, v in chance_baseline(counts).items()}
 
 
 def score_records(
@@ -109,6 +147,7 @@ def score_records(
     B: int = 2000,
     seed: int = 42,
     alpha: float = 0.05,
+    max_failure_share: float = DEFAULT_MAX_FAILURE_SHARE,
     incomplete: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Every reported number, in the ``metrics.json`` shape of issue 4 (plus extra keys).
@@ -118,12 +157,15 @@ def score_records(
     budget stop is never counted as the method's failures."""
     if failures not in FAILURE_POLICIES:
         raise CarebenchError(f"--failures must be one of {', '.join(FAILURE_POLICIES)}")
+    if not 0.0 <= max_failure_share <= 1.0:
+        raise CarebenchError(f"--max-failure-share must lie in [0, 1], got {max_failure_share}")
     if not records:
         raise CarebenchError("no prediction records to score")
     ids, gold, group = items_of(records)
     counts = Counter(gold.values())
     label_counts = {name: int(counts.get(i, 0)) for i, name in enumerate(LEVEL_NAMES)}
-    chance = {k: jsonable(float(v)) for k, v in chance_baseline([counts.get(i, 0) for i in range(K)]).items()}
+    all_counts = [counts.get(i, 0) for i in range(K)]
+    chance = _chance(all_counts)
     by_method: dict[str, list[dict[str, Any]]] = {}
     for r in records:
         by_method.setdefault(r["method"], []).append(r)
@@ -156,15 +198,34 @@ def score_records(
                 entry[m] = {"value": None, "ci": [None, None]}
             entry["per_class_f1"] = [None] * K
             entry["confusion"] = [[0] * K for _ in range(K)]
+        own = np.bincount(y, minlength=K).tolist() if len(sid) else [0] * K
+        # the chance row must match the items scored (few-shot holds out its pool,
+        # 'drop' removes failures): a method scored on other items gets its own row
+        entry["chance"] = _chance(own) if len(sid) and own != all_counts else None
+        entry["scored_label_counts"] = dict(zip(LEVEL_NAMES, own, strict=True))
         entry["failures"] = int(sum(fails.values()))
         entry["failures_by_status"] = dict(sorted(fails.items()))
         entry["n_scored"] = len(sid)
         entry["n_excluded"] = sum(1 for r in rows if r["status"] == EXCLUDED)
+        attempted = len(rows) - entry["n_excluded"]
+        entry["n_attempted"] = attempted
+        entry["failure_share"] = entry["failures"] / attempted if attempted else None
+        entry["flagged"] = bool(attempted and entry["failures"] > max_failure_share * attempted)
+        entry["top_failure_reasons"] = failure_reasons(rows)
+        entry["warnings"] = _warnings(rows)
+        folds = {int(f) for r in rows if (f := (r.get("detail") or {}).get("fold")) is not None}
+        entry["n_folds"] = len(folds - {-1}) if folds - {-1} else None  # None: no CV
         entry["cost"] = _cost(rows)
         entry["status"] = "complete"
+        # how the answers were read and who voted: shown beside the method's name
+        details = [r.get("detail") or {} for r in rows]
+        entry["decoding"] = next((d["decoding"] for d in details if d.get("decoding")), None)
+        entry["panel"] = next((d["panel"] for d in details if d.get("panel")), None)
         methods[name] = entry
 
-    scored = [m for m in methods if methods[m]["macro_f1"]["value"] is not None]
+    flagged = [m for m in methods if methods[m].get("flagged")]
+    scored = [m for m in methods
+              if methods[m]["macro_f1"]["value"] is not None and not methods[m].get("flagged")]
     for name in incomplete:  # cut short before finishing a single item
         methods.setdefault(name, {"status": "incomplete", "n_finished": 0, "cost": _cost([]),
                                   **{m: {"value": None, "ci": [None, None]} for m in METRIC_KEYS}})
@@ -204,6 +265,8 @@ def score_records(
             "alpha": alpha,
             "resampling": "cluster (groups)" if clustered else "item",
             "best_by_macro_f1": best,
+            "max_failure_share": max_failure_share,
+            "flagged": flagged,
         },
         "paired_vs_best": {"reference": best, "comparisons": paired},
         "incomplete": list(incomplete),

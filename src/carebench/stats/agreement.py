@@ -88,16 +88,44 @@ def _pa_pi(c: np.ndarray) -> tuple[float, np.ndarray]:
     return pa, pi
 
 
-def fleiss_kappa(counts: object) -> float:
-    """Fleiss' kappa from ``(n_items, k)`` category counts.
+#: chance agreement this close to 1 means every rating fell in one category; a float
+#: tolerance near machine precision, so large samples with rare disagreement still count
+_PE_ONE_TOL = 64 * np.finfo(float).eps
 
-    Raters per item may vary (missing ratings); NaN when every rating falls in
-    one category (chance agreement 1, kappa undefined).
+
+def fleiss_kappa(
+    counts: object = None,
+    *,
+    ratings: object = None,
+    k: int | None = None,
+    varying_raters: bool = False,
+) -> float:
+    """Fleiss' kappa from ``(n_items, k)`` category counts or ``(n_items, n_raters)`` ratings.
+
+    Give either ``counts`` or ``ratings=`` (NaN/negative = missing, as in
+    :func:`gwet_ac1`). Counts whose rows sum to different totals (raters per item
+    vary) are refused unless ``varying_raters=True``: an items x raters *label*
+    matrix passed by mistake has exactly that shape and would give a wrong number
+    silently. NaN when every rating falls in one category (chance agreement 1).
     """
-    c = _counts(counts)
+    if (counts is None) == (ratings is None):
+        raise StatsError("give exactly one of counts or ratings")
+    if ratings is not None:
+        c = ratings_to_counts(ratings, k).astype(float)
+    else:
+        c = _counts(counts)
+        if k is not None and check_k(k) != c.shape[1]:
+            raise StatsError(f"k={k} but counts have {c.shape[1]} categories")
+        totals = c.sum(axis=1)
+        if not varying_raters and np.any(totals != totals[0]):
+            raise StatsError(
+                "counts rows sum to different totals: this looks like an items x raters label "
+                "matrix; pass it as ratings=..., or pass varying_raters=True for counts with "
+                "missing ratings"
+            )
     pa, pi = _pa_pi(c)
     pe = float(np.sum(pi**2))
-    if np.isclose(pe, 1.0):
+    if abs(1.0 - pe) <= _PE_ONE_TOL:
         return float("nan")
     return (pa - pe) / (1.0 - pe)
 
@@ -144,6 +172,10 @@ AlphaLevel = Literal["nominal", "ordinal", "interval"]
 def krippendorff_alpha(ratings: object, level: AlphaLevel = "nominal") -> float:
     """Krippendorff's alpha from ``(n_raters, n_items)`` values with NaN for missing.
 
+    NaN is the only missing code. Negative values are refused rather than read
+    as values, because the ratings-layout functions here read them as missing: a
+    -1 meant as "skipped" would otherwise silently become a category.
+
     Built from the coincidence matrix (Krippendorff 2011, "Computing
     Krippendorff's alpha-reliability"): units with fewer than two values are
     not pairable and are ignored. Ordinal distances use the rank-based metric
@@ -156,6 +188,11 @@ def krippendorff_alpha(ratings: object, level: AlphaLevel = "nominal") -> float:
             f"ratings must be a non-empty (n_raters, n_items) array, got shape {data.shape}"
         )
     observed = ~np.isnan(data)
+    if np.any(data[observed] < 0):
+        raise StatsError(
+            "Krippendorff's alpha takes NaN for missing ratings; negative values are refused "
+            "(shift the scale if negative values are real)"
+        )
     values = np.unique(data[observed])
     if values.size == 0:
         raise StatsError("ratings hold no observed value")

@@ -7,7 +7,11 @@ these same functions, so point estimates and intervals cannot drift apart.
 
 Degenerate cases follow scikit-learn with ``zero_division=0``: a class never
 predicted has precision 0, a class absent from the truth has recall 0, and its
-F1 is 0 (it still counts in the macro average, as with ``labels=range(k)``).
+F1 is 0. Macro-F1 averages over the classes *present* (in the truth or the
+predictions), as scikit-learn does without ``labels``: a class absent from both
+says nothing about the classifier. This matters in bootstrap resamples, where a
+rare class is often drawn zero times; counting it as F1 = 0 would give a perfect
+classifier an interval well below 1.
 """
 
 from __future__ import annotations
@@ -65,7 +69,11 @@ def prf_from_cm(cm: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.
 
 
 def macro_f1_from_cm(cm: np.ndarray) -> np.ndarray:
-    return prf_from_cm(cm)[2].mean(axis=-1)
+    """Mean per-class F1 over the classes that occur in the truth or the predictions."""
+    cm = np.asarray(cm, dtype=float)
+    _, _, f1, support = prf_from_cm(cm)
+    present = (support + cm.sum(axis=-2)) > 0
+    return _safe_div((f1 * present).sum(axis=-1), present.sum(axis=-1))
 
 
 def weighted_f1_from_cm(cm: np.ndarray) -> np.ndarray:
@@ -105,7 +113,7 @@ def per_class_prf(
 
 
 def macro_f1(y_true: object, y_pred: object, k: int) -> float:
-    """Unweighted mean of the k per-class F1 scores (every class counts equally)."""
+    """Unweighted mean of the per-class F1 scores over the classes present (each counts equally)."""
     return float(macro_f1_from_cm(confusion_matrix(y_true, y_pred, k)))
 
 

@@ -284,7 +284,7 @@ def human_agreement(items: Items) -> dict[str, Any]:
     out["mean_pairwise_kappa"] = float(np.mean(ks)) if ks else float("nan")
     out["mean_pairwise_agreement"] = float(np.mean([p["percent_agreement"] for p in pairs])) if pairs else float("nan")
     multi = (H >= 0).sum(axis=1) >= 2
-    out["fleiss_kappa"] = _safe(lambda: fleiss_kappa(ratings_to_counts(H[multi], 2))) if multi.any() else float("nan")
+    out["fleiss_kappa"] = _safe(lambda: fleiss_kappa(ratings=H[multi], k=2)) if multi.any() else float("nan")
     ac1 = {"pooled": _safe(lambda: gwet_ac1(H[multi], 2)) if multi.any() else float("nan")}
     for d in sorted(set(items.dimension.tolist())):
         m = multi & (items.dimension == d)

@@ -49,6 +49,9 @@ def run(
     max_tokens: Annotated[int, typer.Option(help="Default responder output cap (tokens).")] = 4096,
     cap: Annotated[list[str] | None, typer.Option(help="Per-model output cap SPEC=TOKENS (repeatable).")] = None,
     limit: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
+    columns: Annotated[str | None, typer.Option(
+        help="Your task file's column names: FIELD=COLUMN,... (e.g. id=case,turns=messages); "
+             "id defaults to the row number.")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")] = False,
     cache: Annotated[Path | None, typer.Option(help="Cache file (default: user cache dir).")] = None,
     budget: Annotated[float | None, typer.Option(help="Stop starting calls once this many USD are spent.")] = None,
@@ -68,7 +71,8 @@ def run(
         include_reference=include_reference, out=str(out) if out else None, seed=seed,
         bootstrap=bootstrap, use_cache=not no_cache, cache_path=str(cache) if cache else None,
         budget_usd=budget, dry_run=dry_run, concurrency=concurrency, temperature=temperature,
-        max_tokens=max_tokens, caps=_caps(cap), task_limit=limit, families=parse_family_overrides(family),
+        max_tokens=max_tokens, caps=_caps(cap), task_limit=limit, columns=columns,
+        families=parse_family_overrides(family),
     )
     result = run_support(cfg)
     if isinstance(result, Plan):

@@ -86,6 +86,7 @@ class SupportRunConfig:
     judge_max_tokens: int = JUDGE_MAX_TOKENS
     task_limit: int | None = None  # first N tasks only (demo / smoke runs)
     task_ids: list[str] | None = None  # only these tasks, in this order
+    columns: str | None = None  # field=column mapping of the task file (--columns)
     progress: bool = True
     title: str = "Support: rubric-scored crisis support"
     notes: list[str] = field(default_factory=list)
@@ -136,7 +137,7 @@ class SupportSuite:
         cfg = self.cfg
         assert cfg is not None, "a SupportSuite without a config can only score and render"
         cfg.validate()
-        tasks = load_tasks(cfg.tasks)  # every row validated before any model call
+        tasks = load_tasks(cfg.tasks, columns=cfg.columns)  # every row validated before any call
         if cfg.task_ids:
             by_id = {t.id: t for t in tasks}
             missing = [i for i in cfg.task_ids if i not in by_id]

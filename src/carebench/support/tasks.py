@@ -22,6 +22,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from carebench.datasets.columns import parse_columns, rename_rows
 from carebench.datasets.files import format_from_suffix, read_rows
 from carebench.types import CarebenchError
 
@@ -289,13 +290,24 @@ def builtin_names() -> list[str]:
     return sorted(p.name[: -len(".jsonl")] for p in root.iterdir() if p.name.endswith(".jsonl"))
 
 
-def load_tasks(source: str | Path, subcategories: Sequence[str] | None = SUBCATEGORIES) -> list[Task]:
+def mappable_fields() -> tuple[str, ...]:
+    """Fields a ``--columns`` mapping may point at a task file's columns."""
+    return (*(f for f in Task.model_fields if f != "illustrative"), *META_FIELDS)
+
+
+def load_tasks(source: str | Path, subcategories: Sequence[str] | None = SUBCATEGORIES,
+               columns: str | dict[str, Any] | None = None) -> list[Task]:
     """Load and validate every task; ``builtin:NAME`` reads package data.
 
     ``subcategories``: the allowed subcategory names (``None`` accepts any).
+    ``columns``: ``field=column`` mapping for files whose columns are named otherwise
+    (``turns=messages,id=case``; see :mod:`carebench.datasets.columns`).
     Raises ``CarebenchError`` naming the file, line and field of the first bad row.
     """
     src = str(source)
+    mapping = parse_columns(columns, mappable_fields())
+    if mapping and src.startswith("builtin:"):
+        raise CarebenchError("--columns applies to task files, not builtin task sets")
     if src.startswith("builtin:"):
         name = src.split(":", 1)[1]
         res = resources.files("carebench") / "data" / "support" / f"{name}.jsonl"
@@ -308,14 +320,19 @@ def load_tasks(source: str | Path, subcategories: Sequence[str] | None = SUBCATE
     path = Path(src)
     if not path.is_file():
         raise CarebenchError(f"task file {path} not found")
-    return _load(path, subcategories, label=str(path))
+    return _load(path, subcategories, label=str(path), mapping=mapping)
 
 
-def _load(path: Path, subcategories: Sequence[str] | None, label: str) -> list[Task]:
+def _load(path: Path, subcategories: Sequence[str] | None, label: str,
+          mapping: dict[str, str] | None = None) -> list[Task]:
     allowed = set(subcategories) if subcategories is not None else None
     tasks: list[Task] = []
     seen: dict[str, int] = {}
-    for line, raw in _rows(path):
+    rows = _rows(path)
+    if mapping:
+        rows = ((loc.split()[-1], row) for loc, row in
+                rename_rows(((f"line {n}", r) for n, r in rows), mapping, label))
+    for line, raw in rows:
         try:
             task = Task.model_validate(_fill_defaults(raw))
         except ValidationError as e:

@@ -40,6 +40,7 @@ class Prediction:
     usage: Usage = field(default_factory=Usage)
     latency_s: float = 0.0  # critical path for multi-call methods
     cost_usd: float = 0.0
+    priced: bool = True  # False when any call went to a model without a price
     n_calls: int = 0
     profile: dict[str, Any] | None = None  # 8-dimension clinical profile (schema methods)
     detail: dict[str, Any] = field(default_factory=dict)  # votes, fold, k, errors ...

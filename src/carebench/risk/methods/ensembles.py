@@ -1,11 +1,13 @@
 """Multi-agent aggregation (Beyond the Flag, §4.3, Appendix I) and a learned combiner.
 
 Components (Figure 5): the schema profiler (``schema``), moderation self-harm scores
-(dataset columns, else the ``moderation`` model role), and three classifiers: the
-clinical prompt on the models given as roles ``voter1``..``voter3`` when all three
-are given, otherwise the three prompt variants (clinical, conservative, contextual)
-on the default model. Every component call is the *identical* request its standalone
-method (``schema``, ``llm``, ``llm-conservative`` ...) makes, so they share the cache.
+(dataset columns, else the ``moderation`` model role), and the classifiers: by
+default, as in "Beyond the Flag" §4.3, *different models* under the same clinical
+prompt (``--model`` given three times, or roles ``voter1``..``voter3``); the three
+prompt variants (clinical, conservative, contextual) on one model only when asked
+for with ``voters=variants``. Every component call is the *identical* request its
+standalone method (``schema``, ``llm``, ``llm-conservative`` ...) makes, so they
+share the cache.
 
 - ``vote``: majority of the classifiers' levels, ties to the higher level.
 - ``schema-calibrated``: rule-based ordinal calibration of the profile level by
@@ -30,13 +32,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from carebench.models.structured import parse_choice
+from carebench.risk.answers import parse_level_answer
 from carebench.risk.folds import fit_predict_oof
 from carebench.risk.methods.base import MethodContext, Prediction, RiskItem, register
 from carebench.risk.methods.llm import (
     LetterMethod,
     LLMMethod,
     account,
+    by_logits,
+    check_decoding,
     letter_prediction,
     letter_request,
     run_calls,
@@ -59,7 +63,6 @@ from carebench.runner import Call
 from carebench.types import CarebenchError, Completion, Message
 
 DEFAULT_VARIANTS = ("clinical", "conservative", "contextual")
-VOTER_ROLES = ("voter1", "voter2", "voter3")
 
 
 # -- components -----------------------------------------------------------------------
@@ -97,31 +100,68 @@ class Evidence:
         }
 
 
-def voter_methods(ctx: MethodContext, voters: Sequence[str] | None = None,
-                  variants: Sequence[str] | None = None) -> list[LLMMethod]:
-    """The three classifiers: explicit roles, else voter1..3 if all given, else the variants."""
-    roles = list(voters) if voters else None
-    if roles is not None:
+PANELS = ("models", "variants")
+
+
+def voter_roles(ctx: MethodContext) -> list[str]:
+    """The run's voter roles ``voter1``, ``voter2``, ... in order."""
+    found = [r for r in ctx.models if r.startswith("voter") and r[5:].isdigit()]
+    return sorted(found, key=lambda r: int(r[5:]))
+
+
+def voter_methods(ctx: MethodContext, voters: str | Sequence[str] | None = None,
+                  variants: Sequence[str] | None = None, decoding: str = "plain",
+                  method: str = "vote") -> list[LLMMethod]:
+    """The classifiers of the vote (§4.3: different models under the same clinical prompt).
+
+    ``voters``: ``None``/``"models"`` = the voter models of the run (``--model`` given
+    several times, or roles ``voter1``..); a list = those roles; ``"variants"`` (or
+    giving ``variants``) = the prompt-variant panel on one model, only when asked for.
+    Never a silent fallback: three prompts on one model are not three voters.
+    """
+    if voters == "variants" or variants is not None:
+        return [LLMMethod(variant=v, role="default", decoding=decoding)
+                for v in (variants or DEFAULT_VARIANTS)]
+    if voters is None or voters == "models":
+        roles = voter_roles(ctx)
+        if len(roles) < 2:
+            raise CarebenchError(
+                f"{method}: the voters are different models under one clinical prompt "
+                "(Beyond the Flag, §4.3): pass --model three times (or roles voter1..voter3); "
+                f"for the prompt-variant panel on one model use {method}:voters=variants")
+    else:
+        roles = [voters] if isinstance(voters, str) else list(voters)
         missing = [r for r in roles if r not in ctx.models]
         if missing:  # never fall back silently: three copies of one model are not three voters
             raise CarebenchError(f"no model given for voter role(s) {', '.join(missing)}")
-    if roles is None and variants is None and all(r in ctx.models for r in VOTER_ROLES):
-        roles = list(VOTER_ROLES)
-    if roles is not None:
-        return [LLMMethod(variant="clinical", role=r, name=f"llm@{r}") for r in roles]
-    return [LLMMethod(variant=v, role="default") for v in (variants or DEFAULT_VARIANTS)]
+    return [LLMMethod(variant="clinical", role=r, name=f"llm@{r}", decoding=decoding)
+            for r in roles]
+
+
+def panel_of(ctx: MethodContext, voters: list[LLMMethod]) -> dict[str, Any]:
+    """What the report says about the panel: which kind, and its members."""
+    if all(v.role == "default" for v in voters):
+        return {"kind": "variants", "model": str(ctx.model().spec),
+                "members": [v.variant for v in voters]}
+    return {"kind": "models", "prompt": "clinical",
+            "members": [str(ctx.model(v.role).spec) for v in voters]}
 
 
 class Components:
     """Builds, runs (as one batch) and decodes the component calls for a set of items."""
 
     def __init__(self, votes: bool = True, schema: bool = True, moderation: bool = True,
-                 voters: Sequence[str] | None = None, variants: Sequence[str] | None = None):
+                 voters: str | Sequence[str] | None = None,
+                 variants: Sequence[str] | None = None, decoding: str = "plain",
+                 method: str = "vote"):
         self.want_votes, self.want_schema, self.want_moderation = votes, schema, moderation
-        self.voters, self.variants = voters, variants
+        self.voters, self.variants, self.decoding, self.method = voters, variants, decoding, method
+        self.panel: dict[str, Any] | None = None
 
     def _plan(self, items: Sequence[RiskItem], ctx: MethodContext):
-        voters = voter_methods(ctx, self.voters, self.variants) if self.want_votes else []
+        voters = (voter_methods(ctx, self.voters, self.variants, self.decoding, self.method)
+                  if self.want_votes else [])
+        self.panel = panel_of(ctx, voters) if voters else None
         schema = SchemaMethod(role="schema") if self.want_schema else None
         parts: list[tuple[Any, list[Call]]] = [(v, v.calls(items, ctx)) for v in voters]
         if schema is not None:
@@ -180,10 +220,22 @@ def _finish(pred: Prediction, ev: Evidence, extra: Sequence[Completion | None] =
         pred.usage = pred.usage + p.usage
         pred.n_calls += p.n_calls
     pred.cost_usd = comps_cost
+    pred.priced = pred.priced and all(p.priced for p in ev.preds())
     pred.detail.update(ev.summary())
     if ev.schema is not None and ev.schema.profile is not None:
         pred.profile = ev.schema.profile
     return pred
+
+
+NO_SCORES_CALIBRATED = ("no moderation scores (no score columns, no --moderation-model, or the "
+                        "call failed): the profile level stood uncorroborated, as in 'schema'")
+NO_SCORES_ADJUDICATOR = "no moderation scores: the adjudicator was told they were not available"
+NO_PROFILE_ADJUDICATOR = "no clinical profile: the adjudicator was told it was not available"
+
+
+def warn(pred: Prediction, text: str) -> None:
+    """Record missing evidence on a prediction; the report counts these per method."""
+    pred.detail.setdefault("warnings", []).append(text)
 
 
 def _failure_status(preds: Sequence[Prediction]) -> str:
@@ -230,21 +282,28 @@ class _Ensemble:
     name = "ensemble"
     uses: ClassVar[dict[str, bool]] = {"votes": True, "schema": True, "moderation": True}
 
-    def __init__(self, voters: Sequence[str] | None = None, variants: Sequence[str] | None = None,
-                 name: str | None = None, models: dict[str, str] | None = None):
-        """``models`` maps extra roles to model specs (e.g. ``{"voter1": "openai:gpt-4o-mini",
-        ..., "adjudicator": ...}``) for configs that name the ensemble's models inline."""
+    def __init__(self, voters: str | Sequence[str] | None = None,
+                 variants: Sequence[str] | None = None, name: str | None = None,
+                 models: dict[str, str] | None = None, decoding: str = "plain"):
+        """``voters``: ``models`` (default: the run's voter models), ``variants`` (the
+        prompt-variant panel on one model) or a list of roles. ``models`` maps extra roles
+        to model specs (e.g. ``{"voter1": "openai:gpt-4o-mini", ..., "adjudicator": ...}``)
+        for configs that name the ensemble's models inline. ``decoding`` as for ``llm``."""
         from carebench.models.base import parse_spec
 
-        if variants is not None and voters is not None:
+        if name:
+            self.name = name
+        if variants is not None and voters not in (None, "variants"):
             raise CarebenchError(f"{self.name}: give either voters (roles) or variants, not both")
         if variants is not None and len(variants) < 1:
             raise CarebenchError(f"{self.name}: variants must not be empty")
+        if isinstance(voters, str) and voters not in PANELS:
+            voters = [voters]
         for v in variants or ():
             system_prompt(v)  # an unknown variant fails before any call
-        self.components = Components(voters=voters, variants=variants, **self.uses)
-        if name:
-            self.name = name
+        self.decoding = check_decoding(decoding)
+        self.components = Components(voters=voters, variants=variants, decoding=decoding,
+                                     method=self.name, **self.uses)
         self.model_specs = {str(r): parse_spec(str(s)) for r, s in (models or {}).items()}
         self._built: dict[str, Any] = {}
 
@@ -270,6 +329,12 @@ class _Ensemble:
                 asyncio.run(m.aclose())
         self._built.clear()
 
+    def check(self, ctx: MethodContext) -> None:
+        """Fail before any model call when the voter panel cannot be formed."""
+        if self.components.want_votes:
+            c = self.components
+            voter_methods(self._with_models(ctx), c.voters, c.variants, c.decoding, c.method)
+
     def calls(self, items: Sequence[RiskItem], ctx: MethodContext) -> list[Call]:
         return self._calls(list(items), self._with_models(ctx))
 
@@ -278,9 +343,13 @@ class _Ensemble:
 
     def predict(self, items: Sequence[RiskItem], ctx: MethodContext) -> list[Prediction]:
         try:
-            return self._predict(list(items), self._with_models(ctx))
+            preds = self._predict(list(items), self._with_models(ctx))
         finally:
             self._close()
+        for p in preds:  # the report says which panel voted and how answers were read
+            p.detail["panel"] = self.components.panel
+            p.detail["decoding"] = self.decoding
+        return preds
 
     def _predict(self, items: list[RiskItem], ctx: MethodContext) -> list[Prediction]:
         raise NotImplementedError
@@ -327,6 +396,8 @@ class SchemaCalibratedMethod(_Ensemble):
                 level = calibrated_level(sp.level, m)
                 pred = Prediction(it.id, self.name, level, raw=sp.raw)
                 pred.detail.update(schema_level=sp.level, moderation_level=m)
+                if ev.moderation is None:
+                    warn(pred, NO_SCORES_CALIBRATED)
             out.append(_finish(pred, ev))
         return out
 
@@ -352,10 +423,11 @@ def _fmt_votes(ev: Evidence) -> str:
     return "; ".join(parts) if parts else "none"
 
 
-def adjudicator_request(item: RiskItem, ev: Evidence):
+def adjudicator_request(item: RiskItem, ev: Evidence, decoding: str = "plain"):
     user = render("adjudicator_user", post=item.text, profile=_fmt_profile(ev),
                   moderation=_fmt_moderation(ev), votes=_fmt_votes(ev))
-    return letter_request((Message("system", load_prompt("adjudicator")), Message("user", user)))
+    return letter_request((Message("system", load_prompt("adjudicator")), Message("user", user)),
+                          decoding=decoding)
 
 
 @register("adjudicated")
@@ -372,26 +444,32 @@ class AdjudicatedMethod(_Ensemble):
         model = ctx.model("adjudicator")
         blank = Evidence()
         return self.components.calls(items, ctx) + [
-            Call(model, adjudicator_request(it, blank), (self.name, it.id, "estimate")) for it in items
+            Call(model, adjudicator_request(it, blank, self.decoding), (self.name, it.id, "estimate")) for it in items
         ]
 
     def _predict(self, items: list[RiskItem], ctx: MethodContext) -> list[Prediction]:
         evidence = self.components.gather(items, ctx)
         model = ctx.model("adjudicator")
-        calls = [Call(model, adjudicator_request(it, ev), (self.name, it.id)) for it, ev in
+        calls = [Call(model, adjudicator_request(it, ev, self.decoding), (self.name, it.id)) for it, ev in
                  zip(items, evidence, strict=True)]
         comps = run_calls(ctx, calls)
         preds = []
         for it, comp in zip(items, comps, strict=True):
             letter, err = (None, None)
             if comp is not None and comp.ok:
-                p = parse_choice(comp.text, LETTERS)
-                letter, err = p.value, p.error
+                letter, err = parse_level_answer(comp.text)
             preds.append(letter_prediction(it, self.name, comp, letter, err))
         # exact level probabilities from in-process adjudicators, as for any letter method
         LetterMethod(role="adjudicator")._add_choice_probs(calls, comps, preds, ctx)
+        if self.decoding == "logits":
+            for pred, comp in zip(preds, comps, strict=True):
+                by_logits(pred, comp)
         out = []
         for pred, ev, comp in zip(preds, evidence, comps, strict=True):
+            if ev.moderation is None:
+                warn(pred, NO_SCORES_ADJUDICATOR)
+            if ev.schema is None or ev.schema.profile is None:
+                warn(pred, NO_PROFILE_ADJUDICATOR)
             lat = comp.latency_s if comp is not None else 0.0
             pred = _finish(pred, ev, extra=[comp], extra_latency=lat)
             pred.detail["adjudicator"] = str(model.spec)

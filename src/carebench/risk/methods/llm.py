@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import math
-import re
 from collections.abc import Sequence
 from typing import Any
 
-from carebench.models.structured import choice_spec, parse_choice
+from carebench.models.structured import choice_spec
+from carebench.risk.answers import parse_final_line, parse_level_answer
 from carebench.risk.methods.base import MethodContext, Prediction, RiskItem, register
 from carebench.risk.prompts import join, render
 from carebench.risk.scale import LETTERS, K, letter_to_level
@@ -45,6 +45,11 @@ from carebench.types import (
 )
 
 VARIANTS = ("clinical", "conservative", "contextual")
+#: How the level is read (§4.2 asks for one letter and nothing else, so ``plain`` is the
+#: default and identical for every provider); the others are explicit method options:
+#: ``json`` constrains the answer to ``{"answer": "a".."d"}`` (JSON schema, or a grammar
+#: for llama.cpp), ``logits`` takes the most probable of the four letter tokens.
+DECODINGS = ("plain", "json", "logits")
 #: room for a letter, or the ``{"answer": "x"}`` object a JSON-schema server returns
 LETTER_MAX_TOKENS = 20
 COT_MAX_TOKENS = 1024
@@ -79,6 +84,7 @@ def account(
         usage = usage + c.usage
     pred.usage = usage
     pred.cost_usd = sum(c.cost_usd for c in made)
+    pred.priced = all(c.priced for c in made)
     pred.n_calls = len(made)
     pred.latency_s = sum(c.latency_s for c in made) if latency_s is None else latency_s
     return pred
@@ -140,6 +146,18 @@ def exact_letter_probabilities(comp: Completion | None) -> list[float] | None:
     return None
 
 
+def first_token_letter_probabilities(comp: Completion | None) -> list[float] | None:
+    """The four letters' probabilities among the alternatives at the first generated token
+    (the answer slot when the text itself does not start with a letter), or None."""
+    if comp is None or not comp.logprobs:
+        return None
+    first = comp.logprobs[0]
+    cands = {**first.top, first.token: first.logprob}
+    if not all(lab in cands for lab in LETTERS):
+        return None
+    return _normalise({lab: math.exp(cands[lab]) for lab in LETTERS})
+
+
 def _set_probs(pred: Prediction, probs: list[float]) -> None:
     """Probabilities belong to a scored level; on a failure they are only evidence."""
     if pred.status == "ok":
@@ -185,16 +203,49 @@ def post_message(text: str) -> str:
     return render("post", post=text)
 
 
-def letter_request(msgs: tuple[Message, ...], max_tokens: int = LETTER_MAX_TOKENS) -> ChatRequest:
-    """Deterministic one-letter request asking for level log probabilities when available."""
+def check_decoding(decoding: str) -> str:
+    if decoding not in DECODINGS:
+        raise CarebenchError(f"unknown decoding {decoding!r}; known: {', '.join(DECODINGS)}")
+    return decoding
+
+
+def letter_request(msgs: tuple[Message, ...], max_tokens: int = LETTER_MAX_TOKENS,
+                   decoding: str = "plain") -> ChatRequest:
+    """Deterministic one-letter request asking for level log probabilities when available.
+
+    Only ``decoding="json"`` constrains the output; the plain request is the paper's.
+    """
     return ChatRequest(
         messages=msgs,
         temperature=0.0,
         max_tokens=max_tokens,
         logprobs=True,
         top_logprobs=10,
-        structured=choice_spec(LETTERS),
+        structured=choice_spec(LETTERS) if check_decoding(decoding) == "json" else None,
     )
+
+
+def by_logits(pred: Prediction, comp: Completion | None) -> None:
+    """``decoding=logits``: the level is the most probable letter token, not the text.
+
+    Only answered calls qualify; without level probabilities the item fails (never a
+    guess from the text, which would silently mix two protocols).
+    """
+    if comp is None or not comp.ok:
+        return
+    probs = (pred.probs or pred.detail.get("probs") or exact_letter_probabilities(comp)
+             or first_token_letter_probabilities(comp))
+    if probs is None:
+        pred.level, pred.status, pred.probs = None, "parse_error", None
+        pred.detail["error"] = "decoding=logits: no probabilities for the letters a-d"
+        return
+    pred.detail.pop("error", None)
+    pred.detail.pop("probs", None)
+    pred.detail.pop("argmax", None)
+    pred.detail["parsed_text_level"] = pred.level
+    pred.probs = list(probs)
+    pred.level = int(max(range(K), key=probs.__getitem__))
+    pred.status = "ok"
 
 
 def _probs_supported(model: Any) -> bool:
@@ -218,10 +269,12 @@ class LetterMethod:
         max_tokens: int | None = None,
         choice_probs: bool = True,
         name: str | None = None,
+        decoding: str = "plain",
     ):
         self.role = role
         self.max_tokens = max_tokens
         self.choice_probs = choice_probs
+        self.decoding = check_decoding(decoding)
         if name:
             self.name = name
 
@@ -229,7 +282,8 @@ class LetterMethod:
         raise NotImplementedError
 
     def request(self, item: RiskItem, ctx: MethodContext) -> ChatRequest:
-        return letter_request(self.messages(item, ctx), self.max_tokens or LETTER_MAX_TOKENS)
+        return letter_request(self.messages(item, ctx), self.max_tokens or LETTER_MAX_TOKENS,
+                              self.decoding)
 
     def scored(self, items: Sequence[RiskItem], ctx: MethodContext) -> list[RiskItem]:
         """The items this method predicts (all, except for few-shot's exemplar pool)."""
@@ -242,8 +296,7 @@ class LetterMethod:
         ]
 
     def parse(self, comp: Completion) -> tuple[str | None, str | None]:
-        p = parse_choice(comp.text, LETTERS)
-        return p.value, p.error
+        return parse_level_answer(comp.text)
 
     def decode(
         self,
@@ -258,8 +311,12 @@ class LetterMethod:
             letter, err = self.parse(comp) if comp is not None and comp.ok else (None, None)
             pred = letter_prediction(it, self.name, comp, letter, err)
             pred.detail["model"] = str(ctx.model(self.role).spec)
+            pred.detail["decoding"] = self.decoding
             preds.append(pred)
         self._add_choice_probs(calls, comps, preds, ctx)
+        if self.decoding == "logits":
+            for comp, pred in zip(comps, preds, strict=True):
+                by_logits(pred, comp)
         return preds
 
     def _add_choice_probs(
@@ -339,22 +396,16 @@ def _llm_contextual(**options: Any) -> LLMMethod:
     return LLMMethod(variant="contextual", **options)
 
 
-_FINAL = re.compile(r"FINAL\s*[:=\-]\s*[\(\[\*\"']*\s*([abcd])\b", re.IGNORECASE)
-
-
-def parse_final(text: str) -> tuple[str | None, str | None]:
-    """The letter of the last ``FINAL: X`` line; anything else is a parse failure."""
-    found = _FINAL.findall(text)
-    if not found:
-        return None, "no 'FINAL: <letter>' line with a letter a-d"
-    return found[-1].lower(), None
-
-
 @register("llm-cot")
 class CoTMethod(LetterMethod):
     """Rubric + brief step-by-step reasoning, read only from the closing ``FINAL: X`` line."""
 
     name = "llm-cot"
+
+    def __init__(self, **options: Any):
+        super().__init__(**options)
+        if self.decoding != "plain":  # the reasoning must be free text
+            raise CarebenchError("llm-cot reads a FINAL line from free text: decoding must be plain")
 
     def messages(self, item: RiskItem, ctx: MethodContext) -> tuple[Message, ...]:
         return (Message("system", join("rubric", "cot")), Message("user", post_message(item.text)))
@@ -368,7 +419,7 @@ class CoTMethod(LetterMethod):
         )
 
     def parse(self, comp: Completion) -> tuple[str | None, str | None]:
-        return parse_final(comp.text)
+        return parse_final_line(comp.text)
 
 
 # -- few-shot -------------------------------------------------------------------------

@@ -189,7 +189,7 @@ class ModerationMethod:
             acct: dict[str, Any] = {}
             if comp is not None:
                 acct = {"usage": comp.usage, "latency_s": comp.latency_s,
-                        "cost_usd": comp.cost_usd, "n_calls": 1}
+                        "cost_usd": comp.cost_usd, "priced": comp.priced, "n_calls": 1}
             if scores[i] is None or per_item_thresholds[i] is None:
                 err = comp.error if comp is not None else "no score"
                 preds.append(Prediction(
