@@ -6,7 +6,7 @@ import json
 
 from carebench.datasets.prompts import load_annotations, load_policies
 from carebench.plural.data import builtin_path
-from carebench.plural.demo import demo_release, run_demo
+from carebench.plural.demo import DEMO_CASES, demo_release, run_demo
 from stub_server import StubReply, StubServer
 
 
@@ -35,7 +35,8 @@ def test_demo_part_runs_end_to_end(tmp_path):
         stub.handler = handler
         run = run_demo(tmp_path / "plural", model_spec=f"openai:demo@{stub.base_url}")
     m = json.loads((run / "metrics.json").read_text())
-    assert m["counts"]["prompts"] == 2 and len(m["cells"]) == 6
+    assert DEMO_CASES == 1  # the quick demo: one case, two replies, six policies each
+    assert m["counts"]["prompts"] == DEMO_CASES and len(m["cells"]) == 6
     manifest = json.loads((run / "manifest.json").read_text())
     assert len(manifest["warnings"]) == 1  # one model in every seat: one overlap, warned once
     assert "Demonstration only" in (run / "report.md").read_text()
