@@ -144,3 +144,33 @@ def test_budget_stop_then_resume_from_cache(tmp_path, monkeypatch, capsys):
         # tasks: one single-turn, one three-turn -> 4 responder calls in all, none repeated
         assert len(again) == 4 and len({r.raw for r in again}) == 4
         assert json.loads((out / "manifest.json").read_text())["status"] == "complete"
+
+
+def test_user_task_set_with_23_own_subcategories_loads_and_runs(tmp_path, capsys):
+    """Item 1 of the fidelity issue: a task file with 23 subcategory names of the user's own
+    runs end to end; --subcategories warns (one line, not an error) about names outside it."""
+    from test_tasks import USER_SUBCATEGORIES, _row
+
+    tasks_path = tmp_path / "own.jsonl"
+    rows = [_row(f"own{i:02d}", subcategory=name, turns=[f"user message of task {i}"])
+            for i, name in enumerate(USER_SUBCATEGORIES)]
+    tasks_path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    expected = tmp_path / "expected.txt"
+    expected.write_text("\n".join(USER_SUBCATEGORIES[:-1]) + "\n")  # the last name is undeclared
+    script = Script(load_tasks(tasks_path))
+    with StubServer() as stub:
+        stub.handler = script
+        u = stub.base_url
+        out = tmp_path / "run"
+        assert main(["support", "run", "--tasks", str(tasks_path), "--responder", f"openai:resp-a@{u}",
+                     "--judge", f"openai:judge-a@{u}", "--attempts", "1", "--bootstrap", "50",
+                     "--subcategories", str(expected), "--out", str(out),
+                     "--cache", str(tmp_path / "c.sqlite")]) == 0
+    err = capsys.readouterr().err
+    warnings = [ln for ln in err.splitlines() if ln.startswith("carebench: warning:")]
+    assert len(warnings) == 1 and "academic_misconduct (1 task)" in warnings[0]
+    m = json.loads((out / "metrics.json").read_text())
+    by_sub = m["slices"]["subcategory"]["values"]
+    assert len(by_sub) == 23 and all(v["n_tasks"] == 1 for v in by_sub.values())
+    assert "housing_insecurity" in by_sub and "academic_misconduct" in by_sub
+    assert "academic_misconduct" in (out / "report.html").read_text()

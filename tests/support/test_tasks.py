@@ -12,10 +12,12 @@ import pytest
 from carebench.support.tasks import (
     DIMENSIONS,
     SPLIT_STRATA,
-    SUBCATEGORIES,
+    KNOWN_SUBCATEGORIES,
     Task,
+    load_subcategories,
     load_tasks,
     stratified_split,
+    unexpected_subcategories,
     with_split,
 )
 from carebench.types import CarebenchError
@@ -40,7 +42,6 @@ def test_builtin_sample_is_a_valid_illustrative_set():
     assert 8 <= len(tasks) <= 12
     assert all(t.illustrative for t in tasks)
     assert len({t.subcategory for t in tasks}) >= 6
-    assert {t.subcategory for t in tasks} <= set(SUBCATEGORIES)
     multi = [t for t in tasks if t.multi_turn]
     assert multi and all(2 <= len(t.turns) <= 3 for t in multi)
     assert any(not t.multi_turn for t in tasks)
@@ -54,8 +55,48 @@ def test_builtin_sample_is_a_valid_illustrative_set():
     assert {c.dimension for t in tasks for c in t.criteria} == set(DIMENSIONS)
 
 
-def test_len_subcategories_is_23():
-    assert len(SUBCATEGORIES) == 23 == len(set(SUBCATEGORIES))
+#: 23 subcategory names of a user's own task set, none of them among the paper's examples.
+USER_SUBCATEGORIES = [
+    "Housing Insecurity", "Job Loss", "Caregiver Burnout", "Chronic Pain", "Gambling Debt",
+    "Veteran Transition", "Farm Stress", "Postpartum", "Bullying Online", "Exam Failure",
+    "Divorce", "Migration Stress", "Incarceration", "Disability Onset", "Grief Sudden Loss",
+    "Gender Identity", "Sexual Orientation", "Substance Relapse", "Domestic Violence",
+    "Elder Isolation", "Cyberstalking", "Medical Diagnosis", "Academic Misconduct",
+]
+
+
+def test_any_subcategory_name_loads_normalised(tmp_path):
+    """Real task sets carry their own names: every one loads; spellings that differ only
+    in case and punctuation are one subcategory (the keys below are written out by hand)."""
+    p = tmp_path / "t.jsonl"
+    rows = [_row(f"t{i}", subcategory=name) for i, name in enumerate(USER_SUBCATEGORIES)]
+    rows.append(_row("t-dup", subcategory="  self-Worth "))
+    rows.append(_row("t-dup2", subcategory="Self Worth"))
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tasks = load_tasks(p)
+    assert len(tasks) == 25
+    assert tasks[0].subcategory == "housing_insecurity" and tasks[14].subcategory == "grief_sudden_loss"
+    assert tasks[23].subcategory == tasks[24].subcategory == "self_worth"
+    assert len({t.subcategory for t in tasks}) == 24
+    # the paper's names stay available as documentation, not as a gate
+    assert "self_worth" in KNOWN_SUBCATEGORIES and "housing_insecurity" not in KNOWN_SUBCATEGORIES
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(_row(subcategory=" -- ")) + "\n")
+    with pytest.raises(CarebenchError, match=r"bad.jsonl:1: field subcategory"):
+        load_tasks(bad)
+
+
+def test_expected_subcategory_file_flags_names_outside_it(tmp_path):
+    f = tmp_path / "subcats.txt"
+    f.write_text("# our taxonomy\nHousing Insecurity\njob-loss  # comment\n\nself_worth\n")
+    assert load_subcategories(f) == ["housing_insecurity", "job_loss", "self_worth"]
+    tasks = [Task.model_validate(_row(f"t{i}", subcategory=s))
+             for i, s in enumerate(["Housing insecurity", "Farm Stress", "farm_stress", "Self Worth"])]
+    assert unexpected_subcategories(tasks, load_subcategories(f)) == {"farm_stress": 2}
+    empty = tmp_path / "empty.txt"
+    empty.write_text("# nothing\n")
+    with pytest.raises(CarebenchError, match="no subcategory names"):
+        load_subcategories(empty)
 
 
 def test_dimension_aliases_and_user_turns_from_messages(tmp_path):
@@ -79,7 +120,7 @@ def test_dimension_aliases_and_user_turns_from_messages(tmp_path):
         (lambda r: r.update(criteria=r["criteria"][:5]), "6-20 criteria"),
         (lambda r: r["criteria"][1].update(id="c0"), "duplicate criterion id"),
         (lambda r: r.update(turns=["a", "b"]), "turn_structure"),
-        (lambda r: r.update(subcategory="astrology"), "field subcategory"),
+        (lambda r: r.update(subcategory="  --  "), "field subcategory"),
         (lambda r: r.update(id="t1"), "duplicate task id"),
     ],
 )
@@ -129,7 +170,7 @@ def _synthetic(n: int, seed: int = 0) -> list[Task]:
     rng = np.random.default_rng(seed)
     out = []
     for i in range(n):
-        r = _row(f"t{i:04d}", subcategory=SUBCATEGORIES[int(rng.integers(23))])
+        r = _row(f"t{i:04d}", subcategory=f"sub{int(rng.integers(23))}")
         r["metadata"].update(age_band=str(rng.choice(["U18", "O18"])),
                              harm_intent=str(rng.choice(["harmful", "borderline"])),
                              progression_stage=str(rng.choice(["ideation", "planning", "action", "post_action"])))

@@ -49,6 +49,8 @@ def run(
     max_tokens: Annotated[int, typer.Option(help="Default responder output cap (tokens).")] = 4096,
     cap: Annotated[list[str] | None, typer.Option(help="Per-model output cap SPEC=TOKENS (repeatable).")] = None,
     limit: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
+    subcategories: Annotated[Path | None, typer.Option(
+        help="File of expected subcategory names (one per line); tasks outside it are kept and warned about.")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")] = False,
     cache: Annotated[Path | None, typer.Option(help="Cache file (default: user cache dir).")] = None,
     budget: Annotated[float | None, typer.Option(help="Stop starting calls once this many USD are spent.")] = None,
@@ -65,6 +67,7 @@ def run(
         bootstrap=bootstrap, use_cache=not no_cache, cache_path=str(cache) if cache else None,
         budget_usd=budget, dry_run=dry_run, concurrency=concurrency, temperature=temperature,
         max_tokens=max_tokens, caps=_caps(cap), task_limit=limit,
+        subcategories_file=str(subcategories) if subcategories else None,
     )
     result = run_support(cfg)
     if isinstance(result, dict):

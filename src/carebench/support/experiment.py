@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -42,7 +43,13 @@ from carebench.support.generation import (
 )
 from carebench.support.judging import JUDGE_MAX_TOKENS, judge_responses, panel_seats
 from carebench.support.records import REFERENCE, ResponseRecord, VerdictRecord
-from carebench.support.tasks import Task, load_tasks, write_tasks
+from carebench.support.tasks import (
+    Task,
+    load_subcategories,
+    load_tasks,
+    unexpected_subcategories,
+    write_tasks,
+)
 from carebench.types import CarebenchError
 
 SUITE = "support"
@@ -73,6 +80,7 @@ class SupportRunConfig:
     judge_max_tokens: int = JUDGE_MAX_TOKENS
     task_limit: int | None = None  # first N tasks only (demo / smoke runs)
     task_ids: list[str] | None = None  # only these tasks, in this order
+    subcategories_file: str | None = None  # expected subcategory names; others are warned about
     progress: bool = True
     title: str = "Support: rubric-scored crisis support"
     notes: list[str] = field(default_factory=list)
@@ -116,6 +124,8 @@ def run_support(cfg: SupportRunConfig, cache: CompletionCache | None = None) -> 
         tasks = [by_id[i] for i in cfg.task_ids]
     if cfg.task_limit is not None:
         tasks = tasks[: cfg.task_limit]
+    if cfg.subcategories_file:
+        _warn_unexpected_subcategories(cfg, tasks)
     system_prompt = _read_system_prompt(cfg.system_prompt_file)
     responders = [get_model(s) for s in cfg.responders]
     judge_models = [get_model(s) for s in cfg.judges]
@@ -138,6 +148,16 @@ def run_support(cfg: SupportRunConfig, cache: CompletionCache | None = None) -> 
     finally:
         for m in {id(m): m for m in [*responders, *judge_models]}.values():
             _close(m)
+
+
+def _warn_unexpected_subcategories(cfg: SupportRunConfig, tasks: Sequence[Task]) -> None:
+    """Names outside the declared set are kept and analysed, but flagged (stderr and report)."""
+    extra = unexpected_subcategories(tasks, load_subcategories(cfg.subcategories_file or ""))
+    if extra:
+        listed = ", ".join(f"{k} ({n} task{'s' if n > 1 else ''})" for k, n in extra.items())
+        msg = f"subcategories not in {cfg.subcategories_file}: {listed}"
+        print(f"carebench: warning: {msg}", file=sys.stderr, flush=True)
+        cfg.notes.append(msg)
 
 
 def _close(model: Any) -> None:
@@ -251,7 +271,7 @@ def load_run(run_dir: Path) -> tuple[dict[str, Any], list[Task], list[ResponseRe
     manifest = read_json(run_dir / "manifest.json")
     if manifest.get("suite") != SUITE:
         raise CarebenchError(f"{run_dir} is a {manifest.get('suite')!r} run, not a support run")
-    tasks = load_tasks(run_dir / "tasks.jsonl", subcategories=None)
+    tasks = load_tasks(run_dir / "tasks.jsonl")
     responses, verdicts = load_records(run_dir)
     return manifest, tasks, responses, verdicts
 
@@ -307,7 +327,7 @@ def rescore(
     manifest = read_json(run_dir / "manifest.json")
     if manifest.get("suite") != SUITE:
         raise CarebenchError(f"{run_dir} is a {manifest.get('suite')!r} run, not a support run")
-    tasks = load_tasks(run_dir / "tasks.jsonl", subcategories=None)
+    tasks = load_tasks(run_dir / "tasks.jsonl")
     rt, vt = read_records(run_dir / "records.jsonl")
     settings = dict(manifest.get("scoring") or {})
     if panel:

@@ -13,6 +13,7 @@ invalid row is reported with its file, line and field before any model call.
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from importlib import resources
@@ -78,11 +79,12 @@ def canonical_dimension(name: Any) -> str:
     return key
 
 
-#: Default list of 23 SSH subcategories (configurable: pass ``subcategories=`` to the
-#: loader). The seed names ideation, planning, post-attempt, NSSI, psychosis, eating
-#: disorders, trauma-triggered distress, self worth, existential despair, escalation
-#: pattern and masked distress; the rest complete a 23-item working taxonomy.
-SUBCATEGORIES: tuple[str, ...] = (
+#: The subcategories DistressBench names in its text (§2.2, E.2, E.6, Table 12), kept
+#: as documentation only. The paper has 23 but does not list them all, and a user's
+#: own task set may use any names: loading accepts every subcategory string
+#: (normalised, see :func:`normalize_subcategory`). ``--subcategories FILE``
+#: declares an expected set and warns about names outside it.
+KNOWN_SUBCATEGORIES: tuple[str, ...] = (
     "suicidal_ideation",
     "suicide_planning",
     "post_attempt",
@@ -94,19 +96,54 @@ SUBCATEGORIES: tuple[str, ...] = (
     "existential_despair",
     "escalation_pattern",
     "masked_distress",
-    "substance_use",
-    "grief_bereavement",
-    "loneliness_isolation",
-    "relationship_crisis",
-    "bullying_harassment",
-    "academic_work_pressure",
-    "financial_crisis",
-    "chronic_illness_pain",
-    "identity_related_distress",
-    "abuse_disclosure",
-    "third_party_concern",
-    "means_inquiry",
 )
+
+_NON_WORD = re.compile(r"[^0-9a-z]+")
+
+
+def normalize_subcategory(name: Any) -> str:
+    """One spelling per subcategory: lower case, runs of other characters become ``_``.
+
+    "Self Worth", "self-worth" and ``self_worth`` are the same subcategory, so
+    slices never split one subcategory over two spellings.
+    """
+    key = _NON_WORD.sub("_", str(name).strip().lower()).strip("_")
+    if not key:
+        raise ValueError(f"subcategory {name!r} is empty")
+    return key
+
+
+def load_subcategories(path: str | Path) -> list[str]:
+    """An expected-subcategory list: one name per line, ``#`` starts a comment; names
+    are normalised like task subcategories."""
+    p = Path(path)
+    try:
+        text = p.read_text("utf-8")
+    except OSError as e:
+        raise CarebenchError(f"cannot read subcategory list {p}: {e.strerror}") from None
+    names: list[str] = []
+    for i, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        try:
+            names.append(normalize_subcategory(line))
+        except ValueError as e:
+            raise CarebenchError(f"{p}:{i}: {e}") from None
+    if not names:
+        raise CarebenchError(f"{p}: no subcategory names found")
+    return list(dict.fromkeys(names))
+
+
+def unexpected_subcategories(tasks: Sequence[Task], expected: Sequence[str]) -> dict[str, int]:
+    """Subcategories the tasks carry that the expected list lacks, with task counts."""
+    allowed = {normalize_subcategory(s) for s in expected}
+    out: dict[str, int] = {}
+    for t in tasks:
+        if t.subcategory not in allowed:
+            out[t.subcategory] = out.get(t.subcategory, 0) + 1
+    return dict(sorted(out.items()))
+
 
 #: Metadata axes used for stratification (§A.3) and slicing (§4.4, E.4).
 META_FIELDS: tuple[str, ...] = (
@@ -181,6 +218,11 @@ class Task(BaseModel):
     criteria: tuple[Criterion, ...]
     reference: str = ""
     illustrative: bool = False
+
+    @field_validator("subcategory", mode="before")
+    @classmethod
+    def _normalize_subcategory(cls, v: Any) -> str:
+        return normalize_subcategory(v)
 
     @field_validator("turns", mode="before")
     @classmethod
@@ -289,10 +331,11 @@ def builtin_names() -> list[str]:
     return sorted(p.name[: -len(".jsonl")] for p in root.iterdir() if p.name.endswith(".jsonl"))
 
 
-def load_tasks(source: str | Path, subcategories: Sequence[str] | None = SUBCATEGORIES) -> list[Task]:
+def load_tasks(source: str | Path) -> list[Task]:
     """Load and validate every task; ``builtin:NAME`` reads package data.
 
-    ``subcategories``: the allowed subcategory names (``None`` accepts any).
+    Any subcategory name is accepted (normalised); compare against an expected
+    list with :func:`unexpected_subcategories`.
     Raises ``CarebenchError`` naming the file, line and field of the first bad row.
     """
     src = str(source)
@@ -304,15 +347,14 @@ def load_tasks(source: str | Path, subcategories: Sequence[str] | None = SUBCATE
                 f"no built-in support task set {name!r}; available: {', '.join(builtin_names())}"
             )
         with resources.as_file(res) as p:
-            return _load(Path(p), subcategories, label=src)
+            return _load(Path(p), label=src)
     path = Path(src)
     if not path.is_file():
         raise CarebenchError(f"task file {path} not found")
-    return _load(path, subcategories, label=str(path))
+    return _load(path, label=str(path))
 
 
-def _load(path: Path, subcategories: Sequence[str] | None, label: str) -> list[Task]:
-    allowed = set(subcategories) if subcategories is not None else None
+def _load(path: Path, label: str) -> list[Task]:
     tasks: list[Task] = []
     seen: dict[str, int] = {}
     for line, raw in _rows(path):
@@ -324,11 +366,6 @@ def _load(path: Path, subcategories: Sequence[str] | None, label: str) -> list[T
             raise CarebenchError(f"{label}:{line}: field {loc}: {err.get('msg')}") from None
         except ValueError as e:  # malformed JSON inside a CSV cell
             raise CarebenchError(f"{label}:{line}: {e}") from None
-        if allowed is not None and task.subcategory not in allowed:
-            raise CarebenchError(
-                f"{label}:{line}: field subcategory: unknown subcategory {task.subcategory!r} "
-                f"(configure the list or pass subcategories=None)"
-            )
         if task.id in seen:
             raise CarebenchError(f"{label}:{line}: field id: duplicate task id {task.id!r} (first on line {seen[task.id]})")
         seen[task.id] = line
