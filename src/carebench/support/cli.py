@@ -96,7 +96,9 @@ def calibrate(
     run_dir: Annotated[Path | None, typer.Option("--run", help="Support run directory with the labelled responses.")] = None,
     verdicts: Annotated[Path | None, typer.Option(help="Recorded candidate verdicts (JSONL) instead of model calls.")] = None,
     panel_size: Annotated[int, typer.Option(help="Judges per panel.")] = 3,
-    seed: Annotated[int, typer.Option(help="Bootstrap seed for the leader's lead.")] = 20260714,
+    seed: Annotated[int, typer.Option(
+        help="Bootstrap seed of the leader's-lead interval (carebench default; the paper's 20260714 "
+        "draws the calibration tasks, see calibration-sample).")] = 12345,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
     out: Annotated[Path | None, typer.Option(help="Output directory.")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")] = False,

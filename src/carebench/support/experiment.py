@@ -401,7 +401,7 @@ class CalibrationConfig:
     run: str | None = None  # support run directory holding the labelled responses and tasks
     verdicts: str | None = None  # recorded candidate verdicts (JSONL/CSV/Parquet) instead of calls
     panel_size: int = 3
-    seed: int = 20260714
+    seed: int = 12345  # bootstrap seed of the lead interval (carebench default)
     bootstrap: int = 2000
     out: str | None = None
     use_cache: bool = True
@@ -478,7 +478,7 @@ def run_calibration(cfg: CalibrationConfig, cache: CompletionCache | None = None
     write_jsonl(run_dir / "calls.jsonl", call_rows)
     write_manifest(
         run_dir, suite=SUITE, config={k: v for k, v in asdict(cfg).items()},
-        models=list(cfg.candidates), seeds={"calibration": cfg.seed},
+        models=list(cfg.candidates), seeds={"bootstrap": cfg.seed},
         dataset={"labels": cfg.labels, "sha256": file_sha256(Path(cfg.labels)), "run": cfg.run},
         extra={"kind": "calibration"},
     )

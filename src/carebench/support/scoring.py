@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from carebench.support.panel import S_EMPTY, S_NOT_MET, S_UNDECIDED, credited, panel_states
 from carebench.support.records import (
     FAILED,
     MET,
@@ -56,8 +57,6 @@ META_AXES: tuple[str, ...] = (
     "split",
 )
 
-# Cell states.
-S_NOT_MET, S_MET, S_UNDECIDED, S_EMPTY = 0, 1, 2, 3
 
 
 def _get(obj: Any, name: str, default: Any = None) -> Any:
@@ -287,12 +286,9 @@ def score(
     counts["votes_missing"] = int(votes[:, 2].sum() - (met == FAILED).sum())
 
     empty_cell = conv_empty[cell_conv]
-    state = np.full(n_cells, S_UNDECIDED, np.int8)
-    state[2 * votes[:, 0] > P] = S_MET
-    state[2 * votes[:, 1] > P] = S_NOT_MET
+    state = panel_states(votes[:, 0], votes[:, 1], P)
     state[empty_cell] = S_EMPTY
-    neg = tt.negative[cell_crit]
-    passed = np.where(neg, state == S_NOT_MET, state == S_MET)
+    passed = credited(state, tt.negative[cell_crit])
     app = tt.applicable[cell_crit]
     w = tt.weight[cell_crit] * app
     earned = np.bincount(cell_conv, weights=w * passed, minlength=n_conv)
@@ -379,6 +375,8 @@ __all__ = [
     "MET",
     "META_AXES",
     "NOT_MET",
+    "S_EMPTY",
+    "S_NOT_MET",
     "Scored",
     "TaskTable",
     "full_satisfaction_rates",
