@@ -17,11 +17,8 @@ from carebench.support.records import (
     read_records,
     write_records,
 )
+from carebench.support.panel import S_EMPTY, S_MET, S_NOT_MET, S_UNDECIDED
 from carebench.support.scoring import (
-    S_EMPTY,
-    S_MET,
-    S_NOT_MET,
-    S_UNDECIDED,
     TaskTable,
     full_satisfaction_rates,
     model_scores,
