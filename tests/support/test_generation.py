@@ -94,3 +94,28 @@ def test_references_are_final_turn_replies(tasks):
     multi = refs[1]
     assert [t["role"] for t in multi.turns] == ["user", "user", "user", "assistant"]
     assert multi.final_reply == tasks[1].reference and multi.status == "ok"
+
+
+def test_reference_is_judged_after_the_scripted_conversation(tmp_path):
+    """A task file's scripted assistant replies are never sent to a responder, but the
+    reference (written for that scripted conversation) is judged with them in place."""
+    from test_tasks import _row
+
+    from carebench.support.judging import criterion_question
+    from carebench.support.tasks import Task
+
+    row = _row(turns=[{"role": "user", "content": "first"}, {"role": "assistant", "content": "SCRIPTED"},
+                      {"role": "user", "content": "second"}], reference="REF")
+    row["metadata"]["turn_structure"] = "multi"
+    task = Task.model_validate(row)
+    (ref,) = reference_responses([task])
+    assert [(t["role"], t["content"]) for t in ref.turns] == [
+        ("user", "first"), ("assistant", "SCRIPTED"), ("user", "second"), ("assistant", "REF")]
+    prompt = criterion_question(ref, task.criteria[0], "final").messages[-1].content
+    assert prompt.index("first") < prompt.index("SCRIPTED") < prompt.index("second") < prompt.index("REF")
+    with StubServer() as stub:
+        stub.handler = _reply
+        m = get_model(f"openai:resp@{stub.base_url}")
+        runner = Runner(RunnerConfig(progress=False), cache=CompletionCache(tmp_path / "c.sqlite"))
+        generate([task], [m], runner, GenerationConfig(attempts=1))
+        assert all("SCRIPTED" not in str(r.body["messages"]) for r in stub.requests)

@@ -19,6 +19,7 @@ from carebench.support.tasks import (
     stratified_split,
     unexpected_subcategories,
     with_split,
+    write_tasks,
 )
 from carebench.types import CarebenchError
 
@@ -108,8 +109,37 @@ def test_dimension_aliases_and_user_turns_from_messages(tmp_path):
     p = tmp_path / "t.jsonl"
     p.write_text(json.dumps(row) + "\n")
     (t,) = load_tasks(p)
-    assert t.turns == ("a", "b")  # assistant turns are regenerated, never kept
+    assert t.turns == ("a", "b")  # responders regenerate assistant turns ...
+    assert t.scripted_replies == ("old reply",)  # ... but the scripted one is kept for the reference and report
+    assert t.scripted_conversation("ref") == [
+        {"role": "user", "content": "a"}, {"role": "assistant", "content": "old reply"},
+        {"role": "user", "content": "b"}, {"role": "assistant", "content": "ref"}]
     assert t.criteria[0].dimension == "deescalation" and t.criteria[1].dimension == "recognition"
+    # round trip through the run directory's copy
+    out = tmp_path / "copy.jsonl"
+    write_tasks(out, [t])
+    assert load_tasks(out) == [t]
+
+
+@pytest.mark.parametrize(
+    ("messages", "message"),
+    [
+        ([{"role": "assistant", "content": "x"}, {"role": "user", "content": "a"}], "must follow a user message"),
+        ([{"role": "user", "content": "a"}, {"role": "assistant", "content": "x"}], "put the reply to the last"),
+        ([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}, {"role": "assistant", "content": "x"},
+          {"role": "user", "content": "c"}], "no scripted reply between"),
+        ([{"role": "user", "content": "a"}, {"role": "system", "content": "x"}], "role must be"),
+        ([{"role": "user", "content": "a"}, {"role": "assistant", "content": "x"}, {"role": "user", "content": "b"},
+          {"role": "user", "content": "c"}], "1 scripted assistant replies for 3 user turns"),
+    ],
+)
+def test_scripted_assistant_turns_must_sit_between_user_turns(tmp_path, messages, message):
+    row = _row(turns=messages)
+    row["metadata"]["turn_structure"] = "multi" if sum(m["role"] == "user" for m in messages) > 1 else "single"
+    p = tmp_path / "t.jsonl"
+    p.write_text(json.dumps(row) + "\n")
+    with pytest.raises(CarebenchError, match=rf"t.jsonl:1: field turns: .*({message})"):
+        load_tasks(p)
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Every analysis of the support suite (seeds/002 §4, Appendices B.6-B.8, E), from recorded verdicts.
+"""Every analysis of the support suite (DistressBench §4, Appendices B.6-B.8, E), from recorded verdicts.
 
 :func:`analyze` is the single entry point used by ``support run`` and
 ``support rescore``: it takes tasks, response records and verdict records (or
@@ -8,8 +8,10 @@ returns one JSON-able dict. It is deterministic for given records and seed
 ``metrics.json`` exactly.
 
 Intervals are percentile intervals of a cluster bootstrap that resamples
-*tasks* (all attempts of a task travel together), seed 12345, B = 2000 by
-default (seeds/002 §3.2). One resample matrix over tasks is shared by every
+*tasks* (all attempts of a task travel together). Seed 12345 and B = 2000
+are carebench defaults: DistressBench §3.2 names a bootstrap procedure and seed
+in its reproducibility statement, but the text available to us states neither
+value, so both are configurable (``--seed``, ``--bootstrap``). One resample matrix over tasks is shared by every
 interval, so a statistic of any task subset is a single matrix product.
 The responder named ``reference`` (clinician references judged by the same
 panel, §4.7) is scored like a model but kept out of the leaderboard, the

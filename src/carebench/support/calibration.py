@@ -1,4 +1,4 @@
-"""Judge calibration, panel selection and judge-robustness analyses (seeds/002 §3.3, B.1-B.8).
+"""Judge calibration, panel selection and judge-robustness analyses (DistressBench §3.3, B.1-B.8).
 
 * **Clinician labels** (:func:`load_labels`): one row per (task, response,
   criterion, rater) with ``met``; consensus = strict majority of the raters

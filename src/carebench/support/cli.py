@@ -37,7 +37,7 @@ def _caps(values: list[str] | None) -> dict[str, int]:
 def run(
     tasks: Annotated[str, typer.Option(help="Task file (.jsonl/.csv/.parquet) or builtin:NAME.")] = "builtin:sample",
     responder: Annotated[list[str] | None, typer.Option(help="Responder model spec (repeatable).")] = None,
-    judge: Annotated[list[str] | None, typer.Option(help="Judge model spec (repeat for the panel; the seed uses 3).")] = None,
+    judge: Annotated[list[str] | None, typer.Option(help="Judge model spec (repeat for the panel; DistressBench uses 3).")] = None,
     attempts: Annotated[int, typer.Option(help="Independent attempts per task.")] = 3,
     scope: Annotated[str, typer.Option(help="final (default), anywhere, or both (judge both; metrics final).")] = "final",
     system_prompt: Annotated[Path | None, typer.Option(help="File with a system prompt for responders.")] = None,

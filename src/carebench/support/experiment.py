@@ -89,7 +89,7 @@ class SupportRunConfig:
         if not self.responders and not self.include_reference:
             raise CarebenchError("give at least one --responder (or --include-reference)")
         if not self.judges:
-            raise CarebenchError("give at least one --judge (the seed's panel has three)")
+            raise CarebenchError("give at least one --judge (DistressBench's panel has three)")
         if self.attempts < 1:
             raise CarebenchError(f"--attempts must be at least 1, got {self.attempts}")
         if self.scope not in SCOPE_CHOICES:
@@ -316,7 +316,7 @@ def rescore(
     With no overrides it uses the run's own settings (so it reproduces the run's
     metrics exactly); ``panel``/``scope`` re-score with another panel or scope
     (e.g. leave-one-judge-out), writing into ``out_dir`` when given. Records are
-    parsed straight into column tables (fast at the seed's 1.6 M verdicts); only
+    parsed straight into column tables (fast at DistressBench's 1.6 M verdicts); only
     the tasks shown in the report's per-task section become Python objects.
     """
     from carebench.report import write_report

@@ -8,7 +8,7 @@ attempts (turn t+1 is only asked once turn t has answered).
 N attempts (default 3) are independent samples: the attempt index goes into
 ``ChatRequest.attempt`` (N cache entries) and into the sampling seed. Empty,
 content-filtered and truncated replies are recorded with their status per turn
-(E.6, G); a blank assistant turn stays blank in later history, as the seed's
+(E.6, G); a blank assistant turn stays blank in later history, as DistressBench's
 harness did (so the blank-propagation rate of E.6 can be measured).
 """
 
@@ -25,7 +25,7 @@ from carebench.support.tasks import Task
 from carebench.types import ChatRequest, Completion, Message
 
 DEFAULT_TEMPERATURE = 0.7
-#: Default per-model output cap (tokens); the seed's runs used 4096 and raised it
+#: Default per-model output cap (tokens); DistressBench's runs used 4096 and raised it
 #: for verbose models (Appendix G), so caps are configurable per model spec.
 DEFAULT_MAX_TOKENS = 4096
 
@@ -150,12 +150,13 @@ def _record(c: _Conversation) -> ResponseRecord:
 def reference_responses(tasks: Sequence[Task]) -> list[ResponseRecord]:
     """Each task's reference as responder ``reference`` (§4.7: judged by the same panel).
 
-    References are written for the final turn only, so the judge sees every user
-    turn followed by the reference reply.
+    References are written for the final turn, so the judge sees the task's
+    conversation (user turns, with the scripted assistant replies between them
+    when the task file has them) followed by the reference reply.
     """
     out = []
     for t in tasks:
-        turns: list[dict[str, Any]] = [{"role": "user", "content": u} for u in t.turns]
+        turns: list[dict[str, Any]] = [dict(m) for m in t.scripted_conversation()]
         turns.append({"role": "assistant", "content": t.reference, "status": "ok" if t.reference.strip() else "empty"})
         out.append(ResponseRecord(
             task_id=t.id, responder=REFERENCE, attempt=0, turns=turns, final_reply=t.reference,

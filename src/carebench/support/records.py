@@ -23,7 +23,7 @@ import pandas as pd
 
 from carebench.types import CarebenchError
 
-#: Statuses of a regenerated conversation (seeds/002 E.6, G).
+#: Statuses of a regenerated conversation (DistressBench E.6, G).
 RESPONSE_STATUSES: tuple[str, ...] = ("ok", "empty", "content_filter", "truncated", "error")
 #: Statuses of one judge verdict. ``not_judged_empty``: the final turn was empty,
 #: the criterion was never sent to a judge and scores zero.
@@ -84,7 +84,7 @@ class ResponseRecord:
 
     @property
     def is_empty(self) -> bool:
-        """An empty final turn scores zero without being judged (seeds/002 §3.2, E.6)."""
+        """An empty final turn scores zero without being judged (DistressBench §3.2, E.6)."""
         return is_empty_reply(self.final_reply, self.status)
 
 
@@ -339,7 +339,7 @@ class ResponseTable:
 def read_records(path: str | Path) -> tuple[ResponseTable, VerdictTable]:
     """Parse a run's ``records.jsonl`` into the two tables (other kinds are skipped).
 
-    Verdict lines (the bulk: ~1.6 M at the seed's scale) are read column-wise by
+    Verdict lines (the bulk: ~1.6 M at DistressBench's scale) are read column-wise by
     pyarrow's multithreaded JSON reader, with no per-verdict Python object;
     response lines (one per conversation) are parsed with ``json``. Any file
     pyarrow rejects is re-read line by line so the error names its line.

@@ -550,7 +550,12 @@ def _per_task(tasks, responses, verdicts, panel: Sequence[str], scope: str, deta
               c.text] for c in t.criteria],
             caption="Rubric",
         ))
-        inner.append(Details("User turns", [Pre("\n\n".join(f"[user {i + 1}] {u}" for i, u in enumerate(t.turns)))]))
+        if t.scripted_replies:
+            script = "\n\n".join(f"[{m['role']}{' (scripted, not sent to responders)' if m['role'] == 'assistant' else ''}]"
+                                  f"\n{m['content']}" for m in t.scripted_conversation())
+            inner.append(Details("Scripted conversation", [Pre(script)]))
+        else:
+            inner.append(Details("User turns", [Pre("\n\n".join(f"[user {i + 1}] {u}" for i, u in enumerate(t.turns)))]))
         for r in sorted(by_task.get(t.id, []), key=lambda r: (r.responder == REFERENCE, r.responder, r.attempt)):
             inner.append(_reply_details(t, r, cells, panel, scope))
         blocks.append(Details(f"{t.id} ({t.subcategory}, {t.metadata.turn_structure}-turn)", inner))

@@ -170,9 +170,12 @@ MIN_WEIGHT, MAX_WEIGHT = 1, 20
 class Criterion(BaseModel):
     """One atomic binary rubric criterion.
 
-    ``negative`` marks behaviour that must not occur (HealthBench style): the judge
-    still answers "does the reply do this?", and scoring credits the weight only
-    when it does not.
+    ``negative`` marks behaviour that must not occur. This is a carebench
+    extension: DistressBench's criteria are all things a reply should do. It is
+    *not* HealthBench's rule (which subtracts a negative criterion's points and
+    clips the total at zero): here the judge still answers "does the reply do
+    this?", and the criterion earns its (positive) weight only when it does not,
+    so scores stay a share of applicable weight in [0, 1].
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -217,6 +220,9 @@ class Task(BaseModel):
     turns: tuple[str, ...] = Field(min_length=1)
     criteria: tuple[Criterion, ...]
     reference: str = ""
+    #: Scripted assistant replies between the user turns (``scripted_replies[i]`` follows
+    #: ``turns[i]``), as authored; shown in reports and used for the reference conversation.
+    scripted_replies: tuple[str, ...] = ()
     illustrative: bool = False
 
     @field_validator("subcategory", mode="before")
@@ -224,22 +230,31 @@ class Task(BaseModel):
     def _normalize_subcategory(cls, v: Any) -> str:
         return normalize_subcategory(v)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _split_messages(cls, data: Any) -> Any:
+        """Turns may be plain user strings or chat messages. Scripted assistant messages
+        between user turns are kept in ``scripted_replies``: responders never see them
+        (every assistant turn is regenerated, §3.1), but the reference is judged after
+        the scripted conversation and the report shows it."""
+        if not isinstance(data, dict):
+            return data
+        turns = data.get("turns")
+        if isinstance(turns, str):
+            return {**data, "turns": (turns,)}
+        if isinstance(turns, list | tuple) and any(isinstance(m, dict) for m in turns):
+            try:
+                users, replies = _split_turns(turns)
+            except ValueError:
+                return data  # the field validator reports it under ``turns``
+            return {**data, "turns": users, "scripted_replies": replies}
+        return data
+
     @field_validator("turns", mode="before")
     @classmethod
-    def _user_turns(cls, v: Any) -> Any:
-        """Accept plain strings or chat messages; assistant messages are dropped
-        because every assistant turn is regenerated (§3.1)."""
-        if isinstance(v, str):
-            return (v,)
-        if isinstance(v, list | tuple):
-            out = []
-            for m in v:
-                if isinstance(m, dict):
-                    if m.get("role", "user") == "user":
-                        out.append(m.get("content", ""))
-                else:
-                    out.append(m)
-            return tuple(out)
+    def _valid_messages(cls, v: Any) -> Any:
+        if isinstance(v, list | tuple) and any(isinstance(m, dict) for m in v):
+            return _split_turns(v)[0]  # raises the structural error
         return v
 
     @field_validator("turns")
@@ -271,6 +286,18 @@ class Task(BaseModel):
     def multi_turn(self) -> bool:
         return len(self.turns) > 1
 
+    def scripted_conversation(self, final_reply: str | None = None) -> list[dict[str, str]]:
+        """User turns interleaved with the scripted assistant replies (when the task has
+        them), plus ``final_reply`` as the last assistant message when given."""
+        out: list[dict[str, str]] = []
+        for i, u in enumerate(self.turns):
+            out.append({"role": "user", "content": u})
+            if i < len(self.scripted_replies):
+                out.append({"role": "assistant", "content": self.scripted_replies[i]})
+        if final_reply is not None:
+            out.append({"role": "assistant", "content": final_reply})
+        return out
+
     def criterion(self, cid: str) -> Criterion:
         for c in self.criteria:
             if c.id == cid:
@@ -280,6 +307,37 @@ class Task(BaseModel):
     def to_row(self) -> dict[str, Any]:
         """JSON-able row, the same shape the JSONL loader reads."""
         return self.model_dump(mode="json")
+
+
+def _split_turns(turns: Sequence[Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """User turns and the scripted assistant replies between them.
+
+    An assistant message must sit between two user messages (one in every gap, or
+    none at all); the reply to the last user turn belongs in ``reference``.
+    """
+    users: list[Any] = []
+    replies: list[Any] = []
+    for i, m in enumerate(turns):
+        role = m.get("role", "user") if isinstance(m, dict) else "user"
+        content = m.get("content", "") if isinstance(m, dict) else m
+        if role == "user":
+            users.append(content)
+        elif role == "assistant":
+            if not users or len(users) == len(replies):
+                raise ValueError(f"message {i + 1}: a scripted assistant message must follow a user message")
+            if len(users) > len(replies) + 1:
+                raise ValueError(f"message {i + 1}: two user turns before it have no scripted reply between "
+                                 "them; give one between every two user turns, or none")
+            replies.append(content)
+        else:
+            raise ValueError(f"message {i + 1}: role must be 'user' or 'assistant', got {role!r}")
+    if replies and len(replies) == len(users):
+        raise ValueError("the last message is a scripted assistant reply; put the reply to the last "
+                         "user turn in 'reference'")
+    if replies and len(replies) != len(users) - 1:
+        raise ValueError(f"{len(replies)} scripted assistant replies for {len(users)} user turns: give one "
+                         "between every two user turns, or none")
+    return tuple(users), tuple(replies)
 
 
 # -- loading ------------------------------------------------------------------------
