@@ -11,7 +11,7 @@ import asyncio
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from carebench.cache import CompletionCache, cache_key
@@ -325,3 +325,15 @@ class _Progress:
         dt = time.perf_counter() - self._t0
         rate = f"{self._done / dt:.1f}/s" if dt > 0 else ""
         self._p.update(self._task, advance=1, spent=self.spent, rate=rate)
+
+
+def run_batch(runner: Runner, calls: Sequence[Call], description: str) -> RunResult:
+    """Run one batch on a fresh Runner sharing the config and cache.
+
+    ``Runner.run_sync`` starts a new event loop per call, and the runner's
+    per-model semaphores stay bound to the first loop that waited on them, so a
+    runner reused across batches can fail with "bound to a different event loop"
+    for providers with low concurrency (llama.cpp). A fresh runner per batch avoids it.
+    """
+    cfg = replace(runner.config, description=description)
+    return Runner(cfg, cache=runner.cache, on_complete=runner.on_complete).run_sync(calls)

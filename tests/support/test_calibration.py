@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 from sklearn.metrics import cohen_kappa_score, f1_score
 
+from carebench.models.families import family_of
 from carebench.stats.bootstrap import paired_metric_bootstrap
 from carebench.support.calibration import (
     additive_fit,
     calibrate,
-    family_of,
     load_labels,
     self_preference_from_counts,
 )

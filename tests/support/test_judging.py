@@ -7,19 +7,18 @@ import json
 import pytest
 
 from carebench.cache import CompletionCache
-from carebench.models import get_model
-from carebench.runner import Runner, RunnerConfig
-from carebench.support.judging import (
+from carebench.judging import (
     BinaryVerdict,
     CategoryVerdict,
     JudgeQuestion,
     ask,
-    criterion_prompt,
-    criterion_question,
-    judge_responses,
+    category_question,
     panel_seats,
     parse_answer,
 )
+from carebench.models import get_model
+from carebench.runner import Runner, RunnerConfig
+from carebench.support.judging import criterion_prompt, criterion_question, judge_responses
 from carebench.support.records import ResponseRecord
 from carebench.support.tasks import Criterion, load_tasks
 from carebench.types import Completion, messages
@@ -181,8 +180,6 @@ def test_batched_judging_gives_the_same_verdicts(tmp_path):
 
 
 def test_category_questions_go_through_the_same_machinery():
-    from carebench.support.judging import category_question
-
     q = category_question("case-1", "You judge replies.", "Reply: ...", ["validate", "provide resources"])
     with StubServer() as stub:
         stub.handler = lambda req: StubReply(content=json.dumps(

@@ -12,9 +12,13 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from carebench.types import CarebenchError
+
+M = TypeVar("M", bound=BaseModel)
 
 #: file suffix -> generic format
 SUFFIX_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "csv", ".parquet": "parquet"}
@@ -66,3 +70,28 @@ def read_rows(path: Path, fmt: str) -> Iterator[tuple[str, dict[str, Any]]]:
             yield f"row {i}", {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in row.items()}
     else:
         raise CarebenchError(f"{path}: unsupported file type (use .jsonl, .csv or .parquet)")
+
+
+def validate_row(model: type[M], raw: dict[str, Any], path: Path | str, loc: str) -> M:
+    """One row as ``model``, or a one-line error naming the file, location and field."""
+    try:
+        return model.model_validate(raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        fld = ".".join(str(p) for p in err["loc"]) or "row"
+        msg = err["msg"].removeprefix("Value error, ")
+        raise CarebenchError(f"{path}: {loc}: field {fld!r}: {msg}") from None
+
+
+def read_models(path: str | Path, model: type[M]) -> list[M]:
+    """Every row of a JSONL/CSV/Parquet file validated as ``model`` (the format from the suffix)."""
+    p = Path(path)
+    if not p.is_file():
+        raise CarebenchError(f"{p}: file not found")
+    fmt = format_from_suffix(p)
+    if fmt is None:
+        raise CarebenchError(f"{p}: unsupported file type (use .jsonl, .csv or .parquet)")
+    try:
+        return [validate_row(model, raw, p, loc) for loc, raw in read_rows(p, fmt)]
+    except UnicodeDecodeError as e:
+        raise CarebenchError(f"{p}: not UTF-8 text (byte offset {e.start})") from None

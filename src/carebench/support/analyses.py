@@ -459,7 +459,7 @@ def analyze(
     ``panel`` lists the judge specs whose verdicts vote (default: every judge
     present). ``scope`` picks final-turn (default) or credit-anywhere verdicts.
     ``family`` maps a model spec to its vendor family for the leave-one-judge-out
-    and self-preference analyses (see :func:`carebench.support.calibration.family_of`).
+    and self-preference analyses (see :func:`carebench.models.families.family_of`).
     """
     from carebench.support.calibration import leave_one_judge_out, self_preference
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import combinations
 from pathlib import Path
@@ -35,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from carebench.models.families import FamilyMap, family_of
 from carebench.stats.agreement import fleiss_kappa, gwet_ac1, percent_agreement, ratings_to_counts
 from carebench.stats.bootstrap import Resampler, percentile_interval
 from carebench.stats.classification import macro_f1_from_cm
@@ -54,34 +54,6 @@ CALIBRATION_SEED = 20260714
 BOOTSTRAP_SEED = 12345
 ALPHA = 0.05
 
-FamilyMap = Mapping[str, str] | Callable[[str], str] | None
-
-
-# ----------------------------------------------------------------------------- families
-
-
-def family_of(spec: str, mapping: FamilyMap = None) -> str:
-    """Vendor family of a model spec, for own-family (self-preference) analyses.
-
-    ``mapping`` may be a dict (spec -> family; unmapped specs fall back to the
-    default) or a callable. Default: provider plus the first token of the model
-    name, e.g. ``openai:gpt-4o-mini`` -> ``openai:gpt``,
-    ``anthropic:claude-3-5-haiku`` -> ``anthropic:claude``; any ``@base_url`` and
-    directory part are ignored.
-    """
-    if callable(mapping):
-        return str(mapping(spec))
-    if mapping is not None and spec in mapping:
-        return str(mapping[spec])
-    if spec == REFERENCE:
-        return REFERENCE
-    provider, sep, model = spec.partition(":")
-    if not sep:
-        provider, model = "", spec
-    model = model.split("@", 1)[0]
-    model = model.rstrip("/").rsplit("/", 1)[-1] if provider in ("llamacpp", "replay") else model
-    token = re.split(r"[-_./: ]", model.strip(), maxsplit=1)[0].lower() or model.lower()
-    return f"{provider}:{token}" if provider else token
 
 
 # ----------------------------------------------------------------------------- labels
@@ -747,7 +719,6 @@ __all__ = [
     "Items",
     "additive_fit",
     "calibrate",
-    "family_of",
     "human_agreement",
     "leave_one_judge_out",
     "load_labels",

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from carebench.cache import CompletionCache
+from carebench.judging import JUDGE_MAX_TOKENS, panel_seats
 from carebench.models import get_model
 from carebench.rundir import (
     data_sha256,
@@ -41,7 +42,7 @@ from carebench.support.generation import (
     plan_generation,
     reference_responses,
 )
-from carebench.support.judging import JUDGE_MAX_TOKENS, judge_responses, panel_seats
+from carebench.support.judging import judge_responses
 from carebench.support.records import REFERENCE, ResponseRecord, VerdictRecord
 from carebench.support.tasks import (
     Task,
@@ -420,9 +421,10 @@ def run_calibration(cfg: CalibrationConfig, cache: CompletionCache | None = None
     The responses and tasks come from a support run directory (``--run``): a label's
     ``response_id`` is ``<responder>#<attempt>`` of a response recorded there.
     """
+    from carebench.judging import ask
     from carebench.rundir import read_jsonl
     from carebench.support.calibration import calibrate, load_labels
-    from carebench.support.judging import ask, criterion_question
+    from carebench.support.judging import criterion_question
 
     labels = load_labels(cfg.labels)
     if cfg.verdicts is None and not cfg.candidates:

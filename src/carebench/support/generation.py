@@ -15,11 +15,11 @@ harness did (so the blank-propagation rate of E.6 can be measured).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from carebench.models.base import ChatModel
-from carebench.runner import Call, CallPlan, Runner, RunResult
+from carebench.runner import Call, CallPlan, Runner, run_batch
 from carebench.support.records import REFERENCE, ResponseRecord
 from carebench.support.tasks import Task
 from carebench.types import ChatRequest, Completion, Message
@@ -60,18 +60,6 @@ class _Conversation:
     attempt: int
     turns: list[dict[str, Any]] = field(default_factory=list)
     completions: list[Completion] = field(default_factory=list)
-
-
-def run_batch(runner: Runner, calls: Sequence[Call], description: str) -> RunResult:
-    """Run one batch on a fresh Runner sharing the config and cache.
-
-    ``Runner.run_sync`` starts a new event loop per call, and the runner's
-    per-model semaphores stay bound to the first loop that waited on them, so a
-    runner reused across batches can fail with "bound to a different event loop"
-    for providers with low concurrency (llama.cpp). A fresh runner per batch avoids it.
-    """
-    cfg = replace(runner.config, description=description)
-    return Runner(cfg, cache=runner.cache, on_complete=runner.on_complete).run_sync(calls)
 
 
 def turn_request(conv_turns: Sequence[Mapping[str, Any]], cfg: GenerationConfig, spec: str, attempt: int) -> ChatRequest:

@@ -1,0 +1,221 @@
+"""Judge questions: one model call per (question, judge), answered as validated JSON.
+
+Shared by every suite that asks models to judge something (the support panel's
+criterion verdicts, the plural jury's category verdicts, the construction judge),
+so that seats, request building, parsing and failure handling are one code path.
+
+A :class:`JudgeQuestion` carries the messages and the pydantic answer model;
+:func:`ask` sends every question to every judge through the Runner and returns one
+:class:`JudgeAnswer` per pair. A judge whose output does not parse leaves a
+recorded ``parse_error`` answer, never an exception and never a silent gap.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from carebench.models.base import ChatModel
+from carebench.models.structured import json_spec, parse_model
+from carebench.runner import Call, Runner, RunResult, run_batch
+from carebench.types import ChatRequest, Completion, Message
+
+AnswerStatus = Literal["ok", "parse_error", "error"]
+
+#: Judge output cap: a verdict plus a short rationale needs far less.
+JUDGE_MAX_TOKENS = 400
+
+
+class BinaryVerdict(BaseModel):
+    """A met / not-met verdict on one criterion with the judge's reason."""
+
+    met: bool
+    rationale: str = ""
+
+
+class CategoryVerdict(BaseModel):
+    """An appropriateness judgment plus the set of satisfied response categories."""
+
+    appropriate: bool
+    categories: list[str] = Field(default_factory=list)
+    rationale: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeQuestion:
+    """One thing to ask every judge. ``key`` is the caller's handle, returned as is.
+
+    ``categories`` lists the allowed category names when ``answer`` is
+    :class:`CategoryVerdict` (names outside it make the answer a parse error).
+    """
+
+    key: Any
+    messages: tuple[Message, ...]
+    answer: type[BaseModel] = BinaryVerdict
+    categories: tuple[str, ...] = ()
+
+
+def category_question(key: Any, system: str, user: str, categories: Sequence[str]) -> JudgeQuestion:
+    """A jury question (VEILED-SH §5.3): is the response appropriate, which of the
+    allowed response categories does it satisfy, and why."""
+    return JudgeQuestion(key, (Message("system", system), Message("user", user)), CategoryVerdict,
+                         tuple(categories))
+
+
+@dataclass(slots=True)
+class JudgeAnswer:
+    key: Any
+    judge: str  # panel label of the judge (its spec, or spec#k for a repeated spec)
+    status: AnswerStatus
+    value: BaseModel | None
+    rationale: str = ""
+    raw: str = ""
+    error: str | None = None
+    completion: Completion | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Judge:
+    """A panel seat: a model and the label its votes carry.
+
+    A spec listed twice gets distinct labels (``spec#2``) and a distinct
+    ``ChatRequest.attempt``, so its seats are separate samples rather than one
+    cached answer counted twice.
+    """
+
+    label: str
+    model: ChatModel
+    seat: int = 0
+
+
+def panel_seats(specs: Sequence[str], models: Sequence[ChatModel]) -> list[Judge]:
+    """Give every judge a label; repeats of a spec become ``spec#2``, ``spec#3``..."""
+    seen: dict[str, int] = {}
+    out = []
+    for spec, model in zip(specs, models, strict=True):
+        k = seen.get(spec, 0)
+        seen[spec] = k + 1
+        out.append(Judge(spec if k == 0 else f"{spec}#{k + 1}", model, k))
+    return out
+
+
+def judge_request(
+    q: JudgeQuestion, seat: int = 0, temperature: float = 0.0, max_tokens: int = JUDGE_MAX_TOKENS
+) -> ChatRequest:
+    """Identical questions build identical requests, so they share one cached call.
+
+    Repeated seats of one spec are separate samples (``attempt`` = seat) when
+    sampling; at temperature 0 they would repeat the same answer, so they share it.
+    """
+    sampled = temperature > 0 and seat > 0
+    return ChatRequest(
+        messages=q.messages,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        structured=json_spec(q.answer, name=q.answer.__name__.lower()),
+        attempt=seat if sampled else 0,
+        seed=seat if sampled else None,
+    )
+
+
+def parse_answer(q: JudgeQuestion, comp: Completion | None) -> tuple[AnswerStatus, BaseModel | None, str | None]:
+    """Validate a judge's output; failures are outcomes (status + message), not exceptions."""
+    if comp is None:
+        return "error", None, "call not made (run stopped)"
+    if comp.status == "error":
+        return "error", None, comp.error or "call failed"
+    parsed = parse_model(comp.text, q.answer)
+    if not parsed.ok and comp.status == "truncated" and q.answer is BinaryVerdict:
+        salvaged = _salvage_truncated(comp.text)
+        if salvaged is not None:
+            return "ok", salvaged, None
+    if not parsed.ok:
+        why = parsed.error or "unparseable"
+        if comp.status != "ok":
+            why = f"{comp.status}: {why}"
+        return "parse_error", None, why
+    value = parsed.value
+    if isinstance(value, CategoryVerdict) and q.categories:
+        canon = {c.strip().lower(): c for c in q.categories}
+        cats: list[str] = []
+        for c in value.categories:
+            hit = canon.get(str(c).strip().lower())
+            if hit is None:
+                return "parse_error", None, f"unknown category {c!r}; allowed: {list(q.categories)}"
+            if hit not in cats:
+                cats.append(hit)
+        try:
+            value = CategoryVerdict(appropriate=value.appropriate, categories=cats, rationale=value.rationale)
+        except ValidationError as e:  # pragma: no cover - fields already validated
+            return "parse_error", None, str(e)
+    return "ok", value, None
+
+
+_LEADING_MET = re.compile(r'^\s*(?:```(?:json)?\s*)?\{\s*"met"\s*:\s*(true|false)\b(.*)', re.DOTALL | re.IGNORECASE)
+
+
+def _salvage_truncated(text: str) -> BinaryVerdict | None:
+    """A verdict whose *rationale* hit the output cap still states its verdict first
+    (``met`` is the schema's first field): keep the verdict, mark the rationale cut."""
+    m = _LEADING_MET.match(text)
+    if m is None:
+        return None
+    rest = re.sub(r'^\s*,\s*"rationale"\s*:\s*"?', "", m.group(2))
+    return BinaryVerdict(met=m.group(1).lower() == "true", rationale=f"[rationale cut off at the output cap] {rest}")
+
+
+def ask(
+    questions: Sequence[JudgeQuestion],
+    judges: Sequence[Judge],
+    runner: Runner,
+    *,
+    temperature: float = 0.0,
+    max_tokens: int = JUDGE_MAX_TOKENS,
+) -> tuple[list[JudgeAnswer], RunResult]:
+    """Ask every question of every judge in one runner batch (question-major order).
+
+    Identical (model, request) pairs are sent once and their answer is shared:
+    the same reply judged twice, or repeated seats at temperature 0.
+    """
+    pairs = [
+        (qi, ji, judge_request(q, j.seat, temperature, max_tokens))
+        for qi, q in enumerate(questions)
+        for ji, j in enumerate(judges)
+    ]
+    unique: dict[tuple[str, ChatRequest], int] = {}
+    calls: list[Call] = []
+    slot = []
+    for qi, ji, req in pairs:
+        key = (str(judges[ji].model.spec), req)
+        if key not in unique:
+            unique[key] = len(calls)
+            calls.append(Call(judges[ji].model, req, {"question": _tag(questions[qi].key), "judge": judges[ji].label}))
+        slot.append(unique[key])
+    result = run_batch(runner, calls, runner.config.description) if calls else RunResult(completions=[])
+    answers = []
+    for (qi, ji, _), k in zip(pairs, slot, strict=True):
+        q = questions[qi]
+        comp = result.completions[k]
+        status, value, err = parse_answer(q, comp)
+        answers.append(
+            JudgeAnswer(
+                key=q.key,
+                judge=judges[ji].label,
+                status=status,
+                value=value,
+                rationale=str(getattr(value, "rationale", "") or (err or "")),
+                raw=comp.text if comp is not None else "",
+                error=err,
+                completion=comp,
+            )
+        )
+    return answers, result
+
+
+def _tag(key: Any) -> Any:
+    """A JSON-able form of a question key for calls.jsonl."""
+    return list(key) if isinstance(key, tuple) else key

@@ -1,0 +1,37 @@
+"""Vendor families of model specs.
+
+Judges from a responder's own vendor family may prefer its replies, so the
+support panel's self-preference analysis and the plural jury's overlap warning
+need to know which specs belong together. The guess comes from the spec; a
+mapping from the user (``--family SPEC=NAME``) overrides it for models behind a
+proxy or a local server.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+
+FamilyMap = Mapping[str, str] | Callable[[str], str] | None
+
+
+def family_of(spec: str, mapping: FamilyMap = None) -> str:
+    """Vendor family of a model spec, for own-family (self-preference) analyses.
+
+    ``mapping`` may be a dict (spec -> family; unmapped specs fall back to the
+    default) or a callable. Default: provider plus the first token of the model
+    name, e.g. ``openai:gpt-4o-mini`` -> ``openai:gpt``,
+    ``anthropic:claude-3-5-haiku`` -> ``anthropic:claude``; any ``@base_url`` and
+    directory part are ignored.
+    """
+    if callable(mapping):
+        return str(mapping(spec))
+    if mapping is not None and spec in mapping:
+        return str(mapping[spec])
+    provider, sep, model = spec.partition(":")
+    if not sep:
+        provider, model = "", spec
+    model = model.split("@", 1)[0]
+    model = model.rstrip("/").rsplit("/", 1)[-1] if provider in ("llamacpp", "replay") else model
+    token = re.split(r"[-_./: ]", model.strip(), maxsplit=1)[0].lower() or model.lower()
+    return f"{provider}:{token}" if provider else token
