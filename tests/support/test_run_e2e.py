@@ -228,3 +228,110 @@ def test_demo_runs_against_a_stub_model(tmp_path):
     assert m["config"]["n_tasks"] == len(QUICK_TASKS) and m["config"]["attempts"] == [0]
     assert len(m["config"]["panel"]) == 3
     assert DEMO_NOTE.split(":")[0] in (run_dir / "report.md").read_text()
+
+
+def test_http_500_on_one_task_is_a_harness_failure_not_a_blank(tmp_path, capsys):
+    """Every call for one task fails with HTTP 500: the run ends incomplete (exit 1, one
+    line), that task is excluded and counted, and the score is the mean over the other
+    tasks, recomputed here from the task file. Re-running the same command retries only
+    the failed calls and completes the run."""
+    from carebench.cli import main
+
+    tasks = load_tasks("builtin:sample")
+    broken = tasks[1].id  # a multi-turn task: its first turn fails, no later turn is asked
+    assert len(tasks[1].turns) > 1
+    script = Script(tasks, default_met=True)
+    healthy = {"on": False}
+
+    def handler(req):
+        first_user = next(m["content"] for m in req.body["messages"] if m["role"] == "user")
+        if not healthy["on"] and first_user == tasks[1].turns[0] and req.body["model"].startswith("resp-"):
+            return StubReply(status=500, content="internal error")
+        return script(req)
+
+    out = tmp_path / "run"
+    with StubServer() as stub:
+        stub.handler = handler
+        u = stub.base_url
+        resp = f"openai:resp-a@{u}"
+        args = ["support", "run", "--tasks", "builtin:sample", "--responder", resp, "--judge", f"openai:judge-a@{u}",
+                "--attempts", "2", "--retries", "0", "--bootstrap", "50", "--out", str(out),
+                "--cache", str(tmp_path / "c.sqlite")]
+        assert main(args) == 1
+        err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("carebench")]
+        assert len(err) == 1 and err[0].startswith("carebench: run incomplete: 2 responder call(s)")
+        failed_calls = [r for r in stub.requests if r.body["model"] == "resp-a"
+                        and r.body["messages"][0]["content"] == tasks[1].turns[0]]
+        assert len(failed_calls) == 2  # one per attempt, turn 1 only: nothing carried forward
+        assert not any(q["task"] == broken for q in script.judge_requests)  # never judged
+
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert manifest["status"] == "incomplete"
+        m = json.loads((out / "metrics.json").read_text())
+        others = [t for t in tasks if t.id != broken]
+        expected = sum(sum(c.weight for c in t.criteria if not c.negative) / sum(c.weight for c in t.criteria)
+                       for t in others) / len(others)
+        assert m["models"][resp]["score"] == pytest.approx(expected)
+        assert m["models"][resp]["n_tasks"] == len(tasks) - 1
+        assert m["harness_failures"]["conversations"] == 2
+        assert m["harness_failures"]["per_responder"][resp] == {"harness_failures": 2, "tasks_excluded": 1}
+        assert m["counts"]["conversations_empty"] == 0  # a failed call is not a blank
+        rows = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+        failed = [r for r in rows if r["kind"] == "response" and r["task_id"] == broken]
+        assert {r["status"] for r in failed} == {"incomplete"} and all(r["failed_turn"] == 1 for r in failed)
+        assert "harness failures" in (out / "report.md").read_text()
+
+        # the endpoint recovers: the same command completes, repeating no completed call
+        healthy["on"] = True
+        n_before = len(stub.requests)
+        assert main(args) == 0
+        new = stub.requests[n_before:]
+        assert {r.body["messages"][0]["content"] for r in new if r.body["model"] == "resp-a"} <= set(tasks[1].turns)
+        assert all(q["task"] == broken for q in script.judge_requests[-len(tasks[1].criteria) * 2:])
+    m = json.loads((out / "metrics.json").read_text())
+    assert json.loads((out / "manifest.json").read_text())["status"] == "complete"
+    assert m["harness_failures"]["conversations"] == 0 and m["models"][resp]["n_tasks"] == len(tasks)
+
+
+def test_credit_anywhere_judges_earlier_turns_when_the_final_one_is_blank(tmp_path):
+    """§4.5/B.9: an empty final turn zeroes the conversation in final-turn scope only; in
+    credit-anywhere scope the earlier turns are judged. Also checks blank propagation (E.6:
+    a blank turn stays blank in later history) and non-response by progression stage."""
+    tasks_path = _write_tasks(tmp_path / "tasks.jsonl")
+    tasks = load_tasks(tasks_path)
+    s = Script(tasks)
+    s.empty.add(("resp-b", "M", 0, 2))  # final turn blank, first turn answered
+    s.empty.add(("resp-b", "M", 1, 1))  # first turn blank; the second is answered
+    s.empty.add(("resp-b", "S", 1, 1))  # single-turn blank
+    with StubServer() as stub:
+        stub.handler = s
+        u = stub.base_url
+        cfg = SupportRunConfig(
+            tasks=str(tasks_path), responders=[f"openai:resp-b@{u}"],
+            judges=[f"openai:judge-{k}@{u}" for k in "abc"], attempts=2, scope="both",
+            out=str(tmp_path / "run"), bootstrap=100, progress=False,
+        )
+        run_dir = run_support(cfg, cache=CompletionCache(tmp_path / "c.sqlite"))
+    # the blank first turn of M attempt 1 is carried into the second request as an empty message
+    second = next(r for r in s.responder_requests if r["task"] == "M" and r["attempt"] == 1 and r["turn"] == 2)
+    assert [m["content"] for m in second["messages"] if m["role"] == "assistant"] == [""]
+    # M attempt 0 was judged in anywhere scope only (6 criteria x 3 judges); S attempt 1 never
+    judged = [q for q in s.judge_requests if (q["task"], q["attempt"]) == ("M", 0)]
+    assert len(judged) == 18 and all("every assistant message" in q["prompt"] for q in judged)
+    assert not [q for q in s.judge_requests if (q["task"], q["attempt"]) == ("S", 1)]
+    # every judged cell earns by default: final scope S = (1 + 0)/2, M = (0 + 1)/2 -> 0.5;
+    # anywhere scope M attempt 0 earns too: S = 0.5, M = 1 -> 0.75
+    resp = f"openai:resp-b@{u}"
+    final = json.loads((run_dir / "metrics.json").read_text())
+    assert final["models"][resp]["score"] == pytest.approx(0.5)
+    anywhere = rescore(run_dir, scope="anywhere", out_dir=tmp_path / "anywhere")
+    assert anywhere["models"][resp]["score"] == pytest.approx(0.75)
+    assert anywhere["counts"]["conversations_empty"] == 1  # only the single-turn blank
+    # non-response (final turn) by stage: S is "ideation" (1 of 2 blank), M "planning" (1 of 2)
+    stage = final["non_response"]["by_progression_stage"]
+    assert stage["ideation"]["pooled"] == {"attempts": 2, "empty": 1, "rate": 0.5}
+    assert stage["planning"]["pooled"] == {"attempts": 2, "empty": 1, "rate": 0.5}
+    # blank propagation over M's turn pairs: after a blank (attempt 1) the next is answered,
+    # after a reply (attempt 0) the next is blank
+    assert final["non_response"]["blank_after_blank"] == {"blank": 0, "turns": 1, "rate": 0.0}
+    assert final["non_response"]["blank_after_reply"] == {"blank": 1, "turns": 1, "rate": 1.0}

@@ -534,9 +534,19 @@ def analyze(
                 "failed/missing votes counted; no majority = undecided = no credit",
                 "negative_criteria": "earn their weight only when the panel decides not met",
                 "empty_final_turn": "0 on every criterion, not judged",
+                "harness_failure": "excluded from scores and counted (not a non-response)",
             },
         },
         "counts": sc.counts,
+        "harness_failures": {
+            "conversations": sc.counts["harness_failures"],
+            "responder_call": sc.counts["harness_failures_responder_call"],
+            "judge_call": sc.counts["harness_failures_judge_call"],
+            "per_responder": {r: {k: sc.per_responder_counts[r][k] for k in ("harness_failures", "tasks_excluded")}
+                              for r in sc.responders},
+            "rule": "a call that failed after every retry is not an answer: the conversation is excluded "
+            "from scores and counted; re-run the same command to retry it",
+        },
         "summary": summary,
         "models": models,
         "leaderboard": board,

@@ -56,6 +56,7 @@ def run(
     budget: Annotated[float | None, typer.Option(help="Stop starting calls once this many USD are spent.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the call plan and stop.")] = False,
     concurrency: Annotated[int | None, typer.Option(help="Concurrent calls per model.")] = None,
+    retries: Annotated[int | None, typer.Option(help="Retries of a failed call before it counts as a harness failure.")] = None,
 ) -> None:
     """Regenerate replies, judge every criterion with the panel, score and report."""
     from carebench.support.experiment import SupportRunConfig, run_support
@@ -67,13 +68,23 @@ def run(
         bootstrap=bootstrap, use_cache=not no_cache, cache_path=str(cache) if cache else None,
         budget_usd=budget, dry_run=dry_run, concurrency=concurrency, temperature=temperature,
         max_tokens=max_tokens, caps=_caps(cap), task_limit=limit,
-        subcategories_file=str(subcategories) if subcategories else None,
+        subcategories_file=str(subcategories) if subcategories else None, max_retries=retries,
     )
     result = run_support(cfg)
     if isinstance(result, dict):
         typer.echo(json.dumps(result, indent=2))
         return
     _summary(result)
+    _exit_if_incomplete(result)
+
+
+def _exit_if_incomplete(run_dir: Path) -> None:
+    from carebench.support.experiment import incomplete_message
+
+    msg = incomplete_message(run_dir)
+    if msg:
+        typer.echo(f"carebench: {msg}", err=True)
+        raise typer.Exit(1)
 
 
 def _summary(run_dir: Path) -> None:

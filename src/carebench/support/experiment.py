@@ -74,6 +74,7 @@ class SupportRunConfig:
     budget_usd: float | None = None
     dry_run: bool = False
     concurrency: int | None = None
+    max_retries: int | None = None  # retries of a failed call (None: the runner's default)
     temperature: float = DEFAULT_TEMPERATURE
     max_tokens: int = DEFAULT_MAX_TOKENS
     caps: dict[str, int] = field(default_factory=dict)
@@ -133,11 +134,11 @@ def run_support(cfg: SupportRunConfig, cache: CompletionCache | None = None) -> 
     judges = panel_seats([str(m.spec) for m in judge_models], judge_models)
     if cache is None and cfg.use_cache:
         cache = CompletionCache(Path(cfg.cache_path) if cfg.cache_path else None)
-    runner = Runner(
-        RunnerConfig(concurrency=cfg.concurrency, budget_usd=cfg.budget_usd,
-                     use_cache=cfg.use_cache, progress=cfg.progress),
-        cache=cache,
-    )
+    rcfg = RunnerConfig(concurrency=cfg.concurrency, budget_usd=cfg.budget_usd,
+                        use_cache=cfg.use_cache, progress=cfg.progress)
+    if cfg.max_retries is not None:
+        rcfg.max_retries = cfg.max_retries
+    runner = Runner(rcfg, cache=cache)
     gcfg = GenerationConfig(
         attempts=cfg.attempts, temperature=cfg.temperature, max_tokens=cfg.max_tokens,
         caps=dict(cfg.caps), system_prompt=system_prompt, seed=cfg.seed,
@@ -258,12 +259,27 @@ def _run(cfg, tasks, responders, judges, runner, gcfg, system_prompt) -> Path:
     write_tasks(run_dir / "tasks.jsonl", tasks)
     write_jsonl(run_dir / "records.jsonl",
                 [r.to_dict() for r in responses] + [v.to_dict() for v in judged.verdicts])
-    manifest("complete", acct)
+    failures = {"responder_calls": sum(r.is_harness_failure for r in responses),
+                "judge_calls": sum(v.status == "error" for v in judged.verdicts)}
+    # a harness failure leaves the run incomplete: scored without those conversations,
+    # and a re-run of the same command retries exactly the failed calls (never cached)
+    manifest("incomplete" if any(failures.values()) else "complete", {**acct, "harness_failures": failures})
     rescore(run_dir)
     return run_dir
 
 
 # -- rescoring from records alone ---------------------------------------------------------
+
+
+def incomplete_message(run_dir: Path) -> str | None:
+    """One line for an incomplete run (harness failures), or None when it is complete."""
+    m = read_json(Path(run_dir) / "manifest.json")
+    if m.get("status") != "incomplete":
+        return None
+    f = (m.get("accounting") or {}).get("harness_failures") or {}
+    return (f"run incomplete: {f.get('responder_calls', 0)} responder call(s) and {f.get('judge_calls', 0)} "
+            f"judge call(s) failed after every retry; those conversations are excluded from the scores "
+            f"and counted. Re-run the same command to retry them")
 
 
 def load_run(run_dir: Path) -> tuple[dict[str, Any], list[Task], list[ResponseRecord], list[VerdictRecord]]:

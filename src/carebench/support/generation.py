@@ -10,6 +10,12 @@ N attempts (default 3) are independent samples: the attempt index goes into
 content-filtered and truncated replies are recorded with their status per turn
 (E.6, G); a blank assistant turn stays blank in later history, as DistressBench's
 harness did (so the blank-propagation rate of E.6 can be measured).
+
+A call that fails after every retry (HTTP error, timeout, lost connection) is a
+*harness failure*, not a blank: E.6 scores 0 only for blanks the endpoint
+produced. The conversation stops there with status ``incomplete`` (no later turn
+is asked, nothing is judged or scored), and re-running the same command retries
+it, since failed calls are never cached.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from typing import Any
 
 from carebench.models.base import ChatModel
 from carebench.runner import Call, CallPlan, Runner, run_batch
-from carebench.support.records import REFERENCE, ResponseRecord
+from carebench.support.records import INCOMPLETE, REFERENCE, ResponseRecord
 from carebench.support.tasks import Task
 from carebench.types import ChatRequest, Completion, Message
 
@@ -60,6 +66,7 @@ class _Conversation:
     attempt: int
     turns: list[dict[str, Any]] = field(default_factory=list)
     completions: list[Completion] = field(default_factory=list)
+    failure: tuple[int, str] | None = None  # (turn, error) of a harness failure
 
 
 def turn_request(conv_turns: Sequence[Mapping[str, Any]], cfg: GenerationConfig, spec: str, attempt: int) -> ChatRequest:
@@ -93,7 +100,7 @@ def generate(
     out = GenerationResult(responses=[], call_rows=[])
     n_turns = max((len(t.turns) for t in tasks), default=0)
     for ti in range(n_turns):
-        active = [c for c in convs if ti < len(c.task.turns)]
+        active = [c for c in convs if ti < len(c.task.turns) and c.failure is None]
         for c in active:
             c.turns.append({"role": "user", "content": c.task.turns[ti]})
         calls = [
@@ -112,7 +119,11 @@ def generate(
         for c, comp in zip(active, res.completions, strict=True):
             assert comp is not None  # only a stopped run leaves calls unmade
             c.completions.append(comp)
-            c.turns.append({"role": "assistant", "content": comp.text, "status": comp.status})
+            if comp.status == "error":  # harness failure: never a blank the model produced
+                c.failure = (ti + 1, comp.error or "call failed")
+                continue
+            c.turns.append({"role": "assistant", "content": comp.text, "status": comp.status,
+                            "latency_s": round(comp.latency_s, 6)})
     out.responses = [_record(c) for c in convs]
     return out
 
@@ -124,8 +135,10 @@ def _record(c: _Conversation) -> ResponseRecord:
         responder=str(c.model.spec),
         attempt=c.attempt,
         turns=c.turns,
-        final_reply=last.text,
-        status=last.status,
+        final_reply="" if c.failure else last.text,
+        status=INCOMPLETE if c.failure else last.status,
+        error=c.failure[1] if c.failure else None,
+        failed_turn=c.failure[0] if c.failure else None,
         usage={
             "prompt_tokens": sum(x.usage.prompt_tokens for x in c.completions),
             "completion_tokens": sum(x.usage.completion_tokens for x in c.completions),

@@ -23,8 +23,12 @@ import pandas as pd
 
 from carebench.types import CarebenchError
 
-#: Statuses of a regenerated conversation (DistressBench E.6, G).
-RESPONSE_STATUSES: tuple[str, ...] = ("ok", "empty", "content_filter", "truncated", "error")
+#: Statuses of a regenerated conversation (DistressBench E.6, G). ``incomplete``: a call
+#: failed after every retry (a harness failure), so the conversation has no final reply;
+#: it is never judged or scored, only counted. ``error`` is the same outcome in older records.
+RESPONSE_STATUSES: tuple[str, ...] = ("ok", "empty", "content_filter", "truncated", "error", "incomplete")
+INCOMPLETE = "incomplete"
+HARNESS_FAILURE_STATUSES: frozenset[str] = frozenset({"error", INCOMPLETE})
 #: Statuses of one judge verdict. ``not_judged_empty``: the final turn was empty,
 #: the criterion was never sent to a judge and scores zero.
 VERDICT_STATUSES: tuple[str, ...] = ("ok", "parse_error", "error", "not_judged_empty")
@@ -49,10 +53,14 @@ class ResponseRecord:
     usage: dict[str, int] | None = None
     latency_s: float | None = None
     cost_usd: float | None = None
+    error: str | None = None  # harness failure message (status ``incomplete``)
+    failed_turn: int | None = None  # the turn whose call failed
     kind: str = "response"
 
     def to_dict(self) -> dict[str, Any]:
+        extra = {"error": self.error, "failed_turn": self.failed_turn} if self.error is not None else {}
         return {
+            **extra,
             "kind": "response",
             "task_id": self.task_id,
             "responder": self.responder,
@@ -78,9 +86,25 @@ class ResponseRecord:
                 usage=d.get("usage"),
                 latency_s=d.get("latency_s"),
                 cost_usd=d.get("cost_usd"),
+                error=d.get("error"),
+                failed_turn=d.get("failed_turn"),
             )
         except KeyError as e:
             raise CarebenchError(f"response record lacks field {e.args[0]!r}") from None
+
+    @property
+    def all_turns_blank(self) -> bool:
+        """No assistant turn has text: nothing to credit even in credit-anywhere scope."""
+        if self.is_harness_failure:
+            return False
+        replies = [t for t in self.turns if t.get("role") == "assistant"]
+        if not replies:
+            return self.is_empty
+        return all(not (t.get("content") or "").strip() for t in replies)
+
+    @property
+    def is_harness_failure(self) -> bool:
+        return self.status in HARNESS_FAILURE_STATUSES
 
     @property
     def is_empty(self) -> bool:
@@ -89,11 +113,14 @@ class ResponseRecord:
 
 
 def is_empty_reply(final_reply: str | None, status: str) -> bool:
-    """Empty = no visible text in the final assistant turn, whatever the status says.
+    """Empty = no visible text in the final assistant turn the endpoint returned.
 
-    ``status == "empty"`` counts as empty too; a content-filtered or errored
-    call with no text is empty (scored 0) but keeps its own status for E.6.
+    ``status == "empty"`` counts as empty too; a content-filtered call with no
+    text is empty (scored 0) but keeps its own status for E.6. A harness failure
+    (the call failed, ``incomplete``) is not a reply at all, so never empty.
     """
+    if status in HARNESS_FAILURE_STATUSES:
+        return False
     return status == "empty" or not (final_reply or "").strip()
 
 

@@ -211,6 +211,13 @@ def _overview(manifest, tasks, metrics, settings) -> Section:
     blocks: list[Block] = []
     for note in manifest.get("notes") or []:
         blocks.append(Callout(str(note), "warning"))
+    hf = metrics.get("harness_failures") or {}
+    if hf.get("conversations"):
+        blocks.append(Callout(
+            f"Incomplete run: {hf['conversations']} conversation(s) had a call that failed after every retry "
+            f"({hf.get('responder_call', 0)} responder, {hf.get('judge_call', 0)} judge). They are excluded from "
+            "every score and counted below; a task with no scored attempt drops out of that responder's mean. "
+            "Re-run the same command to retry them.", "warning"))
     if tasks and all(t.illustrative for t in tasks):
         blocks.append(Callout(ILLUSTRATIVE_NOTE, "warning"))
     cfg = metrics.get("config", {})

@@ -18,7 +18,13 @@ Rules (shared with ``support/panel.py``; the contract is in the suite brief):
   Unlike HealthBench, nothing is subtracted and no clipping is needed.
 * **Conversation score** = earned weight / applicable weight over the task's
   criteria (a criterion may carry ``applicable=False``). An empty final turn
-  scores 0 on every criterion without being judged (E.6).
+  scores 0 on every criterion without being judged (E.6). In credit-anywhere
+  scope (§4.5) earlier turns still count: only a conversation whose assistant
+  turns are all blank scores 0 unjudged.
+* **Harness failures** (a responder call, or a panel judge's call, that failed
+  after every retry) are not answers: the conversation is excluded from every
+  score and counted (``harness_failures``); a task with no scored attempt drops
+  out of that responder's mean, and re-running the same command retries it.
 * **Task score** = mean over attempts; **model score** = mean over tasks;
   full satisfaction = every applicable criterion earned.
 
@@ -37,9 +43,11 @@ import numpy as np
 from carebench.support.panel import S_EMPTY, S_NOT_MET, S_UNDECIDED, credited, panel_states
 from carebench.support.records import (
     FAILED,
+    HARNESS_FAILURE_STATUSES,
     MET,
     NOT_MET,
     REFERENCE,
+    RESPONSE_STATUSES,
     SCOPES,
     VERDICT_STATUSES,
     ResponseTable,
@@ -192,6 +200,9 @@ class Scored:
             return (s / n).reshape(R, T)
 
 
+_HARNESS_CODES = [RESPONSE_STATUSES.index(s) for s in sorted(HARNESS_FAILURE_STATUSES)]
+
+
 def _remap(vocab: Sequence[str], target: Mapping[str, int]) -> np.ndarray:
     return np.array([target.get(v, -1) for v in vocab], dtype=np.int64)
 
@@ -234,8 +245,35 @@ def score(
     _ukeys, first = np.unique(rkey, return_index=True)
     first = np.sort(first)  # keep response order stable
     counts["duplicate_responses"] = int(len(responses) - first.size)
+
+    # ---- verdict keys
+    v_task = _remap(verdicts.tasks, tpos)[verdicts.task]
+    v_resp = _remap(verdicts.responders, rpos)[verdicts.responder]
+    v_att = np.searchsorted(attempts, verdicts.attempt)
+    jpos = _remap(verdicts.judges, {j: i for i, j in enumerate(panel)})[verdicts.judge]
+    in_scope = verdicts.scope == SCOPES.index(scope)
+    in_panel = jpos >= 0
+    known = (v_task >= 0) & (v_resp >= 0)
+    vkey = np.where(known, (v_task * R + np.maximum(v_resp, 0)) * A + v_att, -1)
+
+    # ---- harness failures: a responder or panel-judge call failed after every retry.
+    # Not a blank the endpoint produced (E.6): the conversation is excluded and counted.
+    judge_failed = in_scope & in_panel & known & (verdicts.status == VERDICT_STATUSES.index("error"))
+    resp_failed = np.isin(responses.status[first], _HARNESS_CODES)
+    judge_failed_conv = np.isin(rkey[first], vkey[judge_failed]) & ~resp_failed
+    incomplete = resp_failed | judge_failed_conv
+    failed_first = first[incomplete]
+    first = first[~incomplete]
+    counts["harness_failures"] = int(incomplete.sum())
+    counts["harness_failures_responder_call"] = int(resp_failed.sum())
+    counts["harness_failures_judge_call"] = int(judge_failed_conv.sum())
+
     conv_task, conv_resp, conv_att = r_task[first], r_resp[first], r_att[first]
     conv_status, conv_empty = responses.status[first], responses.empty[first]
+    if scope == "anywhere" and responses.assistant_blank is not None:
+        # credit-anywhere: only a conversation with no assistant text at all is empty (§4.5)
+        conv_empty = conv_empty & np.array([all(responses.assistant_blank[i]) if responses.assistant_blank[i]
+                                             else True for i in first.tolist()], dtype=bool)
     n_conv = first.size
     lookup = np.full(T * R * A, -1, np.int64)
     lookup[rkey[first]] = np.arange(n_conv)
@@ -248,18 +286,13 @@ def score(
     cell_crit = tt.offset[conv_task][cell_conv] + (np.arange(n_cells) - cell_offset[cell_conv])
 
     # ---- verdicts -> (cell, panel position)
-    v_task = _remap(verdicts.tasks, tpos)[verdicts.task]
-    v_resp = _remap(verdicts.responders, rpos)[verdicts.responder]
-    v_att = np.searchsorted(attempts, verdicts.attempt)
-    jpos = _remap(verdicts.judges, {j: i for i, j in enumerate(panel)})[verdicts.judge]
-    in_scope = verdicts.scope == SCOPES.index(scope)
-    in_panel = jpos >= 0
-    known = (v_task >= 0) & (v_resp >= 0)
-    conv = np.where(known, lookup[np.where(known, (v_task * R + np.maximum(v_resp, 0)) * A + v_att, 0)], -1)
+    conv = np.where(known, lookup[np.maximum(vkey, 0)], -1)
+    of_failed = in_scope & in_panel & np.isin(vkey, rkey[failed_first])
     counts["verdicts_recorded"] = len(verdicts)
     counts["verdicts_other_scope"] = int((~in_scope).sum())
     counts["verdicts_outside_panel"] = int((in_scope & ~in_panel).sum())
-    counts["verdicts_without_response"] = int((in_scope & in_panel & (conv < 0)).sum())
+    counts["verdicts_of_incomplete_conversations"] = int(of_failed.sum())
+    counts["verdicts_without_response"] = int((in_scope & in_panel & (conv < 0) & ~of_failed).sum())
     use = in_scope & in_panel & (conv >= 0)
     idx = np.flatnonzero(use)
     # criterion id -> global criterion of that task
@@ -316,9 +349,15 @@ def score(
     v_resp_k = conv_resp[c[keep]]
     pe = np.bincount(v_resp_k, weights=status == VERDICT_STATUSES.index("parse_error"), minlength=R)
     er = np.bincount(v_resp_k, weights=status == VERDICT_STATUSES.index("error"), minlength=R)
+    failed_resp = r_resp[failed_first]
+    scored_pairs = set(zip(conv_resp.tolist(), conv_task.tolist(), strict=True))
     for ri, name in enumerate(responders):
         mine = conv_resp == ri
+        failed_tasks = set(r_task[failed_first][failed_resp == ri].tolist())
         per[name] = {
+            "harness_failures": int((failed_resp == ri).sum()),
+            #: tasks with a harness failure and no scored attempt: out of this responder's mean
+            "tasks_excluded": int(sum((ri, t) not in scored_pairs for t in failed_tasks)),
             "conversations": int(mine.sum()),
             "conversations_empty": int((conv_empty & mine).sum()),
             "cells_undecided": int(und[ri]),
