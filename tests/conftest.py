@@ -24,3 +24,18 @@ def _isolated_env(tmp_path_factory, monkeypatch):
     price_table.cache_clear()
     yield
     price_table.cache_clear()
+
+
+@pytest.fixture
+def price_per_call(tmp_path, monkeypatch):
+    """``price_per_call(usd, *models)``: price those model names at a flat USD per call
+    (through ``CAREBENCH_PRICES``, as a user would)."""
+    from carebench.models.pricing import price_table
+
+    def set_prices(usd: float, *models: str) -> None:
+        path = tmp_path / "prices.toml"
+        path.write_text("[models]\n" + "".join(f'"{m}" = [0.0, 0.0, {usd}]\n' for m in models))
+        monkeypatch.setenv("CAREBENCH_PRICES", str(path))
+        price_table.cache_clear()
+
+    return set_prices

@@ -111,13 +111,8 @@ def test_no_cache_calls_again(stub, tmp_path):
     assert len(stub.requests) == 2
 
 
-def test_budget_cap_stops_cleanly(stub, tmp_path, monkeypatch):
-    prices = tmp_path / "prices.toml"
-    prices.write_text('[models]\n"stub-model" = [1000000.0, 0.0]\n')  # $1 per prompt token
-    monkeypatch.setenv("CAREBENCH_PRICES", str(prices))
-    from carebench.models.pricing import price_table
-
-    price_table.cache_clear()
+def test_budget_cap_stops_cleanly(stub, tmp_path, price_per_call):
+    price_per_call(1.0, "stub-model")
     stub.handler = lambda r: StubReply(content="ok", usage=(1, 1), delay=0.01)
     calls = [Call(model_for(stub), req(f"i{i}")) for i in range(10)]
     runner = make_runner(tmp_path, concurrency=1, budget_usd=3.0)
@@ -126,6 +121,25 @@ def test_budget_cap_stops_cleanly(stub, tmp_path, monkeypatch):
     assert len(done) == 3 and res.spent_usd == pytest.approx(3.0)
     assert res.stopped and "budget" in res.stopped
     assert len(runner.cache) == 3  # everything done so far is kept
+    assert stub.count() == 3 and res.not_made == 7
+
+
+def test_budget_is_one_cap_across_batches_and_in_flight_calls(stub, tmp_path, price_per_call):
+    """Concurrency 4, $1 a call, $5 budget: a call starts only if spend plus the worst
+    case of the calls in flight stays within the budget, and later batches of the
+    same run see the same ledger (no fresh budget per batch)."""
+    price_per_call(1.0, "stub-model")
+    stub.handler = lambda r: StubReply(content="ok", delay=0.05)
+    runner = make_runner(tmp_path, concurrency=4, budget_usd=5.0)
+    first = runner.run_sync([Call(model_for(stub), req(f"a{i}")) for i in range(3)])
+    assert first.stopped is None and stub.count() == 3
+    second = runner.run_sync([Call(model_for(stub), req(f"b{i}")) for i in range(8)])
+    assert stub.count() == 5  # 3 + 2: the budget did not reset for the second batch
+    assert second.not_made == 6 and runner.ledger.spent_usd == pytest.approx(5.0)
+    third = runner.run_sync([Call(model_for(stub), req("a0")), Call(model_for(stub), req("c"))])
+    assert third.completions[0] is not None and third.completions[0].cached  # cache still answers
+    assert third.completions[1] is None and stub.count() == 5
+    assert runner.ledger.not_made == 7
 
 
 def test_dry_run_plan_counts_and_estimates(stub, tmp_path, monkeypatch):

@@ -16,7 +16,7 @@ from typing import Annotated
 import click
 import typer
 
-from carebench.types import CarebenchError
+from carebench.types import CarebenchError, RunStopped
 
 app = typer.Typer(
     name="carebench",
@@ -106,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     except CarebenchError as e:
         print(f"carebench: error: {e}", file=sys.stderr)
         return 2
+    except RunStopped as e:
+        print(f"carebench: {e}", file=sys.stderr)
+        return 3
     except click.exceptions.Abort:
         print("carebench: interrupted; completed model calls are cached, re-run to resume", file=sys.stderr)
         return 130

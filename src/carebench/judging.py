@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from carebench.models.base import ChatModel
 from carebench.models.structured import json_spec, parse_model
-from carebench.runner import Call, Runner, RunResult, run_batch
+from carebench.runner import Call, Runner, RunResult
 from carebench.types import ChatRequest, Completion, Message
 
 AnswerStatus = Literal["ok", "parse_error", "error"]
@@ -178,28 +178,19 @@ def ask(
 ) -> tuple[list[JudgeAnswer], RunResult]:
     """Ask every question of every judge in one runner batch (question-major order).
 
-    Identical (model, request) pairs are sent once and their answer is shared:
-    the same reply judged twice, or repeated seats at temperature 0.
+    Identical (model, request) pairs (the same reply judged twice, or repeated seats
+    at temperature 0) are sent once by the runner, which shares the answer.
     """
-    pairs = [
-        (qi, ji, judge_request(q, j.seat, temperature, max_tokens))
-        for qi, q in enumerate(questions)
-        for ji, j in enumerate(judges)
+    pairs = [(qi, ji) for qi in range(len(questions)) for ji in range(len(judges))]
+    calls = [
+        Call(judges[ji].model, judge_request(questions[qi], judges[ji].seat, temperature, max_tokens),
+             {"question": _tag(questions[qi].key), "judge": judges[ji].label})
+        for qi, ji in pairs
     ]
-    unique: dict[tuple[str, ChatRequest], int] = {}
-    calls: list[Call] = []
-    slot = []
-    for qi, ji, req in pairs:
-        key = (str(judges[ji].model.spec), req)
-        if key not in unique:
-            unique[key] = len(calls)
-            calls.append(Call(judges[ji].model, req, {"question": _tag(questions[qi].key), "judge": judges[ji].label}))
-        slot.append(unique[key])
-    result = run_batch(runner, calls, runner.config.description) if calls else RunResult(completions=[])
+    result = runner.run_sync(calls) if calls else RunResult(completions=[])
     answers = []
-    for (qi, ji, _), k in zip(pairs, slot, strict=True):
+    for (qi, ji), comp in zip(pairs, result.completions, strict=True):
         q = questions[qi]
-        comp = result.completions[k]
         status, value, err = parse_answer(q, comp)
         answers.append(
             JudgeAnswer(

@@ -3,6 +3,9 @@ cache, cost/latency accounting, budget cap and a progress bar.
 
 Suites build a list of ``Call``s and hand it to ``Runner.run``; they never talk to a
 provider directly, so every call is cached, retried and accounted the same way.
+One ``Runner`` (owned by the run context, :mod:`carebench.run`) serves every batch of
+a command, and its :class:`Ledger` carries spend and the budget across batches: a
+budget that reset per batch was no cap at all.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import asyncio
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from carebench.cache import CompletionCache, cache_key
@@ -37,16 +40,65 @@ class RunnerConfig:
     timeout_s: float = 120.0  # per try
     backoff_base_s: float = 0.5
     backoff_max_s: float = 30.0
-    budget_usd: float | None = None  # stop starting new calls once spend reaches it
+    budget_usd: float | None = None  # run-wide cap (see Ledger)
     use_cache: bool = True
     progress: bool = True
     description: str = "model calls"
 
 
 @dataclass
+class Ledger:
+    """Run-wide money and call accounting, shared by every batch of one run.
+
+    A call is *started* only if the committed spend, plus the worst-case cost of the
+    calls already in flight, plus its own worst case stays within the budget; calls
+    in flight always finish and are kept. Once a call is refused the ledger stays
+    stopped: later batches are answered from the cache only.
+    """
+
+    budget_usd: float | None = None
+    spent_usd: float = 0.0
+    reserved_usd: float = 0.0  # worst-case cost of the calls in flight
+    provider_calls: int = 0
+    cache_hits: int = 0
+    shared: int = 0
+    errors: int = 0
+    not_made: int = 0  # calls refused by the budget (or skipped after it stopped)
+    stopped: str | None = None
+
+    def reserve(self, worst_usd: float) -> bool:
+        """Book a call's worst-case cost; False (and stopped) if it would pass the budget."""
+        if self.stopped is not None:
+            return False
+        b = self.budget_usd
+        if b is not None and self.spent_usd + self.reserved_usd + worst_usd > b + 1e-12:
+            self.stopped = f"budget of ${b:.2f} reached"
+            return False
+        self.reserved_usd += worst_usd
+        return True
+
+    def release(self, worst_usd: float) -> None:
+        self.reserved_usd = max(0.0, self.reserved_usd - worst_usd)
+
+    def settle(self, worst_usd: float, cost_usd: float) -> None:
+        """A started call finished (answer or recorded error): book what it cost."""
+        self.release(worst_usd)
+        self.spent_usd += cost_usd
+        self.provider_calls += 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "budget_usd": self.budget_usd, "spent_usd": self.spent_usd,
+            "provider_calls": self.provider_calls, "cache_hits": self.cache_hits,
+            "shared": self.shared, "errors": self.errors, "calls_not_made": self.not_made,
+            "stopped": self.stopped,
+        }
+
+
+@dataclass
 class RunResult:
-    """Completions in the order of the calls; ``None`` where a call was never made
-    because the run stopped (budget), with ``stopped`` saying why."""
+    """One batch: completions in the order of the calls; ``None`` where a call was never
+    made because the run's budget stopped it, with ``stopped`` saying why."""
 
     completions: list[Completion | None]
     stopped: str | None = None
@@ -58,6 +110,9 @@ class RunResult:
     elapsed_s: float = 0.0
     calls: list[Call] = field(default_factory=list)
 
+    @property
+    def not_made(self) -> int:
+        return sum(c is None for c in self.completions)
 
     def call_records(self) -> list[dict[str, Any]]:
         """One row per call made or answered from cache, for ``calls.jsonl`` (replayable)."""
@@ -84,28 +139,25 @@ class CallPlan:
     by_model: dict[str, dict[str, float]]
 
 
-def estimate_tokens(text: str) -> int:
-    """Rough token count (about four characters per token) for cost estimates only."""
-    return max(1, len(text) // 4)
-
-
 class Runner:
     def __init__(
         self,
         config: RunnerConfig | None = None,
         cache: CompletionCache | None = None,
         on_complete: Callable[[Call, Completion], None] | None = None,
+        ledger: Ledger | None = None,
     ):
         self.config = config or RunnerConfig()
         self.cache = cache if self.config.use_cache else None
         self.on_complete = on_complete
+        self.ledger = ledger or Ledger(budget_usd=self.config.budget_usd)
         self._sems: dict[str, asyncio.Semaphore] = {}
         self._sems_loop: asyncio.AbstractEventLoop | None = None
         self._reached: set[str] = set()  # models that answered at least once
 
     # -- planning -----------------------------------------------------------------
     def plan(self, calls: Sequence[Call]) -> CallPlan:
-        from carebench.models.pricing import price_for
+        from carebench.models.pricing import call_cost_bound
 
         by_model: dict[str, dict[str, float]] = {}
         cached = 0
@@ -123,36 +175,32 @@ class Runner:
                 cached += 1
                 m["cached"] += 1
                 continue
-            p_in, p_out = price_for(spec)
-            prompt = sum(estimate_tokens(msg.content) + 4 for msg in c.request.messages)
-            out = c.request.max_tokens or 512
-            est = (prompt * p_in + out * p_out) / 1e6
+            est = call_cost_bound(spec, c.request)
             m["estimated_cost_usd"] += est
             cost += est
         return CallPlan(len(seen), cached, len(seen) - cached, cost, by_model)
 
     # -- execution ----------------------------------------------------------------
-    def run_sync(self, calls: Sequence[Call]) -> RunResult:
+    def run_sync(self, calls: Sequence[Call], description: str | None = None) -> RunResult:
         """Run on a fresh event loop, closing the models' connection pools before it ends."""
 
         async def go() -> RunResult:
             try:
-                return await self.run(calls)
+                return await self.run(calls, description)
             finally:
                 for model in {id(c.model): c.model for c in calls}.values():
                     await model.aclose()
 
         return asyncio.run(go())
 
-    async def run(self, calls: Sequence[Call]) -> RunResult:
+    async def run(self, calls: Sequence[Call], description: str | None = None) -> RunResult:
         calls = list(calls)
         loop = asyncio.get_running_loop()
         if self._sems_loop is not loop:  # semaphores are bound to the loop they first wait on
             self._sems, self._sems_loop = {}, loop
         res = RunResult(completions=[None] * len(calls), calls=calls)
         t0 = time.perf_counter()
-        progress = _Progress(len(calls), self.config.description, self.config.progress)
-        stop = asyncio.Event()
+        progress = _Progress(len(calls), description or self.config.description, self.config.progress)
 
         inflight: dict[str, asyncio.Future] = {}
 
@@ -164,6 +212,7 @@ class Runner:
                 if hit is not None:
                     res.completions[i] = hit
                     res.cache_hits += 1
+                    self.ledger.cache_hits += 1
                     self._deliver(call, hit)
                     progress.advance(0.0)
                     return
@@ -171,6 +220,7 @@ class Runner:
             if first is not None:  # an identical call is already under way: share its answer
                 comp = await asyncio.shield(first)
                 res.shared += 1
+                self.ledger.shared += 1
                 res.completions[i] = comp
                 if comp is not None:
                     self._deliver(call, comp)
@@ -179,7 +229,7 @@ class Runner:
             fut = inflight[key] = loop.create_future()
             comp = None
             try:
-                comp = await self._provider_call(call, spec, key, res, stop)
+                comp = await self._provider_call(call, spec, key, res)
             finally:
                 fut.set_result(comp)
             if comp is not None:
@@ -195,22 +245,26 @@ class Runner:
             except BaseExceptionGroup as eg:  # surface the first real cause, not the group
                 raise eg.exceptions[0] from None
         res.elapsed_s = time.perf_counter() - t0
+        self.ledger.not_made += res.not_made
+        if res.not_made:
+            res.stopped = self.ledger.stopped
         return res
 
-    async def _provider_call(
-        self, call: Call, spec: str, key: str, res: RunResult, stop: asyncio.Event
-    ) -> Completion | None:
+    async def _provider_call(self, call: Call, spec: str, key: str, res: RunResult) -> Completion | None:
         """One call through the model's semaphore, retries and the cache; None if the
-        budget stopped the run before it started."""
+        run's budget does not allow starting it."""
+        from carebench.models.pricing import call_cost_bound
+
         async with self._semaphore(call.model):
-            if stop.is_set():
+            worst = call_cost_bound(spec, call.request)
+            if not self.ledger.reserve(worst):
                 return None
-            budget = self.config.budget_usd
-            if budget is not None and res.spent_usd >= budget:
-                res.stopped = f"budget of ${budget:.2f} reached"
-                stop.set()
-                return None
-            comp, unreachable = await self._call_with_retries(call)
+            try:
+                comp, unreachable = await self._call_with_retries(call)
+            except BaseException:
+                self.ledger.release(worst)
+                raise
+            self.ledger.settle(worst, comp.cost_usd)
         if unreachable and spec not in self._reached:
             raise CarebenchError(f"cannot reach {spec}: {comp.error}")
         self._reached.add(spec)
@@ -218,6 +272,7 @@ class Runner:
         res.spent_usd += comp.cost_usd
         if comp.error is not None:
             res.errors += 1
+            self.ledger.errors += 1
         elif self.cache is not None:
             self.cache.put(key, comp)  # committed at once: survives a kill
         return comp
@@ -326,14 +381,3 @@ class _Progress:
         rate = f"{self._done / dt:.1f}/s" if dt > 0 else ""
         self._p.update(self._task, advance=1, spent=self.spent, rate=rate)
 
-
-def run_batch(runner: Runner, calls: Sequence[Call], description: str) -> RunResult:
-    """Run one batch on a fresh Runner sharing the config and cache.
-
-    ``Runner.run_sync`` starts a new event loop per call, and the runner's
-    per-model semaphores stay bound to the first loop that waited on them, so a
-    runner reused across batches can fail with "bound to a different event loop"
-    for providers with low concurrency (llama.cpp). A fresh runner per batch avoids it.
-    """
-    cfg = replace(runner.config, description=description)
-    return Runner(cfg, cache=runner.cache, on_complete=runner.on_complete).run_sync(calls)

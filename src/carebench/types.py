@@ -25,6 +25,13 @@ class CarebenchError(Exception):
     """
 
 
+class RunStopped(Exception):
+    """The run's budget stopped it after the finished results were written.
+
+    The CLI prints the message (spent, calls left, how to resume) and exits 3.
+    """
+
+
 @dataclass(frozen=True, slots=True)
 class Message:
     role: Role

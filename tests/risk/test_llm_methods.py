@@ -338,10 +338,11 @@ def test_llamacpp_builtin_runs_llm_and_schema(tmp_path):
                 assert probs is not None and sum(probs) == pytest.approx(1.0) and min(probs) > 0
 
 
-def test_budget_stop_is_a_recorded_outcome(stub, tmp_path):
+def test_budget_stop_is_a_recorded_outcome(stub, tmp_path, price_per_call):
+    price_per_call(1.0, "stub-model")
     stub.handler = lambda req: "a"
-    runner = Runner(
-        RunnerConfig(progress=False, budget_usd=0.0), cache=CompletionCache(tmp_path / "c.sqlite")
+    runner = Runner(  # no call fits: each may cost $1
+        RunnerConfig(progress=False, budget_usd=0.5), cache=CompletionCache(tmp_path / "c.sqlite")
     )
     ctx = MethodContext(
         runner=runner, models={"default": get_model(f"openai:stub-model@{stub.base_url}")}

@@ -53,8 +53,9 @@ def test_turns_run_in_order_with_the_responders_own_history(tasks, tmp_path):
                  and r.body["messages"][1]["content"] == tasks[0].turns[0]]
         assert sorted(r.body["seed"] for r in first) == [12345, 12346]
         # re-running answers from the cache: no new request
-        again = generate(tasks, [get_model(spec_a), get_model(spec_b)], runner, cfg)
-        assert len(stub.requests) == 16 and again.cache_hits == 16
+        hits = runner.ledger.cache_hits
+        generate(tasks, [get_model(spec_a), get_model(spec_b)], runner, cfg)
+        assert len(stub.requests) == 16 and runner.ledger.cache_hits - hits == 16
     assert len(res.responses) == 8
     multi = next(r for r in res.responses if r.task_id == tasks[1].id and r.responder == spec_a and r.attempt == 1)
     assert [t["role"] for t in multi.turns] == ["user", "assistant"] * 3

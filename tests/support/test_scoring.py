@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 
+from carebench.support.panel import S_EMPTY, S_MET, S_NOT_MET, S_UNDECIDED
 from carebench.support.records import (
     ResponseRecord,
     ResponseTable,
@@ -17,7 +18,6 @@ from carebench.support.records import (
     read_records,
     write_records,
 )
-from carebench.support.panel import S_EMPTY, S_MET, S_NOT_MET, S_UNDECIDED
 from carebench.support.scoring import (
     TaskTable,
     full_satisfaction_rates,

@@ -119,13 +119,8 @@ def test_calibrate_selects_the_panel_closest_to_consensus(tmp_path, capsys):
     assert (cal / "report.html").exists()
 
 
-def test_budget_stop_then_resume_from_cache(tmp_path, monkeypatch, capsys):
-    from carebench.models.pricing import price_table
-
-    prices = tmp_path / "prices.toml"
-    prices.write_text('[models]\n"resp-a" = [1000000.0, 1000000.0]\n')
-    monkeypatch.setenv("CAREBENCH_PRICES", str(prices))
-    price_table.cache_clear()
+def test_budget_stop_then_resume_from_cache(tmp_path, capsys, price_per_call):
+    price_per_call(1.0, "resp-a")
     tasks = load_tasks("builtin:sample")
     with StubServer() as stub:
         stub.handler = Script(tasks)
@@ -134,11 +129,13 @@ def test_budget_stop_then_resume_from_cache(tmp_path, monkeypatch, capsys):
         args = ["support", "run", "--responder", f"openai:resp-a@{u}", "--judge", f"openai:judge-a@{u}",
                 "--attempts", "1", "--limit", "2", "--out", str(out), "--bootstrap", "50",
                 "--cache", str(tmp_path / "c.sqlite"), "--concurrency", "1"]
-        assert main([*args, "--budget", "1"]) == 2
+        assert main([*args, "--budget", "1"]) == 3
         assert "budget" in capsys.readouterr().err
         made = [r for r in stub.requests if r.body["model"] == "resp-a"]
         assert len(made) == 1  # the first call spent the budget; nothing else started
-        assert json.loads((out / "manifest.json").read_text())["status"] == "stopped"
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert manifest["status"] == "incomplete" and manifest["incomplete"] == ["generation", "judging"]
+        assert not any(r.body["model"] == "judge-a" for r in stub.requests)
         assert main(args) == 0  # same directory, resumed: the paid call comes from the cache
         again = [r for r in stub.requests if r.body["model"] == "resp-a"]
         # tasks: one single-turn, one three-turn -> 4 responder calls in all, none repeated

@@ -11,8 +11,8 @@ import pytest
 
 from carebench.support.tasks import (
     DIMENSIONS,
-    SPLIT_STRATA,
     KNOWN_SUBCATEGORIES,
+    SPLIT_STRATA,
     Task,
     load_subcategories,
     load_tasks,

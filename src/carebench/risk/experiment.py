@@ -8,8 +8,6 @@ atomically), and the completion cache makes an interrupted run resumable.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import sys
 import time
 from collections.abc import Sequence
@@ -20,9 +18,10 @@ from typing import Any
 from carebench.risk.data import RiskDataset, load_dataset
 from carebench.risk.methods import MethodContext, Prediction, RiskItem, make_method
 from carebench.risk.scoring import EXCLUDED, FAILURE_POLICIES, score_records
+from carebench.run import Run, RunOptions
 from carebench.rundir import new_run_dir, write_json, write_jsonl, write_manifest
-from carebench.runner import Call, CallPlan, Runner, RunnerConfig
-from carebench.types import CarebenchError, Completion
+from carebench.runner import Call, CallPlan
+from carebench.types import CarebenchError
 
 #: methods that need no chat model (fitted on the data or driven by moderation scores)
 DEFAULT_METHODS = ("tfidf-lr",)
@@ -111,43 +110,17 @@ def resolve_labels(specs: Sequence[MethodSpec], default_model: str | None) -> li
     return out
 
 
-class _Models:
-    """One provider instance per spec string, closed at the end of the run."""
-
-    def __init__(self, concurrency: int | None):
-        self.concurrency = concurrency
-        self._models: dict[str, Any] = {}
-
-    def get(self, spec: str) -> Any:
-        from carebench.models import get_model
-
-        if spec not in self._models:
-            self._models[spec] = get_model(spec, concurrency=self.concurrency)
-        return self._models[spec]
-
-    def specs(self) -> list[str]:
-        return [str(m.spec) for m in self._models.values()]
-
-    def close(self) -> None:
-        for m in self._models.values():
-            close = getattr(m, "aclose", None)
-            if close is not None:
-                with contextlib.suppress(Exception):  # best effort; results are written
-                    asyncio.run(close())
-
-
-def _context(spec: MethodSpec, cfg: RunConfig, models: _Models, runner: Runner,
-             train: RiskDataset | None) -> MethodContext:
+def _context(spec: MethodSpec, cfg: RunConfig, run: Run, train: RiskDataset | None) -> MethodContext:
     roles: dict[str, Any] = {}
     chat = spec.model or cfg.model
     if chat:
-        roles["default"] = models.get(chat)
+        roles["default"] = run.model(chat)
     mod = spec.moderation_model or cfg.moderation_model
     if mod:
-        roles["moderation"] = models.get(mod)
+        roles["moderation"] = run.model(mod)
     return MethodContext(
-        runner=runner, models=roles, seed=cfg.seed,
-        train=None if train is None else train.items, n_folds=cfg.n_folds,
+        runner=run.runner, models=roles, seed=cfg.seed,
+        train=None if train is None else train.items, n_folds=cfg.n_folds, get_model=run.model,
     )
 
 
@@ -204,7 +177,13 @@ def collect(items: Sequence[RiskItem], preds: Sequence[Prediction], name: str,
 
 
 def run_experiment(cfg: RunConfig) -> RunOutcome:
-    """Validate, predict with every method, score, and write the run directory."""
+    """Validate, predict with every method, score, and write the run directory.
+
+    All methods share one run context, so the budget caps the whole command. A
+    method the budget cut short keeps the predictions it finished, is marked
+    ``incomplete`` and is not scored; methods after it still run from the cache
+    and without paid calls where they can.
+    """
     if cfg.failures not in FAILURE_POLICIES:
         raise CarebenchError(f"--failures must be one of {', '.join(FAILURE_POLICIES)}")
     if cfg.bootstrap < 1:
@@ -213,29 +192,10 @@ def run_experiment(cfg: RunConfig) -> RunOutcome:
     train = load_dataset(cfg.train, cfg.train_format) if cfg.train else None
     specs = resolve_labels(cfg.methods, cfg.model)
     methods = [(s, make_method(s.method, **s.options)) for s in specs]
-    from carebench.cache import CompletionCache
-
-    cache = CompletionCache(cfg.cache_path) if cfg.use_cache else None
-    call_rows: list[dict[str, Any]] = []
-    spent = [0.0]
-    hits = [0]
-
-    def on_complete(call: Call, comp: Completion) -> None:
-        call_rows.append({"model": str(call.model.spec), "tag": call.tag,
-                          "request": call.request.cache_payload(), "completion": comp.to_dict()})
-        if comp.cached:
-            hits[0] += 1
-        else:
-            spent[0] += comp.cost_usd
-
-    runner = Runner(
-        RunnerConfig(concurrency=cfg.concurrency, budget_usd=cfg.budget, use_cache=cfg.use_cache,
-                     progress=cfg.progress, description="risk model calls"),
-        cache=cache, on_complete=on_complete,
-    )
-    models = _Models(cfg.concurrency)
-    try:
-        contexts = [(s, m, _context(s, cfg, models, runner, train)) for s, m in methods]
+    run = Run(RunOptions(budget_usd=cfg.budget, use_cache=cfg.use_cache, cache_path=cfg.cache_path,
+                         concurrency=cfg.concurrency, progress=cfg.progress))
+    with run:
+        contexts = [(s, m, _context(s, cfg, run, train)) for s, m in methods]
         for s, m, ctx in contexts:  # fail fast: a method needing a model must have one
             if getattr(m, "needs_model", False):
                 ctx.model()
@@ -243,39 +203,43 @@ def run_experiment(cfg: RunConfig) -> RunOutcome:
             calls: list[Call] = []
             for _, m, ctx in contexts:
                 calls += m.calls(data.items, ctx)
-            return RunOutcome(None, plan=runner.plan(calls))
+            return RunOutcome(None, plan=run.plan(calls))
         run_dir = new_run_dir("risk", cfg.out)
         records: list[dict[str, Any]] = []
         t0 = time.perf_counter()
         for s, m, ctx in contexts:
-            if cfg.budget is not None:
-                runner.config.budget_usd = max(0.0, cfg.budget - spent[0])
             _log(cfg, f"risk: {s.name} on {len(data.items)} items")
+            not_made = run.ledger.not_made
             preds = m.predict(data.items, ctx)
             model_spec = str(ctx.models["default"].spec) if "default" in ctx.models else None
-            records += collect(data.items, preds, s.name, model_spec)
+            rows = collect(data.items, preds, s.name, model_spec)
+            if run.ledger.not_made > not_made:  # cut short: keep only what finished
+                run.mark_incomplete(s.name)
+                rows = [r for r in rows if r["status"] != "budget"]
+            records += rows
         elapsed = time.perf_counter() - t0
-    finally:
-        models.close()
-    metrics = score_records(records, failures=cfg.failures, B=cfg.bootstrap, seed=cfg.seed)
+    incomplete = [s.name for s in specs if s.name in run.incomplete]
+    metrics = score_records(records, failures=cfg.failures, B=cfg.bootstrap, seed=cfg.seed,
+                            incomplete=incomplete)
     dataset_info = data.describe()
     write_jsonl(run_dir / "records.jsonl", records)
-    write_jsonl(run_dir / "calls.jsonl", call_rows)
+    write_jsonl(run_dir / "calls.jsonl", run.call_rows)
     write_json(run_dir / "metrics.json", metrics)
     write_manifest(
-        run_dir, suite="risk", config=cfg.to_dict(), models=models.specs(),
+        run_dir, suite="risk", config=cfg.to_dict(), models=run.model_specs(),
         seeds={"seed": cfg.seed, "bootstrap_seed": cfg.seed, "cv_seed": cfg.seed},
         dataset=dataset_info,
         extra={
+            "status": "incomplete" if incomplete else "complete",
+            "incomplete": incomplete,
             "train_dataset": None if train is None else train.describe(),
             "methods": [{"name": s.name, "method": s.method, "model": s.model or cfg.model,
                          "options": s.options} for s in specs],
-            "run": {"elapsed_s": round(elapsed, 3), "model_calls": len(call_rows),
-                    "cache_hits": hits[0],
-                    "spent_usd": spent[0]},
+            "run": {"elapsed_s": round(elapsed, 3), **run.accounting()},
         },
     )
     from carebench.risk.report import render
 
     render(run_dir)
+    run.finish()
     return RunOutcome(run_dir, metrics=metrics)

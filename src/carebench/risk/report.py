@@ -57,7 +57,7 @@ def rerender(run_dir: str | Path) -> Path:
     cfg = manifest.get("config") or {}
     metrics = score_records(
         records, failures=cfg.get("failures", "wrong"), B=int(cfg.get("bootstrap", 2000)),
-        seed=int(cfg.get("seed", 42)),
+        seed=int(cfg.get("seed", 42)), incomplete=manifest.get("incomplete") or [],
     )
     write_json(run_dir / "metrics.json", metrics)
     render(run_dir, metrics=metrics, records=records, manifest=manifest)
@@ -92,7 +92,8 @@ def build_report(metrics: dict[str, Any], records: list[dict[str, Any]],
                  manifest: dict[str, Any]) -> Report:
     ds = manifest.get("dataset") or {}
     st = metrics.get("settings") or {}
-    names = method_order(records)
+    incomplete = list(metrics.get("incomplete") or [])
+    names = [n for n in method_order(records) if n not in incomplete]
     resampling = ("cluster resampling by group" if str(st.get("resampling", "")).startswith("cluster")
                   else "item resampling")
     notes = [
@@ -107,6 +108,12 @@ def build_report(metrics: dict[str, Any], records: list[dict[str, Any]],
     ]
     overview = _overview(ds, manifest, st)
     overview.blocks.extend(_method_notes(records, manifest))
+    if incomplete:
+        overview.blocks.append(Paragraph(
+            "Incomplete (the run's budget stopped it before these finished; not scored, never "
+            "counted as failures; re-run without the budget to finish from the cache): "
+            + ", ".join(f"{n} ({metrics['methods'][n]['n_finished']} items finished)" for n in incomplete)
+            + "."))
     sections = [overview, _table2(metrics, names), _table4(metrics, names),
                 _per_class(metrics, names), _confusions(metrics, names), _triage(metrics, names),
                 _failures(metrics, names, records, st), _cost(metrics, names),

@@ -116,8 +116,13 @@ def score_records(
     B: int = 2000,
     seed: int = 42,
     alpha: float = 0.05,
+    incomplete: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Every reported number, in the ``metrics.json`` shape of issue 4 (plus extra keys)."""
+    """Every reported number, in the ``metrics.json`` shape of issue 4 (plus extra keys).
+
+    Methods in ``incomplete`` (cut short by the run's budget) are not scored: their
+    entry says ``incomplete`` with how many items finished, and nothing else, so a
+    budget stop is never counted as the method's failures."""
     if failures not in FAILURE_POLICIES:
         raise CarebenchError(f"--failures must be one of {', '.join(FAILURE_POLICIES)}")
     if not records:
@@ -135,6 +140,10 @@ def score_records(
     clustered = False
     for name in method_order(records):
         rows = by_method[name]
+        if name in incomplete:
+            methods[name] = {"status": "incomplete", "n_finished": len(rows), "cost": _cost(rows),
+                             **{m: {"value": None, "ci": [None, None]} for m in METRIC_KEYS}}
+            continue
         sid, y, p, fails = _scored_vectors(rows, failures)
         vectors[name] = (sid, y, p)
         entry: dict[str, Any] = {}
@@ -159,9 +168,13 @@ def score_records(
         entry["n_scored"] = len(sid)
         entry["n_excluded"] = sum(1 for r in rows if r["status"] == EXCLUDED)
         entry["cost"] = _cost(rows)
+        entry["status"] = "complete"
         methods[name] = entry
 
     scored = [m for m in methods if methods[m]["macro_f1"]["value"] is not None]
+    for name in incomplete:  # cut short before finishing a single item
+        methods.setdefault(name, {"status": "incomplete", "n_finished": 0, "cost": _cost([]),
+                                  **{m: {"value": None, "ci": [None, None]} for m in METRIC_KEYS}})
     best = max(scored, key=lambda m: methods[m]["macro_f1"]["value"]) if scored else None
     paired: dict[str, Any] = {}
     if best is not None:
@@ -200,4 +213,5 @@ def score_records(
             "best_by_macro_f1": best,
         },
         "paired_vs_best": {"reference": best, "comparisons": paired},
+        "incomplete": list(incomplete),
     }

@@ -426,7 +426,7 @@ def select_panel(
             "B": B,
             "seed": seed,
             "resampling": "tasks (all labelled criterion judgments of a task together)",
-            "n_tasks": int(len(set(items.task[ok].tolist()))),
+            "n_tasks": len(set(items.task[ok].tolist())),
         }
     # sensitivity of the selection to the disclaimers dimension (B.3, E.5)
     nd = dims != "disclaimers"

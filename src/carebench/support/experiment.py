@@ -9,8 +9,6 @@ no model.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import re
 import sys
@@ -23,7 +21,7 @@ import numpy as np
 
 from carebench.cache import CompletionCache
 from carebench.judging import JUDGE_MAX_TOKENS, panel_seats
-from carebench.models import get_model
+from carebench.run import Run, RunOptions
 from carebench.rundir import (
     data_sha256,
     file_sha256,
@@ -33,7 +31,6 @@ from carebench.rundir import (
     write_jsonl,
     write_manifest,
 )
-from carebench.runner import Runner, RunnerConfig
 from carebench.support.generation import (
     DEFAULT_MAX_TOKENS,
     DEFAULT_TEMPERATURE,
@@ -129,27 +126,23 @@ def run_support(cfg: SupportRunConfig, cache: CompletionCache | None = None) -> 
     if cfg.subcategories_file:
         _warn_unexpected_subcategories(cfg, tasks)
     system_prompt = _read_system_prompt(cfg.system_prompt_file)
-    responders = [get_model(s) for s in cfg.responders]
-    judge_models = [get_model(s) for s in cfg.judges]
-    judges = panel_seats([str(m.spec) for m in judge_models], judge_models)
-    if cache is None and cfg.use_cache:
-        cache = CompletionCache(Path(cfg.cache_path) if cfg.cache_path else None)
-    rcfg = RunnerConfig(concurrency=cfg.concurrency, budget_usd=cfg.budget_usd,
-                        use_cache=cfg.use_cache, progress=cfg.progress)
-    if cfg.max_retries is not None:
-        rcfg.max_retries = cfg.max_retries
-    runner = Runner(rcfg, cache=cache)
     gcfg = GenerationConfig(
         attempts=cfg.attempts, temperature=cfg.temperature, max_tokens=cfg.max_tokens,
         caps=dict(cfg.caps), system_prompt=system_prompt, seed=cfg.seed,
     )
-    try:
+    run = Run(RunOptions(budget_usd=cfg.budget_usd, use_cache=cfg.use_cache, cache_path=cfg.cache_path,
+                         concurrency=cfg.concurrency, progress=cfg.progress), cache=cache)
+    if cfg.max_retries is not None:
+        run.runner.config.max_retries = cfg.max_retries
+    with run:
+        responders = [run.model(s) for s in cfg.responders]
+        judge_models = [run.model(s) for s in cfg.judges]
+        judges = panel_seats([str(m.spec) for m in judge_models], judge_models)
         if cfg.dry_run:
-            return _dry_run(cfg, tasks, responders, judges, runner, gcfg)
-        return _run(cfg, tasks, responders, judges, runner, gcfg, system_prompt)
-    finally:
-        for m in {id(m): m for m in [*responders, *judge_models]}.values():
-            _close(m)
+            return _dry_run(cfg, tasks, responders, judges, run.runner, gcfg)
+        run_dir = _run(cfg, tasks, responders, judges, run, gcfg, system_prompt)
+    run.finish()
+    return run_dir
 
 
 def _warn_unexpected_subcategories(cfg: SupportRunConfig, tasks: Sequence[Task]) -> None:
@@ -160,11 +153,6 @@ def _warn_unexpected_subcategories(cfg: SupportRunConfig, tasks: Sequence[Task])
         msg = f"subcategories not in {cfg.subcategories_file}: {listed}"
         print(f"carebench: warning: {msg}", file=sys.stderr, flush=True)
         cfg.notes.append(msg)
-
-
-def _close(model: Any) -> None:
-    with contextlib.suppress(Exception):  # closing is best effort and must not mask results
-        asyncio.run(model.aclose())
 
 
 def _read_system_prompt(path: str | None) -> str | None:
@@ -195,7 +183,7 @@ def _dry_run(cfg, tasks, responders, judges, runner, gcfg) -> dict[str, Any]:
     }
 
 
-def _run(cfg, tasks, responders, judges, runner, gcfg, system_prompt) -> Path:
+def _run(cfg, tasks, responders, judges, run: Run, gcfg, system_prompt) -> Path:
     run_dir = new_run_dir(SUITE, cfg.out)
     config = {k: v for k, v in asdict(cfg).items() if k not in ("notes",)}
     config["system_prompt"] = system_prompt
@@ -214,56 +202,47 @@ def _run(cfg, tasks, responders, judges, runner, gcfg, system_prompt) -> Path:
         "bootstrap": cfg.bootstrap,
     }
 
-    def manifest(status: str, accounting: dict[str, Any]) -> None:
+    failures: dict[str, int] = {}  # harness failures, filled once the records are written
+
+    def manifest(status: str) -> None:
         # written first as "running" so an interrupted run's directory can be resumed in place
         write_manifest(
             run_dir, suite=SUITE, config=config,
             models=[str(m.spec) for m in responders] + [j.label for j in judges],
             seeds={"bootstrap": cfg.seed, "generation": cfg.seed},
             dataset=dataset,
-            extra={"status": status, "scoring": settings, "notes": list(cfg.notes), "accounting": accounting},
+            extra={"status": status, "incomplete": sorted(run.incomplete), "scoring": settings,
+                   "notes": list(cfg.notes),
+                   "accounting": {**run.accounting(), "harness_failures": failures}},
         )
 
-    manifest("running", {})
-    gen = generate(tasks, responders, runner, gcfg)
-    call_rows = list(gen.call_rows)
-    acct = {"spent_usd": gen.spent_usd, "provider_calls": gen.provider_calls, "cache_hits": gen.cache_hits}
-    if gen.stopped:
-        write_jsonl(run_dir / "calls.jsonl", call_rows)
-        manifest("stopped", {**acct, "stopped": gen.stopped})
-        raise CarebenchError(
-            f"run stopped during generation ({gen.stopped}); re-run the same command to resume from the cache"
-        )
+    manifest("running")
+    gen = generate(tasks, responders, run.runner, gcfg)
     responses = list(gen.responses)
     if cfg.include_reference:
         responses.extend(reference_responses(tasks))
-    runner.config.description = "judge verdicts"
-    judged = judge_responses(
-        tasks, responses, judges, runner, scopes=judged_scopes(cfg.scope),  # type: ignore[arg-type]
-        temperature=cfg.judge_temperature, max_tokens=cfg.judge_max_tokens,
-    )
-    call_rows.extend(judged.call_rows)
-    acct = {
-        "spent_usd": gen.spent_usd + judged.run.spent_usd,
-        "provider_calls": gen.provider_calls + judged.run.provider_calls,
-        "cache_hits": gen.cache_hits + judged.run.cache_hits,
-        "calls_recorded": len(call_rows),
-        "not_judged_empty_verdicts": judged.not_judged,
-    }
-    write_jsonl(run_dir / "calls.jsonl", call_rows)
-    if judged.run.stopped:
-        manifest("stopped", {**acct, "stopped": judged.run.stopped})
-        raise CarebenchError(
-            f"run stopped during judging ({judged.run.stopped}); re-run the same command to resume from the cache"
+    verdicts: list[VerdictRecord] = []
+    if gen.stopped:
+        run.mark_incomplete("generation", gen.calls_skipped)
+        run.mark_incomplete("judging")
+    else:
+        run.runner.config.description = "judge verdicts"
+        judged = judge_responses(
+            tasks, responses, judges, run.runner, scopes=judged_scopes(cfg.scope),  # type: ignore[arg-type]
+            temperature=cfg.judge_temperature, max_tokens=cfg.judge_max_tokens,
         )
+        verdicts = judged.verdicts
+        if judged.stopped:
+            run.mark_incomplete("judging", judged.calls_skipped)
+    write_jsonl(run_dir / "calls.jsonl", run.call_rows)
     write_tasks(run_dir / "tasks.jsonl", tasks)
     write_jsonl(run_dir / "records.jsonl",
-                [r.to_dict() for r in responses] + [v.to_dict() for v in judged.verdicts])
-    failures = {"responder_calls": sum(r.is_harness_failure for r in responses),
-                "judge_calls": sum(v.status == "error" for v in judged.verdicts)}
-    # a harness failure leaves the run incomplete: scored without those conversations,
-    # and a re-run of the same command retries exactly the failed calls (never cached)
-    manifest("incomplete" if any(failures.values()) else "complete", {**acct, "harness_failures": failures})
+                [r.to_dict() for r in responses] + [v.to_dict() for v in verdicts])
+    # a harness failure leaves the run incomplete but scored without those conversations;
+    # a re-run of the same command retries exactly the failed calls (never cached)
+    failures.update(responder_calls=sum(r.is_harness_failure for r in responses),
+                    judge_calls=sum(v.status == "error" for v in verdicts))
+    manifest("incomplete" if run.incomplete or any(failures.values()) else "complete")
     rescore(run_dir)
     return run_dir
 
@@ -274,9 +253,9 @@ def _run(cfg, tasks, responders, judges, runner, gcfg, system_prompt) -> Path:
 def incomplete_message(run_dir: Path) -> str | None:
     """One line for an incomplete run (harness failures), or None when it is complete."""
     m = read_json(Path(run_dir) / "manifest.json")
-    if m.get("status") != "incomplete":
-        return None
     f = (m.get("accounting") or {}).get("harness_failures") or {}
+    if m.get("status") != "incomplete" or not any(f.values()):
+        return None
     return (f"run incomplete: {f.get('responder_calls', 0)} responder call(s) and {f.get('judge_calls', 0)} "
             f"judge call(s) failed after every retry; those conversations are excluded from the scores "
             f"and counted. Re-run the same command to retry them")
@@ -345,6 +324,8 @@ def rescore(
     if manifest.get("suite") != SUITE:
         raise CarebenchError(f"{run_dir} is a {manifest.get('suite')!r} run, not a support run")
     tasks = load_tasks(run_dir / "tasks.jsonl")
+    if manifest.get("incomplete"):
+        return _rescore_incomplete(run_dir, manifest, out_dir)
     rt, vt = read_records(run_dir / "records.jsonl")
     settings = dict(manifest.get("scoring") or {})
     if panel:
@@ -372,6 +353,19 @@ def rescore(
     shown = detail_task_ids(tasks, per_task)
     responses, verdicts = load_records(run_dir, task_ids=set(shown))
     write_report(build_report(manifest, tasks, responses, verdicts, metrics, settings, shown), target)
+    return metrics
+
+
+def _rescore_incomplete(run_dir: Path, manifest: dict[str, Any], out_dir: Path | None) -> dict[str, Any]:
+    from carebench.experiment import incomplete_metrics, incomplete_report
+    from carebench.report import write_report
+
+    responses, verdicts = load_records(run_dir)
+    metrics = incomplete_metrics(manifest, {"responses": len(responses), "verdicts": len(verdicts)})
+    target = Path(out_dir) if out_dir else run_dir
+    target.mkdir(parents=True, exist_ok=True)
+    write_json(target / "metrics.json", metrics)
+    write_report(incomplete_report("Support: rubric-scored crisis support", metrics), target)
     return metrics
 
 
@@ -468,22 +462,18 @@ def run_calibration(cfg: CalibrationConfig, cache: CompletionCache | None = None
             if c is None:
                 raise CarebenchError(f"{cfg.labels}: task {task_id!r} has no criterion {cid!r}")
             questions.append(criterion_question(r, c, "final"))
-        models = [get_model(s) for s in cfg.candidates]
-        judges = panel_seats([str(m.spec) for m in models], models)
-        if cache is None and cfg.use_cache:
-            cache = CompletionCache(Path(cfg.cache_path) if cfg.cache_path else None)
-        runner = Runner(RunnerConfig(concurrency=cfg.concurrency, budget_usd=cfg.budget_usd,
-                                     use_cache=cfg.use_cache, progress=cfg.progress,
-                                     description="candidate judge verdicts"), cache=cache)
-        try:
-            answers, res = ask(questions, judges, runner, temperature=cfg.judge_temperature,
-                               max_tokens=cfg.judge_max_tokens)
-        finally:
-            for m in models:
-                _close(m)
-        if res.stopped:
-            raise CarebenchError(f"calibration stopped ({res.stopped}); re-run to resume from the cache")
-        call_rows = res.call_records()
+        run = Run(RunOptions(budget_usd=cfg.budget_usd, use_cache=cfg.use_cache,
+                             cache_path=cfg.cache_path, concurrency=cfg.concurrency,
+                             progress=cfg.progress), cache=cache)
+        with run:
+            models = [run.model(s) for s in cfg.candidates]
+            judges = panel_seats([str(m.spec) for m in models], models)
+            run.runner.config.description = "candidate judge verdicts"
+            answers, _ = ask(questions, judges, run.runner, temperature=cfg.judge_temperature,
+                             max_tokens=cfg.judge_max_tokens)
+        if run.stopped:  # calibration compares every candidate on every label: no partial result
+            run.finish()
+        call_rows = run.call_rows
         for a in answers:
             task_id, responder, attempt, cid, scope = a.key
             verdicts.append(VerdictRecord(task_id, responder, attempt, cid, a.judge,

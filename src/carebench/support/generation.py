@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from carebench.models.base import ChatModel
-from carebench.runner import Call, CallPlan, Runner, run_batch
+from carebench.runner import Call, CallPlan, Runner
 from carebench.support.records import INCOMPLETE, REFERENCE, ResponseRecord
 from carebench.support.tasks import Task
 from carebench.types import ChatRequest, Completion, Message
@@ -51,12 +51,12 @@ class GenerationConfig:
 
 @dataclass
 class GenerationResult:
+    """Finished conversations; if the run's budget stopped generation, ``stopped`` says
+    why and ``calls_skipped`` counts the later turns of conversations cut short."""
+
     responses: list[ResponseRecord]
-    call_rows: list[dict[str, Any]]
     stopped: str | None = None
-    spent_usd: float = 0.0
-    provider_calls: int = 0
-    cache_hits: int = 0
+    calls_skipped: int = 0
 
 
 @dataclass
@@ -90,17 +90,23 @@ def generate(
     runner: Runner,
     cfg: GenerationConfig,
 ) -> GenerationResult:
-    """Regenerate every (task, responder, attempt) conversation, one batch per turn."""
+    """Regenerate every (task, responder, attempt) conversation, one batch per turn.
+
+    A conversation whose turn the budget did not allow stops there; after a budget
+    stop the remaining turns are still answered from the cache where they can be, so
+    only conversations that finished every turn become records.
+    """
     convs = [
         _Conversation(t, m, a)
         for m in responders
         for t in tasks
         for a in range(cfg.attempts)
     ]
-    out = GenerationResult(responses=[], call_rows=[])
+    out = GenerationResult(responses=[])
+    cut: set[int] = set()
     n_turns = max((len(t.turns) for t in tasks), default=0)
     for ti in range(n_turns):
-        active = [c for c in convs if ti < len(c.task.turns) and c.failure is None]
+        active = [c for c in convs if ti < len(c.task.turns) and id(c) not in cut and c.failure is None]
         for c in active:
             c.turns.append({"role": "user", "content": c.task.turns[ti]})
         calls = [
@@ -108,23 +114,20 @@ def generate(
                  {"task_id": c.task.id, "responder": str(c.model.spec), "attempt": c.attempt, "turn": ti + 1})
             for c in active
         ]
-        res = run_batch(runner, calls, f"responses, turn {ti + 1}/{n_turns}")
-        out.call_rows.extend(res.call_records())
-        out.spent_usd += res.spent_usd
-        out.provider_calls += res.provider_calls
-        out.cache_hits += res.cache_hits
-        if res.stopped:
-            out.stopped = res.stopped
-            return out
+        res = runner.run_sync(calls, f"responses, turn {ti + 1}/{n_turns}")
         for c, comp in zip(active, res.completions, strict=True):
-            assert comp is not None  # only a stopped run leaves calls unmade
+            if comp is None:  # not made: the run's budget stopped it
+                cut.add(id(c))
+                out.calls_skipped += len(c.task.turns) - ti - 1
+                out.stopped = res.stopped
+                continue
             c.completions.append(comp)
             if comp.status == "error":  # harness failure: never a blank the model produced
                 c.failure = (ti + 1, comp.error or "call failed")
                 continue
             c.turns.append({"role": "assistant", "content": comp.text, "status": comp.status,
                             "latency_s": round(comp.latency_s, 6)})
-    out.responses = [_record(c) for c in convs]
+    out.responses = [_record(c) for c in convs if id(c) not in cut]
     return out
 
 

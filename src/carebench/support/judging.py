@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any, Literal
+from typing import Literal
 
 from carebench.judging import JUDGE_MAX_TOKENS, BinaryVerdict, Judge, JudgeQuestion, ask
-from carebench.runner import Runner, RunResult
+from carebench.runner import Runner
 from carebench.support.records import ResponseRecord, VerdictRecord, is_empty_reply
 from carebench.support.tasks import Criterion, Task
 from carebench.types import Message
@@ -86,10 +86,10 @@ def criterion_question(
 
 @dataclass
 class JudgingResult:
-    verdicts: list[VerdictRecord]
-    call_rows: list[dict[str, Any]]
-    run: RunResult
+    verdicts: list[VerdictRecord]  # only answered (or deliberately not judged) ones
     not_judged: int  # verdict records written for empty final turns (no call)
+    stopped: str | None = None  # the run's budget stopped judging
+    calls_skipped: int = 0  # judge calls of questions never asked after the stop
 
 
 #: Judge questions per runner batch: bounds memory on seed-scale runs (1.6 M verdicts).
@@ -111,30 +111,25 @@ def judge_responses(
 
     Empty final turns get ``not_judged_empty`` records (met None) and no call: they
     score zero (E.6). Everything else is asked in runner batches of about ``batch``
-    questions; a budget stop ends judging after the batch that hit it.
+    questions; a budget stop ends judging after the batch that hit it, keeping only
+    the verdicts that were answered (an unasked question is never a verdict).
     """
     by_id = {t.id: t for t in tasks}
     verdicts: list[VerdictRecord] = []
-    rows: list[dict[str, Any]] = []
-    total = RunResult(completions=[])
-    not_judged = 0
+    out = JudgingResult(verdicts, 0)
     questions: list[JudgeQuestion] = []
 
     def flush() -> None:
         answers, run = ask(questions, judges, runner, temperature=temperature, max_tokens=max_tokens)
         for a in answers:
+            if a.completion is None:  # not asked: the budget stopped the run
+                continue
             task_id, responder, attempt, cid, scope = a.key
             met = getattr(a.value, "met", None) if a.status == "ok" else None
             verdicts.append(
                 VerdictRecord(task_id, responder, attempt, cid, a.judge, met, a.rationale, a.status, scope)
             )
-        rows.extend(run.call_records())
-        total.spent_usd += run.spent_usd
-        total.provider_calls += run.provider_calls
-        total.cache_hits += run.cache_hits
-        total.errors += run.errors
-        total.elapsed_s += run.elapsed_s
-        total.stopped = total.stopped or run.stopped
+        out.stopped = out.stopped or run.stopped
         questions.clear()
 
     for r in responses:
@@ -146,7 +141,7 @@ def judge_responses(
             empty = is_empty_reply(r.final_reply, r.status) if scope == "final" else r.all_turns_blank
             for c in task.criteria:
                 if empty:
-                    not_judged += len(judges)
+                    out.not_judged += len(judges)
                     verdicts.extend(
                         VerdictRecord(r.task_id, r.responder, r.attempt, c.id, j.label, None,
                                       "final assistant turn is empty: scored zero without judging"
@@ -157,12 +152,13 @@ def judge_responses(
                     )
                 else:
                     questions.append(criterion_question(r, c, scope))
+        if out.stopped:
+            out.calls_skipped += len(scopes) * len(task.criteria) * len(judges) * (not empty)
+            continue
         if len(questions) >= batch:
             flush()
-            if total.stopped:
-                break
-    if questions and not total.stopped:
+    if questions and not out.stopped:
         flush()
     order = {(r.task_id, r.responder, r.attempt): i for i, r in enumerate(responses)}
     verdicts.sort(key=lambda v: (order[(v.task_id, v.responder, v.attempt)], v.scope != "final"))
-    return JudgingResult(verdicts, rows, total, not_judged)
+    return out

@@ -54,7 +54,8 @@ class MethodContext:
     seed: int = 42
     train: Sequence[RiskItem] | None = None  # set for transfer (--train); else cross-validate
     n_folds: int = 5
-    options: dict[str, Any] = field(default_factory=dict)
+    #: the run's model factory (one instance per spec, closed by the run); None -> own instances
+    get_model: Callable[[str], Any] | None = None
 
     def model(self, role: str = "default"):
         m = self.models.get(role) or self.models.get("default")

@@ -30,7 +30,6 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from carebench.cache import cache_key
 from carebench.models.structured import choice_spec, parse_choice
 from carebench.risk.methods.base import MethodContext, Prediction, RiskItem, register
 from carebench.risk.prompts import join, render
@@ -57,25 +56,12 @@ DEFAULT_K = 8
 
 # -- shared plumbing (also used by schema and ensembles) ------------------------------
 def run_calls(ctx: MethodContext, calls: Sequence[Call]) -> list[Completion | None]:
-    """Completions for ``calls`` in order, each distinct (model, request) made once.
-
-    Deduplication matters within one run: two components asking the same question
-    would otherwise both miss the cache and pay twice. ``None`` = not made (budget).
-    """
+    """Completions for ``calls`` in order through the run's runner (which makes each
+    distinct call once and counts it against the run's budget). ``None`` = not made (budget)."""
     if not calls:
         return []
     runner = ctx.runner or Runner(RunnerConfig(progress=False))
-    index: dict[str, int] = {}
-    unique: list[Call] = []
-    keys = []
-    for c in calls:
-        key = cache_key(str(c.model.spec), c.request)
-        keys.append(key)
-        if key not in index:
-            index[key] = len(unique)
-            unique.append(c)
-    result = runner.run_sync(unique)
-    return [result.completions[index[k]] for k in keys]
+    return runner.run_sync(calls).completions
 
 
 def call_status(comp: Completion | None) -> str:

@@ -1,0 +1,131 @@
+"""The run context: one per command invocation, owning everything a run spends.
+
+It owns the runner, the completion cache, the run-wide budget and spend (the
+runner's :class:`~carebench.runner.Ledger`), the call log written to
+``calls.jsonl``, the model instances and the progress display. Every stage and
+batch of every suite goes through :meth:`Run.calls`, so the budget is one cap for
+the whole command: a budget that reset per batch once let a $5 run spend $65.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Self
+
+from carebench.cache import CompletionCache
+from carebench.runner import Call, CallPlan, Ledger, Runner, RunnerConfig, RunResult
+from carebench.types import Completion, RunStopped
+
+
+@dataclass
+class RunOptions:
+    """The command-line knobs every suite's run shares."""
+
+    budget_usd: float | None = None
+    use_cache: bool = True
+    cache_path: str | Path | None = None
+    concurrency: int | None = None
+    progress: bool = True
+    timeout_s: float = 120.0
+
+
+class Run:
+    """One command's run context (see the module docstring)."""
+
+    def __init__(self, options: RunOptions | None = None, *, cache: CompletionCache | None = None):
+        self.options = opts = options or RunOptions()
+        if opts.budget_usd is not None and opts.budget_usd < 0:
+            from carebench.types import CarebenchError
+
+            raise CarebenchError(f"--budget must be zero or more USD, got {opts.budget_usd}")
+        if cache is None and opts.use_cache:
+            cache = CompletionCache(Path(opts.cache_path) if opts.cache_path else None)
+        self.cache = cache if opts.use_cache else None
+        self.ledger = Ledger(budget_usd=opts.budget_usd)
+        self.call_rows: list[dict[str, Any]] = []
+        self.runner = Runner(
+            RunnerConfig(concurrency=opts.concurrency, budget_usd=opts.budget_usd,
+                         use_cache=opts.use_cache, progress=opts.progress, timeout_s=opts.timeout_s),
+            cache=self.cache, on_complete=self._log_call, ledger=self.ledger,
+        )
+        self._models: dict[str, Any] = {}
+        #: stage or method name -> why it was cut short (budget); shown as "incomplete"
+        self.incomplete: dict[str, str] = {}
+        self._calls_skipped = 0  # calls of stages never started because the budget stopped
+
+    # -- models ---------------------------------------------------------------------
+    def model(self, spec: str) -> Any:
+        """One provider instance per spec string for the whole run."""
+        if spec not in self._models:
+            from carebench.models import get_model
+
+            self._models[spec] = get_model(spec, timeout_s=self.options.timeout_s,
+                                           concurrency=self.options.concurrency)
+        return self._models[spec]
+
+    def model_specs(self) -> list[str]:
+        return [str(m.spec) for m in self._models.values()]
+
+    def close(self) -> None:
+        """Close every model (best effort: results are already written)."""
+        for m in self._models.values():
+            with contextlib.suppress(Exception):
+                asyncio.run(m.aclose())
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- calls ------------------------------------------------------------------------
+    def calls(self, calls: Sequence[Call], description: str = "model calls") -> RunResult:
+        """Run one batch through the run's runner, cache and budget."""
+        return self.runner.run_sync(calls, description=description)
+
+    def plan(self, calls: Sequence[Call]) -> CallPlan:
+        return self.runner.plan(calls)
+
+    def _log_call(self, call: Call, comp: Completion) -> None:
+        self.call_rows.append({"model": str(call.model.spec), "tag": call.tag,
+                               "request": call.request.cache_payload(), "completion": comp.to_dict()})
+
+    # -- budget -----------------------------------------------------------------------
+    @property
+    def stopped(self) -> str | None:
+        return self.ledger.stopped
+
+    def mark_incomplete(self, name: str, calls_skipped: int = 0) -> None:
+        """Record that a stage or method was cut short by the budget; ``calls_skipped``
+        counts calls of work never started (for the "calls left" figure)."""
+        self.incomplete[name] = self.ledger.stopped or "stopped"
+        self._calls_skipped += calls_skipped
+
+    @property
+    def calls_left(self) -> int:
+        return self.ledger.not_made + self._calls_skipped
+
+    def accounting(self) -> dict[str, Any]:
+        """What the manifest records about the run's calls and spend."""
+        return {**self.ledger.to_dict(), "calls_recorded": len(self.call_rows),
+                "calls_left": self.calls_left if self.stopped else 0,
+                "incomplete": sorted(self.incomplete)}
+
+    def stop_message(self) -> str:
+        led = self.ledger
+        left = self.calls_left
+        msg = (f"{led.stopped}: spent ${led.spent_usd:.2f} on {led.provider_calls} calls; "
+               f"{'at least ' if self._calls_skipped else ''}{left} call{'s' * (left != 1)} left; ")
+        if self.cache is None:
+            return msg + "the cache is off (--no-cache), so re-running pays for every call again"
+        return msg + "re-run the same command without --budget (or with a larger one) to resume from the cache"
+
+    def finish(self) -> None:
+        """End of the run: raise :class:`RunStopped` (exit code 3) if the budget stopped it.
+        Call after the finished results are written."""
+        if self.ledger.stopped is not None:
+            raise RunStopped(self.stop_message())
