@@ -146,3 +146,39 @@ def rescore(
 
     do_rescore(run_dir, panel=list(panel) if panel else None, scope=scope, out_dir=out)
     _summary(Path(out or run_dir))
+
+
+@app.command("calibration-sample")
+def calibration_sample(
+    tasks: Annotated[str, typer.Option(help="Task file (.jsonl/.csv/.parquet) or builtin:NAME.")],
+    n: Annotated[int, typer.Option(help="Calibration tasks to draw (DistressBench B.1: 75).")] = 75,
+    seed: Annotated[int, typer.Option(help="Draw seed (DistressBench E.8: 20260714).")] = 20260714,
+    strata: Annotated[str, typer.Option(help="Comma-separated strata: subcategory and/or metadata fields.")]
+    = "subcategory,turn_structure",
+    run_dir: Annotated[Path | None, typer.Option("--run", help="Support run whose replies go on the labelling sheet.")]
+    = None,
+    replies_per_task: Annotated[int, typer.Option(help="Recorded replies labelled per drawn task.")] = 4,
+    out: Annotated[Path, typer.Option(help="Output directory.")] = Path("calibration-sample"),
+) -> None:
+    """Draw the stratified calibration tasks and write the clinicians' labelling sheet."""
+    from carebench.support.calibration_sample import draw_tasks, sheet_rows, write_sample
+    from carebench.support.tasks import load_tasks
+
+    all_tasks = load_tasks(tasks)
+    names = [s.strip() for s in strata.split(",") if s.strip()]
+    drawn, info = draw_tasks(all_tasks, n=n, seed=seed, strata=names)
+    info["source"] = tasks
+    sheet = None
+    if run_dir is not None:
+        from carebench.support.experiment import load_run
+
+        _, _, responses, _ = load_run(run_dir)
+        if replies_per_task < 1:
+            raise CarebenchError(f"--replies-per-task must be at least 1, got {replies_per_task}")
+        sheet = sheet_rows(drawn, responses, replies_per_task, seed)
+        info["run"] = str(run_dir)
+    write_sample(out, drawn, info, sheet)
+    typer.echo(f"drew {len(drawn)} of {len(all_tasks)} tasks over {len(info['allocation'])} strata (seed {seed})")
+    if sheet is not None:
+        typer.echo(f"wrote {out}/criterion_sheet.jsonl ({len(sheet)} criterion judgments to label)")
+    typer.echo(f"wrote {out}/calibration_tasks.jsonl and {out}/calibration_sample.json")
