@@ -171,3 +171,26 @@ def test_user_task_set_with_23_own_subcategories_loads_and_runs(tmp_path, capsys
     assert len(by_sub) == 23 and all(v["n_tasks"] == 1 for v in by_sub.values())
     assert "housing_insecurity" in by_sub and "academic_misconduct" in by_sub
     assert "academic_misconduct" in (out / "report.html").read_text()
+
+
+def test_per_responder_temperature_and_cap(tmp_path):
+    """Appendix G: settings per responder, from a file and SPEC:key=value (which wins);
+    the requests carry them and the manifest records what each responder ran with."""
+    tasks = load_tasks("builtin:sample")
+    with StubServer() as stub:
+        stub.handler = Script(tasks)
+        u = stub.base_url
+        a, b = f"openai:resp-a@{u}", f"openai:resp-b@{u}"
+        settings = tmp_path / "gen.toml"
+        settings.write_text(f'["{a}"]\ntemperature = 0.3\nmax_tokens = 500\n')
+        out = tmp_path / "run"
+        assert main(["support", "run", "--tasks", "builtin:sample", "--limit", "1", "--responder", a,
+                     "--responder", b, "--judge", f"openai:judge-a@{u}", "--attempts", "1", "--bootstrap", "20",
+                     "--responder-settings", str(settings), "--responder-option", f"{a}:temperature=1",
+                     "--out", str(out), "--no-cache"]) == 0
+        by_model = {r.body["model"]: r.body for r in stub.requests if r.body["model"].startswith("resp-")}
+    assert (by_model["resp-a"]["temperature"], by_model["resp-a"]["max_tokens"]) == (1.0, 500)
+    assert (by_model["resp-b"]["temperature"], by_model["resp-b"]["max_tokens"]) == (0.7, 4096)
+    gen = json.loads((out / "manifest.json").read_text())["generation"]
+    assert gen[a] == {"temperature": 1.0, "max_tokens": 500, "top_p": None}
+    assert main(["support", "run", "--responder", a, "--judge", "openai:j", "--responder-option", "x:temp=1"]) == 2

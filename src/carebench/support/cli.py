@@ -48,6 +48,11 @@ def run(
     temperature: Annotated[float, typer.Option(help="Responder sampling temperature.")] = 0.7,
     max_tokens: Annotated[int, typer.Option(help="Default responder output cap (tokens).")] = 4096,
     cap: Annotated[list[str] | None, typer.Option(help="Per-model output cap SPEC=TOKENS (repeatable).")] = None,
+    responder_option: Annotated[list[str] | None, typer.Option(
+        help="Per-responder setting SPEC:key=value, key = temperature, max_tokens or top_p (repeatable; "
+        "overrides --responder-settings).")] = None,
+    responder_settings: Annotated[Path | None, typer.Option(
+        help="TOML/JSON file with a table of settings per responder spec.")] = None,
     limit: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
     subcategories: Annotated[Path | None, typer.Option(
         help="File of expected subcategory names (one per line); tasks outside it are kept and warned about.")] = None,
@@ -69,6 +74,8 @@ def run(
         budget_usd=budget, dry_run=dry_run, concurrency=concurrency, temperature=temperature,
         max_tokens=max_tokens, caps=_caps(cap), task_limit=limit,
         subcategories_file=str(subcategories) if subcategories else None, max_retries=retries,
+        responder_options=list(responder_option or []),
+        responder_settings_file=str(responder_settings) if responder_settings else None,
     )
     result = run_support(cfg)
     if isinstance(result, dict):

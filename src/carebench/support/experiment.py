@@ -22,6 +22,7 @@ import numpy as np
 from carebench.cache import CompletionCache
 from carebench.judging import JUDGE_MAX_TOKENS, panel_seats
 from carebench.run import Run, RunOptions
+from carebench.models.options import model_settings
 from carebench.rundir import (
     data_sha256,
     file_sha256,
@@ -75,6 +76,8 @@ class SupportRunConfig:
     temperature: float = DEFAULT_TEMPERATURE
     max_tokens: int = DEFAULT_MAX_TOKENS
     caps: dict[str, int] = field(default_factory=dict)
+    responder_options: list[str] = field(default_factory=list)  # SPEC:key=value (Appendix G)
+    responder_settings_file: str | None = None  # .toml/.json table of settings per responder
     judge_temperature: float = 0.0
     judge_max_tokens: int = JUDGE_MAX_TOKENS
     task_limit: int | None = None  # first N tasks only (demo / smoke runs)
@@ -129,6 +132,8 @@ def run_support(cfg: SupportRunConfig, cache: CompletionCache | None = None) -> 
     gcfg = GenerationConfig(
         attempts=cfg.attempts, temperature=cfg.temperature, max_tokens=cfg.max_tokens,
         caps=dict(cfg.caps), system_prompt=system_prompt, seed=cfg.seed,
+        settings=model_settings(cfg.responders, cfg.responder_settings_file, cfg.responder_options,
+                                "--responder-option"),
     )
     run = Run(RunOptions(budget_usd=cfg.budget_usd, use_cache=cfg.use_cache, cache_path=cfg.cache_path,
                          concurrency=cfg.concurrency, progress=cfg.progress), cache=cache)
@@ -212,6 +217,7 @@ def _run(cfg, tasks, responders, judges, run: Run, gcfg, system_prompt) -> Path:
             seeds={"bootstrap": cfg.seed, "generation": cfg.seed},
             dataset=dataset,
             extra={"status": status, "incomplete": sorted(run.incomplete), "scoring": settings,
+                   "generation": {str(m.spec): gcfg.effective(str(m.spec)) for m in responders},
                    "notes": list(cfg.notes),
                    "accounting": {**run.accounting(), "harness_failures": failures}},
         )

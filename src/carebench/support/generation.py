@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from carebench.models.base import ChatModel
+from carebench.models.options import ModelSettings
 from carebench.runner import Call, CallPlan, Runner
 from carebench.support.records import INCOMPLETE, REFERENCE, ResponseRecord
 from carebench.support.tasks import Task
@@ -44,9 +45,24 @@ class GenerationConfig:
     caps: Mapping[str, int] = field(default_factory=dict)  # model spec -> output cap
     system_prompt: str | None = None
     seed: int = 12345
+    #: per-responder temperature / output cap / top_p (Appendix G), over the defaults above
+    settings: Mapping[str, ModelSettings] = field(default_factory=dict)
 
     def cap_for(self, spec: str) -> int:
+        s = self.settings.get(spec)
+        if s is not None and s.max_tokens is not None:
+            return s.max_tokens
         return int(self.caps.get(spec, self.max_tokens))
+
+    def temperature_for(self, spec: str) -> float:
+        s = self.settings.get(spec)
+        return s.temperature if s is not None and s.temperature is not None else self.temperature
+
+    def effective(self, spec: str) -> dict[str, Any]:
+        """The settings a responder actually ran with (recorded in the manifest)."""
+        s = self.settings.get(spec)
+        return {"temperature": self.temperature_for(spec), "max_tokens": self.cap_for(spec),
+                "top_p": s.top_p if s is not None else None}
 
 
 @dataclass
@@ -75,10 +91,12 @@ def turn_request(conv_turns: Sequence[Mapping[str, Any]], cfg: GenerationConfig,
     if cfg.system_prompt:
         msgs.append(Message("system", cfg.system_prompt))
     msgs.extend(Message(t["role"], t["content"]) for t in conv_turns)
+    s = cfg.settings.get(spec)
     return ChatRequest(
         messages=tuple(msgs),
-        temperature=cfg.temperature,
+        temperature=cfg.temperature_for(spec),
         max_tokens=cfg.cap_for(spec),
+        top_p=s.top_p if s is not None else None,
         seed=cfg.seed + attempt,
         attempt=attempt,
     )
