@@ -373,6 +373,47 @@ def _non_response(sc: Scored, responses: ResponseTable) -> dict[str, Any]:
     return out
 
 
+# ----------------------------------------------------------------------------- Appendix G
+
+
+def _truncation_and_identity(sc: Scored, responses: ResponseTable) -> dict[str, Any]:
+    """Truncation over every assistant turn (not only the final one), re-collections, and
+    the share of byte-identical final replies across attempts (Appendix G), per responder."""
+    out: dict[str, Any] = {"per_responder": {}}
+    for i, r in enumerate(sc.responders):
+        rows = sc.conv_row[sc.conv_resp == i].tolist()
+        entry: dict[str, Any] = {}
+        if responses.assistant_turns is not None:
+            turns = [t for row in rows for t in responses.assistant_turns[row]]
+            finals = [responses.assistant_turns[row][-1] for row in rows if responses.assistant_turns[row]]
+            n, tr = len(turns), sum(s == "truncated" for s, _, _ in turns)
+            entry.update(
+                turns=n, truncated_turns=tr, truncated_rate=tr / n if n else float("nan"),
+                final_turns=len(finals), truncated_final=sum(s == "truncated" for s, _, _ in finals),
+                recollected_turns=sum(rec for _, _, rec in turns),
+            )
+        if responses.final_digest is not None:
+            by_task: dict[int, list[str]] = {}
+            for row, t in zip(rows, sc.conv_task[sc.conv_resp == i].tolist(), strict=True):
+                by_task.setdefault(t, []).append(responses.final_digest[row])
+            pairs = same = tasks_multi = tasks_all_same = 0
+            for digests in by_task.values():
+                if len(digests) < 2:
+                    continue
+                tasks_multi += 1
+                tasks_all_same += len(set(digests)) == 1
+                for a, b in combinations(digests, 2):
+                    pairs += 1
+                    same += a == b
+            entry.update(
+                attempt_pairs=pairs, identical_pairs=same,
+                identical_pair_rate=same / pairs if pairs else float("nan"),
+                tasks_with_several_attempts=tasks_multi, tasks_all_attempts_identical=tasks_all_same,
+            )
+        out["per_responder"][r] = entry
+    return out
+
+
 # ----------------------------------------------------------------------------- E.5
 
 
@@ -556,6 +597,7 @@ def analyze(
         "reference": reference,
         "replicate_stability": _replicates(sc),
         "non_response": _non_response(sc, rt),
+        "truncation": _truncation_and_identity(sc, rt),
         "disclaimers_ablation": _ablation(sc, base, board, boot, B, seed),
         "leave_one_judge_out": leave_one_judge_out(tt, rt, vt, sc, family=family),
         "self_preference": self_preference(sc, family=family),

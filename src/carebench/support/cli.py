@@ -53,6 +53,10 @@ def run(
         "overrides --responder-settings).")] = None,
     responder_settings: Annotated[Path | None, typer.Option(
         help="TOML/JSON file with a table of settings per responder spec.")] = None,
+    recollect_truncated: Annotated[bool, typer.Option(
+        "--recollect-truncated", help="Ask truncated replies again with a larger cap, keeping both.")] = False,
+    recollect_cap: Annotated[int | None, typer.Option(
+        help="Output cap for re-collection (default: twice the responder's cap).")] = None,
     limit: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
     subcategories: Annotated[Path | None, typer.Option(
         help="File of expected subcategory names (one per line); tasks outside it are kept and warned about.")] = None,
@@ -76,6 +80,7 @@ def run(
         subcategories_file=str(subcategories) if subcategories else None, max_retries=retries,
         responder_options=list(responder_option or []),
         responder_settings_file=str(responder_settings) if responder_settings else None,
+        recollect_truncated=recollect_truncated, recollect_cap=recollect_cap,
     )
     result = run_support(cfg)
     if isinstance(result, dict):

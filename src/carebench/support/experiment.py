@@ -78,6 +78,8 @@ class SupportRunConfig:
     caps: dict[str, int] = field(default_factory=dict)
     responder_options: list[str] = field(default_factory=list)  # SPEC:key=value (Appendix G)
     responder_settings_file: str | None = None  # .toml/.json table of settings per responder
+    recollect_truncated: bool = False  # ask truncated replies again with a larger cap (Appendix G)
+    recollect_cap: int | None = None  # that cap; None = twice the responder's cap
     judge_temperature: float = 0.0
     judge_max_tokens: int = JUDGE_MAX_TOKENS
     task_limit: int | None = None  # first N tasks only (demo / smoke runs)
@@ -134,6 +136,7 @@ def run_support(cfg: SupportRunConfig, cache: CompletionCache | None = None) -> 
         caps=dict(cfg.caps), system_prompt=system_prompt, seed=cfg.seed,
         settings=model_settings(cfg.responders, cfg.responder_settings_file, cfg.responder_options,
                                 "--responder-option"),
+        recollect_truncated=cfg.recollect_truncated, recollect_cap=cfg.recollect_cap,
     )
     run = Run(RunOptions(budget_usd=cfg.budget_usd, use_cache=cfg.use_cache, cache_path=cfg.cache_path,
                          concurrency=cfg.concurrency, progress=cfg.progress), cache=cache)

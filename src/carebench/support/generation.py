@@ -21,7 +21,7 @@ it, since failed calls are never cached.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from carebench.models.base import ChatModel
@@ -47,6 +47,13 @@ class GenerationConfig:
     seed: int = 12345
     #: per-responder temperature / output cap / top_p (Appendix G), over the defaults above
     settings: Mapping[str, ModelSettings] = field(default_factory=dict)
+    #: ask a truncated reply again with a larger cap, keeping both (Appendix G)
+    recollect_truncated: bool = False
+    #: the larger cap; None = twice the responder's cap
+    recollect_cap: int | None = None
+
+    def recollect_cap_for(self, spec: str) -> int:
+        return self.recollect_cap if self.recollect_cap is not None else 2 * self.cap_for(spec)
 
     def cap_for(self, spec: str) -> int:
         s = self.settings.get(spec)
@@ -133,20 +140,56 @@ def generate(
             for c in active
         ]
         res = runner.run_sync(calls, f"responses, turn {ti + 1}/{n_turns}")
-        for c, comp in zip(active, res.completions, strict=True):
+        comps: list[Completion | None] = list(res.completions)
+        earlier: dict[int, Completion] = {}
+        if cfg.recollect_truncated:
+            comps, earlier = _recollect(runner, active, calls, comps, cfg, f"turn {ti + 1}/{n_turns}")
+        for k, (c, comp) in enumerate(zip(active, comps, strict=True)):
             if comp is None:  # not made: the run's budget stopped it
                 cut.add(id(c))
                 out.calls_skipped += len(c.task.turns) - ti - 1
-                out.stopped = res.stopped
+                out.stopped = out.stopped or res.stopped or runner.ledger.stopped
                 continue
             c.completions.append(comp)
             if comp.status == "error":  # harness failure: never a blank the model produced
                 c.failure = (ti + 1, comp.error or "call failed")
                 continue
-            c.turns.append({"role": "assistant", "content": comp.text, "status": comp.status,
-                            "latency_s": round(comp.latency_s, 6)})
+            turn = {"role": "assistant", "content": comp.text, "status": comp.status,
+                    "latency_s": round(comp.latency_s, 6)}
+            if k in earlier:  # both replies are kept: the truncated one and the re-collected one
+                first = earlier[k]
+                turn["max_tokens"] = calls[k].request.max_tokens
+                turn["recollected_from"] = {"content": first.text, "status": first.status,
+                                            "max_tokens": cfg.cap_for(str(c.model.spec))}
+            c.turns.append(turn)
     out.responses = [_record(c) for c in convs if id(c) not in cut]
     return out
+
+
+def _recollect(
+    runner: Runner, active: Sequence[_Conversation], calls: list[Call], comps: list[Completion | None],
+    cfg: GenerationConfig, label: str,
+) -> tuple[list[Completion | None], dict[int, Completion]]:
+    """Ask truncated replies again with the larger cap (Appendix G); returns the completions
+    to use and, by position, the truncated originals they replace. ``calls`` is updated to
+    the re-collection requests. A re-collection the budget stopped keeps the original."""
+    redo = [k for k, comp in enumerate(comps) if comp is not None and comp.status == "truncated"]
+    if not redo:
+        return comps, {}
+    again = []
+    for k in redo:
+        c = active[k]
+        req = replace(calls[k].request, max_tokens=cfg.recollect_cap_for(str(c.model.spec)))
+        again.append(Call(c.model, req, {**calls[k].tag, "recollect": True}))
+    res = runner.run_sync(again, f"re-collecting truncated replies, {label}")
+    earlier: dict[int, Completion] = {}
+    for k, call, comp in zip(redo, again, res.completions, strict=True):
+        if comp is None:
+            continue
+        earlier[k] = comps[k]  # type: ignore[assignment]
+        comps[k] = comp
+        calls[k] = call
+    return comps, earlier
 
 
 def _record(c: _Conversation) -> ResponseRecord:

@@ -12,6 +12,7 @@ order). :func:`read_records` parses a JSONL file straight into those tables.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -316,6 +317,11 @@ class ResponseTable:
     #: Per row: emptiness of each assistant turn in order (multi-turn blank propagation, E.6);
     #: None when the turns were not recorded (e.g. synthetic tables).
     assistant_blank: list[tuple[bool, ...]] | None = None
+    #: Per row, per assistant turn: status, latency (s), and whether the turn was re-collected
+    #: with a larger cap after truncation (Appendix G, E.6); None when turns were not recorded.
+    assistant_turns: list[tuple[tuple[str, float | None, bool], ...]] | None = None
+    #: Per row: SHA-256 of the final reply (byte-identical replies across attempts, Appendix G).
+    final_digest: list[str] | None = None
 
     def __len__(self) -> int:
         return int(self.task.size)
@@ -353,7 +359,7 @@ class ResponseTable:
             tuple(not (t.get("content") or "").strip() for t in r.turns if t.get("role") == "assistant")
             for r in recs
         ]
-        return cls.from_columns(
+        table = cls.from_columns(
             [r.task_id for r in recs],
             [r.responder for r in recs],
             [r.attempt for r in recs],
@@ -361,6 +367,14 @@ class ResponseTable:
             empty=[r.is_empty for r in recs],
             assistant_blank=blanks if any(blanks) else None,
         )
+        if any(blanks):
+            table.assistant_turns = [
+                tuple((str(t.get("status") or "ok"), t.get("latency_s"), "recollected_from" in t)
+                      for t in r.turns if t.get("role") == "assistant")
+                for r in recs
+            ]
+        table.final_digest = [hashlib.sha256(r.final_reply.encode("utf-8")).hexdigest() for r in recs]
+        return table
 
 
 def read_records(path: str | Path) -> tuple[ResponseTable, VerdictTable]:

@@ -185,6 +185,7 @@ def build_report(
         sections.append(_scope(metrics))
     sections.append(_replicates(metrics))
     sections.append(_non_response(metrics))
+    sections.append(_truncation(metrics))
     sections.append(_ablation(metrics))
     sections.append(_judges(metrics))
     sections.append(_counts(metrics))
@@ -437,7 +438,7 @@ def _replicates(metrics) -> Section:
 def _non_response(metrics) -> Section:
     nr = metrics.get("non_response", {})
     per = nr.get("per_responder", {})
-    statuses = ("ok", "empty", "content_filter", "truncated", "error")
+    statuses = ("ok", "empty", "content_filter", "truncated")
     rows = [[r, x.get("attempts"), x.get("empty"), x.get("rate"), *[(x.get("status") or {}).get(s) for s in statuses]]
             for r, x in per.items()]
     blocks: list[Block] = [Table(
@@ -462,6 +463,20 @@ def _non_response(metrics) -> Section:
             f"{br.get('blank', 0)} of {br.get('turns', 0)} times."
         ))
     return Section("Non-response and content filtering", blocks)
+
+
+def _truncation(metrics) -> Section:
+    per = (metrics.get("truncation") or {}).get("per_responder", {})
+    rows = [[r, x.get("turns"), x.get("truncated_turns"), x.get("truncated_rate"), x.get("truncated_final"),
+             x.get("recollected_turns"), x.get("identical_pairs"), x.get("attempt_pairs"), x.get("identical_pair_rate"),
+             x.get("tasks_all_attempts_identical")] for r, x in per.items()]
+    return Section("Truncation and identical replies", [Table(
+        ["responder", "assistant turns", "truncated", "rate", "truncated final", "re-collected",
+         "identical attempt pairs", "attempt pairs", "identical share", "tasks with all attempts identical"], rows,
+        caption="Appendix G: truncation over every assistant turn (after any re-collection with a larger cap, "
+                "--recollect-truncated; both replies are kept in records.jsonl), and byte-identical final "
+                "replies across attempts of one task.",
+    )])
 
 
 def _ablation(metrics) -> Section:
