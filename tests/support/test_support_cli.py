@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 
+import pytest
 from scripted_stub import Script
 
 from carebench.cli import main
@@ -194,3 +195,56 @@ def test_per_responder_temperature_and_cap(tmp_path):
     gen = json.loads((out / "manifest.json").read_text())["generation"]
     assert gen[a] == {"temperature": 1.0, "max_tokens": 500, "top_p": None}
     assert main(["support", "run", "--responder", a, "--judge", "openai:j", "--responder-option", "x:temp=1"]) == 2
+
+
+def test_calibrate_in_both_scopes_compares_their_agreement(tmp_path):
+    """B.9: candidates asked in final-turn and credit-anywhere scope; the kappa of each scope
+    against the clinician consensus is reported (recomputed here with sklearn)."""
+    from sklearn.metrics import cohen_kappa_score
+
+    from carebench.support.tasks import write_tasks
+
+    tasks = load_tasks("builtin:sample")[:2]
+    assert [len(t.turns) > 1 for t in tasks] == [False, True]
+    tf = tmp_path / "tasks.jsonl"
+    write_tasks(tf, tasks)
+    truth = {(t.id, c.id): (k % 3 != 0) for t in tasks for k, c in enumerate(t.criteria)}
+    script = Script(tasks)
+
+    def handler(req):  # judge-a says "not met" to every credit-anywhere question
+        prompt = req.body["messages"][-1]["content"]
+        if req.body["model"] == "judge-a" and "every assistant message" in prompt:
+            return json.dumps({"met": False, "rationale": "anywhere"})
+        return script(req)
+
+    with StubServer() as stub:
+        stub.handler = handler
+        u = stub.base_url
+        out = tmp_path / "run"
+        assert main(["support", "run", "--tasks", str(tf), "--responder", f"openai:resp-a@{u}",
+                     "--judge", f"openai:judge-a@{u}", "--attempts", "1", "--out", str(out), "--bootstrap", "20",
+                     "--no-cache"]) == 0
+        labels = tmp_path / "labels.csv"
+        with labels.open("w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["task_id", "response_id", "criterion_id", "rater", "met"])
+            for (tid, cid), met in sorted(truth.items()):
+                for r in ("r1", "r2", "r3"):
+                    w.writerow([tid, f"openai:resp-a@{u}#0", cid, r, str(met).lower()])
+        script.script.clear()
+        for (tid, cid), met in truth.items():
+            script.script[("judge-a", "resp-a", tid, 0, cid)] = met
+        cal = tmp_path / "cal"
+        assert main(["support", "calibrate", "--labels", str(labels), "--run", str(out), "--out", str(cal),
+                     "--candidate", f"openai:judge-a@{u}", "--panel-size", "1", "--scope", "both",
+                     "--bootstrap", "20", "--no-cache"]) == 0
+    res = json.loads((cal / "metrics.json").read_text())
+    keys = sorted(truth)
+    cons = [int(truth[k]) for k in keys]
+    anywhere = [int(truth[k]) if k[0] == tasks[0].id else 0 for k in keys]  # single-turn: one question
+    comp = res["scope_comparison"]["candidates"]
+    judge = f"openai:judge-a@{u}"
+    assert comp["final"][judge]["kappa"] == pytest.approx(1.0)
+    assert comp["anywhere"][judge]["kappa"] == pytest.approx(cohen_kappa_score(cons, anywhere))
+    assert res["scope_comparison"]["by_scope"]["anywhere"]["kappa"] == pytest.approx(cohen_kappa_score(cons, anywhere))
+    assert "credit anywhere" in (cal / "report.md").read_text()

@@ -512,14 +512,21 @@ def calibrate(
     others = sorted(set(frame["scope"]) - {scope})
     if others:
         sel = out["selection"]["selected"]
-        comp = {scope: {k: out["selection"]["panels"][0][k] for k in ("kappa", "macro_f1", "percent_agreement")}}
+        keys = ("kappa", "macro_f1", "percent_agreement")
+        comp = {scope: {k: out["selection"]["panels"][0][k] for k in keys}}
+        per_cand = {scope: {j: {k: out["candidates"][j][k] for k in keys} for j in judges}}
         for other in others:
             oj, OV, _ = items.judge_matrix(frame, other)
             if all(m in oj for m in sel):
                 pred = panel_votes(OV[ok], np.array([[oj.index(m) for m in sel]]), items.negative[ok])[0]
                 r = _vs_consensus(pred, cons, dims)
-                comp[other] = {k: r[k] for k in ("kappa", "macro_f1", "percent_agreement")}
-        out["scope_comparison"] = {"panel": sel, "by_scope": comp}
+                comp[other] = {k: r[k] for k in keys}
+            per_cand[other] = {}
+            for k, j in enumerate(oj):
+                r = _vs_consensus(panel_votes(OV[ok], np.array([[k]]), items.negative[ok])[0], cons, dims)
+                per_cand[other][j] = {x: r[x] for x in keys}
+        # B.9: the same clinician consensus (labelled on the final turn) against verdicts in each scope
+        out["scope_comparison"] = {"panel": sel, "by_scope": comp, "candidates": per_cand}
     return jsonable(out)
 
 

@@ -119,6 +119,8 @@ def calibrate(
     run_dir: Annotated[Path | None, typer.Option("--run", help="Support run directory with the labelled responses.")] = None,
     verdicts: Annotated[Path | None, typer.Option(help="Recorded candidate verdicts (JSONL) instead of model calls.")] = None,
     panel_size: Annotated[int, typer.Option(help="Judges per panel.")] = 3,
+    scope: Annotated[str, typer.Option(
+        help="final (default), anywhere, or both: ask candidates in both scopes to compare them (B.9).")] = "final",
     seed: Annotated[int, typer.Option(
         help="Bootstrap seed of the leader's-lead interval (carebench default; the paper's 20260714 "
         "draws the calibration tasks, see calibration-sample).")] = 12345,
@@ -134,7 +136,7 @@ def calibrate(
 
     cfg = CalibrationConfig(
         labels=str(labels), candidates=list(candidate or []), run=str(run_dir) if run_dir else None,
-        verdicts=str(verdicts) if verdicts else None, panel_size=panel_size, seed=seed,
+        verdicts=str(verdicts) if verdicts else None, panel_size=panel_size, seed=seed, scope=scope,
         bootstrap=bootstrap, out=str(out) if out else None, use_cache=not no_cache,
         cache_path=str(cache) if cache else None, budget_usd=budget, concurrency=concurrency,
     )

@@ -419,6 +419,9 @@ class CalibrationConfig:
     labels: str
     candidates: list[str]
     run: str | None = None  # support run directory holding the labelled responses and tasks
+    #: final (default), anywhere, or both: candidates asked in both scopes so the agreement
+    #: of the two scoring rules with the clinicians can be compared (B.9); selection uses final
+    scope: str = "final"
     verdicts: str | None = None  # recorded candidate verdicts (JSONL/CSV/Parquet) instead of calls
     panel_size: int = 3
     seed: int = 12345  # bootstrap seed of the lead interval (carebench default)
@@ -445,6 +448,8 @@ def run_calibration(cfg: CalibrationConfig, cache: CompletionCache | None = None
     from carebench.support.calibration import calibrate, load_labels
     from carebench.support.judging import criterion_question
 
+    if cfg.scope not in SCOPE_CHOICES:
+        raise CarebenchError(f"--scope must be one of {', '.join(SCOPE_CHOICES)}, got {cfg.scope!r}")
     labels = load_labels(cfg.labels)
     if cfg.verdicts is None and not cfg.candidates:
         raise CarebenchError("give --candidate judge specs (or --verdicts with recorded candidate verdicts)")
@@ -470,7 +475,7 @@ def run_calibration(cfg: CalibrationConfig, cache: CompletionCache | None = None
             c = crit.get((task_id, cid))
             if c is None:
                 raise CarebenchError(f"{cfg.labels}: task {task_id!r} has no criterion {cid!r}")
-            questions.append(criterion_question(r, c, "final"))
+            questions.extend(criterion_question(r, c, sc) for sc in judged_scopes(cfg.scope))
         run = Run(RunOptions(budget_usd=cfg.budget_usd, use_cache=cfg.use_cache,
                              cache_path=cfg.cache_path, concurrency=cfg.concurrency,
                              progress=cfg.progress), cache=cache)
@@ -489,7 +494,7 @@ def run_calibration(cfg: CalibrationConfig, cache: CompletionCache | None = None
                                           getattr(a.value, "met", None) if a.status == "ok" else None,
                                           a.rationale, a.status, scope))
     result = calibrate(labels, verdicts, panel_size=cfg.panel_size, seed=cfg.seed, B=cfg.bootstrap,
-                       tasks=tasks)
+                       tasks=tasks, scope=metrics_scope(cfg.scope))
     run_dir = new_run_dir("support-calibration", cfg.out)
     write_jsonl(run_dir / "records.jsonl", [v.to_dict() for v in verdicts])
     write_jsonl(run_dir / "calls.jsonl", call_rows)

@@ -122,6 +122,19 @@ def build_calibration_report(manifest: Mapping[str, Any], result: Mapping[str, A
             f"Without the disclaimer criteria the selected panel ranks {wd['rank_of_selected']} of "
             f"{sel.get('n_panels')} (best then: {', '.join(wd['selected'])})."))
     sections.append(Section("Panel selection", blocks))
+    sc = result.get("scope_comparison")
+    if sc:
+        scopes = list(sc.get("by_scope") or sc.get("candidates") or {})
+        cand = sc.get("candidates") or {}
+        rows = [[" + ".join(sc.get("panel", [])) + " (selected panel)",
+                 *[(sc.get("by_scope", {}).get(s) or {}).get("kappa") for s in scopes]]]
+        names = sorted({j for v in cand.values() for j in v})
+        rows += [[j, *[(cand.get(s, {}).get(j) or {}).get("kappa") for s in scopes]] for j in names]
+        sections.append(Section("Scoring rule: final turn vs credit anywhere", [Table(
+            ["judge / panel", *[f"kappa ({s})" for s in scopes]], rows,
+            caption="B.9: agreement with the clinician consensus (labelled on the final turn) when the judges "
+                    "grade the final turn only or credit any turn. Percent agreement and macro-F1 are in "
+                    "metrics.json.")]))
     sp = result.get("self_preference") or {}
     if sp.get("applicable"):
         rates = sp.get("met_rate", {})
