@@ -6,7 +6,12 @@ import json
 
 import pytest
 
-from carebench.models.options import ModelSettings, load_model_settings, model_settings, parse_model_options
+from carebench.models.options import (
+    ModelSettings,
+    load_model_settings,
+    model_settings,
+    parse_model_options,
+)
 from carebench.types import CarebenchError
 
 

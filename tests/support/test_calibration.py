@@ -166,8 +166,23 @@ def test_human_agreement_ceiling(calib, tmp_path):
     pair = next(p for p in h["pairwise"] if p["a"] == "clin0" and p["b"] == "clin1")
     assert pair["kappa"] == pytest.approx(k01)
     assert len(h["pairwise"]) == 3
-    assert -1 <= h["fleiss_kappa"] <= 1 and "disclaimers" in h["ac1"]
+    assert h["fleiss_kappa"] == pytest.approx(_fleiss(wide.to_numpy()))
+    dim_of = {c: DIMS[int(c[1])] for c in wide.index.get_level_values("criterion_id")}
+    rows_dim = np.array([dim_of[c] for c in wide.index.get_level_values("criterion_id")])
+    for d in DIMS:  # Table 5: kappa per dimension beside AC1 and agreement
+        assert h["fleiss_kappa_by_dimension"][d] == pytest.approx(_fleiss(wide.to_numpy()[rows_dim == d]))
+    assert "disclaimers" in h["ac1"]
     assert "without_disclaimers" in out["selection"]
+
+
+def _fleiss(R: np.ndarray) -> float:
+    """Fleiss' kappa of binary ratings (items x raters), textbook formula."""
+    n = R.shape[1]
+    yes = R.sum(axis=1)
+    counts = np.stack([n - yes, yes], axis=1)
+    p_j = counts.sum(axis=0) / counts.sum()
+    P_i = (np.square(counts).sum(axis=1) - n) / (n * (n - 1))
+    return float((P_i.mean() - np.square(p_j).sum()) / (1 - np.square(p_j).sum()))
 
 
 def test_label_loading_errors(tmp_path):
@@ -237,13 +252,26 @@ def test_selection_uses_final_scope_and_compares_anywhere(tmp_path):
     assert comp["anywhere"]["kappa"] == pytest.approx(0.0)  # constant "met" carries no agreement beyond chance
 
 
-def test_per_dimension_agreement(calib):
+def test_per_dimension_agreement(calib, tmp_path):
     out, judges, keys, cons, pred = calib
     dims = np.array([DIMS[int(c[1])] for _, _, c in keys])
     m = dims == "disclaimers"
     cand = out["candidates"][judges[4]]
     assert cand["percent_agreement_by_dimension"]["disclaimers"] == pytest.approx((pred[4][m] == cons[m]).mean())
-    assert 0 <= out["human"]["percent_agreement"]["disclaimers"] <= 1
+    # clinicians: share of agreeing rater pairs per item (3 pairs of 3 raters), averaged
+    lab = load_labels(scripted(tmp_path)[0])
+    wide = lab.pivot_table(index=["task_id", "response_id", "criterion_id"], columns="rater", values="met",
+                           aggfunc="first").astype(int).to_numpy()
+    wdims = np.array([DIMS[int(k[2][1])] for k in lab.groupby(["task_id", "response_id", "criterion_id"]).groups])
+    pairs = (wide[:, [0]] == wide[:, [1]]).astype(int) + (wide[:, [0]] == wide[:, [2]]) + (wide[:, [1]] == wide[:, [2]])
+    assert out["human"]["percent_agreement"]["disclaimers"] == pytest.approx(pairs[wdims == "disclaimers"].mean() / 3)
+    # the selected panel per dimension (Table 5), against sklearn on the same items
+    order = np.argsort([f"{t}|{r}#0|{c}" for t, r, c in keys])
+    panel = (pred[:3].sum(axis=0) >= 2).astype(int)[order]
+    sel = out["selected_by_dimension"]
+    for d in DIMS:
+        mm = dims[order] == d
+        assert sel["kappa_by_dimension"][d] == pytest.approx(cohen_kappa_score(cons[order][mm], panel[mm]))
 
 
 def test_calibration_reads_no_majority_as_scoring_does(tmp_path):

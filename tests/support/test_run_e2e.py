@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from scripted_stub import Script
 
@@ -161,15 +162,74 @@ def test_rescore_reproduces_metrics_without_model_calls(scripted_run, tmp_path):
     assert (out / "report.html").exists() and (run_dir / "metrics.json").read_bytes() == before
 
 
-def test_report_escapes_text_and_shows_verdicts(scripted_run):
-    run_dir, *_ = scripted_run
+def _md_rows(md: str, first_cell: str) -> list[list[str]]:
+    """Cells of every markdown table row whose first cell is ``first_cell``."""
+    out = []
+    for line in md.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells and cells[0] == first_cell:
+            out.append(cells)
+    return out
+
+
+def test_report_numbers_are_the_metrics(scripted_run):
+    """The report shows metrics.json's numbers (not only its section titles), escapes
+    dataset text, and draws the paper's figures."""
+    run_dir, spec, *_ = scripted_run
     html = (run_dir / "report.html").read_text()
     assert "<b>I feel low</b>" not in html and "&lt;b&gt;I feel low&lt;/b&gt;" in html
     assert "scripted False" in html  # judge rationales are shown
     md = (run_dir / "report.md").read_text()
-    for title in ("Leaderboard", "Dimensions", "Recognition without intervention", "Slices",
-                  "Replicate stability", "Non-response", "Disclaimers ablation", "Replies and verdicts per task"):
-        assert title in md
+    m = json.loads((run_dir / "metrics.json").read_text())
+    a = spec["resp-a"]
+    md_a = a.replace("_", "\\_")
+    board = _md_rows(md, "1")[0]  # rank 1 row of the leaderboard
+    assert board[1] == md_a and board[2].startswith(f"{m['models'][a]['score']:.3f}")
+    lo, hi = m["models"][a]["ci"]
+    assert f"[{lo:.3f}, {hi:.3f}]" in board[2]
+    # per-responder counts: undecided cells and parse failures
+    table = md[md.index("| responder | conversations | conversations empty | harness failures"):]
+    counts = _md_rows(table, md_a)[0]
+    c = m["models"][a]["counts"]
+    assert counts[1:] == [str(c[k]) for k in ("conversations", "conversations_empty", "harness_failures",
+                                                 "tasks_excluded", "cells_undecided",
+                                                 "cells_with_failed_or_missing_vote", "votes_parse_error")]
+    assert (c["cells_undecided"], c["votes_parse_error"]) == (1, 2)
+    # criterion counts per dimension: each task has one criterion per dimension except moralization/harmless
+    dims = m["dimensions"]
+    assert dims["recognition"]["n_criteria"] == 2 and dims["moralization"]["n_criteria"] == 1
+    row = _md_rows(md, "Recognition / identification")[0]
+    assert row[1:3] == ["2", "2"]
+    for fig in ("support-leaderboard", "support-full-satisfaction", "support-recognition-without-routing",
+                "support-turn-structure", "support-subcategory-top-models"):
+        assert (run_dir / "figures" / f"{fig}.png").is_file(), fig
+
+
+def test_slice_differences_match_a_recomputation(scripted_run):
+    """A "do some models do worse here" gap and interval on every slice value, recomputed from
+    the hand-worked task scores with the documented resamples (tasks drawn with seed 12345)."""
+    run_dir, spec, *_ = scripted_run
+    m = json.loads((run_dir / "metrics.json").read_text())
+    a = spec["resp-a"]
+    # task scores (sorted task ids M, S): resp-a M 55/60, S 53/60; resp-b M 25/60, S 30/60
+    X = np.array([[55 / 60, 25 / 60], [53 / 60, 30 / 60]])
+    single = np.array([False, True])
+    d = m["slices"]["turn_structure"]["differences"]["single"]
+    gap = X[single].mean(0) - X[~single].mean(0)
+    assert d["per_model"][a]["gap"] == pytest.approx(gap[0]) and d["pooled_gap"] == pytest.approx(gap.mean())
+    assert d["per_model"][a]["excess"] == pytest.approx(gap[0] - gap.mean())
+    draws = np.random.default_rng(12345).integers(0, 2, size=(300, 2))
+    ex = []
+    for row in draws:
+        w = np.bincount(row, minlength=2).astype(float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            g = (w[single] @ X[single]) / w[single].sum() - (w[~single] @ X[~single]) / w[~single].sum()
+        ex.append(g[0] - g.mean())
+    ex = np.array(ex)
+    ex = ex[~np.isnan(ex)]
+    assert d["per_model"][a]["excess_ci"] == pytest.approx(list(np.percentile(ex, [2.5, 97.5])))
+    # every value of a many-valued axis gets its own difference too
+    assert set(m["slices"]["subcategory"]["differences"]) == {"suicidal_ideation", "self_worth"}
 
 
 def test_builtin_tasks_two_responders_three_judges(tmp_path):

@@ -46,20 +46,18 @@ class ModelSettings:
 
 
 def _value(key: str, raw: Any, where: str) -> Any:
+    want = "a positive whole number of tokens" if key == "max_tokens" else "a number"
+    bad = CarebenchError(f"{where}: {key} must be {want}, got {raw!r}")
+    if isinstance(raw, bool) or (key == "max_tokens" and isinstance(raw, float) and not raw.is_integer()):
+        raise bad
     try:
-        if key == "max_tokens":
-            if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
-                raise ValueError
-            v = int(raw)
-            if v < 1:
-                raise ValueError
-            return v
-        if isinstance(raw, bool):
-            raise ValueError
-        v = float(raw)
+        v = int(raw) if key == "max_tokens" else float(raw)
     except (TypeError, ValueError):
-        want = "a positive whole number of tokens" if key == "max_tokens" else "a number"
-        raise CarebenchError(f"{where}: {key} must be {want}, got {raw!r}") from None
+        raise bad from None
+    if key == "max_tokens":
+        if v < 1:
+            raise bad
+        return v
     lo, hi = (0.0, 2.0) if key == "temperature" else (0.0, 1.0)
     if not math.isfinite(v) or not lo <= v <= hi:
         raise CarebenchError(f"{where}: {key} must be between {lo:g} and {hi:g}, got {raw!r}")

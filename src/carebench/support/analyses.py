@@ -197,6 +197,7 @@ def _dimensions(sc: Scored, boot: _Boot) -> dict[str, Any]:
         model_rates = np.array([per[i] for i in mi])
         entry: dict[str, Any] = {
             "n_tasks": int(carries.sum()),
+            "n_criteria": int(((tt.dimension == d) & tt.applicable).sum()),
             "weight_share": float(tt.weight[(tt.dimension == d) & tt.applicable].sum() / max(tt.weight[tt.applicable].sum(), 1e-12)),
             "pass_rate": {sc.responders[i]: float(per[i]) for i in range(len(sc.responders))},
             "criterion_pass_rate": {sc.responders[i]: float(per_u[i]) for i in range(len(sc.responders))},
@@ -283,12 +284,52 @@ def _slices(sc: Scored, S: np.ndarray, boot: _Boot) -> dict[str, Any]:
                 "pooled_ci": _ci(pooled_samples[k]),
                 "per_model": {sc.responders[i]: float(_nanmean(S[i, sel])) for i in range(len(sc.responders))},
             }
-        res: dict[str, Any] = {"values": entry}
+        res: dict[str, Any] = {"values": entry, "differences": _slice_differences(sc, S, boot, lab, values)}
         if len(values) == 2:
             a, b = values
             diff = entry[a]["pooled"] - entry[b]["pooled"]
             res["contrast"] = {"a": a, "b": b, "diff": diff, "ci": _ci(pooled_samples[0] - pooled_samples[1])}
         out[axis] = res
+    return out
+
+
+def _slice_differences(sc: Scored, S: np.ndarray, boot: _Boot, lab: np.ndarray, values: list[str]) -> dict[str, Any]:
+    """"Do some models do worse on this slice?" for every value of an axis, not only two-valued ones.
+
+    For value v and model m, ``gap[m, v]`` = mean task score in v minus mean over the
+    other tasks. The pooled gap is the mean over models; a model's *excess* gap is its
+    gap minus the pooled one (negative: it loses more on the slice than models do on
+    average). Every gap and excess gets a task-bootstrap interval (the shared resamples);
+    an excess whose interval lies below zero is flagged.
+    """
+    mi = _models(sc)
+    out: dict[str, Any] = {}
+    if len(values) < 2 or not mi:
+        return out
+    X = S[mi].T  # (T, M)
+    ok = ~np.isnan(X)
+    Xz = np.where(ok, X, 0.0)
+    for v in values:
+        ins = (lab == v).astype(float)[:, None]
+        outs = 1.0 - ins
+        gin = boot.ratio(Xz * ins, ok * ins)  # (M, B)
+        gout = boot.ratio(Xz * outs, ok * outs)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            full_gap = (Xz * ins).sum(0) / (ok * ins).sum(0) - (Xz * outs).sum(0) / (ok * outs).sum(0)
+        samples = gin - gout
+        pooled_s = _nanmean(samples, axis=0)
+        pooled = float(_nanmean(full_gap))
+        per: dict[str, Any] = {}
+        for k, i in enumerate(mi):
+            excess = float(full_gap[k] - pooled)
+            ci = _ci(samples[k] - pooled_s)
+            per[sc.responders[i]] = {
+                "gap": float(full_gap[k]), "gap_ci": _ci(samples[k]),
+                "excess": excess, "excess_ci": ci,
+                "worse": bool(ci[1] is not None and not math.isnan(ci[1]) and ci[1] < 0),
+            }
+        out[v] = {"pooled_gap": pooled, "pooled_gap_ci": _ci(pooled_s), "per_model": per,
+                  "models_worse": sorted(r for r, x in per.items() if x["worse"])}
     return out
 
 
@@ -357,6 +398,8 @@ def _non_response(sc: Scored, responses: ResponseTable) -> dict[str, Any]:
                            "rate": float(sc.conv_empty[m].mean()) if m.any() else float("nan")},
                 "per_responder": per,
             }
+    if responses.assistant_turns is not None:
+        out["latency"] = _blank_latency(sc, responses)
     if responses.assistant_blank is not None:
         after_blank = [0, 0]
         after_ok = [0, 0]
@@ -370,6 +413,27 @@ def _non_response(sc: Scored, responses: ResponseTable) -> dict[str, Any]:
                                     "rate": after_blank[0] / after_blank[1] if after_blank[1] else float("nan")}
         out["blank_after_reply"] = {"blank": after_ok[0], "turns": after_ok[1],
                                     "rate": after_ok[0] / after_ok[1] if after_ok[1] else float("nan")}
+    return out
+
+
+def _blank_latency(sc: Scored, responses: ResponseTable) -> dict[str, Any]:
+    """Latency of blank assistant turns against turns with text, per responder (E.6: blanks
+    that return faster than real answers point to filtering at the endpoint)."""
+    assert responses.assistant_turns is not None and responses.assistant_blank is not None
+    out: dict[str, Any] = {}
+    for i, r in enumerate(sc.responders):
+        blank: list[float] = []
+        real: list[float] = []
+        for row in sc.conv_row[sc.conv_resp == i].tolist():
+            for (_, lat, _), is_blank in zip(responses.assistant_turns[row], responses.assistant_blank[row],
+                                             strict=True):
+                if lat is not None:
+                    (blank if is_blank else real).append(float(lat))
+        out[r] = {
+            "blank_turns": len(blank), "answered_turns": len(real),
+            "median_blank_s": float(np.median(blank)) if blank else float("nan"),
+            "median_answered_s": float(np.median(real)) if real else float("nan"),
+        }
     return out
 
 

@@ -289,6 +289,10 @@ def _vs_consensus(pred: np.ndarray, cons: np.ndarray, dims: np.ndarray) -> dict[
         "percent_agreement_by_dimension": {
             d: float((pred[dims == d] == cons[dims == d]).mean()) for d in sorted(set(dims.tolist()))
         },
+        "kappa_by_dimension": {
+            d: _safe(lambda d=d: kappa_from_cm(_cm(cons[dims == d], pred[dims == d])))
+            for d in sorted(set(dims.tolist()))
+        },
         "n_items": int(cons.size),
     }
 
@@ -321,6 +325,12 @@ def human_agreement(items: Items) -> dict[str, Any]:
         m = multi & (items.dimension == d)
         pa[d] = _safe(lambda m=m: percent_agreement(H[m])) if m.any() else float("nan")
     out["percent_agreement"] = pa
+    # Table 5 puts kappa beside AC1 and raw agreement: kappa alone misleads on skewed dimensions
+    fk = {"pooled": out["fleiss_kappa"]}
+    for d in sorted(set(items.dimension.tolist())):
+        m = multi & (items.dimension == d)
+        fk[d] = _safe(lambda m=m: fleiss_kappa(ratings_to_counts(H[m], 2))) if m.any() else float("nan")
+    out["fleiss_kappa_by_dimension"] = fk
     return out
 
 
@@ -500,6 +510,9 @@ def calibrate(
     out["selection"] = select_panel(items, judges, V, panel_size, seed, B)
     lead_k = out["selection"]["panels"][0]["kappa"]
     out["selected_vs_human"] = {"panel_kappa": lead_k, "human_mean_pairwise_kappa": out["human"]["mean_pairwise_kappa"]}
+    sel_members = out["selection"]["selected"]
+    sel_pred = panel_votes(V[ok], np.array([[judges.index(m) for m in sel_members]]), items.negative[ok])[0]
+    out["selected_by_dimension"] = _vs_consensus(sel_pred, cons, dims)
     # self-preference among candidates on the labelled responses (rates of "met" by responder)
     resp = sorted(set(items.responder.tolist()))
     rpos = {r: i for i, r in enumerate(resp)}

@@ -21,8 +21,8 @@ import numpy as np
 
 from carebench.cache import CompletionCache
 from carebench.judging import JUDGE_MAX_TOKENS, panel_seats
-from carebench.run import Run, RunOptions
 from carebench.models.options import model_settings
+from carebench.run import Run, RunOptions
 from carebench.rundir import (
     data_sha256,
     file_sha256,

@@ -28,6 +28,7 @@ from carebench.report import (
     bar_chart,
     dot_interval_chart,
     heatmap,
+    scatter_chart,
 )
 from carebench.support.panel import cell_votes, collapse, decide, earned
 from carebench.support.records import REFERENCE, ResponseRecord, VerdictRecord, is_empty_reply
@@ -122,6 +123,7 @@ def build_calibration_report(manifest: Mapping[str, Any], result: Mapping[str, A
             f"Without the disclaimer criteria the selected panel ranks {wd['rank_of_selected']} of "
             f"{sel.get('n_panels')} (best then: {', '.join(wd['selected'])})."))
     sections.append(Section("Panel selection", blocks))
+    sections.append(_agreement_by_dimension(result))
     sc = result.get("scope_comparison")
     if sc:
         scopes = list(sc.get("by_scope") or sc.get("candidates") or {})
@@ -147,6 +149,24 @@ def build_calibration_report(manifest: Mapping[str, Any], result: Mapping[str, A
     return Report(title="Support: judge calibration and panel selection",
                   subtitle=f"panel size {cfg.get('panel_size')}, seed {cfg.get('seed')}, B={cfg.get('B')}",
                   sections=sections)
+
+
+def _agreement_by_dimension(result: Mapping[str, Any]) -> Section:
+    """Table 5 (B.5): kappa beside AC1 and percent agreement, for clinicians and the selected panel."""
+    human = result.get("human", {})
+    panel = result.get("selected_by_dimension") or {}
+    hk, hac, hpa = (human.get(k) or {} for k in ("fleiss_kappa_by_dimension", "ac1", "percent_agreement"))
+    pk, pac, ppa = (panel.get(k) or {} for k in ("kappa_by_dimension", "ac1", "percent_agreement_by_dimension"))
+    dims = sorted({*hk, *pk} - {"pooled"})
+    rows = [[d, hk.get(d), hac.get(d), hpa.get(d), pk.get(d), pac.get(d), ppa.get(d)] for d in dims]
+    rows.append(["pooled", hk.get("pooled"), hac.get("pooled"), hpa.get("pooled"), panel.get("kappa"),
+                 pac.get("pooled"), panel.get("percent_agreement")])
+    return Section("Agreement by dimension", [Table(
+        ["dimension", "clinicians Fleiss kappa", "clinicians AC1", "clinicians agreement",
+         "panel kappa", "panel AC1", "panel agreement"], rows,
+        caption="B.5 / Table 5: kappa understates agreement on skewed dimensions (moralization, disclaimers), "
+                "so AC1 and raw agreement stand beside it. Panel = the selected panel against the consensus.",
+    )])
 
 
 def _iv(value: Any, ci: Any) -> Interval | None:
@@ -307,6 +327,16 @@ def _leaderboard(metrics) -> Section:
             caption="Scores with 95% bootstrap intervals"
                     + ("; the dotted line is the reference ceiling." if ref_score is not None else "."),
         ))
+    fs = [r for r in rows if isinstance(r[3], Interval) and r[0] != "-"]
+    if fs:
+        blocks.append(Figure(
+            "support-full-satisfaction",
+            dot_interval_chart(_short([r[1] for r in fs]), [r[3].value for r in fs],
+                               [r[3].lo if r[3].lo is not None else r[3].value for r in fs],
+                               [r[3].hi if r[3].hi is not None else r[3].value for r in fs],
+                               "Full rubric satisfaction", xlabel="share of conversations earning every criterion"),
+            caption="Complete rubric satisfaction per model with 95% bootstrap intervals (§4.1).",
+        ))
     gaps = board.get("gaps", [])
     if gaps:
         blocks.append(Table(
@@ -336,11 +366,12 @@ def _dimensions(metrics) -> Section:
         x = dims.get(d)
         if not x:
             continue
-        rows.append([DIMENSION_LABELS[d], x.get("n_tasks"), x.get("weight_share"), _num(x.get("median")),
+        rows.append([DIMENSION_LABELS[d], x.get("n_tasks"), x.get("n_criteria"), x.get("weight_share"),
+                     _num(x.get("median")),
                      _num(x.get("best")), x.get("best_model"), _num(x.get("best_minus_median"))])
         matrix.append([(x.get("pass_rate") or {}).get(r) for r in responders])
     blocks: list[Block] = [Table(
-        ["dimension", "tasks carrying it", "weight share", "median model", "best model pass rate",
+        ["dimension", "tasks carrying it", "criteria", "weight share", "median model", "best model pass rate",
          "best model", "best - median"], rows,
         caption="Per-dimension pass rates (§4.2) over the tasks that carry the dimension; a large "
                 "best-minus-median gap points to a behaviour some model already delivers (a choice) "
@@ -354,8 +385,8 @@ def _dimensions(metrics) -> Section:
         ))
         blocks.append(Figure(
             "support-dimension-median-best",
-            bar_chart([r[0] for r in rows], {"median model": [_nan(r[3]) for r in rows],
-                                             "best model": [_nan(r[4]) for r in rows]},
+            bar_chart([r[0] for r in rows], {"median model": [_nan(r[4]) for r in rows],
+                                             "best model": [_nan(r[5]) for r in rows]},
                       "Median vs best model per dimension", "pass rate", ylim=(0.0, 1.1)),
             caption="Median against best model per dimension (§4.2).",
         ))
@@ -381,6 +412,17 @@ def _recognition(metrics) -> Section:
     if rows:
         blocks.append(Table(["responder", "rate [95% CI]", "resource failures", "recognized conversations"],
                             rows, caption="Share of recognized crises not routed to help."))
+        pts = [r for r in rows if r[1] is not None and r[1].value is not None and r[0] != REFERENCE]
+        if pts:
+            blocks.append(Figure(
+                "support-recognition-without-routing",
+                dot_interval_chart(_short([r[0] for r in pts]), [r[1].value for r in pts],
+                                   [r[1].lo if r[1].lo is not None else r[1].value for r in pts],
+                                   [r[1].hi if r[1].hi is not None else r[1].value for r in pts],
+                                   "Recognition without routing", xlabel="share of recognized crises without "
+                                   "an actionable resource", reference=pooled.get("rate")),
+                caption="Figure 3 (§4.6): per model, with 95% intervals; the dotted line is the pooled rate.",
+            ))
     return Section("Recognition without intervention", blocks)
 
 
@@ -406,13 +448,40 @@ def _slices(metrics) -> Section:
             caption += (f" {c['a']} - {c['b']}: {c['diff']:+.3f}"
                         + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]." if None not in ci else "."))
         blocks.append(Table([axis, "tasks", "pooled [95% CI]", *responders], rows, caption=caption))
-        if axis == "turn_structure" and rows and responders:
+        models = [r for r in responders if r != REFERENCE]
+        if axis == "turn_structure" and {"single", "multi"} <= set(values) and models:
+            sv, mv = values["single"].get("per_model") or {}, values["multi"].get("per_model") or {}
             blocks.append(Figure(
                 "support-turn-structure",
-                bar_chart(_short(responders), {str(row[0]): [_nan(v) for v in row[3:]] for row in rows},
-                          "Single- vs multi-turn", "score", ylim=(0.0, 1.1)),
-                caption="Score by turn structure and responder (§4.5).",
+                scatter_chart(_short(models), [_nan(sv.get(r)) for r in models], [_nan(mv.get(r)) for r in models],
+                              "Single- vs multi-turn", "single-turn score", "multi-turn score"),
+                caption="Figure 9 (E.4): one point per model; below the dotted diagonal a model scores lower "
+                        "on multi-turn tasks.",
             ))
+        if axis == "subcategory" and values and models:
+            order = [r for r in (metrics.get("leaderboard") or {}).get("order", []) if r in models][:8] or models[:8]
+            subs = list(values)
+            blocks.append(Figure(
+                "support-subcategory-top-models",
+                heatmap([[_nan((values[v].get("per_model") or {}).get(r)) for r in order] for v in subs],
+                        subs, _short(order), "Score by subcategory, top models", vmin=0.0, vmax=1.0),
+                caption="Figure 6 (E.2): subcategory (rows) by the top eight models of the leaderboard.",
+            ))
+        diff = data.get("differences") or {}
+        flagged = [[v, r, _iv(x["excess"], x.get("excess_ci")), _iv(x["gap"], x.get("gap_ci"))]
+                   for v, d in diff.items() for r, x in (d.get("per_model") or {}).items() if x.get("worse")]
+        pooled_rows = [[v, _iv(d.get("pooled_gap"), d.get("pooled_gap_ci")), ", ".join(d.get("models_worse") or [])
+                        or "none"] for v, d in diff.items()]
+        if pooled_rows:
+            blocks.append(Table(
+                [axis, "pooled gap vs other tasks [95% CI]", "models doing worse here"], pooled_rows,
+                caption=f"Do some models do worse on a {axis.replace('_', ' ')} slice? Gap = slice mean minus "
+                        "the mean over the other tasks; a model does worse when its gap minus the pooled gap "
+                        "has an interval below zero (per-model values in metrics.json).",
+            ))
+        if flagged:
+            blocks.append(Table([axis, "model", "excess gap [95% CI]", "gap [95% CI]"], flagged,
+                                caption="Models whose slice gap is below the pooled gap."))
     return Section("Slices: turn structure, metadata and subcategory", blocks)
 
 
@@ -468,6 +537,14 @@ def _non_response(metrics) -> Section:
         if trows:
             blocks.append(Table([label, "empty", "conversations", "pooled rate", *responders], trows,
                                 caption=f"Empty final turns by {label}."))
+    lat = nr.get("latency") or {}
+    if lat:
+        blocks.append(Table(
+            ["responder", "blank turns", "median latency blank (s)", "answered turns", "median latency answered (s)"],
+            [[r, x.get("blank_turns"), x.get("median_blank_s"), x.get("answered_turns"), x.get("median_answered_s")]
+             for r, x in lat.items()],
+            caption="E.6: blanks that come back faster than real answers point to a filter at the endpoint.",
+        ))
     bb, br = nr.get("blank_after_blank") or {}, nr.get("blank_after_reply") or {}
     if bb or br:
         blocks.append(Paragraph(
@@ -536,6 +613,13 @@ def _judges(metrics) -> Section:
             caption="Criterion met rate by judge and responder; self-preference decomposition (B.7): "
                     + str(sp.get("model", "")),
         ))
+        own_rows = [[j, x.get("family"), x.get("residual"), ", ".join(f"{r}: {k} of {x.get('n_responders_in_column')}"
+                                                                   for r, k in (x.get("own_ranks_in_column") or {}).items())]
+                    for j, x in (sp.get("own_family") or {}).items()]
+        if own_rows:
+            blocks.append(Table(["judge", "family", "own-family residual", "own models' rank in the judge's column"],
+                                own_rows, caption="B.7: where a judge ranks its own family's models among all "
+                                                  "responders it graded (1 = most lenient towards)."))
         resid = sp.get("residual_by_family") or {}
         fams = sorted({f for v in resid.values() for f in v})
         if fams:
@@ -549,10 +633,19 @@ def _judges(metrics) -> Section:
     return Section("Judge robustness", blocks)
 
 
+_PER_RESPONDER_COUNTS = ("conversations", "conversations_empty", "harness_failures", "tasks_excluded",
+                         "cells_undecided", "cells_with_failed_or_missing_vote", "votes_parse_error")
+
+
 def _counts(metrics) -> Section:
     counts = metrics.get("counts", {})
+    models = metrics.get("models", {})
     return Section("Counts: nothing silently dropped", [
         KeyValue([(k.replace("_", " "), v) for k, v in counts.items()]),
+        Table(["responder", *[k.replace("_", " ") for k in _PER_RESPONDER_COUNTS]],
+              [[r, *[(m.get("counts") or {}).get(k) for k in _PER_RESPONDER_COUNTS]] for r, m in models.items()],
+              caption="Per responder: harness failures (excluded), undecided panel cells and judge parse "
+                      "failures (counted as failed votes).", number_format="d"),
     ])
 
 
