@@ -395,3 +395,37 @@ def test_credit_anywhere_judges_earlier_turns_when_the_final_one_is_blank(tmp_pa
     # after a reply (attempt 0) the next is blank
     assert final["non_response"]["blank_after_blank"] == {"blank": 0, "turns": 1, "rate": 0.0}
     assert final["non_response"]["blank_after_reply"] == {"blank": 1, "turns": 1, "rate": 1.0}
+
+
+def test_every_task_score_and_judge_agreement(scripted_run):
+    """Item 12: every task's score per model (report and task_scores.csv) and the agreement
+    between panel judges, recomputed from records.jsonl with sklearn."""
+    import csv
+
+    from sklearn.metrics import cohen_kappa_score
+
+    run_dir, spec, *_ = scripted_run
+    a, b = spec["resp-a"], spec["resp-b"]
+    m = json.loads((run_dir / "metrics.json").read_text())
+    hand = {"S": {a: 53 / 60, b: 30 / 60}, "M": {a: 55 / 60, b: 25 / 60}}
+    for t, per in hand.items():
+        for r, v in per.items():
+            assert m["task_scores"][t][r] == pytest.approx(v)
+    rows = list(csv.DictReader((run_dir / "task_scores.csv").open()))
+    assert {r["task_id"]: float(r[a]) for r in rows} == pytest.approx({"S": 53 / 60, "M": 55 / 60})
+    assert "Every task" in (run_dir / "report.md").read_text()
+    # judge agreement from the records: one vote per (cell, judge); only usable votes on judged cells
+    recs = [json.loads(x) for x in (run_dir / "records.jsonl").read_text().splitlines()]
+    votes: dict[tuple, dict[str, bool]] = {}
+    for v in recs:
+        if v["kind"] == "verdict" and v["scope"] == "final" and v["status"] == "ok":
+            votes.setdefault((v["task_id"], v["responder"], v["attempt"], v["criterion_id"]), {})[v["judge"]] = v["met"]
+    ja, jb = spec["judge-a"], spec["judge-b"]
+    both = [(c[ja], c[jb]) for c in votes.values() if ja in c and jb in c]
+    got = m["judge_agreement"]["pairwise"][ja][jb]
+    assert got["n"] == len(both)
+    assert got["agreement"] == pytest.approx(np.mean([x == y for x, y in both]))
+    assert got["kappa"] == pytest.approx(cohen_kappa_score([x for x, _ in both], [y for _, y in both]))
+    split = sum(1 for c in votes.values() if True in c.values() and False in c.values())
+    assert sum(x["split"] for x in m["judge_agreement"]["split_by_task"].values()) == split
+    assert (run_dir / "figures" / "support-judge-agreement.png").is_file()

@@ -248,3 +248,14 @@ def test_calibrate_in_both_scopes_compares_their_agreement(tmp_path):
     assert comp["anywhere"][judge]["kappa"] == pytest.approx(cohen_kappa_score(cons, anywhere))
     assert res["scope_comparison"]["by_scope"]["anywhere"]["kappa"] == pytest.approx(cohen_kappa_score(cons, anywhere))
     assert "credit anywhere" in (cal / "report.md").read_text()
+
+
+def test_split_option_runs_one_half(tmp_path, capsys):
+    tasks = load_tasks("builtin:sample")
+    private = [t for t in tasks if t.metadata.split == "private"]
+    assert 0 < len(private) < len(tasks)
+    assert main(["support", "run", "--responder", "openai:m@http://127.0.0.1:9/v1", "--judge", "openai:j@http://127.0.0.1:9/v1",
+                 "--split", "private", "--dry-run", "--attempts", "1", "--cache", str(tmp_path / "c.sqlite")]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["tasks"] == len(private) and plan["generation_calls"] == sum(len(t.turns) for t in private)
+    assert main(["support", "run", "--responder", "openai:m", "--judge", "openai:j", "--split", "secret"]) == 2

@@ -229,3 +229,20 @@ def test_stratified_split_is_even_overall_and_within_strata():
     assert stratified_split(tasks, seed=12345) == split
     assert stratified_split(tasks, seed=1) != split
     assert {t.metadata.split for t in with_split(tasks, split)} == {"public", "private"}
+
+
+def test_select_split_uses_the_file_or_the_stratified_split():
+    from carebench.support.tasks import select_split
+
+    tasks = _synthetic(60)  # no split in the "file"
+    public, source = select_split(tasks, "public")
+    expected = stratified_split(tasks, seed=12345)
+    assert source == "stratified, seed 12345"
+    assert [t.id for t in public] == [t.id for t in tasks if expected[t.id] == "public"]
+    assert all(t.metadata.split == "public" for t in public)
+    assert len(select_split(tasks, "all")[0]) == 60
+    marked = with_split(tasks, {t.id: ("private" if i < 5 else "public") for i, t in enumerate(tasks)})
+    private, source = select_split(marked, "private")
+    assert source == "file" and [t.id for t in private] == [t.id for t in tasks[:5]]
+    with pytest.raises(CarebenchError, match="--split must be"):
+        select_split(tasks, "secret")

@@ -333,6 +333,51 @@ def _slice_differences(sc: Scored, S: np.ndarray, boot: _Boot, lab: np.ndarray, 
     return out
 
 
+# ----------------------------------------------------------------------------- panel judges
+
+
+def _judge_agreement(sc: Scored) -> dict[str, Any]:
+    """How the panel's judges agree with each other: a pairwise matrix (percent agreement and
+    Cohen's kappa over cells both judged), and split votes by dimension and by task."""
+    V = sc.cell_judge_votes
+    judged = sc.cell_state != S_EMPTY
+    P = len(sc.panel)
+    pairs: dict[str, dict[str, Any]] = {a: {} for a in sc.panel}
+    for i in range(P):
+        for j in range(P):
+            both = judged & (V[:, i] >= 0) & (V[:, j] >= 0)
+            a, b = V[both, i].astype(np.int64), V[both, j].astype(np.int64)
+            n = int(both.sum())
+            entry: dict[str, Any] = {"n": n, "agreement": float((a == b).mean()) if n else float("nan")}
+            if n:
+                cm = np.bincount(a * 2 + b, minlength=4).reshape(2, 2).astype(float)
+                po, pe = np.trace(cm) / n, (cm.sum(0) @ cm.sum(1)) / n**2
+                entry["kappa"] = float((po - pe) / (1 - pe)) if pe < 1 else float("nan")
+            else:
+                entry["kappa"] = float("nan")
+            pairs[sc.panel[i]][sc.panel[j]] = entry
+    split = judged & (sc.cell_votes[:, 0] > 0) & (sc.cell_votes[:, 1] > 0)
+    dim = sc.tasks.dimension[sc.cell_crit]
+    by_dim = {}
+    for d, name in enumerate(DIMENSIONS):
+        m = judged & (dim == d)
+        if m.any():
+            by_dim[name] = {"cells": int(m.sum()), "split": int((split & m).sum()),
+                            "rate": float((split & m).sum() / m.sum())}
+    task_of_cell = sc.conv_task[sc.cell_conv]
+    n_t = np.bincount(task_of_cell[judged], minlength=sc.tasks.n_tasks)
+    s_t = np.bincount(task_of_cell[split], minlength=sc.tasks.n_tasks)
+    by_task = {sc.tasks.ids[t]: {"cells": int(n_t[t]), "split": int(s_t[t]), "rate": float(s_t[t] / n_t[t])}
+               for t in range(sc.tasks.n_tasks) if n_t[t]}
+    return {"panel": sc.panel, "pairwise": pairs, "split_by_dimension": by_dim, "split_by_task": by_task,
+            "definition": "split = a judged cell with at least one met and one not-met vote"}
+
+
+def _task_scores(sc: Scored, S: np.ndarray) -> dict[str, dict[str, float]]:
+    """Every task's score (mean over attempts) per responder: the full table behind the means."""
+    return {t: {r: float(S[i, k]) for i, r in enumerate(sc.responders)} for k, t in enumerate(sc.tasks.ids)}
+
+
 # ----------------------------------------------------------------------------- B.8
 
 
@@ -662,6 +707,8 @@ def analyze(
         "replicate_stability": _replicates(sc),
         "non_response": _non_response(sc, rt),
         "truncation": _truncation_and_identity(sc, rt),
+        "judge_agreement": _judge_agreement(sc),
+        "task_scores": _task_scores(sc, S),
         "disclaimers_ablation": _ablation(sc, base, board, boot, B, seed),
         "leave_one_judge_out": leave_one_judge_out(tt, rt, vt, sc, family=family),
         "self_preference": self_preference(sc, family=family),

@@ -58,6 +58,8 @@ def run(
     recollect_cap: Annotated[int | None, typer.Option(
         help="Output cap for re-collection (default: twice the responder's cap).")] = None,
     limit: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
+    split: Annotated[str, typer.Option(
+        help="public, private or all tasks (§A.3: the file's split, else a stratified 50/50 split).")] = "all",
     subcategories: Annotated[Path | None, typer.Option(
         help="File of expected subcategory names (one per line); tasks outside it are kept and warned about.")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")] = False,
@@ -76,7 +78,7 @@ def run(
         include_reference=include_reference, out=str(out) if out else None, seed=seed,
         bootstrap=bootstrap, use_cache=not no_cache, cache_path=str(cache) if cache else None,
         budget_usd=budget, dry_run=dry_run, concurrency=concurrency, temperature=temperature,
-        max_tokens=max_tokens, caps=_caps(cap), task_limit=limit,
+        max_tokens=max_tokens, caps=_caps(cap), task_limit=limit, split=split,
         subcategories_file=str(subcategories) if subcategories else None, max_retries=retries,
         responder_options=list(responder_option or []),
         responder_settings_file=str(responder_settings) if responder_settings else None,

@@ -46,6 +46,7 @@ from carebench.support.tasks import (
     Task,
     load_subcategories,
     load_tasks,
+    select_split,
     unexpected_subcategories,
     write_tasks,
 )
@@ -85,6 +86,7 @@ class SupportRunConfig:
     task_limit: int | None = None  # first N tasks only (demo / smoke runs)
     task_ids: list[str] | None = None  # only these tasks, in this order
     subcategories_file: str | None = None  # expected subcategory names; others are warned about
+    split: str = "all"  # public | private | all (§A.3 stratified split when the file has none)
     progress: bool = True
     title: str = "Support: rubric-scored crisis support"
     notes: list[str] = field(default_factory=list)
@@ -120,6 +122,9 @@ def run_support(cfg: SupportRunConfig, cache: CompletionCache | None = None) -> 
     """Run the suite; returns the run directory (or the call plan for a dry run)."""
     cfg.validate()
     tasks = load_tasks(cfg.tasks)  # every row validated before any model call
+    if cfg.split != "all":
+        tasks, source = select_split(tasks, cfg.split)
+        cfg.notes.append(f"{cfg.split} split only ({len(tasks)} tasks; split from {source})")
     if cfg.task_ids:
         by_id = {t.id: t for t in tasks}
         missing = [i for i in cfg.task_ids if i not in by_id]
@@ -324,9 +329,10 @@ def rescore(
     parsed straight into column tables (fast at DistressBench's 1.6 M verdicts); only
     the tasks shown in the report's per-task section become Python objects.
     """
+    from carebench.fileio import atomic_write_text
     from carebench.report import write_report
     from carebench.support.records import SCOPES, read_records
-    from carebench.support.report import build_report, detail_task_ids
+    from carebench.support.report import build_report, detail_task_ids, task_scores_csv
 
     run_dir = Path(run_dir)
     manifest = read_json(run_dir / "manifest.json")
@@ -358,6 +364,7 @@ def rescore(
     target = Path(out_dir) if out_dir else run_dir
     target.mkdir(parents=True, exist_ok=True)
     write_json(target / "metrics.json", metrics)
+    atomic_write_text(target / "task_scores.csv", task_scores_csv(tasks, metrics))
     per_task = dict(zip(rt.tasks, np.bincount(rt.task, minlength=len(rt.tasks)).tolist(), strict=True))
     shown = detail_task_ids(tasks, per_task)
     responses, verdicts = load_records(run_dir, task_ids=set(shown))

@@ -221,6 +221,8 @@ def build_report(
     sections.append(_truncation(metrics))
     sections.append(_ablation(metrics))
     sections.append(_judges(metrics))
+    sections.append(_judge_agreement(metrics))
+    sections.append(_task_table(tasks, metrics))
     sections.append(_counts(metrics))
     if detail_ids is None:
         counts: dict[str, int] = defaultdict(int)
@@ -631,6 +633,75 @@ def _judges(metrics) -> Section:
     if not blocks:
         blocks.append(Paragraph("No judge robustness analysis available."))
     return Section("Judge robustness", blocks)
+
+
+def _judge_agreement(metrics) -> Section:
+    ja = metrics.get("judge_agreement") or {}
+    panel = ja.get("panel") or []
+    pw = ja.get("pairwise") or {}
+    blocks: list[Block] = []
+    if len(panel) >= 2:
+        kappa = [[_nan((pw.get(a, {}).get(b) or {}).get("kappa")) for b in panel] for a in panel]
+        agree = [[_nan((pw.get(a, {}).get(b) or {}).get("agreement")) for b in panel] for a in panel]
+        labels = [f"judge {i + 1}" for i in range(len(panel))]
+        blocks.append(Figure(
+            "support-judge-agreement",
+            heatmap(kappa, labels, labels, "Cohen's kappa between panel judges", annotations=[
+                [f"{v:.0%}" if v == v else None for v in row] for row in agree], vmin=-1.0, vmax=1.0),
+            caption="Agreement between panel judges over the cells both judged: kappa, with percent "
+                    "agreement in parentheses. " + "; ".join(f"{lab} = {j}" for lab, j in zip(labels, panel, strict=True)),
+        ))
+    dims = ja.get("split_by_dimension") or {}
+    if dims:
+        blocks.append(Table(["dimension", "judged cells", "split votes", "share split"],
+                            [[DIMENSION_LABELS.get(d, d), x["cells"], x["split"], x["rate"]] for d, x in dims.items()],
+                            caption="Judge disagreement by dimension: " + str(ja.get("definition", "")) + "."))
+    tasks = sorted((ja.get("split_by_task") or {}).items(), key=lambda kv: (-kv[1]["rate"], kv[0]))
+    if tasks:
+        blocks.append(Details(f"Judge disagreement by task ({len(tasks)} tasks, most split first)", [Table(
+            ["task", "judged cells", "split votes", "share split"],
+            [[t, x["cells"], x["split"], x["rate"]] for t, x in tasks])]))
+    if not blocks:
+        blocks.append(Paragraph("A panel of one judge has no agreement to report."))
+    return Section("Agreement between panel judges", blocks)
+
+
+def _task_table(tasks: Sequence[Task], metrics) -> Section:
+    """Every task's score per responder (the report has no scripts, by design: the same
+    table is written to task_scores.csv for sorting)."""
+    scores = metrics.get("task_scores") or {}
+    responders = list(metrics.get("config", {}).get("responders", []))
+    by_id = {t.id: t for t in tasks}
+    rows = []
+    for tid, per in scores.items():
+        t = by_id.get(tid)
+        vals = [per.get(r) for r in responders]
+        models = [v for r, v in zip(responders, vals, strict=True) if r != REFERENCE and v is not None]
+        rows.append([tid, t.subcategory if t else None, t.metadata.turn_structure if t else None,
+                     (sum(models) / len(models)) if models else None, *vals])
+    rows.sort(key=lambda r: (r[3] is None, r[3] if r[3] is not None else 0.0, r[0]))
+    return Section("Every task's score", [Details(f"All {len(rows)} tasks, hardest first", [Table(
+        ["task", "subcategory", "turns", "mean over models", *responders], rows,
+        caption="Task score = mean over attempts. Sorted by the mean over models (lowest first); "
+                "task_scores.csv in the run directory holds the same table for sorting by any column.",
+    )])])
+
+
+def task_scores_csv(tasks: Sequence[Task], metrics: Mapping[str, Any]) -> str:
+    """The per-task score table as CSV text (one row per task, one column per responder)."""
+    import csv
+    import io
+
+    responders = list(metrics.get("config", {}).get("responders", []))
+    by_id = {t.id: t for t in tasks}
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["task_id", "subcategory", "turn_structure", *responders])
+    for tid, per in (metrics.get("task_scores") or {}).items():
+        t = by_id.get(tid)
+        w.writerow([tid, t.subcategory if t else "", t.metadata.turn_structure if t else "",
+                    *["" if per.get(r) is None else f"{per[r]:.6f}" for r in responders]])
+    return buf.getvalue()
 
 
 _PER_RESPONDER_COUNTS = ("conversations", "conversations_empty", "harness_failures", "tasks_excluded",

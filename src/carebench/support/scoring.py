@@ -176,6 +176,7 @@ class Scored:
     cell_state: np.ndarray  # S_NOT_MET / S_MET / S_UNDECIDED / S_EMPTY
     cell_pass: np.ndarray  # criterion earned (polarity applied)
     cell_votes: np.ndarray  # (n_cells, 3): met, not met, failed-or-missing votes
+    cell_judge_votes: np.ndarray  # (n_cells, P): each panel judge's vote, 1 / 0 / -1 failed or missing
     counts: dict[str, int]
     per_responder_counts: dict[str, dict[str, int]]
     #: Individual (non-panel) verdicts of every judge present, on judged conversations:
@@ -314,6 +315,8 @@ def score(
     counts["votes_used"] = int(kidx.size)
     for si, s in enumerate(VERDICT_STATUSES):
         counts[f"votes_{s}"] = int((status == si).sum())
+    judge_votes = np.full((n_cells, max(P, 1)), FAILED, np.int8)  # per panel seat, for judge agreement
+    judge_votes[kcell, jpos[kidx]] = met
     votes = np.bincount(kcell * 3 + (met == NOT_MET) * 1 + (met == FAILED) * 2, minlength=3 * n_cells)
     votes = votes.reshape(n_cells, 3)
     votes[:, 2] = P - votes[:, 0] - votes[:, 1]  # failed or missing
@@ -378,7 +381,7 @@ def score(
     return Scored(
         tt, responders, attempts, list(panel), scope, first,
         conv_task, conv_resp, conv_att, conv_status, conv_empty, conv_score, conv_full,
-        cell_offset, cell_conv, cell_crit, state, passed, votes, counts, per,
+        cell_offset, cell_conv, cell_crit, state, passed, votes, judge_votes, counts, per,
         [verdicts.judges[k] for k in jorder], jr_met, jr_n,
     )
 

@@ -487,3 +487,29 @@ def with_split(tasks: Sequence[Task], assignment: dict[str, str]) -> list[Task]:
         t.model_copy(update={"metadata": t.metadata.model_copy(update={"split": assignment[t.id]})})
         for t in tasks
     ]
+
+
+#: Seed of the stratified split when a task file carries none (a carebench default).
+SPLIT_SEED = 12345
+
+
+def select_split(tasks: Sequence[Task], which: str, seed: int = SPLIT_SEED) -> tuple[list[Task], str]:
+    """The tasks of one half of the public/private split (§A.3), or all of them.
+
+    A task file that assigns every task a split is used as is; otherwise the
+    stratified 50/50 split (:func:`stratified_split`) is computed over all tasks
+    with ``seed`` and written into each task's metadata. Returns the tasks and
+    where the split came from (``"file"`` or ``"stratified, seed N"``).
+    """
+    if which not in ("public", "private", "all"):
+        raise CarebenchError(f"--split must be public, private or all, got {which!r}")
+    if all(t.metadata.split != "unassigned" for t in tasks):
+        labelled, source = list(tasks), "file"
+    else:
+        labelled, source = with_split(tasks, stratified_split(tasks, seed=seed)), f"stratified, seed {seed}"
+    if which == "all":
+        return labelled, source
+    chosen = [t for t in labelled if t.metadata.split == which]
+    if not chosen:
+        raise CarebenchError(f"no task in the {which} split")
+    return chosen, source
