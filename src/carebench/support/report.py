@@ -8,6 +8,7 @@ report package escapes it.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -647,7 +648,7 @@ def _judge_agreement(metrics) -> Section:
         blocks.append(Figure(
             "support-judge-agreement",
             heatmap(kappa, labels, labels, "Cohen's kappa between panel judges", annotations=[
-                [f"{v:.0%}" if v == v else None for v in row] for row in agree], vmin=-1.0, vmax=1.0),
+                [f"{v:.0%}" if not math.isnan(v) else None for v in row] for row in agree], vmin=-1.0, vmax=1.0),
             caption="Agreement between panel judges over the cells both judged: kappa, with percent "
                     "agreement in parentheses. " + "; ".join(f"{lab} = {j}" for lab, j in zip(labels, panel, strict=True)),
         ))
