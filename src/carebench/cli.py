@@ -30,10 +30,12 @@ app.add_typer(models_app, name="models")
 
 #: suites that provide a Typer sub-app in carebench.<suite>.cli
 SUITES = ("risk", "support")
+#: tools beside the suites, mounted the same way (carebench.<tool>.cli)
+TOOLS = ("annotate",)
 
 
 def _mount_suites() -> None:
-    for suite in SUITES:
+    for suite in SUITES + TOOLS:
         try:
             mod = importlib.import_module(f"carebench.{suite}.cli")
         except ModuleNotFoundError as e:

@@ -9,8 +9,11 @@ import tempfile
 from pathlib import Path
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` in one step (temp file in the same dir + ``os.replace``)."""
+def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Replace ``path`` with ``data`` in one step (temp file in the same dir + ``os.replace``).
+
+    ``mode`` (e.g. ``0o600`` for private files) is set before the file appears.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -19,7 +22,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, _FILE_MODE)
+        os.chmod(tmp, _FILE_MODE if mode is None else mode)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -42,8 +45,8 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(Path(path), text.encode("utf-8"))
+def atomic_write_text(path: Path, text: str, mode: int | None = None) -> None:
+    atomic_write_bytes(Path(path), text.encode("utf-8"), mode)
 
 
 def _umask() -> int:

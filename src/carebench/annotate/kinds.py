@@ -1,0 +1,178 @@
+"""The three kinds of sheet the suites hand to people, and what comes back.
+
+- ``policy``: plural calibration cases (``PromptRecord`` rows) labelled with the
+  INTENT / FUNCTION / RESPONSE taxonomy by peer-support practitioners and
+  clinicians (VEILED-SH, §5.1 and Appendix B.1) -> ``Annotation`` rows, which
+  ``carebench plural calibrate`` reads;
+- ``review``: blind rewrite reviews (``ReviewItem`` rows: source, persona, context,
+  rewrite; the rewriter hidden) with three Yes/No gates and five 1-5 ratings
+  (VEILED-SH, Appendix A.5) -> ``RewriteReview`` rows, which
+  ``carebench construct review-stats`` reads;
+- ``criterion``: one rubric criterion of one reply at a time, met / not met
+  (DistressBench, Appendix B.1) -> ``CriterionLabel`` rows, which
+  ``carebench support calibrate --labels`` reads.
+
+Each kind knows how to load its sheet, what its form may contain, and how a
+stored answer becomes an export row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from carebench.annotate.forms import Form, FormError
+from carebench.annotate.store import ExportRow
+from carebench.datasets import prompts as prompt_files
+from carebench.datasets import sheets as sheet_files
+from carebench.taxonomy import SeverityScale, Taxonomy
+from carebench.types import CarebenchError
+
+KINDS = ("policy", "review", "criterion")
+TITLES = {"policy": "practitioner policies", "review": "rewrite review", "criterion": "criterion labels"}
+SCALE = ("1", "2", "3", "4", "5")  # review ratings
+GATES = (
+    ("severity_preserved", "Severity preserved"),
+    ("no_leakage", "No leakage"),
+    ("format_ok", "Format fits the context"),
+)
+RATINGS = (
+    ("factual", "Factual faithfulness"),
+    ("persona_fit", "Persona fit"),
+    ("style", "Style"),
+    ("context_fit", "Context fit"),
+    ("naturalness", "Naturalness"),
+)
+
+
+def detect_kind(path: Path) -> str:
+    """The sheet kind from the first row's fields."""
+    from carebench.datasets.files import format_from_suffix, read_rows
+
+    fmt = format_from_suffix(path)
+    if fmt is None:
+        raise CarebenchError(f"{path}: unsupported file type (use .jsonl, .csv or .parquet)")
+    for _, row in read_rows(path, fmt):
+        if "criterion_id" in row:
+            return "criterion"
+        if "source_text" in row or "reviewer" in row:
+            return "review"
+        if "source_id" in row or "persona" in row:
+            return "policy"
+        raise CarebenchError(f"{path}: cannot tell the sheet kind from its fields "
+                             f"({', '.join(sorted(row))}); give --kind")
+    raise CarebenchError(f"{path}: the sheet is empty")
+
+
+def load_sheet(path: Path, kind: str) -> list[tuple[str, dict[str, Any]]]:
+    """(item key, row as JSON-able dict) for every row, validated by the core loaders."""
+    if kind == "policy":
+        rows = prompt_files.load_prompts(path)
+        return [(r.id, r.model_dump(mode="json")) for r in rows]
+    if kind == "review":
+        # one rewrite may go to two reviewers (VEILED-SH, Appendix A.5: 90 shared prompts)
+        rows = sheet_files.load_review_items(path)
+        return [(f"{r.item_id}\u241f{r.reviewer}", r.model_dump(mode="json")) for r in rows]
+    if kind == "criterion":
+        rows = sheet_files.load_criterion_items(path)
+        return [(r.item_id, r.model_dump(mode="json")) for r in rows]
+    raise CarebenchError(f"--kind {kind!r}: use one of {', '.join(KINDS)}")
+
+
+@dataclass(frozen=True)
+class Answer:
+    payload: dict[str, Any]
+    skipped: bool
+
+
+#: the buttons each kind's form has
+ACTIONS = {"policy": ("save", "skip"), "review": ("save", "skip"), "criterion": ("met", "not_met", "skip")}
+
+
+def parse_answer(kind: str, form: Form, max_notes: int, tax: Taxonomy) -> Answer:
+    """Validate a submitted case form; raise FormError (nothing stored) otherwise."""
+    if kind not in ACTIONS:
+        raise FormError(f"unknown sheet kind {kind!r}")
+    action = form.choice("action", ACTIONS[kind], "action")
+    if action is None:
+        raise FormError("the form did not say what to do (use one of its buttons)")
+    if kind == "policy":
+        form.only({"csrf_token", "action", "intent", "function", "response", "nssi_severity",
+                   "suicidal_severity", "notes"})
+        notes = form.text("notes", max_notes, "Notes")
+        return _policy(form, notes, tax) if action != "skip" else Answer(_empty_policy(notes), True)
+    if kind == "review":
+        form.only({"csrf_token", "action", "notes"} | {g for g, _ in GATES} | {r for r, _ in RATINGS})
+        notes = form.text("notes", max_notes, "Notes")
+        return _review(form, notes) if action != "skip" else Answer({"notes": notes}, True)
+    form.only({"csrf_token", "action"})
+    if action == "skip":
+        return Answer({}, True)
+    return Answer({"met": action == "met"}, False)
+
+
+def _empty_policy(notes: str) -> dict[str, Any]:
+    return {"intent": [], "nssi_severity": None, "suicidal_severity": None, "function": [],
+            "response": [], "notes": notes}
+
+
+def severity_fields(tax: Taxonomy) -> dict[str, tuple[str, SeverityScale]]:
+    """INTENT code -> (form/export field, its severity scale), from the taxonomy."""
+    return {scale.intent: (f"{kind}_severity", scale) for kind, scale in tax.severity.items()}
+
+
+def _policy(form: Form, notes: str, tax: Taxonomy) -> Answer:
+    intent = form.choices("intent", tax.codes("intent"), "INTENT")
+    function = form.choices("function", tax.codes("function"), "FUNCTION")
+    response = form.choices("response", tax.codes("response"), "RESPONSE")
+    severities: dict[str, int | None] = {"nssi_severity": None, "suicidal_severity": None}
+    for code, (field, scale) in severity_fields(tax).items():
+        value = form.choice(field, [str(v) for v in scale.values], field.replace("_", " "))
+        # a severity left selected under an intent that was then unticked is ignored
+        severities[field] = int(value) if value is not None and code in intent else None
+    problems = tax.validate_policy(intent, function, response, **severities)
+    if problems:
+        raise FormError(*problems)
+    return Answer({"intent": intent, **severities, "function": function, "response": response,
+                   "notes": notes}, False)
+
+
+def _review(form: Form, notes: str) -> Answer:
+    payload: dict[str, Any] = {}
+    missing = []
+    for field, label in GATES:
+        v = form.choice(field, ("yes", "no"), label)
+        if v is None:
+            missing.append(label)
+        payload[field] = v == "yes"
+    for field, label in RATINGS:
+        v = form.choice(field, SCALE, label)
+        if v is None:
+            missing.append(label)
+        payload[field] = int(v) if v is not None else None
+    if missing:
+        raise FormError(f"answer every gate and rating (missing: {', '.join(missing)})")
+    payload["notes"] = notes
+    return Answer(payload, False)
+
+
+def export_row(kind: str, row: ExportRow) -> BaseModel | None:
+    """The suite-facing record of one stored answer; None for a skipped review or
+    criterion (their formats have no 'skipped'); skipped policy cases are kept with
+    ``skipped: true`` as the plural annotation format allows."""
+    if kind == "policy":
+        return prompt_files.Annotation(practitioner=row.annotator, archetype=row.role,
+                                       case_id=row.item["id"], skipped=row.skipped, **row.label)
+    if row.skipped:
+        return None
+    if kind == "review":
+        return sheet_files.RewriteReview(item_id=row.item["item_id"], reviewer=row.annotator, **row.label)
+    if kind == "criterion":
+        item = row.item
+        return sheet_files.CriterionLabel(task_id=item["task_id"], response_id=item["response_id"],
+                                          criterion_id=item["criterion_id"], rater=row.annotator,
+                                          met=row.label["met"])
+    raise CarebenchError(f"unknown sheet kind {kind!r}")
