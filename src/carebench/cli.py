@@ -8,7 +8,6 @@ completed call, so re-running resumes).
 from __future__ import annotations
 
 import asyncio
-import importlib
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -28,21 +27,13 @@ app = typer.Typer(
 models_app = typer.Typer(help="Model providers.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 
-#: suites that provide a Typer sub-app in carebench.<suite>.cli
-SUITES = ("risk", "support")
-#: tools beside the suites, mounted the same way (carebench.<tool>.cli)
-TOOLS = ("annotate",)
-
-
 def _mount_suites() -> None:
-    for suite in SUITES + TOOLS:
-        try:
-            mod = importlib.import_module(f"carebench.{suite}.cli")
-        except ModuleNotFoundError as e:
-            if e.name == f"carebench.{suite}.cli":
-                continue
-            raise
-        app.add_typer(mod.app, name=suite)
+    from carebench.suites import SUITES, TOOLS
+
+    for name, entry in SUITES.items():
+        app.add_typer(entry.app(), name=name)
+    for name, tool in TOOLS.items():
+        app.add_typer(tool(), name=name)
 
 
 @app.command()
@@ -89,15 +80,9 @@ def models_check(
 @app.command()
 def report(run_dir: Annotated[Path, typer.Argument(help="A carebench run directory.")]) -> None:
     """Re-render a run directory's metrics and reports from its records alone."""
-    from carebench.rundir import read_json
+    from carebench.suites import rerender
 
-    manifest = read_json(run_dir / "manifest.json")
-    suite = manifest.get("suite")
-    try:
-        mod = importlib.import_module("carebench.demo" if suite == "demo" else f"carebench.{suite}.report")
-    except ModuleNotFoundError:
-        raise CarebenchError(f"{run_dir}: unknown suite {suite!r} in manifest.json") from None
-    mod.rerender(run_dir)
+    rerender(run_dir)
     typer.echo(f"re-rendered {run_dir}/report.md and report.html")
 
 

@@ -7,13 +7,11 @@ only and is not a capable classifier or judge, which the output says plainly.
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 from pathlib import Path
 
-from carebench.cache import CompletionCache
-from carebench.models import get_model
+from carebench.run import Run, RunOptions
 from carebench.rundir import (
     new_run_dir,
     read_json,
@@ -22,7 +20,7 @@ from carebench.rundir import (
     write_jsonl,
     write_manifest,
 )
-from carebench.runner import Call, Runner, RunnerConfig
+from carebench.runner import Call
 from carebench.types import ChatRequest, messages
 
 DISCLAIMER = (
@@ -41,10 +39,6 @@ PROBE_SYSTEM = (
     "You are a careful assistant. In one short sentence, say how the writer seems to be feeling."
 )
 
-#: suites whose demo modules extend the run, in order
-SUITE_DEMOS = ("risk", "support")
-
-
 def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
@@ -60,14 +54,14 @@ def run_demo(
     run_dir = new_run_dir("demo", out)
     _say(f"carebench demo -> {run_dir}\nNOTE: {DISCLAIMER}")
 
-    model = get_model(model_spec)
-    cache = CompletionCache()
-    runner = Runner(RunnerConfig(description="pipeline probe"), cache=cache)
-    calls = [
-        Call(model, ChatRequest(messages(("system", PROBE_SYSTEM), ("user", text)), max_tokens=48), tag=item_id)
-        for item_id, text in PROBE_ITEMS
-    ]
-    res = runner.run_sync(calls)
+    with Run(RunOptions()) as run:
+        model = run.model(model_spec)
+        calls = [
+            Call(model, ChatRequest(messages(("system", PROBE_SYSTEM), ("user", text)), max_tokens=48),
+                 tag=item_id)
+            for item_id, text in PROBE_ITEMS
+        ]
+        res = run.calls(calls, "pipeline probe")
     records = [
         {"item_id": c.tag, "text": text, "answer": comp.text, "status": comp.status,
          "latency_s": comp.latency_s, "cached": comp.cached,
@@ -81,20 +75,18 @@ def run_demo(
         models=[model_spec], seeds={}, dataset={"name": "builtin:probe", "items": len(PROBE_ITEMS)},
     )
     write_jsonl(run_dir / "records.jsonl", records)
-    write_jsonl(run_dir / "calls.jsonl", res.call_records())
+    write_jsonl(run_dir / "calls.jsonl", run.call_rows)
     _say(f"pipeline probe: {len(records)} answers ({res.cache_hits} from cache, "
          f"{res.provider_calls} model calls) in {res.elapsed_s:.1f} s")
 
+    from carebench.suites import SUITES
+
     parts: list[str] = []
-    for suite in SUITE_DEMOS:
-        try:
-            mod = importlib.import_module(f"carebench.{suite}.demo")
-        except ModuleNotFoundError as e:
-            if e.name == f"carebench.{suite}.demo":
-                continue
-            raise
+    for suite, entry in SUITES.items():
+        if entry.demo is None:
+            continue
         _say(f"\n== {suite} suite ==")
-        mod.run_demo(run_dir / suite, model_spec=model_spec, quick=quick)
+        entry.demo()(run_dir / suite, model_spec=model_spec, quick=quick)
         parts.append(suite)
     write_json(run_dir / "metrics.json", {"parts": parts, "probe": {"answers": len(records),
                "cache_hits": res.cache_hits, "provider_calls": res.provider_calls}})
@@ -105,16 +97,17 @@ def run_demo(
     return run_dir
 
 
-def rerender(run_dir: Path) -> None:
+def rerender(run_dir: Path) -> dict:
     """Rebuild the demo's index report (and each suite part's) from the records alone."""
     from carebench.report import Callout, Paragraph, Report, Section, Table, write_report
 
     run_dir = Path(run_dir)
     records = read_jsonl(run_dir / "records.jsonl")
     metrics = read_json(run_dir / "metrics.json")
+    from carebench.suites import rerender as rerender_part
+
     for part in metrics.get("parts", []):
-        manifest = read_json(run_dir / part / "manifest.json")
-        importlib.import_module(f"carebench.{manifest['suite']}.report").rerender(run_dir / part)
+        rerender_part(run_dir / part)
     rows = [[r["item_id"], r["text"], r["answer"], r["status"], r["latency_s"]] for r in records]
     report = Report(
         title="carebench demo",
@@ -132,3 +125,4 @@ def rerender(run_dir: Path) -> None:
         ],
     )
     write_report(report, run_dir)
+    return metrics

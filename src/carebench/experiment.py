@@ -1,15 +1,190 @@
 """The run skeleton every suite plugs into: plan -> execute -> records -> score -> render.
 
-This module holds the suite-independent parts; the budget itself lives in the run
-context (:mod:`carebench.run`).
+A suite is a small object (:class:`Suite`): ``plan`` lists its calls for a dry run,
+``execute`` makes them through the run context and returns records, ``score`` turns
+records into ``metrics.json`` and ``render`` turns metrics and records into a
+:class:`~carebench.report.Report` without touching files. Everything else is
+generic and lives here: the run directory, the dry-run plan, the budget stop and
+resume (the run context and its cache), and ``carebench report DIR``, which
+re-scores and re-renders from the records alone. Suites used to wire this up
+each on their own (six runner set-ups, three re-renderers); now there is one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
 
-from carebench.report import Callout, KeyValue, Report, Section
+from carebench.report import Callout, KeyValue, Report, Section, write_report
+from carebench.run import Run, RunOptions
+from carebench.rundir import (
+    new_run_dir,
+    read_json,
+    read_jsonl,
+    run_dir_path,
+    write_json,
+    write_jsonl,
+    write_manifest,
+)
+from carebench.runner import Call, CallPlan
+
+
+@dataclass
+class Execution:
+    """What ``Suite.execute`` returns: the records and what the manifest must say."""
+
+    records: list[dict[str, Any]]
+    config: dict[str, Any]
+    dataset: dict[str, Any]
+    seeds: dict[str, int]
+    models: list[str] | None = None  # default: every model the run used
+    extra: dict[str, Any] = field(default_factory=dict)  # suite-specific manifest keys
+    files: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # more JSONL files
+    #: calls that failed after every retry (harness failures): what they fed is left out of
+    #: the scores and counted by the suite; the run is marked incomplete (a re-run retries them)
+    failed_calls: int = 0
+
+
+@dataclass
+class Stage:
+    """One stage of a dry-run plan (e.g. one method, or generation / judging)."""
+
+    name: str
+    plan: CallPlan
+    exact: bool = True  # False: some requests depend on replies not yet made (estimated)
+
+
+@dataclass
+class Plan:
+    """The dry-run answer, the same shape for every suite: calls and the whole run's cost."""
+
+    suite: str
+    stages: list[Stage]
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        by_model: dict[str, dict[str, Any]] = {}
+        for s in self.stages:
+            for spec, row in s.plan.by_model.items():
+                m = by_model.setdefault(spec, {"calls": 0, "cached": 0, "estimated_cost_usd": 0.0,
+                                               "reply_lengths": set()})
+                m["calls"] += int(row["calls"])
+                m["cached"] += int(row["cached"])
+                m["estimated_cost_usd"] += float(row["estimated_cost_usd"])
+                m["reply_lengths"].add(row.get("reply_lengths", "output caps"))
+        for m in by_model.values():
+            m["reply_lengths"] = " and ".join(sorted(m["reply_lengths"]))
+        return {
+            "suite": self.suite,
+            "calls": sum(s.plan.total for s in self.stages),
+            "cached": sum(s.plan.cached for s in self.stages),
+            "to_make": sum(s.plan.to_make for s in self.stages),
+            "estimated_cost_usd": round(sum(s.plan.estimated_cost_usd for s in self.stages), 6),
+            "stages": [{"name": s.name, "calls": s.plan.total, "cached": s.plan.cached,
+                        "to_make": s.plan.to_make,
+                        "estimated_cost_usd": round(s.plan.estimated_cost_usd, 6),
+                        "exact": s.exact} for s in self.stages],
+            "by_model": {k: {**v, "estimated_cost_usd": round(v["estimated_cost_usd"], 6)}
+                         for k, v in by_model.items()},
+            "reply_lengths": "estimated from cached replies of the same model where there are "
+                             "any, else the request's output cap (the worst case)",
+            "notes": list(self.notes),
+        }
+
+
+def echo_plan(plan: Plan) -> None:
+    """Print a dry-run plan (JSON, the same shape for every suite)."""
+    import json
+
+    import typer
+
+    typer.echo(json.dumps(plan.to_dict(), indent=2))
+
+
+def stage(run: Run, name: str, calls: Sequence[Call], exact: bool = True) -> Stage:
+    return Stage(name, run.plan(calls), exact)
+
+
+class Suite(Protocol):
+    """What a suite provides; registered in the CLI's suite table."""
+
+    name: str
+
+    def plan(self, run: Run) -> Plan: ...
+
+    def execute(self, run: Run) -> Execution: ...
+
+    def read_records(self, run_dir: Path, manifest: Mapping[str, Any]) -> Any:
+        """The run directory's records in whatever form ``score`` and ``render`` take."""
+        ...
+
+    def score(self, records: Any, manifest: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    def render(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Report:
+        """Pure: no file I/O."""
+        ...
+
+
+def run_suite(suite: Suite, options: RunOptions, *, out: str | Path | None = None,
+              dry_run: bool = False, cache: Any = None) -> Path | Plan:
+    """Run a suite end to end (or plan it); raises ``RunStopped`` after writing what
+    finished if the budget stopped the run."""
+    run = Run(options, cache=cache)
+    with run:
+        if dry_run:
+            return suite.plan(run)
+        run_dir = run_dir_path(suite.name, out)  # checked now, created once there are results
+        ex = suite.execute(run)
+    run_dir = new_run_dir(suite.name, run_dir)
+    write_run(run_dir, suite.name, ex, run)
+    rerender(run_dir, suite)
+    run.finish()
+    return run_dir
+
+
+def write_run(run_dir: Path, suite: str, ex: Execution, run: Run) -> dict[str, Any]:
+    """records.jsonl, calls.jsonl (replayable), extra files and the manifest, each atomically."""
+    for name, rows in ex.files.items():
+        write_jsonl(run_dir / name, rows)
+    write_jsonl(run_dir / "calls.jsonl", run.call_rows)
+    write_records(run_dir, ex.records)
+    return write_manifest(
+        run_dir, suite=suite, config=ex.config,
+        models=ex.models if ex.models is not None else run.model_specs(),
+        seeds=ex.seeds, dataset=ex.dataset,
+        extra={**ex.extra, "status": "incomplete" if run.incomplete or ex.failed_calls else "complete",
+               "failed_calls": ex.failed_calls,
+               "incomplete": sorted(run.incomplete), "accounting": run.accounting()},
+    )
+
+
+def write_records(run_dir: Path, rows: Sequence[dict[str, Any]]) -> None:
+    write_jsonl(run_dir / "records.jsonl", rows)
+
+
+def read_records(run_dir: str | Path) -> list[dict[str, Any]]:
+    """A run directory's records as dicts (``records.jsonl``)."""
+    return read_jsonl(Path(run_dir) / "records.jsonl")
+
+
+def rerender(run_dir: str | Path, suite: Suite, *, out_dir: str | Path | None = None,
+             manifest: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``metrics.json`` and the report from the records alone (``carebench report DIR``).
+    ``manifest`` may override the recorded one (e.g. re-scoring with another panel)."""
+    run_dir = Path(run_dir)
+    manifest = manifest if manifest is not None else read_json(run_dir / "manifest.json")
+    records = suite.read_records(run_dir, manifest)
+    metrics = suite.score(records, manifest)
+    target = Path(out_dir) if out_dir is not None else run_dir
+    target.mkdir(parents=True, exist_ok=True)
+    write_json(target / "metrics.json", metrics)
+    write_report(suite.render(metrics, records, manifest), target)
+    return metrics
+
+
+# -- runs the budget stopped before anything could be scored -------------------------------
 
 
 def incomplete_metrics(manifest: Mapping[str, Any], finished: Mapping[str, int]) -> dict[str, Any]:

@@ -33,14 +33,21 @@ SECRET_ENV = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "CAREBENCH_API_KEY")
 _SECRETISH = re.compile(r"(?i)(api[_-]?key|secret|password|authorization|access[_-]?token)")
 
 
-def new_run_dir(suite: str, out: str | Path | None = None) -> Path:
-    """Create ``out`` (or ``runs/<suite>-<timestamp>``); refuse to mix into a non-empty one."""
+def run_dir_path(suite: str, out: str | Path | None = None) -> Path:
+    """``out`` (or ``runs/<suite>-<timestamp>``), checked but not created: a run refuses
+    to mix into a non-empty directory that is not a run directory."""
     if out is None:
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         out = Path("runs") / f"{suite}-{stamp}"
     path = Path(out)
-    if path.exists() and any(path.iterdir()) and not (path / "manifest.json").exists():
+    if path.exists() and (not path.is_dir() or (any(path.iterdir()) and not (path / "manifest.json").exists())):
         raise CarebenchError(f"output directory {path} exists and is not a carebench run directory")
+    return path
+
+
+def new_run_dir(suite: str, out: str | Path | None = None) -> Path:
+    """Create ``out`` (or ``runs/<suite>-<timestamp>``); refuse to mix into a non-empty one."""
+    path = run_dir_path(suite, out)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -69,18 +76,11 @@ def read_json(path: Path) -> Any:
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    try:
-        with path.open(encoding="utf-8") as fh:
-            for i, line in enumerate(fh, 1):
-                if line.strip():
-                    try:
-                        rows.append(json.loads(line))
-                    except ValueError as e:
-                        raise CarebenchError(f"{path}:{i}: invalid JSON ({e})") from None
-    except FileNotFoundError:
-        raise CarebenchError(f"{path} not found (is this a carebench run directory?)") from None
-    return rows
+    from carebench.datasets.files import read_rows
+
+    if not Path(path).is_file():
+        raise CarebenchError(f"{path} not found (is this a carebench run directory?)")
+    return [row for _, row in read_rows(Path(path), "jsonl")]
 
 
 def file_sha256(path: Path) -> str:

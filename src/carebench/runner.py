@@ -136,7 +136,7 @@ class CallPlan:
     cached: int
     to_make: int
     estimated_cost_usd: float
-    by_model: dict[str, dict[str, float]]
+    by_model: dict[str, dict[str, Any]]
 
 
 class Runner:
@@ -157,11 +157,17 @@ class Runner:
 
     # -- planning -----------------------------------------------------------------
     def plan(self, calls: Sequence[Call]) -> CallPlan:
+        """Distinct calls, how many the cache already answers, and the cost of the rest.
+
+        A reply's length is estimated from the cached replies of the same model in this
+        plan where there are any (their mean), else from the request's output cap (the
+        worst case); ``by_model[spec]["reply_lengths"]`` says which was used.
+        """
         from carebench.models.pricing import call_cost_bound
 
-        by_model: dict[str, dict[str, float]] = {}
-        cached = 0
-        cost = 0.0
+        by_model: dict[str, dict[str, Any]] = {}
+        todo: list[tuple[str, Call]] = []
+        replied: dict[str, list[int]] = {}  # spec -> completion tokens of cached replies
         seen: set[str] = set()
         for c in calls:
             spec = str(c.model.spec)
@@ -169,15 +175,28 @@ class Runner:
             if key in seen:  # identical calls are made once (see ``run``)
                 continue
             seen.add(key)
-            m = by_model.setdefault(spec, {"calls": 0, "cached": 0, "estimated_cost_usd": 0.0})
+            m = by_model.setdefault(spec, {"calls": 0, "cached": 0, "estimated_cost_usd": 0.0,
+                                           "reply_lengths": "output caps"})
             m["calls"] += 1
-            if self.cache is not None and self.cache.get(key) is not None:
-                cached += 1
+            hit = self.cache.get(key) if self.cache is not None else None
+            if hit is not None:
                 m["cached"] += 1
-                continue
-            est = call_cost_bound(spec, c.request)
-            m["estimated_cost_usd"] += est
+                replied.setdefault(spec, []).append(hit.usage.completion_tokens)
+            else:
+                todo.append((spec, c))
+        cost = 0.0
+        for spec, c in todo:
+            lengths = replied.get(spec)
+            out = None
+            if lengths:
+                out = round(sum(lengths) / len(lengths))
+                if c.request.max_tokens:
+                    out = min(out, c.request.max_tokens)
+                by_model[spec]["reply_lengths"] = "cached replies"
+            est = call_cost_bound(spec, c.request, out)
+            by_model[spec]["estimated_cost_usd"] += est
             cost += est
+        cached = sum(int(m["cached"]) for m in by_model.values())
         return CallPlan(len(seen), cached, len(seen) - cached, cost, by_model)
 
     # -- execution ----------------------------------------------------------------

@@ -10,9 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from carebench.risk.cli import app
-from carebench.risk.report import rerender
 from carebench.risk.scoring import score_records
 from carebench.rundir import read_jsonl
+from carebench.suites import rerender
 
 FITTED = ["tfidf-lr", "tfidf-ordinal", "moderation-fixed", "moderation-calibrated"]
 
@@ -114,7 +114,9 @@ def test_dry_run_plans_moderation_calls_without_calling(tmp_path):
                    "--moderation-model", "openai-moderation:omni-moderation-latest@http://127.0.0.1:9/v1",
                    "--dry-run", "--out", str(tmp_path / "r"), "--cache", str(tmp_path / "c.db")])
     assert res.exit_code == 0, repr(res.exception)
-    assert "8 model calls, 0 cached, 8 to make" in res.output
+    plan = json.loads(res.output)
+    assert (plan["calls"], plan["cached"], plan["to_make"]) == (8, 0, 8)
+    assert plan["stages"][0]["name"] == "moderation-fixed"
     assert not (tmp_path / "r").exists()
 
 

@@ -188,7 +188,7 @@ def _fleiss(R: np.ndarray) -> float:
 def test_label_loading_errors(tmp_path):
     p = tmp_path / "bad.csv"
     p.write_text("task_id,response_id,criterion_id,rater,met\nt1,r#0,c1,a,maybe\n")
-    with pytest.raises(CarebenchError, match=r"bad.csv:2: field 'met'"):
+    with pytest.raises(CarebenchError, match=r"bad.csv: line 2: field 'met'"):
         load_labels(p)
     p.write_text("task_id,criterion_id,rater,met\nt1,c1,a,1\n")
     with pytest.raises(CarebenchError, match="response_id"):

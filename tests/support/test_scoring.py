@@ -230,7 +230,7 @@ def test_records_roundtrip_and_jsonl(tmp_path):
 def test_bad_records_raise_clear_errors(tmp_path):
     path = tmp_path / "records.jsonl"
     path.write_text('{"kind": "verdict", "task_id": "t"}\n')
-    with pytest.raises(CarebenchError, match=r"records.jsonl:1: verdict lacks field 'responder'"):
+    with pytest.raises(CarebenchError, match=r"records.jsonl: line 1: verdict lacks field 'responder'"):
         read_records(path)
     path.write_text("{not json\n")
     with pytest.raises(CarebenchError, match=r":1: invalid JSON"):

@@ -52,11 +52,14 @@ def test_run_then_rescore_then_dry_run(tmp_path, capsys):
         # carebench report DIR re-renders through the support report module
         assert main(["report", str(out)]) == 0
         assert (out / "metrics.json").read_bytes() == metrics
-        # dry run: the plan, every first turn already cached, no call
+        # dry run: the whole run's plan; every call the run made is now cached, none is made
         capsys.readouterr()
         assert main([*args, "--dry-run"]) == 0
         plan = json.loads(capsys.readouterr().out)
-        assert plan["first_turn"] == {"calls": 3, "cached": 3, "to_make": 0, "estimated_cost_usd": 0.0}
+        assert (plan["suite"], plan["calls"], plan["cached"], plan["to_make"]) == ("support", n, n, 0)
+        assert [s["name"] for s in plan["stages"]] == ["generation", "judging"]
+        assert all(s["exact"] for s in plan["stages"])
+        assert plan["stages"][0]["calls"] == sum(len(t.turns) for t in tasks[:3])
         assert len(stub.requests) == n
 
 
@@ -257,5 +260,6 @@ def test_split_option_runs_one_half(tmp_path, capsys):
     assert main(["support", "run", "--responder", "openai:m@http://127.0.0.1:9/v1", "--judge", "openai:j@http://127.0.0.1:9/v1",
                  "--split", "private", "--dry-run", "--attempts", "1", "--cache", str(tmp_path / "c.sqlite")]) == 0
     plan = json.loads(capsys.readouterr().out)
-    assert plan["tasks"] == len(private) and plan["generation_calls"] == sum(len(t.turns) for t in private)
+    gen = next(s for s in plan["stages"] if s["name"] == "generation")
+    assert gen["calls"] == sum(len(t.turns) for t in private)
     assert main(["support", "run", "--responder", "openai:m", "--judge", "openai:j", "--split", "secret"]) == 2

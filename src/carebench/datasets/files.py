@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,7 +21,8 @@ from carebench.types import CarebenchError
 M = TypeVar("M", bound=BaseModel)
 
 #: file suffix -> generic format
-SUFFIX_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "csv", ".parquet": "parquet"}
+SUFFIX_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "csv", ".parquet": "parquet",
+                  ".pq": "parquet"}
 
 
 def format_from_suffix(path: Path) -> str | None:
@@ -42,12 +43,26 @@ def csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             prev = reader.line_num
 
 
-def read_rows(path: Path, fmt: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(location, row): location is ``line N`` (JSONL/CSV) or ``row N`` (Parquet)."""
+def read_rows(
+    path: Path, fmt: str | None = None, *, line_filter: Callable[[str], bool] | None = None
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(location, row): location is ``line N`` (JSONL/CSV) or ``row N`` (Parquet).
+
+    ``fmt`` defaults to the suffix's format. ``line_filter`` (JSONL only) skips lines
+    before they are parsed, a cheap pre-filter for large record files.
+    """
+    path = Path(path)
+    fmt = fmt or format_from_suffix(path)
     if fmt == "jsonl":
-        with path.open(encoding="utf-8") as fh:
+        try:
+            fh = path.open(encoding="utf-8")
+        except FileNotFoundError:
+            raise CarebenchError(f"{path}: file not found") from None
+        except OSError as e:
+            raise CarebenchError(f"{path}: cannot read ({e.strerror})") from None
+        with fh:
             for i, line in enumerate(fh, 1):
-                if not line.strip():
+                if not line.strip() or (line_filter is not None and not line_filter(line)):
                     continue
                 try:
                     obj = json.loads(line)

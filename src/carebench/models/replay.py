@@ -13,6 +13,7 @@ import hashlib
 import json
 from pathlib import Path
 
+from carebench.datasets.files import read_rows
 from carebench.models.base import ModelSpec, PermanentError
 from carebench.types import CarebenchError, ChatRequest, Completion
 
@@ -38,33 +39,29 @@ class ReplayModel:
         self._answers: dict[str, Completion] = {}
         ambiguous: set[str] = set()
         owner: dict[str, str] = {}
-        with path.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                    if "request" in rec:
-                        msgs = rec["request"]["messages"]
-                        attempt = int(rec["request"].get("attempt", 0))
-                        comp = Completion.from_dict(rec["completion"])
-                        model = rec.get("model", "")
-                    else:
-                        msgs = rec["messages"]
-                        attempt = int(rec.get("attempt", 0))
-                        comp = Completion.from_dict(rec)
-                        model = rec.get("model", "")
-                except (ValueError, KeyError, TypeError) as e:
-                    raise CarebenchError(f"{path}:{lineno}: not a recorded completion ({e})") from None
-                if only_model and model != only_model:
-                    continue
-                if comp.error is not None:
-                    continue
-                k = replay_key(msgs, attempt)
-                if k in owner and owner[k] != model:
-                    ambiguous.add(k)
-                owner[k] = model
-                self._answers[k] = comp
+        for loc, rec in read_rows(path, "jsonl"):
+            try:
+                if "request" in rec:
+                    msgs = rec["request"]["messages"]
+                    attempt = int(rec["request"].get("attempt", 0))
+                    comp = Completion.from_dict(rec["completion"])
+                    model = rec.get("model", "")
+                else:
+                    msgs = rec["messages"]
+                    attempt = int(rec.get("attempt", 0))
+                    comp = Completion.from_dict(rec)
+                    model = rec.get("model", "")
+            except (ValueError, KeyError, TypeError) as e:
+                raise CarebenchError(f"{path}: {loc}: not a recorded completion ({e})") from None
+            if only_model and model != only_model:
+                continue
+            if comp.error is not None:
+                continue
+            k = replay_key(msgs, attempt)
+            if k in owner and owner[k] != model:
+                ambiguous.add(k)
+            owner[k] = model
+            self._answers[k] = comp
         if ambiguous:
             models = sorted({owner[k] for k in ambiguous})
             raise CarebenchError(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import Annotated
 
@@ -11,7 +10,7 @@ import typer
 from carebench.types import CarebenchError
 
 app = typer.Typer(
-    help="Graded suicide-risk measurement (seeds/001): methods, metrics, report.",
+    help="Graded suicide-risk measurement (Beyond the Flag): methods, metrics, report.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -74,12 +73,9 @@ def run(
     cfg.dry_run = dry_run
     outcome = run_experiment(cfg)
     if outcome.plan is not None:
-        p = outcome.plan
-        typer.echo(f"dry run: {p.total} model calls, {p.cached} cached, {p.to_make} to make, "
-                   f"estimated ${p.estimated_cost_usd:.4f}")
-        for spec, row in p.by_model.items():
-            typer.echo(f"  {spec}: {int(row['calls'])} calls, {int(row['cached'])} cached, "
-                       f"~${row['estimated_cost_usd']:.4f}")
+        from carebench.experiment import echo_plan
+
+        echo_plan(outcome.plan)
         return
     _summary(outcome.metrics or {})
     typer.echo(f"wrote {outcome.run_dir}/report.md, report.html, metrics.json, records.jsonl")
@@ -96,30 +92,16 @@ def _summary(metrics: dict) -> None:
     typer.echo(f"{'chance':<{width}}  " + "  ".join(f"{ch.get(k, float('nan')):6.3f}" for k in keys))
     for name, e in metrics.get("methods", {}).items():
         vals = [e[k]["value"] for k in keys]
+        tail = f"  {e['failures']:>8}" if "failures" in e else "  incomplete"
         typer.echo(f"{name:<{width}}  " + "  ".join(
-            f"{v:6.3f}" if v is not None else f"{'-':>6}" for v in vals) + f"  {e['failures']:>8}")
+            f"{v:6.3f}" if v is not None else f"{'-':>6}" for v in vals) + tail)
 
 
 def _mount_sweep() -> None:
-    """``carebench risk sweep`` comes from carebench.risk.sweep (few-shot k sweep, Figure 4)."""
-    try:
-        mod = importlib.import_module("carebench.risk.sweep")
-    except ModuleNotFoundError as e:
-        if e.name != "carebench.risk.sweep":
-            raise
-        mod = None
-    if mod is not None and isinstance(getattr(mod, "app", None), typer.Typer):
-        app.add_typer(mod.app, name="sweep")
-        return
-    command = getattr(mod, "sweep_command", None) if mod is not None else None
-    if callable(command):
-        app.command("sweep")(command)
-        return
+    """``carebench risk sweep``: the few-shot k sweep (Figure 4)."""
+    from carebench.risk.sweep import sweep_command
 
-    @app.command("sweep")
-    def sweep_unavailable() -> None:
-        """Few-shot k sweep (Figure 4): not available in this installation."""
-        raise CarebenchError("the few-shot k sweep (carebench.risk.sweep) is not available")
+    app.command("sweep")(sweep_command)
 
 
 _mount_sweep()

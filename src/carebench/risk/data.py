@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from carebench.datasets.files import csv_rows, read_rows
+from carebench.datasets.files import csv_rows, format_from_suffix, read_rows
 from carebench.risk.methods.base import RiskItem
 from carebench.risk.scale import LEVEL_NAMES, to_level
 from carebench.rundir import data_sha256, file_sha256
@@ -166,12 +166,10 @@ def load_dataset(spec: str | Path, fmt: str | None = None) -> RiskDataset:
 
 
 def detect_format(path: Path) -> str:
-    suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".json", ".ndjson"):
-        return "jsonl"
-    if suffix in (".parquet", ".pq"):
-        return "parquet"
-    if suffix in (".csv", ".tsv"):
+    fmt = format_from_suffix(path) or ("jsonl" if path.suffix.lower() == ".json" else None)
+    if fmt in ("jsonl", "parquet"):
+        return fmt
+    if fmt == "csv":
         header = _csv_header(path)
         if {"User", "Post", "Label"} <= set(header):
             return "gaur"
@@ -346,11 +344,10 @@ def load_builtin(name: str) -> RiskDataset:
     meta = json.loads((base / f"{name}.meta.json").read_text("utf-8"))
     items = []
     rows = []
-    for i, line in enumerate((base / f"{name}.jsonl").read_text("utf-8").splitlines(), 1):
-        if line.strip():
-            raw = json.loads(line)
+    with resources.as_file(base / f"{name}.jsonl") as path:
+        for loc, raw in read_rows(path, "jsonl"):
             rows.append(raw)
-            items.append(_validate(raw, f"builtin:{name}", f"line {i}"))
+            items.append(_validate(raw, f"builtin:{name}", loc))
     _check_unique(items, f"builtin:{name}")
     return RiskDataset(
         name=name, items=items, source=f"builtin:{name}", format="jsonl",

@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from carebench.experiment import Execution, Plan, read_records, run_suite, stage
+from carebench.report import Report
 from carebench.risk.data import RiskDataset, load_dataset
 from carebench.risk.methods import MethodContext, Prediction, RiskItem, make_method
 from carebench.risk.scoring import EXCLUDED, FAILURE_POLICIES, score_records
 from carebench.run import Run, RunOptions
-from carebench.rundir import new_run_dir, write_json, write_jsonl, write_manifest
-from carebench.runner import Call, CallPlan
+from carebench.rundir import read_json
 from carebench.types import CarebenchError
 
 #: methods that need no chat model (fitted on the data or driven by moderation scores)
@@ -74,7 +75,7 @@ class RunConfig:
 @dataclass
 class RunOutcome:
     run_dir: Path | None
-    plan: CallPlan | None = None
+    plan: Plan | None = None
     metrics: dict[str, Any] | None = None
 
 
@@ -176,35 +177,47 @@ def collect(items: Sequence[RiskItem], preds: Sequence[Prediction], name: str,
     ]
 
 
-def run_experiment(cfg: RunConfig) -> RunOutcome:
-    """Validate, predict with every method, score, and write the run directory.
+class RiskSuite:
+    """The risk suite in the run skeleton (:mod:`carebench.experiment`).
 
     All methods share one run context, so the budget caps the whole command. A
     method the budget cut short keeps the predictions it finished, is marked
     ``incomplete`` and is not scored; methods after it still run from the cache
     and without paid calls where they can.
     """
-    if cfg.failures not in FAILURE_POLICIES:
-        raise CarebenchError(f"--failures must be one of {', '.join(FAILURE_POLICIES)}")
-    if cfg.bootstrap < 1:
-        raise CarebenchError("--bootstrap must be at least 1")
-    data = load_dataset(cfg.data, cfg.format)
-    train = load_dataset(cfg.train, cfg.train_format) if cfg.train else None
-    specs = resolve_labels(cfg.methods, cfg.model)
-    methods = [(s, make_method(s.method, **s.options)) for s in specs]
-    run = Run(RunOptions(budget_usd=cfg.budget, use_cache=cfg.use_cache, cache_path=cfg.cache_path,
-                         concurrency=cfg.concurrency, progress=cfg.progress))
-    with run:
+
+    name = "risk"
+
+    def __init__(self, cfg: RunConfig | None = None):
+        self.cfg = cfg
+
+    def _prepare(self, run: Run):
+        cfg = self.cfg
+        assert cfg is not None, "a RiskSuite without a config can only score and render"
+        if cfg.failures not in FAILURE_POLICIES:
+            raise CarebenchError(f"--failures must be one of {', '.join(FAILURE_POLICIES)}")
+        if cfg.bootstrap < 1:
+            raise CarebenchError("--bootstrap must be at least 1")
+        data = load_dataset(cfg.data, cfg.format)
+        train = load_dataset(cfg.train, cfg.train_format) if cfg.train else None
+        specs = resolve_labels(cfg.methods, cfg.model)
+        methods = [(s, make_method(s.method, **s.options)) for s in specs]
         contexts = [(s, m, _context(s, cfg, run, train)) for s, m in methods]
-        for s, m, ctx in contexts:  # fail fast: a method needing a model must have one
+        for _, m, ctx in contexts:  # fail fast: a method needing a model must have one
             if getattr(m, "needs_model", False):
                 ctx.model()
-        if cfg.dry_run:
-            calls: list[Call] = []
-            for _, m, ctx in contexts:
-                calls += m.calls(data.items, ctx)
-            return RunOutcome(None, plan=run.plan(calls))
-        run_dir = new_run_dir("risk", cfg.out)
+        return data, train, specs, contexts
+
+    def plan(self, run: Run) -> Plan:
+        data, _, _, contexts = self._prepare(run)
+        stages = [stage(run, s.name, m.calls(data.items, ctx),
+                        exact=not getattr(m, "plan_is_estimate", False))
+                  for s, m, ctx in contexts]
+        return Plan(self.name, stages)
+
+    def execute(self, run: Run) -> Execution:
+        cfg = self.cfg
+        data, train, specs, contexts = self._prepare(run)
         records: list[dict[str, Any]] = []
         t0 = time.perf_counter()
         for s, m, ctx in contexts:
@@ -218,28 +231,42 @@ def run_experiment(cfg: RunConfig) -> RunOutcome:
                 rows = [r for r in rows if r["status"] != "budget"]
             records += rows
         elapsed = time.perf_counter() - t0
-    incomplete = [s.name for s in specs if s.name in run.incomplete]
-    metrics = score_records(records, failures=cfg.failures, B=cfg.bootstrap, seed=cfg.seed,
-                            incomplete=incomplete)
-    dataset_info = data.describe()
-    write_jsonl(run_dir / "records.jsonl", records)
-    write_jsonl(run_dir / "calls.jsonl", run.call_rows)
-    write_json(run_dir / "metrics.json", metrics)
-    write_manifest(
-        run_dir, suite="risk", config=cfg.to_dict(), models=run.model_specs(),
-        seeds={"seed": cfg.seed, "bootstrap_seed": cfg.seed, "cv_seed": cfg.seed},
-        dataset=dataset_info,
-        extra={
-            "status": "incomplete" if incomplete else "complete",
-            "incomplete": incomplete,
-            "train_dataset": None if train is None else train.describe(),
-            "methods": [{"name": s.name, "method": s.method, "model": s.model or cfg.model,
-                         "options": s.options} for s in specs],
-            "run": {"elapsed_s": round(elapsed, 3), **run.accounting()},
-        },
-    )
-    from carebench.risk.report import render
+        return Execution(
+            records=records, config=cfg.to_dict(), dataset=data.describe(),
+            seeds={"seed": cfg.seed, "bootstrap_seed": cfg.seed, "cv_seed": cfg.seed},
+            extra={
+                "train_dataset": None if train is None else train.describe(),
+                "methods": [{"name": s.name, "method": s.method, "model": s.model or cfg.model,
+                             "options": s.options} for s in specs],
+                "run": {"elapsed_s": round(elapsed, 3)},
+            },
+        )
 
-    render(run_dir)
-    run.finish()
-    return RunOutcome(run_dir, metrics=metrics)
+    def read_records(self, run_dir: Path, manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
+        return read_records(run_dir)
+
+    def score(self, records: list[dict[str, Any]], manifest: Mapping[str, Any]) -> dict[str, Any]:
+        cfg = manifest.get("config") or {}
+        return score_records(
+            records, failures=cfg.get("failures", "wrong"), B=int(cfg.get("bootstrap", 2000)),
+            seed=int(cfg.get("seed", 42)), incomplete=manifest.get("incomplete") or [],
+        )
+
+    def render(self, metrics: Mapping[str, Any], records: list[dict[str, Any]],
+               manifest: Mapping[str, Any]) -> Report:
+        from carebench.risk.report import build_report
+
+        return build_report(dict(metrics), records, dict(manifest))
+
+
+def run_options(cfg: RunConfig) -> RunOptions:
+    return RunOptions(budget_usd=cfg.budget, use_cache=cfg.use_cache, cache_path=cfg.cache_path,
+                      concurrency=cfg.concurrency, progress=cfg.progress)
+
+
+def run_experiment(cfg: RunConfig) -> RunOutcome:
+    """Validate, predict with every method, score, and write the run directory."""
+    out = run_suite(RiskSuite(cfg), run_options(cfg), out=cfg.out, dry_run=cfg.dry_run)
+    if isinstance(out, Plan):
+        return RunOutcome(None, plan=out)
+    return RunOutcome(out, metrics=read_json(out / "metrics.json"))

@@ -7,15 +7,15 @@ over-triage, paired comparisons against the best method, Figure 2 (moderation sc
 distributions, when scores exist), Figure 6 (method comparison) and a per-item table
 with schema profiles when present.
 
-:func:`render` builds the report from ``metrics.json`` + ``records.jsonl`` +
-``manifest.json``; :func:`rerender` first rebuilds ``metrics.json`` from the records,
-so ``carebench report DIR`` needs no model call.
+:func:`build_report` builds the report from metrics, records and the manifest
+(pure; the run skeleton writes it), so ``carebench report DIR`` needs no model
+call. A few-shot sweep run (manifest key ``sweep``) gets the sweep table and
+Figure 4 (Appendix G) on top, computed from the same metrics.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,11 +33,9 @@ from carebench.report import (
     bar_chart,
     box_chart,
     figure_name,
-    write_report,
 )
 from carebench.risk.scale import LEVEL_NAMES
-from carebench.risk.scoring import EXCLUDED, TABLE2_METRICS, method_order, score_records
-from carebench.rundir import read_json, read_jsonl, write_json
+from carebench.risk.scoring import EXCLUDED, TABLE2_METRICS, method_order
 
 HEADERS = {
     "accuracy": "Acc ↑", "macro_f1": "F1-Mac ↑", "weighted_f1": "F1-Wt ↑", "qwk": "QWK ↑",
@@ -47,31 +45,6 @@ HEADERS = {
 LOWER_BETTER = {"mae", "under_triage", "over_triage"}
 MAX_ITEMS_SHOWN = 1000
 EXCERPT = 160
-
-
-def rerender(run_dir: str | Path) -> Path:
-    """Rebuild ``metrics.json`` and the reports from ``records.jsonl`` + ``manifest.json``."""
-    run_dir = Path(run_dir)
-    manifest = read_json(run_dir / "manifest.json")
-    records = read_jsonl(run_dir / "records.jsonl")
-    cfg = manifest.get("config") or {}
-    metrics = score_records(
-        records, failures=cfg.get("failures", "wrong"), B=int(cfg.get("bootstrap", 2000)),
-        seed=int(cfg.get("seed", 42)), incomplete=manifest.get("incomplete") or [],
-    )
-    write_json(run_dir / "metrics.json", metrics)
-    render(run_dir, metrics=metrics, records=records, manifest=manifest)
-    return run_dir
-
-
-def render(run_dir: str | Path, *, metrics: dict | None = None, records: list | None = None,
-           manifest: dict | None = None) -> Path:
-    run_dir = Path(run_dir)
-    metrics = metrics if metrics is not None else read_json(run_dir / "metrics.json")
-    records = records if records is not None else read_jsonl(run_dir / "records.jsonl")
-    manifest = manifest if manifest is not None else read_json(run_dir / "manifest.json")
-    write_report(build_report(metrics, records, manifest), run_dir)
-    return run_dir
 
 
 # ----------------------------------------------------------------------------- building
@@ -123,6 +96,11 @@ def build_report(metrics: dict[str, Any], records: list[dict[str, Any]],
         sections.append(mod)
     sections.append(_items(records, names))
     title = "carebench risk: graded suicide-risk measurement"
+    sweep = manifest.get("sweep")
+    if sweep:
+        title = "carebench risk: few-shot k sweep"
+        sections.insert(0, sweep_section(sweep_rows(metrics, sweep["ks"], st.get("failures", "wrong")),
+                                         int(sweep["pool_size"]), int(metrics["n"])))
     subtitle = f"{ds.get('name', '?')} ({ds.get('source', '?')})"
     return Report(title=title, subtitle=subtitle, notes=notes, sections=sections)
 
@@ -385,3 +363,86 @@ def _items(records: list[dict[str, Any]], names: list[str]) -> Section:
         blocks.append(Details(f"Failed predictions ({len(frows)})",
                               [Table(["Item", "Method", "Status", "Raw output", "Error"], frows)]))
     return Section("Per-item detail", blocks, anchor="items")
+
+
+# ----------------------------------------------------------------------------- few-shot sweep
+#: columns of the sweep table (Appendix G discusses these four)
+SWEEP_METRICS: tuple[str, ...] = ("accuracy", "macro_f1", "qwk", "mae")
+
+
+def arm_name(k: int) -> str:
+    return f"few-shot k={k}"
+
+
+def sweep_rows(metrics: dict[str, Any], ks: list[int], failures: str) -> list[dict[str, Any]]:
+    """One row per arm (k=0 first) from the run's metrics: n, failures, values + CIs."""
+    rows = []
+    for k in ks:
+        m = metrics["methods"].get(arm_name(k))
+        if m is None or m.get("status") == "incomplete":
+            continue
+        row: dict[str, Any] = {
+            "k": k,
+            "n": m["n_scored"] + (m["failures"] if failures == "drop" else 0),
+            "scored": m["n_scored"],
+            "failures": m["failures"],
+        }
+        for name in SWEEP_METRICS:
+            row[name] = m[name]["value"]
+            row[f"{name}_ci"] = m[name]["ci"]
+        rows.append(row)
+    return rows
+
+
+def sweep_figure(rows: list[dict[str, Any]]) -> bytes | None:
+    """Figure 4: macro-F1 and QWK against k (k > 0), the k=0 values as dotted lines."""
+    from carebench.report.figures import line_chart
+
+    ref = next((r for r in rows if r["k"] == 0), None)
+    arms = [
+        r for r in rows if r["k"] > 0 and r.get("macro_f1") is not None and r.get("qwk") is not None
+    ]
+    if not arms:
+        return None
+    series = {"Macro-F1": [r["macro_f1"] for r in arms], "QWK": [r["qwk"] for r in arms]}
+    refs = None
+    if ref is not None and ref.get("macro_f1") is not None and ref.get("qwk") is not None:
+        refs = {"Macro-F1": ref["macro_f1"], "QWK": ref["qwk"]}
+    return line_chart(
+        [str(r["k"]) for r in arms],  # categorical axis: doubling k evenly spaced
+        series,
+        title=f"Few-shot scaling (n = {arms[0]['n']} items outside the exemplar pool)",
+        xlabel="k (exemplars in the prompt)",
+        ylabel="score",
+        reference_lines=refs,
+        reference_label="k=0",
+    )
+
+
+def sweep_section(rows: list[dict[str, Any]], pool_size: int, n_scored: int) -> Section:
+    """The sweep table and Figure 4 (Beyond the Flag, Appendix G)."""
+
+    def cell(row: dict[str, Any], name: str) -> Any:
+        v, ci = row.get(name), row.get(f"{name}_ci") or (None, None)
+        return None if v is None else Interval(v, ci[0], ci[1])
+
+    table = Table(
+        ["k", "Items", "Failures", "Acc", "F1-Mac", "QWK", "MAE"],
+        [[r["k"], r["n"], r["failures"], *[cell(r, m) for m in SWEEP_METRICS]] for r in rows],
+        caption="Every arm is scored on the same items outside the exemplar pool (k=0: zero-shot).",
+        highlight_max_cols=["Acc", "F1-Mac", "QWK"],
+        highlight_min_cols=["MAE"],
+    )
+    blocks: list[Any] = [
+        KeyValue([("exemplar pool (held out, never scored)", pool_size),
+                  ("items scored by every arm", n_scored)]),
+        table,
+    ]
+    png = sweep_figure(rows)
+    if png:
+        blocks.append(Figure("fig4_fewshot_sweep", png,
+                             "Figure 4: macro-F1 and QWK against k; dotted lines: the k=0 reference."))
+    blocks.append(Callout(
+        "Exemplars are the shortest posts of each level, class-interleaved "
+        "(a, b, c, d, a, ...); the k-shot set is nested in the 2k-shot set.", "info"))
+    return Section("Few-shot scaling (Appendix G)", blocks, anchor="fewshot-sweep")

@@ -1,4 +1,4 @@
-"""Few-shot k sweep (seeds/001 Appendix G, Figure 4).
+"""Few-shot k sweep (Beyond the Flag, Appendix G, Figure 4).
 
 One exemplar pool (the ``pool_per_level`` shortest posts of each level, 16 -> 64) is
 held out once; every arm -- k in {2, 4, 8, 16, 32, 64} and the k=0 zero-shot
@@ -6,31 +6,34 @@ reference -- is scored on the *same* items outside the pool, so the arms differ 
 in k. The k=0 request is exactly ``llm``'s, so it shares ``llm``'s cached answers.
 All arms' calls are made as one batch (one progress bar, full concurrency).
 
-Scoring goes through the run's own machinery (``risk.scoring.score_records``): failed
-predictions count as wrong at the level farthest from gold (``failures="wrong"``) or
-are excluded (``"drop"``), each arm states its failure count, and every value has its
-bootstrap interval. ``write_sweep`` writes a normal risk run directory (records,
-metrics, manifest, the full report) with the sweep table and Figure 4 on top.
+The sweep is an ordinary risk run (:class:`SweepSuite` in the run skeleton): its
+records are risk records with one method per arm, it writes ``calls.jsonl`` (so
+``replay:DIR`` answers from it), shares the run's budget, and ``carebench report
+DIR`` rebuilds the sweep table and Figure 4 from the records (manifest key
+``sweep``). Failed predictions count as wrong at the level farthest from gold
+(``failures="wrong"``) or are excluded (``"drop"``), and every value has its
+bootstrap interval.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from carebench.experiment import Execution, Plan, rerender, run_suite, stage
+from carebench.risk.experiment import RiskSuite, prediction_record
 from carebench.risk.methods.base import MethodContext, Prediction, RiskItem
 from carebench.risk.methods.llm import POOL_PER_LEVEL, FewShotMethod, run_calls
+from carebench.risk.report import SWEEP_METRICS, arm_name, sweep_figure, sweep_rows
+from carebench.run import Run, RunOptions
 from carebench.types import CarebenchError
 
 #: Appendix G: k in {2, 4, 8, 16, 32, 64}, plus the k=0 reference
 SWEEP_KS: tuple[int, ...] = (2, 4, 8, 16, 32, 64)
-#: columns of the sweep table (Appendix G discusses these four)
-SWEEP_METRICS: tuple[str, ...] = ("accuracy", "macro_f1", "qwk", "mae")
-
 
 @dataclass
 class SweepResult:
@@ -41,10 +44,6 @@ class SweepResult:
     records: list[dict[str, Any]] = field(default_factory=list)  # experiment record format
     metrics: dict[str, Any] = field(default_factory=dict)  # metrics.json shape, arm = method
     png: bytes | None = None  # Figure 4: macro-F1 and QWK against k, dotted k=0 lines
-
-
-def arm_name(k: int) -> str:
-    return f"few-shot k={k}"
 
 
 def fewshot_sweep(
@@ -58,7 +57,6 @@ def fewshot_sweep(
     role: str = "default",
 ) -> SweepResult:
     """Run every k (and k=0) on the items outside one held-out pool; rows + Figure 4."""
-    from carebench.risk.experiment import prediction_record
     from carebench.risk.scoring import score_records
 
     items = list(items)
@@ -95,19 +93,7 @@ def fewshot_sweep(
             for p, it in zip(preds, scored, strict=True)
         ]
     metrics = score_records(records, failures=failures, B=bootstrap, seed=ctx.seed)
-    rows = []
-    for k in ks:
-        m = metrics["methods"][arm_name(k)]
-        row: dict[str, Any] = {
-            "k": k,
-            "n": m["n_scored"] + (m["failures"] if failures == "drop" else 0),
-            "scored": m["n_scored"],
-            "failures": m["failures"],
-        }
-        for name in SWEEP_METRICS:
-            row[name] = m[name]["value"]
-            row[f"{name}_ci"] = m[name]["ci"]
-        rows.append(row)
+    rows = sweep_rows(metrics, ks, failures)
     result = SweepResult(
         rows, [it.id for it in pool], [it.id for it in scored], preds_by_k, records, metrics
     )
@@ -116,74 +102,60 @@ def fewshot_sweep(
     return result
 
 
-def sweep_figure(rows: Sequence[dict[str, Any]]) -> bytes | None:
-    """Figure 4: macro-F1 and QWK against k (k > 0), the k=0 values as dotted lines."""
-    from carebench.report.figures import line_chart
+class SweepSuite:
+    """The sweep as a run of the skeleton; scores and renders like any risk run."""
 
-    ref = next((r for r in rows if r["k"] == 0), None)
-    arms = [
-        r for r in rows if r["k"] > 0 and r.get("macro_f1") is not None and r.get("qwk") is not None
-    ]
-    if not arms:
-        return None
-    series = {"Macro-F1": [r["macro_f1"] for r in arms], "QWK": [r["qwk"] for r in arms]}
-    refs = None
-    if ref is not None and ref.get("macro_f1") is not None and ref.get("qwk") is not None:
-        refs = {"Macro-F1": ref["macro_f1"], "QWK": ref["qwk"]}
-    return line_chart(
-        [str(r["k"]) for r in arms],  # categorical axis: doubling k evenly spaced
-        series,
-        title=f"Few-shot scaling (n = {arms[0]['n']} items outside the exemplar pool)",
-        xlabel="k (exemplars in the prompt)",
-        ylabel="score",
-        reference_lines=refs,
-        reference_label="k=0",
-    )
+    name = "risk"
 
+    def __init__(self, data: str, model: str, *, format: str | None = None,
+                 ks: Sequence[int] = SWEEP_KS, pool_per_level: int = POOL_PER_LEVEL,
+                 train: str | None = None, train_format: str | None = None, seed: int = 42,
+                 bootstrap: int = 2000, failures: str = "wrong"):
+        self.data, self.model, self.format = data, model, format
+        self.ks = sorted({int(k) for k in ks} | {0})
+        self.pool_per_level, self.train, self.train_format = pool_per_level, train, train_format
+        self.seed, self.bootstrap, self.failures = seed, bootstrap, failures
 
-def sweep_section(result: SweepResult):
-    """The report section: the sweep table and Figure 4."""
-    from carebench.report import Callout, Figure, Interval, KeyValue, Section, Table
+    def _prepare(self, run: Run):
+        from carebench.risk.data import load_dataset
 
-    def cell(row: dict[str, Any], name: str) -> Any:
-        v, ci = row.get(name), row.get(f"{name}_ci") or (None, None)
-        return None if v is None else Interval(v, ci[0], ci[1])
+        data = load_dataset(self.data, self.format)
+        train = load_dataset(self.train, self.train_format) if self.train else None
+        ctx = MethodContext(runner=run.runner, models={"default": run.model(self.model)},
+                            seed=self.seed, train=None if train is None else train.items,
+                            get_model=run.model)
+        return data, ctx
 
-    table = Table(
-        ["k", "Items", "Failures", "Acc", "F1-Mac", "QWK", "MAE"],
-        [
-            [r["k"], r["n"], r["failures"], *[cell(r, m) for m in SWEEP_METRICS]]
-            for r in result.rows
-        ],
-        caption="Every arm is scored on the same items outside the exemplar pool (k=0: zero-shot).",
-        highlight_max_cols=["Acc", "F1-Mac", "QWK"],
-        highlight_min_cols=["MAE"],
-    )
-    blocks: list[Any] = [
-        KeyValue(
-            [
-                ("exemplar pool (held out, never scored)", len(result.pool_ids)),
-                ("items scored by every arm", len(result.scored_ids)),
-            ]
-        ),
-        table,
-    ]
-    if result.png:
-        blocks.append(
-            Figure(
-                "fig4_fewshot_sweep",
-                result.png,
-                "Figure 4: macro-F1 and QWK against k; dotted lines: the k=0 reference.",
-            )
-        )
-    blocks.append(
-        Callout(
-            "Exemplars are the shortest posts of each level, class-interleaved "
-            "(a, b, c, d, a, ...); the k-shot set is nested in the 2k-shot set.",
-            "info",
-        )
-    )
-    return Section("Few-shot scaling (Appendix G)", blocks, anchor="fewshot-sweep")
+    def plan(self, run: Run) -> Plan:
+        data, ctx = self._prepare(run)
+        return Plan(self.name, [stage(run, arm_name(k), FewShotMethod(
+            k=k, pool_per_level=self.pool_per_level).calls(data.items, ctx)) for k in self.ks])
+
+    def execute(self, run: Run) -> Execution:
+        data, ctx = self._prepare(run)
+        res = fewshot_sweep(data.items, ctx, self.ks, self.pool_per_level, self.failures,
+                            self.bootstrap, figure=False)
+        records = res.records
+        cut = sorted({r["method"] for r in records if r["status"] == "budget"},
+                     key=lambda m: int(m.split("=")[1]))
+        for arm in cut:
+            run.mark_incomplete(arm)
+        records = [r for r in records if r["status"] != "budget"]
+        config = {"data": self.data, "format": self.format, "model": self.model, "ks": self.ks,
+                  "pool_per_level": self.pool_per_level, "train": self.train,
+                  "failures": self.failures, "bootstrap": self.bootstrap, "seed": self.seed}
+        return Execution(records=records, config=config, dataset=data.describe(),
+                         seeds={"seed": self.seed},
+                         extra={"sweep": {"ks": self.ks, "pool_size": len(res.pool_ids)}})
+
+    def read_records(self, run_dir: Path, manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
+        return RiskSuite().read_records(run_dir, manifest)
+
+    def score(self, records: list[dict[str, Any]], manifest: Mapping[str, Any]) -> dict[str, Any]:
+        return RiskSuite().score(records, manifest)
+
+    def render(self, metrics, records, manifest):
+        return RiskSuite().render(metrics, records, manifest)
 
 
 def write_sweep(
@@ -194,38 +166,22 @@ def write_sweep(
     dataset: dict[str, Any] | None = None,
     models: Sequence[str] = (),
 ) -> Path:
-    """A risk run directory: records, metrics, manifest, sweep.json and the report."""
-    from carebench.report import write_report
-    from carebench.risk.report import build_report
-    from carebench.rundir import write_json, write_jsonl, write_manifest
+    """A risk run directory from a sweep computed in memory (records, manifest, report)."""
+    from carebench.rundir import write_jsonl, write_manifest
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    write_json(
-        out / "sweep.json",
-        {"rows": result.rows, "pool_ids": result.pool_ids, "scored_ids": result.scored_ids},
-    )
     write_jsonl(out / "records.jsonl", result.records)
-    write_json(out / "metrics.json", result.metrics)
     st = result.metrics.get("settings", {})
-    manifest = write_manifest(
-        out,
-        suite="risk",
-        config={
-            **(config or {}),
-            "failures": st.get("failures"),
-            "bootstrap": st.get("bootstrap"),
-            "seed": st.get("seed"),
-        },
-        models=list(models),
-        seeds={"seed": int(st.get("seed", 42))},
+    write_manifest(
+        out, suite="risk",
+        config={**(config or {}), "failures": st.get("failures"), "bootstrap": st.get("bootstrap"),
+                "seed": st.get("seed")},
+        models=list(models), seeds={"seed": int(st.get("seed", 42))},
         dataset=dataset or {"name": "?", "source": "?"},
         extra={"sweep": {"ks": [r["k"] for r in result.rows], "pool_size": len(result.pool_ids)}},
     )
-    report = build_report(result.metrics, result.records, manifest)
-    report.title = "carebench risk: few-shot k sweep"
-    report.sections.insert(0, sweep_section(result))
-    write_report(report, out)
+    rerender(out, RiskSuite())
     return out
 
 
@@ -270,67 +226,25 @@ def sweep_command(
     dry_run: Annotated[bool, typer.Option(help="Plan the calls and cost; call nothing.")] = False,
 ) -> None:
     """Few-shot k sweep (Figure 4): every k scored on the same items outside the pool."""
-    import asyncio
+    from carebench.experiment import echo_plan
+    from carebench.rundir import read_json, write_json
 
-    from carebench.cache import CompletionCache
-    from carebench.models import get_model
-    from carebench.risk.data import load_dataset
-    from carebench.rundir import new_run_dir
-    from carebench.runner import Runner, RunnerConfig
-
-    ks = list(k) if k else list(SWEEP_KS)
-    data_set = load_dataset(data, format)
-    train_set = load_dataset(train, train_format) if train else None
-    chat = get_model(model, concurrency=concurrency)
-    runner = Runner(
-        RunnerConfig(
-            concurrency=concurrency,
-            budget_usd=budget,
-            use_cache=not no_cache,
-            description="few-shot sweep calls",
-        ),
-        cache=None if no_cache else CompletionCache(cache),
-    )
-    ctx = MethodContext(
-        runner=runner,
-        models={"default": chat},
-        seed=seed,
-        train=None if train_set is None else train_set.items,
-    )
-    try:
-        if dry_run:
-            calls = [
-                c
-                for kk in sorted(set(ks) | {0})
-                for c in FewShotMethod(k=kk, pool_per_level=pool_per_level).calls(
-                    data_set.items, ctx
-                )
-            ]
-            plan = runner.plan(calls)
-            typer.echo(
-                f"dry run: {plan.total} model calls, {plan.cached} cached, {plan.to_make} to make, "
-                f"estimated ${plan.estimated_cost_usd:.4f}"
-            )
-            return
-        res = fewshot_sweep(data_set.items, ctx, ks, pool_per_level, failures, bootstrap)
-    finally:
-        asyncio.run(chat.aclose())
-    run_dir = write_sweep(
-        res,
-        new_run_dir("risk", out),
-        config={
-            "data": data,
-            "format": format,
-            "model": model,
-            "ks": ks,
-            "pool_per_level": pool_per_level,
-            "train": train,
-        },
-        dataset=data_set.describe(),
-        models=[str(chat.spec)],
-    )
+    suite = SweepSuite(data, model, format=format, ks=list(k) if k else SWEEP_KS,
+                       pool_per_level=pool_per_level, train=train, train_format=train_format,
+                       seed=seed, bootstrap=bootstrap, failures=failures)
+    options = RunOptions(budget_usd=budget, use_cache=not no_cache, cache_path=cache,
+                         concurrency=concurrency)
+    result = run_suite(suite, options, out=out, dry_run=dry_run)
+    if isinstance(result, Plan):
+        echo_plan(result)
+        return
+    run_dir = result
+    metrics = read_json(run_dir / "metrics.json")
+    rows = sweep_rows(metrics, suite.ks, failures)
+    write_json(run_dir / "sweep.json", {"rows": rows, "pool_size": read_json(
+        run_dir / "manifest.json")["sweep"]["pool_size"], "scored": metrics["n"]})
     typer.echo(f"{'k':>3} {'n':>5} {'fail':>5} {'Acc':>6} {'F1-Mac':>6} {'QWK':>6} {'MAE':>6}")
-    for r in res.rows:
+    for r in rows:
         vals = " ".join(f"{r[m]:6.3f}" if r[m] is not None else f"{'-':>6}" for m in SWEEP_METRICS)
         typer.echo(f"{r['k']:>3} {r['n']:>5} {r['failures']:>5} {vals}")
     typer.echo(

@@ -24,7 +24,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import combinations
@@ -34,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from carebench.datasets.files import format_from_suffix, read_rows
 from carebench.models.families import FamilyMap, family_of
 from carebench.stats.agreement import fleiss_kappa, gwet_ac1, percent_agreement, ratings_to_counts
 from carebench.stats.bootstrap import Resampler, percentile_interval
@@ -96,36 +96,26 @@ def load_labels(path: str | Path | pd.DataFrame) -> pd.DataFrame:
     raises with its file, line and field.
     """
     if isinstance(path, pd.DataFrame):
-        df, name, first_line = path.copy(), "<labels>", 1
+        df, name = path.copy(), "<labels>"
+        locs = [f"row {i}" for i in range(1, len(df) + 1)]
     else:
         p = Path(path)
         name = str(p)
-        try:
-            if p.suffix.lower() == ".csv":
-                df, first_line = pd.read_csv(p, dtype=str, keep_default_na=False), 2
-            elif p.suffix.lower() in (".jsonl", ".json", ".ndjson"):
-                rows = []
-                with p.open(encoding="utf-8") as fh:
-                    for i, line in enumerate(fh, 1):
-                        if line.strip():
-                            try:
-                                rows.append(json.loads(line))
-                            except json.JSONDecodeError as e:
-                                raise CarebenchError(f"{p}:{i}: invalid JSON ({e.msg})") from None
-                df, first_line = pd.DataFrame(rows), 1
-            elif p.suffix.lower() == ".parquet":
-                df, first_line = pd.read_parquet(p), 1
-            else:
-                raise CarebenchError(f"{p}: labels must be .csv, .jsonl or .parquet")
-        except OSError as e:
-            raise CarebenchError(f"{p}: cannot read labels ({e.strerror})") from None
+        fmt = format_from_suffix(p)
+        if fmt is None:
+            raise CarebenchError(f"{p}: labels must be .csv, .jsonl or .parquet")
+        rows = list(read_rows(p, fmt))
+        df = pd.DataFrame([r for _, r in rows])
+        if not rows and fmt == "csv":  # header only: keep its columns for the checks below
+            df = pd.read_csv(p, dtype=str, nrows=0)
+        locs = [loc for loc, _ in rows]
     for col in ("task_id", "criterion_id", "rater", "met"):
         if col not in df.columns:
             raise CarebenchError(f"{name}: missing column {col!r}")
     recs = df.to_dict("records")
     out = {"task_id": [], "response_id": [], "criterion_id": [], "rater": [], "met": [], "dimension": []}
     for i, row in enumerate(recs):
-        where = f"{name}:{i + first_line}"
+        where = f"{name}: {locs[i]}"
         for col in ("task_id", "criterion_id", "rater"):
             if str(row[col]).strip() == "":
                 raise CarebenchError(f"{where}: field {col!r} is empty")

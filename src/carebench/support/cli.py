@@ -5,7 +5,6 @@ User errors raise ``CarebenchError``; the top-level CLI prints one line and exit
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -70,6 +69,7 @@ def run(
     retries: Annotated[int | None, typer.Option(help="Retries of a failed call before it counts as a harness failure.")] = None,
 ) -> None:
     """Regenerate replies, judge every criterion with the panel, score and report."""
+    from carebench.experiment import Plan, echo_plan
     from carebench.support.experiment import SupportRunConfig, run_support
 
     cfg = SupportRunConfig(
@@ -85,8 +85,8 @@ def run(
         recollect_truncated=recollect_truncated, recollect_cap=recollect_cap,
     )
     result = run_support(cfg)
-    if isinstance(result, dict):
-        typer.echo(json.dumps(result, indent=2))
+    if isinstance(result, Plan):
+        echo_plan(result)
         return
     _summary(result)
     _exit_if_incomplete(result)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,8 +20,18 @@ from typing import Any
 import numpy as np
 
 from carebench.cache import CompletionCache
+from carebench.experiment import (
+    Execution,
+    Plan,
+    incomplete_metrics,
+    incomplete_report,
+    rerender,
+    run_suite,
+    stage,
+)
 from carebench.judging import JUDGE_MAX_TOKENS, panel_seats
 from carebench.models.options import model_settings
+from carebench.report import Report
 from carebench.run import Run, RunOptions
 from carebench.rundir import (
     data_sha256,
@@ -37,18 +47,17 @@ from carebench.support.generation import (
     DEFAULT_TEMPERATURE,
     GenerationConfig,
     generate,
-    plan_generation,
+    planned_generation,
     reference_responses,
 )
 from carebench.support.judging import judge_responses
-from carebench.support.records import REFERENCE, ResponseRecord, VerdictRecord
+from carebench.support.records import REFERENCE, ResponseRecord, VerdictRecord, is_empty_reply
 from carebench.support.tasks import (
     Task,
     load_subcategories,
     load_tasks,
     select_split,
     unexpected_subcategories,
-    write_tasks,
 )
 from carebench.types import CarebenchError
 
@@ -118,44 +127,201 @@ def judged_scopes(scope: str) -> tuple[str, ...]:
     return ("final", "anywhere") if scope == "both" else (scope,)
 
 
-def run_support(cfg: SupportRunConfig, cache: CompletionCache | None = None) -> Path | dict[str, Any]:
-    """Run the suite; returns the run directory (or the call plan for a dry run)."""
-    cfg.validate()
-    tasks = load_tasks(cfg.tasks)  # every row validated before any model call
-    if cfg.split != "all":
-        tasks, source = select_split(tasks, cfg.split)
-        cfg.notes.append(f"{cfg.split} split only ({len(tasks)} tasks; split from {source})")
-    if cfg.task_ids:
-        by_id = {t.id: t for t in tasks}
-        missing = [i for i in cfg.task_ids if i not in by_id]
-        if missing:
-            raise CarebenchError(f"{cfg.tasks}: no task with id {missing[0]!r}")
-        tasks = [by_id[i] for i in cfg.task_ids]
-    if cfg.task_limit is not None:
-        tasks = tasks[: cfg.task_limit]
-    if cfg.subcategories_file:
-        _warn_unexpected_subcategories(cfg, tasks)
-    system_prompt = _read_system_prompt(cfg.system_prompt_file)
-    gcfg = GenerationConfig(
-        attempts=cfg.attempts, temperature=cfg.temperature, max_tokens=cfg.max_tokens,
-        caps=dict(cfg.caps), system_prompt=system_prompt, seed=cfg.seed,
-        settings=model_settings(cfg.responders, cfg.responder_settings_file, cfg.responder_options,
-                                "--responder-option"),
-        recollect_truncated=cfg.recollect_truncated, recollect_cap=cfg.recollect_cap,
-    )
-    run = Run(RunOptions(budget_usd=cfg.budget_usd, use_cache=cfg.use_cache, cache_path=cfg.cache_path,
-                         concurrency=cfg.concurrency, progress=cfg.progress), cache=cache)
-    if cfg.max_retries is not None:
-        run.runner.config.max_retries = cfg.max_retries
-    with run:
+class SupportSuite:
+    """The support suite in the run skeleton (:mod:`carebench.experiment`).
+
+    Generation and judging share one run context: a budget stop in generation marks
+    generation and judging ``incomplete`` (only conversations that finished every
+    turn are kept, nothing is judged), a stop in judging keeps the verdicts that were
+    answered. Neither is scored; re-running finishes from the cache.
+    """
+
+    name = SUITE
+
+    def __init__(self, cfg: SupportRunConfig | None = None):
+        self.cfg = cfg
+
+    def _prepare(self, run: Run):
+        cfg = self.cfg
+        assert cfg is not None, "a SupportSuite without a config can only score and render"
+        cfg.validate()
+        tasks = load_tasks(cfg.tasks)  # every row validated before any model call
+        if cfg.split != "all":
+            tasks, source = select_split(tasks, cfg.split)
+            cfg.notes.append(f"{cfg.split} split only ({len(tasks)} tasks; split from {source})")
+        if cfg.task_ids:
+            by_id = {t.id: t for t in tasks}
+            missing = [i for i in cfg.task_ids if i not in by_id]
+            if missing:
+                raise CarebenchError(f"{cfg.tasks}: no task with id {missing[0]!r}")
+            tasks = [by_id[i] for i in cfg.task_ids]
+        if cfg.task_limit is not None:
+            tasks = tasks[: cfg.task_limit]
+        if cfg.subcategories_file:
+            _warn_unexpected_subcategories(cfg, tasks)
+        system_prompt = _read_system_prompt(cfg.system_prompt_file)
+        gcfg = GenerationConfig(
+            attempts=cfg.attempts, temperature=cfg.temperature, max_tokens=cfg.max_tokens,
+            caps=dict(cfg.caps), system_prompt=system_prompt, seed=cfg.seed,
+            settings=model_settings(cfg.responders, cfg.responder_settings_file, cfg.responder_options,
+                                    "--responder-option"),
+            recollect_truncated=cfg.recollect_truncated, recollect_cap=cfg.recollect_cap,
+        )
+        if cfg.max_retries is not None:
+            run.runner.config.max_retries = cfg.max_retries
         responders = [run.model(s) for s in cfg.responders]
         judge_models = [run.model(s) for s in cfg.judges]
         judges = panel_seats([str(m.spec) for m in judge_models], judge_models)
-        if cfg.dry_run:
-            return _dry_run(cfg, tasks, responders, judges, run.runner, gcfg)
-        run_dir = _run(cfg, tasks, responders, judges, run, gcfg, system_prompt)
-    run.finish()
-    return run_dir
+        return tasks, responders, judges, gcfg, system_prompt
+
+    def plan(self, run: Run) -> Plan:
+        from carebench.judging import judge_request
+        from carebench.runner import Call
+        from carebench.support.judging import criterion_question
+
+        cfg = self.cfg
+        tasks, responders, judges, gcfg, _ = self._prepare(run)
+        gen_calls, done, gen_exact = planned_generation(tasks, responders, run.cache, gcfg)
+        convs = [(m, t, a) for m in responders for t in tasks for a in range(cfg.attempts)]
+        responses = []
+        for r, (m, t, a) in zip(done, convs, strict=True):
+            if r is None:  # reply not yet known: assume it fills the output cap
+                spec = str(m.spec)
+                text = "x" * (4 * gcfg.cap_for(spec))
+                turns = [x for u in t.turns for x in ({"role": "user", "content": u},
+                                                      {"role": "assistant", "content": text})]
+                r = ResponseRecord(t.id, spec, a, turns, text, "ok")
+            responses.append(r)
+        if cfg.include_reference:
+            responses.extend(reference_responses(tasks))
+        by_id = {t.id: t for t in tasks}
+        judge_calls = [
+            Call(j.model, judge_request(criterion_question(r, c, scope), j.seat,
+                                        cfg.judge_temperature, cfg.judge_max_tokens))
+            for r in responses if not is_empty_reply(r.final_reply, r.status)
+            for scope in judged_scopes(cfg.scope)
+            for c in by_id[r.task_id].criteria
+            for j in judges
+        ]
+        all_known = all(d is not None for d in done)
+        notes = []
+        if not all_known:
+            notes.append("replies not in the cache are assumed to fill their output cap, so later "
+                         "turns and judge prompts are estimated (an upper bound on their length)")
+        return Plan(self.name, [
+            stage(run, "generation", gen_calls, exact=gen_exact),
+            stage(run, "judging", judge_calls, exact=all_known),
+        ], notes)
+
+    def execute(self, run: Run) -> Execution:
+        cfg = self.cfg
+        tasks, responders, judges, gcfg, system_prompt = self._prepare(run)
+        gen = generate(tasks, responders, run.runner, gcfg)
+        responses = list(gen.responses)
+        if cfg.include_reference:
+            responses.extend(reference_responses(tasks))
+        verdicts: list[VerdictRecord] = []
+        if gen.stopped:
+            run.mark_incomplete("generation", gen.calls_skipped)
+            run.mark_incomplete("judging")
+        else:
+            run.runner.config.description = "judge verdicts"
+            judged = judge_responses(
+                tasks, responses, judges, run.runner, scopes=judged_scopes(cfg.scope),  # type: ignore[arg-type]
+                temperature=cfg.judge_temperature, max_tokens=cfg.judge_max_tokens,
+            )
+            verdicts = judged.verdicts
+            if judged.stopped:
+                run.mark_incomplete("judging", judged.calls_skipped)
+        config = {k: v for k, v in asdict(cfg).items() if k not in ("notes",)}
+        config["system_prompt"] = system_prompt
+        failures = {"responder_calls": sum(r.is_harness_failure for r in responses),
+                    "judge_calls": sum(v.status == "error" for v in verdicts)}
+        return Execution(
+            records=[r.to_dict() for r in responses] + [v.to_dict() for v in verdicts],
+            config=config,
+            dataset={
+                "source": cfg.tasks,
+                "tasks": len(tasks),
+                "criteria": sum(len(t.criteria) for t in tasks),
+                "sha256": (file_sha256(Path(cfg.tasks)) if Path(cfg.tasks).is_file()
+                           else data_sha256(t.to_row() for t in tasks)),
+                "illustrative": all(t.illustrative for t in tasks),
+            },
+            seeds={"bootstrap": cfg.seed, "generation": cfg.seed},
+            models=[str(m.spec) for m in responders] + [j.label for j in judges],
+            extra={"scoring": {"panel": [j.label for j in judges], "scope": metrics_scope(cfg.scope),
+                               "seed": cfg.seed, "bootstrap": cfg.bootstrap},
+                   "generation": {str(m.spec): gcfg.effective(str(m.spec)) for m in responders},
+                   "harness_failures": failures,
+                   "notes": list(cfg.notes)},
+            # a harness failure leaves the run incomplete but scored without those conversations;
+            # a re-run of the same command retries exactly the failed calls (never cached)
+            failed_calls=sum(failures.values()),
+            files={"tasks.jsonl": [t.to_row() for t in tasks]},
+        )
+
+    def read_records(self, run_dir: Path, manifest: Mapping[str, Any]) -> SupportRecords:
+        """Column tables of every record, plus objects for the tasks the report shows."""
+        from carebench.support.records import read_records
+        from carebench.support.report import detail_task_ids
+
+        run_dir = Path(run_dir)
+        if manifest.get("kind") == "calibration":  # its labels live outside the run directory
+            return SupportRecords(recorded_metrics=read_json(run_dir / "metrics.json"))
+        tasks = load_tasks(run_dir / "tasks.jsonl")
+        if manifest.get("incomplete"):
+            responses, verdicts = load_records(run_dir)
+            return SupportRecords(tasks, responses=responses, verdicts=verdicts)
+        rt, vt = read_records(run_dir / "records.jsonl")
+        per_task = dict(zip(rt.tasks, np.bincount(rt.task, minlength=len(rt.tasks)).tolist(), strict=True))
+        shown = detail_task_ids(tasks, per_task)
+        responses, verdicts = load_records(run_dir, task_ids=set(shown))
+        return SupportRecords(tasks, rt, vt, responses, verdicts, shown)
+
+    def score(self, records: SupportRecords, manifest: Mapping[str, Any]) -> dict[str, Any]:
+        if records.recorded_metrics is not None:
+            return records.recorded_metrics
+        if manifest.get("incomplete"):
+            return incomplete_metrics(manifest, {"responses": len(records.responses),
+                                                 "verdicts": len(records.verdicts)})
+        settings = manifest.get("scoring") or {}
+        return compute_metrics(
+            records.tasks, records.response_table, records.verdict_table,
+            panel=settings.get("panel"), scope=settings.get("scope", "final"),
+            seed=int(settings.get("seed", 12345)), bootstrap=int(settings.get("bootstrap", 2000)),
+        )
+
+    def render(self, metrics: Mapping[str, Any], records: SupportRecords,
+               manifest: Mapping[str, Any]) -> Report:
+        from carebench.support.report import build_calibration_report, build_report
+
+        if records.recorded_metrics is not None:
+            return build_calibration_report(manifest, metrics)
+        if metrics.get("status") == "incomplete":
+            return incomplete_report("Support: rubric-scored crisis support", metrics)
+        return build_report(manifest, records.tasks, records.responses, records.verdicts, metrics,
+                            manifest.get("scoring") or {}, records.shown)
+
+
+@dataclass
+class SupportRecords:
+    """A support run's records as ``score`` and ``render`` take them."""
+
+    tasks: list[Task] = field(default_factory=list)
+    response_table: Any = None  # support.records.ResponseTable (every response)
+    verdict_table: Any = None  # support.records.VerdictTable (every verdict)
+    responses: list[ResponseRecord] = field(default_factory=list)  # those of the shown tasks
+    verdicts: list[VerdictRecord] = field(default_factory=list)
+    shown: list[str] | None = None
+    recorded_metrics: dict[str, Any] | None = None  # calibration runs: metrics as recorded
+
+
+def run_support(cfg: SupportRunConfig, cache: CompletionCache | None = None) -> Path | Plan:
+    """Run the suite; returns the run directory (or the call plan for a dry run)."""
+    options = RunOptions(budget_usd=cfg.budget_usd, use_cache=cfg.use_cache, cache_path=cfg.cache_path,
+                         concurrency=cfg.concurrency, progress=cfg.progress)
+    return run_suite(SupportSuite(cfg), options, out=cfg.out, dry_run=cfg.dry_run, cache=cache)
 
 
 def _warn_unexpected_subcategories(cfg: SupportRunConfig, tasks: Sequence[Task]) -> None:
@@ -178,96 +344,13 @@ def _read_system_prompt(path: str | None) -> str | None:
     return text.strip() or None
 
 
-def _dry_run(cfg, tasks, responders, judges, runner, gcfg) -> dict[str, Any]:
-    plan, gen_total = plan_generation(tasks, responders, runner, gcfg)
-    n_crit = sum(len(t.criteria) for t in tasks)
-    n_resp = len(responders) * cfg.attempts + (1 if cfg.include_reference else 0)
-    judge_total = n_crit * n_resp * len(judges) * len(judged_scopes(cfg.scope))
-    return {
-        "tasks": len(tasks),
-        "responders": [str(m.spec) for m in responders],
-        "judges": [j.label for j in judges],
-        "generation_calls": gen_total,
-        "first_turn": {"calls": plan.total, "cached": plan.cached, "to_make": plan.to_make,
-                       "estimated_cost_usd": plan.estimated_cost_usd},
-        "judge_calls_at_most": judge_total,
-        "note": "later turns and judge prompts depend on the replies, so only the first "
-                "turn can be checked against the cache before running",
-    }
-
-
-def _run(cfg, tasks, responders, judges, run: Run, gcfg, system_prompt) -> Path:
-    run_dir = new_run_dir(SUITE, cfg.out)
-    config = {k: v for k, v in asdict(cfg).items() if k not in ("notes",)}
-    config["system_prompt"] = system_prompt
-    dataset = {
-        "source": cfg.tasks,
-        "tasks": len(tasks),
-        "criteria": sum(len(t.criteria) for t in tasks),
-        "sha256": (file_sha256(Path(cfg.tasks)) if Path(cfg.tasks).is_file()
-                   else data_sha256(t.to_row() for t in tasks)),
-        "illustrative": all(t.illustrative for t in tasks),
-    }
-    settings = {
-        "panel": [j.label for j in judges],
-        "scope": metrics_scope(cfg.scope),
-        "seed": cfg.seed,
-        "bootstrap": cfg.bootstrap,
-    }
-
-    failures: dict[str, int] = {}  # harness failures, filled once the records are written
-
-    def manifest(status: str) -> None:
-        # written first as "running" so an interrupted run's directory can be resumed in place
-        write_manifest(
-            run_dir, suite=SUITE, config=config,
-            models=[str(m.spec) for m in responders] + [j.label for j in judges],
-            seeds={"bootstrap": cfg.seed, "generation": cfg.seed},
-            dataset=dataset,
-            extra={"status": status, "incomplete": sorted(run.incomplete), "scoring": settings,
-                   "generation": {str(m.spec): gcfg.effective(str(m.spec)) for m in responders},
-                   "notes": list(cfg.notes),
-                   "accounting": {**run.accounting(), "harness_failures": failures}},
-        )
-
-    manifest("running")
-    gen = generate(tasks, responders, run.runner, gcfg)
-    responses = list(gen.responses)
-    if cfg.include_reference:
-        responses.extend(reference_responses(tasks))
-    verdicts: list[VerdictRecord] = []
-    if gen.stopped:
-        run.mark_incomplete("generation", gen.calls_skipped)
-        run.mark_incomplete("judging")
-    else:
-        run.runner.config.description = "judge verdicts"
-        judged = judge_responses(
-            tasks, responses, judges, run.runner, scopes=judged_scopes(cfg.scope),  # type: ignore[arg-type]
-            temperature=cfg.judge_temperature, max_tokens=cfg.judge_max_tokens,
-        )
-        verdicts = judged.verdicts
-        if judged.stopped:
-            run.mark_incomplete("judging", judged.calls_skipped)
-    write_jsonl(run_dir / "calls.jsonl", run.call_rows)
-    write_tasks(run_dir / "tasks.jsonl", tasks)
-    write_jsonl(run_dir / "records.jsonl",
-                [r.to_dict() for r in responses] + [v.to_dict() for v in verdicts])
-    # a harness failure leaves the run incomplete but scored without those conversations;
-    # a re-run of the same command retries exactly the failed calls (never cached)
-    failures.update(responder_calls=sum(r.is_harness_failure for r in responses),
-                    judge_calls=sum(v.status == "error" for v in verdicts))
-    manifest("incomplete" if run.incomplete or any(failures.values()) else "complete")
-    rescore(run_dir)
-    return run_dir
-
-
 # -- rescoring from records alone ---------------------------------------------------------
 
 
 def incomplete_message(run_dir: Path) -> str | None:
     """One line for an incomplete run (harness failures), or None when it is complete."""
     m = read_json(Path(run_dir) / "manifest.json")
-    f = (m.get("accounting") or {}).get("harness_failures") or {}
+    f = m.get("harness_failures") or {}
     if m.get("status") != "incomplete" or not any(f.values()):
         return None
     return (f"run incomplete: {f.get('responder_calls', 0)} responder call(s) and {f.get('judge_calls', 0)} "
@@ -325,93 +408,53 @@ def rescore(
 
     With no overrides it uses the run's own settings (so it reproduces the run's
     metrics exactly); ``panel``/``scope`` re-score with another panel or scope
-    (e.g. leave-one-judge-out), writing into ``out_dir`` when given. Records are
-    parsed straight into column tables (fast at DistressBench's 1.6 M verdicts); only
-    the tasks shown in the report's per-task section become Python objects.
+    (e.g. leave-one-judge-out), writing into ``out_dir`` when given.
     """
-    from carebench.fileio import atomic_write_text
-    from carebench.report import write_report
     from carebench.support.records import SCOPES, read_records
-    from carebench.support.report import build_report, detail_task_ids, task_scores_csv
 
     run_dir = Path(run_dir)
     manifest = read_json(run_dir / "manifest.json")
     if manifest.get("suite") != SUITE:
         raise CarebenchError(f"{run_dir} is a {manifest.get('suite')!r} run, not a support run")
-    tasks = load_tasks(run_dir / "tasks.jsonl")
-    if manifest.get("incomplete"):
-        return _rescore_incomplete(run_dir, manifest, out_dir)
-    rt, vt = read_records(run_dir / "records.jsonl")
-    settings = dict(manifest.get("scoring") or {})
-    if panel:
-        missing = [p for p in panel if p not in vt.judges]
-        if missing:
-            raise CarebenchError(f"no recorded verdicts from judge {missing[0]!r}; recorded: {vt.judges}")
-        settings["panel"] = list(panel)
-    if scope:
-        if scope not in SCOPES:
-            raise CarebenchError(f"--scope must be final or anywhere, got {scope!r}")
-        if not (vt.scope == SCOPES.index(scope)).any():
-            raise CarebenchError(
-                f"{run_dir} has no {scope!r}-scope verdicts (run with --scope {scope} or --scope both)"
-            )
-        settings["scope"] = scope
-    metrics = compute_metrics(
-        tasks, rt, vt,
-        panel=settings.get("panel"), scope=settings.get("scope", "final"),
-        seed=int(settings.get("seed", 12345)), bootstrap=int(settings.get("bootstrap", 2000)),
-    )
-    target = Path(out_dir) if out_dir else run_dir
-    target.mkdir(parents=True, exist_ok=True)
-    write_json(target / "metrics.json", metrics)
-    atomic_write_text(target / "task_scores.csv", task_scores_csv(tasks, metrics))
-    per_task = dict(zip(rt.tasks, np.bincount(rt.task, minlength=len(rt.tasks)).tolist(), strict=True))
-    shown = detail_task_ids(tasks, per_task)
-    responses, verdicts = load_records(run_dir, task_ids=set(shown))
-    write_report(build_report(manifest, tasks, responses, verdicts, metrics, settings, shown), target)
-    return metrics
-
-
-def _rescore_incomplete(run_dir: Path, manifest: dict[str, Any], out_dir: Path | None) -> dict[str, Any]:
-    from carebench.experiment import incomplete_metrics, incomplete_report
-    from carebench.report import write_report
-
-    responses, verdicts = load_records(run_dir)
-    metrics = incomplete_metrics(manifest, {"responses": len(responses), "verdicts": len(verdicts)})
-    target = Path(out_dir) if out_dir else run_dir
-    target.mkdir(parents=True, exist_ok=True)
-    write_json(target / "metrics.json", metrics)
-    write_report(incomplete_report("Support: rubric-scored crisis support", metrics), target)
-    return metrics
+    if panel or scope:
+        settings = dict(manifest.get("scoring") or {})
+        _, vt = read_records(run_dir / "records.jsonl")
+        if panel:
+            missing = [p for p in panel if p not in vt.judges]
+            if missing:
+                raise CarebenchError(f"no recorded verdicts from judge {missing[0]!r}; recorded: {vt.judges}")
+            settings["panel"] = list(panel)
+        if scope:
+            if scope not in SCOPES:
+                raise CarebenchError(f"--scope must be final or anywhere, got {scope!r}")
+            if not (vt.scope == SCOPES.index(scope)).any():
+                raise CarebenchError(
+                    f"{run_dir} has no {scope!r}-scope verdicts (run with --scope {scope} or --scope both)"
+                )
+            settings["scope"] = scope
+        manifest = {**manifest, "scoring": settings}
+    return rerender(run_dir, SupportSuite(), out_dir=out_dir, manifest=manifest)
 
 
 def load_records(run_dir: Path, task_ids: set[str] | None = None) -> tuple[list[ResponseRecord], list[VerdictRecord]]:
     """Response and verdict records of a run, optionally only those of some tasks."""
+    from carebench.datasets.files import read_rows
+
     responses: list[ResponseRecord] = []
     verdicts: list[VerdictRecord] = []
+
+    def wanted(line: str) -> bool:  # cheap pre-filter before JSON parsing (exact check follows)
+        m = _TASK_ID.search(line)
+        return m is None or json.loads(f'"{m.group(1)}"') in task_ids
+
     path = Path(run_dir) / "records.jsonl"
-    try:
-        fh = path.open(encoding="utf-8")
-    except OSError as e:
-        raise CarebenchError(f"{path}: cannot read records ({e.strerror})") from None
-    with fh:
-        for i, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            if task_ids is not None:  # cheap pre-filter before JSON parsing (exact check follows)
-                m = _TASK_ID.search(line)
-                if m is not None and json.loads(f'"{m.group(1)}"') not in task_ids:
-                    continue
-            try:
-                row = json.loads(line)
-            except ValueError as e:
-                raise CarebenchError(f"{path}:{i}: invalid JSON ({e})") from None
-            if task_ids is not None and row.get("task_id") not in task_ids:
-                continue
-            if row.get("kind") == "response":
-                responses.append(ResponseRecord.from_dict(row))
-            elif row.get("kind") == "verdict":
-                verdicts.append(VerdictRecord.from_dict(row))
+    for _, row in read_rows(path, "jsonl", line_filter=wanted if task_ids is not None else None):
+        if task_ids is not None and row.get("task_id") not in task_ids:
+            continue
+        if row.get("kind") == "response":
+            responses.append(ResponseRecord.from_dict(row))
+        elif row.get("kind") == "verdict":
+            verdicts.append(VerdictRecord.from_dict(row))
     return responses, verdicts
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from carebench.models.base import ChatModel
 from carebench.models.options import ModelSettings
-from carebench.runner import Call, CallPlan, Runner
+from carebench.runner import Call, Runner
 from carebench.support.records import INCOMPLETE, REFERENCE, ResponseRecord
 from carebench.support.tasks import Task
 from carebench.types import ChatRequest, Completion, Message
@@ -231,13 +231,39 @@ def reference_responses(tasks: Sequence[Task]) -> list[ResponseRecord]:
     return out
 
 
-def plan_generation(
-    tasks: Sequence[Task], responders: Sequence[ChatModel], runner: Runner, cfg: GenerationConfig
-) -> tuple[CallPlan, int]:
-    """Plan for the first turn (later turns depend on the answers) and the total call count."""
-    first = [
-        Call(m, turn_request([{"role": "user", "content": t.turns[0]}], cfg, str(m.spec), a))
-        for m in responders for t in tasks for a in range(cfg.attempts)
-    ]
-    total = sum(len(t.turns) for t in tasks) * len(responders) * cfg.attempts
-    return runner.plan(first), total
+def planned_generation(
+    tasks: Sequence[Task], responders: Sequence[ChatModel], cache: Any, cfg: GenerationConfig
+) -> tuple[list[Call], list[ResponseRecord | None], bool]:
+    """Every generation call a run would make, for a dry run.
+
+    A conversation is followed through the cache: while its turns are cached the
+    later requests are exact; after the first uncached turn the replies are assumed
+    to fill the output cap (about four characters per token), the worst case for the
+    later prompts. Returns the calls, the finished responses where every turn is
+    cached (else None) and whether every request is exact.
+    """
+    from carebench.cache import cache_key
+
+    calls: list[Call] = []
+    done: list[ResponseRecord | None] = []
+    exact_all = True
+    for m in responders:
+        spec = str(m.spec)
+        for t in tasks:
+            for a in range(cfg.attempts):
+                conv = _Conversation(t, m, a)
+                exact = True
+                for ti, user in enumerate(t.turns):
+                    exact_all = exact_all and exact  # after an uncached reply: estimated
+                    conv.turns.append({"role": "user", "content": user})
+                    req = turn_request(conv.turns, cfg, spec, a)
+                    calls.append(Call(m, req, {"task_id": t.id, "responder": spec, "attempt": a,
+                                               "turn": ti + 1}))
+                    hit = cache.get(cache_key(spec, req)) if exact and cache is not None else None
+                    if hit is None:
+                        exact = False
+                        hit = Completion(text="x" * (4 * cfg.cap_for(spec)), model=spec)
+                    conv.completions.append(hit)
+                    conv.turns.append({"role": "assistant", "content": hit.text, "status": hit.status})
+                done.append(_record(conv) if exact else None)
+    return calls, done, exact_all

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from carebench.datasets.files import read_rows
 from carebench.types import CarebenchError
 
 #: Statuses of a regenerated conversation (DistressBench E.6, G). ``incomplete``: a call
@@ -471,33 +472,21 @@ def _read_records_python(p: Path) -> tuple[ResponseTable, VerdictTable]:
     vcols: dict[str, list[Any]] = {k: [] for k in _VERDICT_COLS}
     vappend = [(k, vcols[k].append) for k in _VERDICT_COLS]
     responses: list[dict[str, Any]] = []
-    loads = json.loads
-    try:
-        fh = p.open(encoding="utf-8")
-    except OSError as e:
-        raise CarebenchError(f"{p}: cannot read records ({e.strerror})") from None
-    with fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
+    for loc, d in read_rows(p, "jsonl"):
+        kind = d.get("kind")
+        if kind == "verdict":
             try:
-                d = loads(line)
-            except json.JSONDecodeError as e:
-                raise CarebenchError(f"{p}:{lineno}: invalid JSON ({e.msg})") from None
-            kind = d.get("kind")
-            if kind == "verdict":
-                try:
-                    for k, app in vappend:
-                        app(d.get(k) if k in ("met", "status", "scope") else d[k])
-                except KeyError as e:
-                    raise CarebenchError(f"{p}:{lineno}: verdict lacks field {e.args[0]!r}") from None
-                if d["task_id"] is None or d["judge"] is None or d["criterion_id"] is None:
-                    raise CarebenchError(f"{p}:{lineno}: verdict has a null key field")
-            elif kind == "response":
-                try:
-                    responses.append(ResponseRecord.from_dict(d).to_dict())
-                except CarebenchError as e:
-                    raise CarebenchError(f"{p}:{lineno}: {e}") from None
+                for k, app in vappend:
+                    app(d.get(k) if k in ("met", "status", "scope") else d[k])
+            except KeyError as e:
+                raise CarebenchError(f"{p}: {loc}: verdict lacks field {e.args[0]!r}") from None
+            if d["task_id"] is None or d["judge"] is None or d["criterion_id"] is None:
+                raise CarebenchError(f"{p}: {loc}: verdict has a null key field")
+        elif kind == "response":
+            try:
+                responses.append(ResponseRecord.from_dict(d).to_dict())
+            except CarebenchError as e:
+                raise CarebenchError(f"{p}: {loc}: {e}") from None
     return ResponseTable.from_records(responses), VerdictTable._from_dict_columns(vcols)
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from carebench.report import (
@@ -58,20 +57,6 @@ ILLUSTRATIVE_NOTE = (
     "DistressBench tasks: scores on them demonstrate the pipeline and say nothing about a model's "
     "crisis-support quality."
 )
-
-
-def rerender(run_dir: Path) -> None:
-    """Recompute metrics.json and the report from the records (``carebench report DIR``)."""
-    from carebench.report import write_report
-    from carebench.rundir import read_json
-    from carebench.support.experiment import rescore
-
-    run_dir = Path(run_dir)
-    manifest = read_json(run_dir / "manifest.json")
-    if manifest.get("kind") == "calibration":  # calibration metrics are re-rendered as recorded
-        write_report(build_calibration_report(manifest, read_json(run_dir / "metrics.json")), run_dir)
-        return
-    rescore(run_dir)
 
 
 def build_calibration_report(manifest: Mapping[str, Any], result: Mapping[str, Any]) -> Report:
@@ -238,6 +223,7 @@ def build_report(
         f"{cfg.get('scope', 'final')}-turn scope, bootstrap B={cfg.get('B')} seed {cfg.get('seed')}",
         notes=notes,
         sections=sections,
+        attachments={"task_scores.csv": task_scores_csv(tasks, metrics)},
     )
 
 

@@ -364,6 +364,7 @@ class AdjudicatedMethod(_Ensemble):
 
     name = "adjudicated"
     uses: ClassVar[dict[str, bool]] = {"votes": True, "schema": True, "moderation": True}
+    plan_is_estimate = True  # adjudicator prompts depend on the components' answers
 
     def _calls(self, items: list[RiskItem], ctx: MethodContext) -> list[Call]:
         """Component calls plus placeholder adjudicator calls (their prompts depend on the

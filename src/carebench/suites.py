@@ -1,0 +1,100 @@
+"""The suite table: every suite's command group and its run-skeleton object, by name.
+
+The CLI mounts the suites listed here and ``carebench report DIR`` re-renders a run
+through the suite its manifest names; nothing is found by guessing module names,
+so a renamed module fails loudly instead of silently dropping a suite. This module
+and the CLI are the application layer: the only places that import every suite.
+To add a suite, add one row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from carebench.types import CarebenchError
+
+
+@dataclass(frozen=True)
+class SuiteEntry:
+    help: str
+    app: Callable[[], Any]  # the suite's Typer app (imported only when mounted)
+    suite: Callable[[], Any]  # a carebench.experiment.Suite able to score and render runs
+    demo: Callable[[], Any] | None = None  # run_demo(run_dir, model_spec=, quick=) for ``carebench demo``
+
+
+def _risk_app():
+    from carebench.risk.cli import app
+
+    return app
+
+
+def _risk_suite():
+    from carebench.risk.experiment import RiskSuite
+
+    return RiskSuite()
+
+
+def _risk_demo():
+    from carebench.risk.demo import run_demo
+
+    return run_demo
+
+
+def _support_demo():
+    from carebench.support.demo import run_demo
+
+    return run_demo
+
+
+def _support_app():
+    from carebench.support.cli import app
+
+    return app
+
+
+def _support_suite():
+    from carebench.support.experiment import SupportSuite
+
+    return SupportSuite()
+
+
+SUITES: dict[str, SuiteEntry] = {
+    "risk": SuiteEntry("graded risk measurement (Beyond the Flag)", _risk_app, _risk_suite, _risk_demo),
+    "support": SuiteEntry("rubric-scored crisis support (DistressBench)", _support_app, _support_suite,
+                          _support_demo),
+}
+
+
+def _annotate_app():
+    from carebench.annotate.cli import app
+
+    return app
+
+
+#: tools beside the suites, mounted the same way
+TOOLS: dict[str, Callable[[], Any]] = {"annotate": _annotate_app}
+
+
+def suite_for(name: str | None, where: Path | str = "") -> Any:
+    entry = SUITES.get(str(name))
+    if entry is None:
+        raise CarebenchError(f"{where}: unknown suite {name!r} in manifest.json; known: {', '.join(SUITES)}")
+    return entry.suite()
+
+
+def rerender(run_dir: str | Path) -> dict[str, Any]:
+    """``carebench report DIR``: metrics and report from the records alone."""
+    from carebench.experiment import rerender as rerender_run
+    from carebench.rundir import read_json
+
+    run_dir = Path(run_dir)
+    manifest = read_json(run_dir / "manifest.json")
+    if manifest.get("suite") == "demo":
+        from carebench.demo import rerender as rerender_demo
+
+        return rerender_demo(run_dir)
+    return rerender_run(run_dir, suite_for(manifest.get("suite"), run_dir / "manifest.json"),
+                        manifest=manifest)
