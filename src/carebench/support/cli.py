@@ -198,3 +198,29 @@ def calibration_sample(
     if sheet is not None:
         typer.echo(f"wrote {out}/criterion_sheet.jsonl ({len(sheet)} criterion judgments to label)")
     typer.echo(f"wrote {out}/calibration_tasks.jsonl and {out}/calibration_sample.json")
+
+
+@app.command()
+def coherence(
+    tasks: Annotated[str, typer.Option(help="Task file (.jsonl/.csv/.parquet) or builtin:NAME.")],
+    model: Annotated[list[str], typer.Option(help="Model whose replies test the scripts (repeatable; A.5 used 4).")],
+    judge: Annotated[str, typer.Option(help="Judge model spec.")],
+    n: Annotated[int, typer.Option(help="Multi-turn tasks to sample (A.5: 18).")] = 18,
+    gate: Annotated[float, typer.Option(help="Share of acceptable transitions a task needs (A.5: 0.9).")] = 0.9,
+    seed: Annotated[int, typer.Option(help="Sampling seed (carebench default).")] = 12345,
+    out: Annotated[Path | None, typer.Option(help="Output directory.")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")] = False,
+    cache: Annotated[Path | None, typer.Option(help="Cache file.")] = None,
+    budget: Annotated[float | None, typer.Option(help="USD budget.")] = None,
+) -> None:
+    """Multi-turn coherence gate (A.5): do the scripted user turns still follow regenerated replies?"""
+    from carebench.rundir import read_json
+    from carebench.support.coherence import CoherenceConfig, run_coherence
+
+    d = run_coherence(CoherenceConfig(
+        tasks=tasks, models=list(model), judge=judge, n=n, gate=gate, seed=seed, out=str(out) if out else None,
+        use_cache=not no_cache, cache_path=str(cache) if cache else None, budget_usd=budget))
+    m = read_json(d / "metrics.json")
+    typer.echo(f"{m['overall_rate']:.1%} acceptable transitions; tasks below the gate: "
+               f"{', '.join(m['failing_tasks']) or 'none'}")
+    typer.echo(f"wrote {d}/report.html")

@@ -267,7 +267,7 @@ class SupportSuite:
         from carebench.support.report import detail_task_ids
 
         run_dir = Path(run_dir)
-        if manifest.get("kind") == "calibration":  # its labels live outside the run directory
+        if manifest.get("kind") in ("calibration", "coherence"):  # scored when written; re-rendered as is
             return SupportRecords(recorded_metrics=read_json(run_dir / "metrics.json"))
         tasks = load_tasks(run_dir / "tasks.jsonl")
         if manifest.get("incomplete"):
@@ -297,6 +297,10 @@ class SupportSuite:
         from carebench.support.report import build_calibration_report, build_report
 
         if records.recorded_metrics is not None:
+            if manifest.get("kind") == "coherence":
+                from carebench.support.coherence import coherence_report
+
+                return coherence_report(dict(metrics))
             return build_calibration_report(manifest, metrics)
         if metrics.get("status") == "incomplete":
             return incomplete_report("Support: rubric-scored crisis support", metrics)
