@@ -429,3 +429,56 @@ def test_every_task_score_and_judge_agreement(scripted_run):
     split = sum(1 for c in votes.values() if True in c.values() and False in c.values())
     assert sum(x["split"] for x in m["judge_agreement"]["split_by_task"].values()) == split
     assert (run_dir / "figures" / "support-judge-agreement.png").is_file()
+
+
+def test_discrimination_probe_and_elicitation(scripted_run):
+    """§4.3/E.7 on the hand-worked run. resp-a's failed, decided units: S attempt 0 c3
+    (weight 3, not met 1-2) and S attempt 1 c5 (negative, observed by all, weight 4); M
+    attempt 0 m6 is undecided and is not a unit. The scripted model prefers the reference
+    for the first (standard divergence) and its own reply for the second (discrimination
+    failure). Elicited replies: c3 is met 2-1 with judge-a's vote, c5 is not observed."""
+    from carebench.support.probe import ProbeConfig, run_probe
+
+    run_dir, spec, script, stub = scripted_run
+    a = spec["resp-a"]
+    script.script[("judge-a", "resp-a", "S", 7, "c3")] = True
+    script.script[("judge-b", "resp-a", "S", 7, "c3")] = True
+    script.script[("judge-c", "resp-a", "S", 7, "c3")] = False
+    seen = {"compare": 0, "account": 0}
+
+    def handler(req):
+        msgs = req.body["messages"]
+        last = msgs[-1]["content"]
+        if "REPLY 1" in last:
+            seen["compare"] += 1
+            first = last.split("REPLY 1", 1)[1].split("REPLY 2", 1)[0]
+            own_first = "[resp-a|" in first
+            prefers_own = "|a1]" in last
+            choice = 1 if own_first == prefers_own else 2
+            return json.dumps({"choice": choice, "rationale": "scripted"})
+        if "Step back" in last:
+            seen["account"] += 1
+            att = "a0" if "|a0]" in str(msgs) else "a1"
+            return f"missing for {att}"
+        if msgs[0]["role"] == "system" and "read this note" in msgs[0]["content"]:
+            new_att = 7 if "missing for a0" in msgs[0]["content"] else 8
+            return f"[resp-a|S|t1|a{new_att}] I hear you; here is a crisis line."
+        return script(req)
+
+    stub.handler = handler
+    judges = [spec[f"judge-{k}"] for k in "abc"]
+    res = run_probe(ProbeConfig(run=str(run_dir), responder=a, use_cache=False, progress=False, bootstrap=100,
+                                families={a: "acme", judges[0]: "acme"}))
+    assert res["failed_units"] == 2 and seen["compare"] == 4 and seen["account"] == 2
+    d = res["decomposition"]
+    assert d["standard_divergence"]["share"] == pytest.approx(3 / 7)
+    assert d["discrimination_failure"]["share"] == pytest.approx(4 / 7)
+    assert d["order_dependent"]["units"] == d["unstable"]["units"] == 0
+    e = res["elicitation"]
+    assert (e["full_panel"]["converted"], e["full_panel"]["criteria"]) == (2, 2)
+    # without judge-a (mapped to the responder's family) c3 splits 1-1: undecided, not converted
+    assert e["without_own_family"]["panel"] == judges[1:]
+    assert (e["without_own_family"]["converted"], e["without_own_family"]["rate"]) == (1, 0.5)
+    m = json.loads((run_dir / "metrics.json").read_text())
+    assert m["discrimination_probe"]["decomposition"]["units"] == 2
+    assert "Discrimination probe and elicitation" in (run_dir / "report.md").read_text()

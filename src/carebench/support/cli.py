@@ -224,3 +224,33 @@ def coherence(
     typer.echo(f"{m['overall_rate']:.1%} acceptable transitions; tasks below the gate: "
                f"{', '.join(m['failing_tasks']) or 'none'}")
     typer.echo(f"wrote {d}/report.html")
+
+
+@app.command()
+def probe(
+    run_dir: Annotated[Path, typer.Argument(help="A support run directory.")],
+    responder: Annotated[str, typer.Option(help="The responder to probe (a responder spec of the run).")],
+    alternative: Annotated[str, typer.Option(help="reference (clinician reference) or matched (a credited reply "
+                                                  "of another responder).")] = "reference",
+    n_tasks: Annotated[int, typer.Option("--tasks-sample", help="Tasks probed (E.7: 120).")] = 120,
+    conversations: Annotated[int, typer.Option(help="Conversations for elicitation (E.7: 300).")] = 300,
+    seed: Annotated[int, typer.Option(help="Sampling and bootstrap seed (carebench default).")] = 12345,
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")] = False,
+    cache: Annotated[Path | None, typer.Option(help="Cache file.")] = None,
+    budget: Annotated[float | None, typer.Option(help="USD budget.")] = None,
+) -> None:
+    """Discrimination probe and elicitation (§4.3, E.7): why did the responder fail its criteria?"""
+    from carebench.support.probe import ProbeConfig, run_probe
+
+    res = run_probe(ProbeConfig(
+        run=str(run_dir), responder=responder, alternative=alternative, n_tasks=n_tasks,
+        n_conversations=conversations, seed=seed, bootstrap=bootstrap, use_cache=not no_cache,
+        cache_path=str(cache) if cache else None, budget_usd=budget))
+    d = res["decomposition"]
+    if d.get("units"):
+        typer.echo(f"standard divergence {d['standard_divergence']['share']:.1%}, discrimination failure "
+                   f"{d['discrimination_failure']['share']:.1%} of forfeited weight ({d['units']} units)")
+    e = res["elicitation"]["full_panel"]
+    typer.echo(f"elicitation converted {e['converted']} of {e['criteria']} failed criteria")
+    typer.echo(f"wrote {run_dir}/probe/ and re-rendered {run_dir}/report.html")

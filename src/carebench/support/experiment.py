@@ -277,7 +277,9 @@ class SupportSuite:
         per_task = dict(zip(rt.tasks, np.bincount(rt.task, minlength=len(rt.tasks)).tolist(), strict=True))
         shown = detail_task_ids(tasks, per_task)
         responses, verdicts = load_records(run_dir, task_ids=set(shown))
-        return SupportRecords(tasks, rt, vt, responses, verdicts, shown)
+        from carebench.support.probe import probe_json
+
+        return SupportRecords(tasks, rt, vt, responses, verdicts, shown, probe=probe_json(run_dir))
 
     def score(self, records: SupportRecords, manifest: Mapping[str, Any]) -> dict[str, Any]:
         if records.recorded_metrics is not None:
@@ -286,11 +288,14 @@ class SupportSuite:
             return incomplete_metrics(manifest, {"responses": len(records.responses),
                                                  "verdicts": len(records.verdicts)})
         settings = manifest.get("scoring") or {}
-        return compute_metrics(
+        metrics = compute_metrics(
             records.tasks, records.response_table, records.verdict_table,
             panel=settings.get("panel"), scope=settings.get("scope", "final"),
             seed=int(settings.get("seed", 12345)), bootstrap=int(settings.get("bootstrap", 2000)),
         )
+        if records.probe is not None:
+            metrics["discrimination_probe"] = records.probe
+        return metrics
 
     def render(self, metrics: Mapping[str, Any], records: SupportRecords,
                manifest: Mapping[str, Any]) -> Report:
@@ -319,6 +324,7 @@ class SupportRecords:
     verdicts: list[VerdictRecord] = field(default_factory=list)
     shown: list[str] | None = None
     recorded_metrics: dict[str, Any] | None = None  # calibration runs: metrics as recorded
+    probe: dict[str, Any] | None = None  # probe/probe.json of ``support probe`` (§4.3, E.7)
 
 
 def run_support(cfg: SupportRunConfig, cache: CompletionCache | None = None) -> Path | Plan:

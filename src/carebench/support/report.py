@@ -206,6 +206,8 @@ def build_report(
     sections.append(_non_response(metrics))
     sections.append(_truncation(metrics))
     sections.append(_ablation(metrics))
+    if metrics.get("discrimination_probe"):
+        sections.append(_probe(metrics["discrimination_probe"]))
     sections.append(_judges(metrics))
     sections.append(_judge_agreement(metrics))
     sections.append(_task_table(tasks, metrics))
@@ -620,6 +622,34 @@ def _judges(metrics) -> Section:
     if not blocks:
         blocks.append(Paragraph("No judge robustness analysis available."))
     return Section("Judge robustness", blocks)
+
+
+def _probe(p: Mapping[str, Any]) -> Section:
+    d = p.get("decomposition") or {}
+    rows = [[name.replace("_", " "), _iv((d.get(name) or {}).get("share"), (d.get(name) or {}).get("ci")),
+             (d.get(name) or {}).get("units")]
+            for name in ("standard_divergence", "discrimination_failure", "order_dependent", "unstable")]
+    e = p.get("elicitation") or {}
+    full, wo = e.get("full_panel") or {}, e.get("without_own_family") or {}
+    return Section("Discrimination probe and elicitation", [
+        Paragraph(
+            f"§4.3, E.7, Table 13, for {p.get('responder')}: {d.get('units', 0)} failed criterion units in "
+            f"{d.get('tasks', 0)} sampled tasks, compared in both orders with the {p.get('alternative')} reply. "
+            "Standard divergence: the model prefers the compliant reply yet did not produce it; discrimination "
+            "failure: it prefers its own. Order-dependent and unstable units are held out."),
+        Table(["outcome", "share of forfeited weight [95% CI]", "units"], rows,
+              caption=f"Bootstrap over tasks, B={d.get('B')}, seed {d.get('seed')}."),
+        KeyValue([
+            ("elicitation: conversations", e.get("conversations_sampled")),
+            ("conversion, full panel", _conversion_text(full)),
+            ("conversion, without the responder's family", _conversion_text(wo)),
+        ]),
+    ])
+
+
+def _conversion_text(c: Mapping[str, Any]) -> str:
+    return (f"{_fmt_rate(c.get('rate'))} ({c.get('converted', 0)} of {c.get('criteria', 0)} failed criteria; "
+            f"panel {', '.join(c.get('panel') or []) or 'empty'})")
 
 
 def _judge_agreement(metrics) -> Section:
