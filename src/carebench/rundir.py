@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from carebench.fileio import atomic_write_text
+from carebench.jsonclean import json_default
 from carebench.types import CarebenchError
 
 TRACKED_PACKAGES = (
-    "carebench", "numpy", "scipy", "scikit-learn", "xgboost", "pydantic", "httpx",
-    "matplotlib", "jinja2", "llama-cpp-python", "torch", "sentence-transformers",
+    "carebench", "numpy", "scipy", "scikit-learn", "xgboost", "pydantic", "aiohttp", "pandas",
+    "pyarrow", "matplotlib", "jinja2", "llama-cpp-python", "torch", "sentence-transformers",
 )
 #: environment variables whose values must never reach a run directory
 SECRET_ENV = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "CAREBENCH_API_KEY")
@@ -56,13 +57,13 @@ def new_run_dir(suite: str, out: str | Path | None = None) -> Path:
 
 
 def write_json(path: Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(scrub(obj), indent=2, ensure_ascii=False, default=_default) + "\n")
+    atomic_write_text(path, json.dumps(scrub(obj), indent=2, ensure_ascii=False, default=json_default) + "\n")
 
 
 def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
     atomic_write_text(
         path,
-        "".join(json.dumps(scrub(r), ensure_ascii=False, default=_default) + "\n" for r in rows),
+        "".join(json.dumps(scrub(r), ensure_ascii=False, default=json_default) + "\n" for r in rows),
     )
 
 
@@ -95,7 +96,7 @@ def data_sha256(rows: Iterable[Any]) -> str:
     """Hash of a dataset's content as loaded (for built-in data with no file)."""
     h = hashlib.sha256()
     for r in rows:
-        h.update(json.dumps(r, sort_keys=True, ensure_ascii=False, default=_default).encode("utf-8"))
+        h.update(json.dumps(r, sort_keys=True, ensure_ascii=False, default=json_default).encode("utf-8"))
         h.update(b"\n")
     return h.hexdigest()
 
@@ -154,15 +155,3 @@ def scrub(obj: Any) -> Any:
         return x
 
     return clean(obj)
-
-
-def _default(o: Any) -> Any:
-    if hasattr(o, "tolist"):
-        return o.tolist()
-    if hasattr(o, "item"):
-        return o.item()
-    if isinstance(o, Path):
-        return str(o)
-    if isinstance(o, set | frozenset):
-        return sorted(o)
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")

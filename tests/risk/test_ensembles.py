@@ -18,9 +18,9 @@ from carebench.risk.methods import MethodContext, Prediction, RiskItem, make_met
 from carebench.risk.methods.ensembles import (
     Evidence,
     StackedMethod,
-    calibrate,
+    calibrated_level,
     features,
-    majority,
+    majority_vote,
     moderation_level,
 )
 from carebench.risk.methods.schema import DIMENSIONS
@@ -104,7 +104,7 @@ def n_chats(stub) -> int:
     ],
 )
 def test_majority_ties_to_higher(votes, level):
-    assert majority(votes) == level
+    assert majority_vote(votes) == level
 
 
 VOTE_SCRIPT = {
@@ -180,7 +180,7 @@ def test_vote_over_three_models_as_roles(stub, tmp_path):
     ],
 )
 def test_calibrate_rule(schema, mod, level):
-    assert calibrate(schema, mod) == level
+    assert calibrated_level(schema, mod) == level
 
 
 @pytest.mark.parametrize(

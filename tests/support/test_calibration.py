@@ -12,13 +12,9 @@ from sklearn.metrics import cohen_kappa_score, f1_score
 
 from carebench.models.families import family_of
 from carebench.stats.bootstrap import paired_metric_bootstrap
-from carebench.support.calibration import (
-    additive_fit,
-    calibrate,
-    load_labels,
-    self_preference_from_counts,
-)
+from carebench.support.calibration import calibrate_judges, load_labels
 from carebench.support.records import VerdictRecord
+from carebench.support.robustness import additive_fit, self_preference_from_counts
 from carebench.types import CarebenchError
 
 DIMS = ["recognition", "resources", "deescalation", "compassion", "disclaimers"]
@@ -78,7 +74,7 @@ def scripted(tmp_path, seed=11):
 @pytest.fixture(scope="module")
 def calib(tmp_path_factory):
     path, verdicts, judges, keys, cons, pred = scripted(tmp_path_factory.mktemp("calib"))
-    out = calibrate(path, verdicts, panel_size=3, B=400)
+    out = calibrate_judges(path, verdicts, panel_size=3, B=400)
     return out, judges, keys, cons, pred
 
 
@@ -245,7 +241,7 @@ def test_selection_uses_final_scope_and_compares_anywhere(tmp_path):
     path, verdicts, judges, *_ = scripted(tmp_path)
     anywhere = [VerdictRecord(v.task_id, v.responder, v.attempt, v.criterion_id, v.judge, True, "", "ok",
                               "anywhere") for v in verdicts]
-    out = calibrate(path, anywhere + verdicts, B=50)  # "anywhere" lines first: must not shadow final ones
+    out = calibrate_judges(path, anywhere + verdicts, B=50)  # "anywhere" lines first: must not shadow final ones
     assert out["selection"]["selected"] == sorted(judges[:3])
     comp = out["scope_comparison"]["by_scope"]
     assert comp["final"]["kappa"] == pytest.approx(1.0)
@@ -296,7 +292,7 @@ def test_calibration_reads_no_majority_as_scoring_does(tmp_path):
     votes["c0"] = votes["c5"] = (True, False, None)  # no majority
     verdicts = [VerdictRecord("T", "r", 0, c, j, v, "", "ok" if v is not None else "parse_error", "final")
                 for c in cids for j, v in zip(("ja", "jb", "jc"), votes[c], strict=True)]
-    out = calibrate(labels, verdicts, panel_size=3, B=50, tasks=[task])
+    out = calibrate_judges(labels, verdicts, panel_size=3, B=50, tasks=[task])
     panel = out["selection"]["panels"][0]
     # labels read: c0 -> 0 (positive, no credit), c5 -> 1 (negative, no credit); others as voted
     assert panel["met_rate"] == pytest.approx(4 / 6)  # c1, c2, c3, c5

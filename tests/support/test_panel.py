@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from carebench.support.panel import cell_votes, collapse, decide, earned, majority
+from carebench.support.panel import cell_votes, collapse, decide, earned, majority_needed
 from carebench.support.records import ResponseTable, VerdictRecord, VerdictTable
 from carebench.support.scoring import score
 
@@ -42,7 +42,7 @@ def test_earned_weight_by_polarity():
 
 
 def test_majority_sizes():
-    assert [majority(n) for n in (1, 2, 3, 4, 5)] == [1, 2, 2, 3, 3]
+    assert [majority_needed(n) for n in (1, 2, 3, 4, 5)] == [1, 2, 2, 3, 3]
 
 
 def test_duplicates_collapse_to_the_first_and_votes_outside_panel_ignored():

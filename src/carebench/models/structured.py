@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from carebench.types import ChatRequest, Completion, Message, StructuredSpec
+from carebench.types import StructuredSpec
 
 T = TypeVar("T")
 
@@ -38,12 +38,6 @@ def choice_spec(labels: tuple[str, ...] | list[str], name: str = "answer") -> St
 def json_spec(schema: type[BaseModel] | dict[str, Any], name: str = "answer") -> StructuredSpec:
     sch = schema.model_json_schema() if isinstance(schema, type) else schema
     return StructuredSpec(kind="json", schema_json=json.dumps(sch, sort_keys=True), name=name)
-
-
-def structured_request(
-    messages: tuple[Message, ...], spec: StructuredSpec, **params: Any
-) -> ChatRequest:
-    return ChatRequest(messages=messages, structured=spec, **params)
 
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
@@ -110,10 +104,3 @@ def parse_model(text: str, model: type[BaseModel]) -> Parsed[BaseModel]:
         first = e.errors()[0]
         loc = ".".join(str(x) for x in first.get("loc", ()))
         return Parsed(None, text, f"invalid JSON answer at {loc or 'root'}: {first.get('msg')}")
-
-
-def parse_completion_choice(comp: Completion, labels: tuple[str, ...] | list[str]) -> Parsed[str]:
-    """Parse a completion's choice; failed calls become failures naming their status."""
-    if comp.status != "ok":  # a truncated answer is not scored as if it were complete
-        return Parsed(None, comp.text, f"no answer ({comp.status}{': ' + comp.error if comp.error else ''})")
-    return parse_choice(comp.text, labels)

@@ -254,9 +254,9 @@ class RiskSuite:
 
     def render(self, metrics: Mapping[str, Any], records: list[dict[str, Any]],
                manifest: Mapping[str, Any]) -> Report:
-        from carebench.risk.report import build_report
+        from carebench.risk.report import build_risk_report
 
-        return build_report(dict(metrics), records, dict(manifest))
+        return build_risk_report(dict(metrics), records, dict(manifest))
 
 
 def run_options(cfg: RunConfig) -> RunOptions:

@@ -7,7 +7,7 @@ over-triage, paired comparisons against the best method, Figure 2 (moderation sc
 distributions, when scores exist), Figure 6 (method comparison) and a per-item table
 with schema profiles when present.
 
-:func:`build_report` builds the report from metrics, records and the manifest
+:func:`build_risk_report` builds the report from metrics, records and the manifest
 (pure; the run skeleton writes it), so ``carebench report DIR`` needs no model
 call. A few-shot sweep run (manifest key ``sweep``) gets the sweep table and
 Figure 4 (Appendix G) on top, computed from the same metrics.
@@ -61,7 +61,7 @@ def _val(cell: dict[str, Any]) -> float | None:
     return None if cell is None else cell.get("value")
 
 
-def build_report(metrics: dict[str, Any], records: list[dict[str, Any]],
+def build_risk_report(metrics: dict[str, Any], records: list[dict[str, Any]],
                  manifest: dict[str, Any]) -> Report:
     ds = manifest.get("dataset") or {}
     st = metrics.get("settings") or {}

@@ -8,26 +8,9 @@ label can never be silently misread in one place and not another.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
 from typing import Any
 
 from carebench.types import CarebenchError
-
-
-class RiskLevel(IntEnum):
-    INDICATOR = 0
-    IDEATION = 1
-    BEHAVIOR = 2
-    ATTEMPT = 3
-
-    @property
-    def label(self) -> str:
-        return LEVEL_NAMES[self]
-
-    @property
-    def letter(self) -> str:
-        return LETTERS[self]
-
 
 K = 4
 LEVEL_NAMES: tuple[str, ...] = ("Indicator", "Ideation", "Behavior", "Attempt")
@@ -104,23 +87,11 @@ def to_level(value: Any) -> int:
     )
 
 
-def level_name(level: int) -> str:
-    return LEVEL_NAMES[level]
-
-
-def level_letter(level: int) -> str:
-    return LETTERS[level]
-
-
 def letter_to_level(letter: str) -> int:
     key = letter.strip().lower()
     if key not in LETTERS:
         raise CarebenchError(f"not a level letter: {letter!r} (use a, b, c or d)")
     return LETTERS.index(key)
-
-
-def response_tier(level: int) -> str:
-    return LEVELS[level].response
 
 
 def farthest_level(gold: int, k: int = K) -> int:

@@ -13,13 +13,13 @@ are neither failures nor scored.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from carebench.jsonclean import jsonable
 from carebench.risk.scale import LEVEL_NAMES, K, farthest_level
 from carebench.stats.bootstrap import bootstrap_metrics, paired_metric_bootstrap
 from carebench.stats.chance import chance_baseline
@@ -33,13 +33,6 @@ TABLE2_METRICS = ("accuracy", "macro_f1", "weighted_f1", "qwk", "mae", "adjacent
 PAIRED_METRICS = ("macro_f1", "qwk", "mae", "accuracy")
 FAILURE_POLICIES = ("wrong", "drop")
 EXCLUDED = "excluded"
-
-
-def _clean(x: Any) -> Any:
-    """NaN -> None so metrics.json stays valid JSON."""
-    if isinstance(x, float) and math.isnan(x):
-        return None
-    return x
 
 
 def method_order(records: Sequence[dict[str, Any]]) -> list[str]:
@@ -130,7 +123,7 @@ def score_records(
     ids, gold, group = items_of(records)
     counts = Counter(gold.values())
     label_counts = {name: int(counts.get(i, 0)) for i, name in enumerate(LEVEL_NAMES)}
-    chance = {k: _clean(float(v)) for k, v in chance_baseline([counts.get(i, 0) for i in range(K)]).items()}
+    chance = {k: jsonable(float(v)) for k, v in chance_baseline([counts.get(i, 0) for i in range(K)]).items()}
     by_method: dict[str, list[dict[str, Any]]] = {}
     for r in records:
         by_method.setdefault(r["method"], []).append(r)
@@ -153,10 +146,10 @@ def score_records(
             boot = bootstrap_metrics(y, p, K, names=list(METRIC_KEYS), B=B, seed=seed, alpha=alpha,
                                      groups=groups)
             for m in METRIC_KEYS:
-                entry[m] = {"value": _clean(boot[m]["value"]),
-                            "ci": [_clean(boot[m]["ci"][0]), _clean(boot[m]["ci"][1])]}
+                entry[m] = {"value": jsonable(boot[m]["value"]),
+                            "ci": [jsonable(boot[m]["ci"][0]), jsonable(boot[m]["ci"][1])]}
             _, _, f1, _ = per_class_prf(y, p, K)
-            entry["per_class_f1"] = [_clean(float(v)) for v in f1]
+            entry["per_class_f1"] = [jsonable(float(v)) for v in f1]
             entry["confusion"] = confusion_matrix(y, p, K).astype(int).tolist()
         else:
             for m in METRIC_KEYS:
@@ -196,8 +189,8 @@ def score_records(
             for m in PAIRED_METRICS:
                 r = paired_metric_bootstrap(ya, pa, pb, K, m, B=B, seed=seed, alpha=alpha,
                                             groups=groups)
-                res[m] = {"diff": _clean(r.diff), "ci": [_clean(r.ci[0]), _clean(r.ci[1])],
-                          "p_improve": _clean(r.p_improve), "separated": bool(r.separated)}
+                res[m] = {"diff": jsonable(r.diff), "ci": [jsonable(r.ci[0]), jsonable(r.ci[1])],
+                          "p_improve": jsonable(r.p_improve), "separated": bool(r.separated)}
             paired[name] = {"n": len(common), **res}
     return {
         "n": len(ids),

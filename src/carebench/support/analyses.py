@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from carebench.jsonclean import jsonable
 from carebench.stats.bands import all_gaps, bands_from_samples
 from carebench.stats.bootstrap import Resampler, percentile_interval
 from carebench.stats.rank import ranks, spearman_rho
@@ -47,6 +48,8 @@ from carebench.support.scoring import (
     S_NOT_MET,
     Scored,
     TaskTable,
+    full_satisfaction_rates,
+    model_scores,
     score,
 )
 
@@ -60,24 +63,6 @@ def _nanmean(x: np.ndarray, axis: int | None = None) -> np.ndarray:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         return np.nanmean(x, axis=axis)
-
-
-def jsonable(obj: Any) -> Any:
-    """numpy -> Python, NaN/inf -> None, tuples -> lists (strict JSON)."""
-    if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return jsonable(obj.tolist())
-    if isinstance(obj, np.bool_ | bool):
-        return bool(obj)
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, float | np.floating):
-        f = float(obj)
-        return f if math.isfinite(f) else None
-    return obj
 
 
 class _Boot:
@@ -539,10 +524,10 @@ def _ablation(sc: Scored, base: dict[str, float], base_board: dict[str, Any], bo
               dim: str = "disclaimers") -> dict[str, Any]:
     """Scores, ranks and bands with one dimension's criteria removed (E.5)."""
     app = sc.tasks.applicable & (sc.tasks.dimension != DIMENSIONS.index(dim))
-    S2 = sc.task_matrix(_conv_scores_with(sc, app))
-    m2 = _nanmean(S2, axis=1)
+    conv2 = _conv_scores_with(sc, app)
+    S2 = sc.task_matrix(conv2)
     mi = _models(sc)
-    scores2 = {sc.responders[i]: float(m2[i]) for i in range(len(sc.responders))}
+    scores2 = model_scores(sc, conv2)
     board2 = _leaderboard(sc, S2, boot, B, seed)
     delta = {r: scores2[r] - base[r] for r in scores2}
     out: dict[str, Any] = {
@@ -581,12 +566,12 @@ def _scope_sensitivity(sc: Scored, other: Scored) -> dict[str, Any]:
         loss = judged & sc.cell_pass & ~other.cell_pass
         out["share_credited_only_by_other"] = float(gain.sum() / max(judged.sum(), 1))
         out["share_credited_only_by_primary"] = float(loss.sum() / max(judged.sum(), 1))
-    m1 = _nanmean(sc.task_matrix(), axis=1)
-    m2 = _nanmean(other.task_matrix(), axis=1)
-    out["scores_other"] = {r: float(m2[i]) for i, r in enumerate(other.responders)}
+    m1, m2 = model_scores(sc), model_scores(other)
+    out["scores_other"] = m2
     mi = _models(sc)
     if len(mi) >= 2:
-        out["spearman_rho"] = spearman_rho([m1[i] for i in mi], [m2[i] for i in mi])
+        names = [sc.responders[i] for i in mi]
+        out["spearman_rho"] = spearman_rho([m1[n] for n in names], [m2[n] for n in names])
     return out
 
 
@@ -611,27 +596,26 @@ def analyze(
     ``family`` maps a model spec to its vendor family for the leave-one-judge-out
     and self-preference analyses (see :func:`carebench.models.families.family_of`).
     """
-    from carebench.support.calibration import leave_one_judge_out, self_preference
+    from carebench.support.robustness import leave_one_judge_out, self_preference
 
     tt = tasks if isinstance(tasks, TaskTable) else TaskTable.from_tasks(tasks)
     rt, vt = _as_tables(responses, verdicts)
     sc = score(tt, rt, vt, panel=panel, scope=scope)
     S = sc.task_matrix()  # (R, T)
     boot = _Boot(tt.n_tasks, B, seed)
-    means = _nanmean(S, axis=1)
+    base = model_scores(sc)
+    full = full_satisfaction_rates(sc)
     score_samples = boot.mean_of(S.T)
     F = sc.task_matrix(np.where(np.isnan(sc.conv_score), np.nan, sc.conv_full.astype(float)))
-    full = _nanmean(F, axis=1)
     full_samples = boot.mean_of(F.T)
-    base = {r: float(means[i]) for i, r in enumerate(sc.responders)}
     board = _leaderboard(sc, S, boot, B, seed)
     band_of = board.pop("band_of", {})
     models: dict[str, Any] = {}
     for i, r in enumerate(sc.responders):
         models[r] = {
-            "score": float(means[i]),
+            "score": base[r],
             "ci": _ci(score_samples[i]),
-            "full_satisfaction": float(full[i]),
+            "full_satisfaction": full[r],
             "full_satisfaction_ci": _ci(full_samples[i]),
             "n_tasks": int((~np.isnan(S[i])).sum()),
             "n_conversations": int((sc.conv_resp == i).sum()),
@@ -644,8 +628,8 @@ def analyze(
                      "full_satisfaction": models[r]["full_satisfaction"], "band": band_of.get(r, 0) + 1})
     board["rows"] = rows
     mi = _models(sc)
-    ms = np.array([means[i] for i in mi])
-    fs = np.array([full[i] for i in mi])
+    ms = np.array([base[sc.responders[i]] for i in mi])
+    fs = np.array([full[sc.responders[i]] for i in mi])
     summary: dict[str, Any] = {"n_models": len(mi)}
     if mi and (~np.isnan(ms)).any():
         best = int(np.nanargmax(ms))
@@ -720,4 +704,4 @@ def analyze(
     return jsonable(out)
 
 
-__all__ = ["S_NOT_MET", "analyze", "jsonable"]
+__all__ = ["S_NOT_MET", "analyze"]

@@ -1,4 +1,4 @@
-"""Judge calibration, panel selection and judge-robustness analyses (DistressBench §3.3, B.1-B.8).
+"""Judge calibration and panel selection (DistressBench §3.3, Appendix B.1-B.5, B.9).
 
 * **Clinician labels** (:func:`load_labels`): one row per (task, response,
   criterion, rater) with ``met``; consensus = strict majority of the raters
@@ -18,8 +18,8 @@
   interval resampling *tasks* (carebench defaults: seed 12345, B = 2000; the
   paper's seed 20260714 draws the calibration tasks, B.1/E.8, see
   :mod:`carebench.support.calibration_sample`).
-* **Leave-one-judge-out** (B.6) and **self-preference** (B.7) run on a scored
-  benchmark run: see :func:`leave_one_judge_out` and :func:`self_preference`.
+Leave-one-judge-out (B.6) and self-preference (B.7) live in
+:mod:`carebench.support.robustness`.
 """
 
 from __future__ import annotations
@@ -28,25 +28,23 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import combinations
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from carebench.datasets.files import format_from_suffix, read_rows
-from carebench.models.families import FamilyMap, family_of
+from carebench.jsonclean import jsonable
+from carebench.models.families import FamilyMap
 from carebench.stats.agreement import fleiss_kappa, gwet_ac1, percent_agreement, ratings_to_counts
 from carebench.stats.bootstrap import Resampler, percentile_interval
 from carebench.stats.classification import macro_f1_from_cm
 from carebench.stats.ordinal import kappa_from_cm
-from carebench.stats.rank import ranks, spearman_rho
 from carebench.support.panel import effective_met, panel_states
-from carebench.support.records import FAILED, MET, NOT_MET, REFERENCE, VerdictRecord, VerdictTable
-from carebench.support.scoring import DIMENSIONS, Scored, TaskTable, dimension_code, score
+from carebench.support.records import FAILED, MET, NOT_MET, VerdictRecord, VerdictTable
+from carebench.support.robustness import self_preference_from_counts
+from carebench.support.scoring import DIMENSIONS, TaskTable, dimension_code
 from carebench.types import CarebenchError
-
-if TYPE_CHECKING:
-    from carebench.support.records import ResponseTable
 
 #: DistressBench's calibration draw seed (B.1, E.8): it selects the labelled tasks.
 CALIBRATION_SEED = 20260714
@@ -446,7 +444,7 @@ def select_panel(
 # ----------------------------------------------------------------------------- entry point
 
 
-def calibrate(
+def calibrate_judges(
     labels_path: str | Path | pd.DataFrame,
     candidate_verdicts: Any,
     panel_size: int = 3,
@@ -468,7 +466,6 @@ def calibrate(
     when verdicts of the other scope are present too, the selected panel's
     agreement under both scopes is reported (B.9).
     """
-    from carebench.support.analyses import jsonable
 
     labels = load_labels(labels_path)
     items = Items(labels, tasks)
@@ -533,208 +530,14 @@ def calibrate(
     return jsonable(out)
 
 
-# ----------------------------------------------------------------------------- B.6 / B.7
-
-
-def leave_one_judge_out(
-    tasks: TaskTable,
-    responses: ResponseTable,
-    verdicts: VerdictTable,
-    primary: Scored,
-    *,
-    family: FamilyMap = None,
-) -> dict[str, Any]:
-    """Leaderboards with each panel judge dropped in turn, and the own-family leaderboard (B.6).
-
-    Dropping a judge leaves a 2-judge panel, where the strict-majority rule
-    means *unanimity*: a 1-1 split earns no credit. Scores therefore fall by an
-    artifact that depends on the dropped judge's leniency, so each removal gets
-    its own baseline: the mean score change, over models outside the dropped
-    judge's family, when that judge is removed. The own-family leaderboard
-    scores every model without the panel judge(s) of its own family (models of
-    no panel family keep the full panel), then adds back that judge-specific
-    baseline; ``own_family_advantage`` = primary minus adjusted score (positive =
-    the own-family judge favoured the model beyond its usual leniency).
-    """
-    panel = primary.panel
-    models = [r for r in primary.responders if r != REFERENCE]
-    if len(panel) < 2 or not models:
-        return {"applicable": False, "reason": "needs a panel of at least two judges and one model"}
-    base = _scores(primary)
-    fam_j = {j: family_of(j, family) for j in panel}
-    fam_r = {r: family_of(r, family) for r in models}
-    leniency = {}
-    for j in panel:
-        if j in primary.judge_names:
-            k = primary.judge_names.index(j)
-            n = primary.jr_n[k].sum()
-            leniency[j] = float(primary.jr_met[k].sum() / n) if n else float("nan")
-        else:
-            leniency[j] = float("nan")
-    drops: dict[str, Any] = {}
-    dropped_scores: dict[str, dict[str, float]] = {}
-    for j in panel:
-        sc = score(tasks, responses, verdicts, panel=[p for p in panel if p != j], scope=primary.scope)
-        s = _scores(sc)
-        dropped_scores[j] = s
-        delta = {r: s[r] - base[r] for r in models}
-        others = [delta[r] for r in models if fam_r[r] != fam_j[j] and not math.isnan(delta[r])]
-        baseline = float(np.mean(others)) if others else float("nan")
-        entry: dict[str, Any] = {
-            "scores": {r: s[r] for r in models},
-            "delta": delta,
-            "baseline": baseline,
-            "leniency": leniency[j],
-            "cells_undecided": sc.counts["cells_undecided"],
-        }
-        if len(models) >= 2:
-            entry["spearman_rho"] = spearman_rho({r: base[r] for r in models}, {r: s[r] for r in models})
-            shifts = _rank_shift({r: base[r] for r in models}, {r: s[r] for r in models})
-            entry["max_rank_shift"] = max(abs(v) for v in shifts.values())
-            entry["top_unchanged"] = _top({r: base[r] for r in models}) == _top({r: s[r] for r in models})
-        drops[j] = entry
-    own_raw, own_adj, adv = {}, {}, {}
-    for r in models:
-        same = [j for j in panel if fam_j[j] == fam_r[r]]
-        if not same or len(same) == len(panel):
-            own_raw[r] = own_adj[r] = base[r]
-            adv[r] = 0.0
-            continue
-        if len(same) == 1:
-            j = same[0]
-            own_raw[r] = dropped_scores[j][r]
-            own_adj[r] = own_raw[r] - drops[j]["baseline"]
-        else:  # several panel judges of the model's family: score with the rest of the panel
-            sc = score(tasks, responses, verdicts, panel=[p for p in panel if p not in same], scope=primary.scope)
-            own_raw[r] = own_adj[r] = _scores(sc)[r]
-        adv[r] = base[r] - own_adj[r]
-    out: dict[str, Any] = {
-        "applicable": True,
-        "two_judge_rule": "strict majority of the 2 remaining judges = unanimity; a 1-1 split earns no credit",
-        "families": {"judges": fam_j, "responders": fam_r},
-        "leniency": leniency,
-        "leniency_spread": float(np.nanmax(list(leniency.values())) - np.nanmin(list(leniency.values()))),
-        "drop": drops,
-        "own_family": {"raw": own_raw, "adjusted": own_adj, "own_family_advantage": adv},
-    }
-    if len(models) >= 2:
-        b = {r: base[r] for r in models}
-        out["own_family"]["spearman_rho"] = spearman_rho(b, own_adj)
-        shifts = _rank_shift(b, own_adj)
-        out["own_family"]["max_rank_shift"] = max(abs(v) for v in shifts.values())
-        out["own_family"]["top_unchanged"] = _top(b) == _top(own_adj)
-    return out
-
-
-def _scores(sc: Scored) -> dict[str, float]:
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        m = np.nanmean(sc.task_matrix(), axis=1)
-    return {r: float(v) for r, v in zip(sc.responders, m, strict=True)}
-
-
-def _top(s: Mapping[str, float]) -> str:
-    return max(s, key=lambda k: (s[k], k))
-
-
-def _rank_shift(a: Mapping[str, float], b: Mapping[str, float]) -> dict[str, float]:
-    ra, rb = ranks(dict(a)), ranks(dict(b))
-    return {k: float(rb[k] - ra[k]) for k in a}
-
-
-def additive_fit(M: np.ndarray) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
-    """Least-squares fit ``M[j, r] ~ mu + a_j + b_r`` over the observed (non-NaN) cells.
-
-    Returns ``(mu, a, b, residual)`` with ``a`` and ``b`` centred to mean 0
-    (for a complete matrix this is double centring). NaN cells stay NaN.
-    """
-    J, R = M.shape
-    obs = ~np.isnan(M)
-    jj, rr = np.nonzero(obs)
-    X = np.zeros((jj.size, 1 + J + R))
-    X[:, 0] = 1.0
-    X[np.arange(jj.size), 1 + jj] = 1.0
-    X[np.arange(jj.size), 1 + J + rr] = 1.0
-    coef, *_ = np.linalg.lstsq(X, M[obs], rcond=None)
-    a, b = coef[1 : 1 + J], coef[1 + J :]
-    mu = coef[0] + a.mean() + b.mean()
-    a, b = a - a.mean(), b - b.mean()
-    resid = np.full_like(M, np.nan, dtype=float)
-    resid[obs] = M[obs] - (mu + a[jj] + b[rr])
-    return float(mu), a, b, resid
-
-
-def self_preference_from_counts(
-    judges: Sequence[str],
-    responders: Sequence[str],
-    jr_met: np.ndarray,
-    jr_n: np.ndarray,
-    family: FamilyMap = None,
-) -> dict[str, Any]:
-    """Judge x responder-family residuals of met-rates after judge leniency and responder effects (B.7)."""
-    keep = [i for i, r in enumerate(responders) if r != REFERENCE]
-    resp = [responders[i] for i in keep]
-    if len(judges) < 2 or len(resp) < 2:
-        return {"applicable": False, "reason": "needs at least two judges and two responders"}
-    n = jr_n[:, keep].astype(float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        M = np.where(n > 0, jr_met[:, keep] / np.where(n > 0, n, 1), np.nan)
-    mu, a, b, e = additive_fit(M)
-    fam_r = [family_of(r, family) for r in resp]
-    fams = sorted(set(fam_r))
-    fam_j = [family_of(j, family) for j in judges]
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        by_fam = {f: np.nanmean(e[:, [i for i, x in enumerate(fam_r) if x == f]], axis=1) for f in fams}
-    residual = {j: {f: float(by_fam[f][k]) for f in fams} for k, j in enumerate(judges)}
-    own: dict[str, Any] = {}
-    for k, j in enumerate(judges):
-        if fam_j[k] in fams:
-            col = M[k]
-            order = sorted([i for i in range(len(resp)) if not np.isnan(col[i])], key=lambda i: (-col[i], resp[i]))
-            own[j] = {
-                "family": fam_j[k],
-                "residual": residual[j][fam_j[k]],
-                "own_ranks_in_column": {resp[i]: order.index(i) + 1 for i in range(len(resp)) if fam_r[i] == fam_j[k]
-                                        and i in order},
-                "n_responders_in_column": len(order),
-            }
-    return {
-        "applicable": True,
-        "model": "met_rate[judge, responder] = mu + leniency[judge] + effect[responder] + residual "
-        "(least squares over observed cells); residuals averaged by responder family",
-        "grand_mean": mu,
-        "leniency": {j: float(a[k]) for k, j in enumerate(judges)},
-        "leniency_spread": float(a.max() - a.min()),
-        "responder_effect": {r: float(b[i]) for i, r in enumerate(resp)},
-        "met_rate": {j: {r: float(M[k, i]) for i, r in enumerate(resp)} for k, j in enumerate(judges)},
-        "residual_by_family": residual,
-        "own_family": own,
-        "families": {"judges": dict(zip(judges, fam_j, strict=True)), "responders": dict(zip(resp, fam_r, strict=True))},
-    }
-
-
-def self_preference(sc: Scored, *, family: FamilyMap = None) -> dict[str, Any]:
-    """Self-preference decomposition over every judge present in a scored run."""
-    return self_preference_from_counts(sc.judge_names, sc.responders, sc.jr_met, sc.jr_n, family)
-
-
 __all__ = [
     "BOOTSTRAP_SEED",
     "CALIBRATION_SEED",
     "Items",
-    "additive_fit",
-    "calibrate",
+    "calibrate_judges",
     "human_agreement",
-    "leave_one_judge_out",
     "load_labels",
     "panel_votes",
     "rank_panels",
     "select_panel",
-    "self_preference",
-    "self_preference_from_counts",
 ]

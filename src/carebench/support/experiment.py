@@ -29,6 +29,7 @@ from carebench.experiment import (
     run_suite,
     stage,
 )
+from carebench.jsonclean import jsonable
 from carebench.judging import JUDGE_MAX_TOKENS, panel_seats
 from carebench.models.options import model_settings
 from carebench.report import Report
@@ -288,7 +289,7 @@ class SupportSuite:
             return incomplete_metrics(manifest, {"responses": len(records.responses),
                                                  "verdicts": len(records.verdicts)})
         settings = manifest.get("scoring") or {}
-        metrics = compute_metrics(
+        metrics = support_metrics(
             records.tasks, records.response_table, records.verdict_table,
             panel=settings.get("panel"), scope=settings.get("scope", "final"),
             seed=int(settings.get("seed", 12345)), bootstrap=int(settings.get("bootstrap", 2000)),
@@ -299,7 +300,7 @@ class SupportSuite:
 
     def render(self, metrics: Mapping[str, Any], records: SupportRecords,
                manifest: Mapping[str, Any]) -> Report:
-        from carebench.support.report import build_calibration_report, build_report
+        from carebench.support.report import build_calibration_report, build_support_report
 
         if records.recorded_metrics is not None:
             if manifest.get("kind") == "coherence":
@@ -309,7 +310,7 @@ class SupportSuite:
             return build_calibration_report(manifest, metrics)
         if metrics.get("status") == "incomplete":
             return incomplete_report("Support: rubric-scored crisis support", metrics)
-        return build_report(manifest, records.tasks, records.responses, records.verdicts, metrics,
+        return build_support_report(manifest, records.tasks, records.responses, records.verdicts, metrics,
                             manifest.get("scoring") or {}, records.shown)
 
 
@@ -379,7 +380,7 @@ def load_run(run_dir: Path) -> tuple[dict[str, Any], list[Task], list[ResponseRe
     return manifest, tasks, responses, verdicts
 
 
-def compute_metrics(
+def support_metrics(
     tasks: Sequence[Task],
     responses: Sequence[ResponseRecord],
     verdicts: Sequence[VerdictRecord],
@@ -394,17 +395,7 @@ def compute_metrics(
     metrics = analyze(tasks, responses, verdicts, panel=list(panel) if panel else None,
                       scope=scope, seed=seed, B=bootstrap)
     # JSON round trip: metrics.json and a rescore compare as the same plain data
-    return json.loads(json.dumps(metrics, default=_jsonable))
-
-
-def _jsonable(o: Any) -> Any:
-    if hasattr(o, "tolist"):
-        return o.tolist()
-    if hasattr(o, "item"):
-        return o.item()
-    if isinstance(o, set | frozenset | tuple):
-        return sorted(o) if isinstance(o, set | frozenset) else list(o)
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+    return jsonable(metrics)
 
 
 def rescore(
@@ -505,7 +496,7 @@ def run_calibration(cfg: CalibrationConfig, cache: CompletionCache | None = None
     """
     from carebench.judging import ask
     from carebench.rundir import read_jsonl
-    from carebench.support.calibration import calibrate, load_labels
+    from carebench.support.calibration import calibrate_judges, load_labels
     from carebench.support.judging import criterion_question
 
     if cfg.scope not in SCOPE_CHOICES:
@@ -553,8 +544,8 @@ def run_calibration(cfg: CalibrationConfig, cache: CompletionCache | None = None
             verdicts.append(VerdictRecord(task_id, responder, attempt, cid, a.judge,
                                           getattr(a.value, "met", None) if a.status == "ok" else None,
                                           a.rationale, a.status, scope))
-    result = calibrate(labels, verdicts, panel_size=cfg.panel_size, seed=cfg.seed, B=cfg.bootstrap,
-                       tasks=tasks, scope=metrics_scope(cfg.scope))
+    result = calibrate_judges(labels, verdicts, panel_size=cfg.panel_size, seed=cfg.seed, B=cfg.bootstrap,
+                              tasks=tasks, scope=metrics_scope(cfg.scope))
     run_dir = new_run_dir("support-calibration", cfg.out)
     write_jsonl(run_dir / "records.jsonl", [v.to_dict() for v in verdicts])
     write_jsonl(run_dir / "calls.jsonl", call_rows)

@@ -10,28 +10,24 @@ The generic machinery (questions, seats, parsing, :func:`ask`) is
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
 from typing import Literal
 
 from carebench.judging import JUDGE_MAX_TOKENS, BinaryVerdict, Judge, JudgeQuestion, ask
 from carebench.runner import Runner
 from carebench.support.records import ResponseRecord, VerdictRecord, is_empty_reply
 from carebench.support.tasks import Criterion, Task
+from carebench.templates import fill, package_template
 from carebench.types import Message
 
 Scope = Literal["final", "anywhere"]
 
 
-@cache
 def _prompt(name: str) -> str:
-    return (resources.files("carebench") / "prompts" / f"support_judge_{name}.txt").read_text("utf-8")
+    return package_template("carebench.prompts", f"support_judge_{name}", keep_newline=True)
 
 
-_SLOT = re.compile(r"\{(transcript|graded|criterion)\}")
 NO_REPLY = "(no reply: the assistant returned nothing)"
 
 
@@ -70,7 +66,7 @@ def criterion_prompt(turns: Sequence[dict[str, str]], criterion: Criterion, scop
         template = _prompt("anywhere")
         slots = {"transcript": render_transcript(turns, False), "graded": ""}
     slots["criterion"] = criterion.text
-    return _SLOT.sub(lambda m: slots[m.group(1)], template)
+    return fill(template, slots, "support judge")
 
 
 def criterion_question(

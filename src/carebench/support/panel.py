@@ -79,7 +79,7 @@ class PanelDecision:
         return {"met": True, "not_met": False}.get(self.state)
 
 
-def majority(n: int) -> int:
+def majority_needed(n: int) -> int:
     """Votes needed for a strict majority of a panel of ``n``."""
     return n // 2 + 1
 

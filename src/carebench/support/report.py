@@ -182,7 +182,7 @@ def _nan(v: Any) -> float:
     return float("nan") if v is None else float(v)
 
 
-def build_report(
+def build_support_report(
     manifest: Mapping[str, Any],
     tasks: Sequence[Task],
     responses: Sequence[ResponseRecord],

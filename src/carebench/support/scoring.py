@@ -46,7 +46,6 @@ from carebench.support.records import (
     HARNESS_FAILURE_STATUSES,
     MET,
     NOT_MET,
-    REFERENCE,
     RESPONSE_STATUSES,
     SCOPES,
     VERDICT_STATUSES,
@@ -141,15 +140,6 @@ class TaskTable:
             ids, subcat, meta, np.array(offset, np.int64), cids, np.array(ctask, np.int64),
             np.array(w, float), np.array(dim, np.int8), np.array(neg, bool), np.array(app, bool),
         )
-
-    def without_dimension(self, dim: str) -> TaskTable:
-        """Same tasks with one dimension's criteria marked inapplicable (E.5 ablation)."""
-        d = DIMENSIONS.index(dim)
-        return TaskTable(
-            self.ids, self.subcategory, self.meta, self.offset, self.crit_ids, self.crit_task,
-            self.weight, self.dimension, self.negative, self.applicable & (self.dimension != d),
-        )
-
 
 @dataclass
 class Scored:
@@ -386,31 +376,24 @@ def score(
     )
 
 
-def model_scores(scored: Scored) -> dict[str, float]:
-    """Model score = mean over tasks of the task score (mean over attempts)."""
-    S = scored.task_matrix()
-    with np.errstate(invalid="ignore"):
-        import warnings
+def model_scores(scored: Scored, values: np.ndarray | None = None) -> dict[str, float]:
+    """Model score = mean over tasks of the task score (mean over attempts) (§3.4).
 
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            m = np.nanmean(S, axis=1)
+    ``values`` replaces the per-conversation score (e.g. full satisfaction, or the
+    score under another rule); the averaging is the same. Every model-level number
+    of the suite goes through here.
+    """
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        m = np.nanmean(scored.task_matrix(values), axis=1)
     return {r: float(v) for r, v in zip(scored.responders, m, strict=True)}
 
 
 def full_satisfaction_rates(scored: Scored) -> dict[str, float]:
     """Share of conversations earning every applicable criterion (task-averaged like the score)."""
-    F = scored.task_matrix(np.where(np.isnan(scored.conv_score), np.nan, scored.conv_full.astype(float)))
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        m = np.nanmean(F, axis=1)
-    return {r: float(v) for r, v in zip(scored.responders, m, strict=True)}
-
-
-def is_reference(name: str) -> bool:
-    return name == REFERENCE
+    return model_scores(scored, np.where(np.isnan(scored.conv_score), np.nan, scored.conv_full.astype(float)))
 
 
 __all__ = [

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import importlib
-
+# importing the method modules registers their methods; a renamed module must fail here
+from carebench.risk.methods import ensembles, llm, moderation, ordinal, schema, supervised  # noqa: F401
 from carebench.risk.methods.base import (
     REGISTRY,
     Method,
@@ -13,15 +13,5 @@ from carebench.risk.methods.base import (
     make_method,
     register,
 )
-
-#: modules that register methods (moderation + supervised; prompted LLM, schema, ensembles)
-METHOD_MODULES = ("moderation", "supervised", "ordinal", "llm", "schema", "ensembles")
-
-for _name in METHOD_MODULES:
-    try:
-        importlib.import_module(f"carebench.risk.methods.{_name}")
-    except ModuleNotFoundError as e:  # only tolerate a module that does not exist yet
-        if e.name != f"carebench.risk.methods.{_name}":
-            raise
 
 __all__ = ["REGISTRY", "Method", "MethodContext", "Prediction", "RiskItem", "make_method", "register"]

@@ -9,7 +9,7 @@ method (``schema``, ``llm``, ``llm-conservative`` ...) makes, so they share the 
 
 - ``vote``: majority of the classifiers' levels, ties to the higher level.
 - ``schema-calibrated``: rule-based ordinal calibration of the profile level by
-  the moderation level (see ``calibrate``).
+  the moderation level (see ``calibrated_level``).
 - ``adjudicated``: an adjudicator (role ``adjudicator``) sees the post, the profile,
   the scores and the votes, and returns the final level.
 - ``stacked``: multinomial logistic regression over the component outputs (vote
@@ -193,7 +193,7 @@ def _failure_status(preds: Sequence[Prediction]) -> str:
 
 
 # -- aggregation rules ------------------------------------------------------------------
-def majority(levels: Sequence[int | None]) -> int | None:
+def majority_vote(levels: Sequence[int | None]) -> int | None:
     """Most frequent level among the valid votes; ties go to the higher level.
 
     Failed voters abstain; with no valid vote there is no level.
@@ -210,7 +210,7 @@ def moderation_level(scores: dict[str, float] | None) -> int | None:
     return None if scores is None else int(cut([fixed_signal(scores)], FIXED_THRESHOLDS)[0])
 
 
-def calibrate(schema_level: int, mod_level: int | None) -> int:
+def calibrated_level(schema_level: int, mod_level: int | None) -> int:
     """Rule-based ordinal calibration of the profile level by the moderation level.
 
     The clinical profile sets the level. The moderation signal is coarse (it separates
@@ -296,7 +296,7 @@ class VoteMethod(_Ensemble):
     def _predict(self, items: list[RiskItem], ctx: MethodContext) -> list[Prediction]:
         out = []
         for it, ev in zip(items, self.components.gather(items, ctx), strict=True):
-            level = majority([p.level for p in ev.votes])
+            level = majority_vote([p.level for p in ev.votes])
             raw = " ".join(LETTERS[p.level] if p.level is not None else "-" for p in ev.votes)
             if level is None:
                 pred = Prediction(it.id, self.name, None, status=_failure_status(ev.votes), raw=raw)
@@ -309,7 +309,7 @@ class VoteMethod(_Ensemble):
 
 @register("schema-calibrated")
 class SchemaCalibratedMethod(_Ensemble):
-    """Profile level, corroborated by the moderation scores (``calibrate``)."""
+    """Profile level, corroborated by the moderation scores (``calibrated_level``)."""
 
     name = "schema-calibrated"
     uses: ClassVar[dict[str, bool]] = {"votes": False, "schema": True, "moderation": True}
@@ -324,7 +324,7 @@ class SchemaCalibratedMethod(_Ensemble):
                 pred.detail["error"] = f"schema: {sp.detail.get('error')}"
             else:
                 m = moderation_level(ev.moderation)
-                level = calibrate(sp.level, m)
+                level = calibrated_level(sp.level, m)
                 pred = Prediction(it.id, self.name, level, raw=sp.raw)
                 pred.detail.update(schema_level=sp.level, moderation_level=m)
             out.append(_finish(pred, ev))
@@ -400,16 +400,6 @@ class AdjudicatedMethod(_Ensemble):
 
 
 # -- stacking -----------------------------------------------------------------------------
-def feature_names(n_voters: int) -> list[str]:
-    names = []
-    for v in range(n_voters):
-        names += [f"v{v}_vote_{x}" for x in LETTERS] + [f"v{v}_p_{x}" for x in LETTERS]
-        names.append(f"v{v}_failed")
-    names += [f"schema_{d}" for d in DIMENSIONS] + ["schema_failed"]
-    names += [f"mod_{c}" for c in CHANNELS] + ["mod_missing"]
-    return names
-
-
 def features(ev: Evidence) -> np.ndarray:
     """Component outputs as one numeric row; failures are zeros plus a flag, not gaps."""
     row: list[float] = []
@@ -505,9 +495,9 @@ __all__ = [
     "SchemaCalibratedMethod",
     "StackedMethod",
     "VoteMethod",
-    "calibrate",
+    "calibrated_level",
     "features",
-    "majority",
+    "majority_vote",
     "moderation_level",
     "voter_methods",
 ]

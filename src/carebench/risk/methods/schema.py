@@ -10,7 +10,7 @@ validation message, never a guessed profile.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -145,8 +145,3 @@ class SchemaMethod:
         items = list(items)
         calls = self.calls(items, ctx)
         return self.decode(items, calls, run_calls(ctx, calls), ctx)
-
-
-def profile_vector(profile: dict[str, Any] | None) -> list[float] | None:
-    """The eight ratings in ``DIMENSIONS`` order (None when there is no profile)."""
-    return None if profile is None else [float(profile[d]) for d in DIMENSIONS]

@@ -1,0 +1,1 @@
+"""Prompt templates of the core and the support suite (package data, ``*.txt``)."""
