@@ -74,6 +74,14 @@ def test_user_errors_exit_2_with_one_line(tmp_path, capsys):
     assert main(["support", "rescore", str(tmp_path)]) == 2
 
 
+def _one_judge_run(tasks_file, url, out, *extra):
+    """A one-attempt run of resp-a judged by judge-a: the replies clinicians label."""
+    assert main(["support", "run", "--tasks", str(tasks_file), "--responder", f"openai:resp-a@{url}",
+                 "--judge", f"openai:judge-a@{url}", "--attempts", "1", "--out", str(out), "--bootstrap", "20",
+                 *extra]) == 0
+    return out
+
+
 def test_calibrate_selects_the_panel_closest_to_consensus(tmp_path, capsys):
     tasks = load_tasks("builtin:sample")[:2]
     from carebench.support.tasks import write_tasks
@@ -86,10 +94,7 @@ def test_calibrate_selects_the_panel_closest_to_consensus(tmp_path, capsys):
     with StubServer() as stub:
         stub.handler = script
         u = stub.base_url
-        out = tmp_path / "run"
-        assert main(["support", "run", "--tasks", str(tf), "--responder", f"openai:resp-a@{u}",
-                     "--judge", f"openai:judge-a@{u}", "--attempts", "1", "--out", str(out), "--bootstrap", "50",
-                     "--cache", str(tmp_path / "c.sqlite")]) == 0
+        out = _one_judge_run(tf, u, tmp_path / "run", "--cache", str(tmp_path / "c.sqlite"))
         labels = tmp_path / "labels.csv"
         with labels.open("w", newline="") as fh:
             w = csv.writer(fh)
@@ -223,10 +228,7 @@ def test_calibrate_in_both_scopes_compares_their_agreement(tmp_path):
     with StubServer() as stub:
         stub.handler = handler
         u = stub.base_url
-        out = tmp_path / "run"
-        assert main(["support", "run", "--tasks", str(tf), "--responder", f"openai:resp-a@{u}",
-                     "--judge", f"openai:judge-a@{u}", "--attempts", "1", "--out", str(out), "--bootstrap", "20",
-                     "--no-cache"]) == 0
+        out = _one_judge_run(tf, u, tmp_path / "run", "--no-cache")
         labels = tmp_path / "labels.csv"
         with labels.open("w", newline="") as fh:
             w = csv.writer(fh)

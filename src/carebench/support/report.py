@@ -155,6 +155,15 @@ def _agreement_by_dimension(result: Mapping[str, Any]) -> Section:
     )])
 
 
+def _interval_chart(names: Sequence[str], ivs: Sequence[Interval], title: str, xlabel: str,
+                    reference: float | None = None) -> bytes:
+    """A dot-and-interval chart of report intervals (a missing bound draws at the value)."""
+    return dot_interval_chart(_short(list(names)), [i.value for i in ivs],
+                              [i.lo if i.lo is not None else i.value for i in ivs],
+                              [i.hi if i.hi is not None else i.value for i in ivs],
+                              title, xlabel=xlabel, reference=reference)
+
+
 def _iv(value: Any, ci: Any) -> Interval | None:
     if value is None:
         return None
@@ -310,11 +319,8 @@ def _leaderboard(metrics) -> Section:
         ref_score = models.get(REFERENCE, {}).get("score")
         blocks.append(Figure(
             "support-leaderboard",
-            dot_interval_chart(_short([r[1] for r in pts]), [r[2].value for r in pts],
-                               [r[2].lo if r[2].lo is not None else r[2].value for r in pts],
-                               [r[2].hi if r[2].hi is not None else r[2].value for r in pts],
-                               "Leaderboard", xlabel="weighted rubric score",
-                               reference=ref_score),
+            _interval_chart([r[1] for r in pts], [r[2] for r in pts], "Leaderboard", "weighted rubric score",
+                            reference=ref_score),
             caption="Scores with 95% bootstrap intervals"
                     + ("; the dotted line is the reference ceiling." if ref_score is not None else "."),
         ))
@@ -322,10 +328,8 @@ def _leaderboard(metrics) -> Section:
     if fs:
         blocks.append(Figure(
             "support-full-satisfaction",
-            dot_interval_chart(_short([r[1] for r in fs]), [r[3].value for r in fs],
-                               [r[3].lo if r[3].lo is not None else r[3].value for r in fs],
-                               [r[3].hi if r[3].hi is not None else r[3].value for r in fs],
-                               "Full rubric satisfaction", xlabel="share of conversations earning every criterion"),
+            _interval_chart([r[1] for r in fs], [r[3] for r in fs], "Full rubric satisfaction",
+                            "share of conversations earning every criterion"),
             caption="Complete rubric satisfaction per model with 95% bootstrap intervals (§4.1).",
         ))
     gaps = board.get("gaps", [])
@@ -407,11 +411,9 @@ def _recognition(metrics) -> Section:
         if pts:
             blocks.append(Figure(
                 "support-recognition-without-routing",
-                dot_interval_chart(_short([r[0] for r in pts]), [r[1].value for r in pts],
-                                   [r[1].lo if r[1].lo is not None else r[1].value for r in pts],
-                                   [r[1].hi if r[1].hi is not None else r[1].value for r in pts],
-                                   "Recognition without routing", xlabel="share of recognized crises without "
-                                   "an actionable resource", reference=pooled.get("rate")),
+                _interval_chart([r[0] for r in pts], [r[1] for r in pts], "Recognition without routing",
+                                "share of recognized crises without an actionable resource",
+                                reference=pooled.get("rate")),
                 caption="Figure 3 (§4.6): per model, with 95% intervals; the dotted line is the pooled rate.",
             ))
     return Section("Recognition without intervention", blocks)
