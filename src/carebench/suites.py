@@ -74,8 +74,14 @@ def _annotate_app():
     return app
 
 
-#: tools beside the suites, mounted the same way
-TOOLS: dict[str, Callable[[], Any]] = {"annotate": _annotate_app}
+def _construct_app():
+    from carebench.construct.cli import app
+
+    return app
+
+
+#: tools beside the suites, mounted the same way (construct: until it has a run-skeleton suite)
+TOOLS: dict[str, Callable[[], Any]] = {"annotate": _annotate_app, "construct": _construct_app}
 
 
 def suite_for(name: str | None, where: Path | str = "") -> Any:

@@ -63,8 +63,16 @@ from carebench.stats.ordinal import (
     under_triage,
 )
 from carebench.stats.rank import pairwise_spearman, rank_shifts, ranks, spearman_rho
+from carebench.stats.stratified import (
+    CELL_SEED,
+    WeightedEstimate,
+    ipw_weights,
+    weighted_cell_bootstrap,
+    weighted_mean,
+)
 
 __all__ = [
+    "CELL_SEED",
     "CLUSTER_SEED",
     "CM_METRICS",
     "DEFAULT_B",
@@ -78,6 +86,7 @@ __all__ = [
     "PairedResult",
     "Resampler",
     "StatsError",
+    "WeightedEstimate",
     "accuracy",
     "adjacent_accuracy",
     "all_gaps",
@@ -99,6 +108,7 @@ __all__ = [
     "gwet_ac1",
     "high_risk_f1",
     "high_risk_mask",
+    "ipw_weights",
     "jaccard",
     "kappa_from_cm",
     "krippendorff_alpha",
@@ -123,5 +133,7 @@ __all__ = [
     "ratings_to_counts",
     "spearman_rho",
     "under_triage",
+    "weighted_cell_bootstrap",
     "weighted_f1",
+    "weighted_mean",
 ]

@@ -1,0 +1,235 @@
+"""``carebench construct``: the dataset construction pipeline (VEILED-SH, §4).
+
+User errors raise ``CarebenchError``; the top-level CLI prints one line and exits 2.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from carebench.construct.pipeline import RunOptions
+
+app = typer.Typer(
+    help="Build a context-specific prompt set: screen, route personas, rewrite, judge, select, anonymize, review "
+         "(VEILED-SH, §4).",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+Out = Annotated[Path | None, typer.Option(help="Run directory (default runs/construct-<time>).")]
+Budget = Annotated[float | None, typer.Option(help="Hard cap in USD for the run's model calls.")]
+DryRun = Annotated[bool, typer.Option("--dry-run", help="Print what would be called and stop.")]
+NoCache = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")]
+Cache = Annotated[Path | None, typer.Option(help="Cache file (default: user cache dir).")]
+Concurrency = Annotated[int | None, typer.Option(help="Concurrent calls per model.")]
+Rows = Annotated[str, typer.Option("--rows", help="Input rows (JSONL/CSV/Parquet) from the previous stage.")]
+Seed = Annotated[int, typer.Option(help="Seed for sampling and assignment.")]
+
+
+def _opts(out, budget, dry_run, no_cache, cache, concurrency) -> RunOptions:
+    return RunOptions(out=str(out) if out else None, budget_usd=budget, dry_run=dry_run, use_cache=not no_cache,
+                      cache_path=str(cache) if cache else None, concurrency=concurrency)
+
+
+def _done(run_dir: Path, what: str) -> None:
+    typer.echo(f"{what}: {run_dir}")
+
+
+def _dry(what: str, **facts) -> None:
+    typer.echo(json.dumps({"stage": what, **facts}, indent=2))
+
+
+@app.command()
+def screen(
+    sources: Annotated[str, typer.Option(help="Source rows, or builtin:sources.")] = "builtin:sources",
+    lexicon: Annotated[list[str] | None, typer.Option(help="Extra lexicon YAML (repeatable).")] = None,
+    lexicon_replace: Annotated[bool, typer.Option(help="Use only the given lexicon files.")] = False,
+    classifier: Annotated[str, typer.Option(help="none, llm:SPEC or scores:PATH.")] = "none",
+    threshold: Annotated[float, typer.Option(help="Classifier score that retains a row.")] = 0.5,
+    uncertain_low: Annotated[float, typer.Option(help="Scores from here to the threshold are uncertain.")] = 0.3,
+    keep_share: Annotated[float, typer.Option(help="Share of hard negatives and of uncertain rows kept.")] = 0.25,
+    seed: Seed = 42, out: Out = None, budget: Budget = None, dry_run: DryRun = False, no_cache: NoCache = False,
+    cache: Cache = None, concurrency: Concurrency = None,
+) -> None:
+    """Screen source rows: lexicon, classifier, kept hard negatives (VEILED-SH §4.1)."""
+    from carebench.construct.stages import screen_stage
+
+    if dry_run:
+        from carebench.construct.io import load_models
+        from carebench.construct.sources import SourceRow
+
+        n = len(load_models(sources, SourceRow))
+        _dry("screen", rows=n, classifier_calls=n if classifier.startswith("llm:") else 0)
+        return
+    _done(screen_stage(sources, list(lexicon or []), lexicon_replace, classifier, threshold, uncertain_low,
+                       keep_share, seed, _opts(out, budget, dry_run, no_cache, cache, concurrency)), "screened")
+
+
+@app.command()
+def route(
+    rows: Rows,
+    model: Annotated[str, typer.Option(help="Model for author sketches and the persona pick.")],
+    personas: Annotated[str, typer.Option(help="Persona table (JSONL/CSV/Parquet), or builtin:personas.")] = "builtin:personas",
+    embedder: Annotated[str, typer.Option(help="Embedder: builtin (packaged MiniLM), a local encoder dir, or hashing (bag of words).")] = "builtin",
+    k: Annotated[int, typer.Option(help="Nearest personas offered to the picker.")] = 10,
+    attributes: Annotated[str, typer.Option(help="Inferred attributes: inform (the picker) or filter (candidates).")] = "inform",
+    id_field: Annotated[str, typer.Option(help="Persona table column with the id.")] = "id",
+    text_field: Annotated[str, typer.Option(help="Persona table column with the description.")] = "text",
+    out: Out = None, budget: Budget = None, dry_run: DryRun = False, no_cache: NoCache = False,
+    cache: Cache = None, concurrency: Concurrency = None,
+) -> None:
+    """Give each row a synthetic persona: sketch, embed, 10 nearest, pick (VEILED-SH §4.2)."""
+    from carebench.construct.stages import load_rows, route_stage
+
+    if dry_run:
+        n = len(load_rows(rows))
+        _dry("route", rows=n, sketch_calls=n, pick_calls=n)
+        return
+    _done(route_stage(rows, personas, model, embedder, k, attributes,
+                      _opts(out, budget, dry_run, no_cache, cache, concurrency), id_field, text_field), "routed")
+
+
+@app.command()
+def rewrite(
+    rows: Rows,
+    rewriter: Annotated[list[str], typer.Option(help="Rewriter configuration: SPEC or fusion:A+B (repeatable).")],
+    contexts: Annotated[str | None, typer.Option(help="Contexts YAML (default: the packaged contracts).")] = None,
+    rewrite_context: Annotated[list[str] | None, typer.Option(help="Rewrite contexts (repeatable).")] = None,
+    forum_share: Annotated[float, typer.Option(help="Share of rows kept as forum posts.")] = 0.25,
+    all_configs: Annotated[bool, typer.Option(help="Rewrite every row with every configuration (for selection).")] = False,
+    expressions: Annotated[str | None, typer.Option(help="Optional reference expressions (JSONL).")] = "builtin:expressions",
+    seed: Seed = 42, out: Out = None, budget: Budget = None, dry_run: DryRun = False, no_cache: NoCache = False,
+    cache: Cache = None, concurrency: Concurrency = None,
+) -> None:
+    """Keep a forum sample, assign contexts, rewrite with round-robin rewriters (VEILED-SH §4.3)."""
+    from carebench.construct.stages import load_rows, rewrite_stage
+
+    ctxs = list(rewrite_context or ["counselor_chat", "platform_search", "triage"])
+    if dry_run:
+        n = len(load_rows(rows))
+        _dry("rewrite", rows=n, rewrite_calls_at_most=n * (len(rewriter) if all_configs else 1) * 2)
+        return
+    _done(rewrite_stage(rows, list(rewriter), contexts, ctxs, forum_share, all_configs, expressions, seed,
+                        _opts(out, budget, dry_run, no_cache, cache, concurrency)), "rewritten")
+
+
+@app.command()
+def judge(
+    rows: Rows,
+    judge_model: Annotated[str, typer.Option("--judge", help="Construction judge model spec (temperature 0).")],
+    contexts: Annotated[str | None, typer.Option(help="Contexts YAML (default: the packaged contracts).")] = None,
+    out: Out = None, budget: Budget = None, dry_run: DryRun = False, no_cache: NoCache = False,
+    cache: Cache = None, concurrency: Concurrency = None,
+) -> None:
+    """Judge every rewrite: three gates and five 1-5 scores (VEILED-SH Table 3)."""
+    from carebench.construct.stages import judge_stage, load_rows
+
+    if dry_run:
+        n = sum(1 for r in load_rows(rows, unique=False) if r.rewriter and r.output)
+        _dry("judge", judge_calls=n)
+        return
+    _done(judge_stage(rows, judge_model, contexts, _opts(out, budget, dry_run, no_cache, cache, concurrency)), "judged")
+
+
+@app.command()
+def select(
+    rows: Rows,
+    severity: Annotated[float, typer.Option(help="Maximum severity-gate failure rate.")] = 0.05,
+    leakage: Annotated[float, typer.Option(help="Maximum leakage-gate failure rate.")] = 0.05,
+    format_limit: Annotated[float, typer.Option("--format", help="Maximum format-gate failure rate.")] = 0.20,
+    out: Out = None,
+) -> None:
+    """Gate-first selection of rewriter configurations, ranked by Q (VEILED-SH §4.3, Table 7)."""
+    from carebench.construct.stages import select_stage
+
+    limits = {"severity_preserved": severity, "no_leakage": leakage, "format_ok": format_limit}
+    run_dir = select_stage(rows, limits, _opts(out, None, False, True, None, None))
+    sel = json.loads((run_dir / "selection.json").read_text("utf-8"))
+    typer.echo("selected: " + (", ".join(sel["selected"]) or "none"))
+    _done(run_dir, "selection")
+
+
+@app.command()
+def anonymize(
+    rows: Rows,
+    backend: Annotated[str, typer.Option(help="presidio (patterns) or presidio:spacy=PIPELINE (adds NER).")] = "presidio",
+    names: Annotated[str | None, typer.Option(help="Known names replaced as PERSON (one per line).")] = None,
+    reversals: Annotated[str | None, typer.Option(help="Over-replacements to undo (one per line).")] = "builtin:reversals",
+    literals: Annotated[str | None, typer.Option(help="Strings that must not survive (one per line).")] = None,
+    on_residual: Annotated[str, typer.Option(help="error (stop) or drop (remove the rows).")] = "error",
+    keep_gate_failures: Annotated[bool, typer.Option(help="Release rewrites that failed a judge gate.")] = False,
+    out: Out = None,
+) -> None:
+    """Anonymize released rows and write prompts in the plural suite's format (VEILED-SH §4.4, A.4)."""
+    from carebench.construct.stages import anonymize_stage
+
+    _done(anonymize_stage(rows, backend, names, reversals, literals, on_residual, not keep_gate_failures,
+                          _opts(out, None, False, True, None, None)), "prompts")
+
+
+@app.command("review-sample")
+def review_sample(
+    rows: Rows,
+    total: Annotated[int, typer.Option(help="Items in the review sample.")] = 270,
+    per_reviewer: Annotated[int, typer.Option(help="Items per reviewer.")] = 180,
+    shared: Annotated[int, typer.Option(help="Items both reviewers see.")] = 90,
+    reviewer: Annotated[list[str] | None, typer.Option(help="Reviewer names (two).")] = None,
+    seed: Seed = 42, out: Out = None,
+) -> None:
+    """Draw the blind human-review sample and write one sheet per reviewer (VEILED-SH A.5)."""
+    from carebench.construct.stages import review_sample_stage
+    from carebench.types import CarebenchError
+
+    who = tuple(reviewer or ("reviewer_1", "reviewer_2"))
+    if len(who) != 2:
+        raise CarebenchError("give exactly two --reviewer names")
+    _done(review_sample_stage(rows, total, per_reviewer, shared, who, seed,  # type: ignore[arg-type]
+                              _opts(out, None, False, True, None, None)), "review sheets")
+
+
+@app.command("review-stats")
+def review_stats(
+    key: Annotated[str, typer.Option(help="The private key file written by review-sample.")],
+    reviews: Annotated[list[str], typer.Option(help="Review answers (RewriteReview rows; repeatable).")],
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples within context-rewriter cells.")] = 2000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 12345,
+    out: Out = None,
+) -> None:
+    """IPW failure rates and ratings with within-cell bootstrap intervals, and agreement (VEILED-SH A.5)."""
+    from carebench.construct.stages import review_stats_stage
+
+    _done(review_stats_stage(key, list(reviews), bootstrap, seed, _opts(out, None, False, True, None, None)),
+          "review statistics")
+
+
+@app.command()
+def build(
+    config: Annotated[str | None, typer.Option(help="Build config YAML (default: builtin:build, the illustrative set).")] = None,
+    model: Annotated[str | None, typer.Option(help="Model spec for every role the config leaves unset.")] = None,
+    limit: Annotated[int | None, typer.Option(help="Only the first N source rows (smoke runs).")] = None,
+    out: Out = None, budget: Budget = None, dry_run: DryRun = False, no_cache: NoCache = False,
+    cache: Cache = None, concurrency: Concurrency = None,
+) -> None:
+    """Run the whole chain from a config file and write prompts.jsonl for `carebench plural`."""
+    from carebench.construct.config import load_build_config
+    from carebench.construct.pipeline import build as run_build
+
+    cfg = load_build_config(config or "builtin:build")
+    if limit is not None:
+        cfg = cfg.model_copy(update={"limit": limit})
+    opts = _opts(out, budget, dry_run, no_cache, cache, concurrency)
+    opts.model = model
+    result = run_build(cfg, opts)
+    if isinstance(result, dict):
+        typer.echo(json.dumps(result, indent=2))
+        return
+    from carebench.rundir import read_json
+
+    m = read_json(result / "metrics.json")
+    for s in m["stages"]:
+        typer.echo(f"{s['step']:<10} {s['in']:>5} -> {s['out']:<5} {s['note']}")
+    _done(result, "built")

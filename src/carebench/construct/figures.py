@@ -1,0 +1,85 @@
+"""Exploratory figures of a constructed set (VEILED-SH, Appendix A.3).
+
+Prompt length by context (Fig. 6), assigned persona demographics (Fig. 5),
+source year (Fig. 7) and topics (Fig. 4). Topics are k-means clusters of the
+prompts' sentence embeddings, each named by its top TF-IDF terms: nothing here
+needs a topic model or a download. All are descriptive proxies.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from carebench.report import Figure, Table, bar_chart, box_chart
+
+AGE_BANDS = ((0, 17, "<18"), (18, 24, "18-24"), (25, 34, "25-34"), (35, 49, "35-49"), (50, 64, "50-64"),
+             (65, 200, "65+"))
+
+
+def age_band(age: Any) -> str:
+    if isinstance(age, int | float) and not isinstance(age, bool):
+        for lo, hi, name in AGE_BANDS:
+            if lo <= age <= hi:
+                return name
+    return "unknown"
+
+
+def length_by_context(prompts: list[dict[str, Any]]) -> Figure:
+    groups: dict[str, list[float]] = {}
+    for p in prompts:
+        groups.setdefault(p["context"], []).append(float(len(p["text"].split())))
+    png = box_chart(dict(sorted(groups.items())), "Prompt length by context", "words")
+    return Figure("construct-length-by-context", png, "Prompt length in words by application context.")
+
+
+def demographics(prompts: list[dict[str, Any]], top: int = 8) -> list[Figure]:
+    figs = []
+    attrs = [p["persona"].get("attributes", {}) for p in prompts]
+    fields = {"age band": [age_band(a.get("age")) for a in attrs]}
+    for key in ("sex", "education", "marital_status", "occupation"):
+        fields[key.replace("_", " ")] = [str(a.get(key, "unknown")) for a in attrs]
+    for name, values in fields.items():
+        counts = Counter(values).most_common(top)
+        cats = [c for c, _ in counts]
+        if name == "age band":
+            order = [b for *_, b in AGE_BANDS] + ["unknown"]
+            cats = [b for b in order if b in dict(counts)]
+        png = bar_chart(cats, {"prompts": [dict(counts)[c] for c in cats]}, f"Assigned personas: {name}", "prompts")
+        figs.append(Figure(f"construct-persona-{name.replace(' ', '-')}", png,
+                           f"Assigned persona {name} (top {top})."))
+    return figs
+
+
+def source_years(rows: list[dict[str, Any]]) -> Figure | None:
+    years = Counter(r["year"] for r in rows if r.get("year") is not None)
+    if not years:
+        return None
+    cats = [str(y) for y in sorted(years)]
+    total = sum(years.values())
+    png = bar_chart(cats, {"share of rows": [years[int(c)] / total for c in cats]}, "Source year", "share")
+    return Figure("construct-source-year", png, "Share of retained source rows by year.")
+
+
+def topics(texts: list[str], embeddings: np.ndarray, k: int = 6, terms: int = 6, seed: int = 42) -> Table:
+    """k-means over embeddings; each cluster named by its highest mean TF-IDF terms."""
+    from sklearn.cluster import KMeans
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    k = max(1, min(k, len(texts)))
+    labels = KMeans(n_clusters=k, n_init=10, random_state=seed).fit_predict(embeddings)
+    tfidf = TfidfVectorizer(stop_words="english", min_df=1)
+    m = tfidf.fit_transform(texts)
+    vocab = np.array(tfidf.get_feature_names_out())
+    rows = []
+    for c in range(k):
+        members = np.flatnonzero(labels == c)
+        mean = np.asarray(m[members].mean(axis=0)).ravel()
+        top = vocab[np.argsort(-mean, kind="stable")[:terms]]
+        rows.append([int(members.size), ", ".join(top)])
+    rows.sort(key=lambda r: -r[0])  # largest topic first, numbered in that order
+    rows = [[i + 1, *r] for i, r in enumerate(rows)]
+    return Table(["topic", "prompts", "top TF-IDF terms"], rows,
+                 caption=f"Topics: k-means ({k} clusters) over prompt embeddings, named by TF-IDF terms.")

@@ -1,0 +1,35 @@
+"""The construction judge (VEILED-SH §4.3, Table 3, Appendix A.2): one temperature-0
+call per (source, persona, context, output) tuple, answered as a
+:class:`~carebench.construct.quality.ConstructionVerdict`."""
+
+from __future__ import annotations
+
+from carebench.construct.calls import Ledger, ask_json
+from carebench.construct.prompts import JUDGE_SYSTEM, persona_block
+from carebench.construct.quality import ConstructionVerdict
+from carebench.construct.sources import WorkRow
+from carebench.models.base import ChatModel
+
+JUDGE_MAX_TOKENS = 400
+
+
+def judge_prompt(row: WorkRow, output: str, contract: str) -> str:
+    persona = persona_block(row.persona.text, row.persona.attributes) if row.persona else "(no persona)"
+    return f"SOURCE\n{row.text}\n\nPERSONA\n{persona}\n\nCONTEXT\n{contract}\n\nOUTPUT\n{output}"
+
+
+def judge(
+    items: list[tuple[WorkRow, str]],
+    contracts: dict[str, str],
+    model: ChatModel,
+    ledger: Ledger,
+    stage: str = "construction judge",
+) -> list[tuple[ConstructionVerdict | None, str]]:
+    """(verdict or None, status) per (row, output); status is ``ok``, ``parse_error`` or ``error``."""
+    answers = ask_json(
+        ledger, stage, model,
+        [((r.id, r.rewriter or ""), JUDGE_SYSTEM, judge_prompt(r, out, contracts[r.context]))  # type: ignore[index]
+         for r, out in items],
+        ConstructionVerdict, max_tokens=JUDGE_MAX_TOKENS, temperature=0.0,
+    )
+    return [(a.value if a.status == "ok" else None, a.status) for a in answers]  # type: ignore[misc]

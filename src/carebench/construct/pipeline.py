@@ -1,0 +1,335 @@
+"""``carebench construct build``: screen -> route -> assign -> select -> rewrite -> judge
+-> anonymize -> prompts, in one run directory.
+
+Selection follows VEILED-SH §4.3: every rewriter configuration rewrites the same
+seeded sample of rows (``selection_sample``) and is judged; gate-first selection
+keeps the passing configurations; then every rewrite row gets a round-robin
+configuration among them (rows from the sample reuse their cached calls) and is
+judged; a rewrite failing any gate is not released (``drop_gate_failures``).
+Nothing is written to ``prompts.jsonl`` unless every step finished.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from carebench.cache import CompletionCache
+from carebench.construct import anonymize as anon
+from carebench.construct.calls import Ledger
+from carebench.construct.config import BuildConfig
+from carebench.construct.io import load_models, resolve, write_models
+from carebench.construct.judge import judge
+from carebench.construct.lexicon import load_lexicon
+from carebench.construct.personas import load_personas
+from carebench.construct.quality import GATE_NAMES, GATES, Outcome, row_passes, selected, summarize
+from carebench.construct.rewriting import (
+    FORUM,
+    RewriterConfig,
+    assign,
+    forum_sample,
+    parse_config,
+    rewrite,
+    rewrite_report,
+    round_robin,
+)
+from carebench.construct.routing import route
+from carebench.construct.screening import (
+    ScreenConfig,
+    Verdict,
+    classify_llm,
+    scores_from_file,
+    screen,
+)
+from carebench.construct.sources import SourceRow, WorkRow
+from carebench.datasets.prompts import Persona as PromptPersona
+from carebench.datasets.prompts import PromptRecord
+from carebench.models import get_model
+from carebench.models.base import ChatModel
+from carebench.rundir import data_sha256, new_run_dir, write_json, write_jsonl, write_manifest
+from carebench.runner import Runner, RunnerConfig
+from carebench.taxonomy import load_contexts, load_taxonomy
+from carebench.types import CarebenchError
+
+SUITE = "construct"
+
+
+@dataclass
+class RunOptions:
+    out: str | None = None
+    model: str | None = None
+    budget_usd: float | None = None
+    dry_run: bool = False
+    use_cache: bool = True
+    cache_path: str | None = None
+    concurrency: int | None = None
+    progress: bool = True
+    embedding_cache: str | None = None
+
+
+@dataclass
+class Stages:
+    """Counts in and out per step, for the report."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, step: str, n_in: int, n_out: int, note: str = "", **detail: Any) -> None:
+        self.rows.append({"step": step, "in": n_in, "out": n_out, "note": note})
+        if detail:
+            self.details[step] = detail
+
+
+def make_ledger(opts: RunOptions) -> Ledger:
+    cache = CompletionCache(Path(opts.cache_path) if opts.cache_path else None) if opts.use_cache else None
+    runner = Runner(RunnerConfig(concurrency=opts.concurrency, use_cache=opts.use_cache, progress=opts.progress,
+                                 budget_usd=opts.budget_usd), cache=cache)
+    return Ledger(runner, budget_usd=opts.budget_usd)
+
+
+def load_expressions(spec: str | None) -> list[str]:
+    if not spec:
+        return []
+    from carebench.datasets.files import format_from_suffix, read_rows
+
+    p = resolve(spec)
+    out = []
+    for loc, raw in read_rows(p, format_from_suffix(p) or "jsonl"):
+        expr = raw.get("expression")
+        if not isinstance(expr, str) or not expr.strip():
+            raise CarebenchError(f"{p}:{loc.split()[-1]}: field 'expression': missing")
+        out.append(f"{expr} ({raw['meaning']})" if raw.get("meaning") else expr)
+    return out
+
+
+def classifier_verdicts(spec: str, rows: list[SourceRow], ledger: Ledger | None, models: dict[str, ChatModel]) -> list[Verdict] | None:
+    if spec == "none":
+        return None
+    kind, _, arg = spec.partition(":")
+    if kind == "scores" and arg:
+        return scores_from_file(arg, rows)
+    if kind == "llm" and arg:
+        if ledger is None:
+            raise AssertionError("an LLM classifier needs the ledger")
+        return classify_llm(rows, _model(models, arg), ledger, load_taxonomy())
+    raise CarebenchError(f"unknown classifier {spec!r} (use none, llm:SPEC or scores:PATH)")
+
+
+def _model(models: dict[str, ChatModel], spec: str) -> ChatModel:
+    if spec not in models:
+        models[spec] = get_model(spec)
+    return models[spec]
+
+
+def build(cfg: BuildConfig, opts: RunOptions) -> Path | dict[str, Any]:
+    """Run the whole chain; returns the run directory (or the plan for a dry run)."""
+    cfg = cfg.with_model(opts.model)
+    cfg.check_models()
+    sources = load_models(cfg.sources, SourceRow)  # every input validated before any call
+    if cfg.limit is not None:
+        sources = sources[: cfg.limit]
+    personas = load_personas(cfg.personas, cfg.persona_id_field, cfg.persona_text_field)
+    lexicon = load_lexicon(cfg.lexicon, cfg.lexicon_replace)
+    contexts = load_contexts(cfg.contexts)
+    unknown = [c for c in cfg.rewrite_contexts if c not in contexts]
+    if unknown:
+        raise CarebenchError(f"rewrite context {unknown[0]!r} is not defined (known: {', '.join(contexts)})")
+    contracts = {name: c.contract_text() for name, c in contexts.items()}
+    expressions = load_expressions(cfg.expressions)
+    reversals = anon.load_phrase_list(cfg.reversals)
+    literals = anon.load_phrase_list(cfg.literals)
+    names = anon.load_phrase_list(cfg.names)
+    backend = anon.make_backend(cfg.anonymizer, names=names)
+    models: dict[str, ChatModel] = {}
+    configs = [parse_config(s, models) for s in dict.fromkeys(cfg.rewriters)]
+    router = _model(models, cfg.router)  # type: ignore[arg-type]
+    judge_model = _model(models, cfg.judge)  # type: ignore[arg-type]
+    if opts.dry_run:
+        return _plan(cfg, sources, lexicon, configs)
+    from carebench.construct.personas import get_embedder
+
+    embedder = get_embedder(cfg.embedder)
+    ledger = make_ledger(opts)
+    run_dir = new_run_dir(SUITE, opts.out)
+    manifest = _manifest_writer(run_dir, cfg, opts, sources, models)
+    manifest("running", ledger)
+    stages = Stages()
+    try:
+        final, selection, anon_summary, rows = _chain(cfg, opts, sources, personas, lexicon, contracts, expressions,
+                                                      reversals, literals, backend, configs, router, judge_model,
+                                                      embedder, ledger, models, stages)
+    except CarebenchError:
+        write_stopped(run_dir, stages, ledger)
+        manifest("stopped", ledger, stages)
+        raise
+    finally:
+        for m in models.values():
+            _close(m)
+    write_models(run_dir / "rows.jsonl", rows)
+    write_models(run_dir / "prompts.jsonl", final)
+    write_jsonl(run_dir / "calls.jsonl", ledger.call_rows)
+    metrics = {"stages": stages.rows, "details": stages.details, "selection": selection,
+               "anonymization": anon_summary, "accounting": ledger.summary()}
+    write_json(run_dir / "metrics.json", metrics)
+    manifest("complete", ledger, stages)
+    from carebench.construct.report import render_build
+
+    render_build(run_dir, embedder=embedder if cfg.figures else None)
+    return run_dir
+
+
+def write_stopped(run_dir: Path, stages: Stages, ledger: Ledger | None) -> None:
+    """What a stopped run leaves: its calls, the counts so far and a report of them
+    (residual hits included), never a prompts file."""
+    if ledger is not None:
+        write_jsonl(run_dir / "calls.jsonl", ledger.call_rows)
+    metrics = {"stages": stages.rows, "details": stages.details, "status": "stopped",
+               "anonymization": stages.details.get("anonymize")}
+    if ledger is not None:
+        metrics["accounting"] = ledger.summary()
+    write_json(run_dir / "metrics.json", metrics)
+    from carebench.construct.report import render_stage
+
+    render_stage(run_dir)
+
+
+def _close(model: ChatModel) -> None:
+    import asyncio
+    import contextlib
+
+    with contextlib.suppress(Exception):
+        asyncio.run(model.aclose())
+
+
+def _manifest_writer(run_dir: Path, cfg: BuildConfig, opts: RunOptions, sources: list[SourceRow], models: dict):
+    dataset = {"source": cfg.sources, "rows": len(sources),
+               "sha256": data_sha256(s.model_dump(mode="json") for s in sources),
+               "illustrative": all(s.illustrative for s in sources)}
+
+    def write(status: str, ledger: Ledger, stages: Stages | None = None) -> None:
+        write_manifest(run_dir, suite=SUITE, config=cfg.model_dump(mode="json"), models=sorted(models),
+                       seeds={"construct": cfg.seed}, dataset=dataset,
+                       extra={"status": status, "kind": "build", "accounting": ledger.summary(),
+                              "attributes_mode": cfg.attributes,
+                              "budget_usd": opts.budget_usd,
+                              "stages": stages.rows if stages else []})
+    return write
+
+
+def _plan(cfg: BuildConfig, sources: list[SourceRow], lexicon, configs: list[RewriterConfig]) -> dict[str, Any]:
+    hits = sum(bool(lexicon.find(s.text)) for s in sources)
+    n_cfg_calls = sum(len(c.models) for c in configs)
+    upper = len(sources)
+    return {
+        "sources": len(sources), "lexicon_hits": hits,
+        "classifier_calls": len(sources) if cfg.classifier.startswith("llm:") else 0,
+        "routing_calls_at_most": 2 * upper,
+        "selection_calls_at_most": min(cfg.selection_sample, upper) * (n_cfg_calls + len(configs)),
+        "final_calls_at_most": upper * 2,
+        "note": "later prompts depend on earlier answers (sketches, rewrites), so only upper bounds "
+                "are known before running; cached calls cost nothing on a re-run",
+    }
+
+
+def _chain(cfg, opts, sources, personas, lexicon, contracts, expressions, reversals, literals, backend, configs,
+           router, judge_model, embedder, ledger, models, stages):
+    verdicts = classifier_verdicts(cfg.classifier, sources, ledger, models)
+    retained, screen_rep = screen(sources, lexicon, verdicts,
+                                  ScreenConfig(cfg.classifier, cfg.threshold, cfg.uncertain_low, cfg.keep_share, cfg.seed))
+    stages.add("screen", len(sources), len(retained), f"classifier {cfg.classifier}", **screen_rep)
+    if not retained:
+        raise CarebenchError("screening retained no rows")
+    routed, route_rep = route(retained, personas, embedder, router, ledger, k=cfg.k, attributes=cfg.attributes,
+                              cache_dir=opts.embedding_cache)
+    stages.add("route", len(retained), len(routed), f"attributes {cfg.attributes}", **route_rep)
+    forum_ids = forum_sample(routed, cfg.forum_share, cfg.seed)
+    assign(routed, tuple(cfg.rewrite_contexts), cfg.seed, forum_ids)
+    to_rewrite = [r for r in routed if r.context != FORUM]
+    stages.add("assign", len(routed), len(routed), f"{len(forum_ids)} forum kept as written, "
+               f"{len(to_rewrite)} to rewrite", forum_kept=len(forum_ids))
+    selection = _select(cfg, to_rewrite, configs, contracts, expressions, judge_model, ledger, stages)
+    passing = selection["selected"]
+    by_name = {c.name: c for c in configs}
+    released: list[WorkRow] = [r for r in routed if r.context == FORUM]
+    if passing and to_rewrite:
+        round_robin(to_rewrite, passing)
+        jobs = [(r, by_name[r.rewriter]) for r in to_rewrite]  # type: ignore[index]
+        outs = rewrite(jobs, contracts, ledger, expressions, stage="rewrites")
+        for r, (text, status) in zip(to_rewrite, outs, strict=True):
+            r.output, r.rewrite_status = text, status
+        ok = [r for r in to_rewrite if r.output]
+        stages.add("rewrite", len(to_rewrite), len(ok), "round-robin over " + ", ".join(passing), **rewrite_report(to_rewrite))
+        verdicts_j = judge([(r, r.output) for r in ok], contracts, judge_model, ledger)  # type: ignore[misc]
+        dropped: dict[str, int] = {}
+        kept = []
+        for r, (v, status) in zip(ok, verdicts_j, strict=True):
+            r.verdict = v.model_dump() if v is not None else {"status": status}
+            if row_passes(v) or not cfg.drop_gate_failures:
+                kept.append(r)
+                continue
+            why = "unjudged" if v is None else "+".join(GATE_NAMES[g] for g in GATES if not getattr(v, g))
+            dropped[why] = dropped.get(why, 0) + 1
+        stages.add("judge", len(ok), len(kept), "rewrites failing a gate are not released"
+                   if cfg.drop_gate_failures else "gate failures kept (drop_gate_failures: false)", dropped=dropped)
+        released += kept
+    else:
+        for r in to_rewrite:
+            r.rewrite_status = "no_configuration_passed"
+        stages.add("rewrite", len(to_rewrite), 0, "no rewriter configuration passed the gates" if to_rewrite
+                   else "nothing to rewrite")
+    final, summary = _anonymize(cfg, released, backend, reversals, literals, stages)
+    return final, selection, summary, routed
+
+
+def _select(cfg, to_rewrite, configs, contracts, expressions, judge_model, ledger, stages) -> dict[str, Any]:
+    if not to_rewrite:
+        return {"table": [], "selected": [], "sample": 0}
+    rng = np.random.default_rng(cfg.seed)
+    pick = sorted(int(i) for i in rng.permutation(len(to_rewrite))[: cfg.selection_sample])
+    pilot = [to_rewrite[i] for i in pick]
+    jobs = [(r, c) for c in configs for r in pilot]
+    outs = rewrite(jobs, contracts, ledger, expressions, stage="selection rewrites")
+    done = [((r, c), text) for (r, c), (text, _) in zip(jobs, outs, strict=True) if text]
+    verdicts = iter(judge([(r, text) for (r, _), text in done], contracts, judge_model, ledger,
+                          stage="selection judge"))  # the judge never sees which configuration wrote it
+    outcomes = [Outcome(c.name, next(verdicts)[0]) if text else Outcome(c.name, None, rewrite_ok=False)
+                for (r, c), (text, _) in zip(jobs, outs, strict=True)]
+    table = summarize(outcomes, limits=cfg.gate_limits.as_gates())
+    chosen = selected(table)
+    stages.add("select", len(configs), len(chosen), f"gate-first over {len(pilot)} sample rows per configuration")
+    return {"table": [t.to_dict() for t in table], "selected": chosen, "sample": len(pilot),
+            "limits": cfg.gate_limits.model_dump()}
+
+
+def _anonymize(cfg, released: list[WorkRow], backend, reversals, literals, stages) -> tuple[list[PromptRecord], dict]:
+    res = anon.anonymize_rows([(r.id, r.output or r.text, r.deidentified) for r in released], backend, reversals,
+                              literals)
+    summary = res.summary()
+    bad = {h["id"] for h in res.residual_hits}
+    if bad and cfg.on_residual == "error":
+        stages.add("anonymize", len(released), 0, f"{len(bad)} rows with residual identifiers", **summary)
+        raise CarebenchError(
+            f"anonymization left {len(res.residual_hits)} residual hits in {len(bad)} rows "
+            f"(first: {res.residual_hits[0]['id']}: {res.residual_hits[0]['what']}; all are listed in the "
+            "report); fix the lists or set on_residual: drop"
+        )
+    final = []
+    for r, out in zip(released, res.rows, strict=True):
+        r.anonymized = out.text
+        if r.id in bad:
+            continue
+        persona = PromptPersona(text=r.persona.text, attributes=dict(r.persona.attributes)) if r.persona else PromptPersona()
+        final.append(PromptRecord(id=f"{r.id}-{r.context}", source_id=r.id, source_group=r.group,
+                                  context=r.context, persona=persona, text=out.text, rewriter=r.rewriter))
+    stages.add("anonymize", len(released), len(final), ("pattern recognizers only (no NER model)" if not backend.ner
+               else f"with NER ({backend.name})") + (f"; {len(bad)} rows dropped for residual hits" if bad else ""),
+               **summary)
+    return final, summary
+
+
+def dump(obj: Any) -> str:
+    return json.dumps(obj, indent=2, ensure_ascii=False)

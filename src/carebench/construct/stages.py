@@ -1,0 +1,302 @@
+"""Single-stage runs (``carebench construct screen|route|rewrite|judge|select|anonymize|
+review-sample|review-stats``): each reads rows, writes its output rows and a run
+directory whose report shows counts in and out. They chain by file: the output
+of one is the ``--rows`` of the next, and ``build`` runs them all at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from carebench.construct import anonymize as anon
+from carebench.construct.calls import Ledger
+from carebench.construct.io import load_models, write_models
+from carebench.construct.pipeline import (
+    RunOptions,
+    Stages,
+    _model,
+    classifier_verdicts,
+    load_expressions,
+    make_ledger,
+)
+from carebench.construct.quality import ConstructionVerdict, Outcome, selected, summarize
+from carebench.construct.sources import SourceRow, WorkRow
+from carebench.models.base import ChatModel
+from carebench.rundir import data_sha256, new_run_dir, write_json, write_jsonl, write_manifest
+from carebench.types import CarebenchError
+
+SUITE = "construct"
+
+
+def run_stage(
+    kind: str,
+    opts: RunOptions,
+    config: dict[str, Any],
+    rows_in: list[Any],
+    body: Callable[[Ledger | None, dict[str, ChatModel], Stages, Path], dict[str, Any]],
+    *,
+    calls: bool = True,
+) -> Path:
+    """Create the run directory, run ``body``, write calls, metrics, manifest and report."""
+    models: dict[str, ChatModel] = {}
+    ledger = make_ledger(opts) if calls else None
+    run_dir = new_run_dir(SUITE, opts.out)
+    stages = Stages()
+    dataset = {"rows": len(rows_in), "sha256": data_sha256(
+        r.model_dump(mode="json") if hasattr(r, "model_dump") else r for r in rows_in)}
+
+    def manifest(status: str) -> None:
+        write_manifest(run_dir, suite=SUITE, config=config, models=sorted(models), seeds={"construct": config.get("seed", 42)},
+                       dataset=dataset, extra={"status": status, "kind": kind,
+                                               "accounting": ledger.summary() if ledger else {},
+                                               "stages": stages.rows})
+
+    manifest("running")
+    try:
+        extra = body(ledger, models, stages, run_dir)
+    except CarebenchError:
+        from carebench.construct.pipeline import write_stopped
+
+        write_stopped(run_dir, stages, ledger)
+        manifest("stopped")
+        raise
+    finally:
+        from carebench.construct.pipeline import _close
+
+        for m in models.values():
+            _close(m)
+    if ledger is not None:
+        write_jsonl(run_dir / "calls.jsonl", ledger.call_rows)
+    metrics = {"stages": stages.rows, "details": stages.details, **extra}
+    if ledger is not None:
+        metrics["accounting"] = ledger.summary()
+    write_json(run_dir / "metrics.json", metrics)
+    manifest("complete")
+    from carebench.construct.report import render_stage
+
+    render_stage(run_dir)
+    return run_dir
+
+
+def load_rows(path: str, unique: bool = True) -> list[WorkRow]:
+    return load_models(path, WorkRow, unique="id" if unique else None)
+
+
+def screen_stage(sources: str, lexicon: list[str], lexicon_replace: bool, classifier: str, threshold: float,
+                 uncertain_low: float, keep_share: float, seed: int, opts: RunOptions) -> Path:
+    from carebench.construct.lexicon import load_lexicon
+    from carebench.construct.screening import ScreenConfig, screen
+
+    rows = load_models(sources, SourceRow)
+    lex = load_lexicon(lexicon, lexicon_replace)
+    cfg = ScreenConfig(classifier, threshold, uncertain_low, keep_share, seed)
+    cfg.validate()
+
+    def body(ledger, models, stages, run_dir):
+        verdicts = classifier_verdicts(classifier, rows, ledger, models)
+        kept, rep = screen(rows, lex, verdicts, cfg)
+        stages.add("screen", len(rows), len(kept), f"classifier {classifier}", **rep)
+        write_models(run_dir / "screened.jsonl", kept)
+        return {}
+
+    return run_stage("screen", opts, {"sources": sources, "lexicon": lexicon, "classifier": classifier,
+                                      "threshold": threshold, "uncertain_low": uncertain_low,
+                                      "keep_share": keep_share, "seed": seed}, rows, body,
+                     calls=classifier.startswith("llm:"))
+
+
+def route_stage(rows_path: str, personas: str, model: str, embedder: str, k: int, attributes: str,
+                opts: RunOptions, id_field: str = "id", text_field: str = "text") -> Path:
+    from carebench.construct.personas import get_embedder, load_personas
+    from carebench.construct.routing import route
+
+    rows = load_rows(rows_path)
+    table = load_personas(personas, id_field, text_field)
+    emb = get_embedder(embedder)
+
+    def body(ledger, models, stages, run_dir):
+        routed, rep = route(rows, table, emb, _model(models, model), ledger, k=k, attributes=attributes,
+                            cache_dir=opts.embedding_cache)
+        stages.add("route", len(rows), len(routed), f"attributes {attributes}", **rep)
+        write_models(run_dir / "routed.jsonl", routed)
+        return {}
+
+    return run_stage("route", opts, {"rows": rows_path, "personas": personas, "model": model, "k": k,
+                                     "attributes": attributes, "embedder": embedder}, rows, body)
+
+
+def rewrite_stage(rows_path: str, rewriters: list[str], contexts_path: str | None, rewrite_contexts: list[str],
+                  forum_share: float, all_configs: bool, expressions: str | None, seed: int,
+                  opts: RunOptions) -> Path:
+    from carebench.construct import rewriting as rw
+    from carebench.taxonomy import load_contexts
+
+    rows = load_rows(rows_path)
+    if not rewriters:
+        raise CarebenchError("give at least one --rewriter")
+    contexts = load_contexts(contexts_path)
+    contracts = {n: c.contract_text() for n, c in contexts.items()}
+    for c in rewrite_contexts:
+        if c not in contexts or c == rw.FORUM:
+            raise CarebenchError(f"rewrite context {c!r} is not a known non-forum context")
+    exprs = load_expressions(expressions)
+
+    def body(ledger, models, stages, run_dir):
+        configs = [rw.parse_config(s, models) for s in dict.fromkeys(rewriters)]
+        if any(r.persona is None for r in rows):
+            raise CarebenchError(f"{rows_path}: rows need a persona (run `construct route` first)")
+        forum_ids = rw.forum_sample(rows, forum_share, seed)
+        rw.assign(rows, tuple(rewrite_contexts), seed, forum_ids)
+        todo = [r for r in rows if r.context != rw.FORUM]
+        out_rows = [r for r in rows if r.context == rw.FORUM]
+        if all_configs:
+            jobs = [(r.model_copy(deep=True), c) for c in configs for r in todo]
+        else:
+            rw.round_robin(todo, [c.name for c in configs])
+            by = {c.name: c for c in configs}
+            jobs = [(r, by[r.rewriter]) for r in todo]  # type: ignore[index]
+        outs = rw.rewrite(jobs, contracts, ledger, exprs)
+        for (r, c), (text, status) in zip(jobs, outs, strict=True):
+            r.rewriter, r.output, r.rewrite_status = c.name, text, status
+            out_rows.append(r)
+        stages.add("rewrite", len(rows), sum(bool(r.output) for r in out_rows),
+                   "every configuration on every row" if all_configs else "round-robin", **rw.rewrite_report(out_rows))
+        write_models(run_dir / "rewrites.jsonl", out_rows)
+        return {}
+
+    return run_stage("rewrite", opts, {"rows": rows_path, "rewriters": rewriters, "forum_share": forum_share,
+                                       "all_configs": all_configs, "seed": seed,
+                                       "rewrite_contexts": rewrite_contexts}, rows, body)
+
+
+def judge_stage(rows_path: str, judge_spec: str, contexts_path: str | None, opts: RunOptions) -> Path:
+    from carebench.construct.judge import judge
+    from carebench.taxonomy import load_contexts
+
+    rows = load_rows(rows_path, unique=False)
+    contracts = {n: c.contract_text() for n, c in load_contexts(contexts_path).items()}
+    todo = [r for r in rows if r.rewriter and r.output]
+
+    def body(ledger, models, stages, run_dir):
+        res = judge([(r, r.output) for r in todo], contracts, _model(models, judge_spec), ledger)  # type: ignore[misc]
+        for r, (v, status) in zip(todo, res, strict=True):
+            r.verdict = v.model_dump() if v is not None else {"status": status}
+        stages.add("judge", len(todo), sum(v is not None for v, _ in res), "verdicts parsed")
+        write_models(run_dir / "judged.jsonl", rows)
+        return {}
+
+    return run_stage("judge", opts, {"rows": rows_path, "judge": judge_spec}, rows, body)
+
+
+def outcomes_from_rows(rows: list[WorkRow]) -> list[Outcome]:
+    out = []
+    for r in rows:
+        if not r.rewriter:
+            continue
+        if not r.output:
+            out.append(Outcome(r.rewriter, None, rewrite_ok=False))
+        elif r.verdict and "severity_preserved" in r.verdict:
+            out.append(Outcome(r.rewriter, ConstructionVerdict.model_validate(r.verdict)))
+        else:
+            out.append(Outcome(r.rewriter, None))
+    return out
+
+
+def select_stage(rows_path: str, limits: dict[str, float], opts: RunOptions) -> Path:
+    rows = load_rows(rows_path, unique=False)
+    outcomes = outcomes_from_rows(rows)
+    if not outcomes:
+        raise CarebenchError(f"{rows_path}: no rewrites with a rewriter to select from")
+
+    def body(ledger, models, stages, run_dir):
+        table = summarize(outcomes, limits=limits)
+        chosen = selected(table)
+        stages.add("select", len({o.config for o in outcomes}), len(chosen), "gate-first, then by Q")
+        sel = {"table": [t.to_dict() for t in table], "selected": chosen,
+               "limits": {"severity": limits["severity_preserved"], "leakage": limits["no_leakage"],
+                          "format": limits["format_ok"]}}
+        write_json(run_dir / "selection.json", sel)
+        return {"selection": sel}
+
+    return run_stage("select", opts, {"rows": rows_path, "limits": limits}, rows, body, calls=False)
+
+
+def anonymize_stage(rows_path: str, backend_spec: str, names: str | None, reversals: str | None,
+                    literals: str | None, on_residual: str, drop_gate_failures: bool, opts: RunOptions) -> Path:
+    from carebench.construct.config import BuildConfig
+    from carebench.construct.pipeline import _anonymize
+    from carebench.construct.quality import row_passes
+
+    rows = load_rows(rows_path)
+    backend = anon.make_backend(backend_spec, names=anon.load_phrase_list(names))
+    rev, lits = anon.load_phrase_list(reversals), anon.load_phrase_list(literals)
+    if on_residual not in ("error", "drop"):
+        raise CarebenchError("--on-residual must be error or drop")
+
+    def body(ledger, models, stages, run_dir):
+        released = []
+        for r in rows:
+            if not r.context:
+                raise CarebenchError(f"{rows_path}: row {r.id} has no context (run `construct rewrite` first)")
+            if r.context != "forum" and not r.output:
+                continue
+            if r.rewriter and drop_gate_failures and r.verdict is not None and not row_passes(
+                    ConstructionVerdict.model_validate(r.verdict) if "severity_preserved" in r.verdict else None):
+                continue
+            released.append(r)
+        cfg = BuildConfig(on_residual=on_residual)  # type: ignore[arg-type]
+        final, summary = _anonymize(cfg, released, backend, rev, lits, stages)
+        write_models(run_dir / "prompts.jsonl", final)
+        return {"anonymization": summary}
+
+    return run_stage("anonymize", opts, {"rows": rows_path, "backend": backend_spec, "on_residual": on_residual},
+                     rows, body, calls=False)
+
+
+def review_sample_stage(rows_path: str, total: int, per_reviewer: int, shared: int, reviewers: tuple[str, str],
+                        seed: int, opts: RunOptions) -> Path:
+    from carebench.construct.review import SampleConfig, draw_sample, sheet_rows
+    from carebench.datasets.sheets import ReviewItem
+
+    rows = load_rows(rows_path)
+    cfg = SampleConfig(total, per_reviewer, shared, reviewers, seed)
+    cfg.validate()
+
+    def body(ledger, models, stages, run_dir):
+        key, design = draw_sample(rows, cfg)
+        by_id = {r.id: r for r in rows}
+        both = []
+        for who in reviewers:
+            sheet = [ReviewItem.model_validate(s) for s in sheet_rows(key, by_id, who)]
+            write_models(run_dir / f"review_{who}.jsonl", sheet)
+            both += sheet
+        # one file for `carebench annotate load`: each row goes to the reviewer it names
+        write_models(run_dir / "review_sheet.jsonl", sorted(both, key=lambda r: (r.item_id, r.reviewer)))
+        write_jsonl(run_dir / "review_key.private.jsonl", key)
+        stages.add("review sample", len(rows), len(key), f"{len(design['cells'])} context x rewriter cells", **design)
+        return {"design": design}
+
+    return run_stage("review-sample", opts, {"rows": rows_path, "total": total, "per_reviewer": per_reviewer,
+                                             "shared": shared, "reviewers": list(reviewers), "seed": seed},
+                     rows, body, calls=False)
+
+
+def review_stats_stage(key_path: str, reviews: list[str], B: int, seed: int, opts: RunOptions) -> Path:
+    from carebench.construct.review import review_stats
+    from carebench.datasets.sheets import load_reviews
+    from carebench.rundir import read_jsonl
+
+    key = read_jsonl(Path(key_path))
+    if not reviews:
+        raise CarebenchError("give at least one --reviews file")
+    rows = [r.model_dump() for path in reviews for r in load_reviews(path)]
+
+    def body(ledger, models, stages, run_dir):
+        stats = review_stats(key, rows, B=B, seed=seed)
+        stages.add("review stats", len(rows), stats["items_reviewed"], "reviews in, distinct items out")
+        return {"review": stats}
+
+    return run_stage("review-stats", opts, {"key": key_path, "reviews": reviews, "B": B, "seed": seed}, rows, body,
+                     calls=False)
