@@ -102,5 +102,10 @@ def rerender(run_dir: str | Path) -> dict[str, Any]:
         from carebench.demo import rerender as rerender_demo
 
         return rerender_demo(run_dir)
+    if manifest.get("suite") == "construct":  # not yet a run-skeleton suite: its own re-renderer
+        from carebench.construct.report import rerender as rerender_construct
+
+        rerender_construct(run_dir)
+        return {}
     return rerender_run(run_dir, suite_for(manifest.get("suite"), run_dir / "manifest.json"),
                         manifest=manifest)

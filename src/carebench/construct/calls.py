@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from carebench.judging import Judge, JudgeAnswer, JudgeQuestion, ask
 from carebench.models.base import ChatModel
-from carebench.runner import Call, Runner, RunResult, run_batch
+from carebench.runner import Call, Runner, RunResult
 from carebench.types import CarebenchError, ChatRequest, Completion, Message
 
 
@@ -94,7 +94,7 @@ def generate(
         return []
     calls = [Call(m, ChatRequest(msgs, temperature=temperature, max_tokens=max_tokens), tag)
              for tag, m, msgs in requests]
-    res = run_batch(ledger.batch_runner(), calls, stage)
+    res = ledger.batch_runner().run_sync(calls, stage)
     ledger.record(stage, res)
     return list(res.completions)
 
