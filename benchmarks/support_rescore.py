@@ -7,9 +7,12 @@ responder is NOT added (it would add 64,620 verdicts). Times, separately:
 1. building the verdict table from integer-coded column arrays,
 2. building it from string columns (factorization),
 3. scoring + every analysis (``analyze``, B = 2000 bootstrap resamples),
-4. optionally (``--jsonl``) writing and parsing a records.jsonl of that size.
+4. optionally (``--jsonl``) writing and parsing a records.jsonl of that size,
+5. optionally (``--from-files``) ``carebench support rescore`` end to end from a run
+   directory on disk: once reading ``records.parquet``, once with the JSONL only
+   (an older run). ``--tasks N`` shrinks the run for a quick check.
 
-Usage: ``python benchmarks/support_rescore.py [--jsonl] [--B 2000]``.
+Usage: ``python benchmarks/support_rescore.py [--jsonl] [--from-files] [--tasks 718] [--B 2000]``.
 """
 
 from __future__ import annotations
@@ -106,10 +109,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--B", type=int, default=2000)
     ap.add_argument("--jsonl", action="store_true", help="also time writing + parsing records.jsonl")
+    ap.add_argument("--from-files", action="store_true", help="time `support rescore` of a run directory")
+    ap.add_argument("--tasks", type=int, default=718, help="tasks in the synthetic run (seed scale: 718)")
     args = ap.parse_args()
 
     t0 = time.perf_counter()
-    tasks, rt, vt, strings = make_run()
+    tasks, rt, vt, strings = make_run(n_tasks=args.tasks)
     t_gen = time.perf_counter() - t0
     print(f"generated {len(vt):,} verdicts, {len(rt):,} conversations in {t_gen:.1f} s (not timed below)")
 
@@ -165,6 +170,56 @@ def main() -> None:
             same = json.dumps(m3, sort_keys=True) == json.dumps(metrics, sort_keys=True)
             print(f"records.jsonl {size:.0f} MB written in {t_write:.1f} s; parsed in {t_read:.2f} s; "
                   f"analysed in {t_an3:.2f} s; metrics identical to column path: {same}")
+
+
+    if args.from_files:
+        from_files(tasks, rt, vt, strings, args.B)
+
+
+def from_files(tasks, rt, vt, strings, B: int) -> None:
+    """Write a support run directory of this size, then time ``rescore`` from disk."""
+    import os
+
+    from carebench.experiment import write_records
+    from carebench.rundir import write_json, write_jsonl
+    from carebench.support.experiment import rescore
+    from carebench.support.records import PARQUET_COLUMNS
+
+    stat = ["ok", "parse_error", "error", "not_judged_empty"]
+    rows = [{"kind": "response", "task_id": rt.tasks[rt.task[i]], "responder": rt.responders[rt.responder[i]],
+             "attempt": int(rt.attempt[i]), "turns": [], "final_reply": "" if rt.empty[i] else "reply",
+             "status": RESPONSE_STATUSES[rt.status[i]]} for i in range(len(rt))]
+    why = "The reply names the risk directly and offers a crisis line; it does not moralise. " * 2
+    rows += [{"kind": "verdict", "task_id": tk, "responder": rs, "attempt": at, "criterion_id": cr, "judge": jg,
+              "met": bool(mt) if mt >= 0 else None, "rationale": why, "status": stat[st], "scope": "final"}
+             for tk, rs, at, cr, jg, mt, st in zip(
+                 strings["task_id"].tolist(), strings["responder"].tolist(), vt.attempt.tolist(),
+                 strings["criterion_id"].tolist(), strings["judge"].tolist(), vt.met.tolist(),
+                 vt.status.tolist(), strict=True)]
+    with tempfile.TemporaryDirectory() as d:
+        run_dir = Path(d)
+        t0 = time.perf_counter()
+        write_jsonl(run_dir / "tasks.jsonl", [{**t, "turns": ["hello"] * (3 if t["metadata"]["turn_structure"] == "multi" else 1),
+                                                 "reference": "ref"} for t in tasks])
+        write_records(run_dir, rows, PARQUET_COLUMNS)
+        write_json(run_dir / "manifest.json", {
+            "suite": "support", "incomplete": [],
+            "scoring": {"panel": None, "scope": "final", "seed": 12345, "bootstrap": B}})
+        t_write = time.perf_counter() - t0
+        mb = {n: (run_dir / n).stat().st_size / 1e6 for n in ("records.jsonl", "records.parquet")}
+        t0 = time.perf_counter()
+        rescore(run_dir)
+        t_pq = time.perf_counter() - t0
+        first = (run_dir / "metrics.json").read_bytes()
+        os.remove(run_dir / "records.parquet")
+        t0 = time.perf_counter()
+        rescore(run_dir)
+        t_js = time.perf_counter() - t0
+        same = (run_dir / "metrics.json").read_bytes() == first
+        print(f"run directory written in {t_write:.1f} s: records.jsonl {mb['records.jsonl']:.0f} MB, "
+              f"records.parquet {mb['records.parquet']:.0f} MB")
+        print(f"support rescore from disk (B={B}): {t_pq:.2f} s with records.parquet, "
+              f"{t_js:.2f} s from records.jsonl only; same metrics.json: {same}")
 
 
 if __name__ == "__main__":

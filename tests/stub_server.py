@@ -35,7 +35,8 @@ Every request, answered or not, is recorded in ``stub.requests``; a handler that
 is answered with HTTP 500 and its exception kept in ``stub.errors``.
 
 Endpoints (the ``/v1`` prefix is optional): ``POST /v1/chat/completions``,
-``POST /v1/moderations``, ``POST /v1/messages`` (Anthropic; point the ``anthropic``
+``POST /v1/moderations``, ``POST /v1/embeddings`` (deterministic vectors, see
+``stub_embedding``), ``POST /v1/messages`` (Anthropic; point the ``anthropic``
 SDK at ``stub.root_url``), ``GET /v1/models``.
 """
 
@@ -74,7 +75,7 @@ except ImportError:  # pragma: no cover - depends on the environment
 
     _loads = json.loads
 
-__all__ = ["MODERATION_CATEGORIES", "StubReply", "StubRequest", "StubServer"]
+__all__ = ["MODERATION_CATEGORIES", "StubReply", "StubRequest", "StubServer", "stub_embedding"]
 
 #: Category keys of OpenAI's omni moderation model, in its order.
 MODERATION_CATEGORIES: tuple[str, ...] = (
@@ -108,7 +109,10 @@ _ANTHROPIC_ERROR = {
     429: "rate_limit_error",
     529: "overloaded_error",
 }
-_POST_ROUTES = {"/chat/completions": "chat", "/moderations": "moderation", "/messages": "messages"}
+_POST_ROUTES = {"/chat/completions": "chat", "/moderations": "moderation", "/messages": "messages",
+                "/embeddings": "embeddings"}
+#: dimensions of a stub embedding when the request names none
+STUB_EMBEDDING_DIM = 8
 
 
 @dataclass(slots=True)
@@ -167,6 +171,19 @@ class StubReply:
 
 #: ``fn(req)`` returning a reply, a content string, or None (fall through to the default).
 Handler = Callable[[StubRequest], "StubReply | str | None"]
+
+
+def stub_embedding(text: str, dims: int = STUB_EMBEDDING_DIM) -> list[float]:
+    """A deterministic, unnormalised pseudo-embedding of ``text`` (SHA-256 stream)."""
+    import hashlib
+
+    out: list[float] = []
+    block = 0
+    while len(out) < dims:
+        digest = hashlib.sha256(f"{block}:{text}".encode()).digest()
+        out += [(b - 127.5) / 127.5 for b in digest]
+        block += 1
+    return out[:dims]
 
 
 def _content_text(content: Any) -> str:
@@ -479,6 +496,7 @@ class StubServer:
             "chat": self._render_chat,
             "messages": self._render_messages,
             "moderation": self._render_moderation,
+            "embeddings": self._render_embeddings,
         }[kind]
         try:
             payload = _dumps(render(req, reply))
@@ -611,6 +629,18 @@ class StubServer:
             "model": req.body.get("model") or "omni-moderation-latest",
             "results": results,
         }
+
+    def _render_embeddings(self, req: StubRequest, reply: StubReply) -> dict[str, Any]:
+        """One vector per input (``stub_embedding``: a function of the text and the
+        requested ``dimensions``), in input order, with token usage."""
+        inp = req.body.get("input")
+        texts = inp if isinstance(inp, list) else [inp]
+        dims = int(req.body.get("dimensions") or STUB_EMBEDDING_DIM)
+        data = [{"object": "embedding", "index": i, "embedding": stub_embedding(str(t), dims)}
+                for i, t in enumerate(texts)]
+        tokens = sum(_words(str(t)) for t in texts)
+        return {"object": "list", "data": data, "model": req.body.get("model") or "stub-embed",
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
 
     # ----------------------------------------------------------------- writing
     async def _send_error(

@@ -57,3 +57,72 @@ def test_report_reproduces_risk_support_and_sweep_runs(tmp_path):
     for run_dir in (risk, sweep, support):
         _reproduced(run_dir)
     assert (sweep / "figures" / "fig4_fewshot_sweep.png").is_file()
+
+
+def test_support_rescore_reads_parquet_and_falls_back_to_jsonl(tmp_path):
+    import os
+
+    import pyarrow.parquet as pq
+
+    tasks = load_tasks("builtin:sample")
+    out = tmp_path / "run"
+    with StubServer() as stub:
+        stub.handler = Script(tasks)
+        u = stub.base_url
+        assert main(["support", "run", "--responder", f"openai:resp-a@{u}", "--judge", f"openai:judge-a@{u}",
+                     "--attempts", "2", "--limit", "3", "--bootstrap", "50", "--out", str(out)]) == 0
+    jsonl = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+    table = pq.read_table(out / "records.parquet")
+    assert [json.loads(s) for s in table["json"].to_pylist()] == jsonl  # the same rows
+    assert table["kind"].to_pylist() == [r["kind"] for r in jsonl]
+    metrics = (out / "metrics.json").read_bytes()  # scored from the Parquet copy
+    parquet = (out / "records.parquet").read_bytes()
+    os.remove(out / "records.parquet")  # an older run, JSONL only: the same numbers
+    assert main(["support", "rescore", str(out)]) == 0
+    assert (out / "metrics.json").read_bytes() == metrics
+    (out / "records.parquet").write_bytes(parquet)
+    # a hand-edited records.jsonl (one verdict flipped) is newer than the Parquet copy: it wins
+    flip = next(i for i, r in enumerate(jsonl) if r["kind"] == "verdict" and r["met"] is True)
+    jsonl[flip]["met"] = False
+    (out / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in jsonl))
+    assert main(["support", "rescore", str(out)]) == 0
+    assert (out / "metrics.json").read_bytes() != metrics
+
+
+def test_family_override_reaches_self_preference(tmp_path, capsys):
+    tasks = load_tasks("builtin:sample")
+    out = tmp_path / "run"
+    with StubServer() as stub:
+        stub.handler = Script(tasks)
+        u = stub.base_url
+        judge, resp = f"openai:judge-a@{u}", f"openai:resp-a@{u}"
+        assert main(["support", "run", "--responder", resp, "--responder", f"openai:resp-b@{u}",
+                     "--judge", judge, "--judge", f"openai:judge-b@{u}", "--attempts", "1", "--limit", "2",
+                     "--bootstrap", "20",
+                     "--out", str(out), "--family", f"{judge}=acme", "--family", f"{resp}=acme"]) == 0
+    fams = json.loads((out / "metrics.json").read_text())["self_preference"]["families"]
+    # without the override both would be guessed as "openai:judge"/"openai:resp"
+    assert fams["judges"][judge] == "acme" and fams["responders"][resp] == "acme"
+    assert fams["responders"][f"openai:resp-b@{u}"] == "openai:resp"
+    assert json.loads((out / "manifest.json").read_text())["scoring"]["family"] == {judge: "acme", resp: "acme"}
+    assert main(["support", "rescore", str(out), "--family", "nonsense"]) == 2
+    assert "--family expects SPEC=NAME" in capsys.readouterr().err
+
+
+def test_parquet_with_all_null_columns_reads_like_the_jsonl(tmp_path):
+    """Every verdict failed (met null in every row): the Parquet column has the null type."""
+    import os
+
+    from carebench.experiment import write_records
+    from carebench.support.records import PARQUET_COLUMNS, read_run_records
+
+    rows = [{"kind": "response", "task_id": "t1", "responder": "m", "attempt": 0, "turns": [],
+             "final_reply": "hi", "status": "ok"}]
+    rows += [{"kind": "verdict", "task_id": "t1", "responder": "m", "attempt": 0, "criterion_id": f"c{k}",
+              "judge": "j", "met": None, "rationale": "", "status": "error", "scope": "final"} for k in range(3)]
+    write_records(tmp_path, rows, PARQUET_COLUMNS)
+    rt, vt = read_run_records(tmp_path)
+    os.remove(tmp_path / "records.parquet")
+    rt2, vt2 = read_run_records(tmp_path)
+    assert len(vt) == len(vt2) == 3 and len(rt) == len(rt2) == 1
+    assert vt.met.tolist() == vt2.met.tolist() and vt.status.tolist() == vt2.status.tolist()

@@ -150,15 +150,23 @@ def test_dry_run_plan_counts_and_estimates(stub, tmp_path, monkeypatch):
 
     price_table.cache_clear()
     runner = make_runner(tmp_path)
+    stub.handler = lambda r: StubReply(content="short", usage=(5, 7))
     calls = [Call(model_for(stub), req("x" * 400, max_tokens=100)) for _ in range(1)]
     calls += [Call(model_for(stub), req("y" * 400, max_tokens=100))]
+    # nothing cached: replies assumed to fill the output cap (the worst case)
+    # 400 chars ~ 100 tokens + 4 framing at $1/M; 100 output tokens at $2/M
+    first = runner.plan(calls)
+    assert (first.total, first.cached, first.to_make) == (2, 0, 2)
+    assert first.estimated_cost_usd == pytest.approx(2 * (104 * 1.0 + 100 * 2.0) / 1e6)
+    assert first.by_model[str(model_for(stub).spec)]["reply_lengths"] == "output caps"
     runner.run_sync(calls[:1])
     n_before = len(stub.requests)
     plan = runner.plan(calls)
     assert len(stub.requests) == n_before  # planning calls nothing
     assert (plan.total, plan.cached, plan.to_make) == (2, 1, 1)
-    # 400 chars ~ 100 tokens + 4 framing; 100 output tokens at $2/M
-    assert plan.estimated_cost_usd == pytest.approx((104 * 1.0 + 100 * 2.0) / 1e6)
+    # one cached reply of this model (7 completion tokens): the estimate uses its length
+    assert plan.estimated_cost_usd == pytest.approx((104 * 1.0 + 7 * 2.0) / 1e6)
+    assert plan.by_model[str(model_for(stub).spec)]["reply_lengths"] == "cached replies"
 
 
 def test_structured_capability_fallback_like_llamacpp_server(tmp_path):

@@ -80,9 +80,16 @@ def models_check(
 @app.command()
 def report(run_dir: Annotated[Path, typer.Argument(help="A carebench run directory.")]) -> None:
     """Re-render a run directory's metrics and reports from its records alone."""
-    from carebench.suites import rerender
+    from carebench.rundir import read_json
 
-    rerender(run_dir)
+    if read_json(run_dir / "manifest.json").get("suite") == "demo":
+        from carebench.demo import rerender as rerender_demo
+
+        rerender_demo(run_dir)
+    else:
+        from carebench.suites import rerender
+
+        rerender(run_dir)
     typer.echo(f"re-rendered {run_dir}/report.md and report.html")
 
 

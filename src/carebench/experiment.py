@@ -45,6 +45,8 @@ class Execution:
     #: calls that failed after every retry (harness failures): what they fed is left out of
     #: the scores and counted by the suite; the run is marked incomplete (a re-run retries them)
     failed_calls: int = 0
+    #: record fields stored as columns of records.parquet (none: no Parquet copy)
+    parquet_columns: tuple[str, ...] = ()
 
 
 @dataclass
@@ -149,7 +151,7 @@ def write_run(run_dir: Path, suite: str, ex: Execution, run: Run) -> dict[str, A
     for name, rows in ex.files.items():
         write_jsonl(run_dir / name, rows)
     write_jsonl(run_dir / "calls.jsonl", run.call_rows)
-    write_records(run_dir, ex.records)
+    write_records(run_dir, ex.records, ex.parquet_columns)
     return write_manifest(
         run_dir, suite=suite, config=ex.config,
         models=ex.models if ex.models is not None else run.model_specs(),
@@ -160,8 +162,22 @@ def write_run(run_dir: Path, suite: str, ex: Execution, run: Run) -> dict[str, A
     )
 
 
-def write_records(run_dir: Path, rows: Sequence[dict[str, Any]]) -> None:
-    write_jsonl(run_dir / "records.jsonl", rows)
+def write_records(run_dir: Path, rows: Sequence[dict[str, Any]], parquet_columns: Sequence[str] = ()) -> None:
+    """``records.jsonl`` (the readable record) and, given columns, ``records.parquet``
+    (the same rows, secrets scrubbed and JSON-encoded once for both)."""
+    import json
+
+    from carebench.fileio import atomic_write_text
+    from carebench.jsonclean import json_default
+    from carebench.rundir import scrub
+
+    rows = [scrub(r) for r in rows]
+    lines = [json.dumps(r, ensure_ascii=False, default=json_default) for r in rows]
+    atomic_write_text(run_dir / "records.jsonl", "".join(x + "\n" for x in lines))
+    if parquet_columns:
+        from carebench.records_parquet import write_records_parquet
+
+        write_records_parquet(run_dir, rows, lines, parquet_columns)
 
 
 def read_records(run_dir: str | Path) -> list[dict[str, Any]]:

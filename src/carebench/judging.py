@@ -13,7 +13,7 @@ recorded ``parse_error`` answer, never an exception and never a silent gap.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -49,21 +49,38 @@ class CategoryVerdict(BaseModel):
 class JudgeQuestion:
     """One thing to ask every judge. ``key`` is the caller's handle, returned as is.
 
-    ``categories`` lists the allowed category names when ``answer`` is
-    :class:`CategoryVerdict` (names outside it make the answer a parse error).
+    ``categories`` is the vocabulary a :class:`CategoryVerdict` may name: the *whole*
+    category field (e.g. every RESPONSE category of the taxonomy), never only the
+    categories a reference policy expects. A judge naming a real category outside
+    the reference is giving an answer (scored as a disagreement), not a parse error;
+    only names outside the vocabulary are. ``aliases`` maps other accepted spellings
+    (e.g. a category's name) to its canonical entry (e.g. its code).
     """
 
     key: Any
     messages: tuple[Message, ...]
     answer: type[BaseModel] = BinaryVerdict
     categories: tuple[str, ...] = ()
+    aliases: tuple[tuple[str, str], ...] = ()
 
 
-def category_question(key: Any, system: str, user: str, categories: Sequence[str]) -> JudgeQuestion:
-    """A jury question (VEILED-SH §5.3): is the response appropriate, which of the
-    allowed response categories does it satisfy, and why."""
+def category_question(key: Any, system: str, user: str, categories: Sequence[str] | None = None,
+                      aliases: Mapping[str, str] | None = None) -> JudgeQuestion:
+    """A jury question (VEILED-SH §5.3): is the response appropriate, which response
+    categories does it satisfy, and why.
+
+    ``categories`` defaults to the full RESPONSE vocabulary of the taxonomy (codes,
+    with the category names accepted as aliases), so answers are checked against
+    every category there is, not against what one reference policy expects.
+    """
+    if categories is None:
+        from carebench.taxonomy import load_taxonomy
+
+        response = load_taxonomy().response
+        categories = [c.code for c in response]
+        aliases = {**{c.name: c.code for c in response}, **(aliases or {})}
     return JudgeQuestion(key, (Message("system", system), Message("user", user)), CategoryVerdict,
-                         tuple(categories))
+                         tuple(categories), tuple((aliases or {}).items()))
 
 
 @dataclass(slots=True)
@@ -140,12 +157,13 @@ def parse_answer(q: JudgeQuestion, comp: Completion | None) -> tuple[AnswerStatu
         return "parse_error", None, why
     value = parsed.value
     if isinstance(value, CategoryVerdict) and q.categories:
-        canon = {c.strip().lower(): c for c in q.categories}
+        canon = {a.strip().lower(): c for a, c in q.aliases}
+        canon.update({c.strip().lower(): c for c in q.categories})
         cats: list[str] = []
         for c in value.categories:
             hit = canon.get(str(c).strip().lower())
             if hit is None:
-                return "parse_error", None, f"unknown category {c!r}; allowed: {list(q.categories)}"
+                return "parse_error", None, f"unknown category {c!r}; the vocabulary is {list(q.categories)}"
             if hit not in cats:
                 cats.append(hit)
         try:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from carebench.cache import CompletionCache
-from carebench.runner import Call, CallPlan, Ledger, Runner, RunnerConfig, RunResult
+from carebench.runner import Call, CallPlan, Ledger, Runner, RunnerConfig, RunResult, call_row
 from carebench.types import Completion, RunStopped
 
 
@@ -91,8 +91,7 @@ class Run:
         return self.runner.plan(calls)
 
     def _log_call(self, call: Call, comp: Completion) -> None:
-        self.call_rows.append({"model": str(call.model.spec), "tag": call.tag,
-                               "request": call.request.cache_payload(), "completion": comp.to_dict()})
+        self.call_rows.append(call_row(call, comp))
 
     # -- budget -----------------------------------------------------------------------
     @property

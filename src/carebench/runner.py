@@ -116,16 +116,14 @@ class RunResult:
 
     def call_records(self) -> list[dict[str, Any]]:
         """One row per call made or answered from cache, for ``calls.jsonl`` (replayable)."""
-        return [
-            {
-                "model": str(c.model.spec),
-                "tag": c.tag,
-                "request": c.request.cache_payload(),
-                "completion": comp.to_dict(),
-            }
-            for c, comp in zip(self.calls, self.completions, strict=True)
-            if comp is not None
-        ]
+        return [call_row(c, comp) for c, comp in zip(self.calls, self.completions, strict=True)
+                if comp is not None]
+
+
+def call_row(call: Call, comp: Completion) -> dict[str, Any]:
+    """A ``calls.jsonl`` line: enough for ``replay:`` to answer the same request again."""
+    return {"model": str(call.model.spec), "tag": call.tag, "request": call.request.cache_payload(),
+            "completion": comp.to_dict()}
 
 
 @dataclass
@@ -219,7 +217,8 @@ class Runner:
             self._sems, self._sems_loop = {}, loop
         res = RunResult(completions=[None] * len(calls), calls=calls)
         t0 = time.perf_counter()
-        progress = _Progress(len(calls), description or self.config.description, self.config.progress)
+        progress = _Progress(len(calls), description or self.config.description, self.config.progress,
+                             spent=self.ledger.spent_usd)
 
         inflight: dict[str, asyncio.Future] = {}
 
@@ -350,10 +349,10 @@ class Runner:
 class _Progress:
     """Rich progress bar (done/total, rate, ETA, spend so far); silent when disabled."""
 
-    def __init__(self, total: int, description: str, enabled: bool):
+    def __init__(self, total: int, description: str, enabled: bool, spent: float = 0.0):
         self.enabled = enabled and total > 0
         self.total = total
-        self.spent = 0.0
+        self.spent = spent  # the run's spend so far, not only this batch's
         if self.enabled:
             from rich.console import Console
             from rich.progress import (
@@ -378,7 +377,7 @@ class _Progress:
                 transient=False,
                 refresh_per_second=4,
             )
-            self._task = self._p.add_task(description, total=total, spent=0.0, rate="")
+            self._task = self._p.add_task(description, total=total, spent=self.spent, rate="")
             self._t0 = time.perf_counter()
             self._done = 0
 

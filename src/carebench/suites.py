@@ -21,8 +21,10 @@ from carebench.types import CarebenchError
 class SuiteEntry:
     help: str
     app: Callable[[], Any]  # the suite's Typer app (imported only when mounted)
-    suite: Callable[[], Any]  # a carebench.experiment.Suite able to score and render runs
+    suite: Callable[[], Any] | None  # a carebench.experiment.Suite able to score and render runs
     demo: Callable[[], Any] | None = None  # run_demo(run_dir, model_spec=, quick=) for ``carebench demo``
+    #: the suite's own re-renderer, for a suite not yet on the run skeleton (construct)
+    rerender: Callable[[], Any] | None = None
 
 
 def _risk_app():
@@ -61,11 +63,16 @@ def _support_suite():
     return SupportSuite()
 
 
-SUITES: dict[str, SuiteEntry] = {
-    "risk": SuiteEntry("graded risk measurement (Beyond the Flag)", _risk_app, _risk_suite, _risk_demo),
-    "support": SuiteEntry("rubric-scored crisis support (DistressBench)", _support_app, _support_suite,
-                          _support_demo),
-}
+def _construct_app():
+    from carebench.construct.cli import app
+
+    return app
+
+
+def _construct_rerender():
+    from carebench.construct.report import rerender
+
+    return rerender
 
 
 def _annotate_app():
@@ -74,21 +81,23 @@ def _annotate_app():
     return app
 
 
-def _construct_app():
-    from carebench.construct.cli import app
+SUITES: dict[str, SuiteEntry] = {
+    "risk": SuiteEntry("graded risk measurement (Beyond the Flag)", _risk_app, _risk_suite, _risk_demo),
+    "support": SuiteEntry("rubric-scored crisis support (DistressBench)", _support_app, _support_suite,
+                          _support_demo),
+    "construct": SuiteEntry("dataset construction (VEILED-SH §4)", _construct_app, None,
+                            rerender=_construct_rerender),
+}
 
-    return app
+#: tools beside the suites, mounted the same way
+TOOLS: dict[str, Callable[[], Any]] = {"annotate": _annotate_app}
 
 
-#: tools beside the suites, mounted the same way (construct: until it has a run-skeleton suite)
-TOOLS: dict[str, Callable[[], Any]] = {"annotate": _annotate_app, "construct": _construct_app}
-
-
-def suite_for(name: str | None, where: Path | str = "") -> Any:
+def _entry(name: str | None, where: Path | str = "") -> SuiteEntry:
     entry = SUITES.get(str(name))
     if entry is None:
         raise CarebenchError(f"{where}: unknown suite {name!r} in manifest.json; known: {', '.join(SUITES)}")
-    return entry.suite()
+    return entry
 
 
 def rerender(run_dir: str | Path) -> dict[str, Any]:
@@ -98,14 +107,7 @@ def rerender(run_dir: str | Path) -> dict[str, Any]:
 
     run_dir = Path(run_dir)
     manifest = read_json(run_dir / "manifest.json")
-    if manifest.get("suite") == "demo":
-        from carebench.demo import rerender as rerender_demo
-
-        return rerender_demo(run_dir)
-    if manifest.get("suite") == "construct":  # not yet a run-skeleton suite: its own re-renderer
-        from carebench.construct.report import rerender as rerender_construct
-
-        rerender_construct(run_dir)
-        return {}
-    return rerender_run(run_dir, suite_for(manifest.get("suite"), run_dir / "manifest.json"),
-                        manifest=manifest)
+    entry = _entry(manifest.get("suite"), run_dir / "manifest.json")
+    if entry.rerender is not None:
+        return entry.rerender()(run_dir)
+    return rerender_run(run_dir, entry.suite(), manifest=manifest)

@@ -119,9 +119,11 @@ def test_leak_caught_by_residual_check(tmp_path, stub, capsys):
     assert all(p.context == "forum" for p in load_prompts(r / "b" / "prompts.jsonl"))
 
 
-def test_budget_stop_leaves_no_prompts(tmp_path, stub, capsys, monkeypatch):
-    """A zero budget stops at the first uncached call: the run says how to resume and
+def test_budget_stop_leaves_no_prompts(tmp_path, stub, capsys, monkeypatch, price_per_call):
+    """A zero budget stops at the first uncached paid call: the run says how to resume and
     writes no prompts (nothing half-written)."""
+    # every model $1 a call: an unpriced call costs 0 and fits any budget
+    price_per_call(1.0, "router", "judge", "good", "leaky", "badformat", "plain")
     monkeypatch.setenv("CAREBENCH_CACHE", str(tmp_path / "fresh.sqlite"))
     cfg = _config(tmp_path, stub.base_url)
     out = tmp_path / "run"

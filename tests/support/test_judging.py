@@ -192,3 +192,20 @@ def test_category_questions_go_through_the_same_machinery():
     assert [a.value.categories for a in answers] == [["validate"]] * 3
     assert {a.judge for a in answers} == set(specs) and all(a.key == "case-1" for a in answers)
     assert "appropriate" in json.dumps(sent.get("response_format", {}))
+
+
+def test_category_answers_are_checked_against_the_whole_vocabulary():
+    """A judge naming a real RESPONSE category that a reference policy does not hold is an
+    answer, not a parse error; codes and names of the taxonomy are both accepted (the
+    name maps to its code); only a category outside the taxonomy is a parse error."""
+    from carebench.taxonomy import load_taxonomy
+
+    q = category_question("case-1", "You judge replies.", "Reply: ...")  # default: full taxonomy
+    codes = [c.code for c in load_taxonomy().response]
+    assert list(q.categories) == codes and len(codes) == 6
+    answer = Completion(text=json.dumps({"appropriate": False, "categories": ["RESPONSE_3", "refuse to engage"],
+                                         "rationale": "r"}))
+    st, value, _ = parse_answer(q, answer)
+    assert st == "ok" and value.categories == ["RESPONSE_3"]
+    st, _, err = parse_answer(q, Completion(text=json.dumps({"appropriate": True, "categories": ["RESPONSE_9"]})))
+    assert st == "parse_error" and "RESPONSE_9" in err

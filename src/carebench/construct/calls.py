@@ -12,7 +12,7 @@ with an error that says how to resume (re-run: completed calls come from the cac
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
@@ -37,8 +37,8 @@ class Ledger:
     by_stage: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def batch_runner(self) -> Runner:
-        left = None if self.budget_usd is None else max(0.0, self.budget_usd - self.spent_usd)
-        return Runner(replace(self.runner.config, budget_usd=left), cache=self.runner.cache)
+        """The run's one runner: its ledger carries the budget across every batch."""
+        return self.runner
 
     def record(self, stage: str, res: RunResult) -> None:
         self.spent_usd += res.spent_usd
@@ -94,7 +94,7 @@ def generate(
         return []
     calls = [Call(m, ChatRequest(msgs, temperature=temperature, max_tokens=max_tokens), tag)
              for tag, m, msgs in requests]
-    res = ledger.batch_runner().run_sync(calls, stage)
+    res = ledger.batch_runner().run_sync(calls, description=stage)
     ledger.record(stage, res)
     return list(res.completions)
 

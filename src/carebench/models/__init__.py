@@ -22,6 +22,11 @@ def get_model(spec: str | ModelSpec, *, timeout_s: float = 120.0, **options) -> 
         from carebench.models.openai_compat import OpenAIModerationModel
 
         return OpenAIModerationModel(ms, timeout_s=timeout_s, concurrency=options.get("concurrency"))
+    if ms.provider == "openai-embed":
+        from carebench.models.openai_compat import OpenAIEmbeddingModel
+
+        return OpenAIEmbeddingModel(ms, timeout_s=timeout_s, concurrency=options.get("concurrency"),
+                                    batch_size=options.get("batch_size", 64))
     if ms.provider == "anthropic":
         from carebench.models.anthropic_native import AnthropicModel
 

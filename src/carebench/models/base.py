@@ -12,7 +12,7 @@ from typing import Protocol, runtime_checkable
 
 from carebench.types import CarebenchError, ChatRequest, Completion
 
-PROVIDERS = ("openai", "anthropic", "llamacpp", "replay", "openai-moderation")
+PROVIDERS = ("openai", "anthropic", "llamacpp", "replay", "openai-moderation", "openai-embed")
 
 
 class TransientError(Exception):
@@ -58,7 +58,7 @@ def parse_spec(spec: str) -> ModelSpec:
             f"unknown model provider {provider!r} in {spec!r}; known: {', '.join(PROVIDERS)}"
         )
     base_url = None
-    if provider in ("openai", "openai-moderation", "anthropic") and "@" in rest:
+    if provider in ("openai", "openai-moderation", "openai-embed", "anthropic") and "@" in rest:
         rest, base_url = rest.split("@", 1)
         if not re.match(r"^https?://", base_url):
             raise CarebenchError(

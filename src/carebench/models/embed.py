@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -29,17 +29,66 @@ class Embedder(Protocol):
     def encode(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
-def load_embedder(spec: str | Path | None = None, **options) -> Embedder:
-    """``None``/``"builtin"``: the packaged MiniLM; a directory: a local HF encoder."""
+def load_embedder(spec: str | Path | None = None, *, runner: Any = None, dimensions: int | None = None,
+                  **options) -> Embedder:
+    """``None``/``"builtin"``: the packaged MiniLM; a directory: a local HF encoder;
+    ``openai-embed:MODEL[@BASE_URL]``: an OpenAI-compatible ``/v1/embeddings`` server.
+
+    API embeddings go through ``runner`` (the run's, so they are cached, budgeted and
+    logged like completions; default: a runner on the default cache) and may ask for
+    ``dimensions`` where the API offers them.
+    """
     if spec is None or str(spec) in ("", "builtin", "minilm"):
         return HFEncoder(None, **options)
+    if str(spec).startswith("openai-embed:"):
+        return APIEmbedder(str(spec), runner=runner, dimensions=dimensions, **options)
     path = Path(str(spec)).expanduser()
     if path.is_dir():
         return HFEncoder(path, **options)
     raise CarebenchError(
-        f"unknown embedder {str(spec)!r}: use 'builtin' (the packaged MiniLM) or a local "
-        "Hugging Face encoder directory"
+        f"unknown embedder {str(spec)!r}: use 'builtin' (the packaged MiniLM), a local "
+        "Hugging Face encoder directory or openai-embed:MODEL[@BASE_URL]"
     )
+
+
+class APIEmbedder:
+    """Embeddings from an OpenAI-compatible ``/v1/embeddings`` endpoint, one runner call
+    per text: each text is cached (the completion cache), retried, counted against the
+    run's budget and written to ``calls.jsonl``; the provider batches the HTTP requests."""
+
+    def __init__(self, spec: str, *, runner: Any = None, dimensions: int | None = None, batch_size: int = 64):
+        from carebench.models import get_model
+
+        if dimensions is not None and dimensions < 1:
+            raise CarebenchError(f"embedding dimensions must be positive, got {dimensions}")
+        self.model = get_model(spec, batch_size=batch_size)
+        if runner is None:
+            from carebench.cache import CompletionCache
+            from carebench.runner import Runner, RunnerConfig
+
+            runner = Runner(RunnerConfig(progress=False, description="embeddings"), cache=CompletionCache())
+        self.runner = runner
+        self.dimensions = dimensions
+        self.name = str(self.model.spec) + (f"#dim{dimensions}" if dimensions else "")
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        from carebench.runner import Call
+        from carebench.types import ChatRequest, Message
+
+        calls = [Call(self.model, ChatRequest((Message("user", t),), max_tokens=self.dimensions), ("embed", i))
+                 for i, t in enumerate(texts)]
+        res = self.runner.run_sync(calls, description="embeddings")
+        rows = []
+        for c in res.completions:
+            if c is None:
+                raise CarebenchError(f"embeddings not made: {res.stopped or 'the run stopped'}")
+            if c.error is not None:
+                raise CarebenchError(f"{self.model.spec}: embedding failed: {c.error}")
+            rows.append(c.extra["embedding"])
+        if not rows:
+            return np.zeros((0, self.dimensions or 0), dtype=np.float32)
+        out = np.asarray(rows, dtype=np.float32)
+        return out / np.linalg.norm(out, axis=1, keepdims=True).clip(1e-12)
 
 
 def default_encoder_path() -> Path:

@@ -35,3 +35,16 @@ def family_of(spec: str, mapping: FamilyMap = None) -> str:
     model = model.rstrip("/").rsplit("/", 1)[-1] if provider in ("llamacpp", "replay") else model
     token = re.split(r"[-_./: ]", model.strip(), maxsplit=1)[0].lower() or model.lower()
     return f"{provider}:{token}" if provider else token
+
+
+def parse_family_overrides(values: list[str] | None, option: str = "--family") -> dict[str, str]:
+    """``SPEC=NAME`` strings (a CLI option repeated) as a spec -> family mapping."""
+    from carebench.types import CarebenchError
+
+    out: dict[str, str] = {}
+    for v in values or []:
+        spec, sep, name = v.rpartition("=")
+        if not sep or not spec.strip() or not name.strip():
+            raise CarebenchError(f"{option} expects SPEC=NAME, got {v!r}")
+        out[spec.strip()] = name.strip()
+    return out

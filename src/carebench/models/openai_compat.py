@@ -9,6 +9,7 @@ and GBNF grammar, as llama.cpp's server wants) -> prompt-only with tolerant pars
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
@@ -207,6 +208,78 @@ class OpenAIModerationModel(_OpenAIBase):
             model=str(self.spec),
             extra={"scores": scores},
         )
+
+
+class OpenAIEmbeddingModel(_OpenAIBase):
+    """``openai-embed:MODEL[@BASE_URL]``: the OpenAI-compatible ``/v1/embeddings`` endpoint
+    (OpenAI, vLLM, Ollama, llama.cpp server).
+
+    The runner sees one call per text (so each text is cached, budgeted, retried and
+    logged like a completion); requests waiting at the same moment are sent together,
+    up to ``batch_size`` inputs per HTTP request. A request's ``max_tokens`` carries the
+    requested ``dimensions`` (None: the model's own size). The vector is returned in
+    ``Completion.extra["embedding"]``; the batch's token usage is shared evenly.
+    """
+
+    default_concurrency = 256
+
+    def __init__(self, spec: ModelSpec, timeout_s: float = 120.0, concurrency: int | None = None,
+                 batch_size: int = 64, linger_s: float = 0.002):
+        super().__init__(spec, timeout_s, concurrency)
+        self._url = f"{self.base_url}/embeddings"
+        self.batch_size = max(1, int(batch_size))
+        self.linger_s = linger_s
+        self._pending: dict[int | None, list[tuple[str, asyncio.Future]]] = {}
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        text = request.messages[-1].content if request.messages else ""
+        dims = request.max_tokens
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future = loop.create_future()
+        batch = self._pending.setdefault(dims, [])
+        batch.append((text, fut))
+        if len(batch) >= self.batch_size:
+            self._flush(dims)
+        elif len(batch) == 1:
+            loop.call_later(self.linger_s, self._flush, dims)
+        return await fut
+
+    def _flush(self, dims: int | None) -> None:
+        batch = self._pending.pop(dims, [])
+        if batch:
+            asyncio.get_running_loop().create_task(self._send(dims, batch))
+
+    async def _send(self, dims: int | None, batch: list[tuple[str, asyncio.Future]]) -> None:
+        payload: dict[str, Any] = {"model": self.spec.model, "input": [t for t, _ in batch],
+                                   "encoding_format": "float"}
+        if dims is not None:
+            payload["dimensions"] = dims
+        t0 = time.perf_counter()
+        try:
+            data = await post_json(self.client, self._url, payload, self._headers)
+            items = sorted(data["data"], key=lambda d: d.get("index", 0))
+            vectors = [[float(x) for x in d["embedding"]] for d in items]
+            if len(vectors) != len(batch):
+                raise TransientError(f"embeddings response has {len(vectors)} vectors for {len(batch)} inputs")
+        except (KeyError, TypeError, ValueError) as e:
+            exc: BaseException = TransientError(f"malformed embeddings response ({e})")
+        except BaseException as e:  # noqa: BLE001 - handed to every waiting call
+            exc = e
+        else:
+            latency = time.perf_counter() - t0
+            tokens = int((data.get("usage") or {}).get("prompt_tokens") or 0)
+            share = [tokens // len(batch) + (i < tokens % len(batch)) for i in range(len(batch))]
+            for (_, fut), vec, n in zip(batch, vectors, share, strict=True):
+                if not fut.done():
+                    usage = Usage(prompt_tokens=n, completion_tokens=0)
+                    fut.set_result(Completion(
+                        text=f"embedding[{len(vec)}]", finish_reason="stop", latency_s=latency,
+                        model=str(self.spec), usage=usage, cost_usd=cost_usd(str(self.spec), usage),
+                        extra={"embedding": vec}))
+            return
+        for _, fut in batch:
+            if not fut.done():
+                fut.set_exception(exc)
 
 
 def _gbnf(structured: StructuredSpec) -> str | None:

@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from carebench.models.families import parse_family_overrides
 from carebench.types import CarebenchError
 
 app = typer.Typer(
@@ -67,6 +68,9 @@ def run(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the call plan and stop.")] = False,
     concurrency: Annotated[int | None, typer.Option(help="Concurrent calls per model.")] = None,
     retries: Annotated[int | None, typer.Option(help="Retries of a failed call before it counts as a harness failure.")] = None,
+    family: Annotated[list[str] | None, typer.Option(
+        help="Vendor family of a model, SPEC=NAME (repeatable); overrides the guess from the spec "
+             "for models behind a proxy or local server (self-preference, DistressBench App. B.6-B.7).")] = None,
 ) -> None:
     """Regenerate replies, judge every criterion with the panel, score and report."""
     from carebench.experiment import Plan, echo_plan
@@ -83,6 +87,7 @@ def run(
         responder_options=list(responder_option or []),
         responder_settings_file=str(responder_settings) if responder_settings else None,
         recollect_truncated=recollect_truncated, recollect_cap=recollect_cap,
+        families=parse_family_overrides(family),
     )
     result = run_support(cfg)
     if isinstance(result, Plan):
@@ -132,6 +137,9 @@ def calibrate(
     cache: Annotated[Path | None, typer.Option(help="Cache file.")] = None,
     budget: Annotated[float | None, typer.Option(help="USD budget for judge calls.")] = None,
     concurrency: Annotated[int | None, typer.Option(help="Concurrent calls per model.")] = None,
+    family: Annotated[list[str] | None, typer.Option(
+        help="Vendor family of a model, SPEC=NAME (repeatable); overrides the guess from the spec "
+             "for models behind a proxy or local server (self-preference, DistressBench App. B.6-B.7).")] = None,
 ) -> None:
     """Compare candidate judges and every panel with clinician consensus; select the panel."""
     from carebench.support.experiment import CalibrationConfig, run_calibration
@@ -141,6 +149,7 @@ def calibrate(
         verdicts=str(verdicts) if verdicts else None, panel_size=panel_size, seed=seed, scope=scope,
         bootstrap=bootstrap, out=str(out) if out else None, use_cache=not no_cache,
         cache_path=str(cache) if cache else None, budget_usd=budget, concurrency=concurrency,
+        families=parse_family_overrides(family),
     )
     d = run_calibration(cfg)
     from carebench.rundir import read_json
@@ -156,11 +165,15 @@ def rescore(
     panel: Annotated[list[str] | None, typer.Option(help="Judge labels forming the panel (repeatable).")] = None,
     scope: Annotated[str | None, typer.Option(help="final or anywhere (needs verdicts of that scope).")] = None,
     out: Annotated[Path | None, typer.Option(help="Write metrics/report here instead of the run directory.")] = None,
+    family: Annotated[list[str] | None, typer.Option(
+        help="Vendor family of a model, SPEC=NAME (repeatable); overrides the guess from the spec "
+             "for models behind a proxy or local server (self-preference, DistressBench App. B.6-B.7).")] = None,
 ) -> None:
     """Recompute metrics.json and the report from recorded verdicts (no model call)."""
     from carebench.support.experiment import rescore as do_rescore
 
-    do_rescore(run_dir, panel=list(panel) if panel else None, scope=scope, out_dir=out)
+    do_rescore(run_dir, panel=list(panel) if panel else None, scope=scope, out_dir=out,
+               family=parse_family_overrides(family))
     _summary(Path(out or run_dir))
 
 

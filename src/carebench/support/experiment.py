@@ -9,8 +9,6 @@ no model.
 
 from __future__ import annotations
 
-import json
-import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -52,7 +50,13 @@ from carebench.support.generation import (
     reference_responses,
 )
 from carebench.support.judging import judge_responses
-from carebench.support.records import REFERENCE, ResponseRecord, VerdictRecord, is_empty_reply
+from carebench.support.records import (
+    PARQUET_COLUMNS,
+    REFERENCE,
+    ResponseRecord,
+    VerdictRecord,
+    is_empty_reply,
+)
 from carebench.support.tasks import (
     Task,
     load_subcategories,
@@ -100,6 +104,7 @@ class SupportRunConfig:
     progress: bool = True
     title: str = "Support: rubric-scored crisis support"
     notes: list[str] = field(default_factory=list)
+    families: dict[str, str] = field(default_factory=dict)  # --family SPEC=NAME overrides
 
     def validate(self) -> None:
         if not self.responders and not self.include_reference:
@@ -252,7 +257,7 @@ class SupportSuite:
             seeds={"bootstrap": cfg.seed, "generation": cfg.seed},
             models=[str(m.spec) for m in responders] + [j.label for j in judges],
             extra={"scoring": {"panel": [j.label for j in judges], "scope": metrics_scope(cfg.scope),
-                               "seed": cfg.seed, "bootstrap": cfg.bootstrap},
+                               "seed": cfg.seed, "bootstrap": cfg.bootstrap, "family": dict(cfg.families)},
                    "generation": {str(m.spec): gcfg.effective(str(m.spec)) for m in responders},
                    "harness_failures": failures,
                    "notes": list(cfg.notes)},
@@ -260,11 +265,12 @@ class SupportSuite:
             # a re-run of the same command retries exactly the failed calls (never cached)
             failed_calls=sum(failures.values()),
             files={"tasks.jsonl": [t.to_row() for t in tasks]},
+            parquet_columns=PARQUET_COLUMNS,
         )
 
     def read_records(self, run_dir: Path, manifest: Mapping[str, Any]) -> SupportRecords:
         """Column tables of every record, plus objects for the tasks the report shows."""
-        from carebench.support.records import read_records
+        from carebench.support.records import read_run_records
         from carebench.support.report import detail_task_ids
 
         run_dir = Path(run_dir)
@@ -274,7 +280,7 @@ class SupportSuite:
         if manifest.get("incomplete"):
             responses, verdicts = load_records(run_dir)
             return SupportRecords(tasks, responses=responses, verdicts=verdicts)
-        rt, vt = read_records(run_dir / "records.jsonl")
+        rt, vt = read_run_records(run_dir)
         per_task = dict(zip(rt.tasks, np.bincount(rt.task, minlength=len(rt.tasks)).tolist(), strict=True))
         shown = detail_task_ids(tasks, per_task)
         responses, verdicts = load_records(run_dir, task_ids=set(shown))
@@ -293,6 +299,7 @@ class SupportSuite:
             records.tasks, records.response_table, records.verdict_table,
             panel=settings.get("panel"), scope=settings.get("scope", "final"),
             seed=int(settings.get("seed", 12345)), bootstrap=int(settings.get("bootstrap", 2000)),
+            family=settings.get("family"),
         )
         if records.probe is not None:
             metrics["discrimination_probe"] = records.probe
@@ -389,11 +396,12 @@ def support_metrics(
     scope: str,
     seed: int,
     bootstrap: int,
+    family: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     from carebench.support.analyses import analyze
 
     metrics = analyze(tasks, responses, verdicts, panel=list(panel) if panel else None,
-                      scope=scope, seed=seed, B=bootstrap)
+                      scope=scope, seed=seed, B=bootstrap, family=family or None)
     # JSON round trip: metrics.json and a rescore compare as the same plain data
     return jsonable(metrics)
 
@@ -404,6 +412,7 @@ def rescore(
     panel: Sequence[str] | None = None,
     scope: str | None = None,
     out_dir: Path | None = None,
+    family: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Recompute ``metrics.json`` and the report from the recorded verdicts only.
 
@@ -411,15 +420,17 @@ def rescore(
     metrics exactly); ``panel``/``scope`` re-score with another panel or scope
     (e.g. leave-one-judge-out), writing into ``out_dir`` when given.
     """
-    from carebench.support.records import SCOPES, read_records
+    from carebench.support.records import SCOPES, read_run_records
 
     run_dir = Path(run_dir)
     manifest = read_json(run_dir / "manifest.json")
     if manifest.get("suite") != SUITE:
         raise CarebenchError(f"{run_dir} is a {manifest.get('suite')!r} run, not a support run")
+    if family:
+        manifest = {**manifest, "scoring": {**(manifest.get("scoring") or {}), "family": dict(family)}}
     if panel or scope:
         settings = dict(manifest.get("scoring") or {})
-        _, vt = read_records(run_dir / "records.jsonl")
+        _, vt = read_run_records(run_dir)
         if panel:
             missing = [p for p in panel if p not in vt.judges]
             if missing:
@@ -439,27 +450,16 @@ def rescore(
 
 def load_records(run_dir: Path, task_ids: set[str] | None = None) -> tuple[list[ResponseRecord], list[VerdictRecord]]:
     """Response and verdict records of a run, optionally only those of some tasks."""
-    from carebench.datasets.files import read_rows
+    from carebench.support.records import read_run_rows
 
     responses: list[ResponseRecord] = []
     verdicts: list[VerdictRecord] = []
-
-    def wanted(line: str) -> bool:  # cheap pre-filter before JSON parsing (exact check follows)
-        m = _TASK_ID.search(line)
-        return m is None or json.loads(f'"{m.group(1)}"') in task_ids
-
-    path = Path(run_dir) / "records.jsonl"
-    for _, row in read_rows(path, "jsonl", line_filter=wanted if task_ids is not None else None):
-        if task_ids is not None and row.get("task_id") not in task_ids:
-            continue
+    for row in read_run_rows(run_dir, task_ids):
         if row.get("kind") == "response":
             responses.append(ResponseRecord.from_dict(row))
         elif row.get("kind") == "verdict":
             verdicts.append(VerdictRecord.from_dict(row))
     return responses, verdicts
-
-
-_TASK_ID = re.compile(r'"task_id":\s*"((?:[^"\\]|\\.)*)"')
 
 
 # -- judge calibration (§3.3, B.1-B.7) ------------------------------------------------------
@@ -485,6 +485,7 @@ class CalibrationConfig:
     judge_temperature: float = 0.0
     judge_max_tokens: int = JUDGE_MAX_TOKENS
     progress: bool = True
+    families: dict[str, str] = field(default_factory=dict)  # --family SPEC=NAME overrides
 
 
 def run_calibration(cfg: CalibrationConfig, cache: CompletionCache | None = None) -> Path:
@@ -545,7 +546,7 @@ def run_calibration(cfg: CalibrationConfig, cache: CompletionCache | None = None
                                           getattr(a.value, "met", None) if a.status == "ok" else None,
                                           a.rationale, a.status, scope))
     result = calibrate_judges(labels, verdicts, panel_size=cfg.panel_size, seed=cfg.seed, B=cfg.bootstrap,
-                              tasks=tasks, scope=metrics_scope(cfg.scope))
+                              tasks=tasks, scope=metrics_scope(cfg.scope), family=cfg.families or None)
     run_dir = new_run_dir("support-calibration", cfg.out)
     write_jsonl(run_dir / "records.jsonl", [v.to_dict() for v in verdicts])
     write_jsonl(run_dir / "calls.jsonl", call_rows)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -427,7 +428,63 @@ def _read_verdicts_arrow(p: Path) -> VerdictTable:
         tab = pj.read_json(p, parse_options=opts, read_options=pj.ReadOptions(block_size=1 << 24))
     except (pa.ArrowInvalid, pa.ArrowTypeError, OSError):
         raise _ArrowFallback from None
-    tab = tab.filter(pc.equal(tab["kind"], "verdict"))
+    return _verdicts_from_arrow(tab.filter(pc.equal(tab["kind"], "verdict")), p)
+
+
+#: the record fields a run stores as columns of records.parquet (see carebench.records_parquet)
+PARQUET_COLUMNS = ("kind", "task_id", "responder", "attempt", "criterion_id", "judge", "met", "status", "scope")
+
+
+def read_run_records(run_dir: str | Path) -> tuple[ResponseTable, VerdictTable]:
+    """A run directory's records: from ``records.parquet`` when it is there and matches
+    ``records.jsonl`` (fast), else from ``records.jsonl``."""
+    import pyarrow.compute as pc
+
+    from carebench.records_parquet import fresh_parquet, read_parquet_columns
+
+    path = fresh_parquet(Path(run_dir))
+    if path is None:
+        return read_records(Path(run_dir) / "records.jsonl")
+    import pyarrow as pa
+
+    types = {"attempt": pa.int64(), "met": pa.bool_()}
+    raw = read_parquet_columns(path, PARQUET_COLUMNS)
+    try:  # a column that is null in every row was written with the null type
+        tab = pa.table({c: raw[c].cast(types.get(c, pa.string())) for c in PARQUET_COLUMNS})
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return read_records(Path(run_dir) / "records.jsonl")
+    try:
+        vt = _verdicts_from_arrow(tab.filter(pc.equal(tab["kind"], "verdict")), path)
+    except _ArrowFallback:
+        return read_records(Path(run_dir) / "records.jsonl")
+    rows = read_parquet_columns(path, ["json"], filters=[("kind", "=", "response")])["json"].to_pylist()
+    return ResponseTable.from_records([ResponseRecord.from_dict(json.loads(r)).to_dict() for r in rows]), vt
+
+
+def read_run_rows(run_dir: str | Path, task_ids: set[str] | None = None) -> list[dict[str, Any]]:
+    """Whole record rows of a run (optionally only some tasks), Parquet first."""
+    from carebench.datasets.files import read_rows
+    from carebench.records_parquet import fresh_parquet, read_parquet_columns
+
+    path = fresh_parquet(Path(run_dir))
+    if path is not None:
+        filters = None if task_ids is None else [("task_id", "in", sorted(task_ids))]
+        return [json.loads(r) for r in read_parquet_columns(path, ["json"], filters=filters)["json"].to_pylist()]
+    wanted = None
+    if task_ids is not None:
+        def wanted(line: str) -> bool:  # cheap pre-filter before JSON parsing (exact check follows)
+            m = _TASK_ID.search(line)
+            return m is None or json.loads(f'"{m.group(1)}"') in task_ids
+    rows = [row for _, row in read_rows(Path(run_dir) / "records.jsonl", "jsonl", line_filter=wanted)]
+    return rows if task_ids is None else [r for r in rows if r.get("task_id") in task_ids]
+
+
+_TASK_ID = re.compile(r'"task_id":\s*"((?:[^"\\]|\\.)*)"')
+
+
+def _verdicts_from_arrow(tab: Any, p: Path) -> VerdictTable:
+    import pyarrow.compute as pc
+
     for col in ("task_id", "responder", "attempt", "criterion_id", "judge"):
         if tab[col].null_count:
             raise _ArrowFallback  # the line-by-line reader reports which line lacks the field
