@@ -279,7 +279,7 @@ def test_reject_json_schema_like_llamacpp():
 def test_models_unknown_route_and_bad_json(stub):
     assert [m.id for m in oai(stub).models.list()] == ["stub-model"]
     with httpx.Client(base_url=stub.root_url) as client:
-        assert client.post("/v1/embeddings", json={}).status_code == 404
+        assert client.post("/v1/audio/speech", json={}).status_code == 404
         r = client.post(
             "/v1/chat/completions", content=b"{nope", headers={"content-type": "application/json"}
         )
