@@ -3,10 +3,13 @@
 Prints load time, prompt-evaluation and generation speed (from llama.cpp's own
 per-context timings, so Python overhead is excluded from the rates but included in
 the wall times), the latency of a first-token label scoring and of a choice-grammar
-answer, and the process's peak RSS. Run it alone: other CPU load on a 2-core machine
-changes every figure.
+answer, the per-item time of the risk suite's letter prompt (long rubric first, post
+last) with a cold and a warm prefix, the instruction set llama.cpp runs with, and the
+process's peak RSS. Run it alone: other CPU load on a 2-core machine changes every
+figure.
 
     python benchmarks/llamacpp_probe.py [--model llamacpp:builtin] [--threads 1] [--reps 10]
+        [--items 8] [--n-batch 64 --n-batch 512]
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import resource
 import statistics
 import time
 
-from carebench.models.llamacpp import LlamaCppModel
+from carebench.models.llamacpp import LlamaCppModel, runtime_info
 from carebench.types import ChatRequest, StructuredSpec, messages
 
 LABELS = ("a", "b", "c", "d")
@@ -59,9 +62,45 @@ def summary(xs: list[float]) -> str:
     return f"median {statistics.median(xs):.3f}  min {min(xs):.3f}  max {max(xs):.3f}"
 
 
+def risk_requests(n: int) -> list[ChatRequest]:
+    """The risk suite's own ``llm`` letter requests for the first ``n`` built-in posts."""
+    from carebench.risk.data import load_builtin
+    from carebench.risk.methods import MethodContext, make_method
+
+    method = make_method("llm")
+    ctx = MethodContext(runner=None, models={})
+    return [method.request(it, ctx) for it in list(load_builtin("sample").items)[:n]]
+
+
+async def prefix_reuse(args: argparse.Namespace) -> None:
+    """Per-item time of the risk letter prompt: every prompt from scratch (cold) vs the
+    shared rubric kept from the previous item (warm; the first item is left out)."""
+    reqs = risk_requests(args.items)
+    print(f"\nrisk letter prompt, {len(reqs)} built-in posts (rubric first, post last)")
+    for n_batch in args.n_batch:
+        for reuse in (False, True):
+            model = LlamaCppModel(args.model, n_threads=args.threads, n_ctx=args.n_ctx,
+                                  n_batch=n_batch, reuse_prefix=reuse)
+            model.warm_up()
+            llama = model._llama()
+            llama.reset()
+            times, prompt, kept = [], [], []
+            for i, req in enumerate(reqs):
+                c = await model.complete(req)
+                if reuse and i == 0:
+                    continue  # nothing to reuse yet
+                times.append(c.latency_s)
+                prompt.append(c.usage.prompt_tokens)
+                kept.append(llama.prefix_reused)
+            label = "warm" if reuse else "cold"
+            print(f"  n_batch {n_batch:4d} {label}  per item {summary(times)} s   "
+                  f"prompt {statistics.median(prompt):.0f} tok, "
+                  f"reused {statistics.median(kept):.0f} tok (median)")
+
+
 async def main(args: argparse.Namespace) -> None:
     rss0 = peak_rss_mb()
-    model = LlamaCppModel(args.model, n_threads=args.threads, n_ctx=args.n_ctx)
+    model = LlamaCppModel(args.model, n_threads=args.threads, n_ctx=args.n_ctx, reuse_prefix=False)
     t0 = time.perf_counter()
     model.warm_up()
     load = time.perf_counter() - t0
@@ -69,6 +108,7 @@ async def main(args: argparse.Namespace) -> None:
         f"model            {model.spec} ({model.path.name}, {model.path.stat().st_size / 1e6:.0f} MB)"
     )
     print(f"threads / n_ctx  {args.threads} / {model.n_ctx}")
+    print(f"runtime          {runtime_info()}")
     print(f"load             {load:.3f} s   (peak RSS before load {rss0:.0f} MB)")
 
     gen_req = ChatRequest(PROMPT, max_tokens=args.max_tokens, temperature=0.0)
@@ -104,6 +144,7 @@ async def main(args: argparse.Namespace) -> None:
         c = await model.complete(ChatRequest(PROMPT, max_tokens=4, structured=spec))
         gram.append(c.latency_s)
     print(f"choice grammar   {summary(gram)} s   (answer {c.text!r})")
+    await prefix_reuse(args)
     print(f"peak RSS         {peak_rss_mb():.0f} MB")
 
 
@@ -114,4 +155,9 @@ if __name__ == "__main__":
     ap.add_argument("--n-ctx", type=int, default=4096)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--max-tokens", type=int, default=32)
-    asyncio.run(main(ap.parse_args()))
+    ap.add_argument("--items", type=int, default=8, help="risk posts for the prefix comparison")
+    ap.add_argument("--n-batch", type=int, action="append",
+                    help="prompt batch sizes to compare (default: 32)")
+    a = ap.parse_args()
+    a.n_batch = a.n_batch or [32]
+    asyncio.run(main(a))

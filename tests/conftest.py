@@ -9,6 +9,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # `from stub_server import StubServer`
 
+#: native_isolation: embedded-model tests run forked (a native crash fails one test);
+#: pytester: lets a test run an inner pytest session (used to check that isolation)
+pytest_plugins = ("native_isolation", "pytester")
+
 
 @pytest.fixture(autouse=True)
 def _isolated_env(tmp_path_factory, monkeypatch):

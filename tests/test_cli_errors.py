@@ -45,3 +45,149 @@ def test_models_check_prints_ok_latency_answer():
         p = cb("models", "check", f"openai:stub@{stub.base_url}")
     assert p.returncode == 0, p.stderr
     assert p.stdout.startswith("ok ") and "latency" in p.stdout and "'ready'" in p.stdout
+
+
+# -- usage errors: the usage line and one error line, exit 2, for every command --------
+
+
+def _command_paths() -> list[list[str]]:
+    """Every command and group of the ``carebench`` tree (what ``--help`` lists)."""
+    import typer.main
+
+    from carebench import cli
+
+    cli._mount_suites()
+    root = typer.main.get_command(cli.app)
+    out: list[list[str]] = []
+
+    def walk(cmd, path):
+        out.append(path)
+        for name, sub in sorted(getattr(cmd, "commands", {}).items()):
+            walk(sub, [*path, name])
+
+    walk(root, [])
+    return out
+
+
+def test_command_tree_is_walked():
+    paths = {" ".join(p) for p in _command_paths()}
+    # the walk reaches nested commands of every mounted suite, not just the root
+    assert {"", "demo", "report", "models check", "risk run", "support run"} <= paths
+
+
+def _run_main(capsys, args):
+    from carebench.cli import main
+
+    rc = main(args)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _assert_usage_error(rc, out, err, fragment):
+    lines = [x for x in (out + err).splitlines() if x.strip()]
+    assert rc == 2, (rc, out, err)
+    assert "Traceback" not in out + err
+    assert 1 <= len(lines) <= 3, lines
+    assert lines[-1].startswith("carebench: error:") and fragment in lines[-1], lines
+
+
+@pytest.mark.parametrize("path", _command_paths(), ids=lambda p: " ".join(p) or "carebench")
+def test_every_command_rejects_an_unknown_option_in_at_most_three_lines(capsys, path):
+    rc, out, err = _run_main(capsys, [*path, "--no-such-option"])
+    _assert_usage_error(rc, out, err, "No such option: --no-such-option")
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["risk", "run", "--data", "builtin:sample", "--limit", "3"], "No such option: --limit"),
+        (["risk", "run", "--data"], "'--data' requires an argument"),
+        (["risk", "run", "--data", "builtin:sample", "--seed", "abc"], "Invalid value for '--seed'"),
+        (["models", "check"], "Missing argument"),
+        (["no-such-command"], "No such command"),
+    ],
+)
+def test_mistyped_options_are_usage_errors(capsys, args, fragment):
+    _assert_usage_error(*_run_main(capsys, args), fragment)
+
+
+def test_usage_error_from_the_installed_command_has_no_traceback():
+    p = cb("risk", "run", "--data", "builtin:sample", "--limit", "3")
+    assert p.returncode == 2
+    lines = [x for x in p.stderr.splitlines() if x.strip()]
+    assert lines == [
+        "Usage: carebench risk run [OPTIONS]",
+        "carebench: error: No such option: --limit (see 'carebench risk run --help')",
+    ]
+
+
+# -- input files that are not UTF-8 ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("suite_args", "name", "content", "offset", "line"),
+    [
+        (["risk", "run", "--method", "tfidf-lr", "--data"], "posts.jsonl",
+         b'{"id": "a", "text": "fine", "level": 0}\n{"id": "b", "text": "caf\xe9", "level": 1}\n',
+         40 + len(b'{"id": "b", "text": "caf'), 2),
+        (["risk", "run", "--method", "tfidf-lr", "--data"], "posts.csv",
+         b"id,text,level\na,\"caf\xe9\",1\n", len(b'id,text,level\na,"caf'), 2),
+        (["support", "run", "--responder", "replay:/nowhere", "--judge", "replay:/nowhere",
+          "--tasks"], "tasks.jsonl", b"\xff\xfe{}\n", 0, 1),
+    ],
+)
+def test_non_utf8_file_is_one_line_with_byte_offset(tmp_path, suite_args, name, content, offset,
+                                                     line):
+    assert content.find(b"\xe9") in (offset, -1)  # the hand-counted offset is the bad byte
+    path = tmp_path / name
+    path.write_bytes(content)
+    p = cb(*suite_args, str(path))
+    assert p.returncode == 2, p.stderr
+    lines = [x for x in p.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1, p.stderr
+    assert lines[0].startswith(f"carebench: error: {path}: not UTF-8")
+    assert f"byte offset {offset} (line {line})" in lines[0]
+
+
+# -- requirements are checked before anything runs; a dry run needs no key -----------------
+
+
+def test_missing_extra_stops_the_run_before_the_first_method(capsys, monkeypatch, tmp_path):
+    from carebench.risk.methods import supervised
+
+    real = supervised.importlib.util.find_spec
+    monkeypatch.setattr(supervised.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "torch" else real(name, *a))
+    fitted = []
+    monkeypatch.setattr(supervised.TfidfLR, "fit_predict",
+                        lambda self, *a, **k: fitted.append(1) or None)
+    encoder = tmp_path / "encoder"
+    encoder.mkdir()
+    (encoder / "config.json").write_text("{}")
+    rc, _out, err = _run_main(capsys, ["risk", "run", "--data", "builtin:sample", "--out",
+                                      str(tmp_path / "run"), "--method", "tfidf-lr",
+                                      "--method", f"embed-lr:encoder={encoder}"])
+    assert rc == 2 and "embed-lr needs torch" in err and "carebench[embed]" in err
+    assert fitted == [] and not (tmp_path / "run").exists()
+
+
+def test_dry_run_needs_no_api_key():
+    import os
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "CAREBENCH_API_KEY")}
+    p = cb("risk", "run", "--data", "builtin:sample", "--method", "llm", "--model",
+           "openai:gpt-4o-mini", "--dry-run", env=env)
+    assert p.returncode == 0, p.stderr
+    import json
+
+    assert json.loads(p.stdout)["calls"] == 48  # one call per built-in item
+    p = cb("support", "run", "--tasks", "builtin:sample", "--responder", "openai:gpt-4o-mini",
+           "--judge", "anthropic:claude-haiku-4-5", "--judge", "openai:gpt-4o", "--judge",
+           "openai:gpt-4.1", "--dry-run", env=env)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["calls"] > 0
+    # without --dry-run the missing key is still a one-line error
+    p = cb("risk", "run", "--data", "builtin:sample", "--method", "llm", "--model",
+           "openai:gpt-4o-mini", env=env)
+    assert p.returncode == 2 and "OPENAI_API_KEY is not set" in p.stderr

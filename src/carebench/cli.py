@@ -8,11 +8,11 @@ completed call, so re-running resumes).
 from __future__ import annotations
 
 import asyncio
+import importlib
 import sys
 from pathlib import Path
 from typing import Annotated
 
-import click
 import typer
 
 from carebench.types import CarebenchError, RunStopped
@@ -27,7 +27,14 @@ app = typer.Typer(
 models_app = typer.Typer(help="Model providers.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 
+_MOUNTED: list[str] = []
+
+
 def _mount_suites() -> None:
+    """Add each suite's and tool's sub-app once (``main`` may run many times in one process)."""
+    if _MOUNTED:
+        return
+    _MOUNTED.append("done")
     from carebench.suites import SUITES, TOOLS
 
     for name, entry in SUITES.items():
@@ -75,6 +82,10 @@ def models_check(
         raise CarebenchError(f"{spec}: {comp.error if comp else 'no answer'}")
     answer = comp.extra.get("scores") or comp.text.strip()
     typer.echo(f"ok  {spec}  latency {comp.latency_s:.2f} s  status {comp.status}  answer: {answer!r}")
+    if model.spec.provider == "llamacpp":
+        from carebench.models.llamacpp import runtime_info
+
+        typer.echo(f"    runtime: {runtime_info()}")
 
 
 @app.command()
@@ -93,27 +104,62 @@ def report(run_dir: Annotated[Path, typer.Argument(help="A carebench run directo
     typer.echo(f"re-rendered {run_dir}/report.md and report.html")
 
 
+def _click_classes(name: str) -> tuple[type[BaseException], ...]:
+    """Click's exception class ``name``, wherever this Typer keeps it.
+
+    Recent Typer vendors Click as ``typer._click`` (and no longer installs ``click``);
+    older Typer uses the ``click`` package. Catching only one of them let the other's
+    ``NoSuchOption`` escape as a traceback.
+    """
+    found = []
+    for module in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            found.append(getattr(importlib.import_module(module), name))
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)
+
+
+def _show_usage_error(e: BaseException) -> None:
+    """The command's usage line and one ``carebench: error:`` line (no traceback, no box)."""
+    ctx = getattr(e, "ctx", None)
+    hint = ""
+    if ctx is not None:
+        print(ctx.get_usage().splitlines()[0], file=sys.stderr)
+        hint = f" (see '{ctx.command_path} --help')"
+    msg = e.format_message() if hasattr(e, "format_message") else str(e)
+    print(f"carebench: error: {' '.join(msg.split())}{hint}", file=sys.stderr)
+
+
+INTERRUPTED = "carebench: interrupted; completed model calls are cached, re-run to resume"
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; user mistakes end in at most a usage line and one error line, exit 2."""
     _mount_suites()
     try:
-        rc = app(args=argv, standalone_mode=False)
+        rc = app(args=argv, prog_name="carebench", standalone_mode=False)
+    except RunStopped as e:  # before CarebenchError: a suite's stop may be both
+        print(f"carebench: {e}", file=sys.stderr)
+        return 3
     except CarebenchError as e:
         print(f"carebench: error: {e}", file=sys.stderr)
         return 2
-    except RunStopped as e:
-        print(f"carebench: {e}", file=sys.stderr)
-        return 3
-    except click.exceptions.Abort:
-        print("carebench: interrupted; completed model calls are cached, re-run to resume", file=sys.stderr)
-        return 130
-    except KeyboardInterrupt:
-        print("carebench: interrupted; completed model calls are cached, re-run to resume", file=sys.stderr)
-        return 130
-    except click.exceptions.ClickException as e:
-        e.show()
+    except typer.Exit as e:
         return e.exit_code
-    except click.exceptions.Exit as e:
-        return e.exit_code
+    except (typer.Abort, KeyboardInterrupt, *_click_classes("Abort")):
+        print(INTERRUPTED, file=sys.stderr)
+        return 130
+    except _click_classes("ClickException") as e:
+        exit_code = getattr(e, "exit_code", 2)
+        if type(e).__name__ == "Exit":  # Click's own Exit in older Typer
+            return exit_code
+        if type(e).__name__ == "NoArgsIsHelpError":  # the help text is already shown
+            return exit_code
+        _show_usage_error(e)
+        return 2
+    if rc == 130:  # Typer turns Ctrl-C into Exit(130), returned in non-standalone mode
+        print(INTERRUPTED, file=sys.stderr)
     return rc if isinstance(rc, int) else 0
 
 

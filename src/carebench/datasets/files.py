@@ -7,7 +7,9 @@ file, line and field.
 
 from __future__ import annotations
 
+import codecs
 import csv
+import io
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -29,10 +31,36 @@ def format_from_suffix(path: Path) -> str | None:
     return SUFFIX_FORMATS.get(Path(path).suffix.lower())
 
 
+def read_text(path: Path | str) -> str:
+    """A whole input file as text: UTF-8, a leading byte-order mark dropped.
+
+    Decoding the bytes in one piece makes a non-UTF-8 file one clear error naming the
+    byte offset and line of the first bad byte (a text-mode reader would only know its
+    offset inside some internal buffer, and ends in a ``UnicodeDecodeError`` traceback).
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise CarebenchError(f"{path}: file not found") from None
+    except OSError as e:
+        raise CarebenchError(f"{path}: cannot read ({e.strerror or e})") from None
+    skip = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    try:
+        return data[skip:].decode("utf-8")
+    except UnicodeDecodeError as e:
+        offset = skip + e.start
+        line = data.count(b"\n", 0, offset) + 1
+        raise CarebenchError(
+            f"{path}: not UTF-8 text: byte 0x{data[offset]:02x} at byte offset {offset} "
+            f"(line {line}); save the file as UTF-8"
+        ) from None
+
+
 def csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line where the record starts, row) for each CSV record; quoted newlines allowed."""
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
-    with path.open(encoding="utf-8-sig", newline="") as fh:
+    with io.StringIO(read_text(path), newline="") as fh:
         delim = "\t" if path.suffix.lower() == ".tsv" else ","
         reader = csv.DictReader(fh, delimiter=delim)
         if reader.fieldnames is None:
@@ -54,13 +82,7 @@ def read_rows(
     path = Path(path)
     fmt = fmt or format_from_suffix(path)
     if fmt == "jsonl":
-        try:
-            fh = path.open(encoding="utf-8")
-        except FileNotFoundError:
-            raise CarebenchError(f"{path}: file not found") from None
-        except OSError as e:
-            raise CarebenchError(f"{path}: cannot read ({e.strerror})") from None
-        with fh:
+        with io.StringIO(read_text(path)) as fh:
             for i, line in enumerate(fh, 1):
                 if not line.strip() or (line_filter is not None and not line_filter(line)):
                     continue
@@ -110,3 +132,20 @@ def read_models(path: str | Path, model: type[M]) -> list[M]:
         return [validate_row(model, raw, p, loc) for loc, raw in read_rows(p, fmt)]
     except UnicodeDecodeError as e:
         raise CarebenchError(f"{p}: not UTF-8 text (byte offset {e.start})") from None
+
+
+def arrow_codes(arr: Any) -> tuple[Any, list[str]]:
+    """Dictionary-encode an arrow string column into int32 codes over a *sorted* vocabulary.
+
+    Why sorted: records read back in any line order must give the same codes, so
+    re-scoring a run reproduces its metrics byte for byte.
+    """
+    import numpy as np
+
+    enc = arr.combine_chunks().dictionary_encode() if hasattr(arr, "combine_chunks") else arr.dictionary_encode()
+    vocab = [str(v) for v in enc.dictionary.to_pylist()]
+    idx = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    order = np.argsort(np.array(vocab, dtype=object), kind="stable") if vocab else np.zeros(0, np.int64)
+    rank = np.empty(len(vocab), np.int64)
+    rank[order] = np.arange(len(vocab))
+    return (rank[idx] if len(vocab) else idx).astype(np.int32), [vocab[i] for i in order]

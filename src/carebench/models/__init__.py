@@ -11,17 +11,24 @@ from carebench.models.base import (
 )
 
 
-def get_model(spec: str | ModelSpec, *, timeout_s: float = 120.0, **options) -> ChatModel:
-    """Build the provider for a spec; raises ``CarebenchError`` for bad specs or setup."""
+def get_model(
+    spec: str | ModelSpec, *, timeout_s: float = 120.0, planning: bool = False, **options
+) -> ChatModel:
+    """Build the provider for a spec; raises ``CarebenchError`` for bad specs or setup.
+
+    ``planning=True`` (a dry run, which calls nothing) does not require an API key.
+    """
     ms = parse_spec(spec) if isinstance(spec, str) else spec
+    keyed = {"timeout_s": timeout_s, "concurrency": options.get("concurrency"),
+             "require_key": not planning}
     if ms.provider == "openai":
         from carebench.models.openai_compat import OpenAIChatModel
 
-        return OpenAIChatModel(ms, timeout_s=timeout_s, concurrency=options.get("concurrency"))
+        return OpenAIChatModel(ms, **keyed)
     if ms.provider == "openai-moderation":
         from carebench.models.openai_compat import OpenAIModerationModel
 
-        return OpenAIModerationModel(ms, timeout_s=timeout_s, concurrency=options.get("concurrency"))
+        return OpenAIModerationModel(ms, **keyed)
     if ms.provider == "openai-embed":
         from carebench.models.openai_compat import OpenAIEmbeddingModel
 
@@ -30,7 +37,7 @@ def get_model(spec: str | ModelSpec, *, timeout_s: float = 120.0, **options) -> 
     if ms.provider == "anthropic":
         from carebench.models.anthropic_native import AnthropicModel
 
-        return AnthropicModel(ms, timeout_s=timeout_s, concurrency=options.get("concurrency"))
+        return AnthropicModel(ms, **keyed)
     if ms.provider == "replay":
         from carebench.models.replay import ReplayModel
 

@@ -22,10 +22,11 @@ _STOP = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "r
 class AnthropicModel:
     default_concurrency = 8
 
-    def __init__(self, spec: ModelSpec, timeout_s: float = 120.0, concurrency: int | None = None):
+    def __init__(self, spec: ModelSpec, timeout_s: float = 120.0, concurrency: int | None = None,
+                 require_key: bool = True):
         self.spec = spec
         key = os.environ.get("ANTHROPIC_API_KEY")
-        if not key and spec.base_url is None:
+        if not key and spec.base_url is None and require_key:
             raise CarebenchError(f"ANTHROPIC_API_KEY is not set (needed for {spec})")
         self._headers = {"content-type": "application/json", "anthropic-version": "2023-06-01"}
         if key:

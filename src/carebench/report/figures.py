@@ -32,6 +32,7 @@ __all__ = [
     "heatmap",
     "line_chart",
     "row_normalise",
+    "stacked_bar_chart",
 ]
 
 #: Okabe-Ito colours: distinguishable with the common colour-vision deficiencies.
@@ -102,6 +103,20 @@ def _rotate_if_long(ax: Any, labels: Sequence[str]) -> None:
             t.set_horizontalalignment("right")
 
 
+def _label_bar_axes(ax: Any, x: np.ndarray, cats: Sequence[str], title: str, ylabel: str,
+                    xlabel: str | None, ylim: tuple[float, float] | None) -> None:
+    """Category ticks (rotated when long), title, axis labels and limits of a bar chart."""
+    ax.set_xticks(x, cats)
+    _rotate_if_long(ax, cats)
+    ax.grid(axis="x", visible=False)
+    ax.set_title(_tx(title))
+    ax.set_ylabel(_tx(ylabel))
+    if xlabel:
+        ax.set_xlabel(_tx(xlabel))
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+
+
 def bar_chart(
     categories: Sequence[str],
     series: Mapping[str, Sequence[float]],
@@ -143,15 +158,7 @@ def bar_chart(
                 color=PALETTE[s % len(PALETTE)], label=_tx(name),
                 error_kw={"elinewidth": 1, "ecolor": "#333333"},
             )
-        ax.set_xticks(x, cats)
-        _rotate_if_long(ax, cats)
-        ax.grid(axis="x", visible=False)
-        ax.set_title(_tx(title))
-        ax.set_ylabel(_tx(ylabel))
-        if xlabel:
-            ax.set_xlabel(_tx(xlabel))
-        if ylim is not None:
-            ax.set_ylim(*ylim)
+        _label_bar_axes(ax, x, cats, title, ylabel, xlabel, ylim)
         if k > 1:
             ax.legend(frameon=False, fontsize=8, ncols=min(k, 4), loc="upper left",
                       bbox_to_anchor=(0, -0.12) if n > 6 else None)
@@ -438,4 +445,40 @@ def scatter_chart(
         ax.set_title(_tx(title))
         ax.set_xlabel(_tx(xlabel))
         ax.set_ylabel(_tx(ylabel))
+        return fig_to_png(fig, dpi)
+
+
+def stacked_bar_chart(
+    categories: Sequence[str],
+    stacks: Mapping[str, Sequence[float]],
+    title: str,
+    ylabel: str,
+    *,
+    colors: Sequence[str] | None = None,
+    xlabel: str | None = None,
+    ylim: tuple[float, float] | None = (0.0, 1.0),
+    dpi: int = 120,
+) -> bytes:
+    """One bar per category split into stacked parts (e.g. full / partial / failed shares).
+
+    ``stacks`` maps each part's name to one value per category, bottom part first.
+    A missing value (None/NaN) draws nothing for that part.
+    """
+    cats = [_tx(c) for c in categories]
+    n = len(cats)
+    if not stacks:
+        raise ValueError("stacked_bar_chart: no stacks")
+    with _styled():
+        fig = _new_figure(max(5.0, min(14.0, 1.5 + 0.45 * n)), 4.2)
+        ax = fig.add_subplot()
+        x = np.arange(n, dtype=float)
+        bottom = np.zeros(n)
+        for s, (name, values) in enumerate(stacks.items()):
+            y = _as_float(values, n, f"stacked_bar_chart part {name!r}")
+            keep = ~np.isnan(y)
+            color = (colors[s] if colors is not None and s < len(colors) else PALETTE[s % len(PALETTE)])
+            ax.bar(x[keep], y[keep], 0.8, bottom=bottom[keep], color=color, label=_tx(name))
+            bottom = bottom + np.nan_to_num(y)
+        _label_bar_axes(ax, x, cats, title, ylabel, xlabel, ylim)
+        ax.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the bars
         return fig_to_png(fig, dpi)

@@ -26,6 +26,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from carebench.datasets.files import read_text
 from carebench.risk.experiment import MethodSpec, RunConfig
 from carebench.types import CarebenchError
 
@@ -41,7 +42,7 @@ def read_config(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise CarebenchError(f"config file not found: {path}")
-    text = path.read_text("utf-8")
+    text = read_text(path)
     try:
         if path.suffix.lower() == ".toml":
             data = tomllib.loads(text)

@@ -10,7 +10,7 @@ the run with its file, line and field before a single model call is made.
   stringified Python list, ``Label`` in 5 levels; Supportive -> Indicator; one item per
   user; rows cut at 32,759 characters are recovered and flagged);
 - ``clinician-sentences``: ``Safety type`` + ``statement`` mapped to 4 levels as in
-  seeds/001 Appendix H (the ambiguous category dropped);
+  Beyond the Flag, Appendix H (the ambiguous category dropped);
 - ``builtin:sample``: a small illustrative corpus shipped with the package.
 """
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import csv
+import io
 import json
 import math
 from collections import Counter
@@ -28,7 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from carebench.datasets.files import csv_rows, format_from_suffix, read_rows
+from carebench.datasets.files import csv_rows, format_from_suffix, read_rows, read_text
 from carebench.risk.methods.base import RiskItem
 from carebench.risk.scale import LEVEL_NAMES, to_level
 from carebench.rundir import data_sha256, file_sha256
@@ -43,7 +44,7 @@ GAUR_LABELS = {"supportive": 0, "indicator": 0, "ideation": 1, "behavior": 2, "a
 #: length at which 28 rows of the Gaur CSV are cut (a spreadsheet cell limit)
 GAUR_CUT_LENGTH = 32_759
 
-#: seeds/001 Appendix H: the clinician taxonomy -> 4 levels; None = dropped
+#: Beyond the Flag, Appendix H: the clinician taxonomy -> 4 levels; None = dropped
 CLINICIAN_CATEGORIES: dict[str, int | None] = {
     "clearly_happy": 0,
     "clearly_neutral": 0,
@@ -180,7 +181,7 @@ def detect_format(path: Path) -> str:
 
 
 def _csv_header(path: Path) -> list[str]:
-    with path.open(encoding="utf-8-sig", newline="") as fh:
+    with io.StringIO(read_text(path), newline="") as fh:
         return next(csv.reader(fh), [])
 
 
@@ -329,7 +330,7 @@ def _load_clinician(path: Path) -> tuple[list[RiskItem], dict[str, Any], list[st
         )
     notes = [(
         "Clinician-authored single sentences; categories mapped to the 4 levels as in "
-        f"seeds/001 Appendix H; {dropped} 'ambiguous_emotional' statements dropped."
+        f"Beyond the Flag, Appendix H; {dropped} 'ambiguous_emotional' statements dropped."
     )]
     return items, {"dropped_ambiguous": dropped}, notes
 

@@ -1,6 +1,6 @@
 """Run a set of risk methods on one corpus and write a run directory.
 
-Order matters for the guarantees of DESIGN.md: the data (and ``--train`` data) are
+Order matters for the run guarantees (docs/methods.md): the data (and ``--train`` data) are
 validated, every method is built and every model spec parsed before the first model
 call; the run directory is written only once all predictions exist (each file
 atomically), and the completion cache makes an interrupted run resumable.
@@ -202,6 +202,10 @@ class RiskSuite:
         train = load_dataset(cfg.train, cfg.train_format) if cfg.train else None
         specs = resolve_labels(cfg.methods, cfg.model)
         methods = [(s, make_method(s.method, **s.options)) for s in specs]
+        for _, m in methods:  # every method's requirements (extras, encoders) before any runs
+            check = getattr(m, "check_ready", None)
+            if check is not None:
+                check()
         contexts = [(s, m, _context(s, cfg, run, train)) for s, m in methods]
         for _, m, ctx in contexts:  # fail fast: a method needing a model must have one
             if getattr(m, "needs_model", False):
@@ -261,7 +265,7 @@ class RiskSuite:
 
 def run_options(cfg: RunConfig) -> RunOptions:
     return RunOptions(budget_usd=cfg.budget, use_cache=cfg.use_cache, cache_path=cfg.cache_path,
-                      concurrency=cfg.concurrency, progress=cfg.progress)
+                      concurrency=cfg.concurrency, progress=cfg.progress, planning=cfg.dry_run)
 
 
 def run_experiment(cfg: RunConfig) -> RunOutcome:

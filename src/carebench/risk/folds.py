@@ -1,6 +1,6 @@
 """Out-of-fold fitting shared by every fitted risk method (supervised, ordinal, calibrated).
 
-seeds/001 §4.4: stratified 5-fold cross-validation with out-of-fold predictions, so
+Beyond the Flag, §4.4: stratified 5-fold cross-validation with out-of-fold predictions, so
 each item is scored by a model that never saw it. With ``--train`` the method is fitted
 once on the training corpus and predicts every evaluation item instead (transfer, §5.4).
 Each prediction records its fold and the model that produced it so the out-of-fold

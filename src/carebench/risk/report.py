@@ -1,4 +1,4 @@
-"""The risk report: seeds/001's tables and figures from a run directory.
+"""The risk report: Beyond the Flag's tables and figures from a run directory.
 
 Table 2 (seven metrics with the analytic chance row), Table 4 (bootstrap intervals),
 Figure 1 (per-class F1), Figure 3 (row-normalised confusion matrices with counts),
@@ -157,7 +157,7 @@ def _method_notes(records: list[dict[str, Any]], manifest: dict[str, Any]) -> li
             how = ("fitted on training folds only (macro-F1), so cuts differ by fold; shown: "
                    "the first item's fold")
         else:
-            how = "fixed cuts on max(self_harm, self_harm_intent) (seeds/001 §4.1)"
+            how = "fixed cuts on max(self_harm, self_harm_intent) (Beyond the Flag, §4.1)"
         out.append(Paragraph(f"{name}: cut points {cuts}; {how}."))
     return out
 

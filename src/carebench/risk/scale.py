@@ -1,4 +1,4 @@
-"""The 4-level ordinal risk scale of seeds/001 §3.2 (C-SSRS-grounded), in our own words.
+"""The 4-level ordinal risk scale of Beyond the Flag, §3.2 (C-SSRS-grounded), in our own words.
 
 Everything in the risk suite speaks integers 0..3; names ("Indicator"...) and letters
 ("a"...) exist for data files, prompts and reports, and are converted here only, so a

@@ -1,4 +1,4 @@
-"""Statistics for carebench: metrics, chance baselines, agreement, bootstraps, bands, ranks.
+"""Statistics for carebench: metrics (single- and multi-label), chance baselines, agreement, bootstraps, bands, ranks.
 
 Pure numpy/scipy and independent of the rest of carebench, so every number a
 report shows can be re-derived from labels alone. Labels are ints ``0..k-1``.
@@ -52,6 +52,13 @@ from carebench.stats.metrics import (
     RISK_METRICS,
     compute_metrics,
     metrics_from_cm,
+)
+from carebench.stats.multilabel import (
+    indicator_pair,
+    label_prevalence,
+    per_label_f1,
+    supported_label_macro_f1,
+    supported_label_macro_f1_resampled,
 )
 from carebench.stats.ordinal import (
     adjacent_accuracy,
@@ -108,10 +115,12 @@ __all__ = [
     "gwet_ac1",
     "high_risk_f1",
     "high_risk_mask",
+    "indicator_pair",
     "ipw_weights",
     "jaccard",
     "kappa_from_cm",
     "krippendorff_alpha",
+    "label_prevalence",
     "macro_f1",
     "mae",
     "majority_labels",
@@ -124,6 +133,7 @@ __all__ = [
     "paired_metric_bootstrap",
     "pairwise_spearman",
     "per_class_prf",
+    "per_label_f1",
     "percent_agreement",
     "percentile_interval",
     "qwk",
@@ -132,6 +142,8 @@ __all__ = [
     "rater_vs_consensus_macro_f1",
     "ratings_to_counts",
     "spearman_rho",
+    "supported_label_macro_f1",
+    "supported_label_macro_f1_resampled",
     "under_triage",
     "weighted_cell_bootstrap",
     "weighted_f1",

@@ -237,7 +237,7 @@ def majority_labels(ratings: object, k: int | None = None, tie: TieRule = "drop"
     """Per-item majority label; -1 where nobody rated or (with ``tie="drop"``) the top is tied.
 
     ``tie="high"`` breaks ties toward the higher (more severe) level, as the
-    majority-vote ensemble of seeds/001 does; ``"low"`` toward the lower one.
+    majority-vote ensemble of Beyond the Flag (§4.3) does; ``"low"`` toward the lower one.
     """
     c = ratings_to_counts(ratings, k)
     top = c.max(axis=1, keepdims=True)

@@ -3,7 +3,7 @@
 Systems are ordered by score (descending); each adjacent gap is tested with a
 paired bootstrap on the same resamples (seed 12345). A gap is *separated* when
 the percentile interval of the difference excludes 0. A band is a maximal run
-of systems with no separated gap between neighbours, as in seeds/002 §4.1 and
+of systems with no separated gap between neighbours, as in DistressBench, §4.1 and
 E.1 (25 models, 11 of 24 gaps separated -> 12 bands). All gaps share one set of
 resamples, computed once for every system, so the test is vectorized and
 identical to calling :func:`~carebench.stats.bootstrap.paired_bootstrap` pair by pair.

@@ -7,7 +7,7 @@ matrices are ``w @ onehot(t*k + p)`` (exact integer counts held in floats), and
 resampled means are ``w @ x / w.sum()``. There is no Python loop over B for
 built-in metrics; resamples are drawn in chunks only to bound memory.
 
-Seeds follow the papers: 42 for item bootstraps (seeds/001 Appendix F),
+Seeds follow the papers: 42 for item bootstraps (Beyond the Flag, Appendix F),
 12345 for cluster and paired bootstraps. The draws are
 ``default_rng(seed).integers(0, n_units, size=(B, n_units))`` (units are rows,
 or groups when ``groups`` is given), so the generic loop-based
@@ -253,6 +253,39 @@ def _values(x: object, name: str) -> np.ndarray:
     if not np.all(np.isfinite(arr)):
         raise StatsError(f"{name} contains NaN or infinite values")
     return arr
+
+
+def masked_mean_samples(
+    values: object,
+    mask: object,
+    B: int = DEFAULT_B,
+    seed: int | None = None,
+    groups: object = None,
+) -> np.ndarray:
+    """Resampled means of every column of ``values`` (n, m) over the rows where
+    ``mask`` (n, m) is true: ``(B, m)``, NaN where a resample holds no such row.
+
+    Why: several statistics measured on the same items (e.g. every system x
+    judge cell scored on one prompt) must share each resample so their intervals
+    stay matched, while each column may miss some rows (a failed call). With
+    ``groups`` whole clusters are resampled (seed defaults to 12345), else rows (42).
+    """
+    x = np.asarray(values, dtype=float)
+    m = np.asarray(mask, dtype=bool)
+    if x.ndim != 2 or m.shape != x.shape:
+        raise StatsError(f"values and mask must be matching (n, m) arrays, got {x.shape} and {m.shape}")
+    if x.shape[0] == 0:
+        raise StatsError("cannot bootstrap an empty sample")
+    xm = np.where(m, x, 0.0)
+    if not np.all(np.isfinite(xm)):
+        raise StatsError("values contain NaN or infinite entries where mask is true")
+    mf = m.astype(float)
+    rs = Resampler(x.shape[0], B, _default_seed(seed, groups), groups)
+    parts = []
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for w in rs.weight_chunks():
+            parts.append((w @ xm) / (w @ mf))
+    return np.concatenate(parts, axis=0)
 
 
 def bootstrap_mean_ci(

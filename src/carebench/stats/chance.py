@@ -3,7 +3,7 @@
 Two definitions, both computed exactly (no simulation):
 
 ``"expected_confusion"`` (default, the definition behind the chance row of
-seeds/001 Table 2): evaluate every metric on the *expected* confusion matrix
+Beyond the Flag, Table 2): evaluate every metric on the *expected* confusion matrix
 of a uniform guesser, ``E[cm[t, p]] = n_t / k``. For the paper's counts
 (127, 54, 123, 212) this gives macro-F1 0.23762 -> "0.238", which is what the
 table prints.
@@ -81,7 +81,7 @@ def chance_baseline(
     """Chance-level value of every ``RISK_METRICS`` metric under uniform random prediction.
 
     ``label_counts[c]`` is the number of items whose true level is ``c``. See the
-    module docstring for the two definitions; the default reproduces seeds/001
+    module docstring for the two definitions; the default reproduces Beyond the Flag,
     Table 2.
     """
     n = _counts(label_counts)

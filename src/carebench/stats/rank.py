@@ -1,7 +1,7 @@
 """Rank stability of leaderboards: Spearman's rho and rank movement.
 
 Used for replicate stability (three runs of the same evaluation) and
-leave-one-judge-out comparisons (seeds/002 B.6, B.8). A leaderboard is either
+leave-one-judge-out comparisons (DistressBench, Appendices B.6 and B.8). A leaderboard is either
 an array of scores aligned by position or a mapping ``system -> score``;
 mappings are aligned by system name and must cover the same systems.
 """

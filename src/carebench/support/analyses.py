@@ -1,4 +1,4 @@
-"""Every analysis of the support suite (DistressBench §4, Appendices B.6-B.8, E), from recorded verdicts.
+"""Every analysis of the support suite (DistressBench, §4, Appendices B.6-B.8, E), from recorded verdicts.
 
 :func:`analyze` is the single entry point used by ``support run`` and
 ``support rescore``: it takes tasks, response records and verdict records (or
@@ -9,7 +9,7 @@ returns one JSON-able dict. It is deterministic for given records and seed
 
 Intervals are percentile intervals of a cluster bootstrap that resamples
 *tasks* (all attempts of a task travel together). Seed 12345 and B = 2000
-are carebench defaults: DistressBench §3.2 names a bootstrap procedure and seed
+are carebench defaults: DistressBench, §3.2 names a bootstrap procedure and seed
 in its reproducibility statement, but the text available to us states neither
 value, so both are configurable (``--seed``, ``--bootstrap``). One resample matrix over tasks is shared by every
 interval, so a statistic of any task subset is a single matrix product.

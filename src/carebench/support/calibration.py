@@ -1,4 +1,4 @@
-"""Judge calibration and panel selection (DistressBench §3.3, Appendix B.1-B.5, B.9).
+"""Judge calibration and panel selection (DistressBench, §3.3, Appendix B.1-B.5, B.9).
 
 * **Clinician labels** (:func:`load_labels`): one row per (task, response,
   criterion, rater) with ``met``; consensus = strict majority of the raters

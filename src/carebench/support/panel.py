@@ -6,7 +6,7 @@ applies to millions of cells and ``carebench.support.calibration`` to every
 candidate panel; :func:`decide` and :func:`earned` state it per cell for the
 report, which shows each criterion's decision next to its votes.
 
-Rule (DistressBench §3.2, C.2, with a documented quorum for parse failures):
+Rule (DistressBench, §3.2, C.2, with a documented quorum for parse failures):
 
 1. Duplicated verdicts from one judge on one cell collapse to one vote: the
    first recorded (C.2). Votes from judges outside the panel are ignored.

@@ -1,4 +1,4 @@
-"""Discrimination probe and elicitation (DistressBench §4.3, E.7, Table 13).
+"""Discrimination probe and elicitation (DistressBench, §4.3, E.7, Table 13).
 
 A criterion a responder failed can be failed for two reasons: the model does not
 see that a reply doing it is better (*discrimination failure*), or it sees it and

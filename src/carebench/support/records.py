@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from carebench.datasets.files import arrow_codes as _arrow_codes
 from carebench.datasets.files import read_rows
 from carebench.types import CarebenchError
 
@@ -111,7 +112,7 @@ class ResponseRecord:
 
     @property
     def is_empty(self) -> bool:
-        """An empty final turn scores zero without being judged (DistressBench §3.2, E.6)."""
+        """An empty final turn scores zero without being judged (DistressBench, §3.2, E.6)."""
         return is_empty_reply(self.final_reply, self.status)
 
 
@@ -511,17 +512,6 @@ def _verdicts_from_arrow(tab: Any, p: Path) -> VerdictTable:
         cols["criterion_id"][0], cols["judge"][0], met_codes, st, sc,
         cols["task_id"][1], cols["responder"][1], cols["criterion_id"][1], cols["judge"][1],
     )
-
-
-def _arrow_codes(arr: Any) -> tuple[np.ndarray, list[str]]:
-    """Dictionary-encode an arrow string column into int32 codes over a *sorted* vocabulary."""
-    enc = arr.combine_chunks().dictionary_encode() if hasattr(arr, "combine_chunks") else arr.dictionary_encode()
-    vocab = [str(v) for v in enc.dictionary.to_pylist()]
-    idx = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    order = np.argsort(np.array(vocab, dtype=object), kind="stable") if vocab else np.zeros(0, np.int64)
-    rank = np.empty(len(vocab), np.int64)
-    rank[order] = np.arange(len(vocab))
-    return (rank[idx] if len(vocab) else idx).astype(np.int32), [vocab[i] for i in order]
 
 
 def _read_records_python(p: Path) -> tuple[ResponseTable, VerdictTable]:

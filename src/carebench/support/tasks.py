@@ -1,6 +1,6 @@
 """Support tasks: fixed crisis conversations with a weighted, task-specific rubric.
 
-A task (DistressBench §2) holds the fixed user turns of a single- or multi-turn
+A task (DistressBench, §2) holds the fixed user turns of a single- or multi-turn
 conversation, metadata used for slicing (§2.2, E.4), 6-20 binary criteria each
 tagged with one of seven care dimensions and weighted 1-20 (§2.3), and a
 reference response (§4.7). Assistant turns are never part of a task: they are

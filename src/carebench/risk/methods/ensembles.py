@@ -1,4 +1,4 @@
-"""Multi-agent aggregation (seeds/001 §4.3, Appendix I) and a learned combiner.
+"""Multi-agent aggregation (Beyond the Flag, §4.3, Appendix I) and a learned combiner.
 
 Components (Figure 5): the schema profiler (``schema``), moderation self-harm scores
 (dataset columns, else the ``moderation`` model role), and three classifiers: the

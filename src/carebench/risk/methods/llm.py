@@ -1,4 +1,4 @@
-"""Prompted LLM classifiers (seeds/001 §4.2, Appendices G, L, M).
+"""Prompted LLM classifiers (Beyond the Flag, §4.2, Appendices G, L, M).
 
 - ``llm``: zero-shot clinical rubric, one level letter back; prompt ``variant`` is
   ``clinical`` (default), ``conservative`` (escalate when torn between neighbours) or

@@ -1,4 +1,4 @@
-"""Moderation-API baselines (seeds/001 §4.1): self-harm scores cut into the 4 levels.
+"""Moderation-API baselines (Beyond the Flag, §4.1): self-harm scores cut into the 4 levels.
 
 - ``moderation-fixed``: max(self_harm, self_harm_intent) cut at 0.10 / 0.35 / 0.70.
 - ``moderation-weighted``: 0.50 self_harm + 0.35 self_harm_intent + 0.15

@@ -1,4 +1,4 @@
-"""``schema``: the eight-dimension clinical risk profile (seeds/001 Appendix K).
+"""``schema``: the eight-dimension clinical risk profile (Beyond the Flag, Appendix K).
 
 The model scores a post on eight clinician-specified dimensions, each 0-3, as JSON
 validated against ``ClinicalProfile``; the profile is kept in ``Prediction.profile``

@@ -1,4 +1,4 @@
-"""Supervised baselines (seeds/001 §4.4): TF-IDF + LR, TF-IDF + XGBoost, embeddings + LR.
+"""Supervised baselines (Beyond the Flag, §4.4): TF-IDF + LR, TF-IDF + XGBoost, embeddings + LR.
 
 All use class-balanced weighting and a fixed seed, and predict out-of-fold (stratified
 5-fold) so no item is scored by a model trained on it; with ``--train`` they fit once on
@@ -12,16 +12,19 @@ encoder's length and the window embeddings averaged, so a user's later posts cou
 
 from __future__ import annotations
 
+import importlib.util
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from carebench.models.embed import HFEncoder
+from carebench.models.embed import HFEncoder, default_encoder_path
 from carebench.risk.folds import fit_predict_oof
 from carebench.risk.methods.base import MethodContext, Prediction, RiskItem, register
 from carebench.runner import Call
+from carebench.types import CarebenchError
 
 K = 4
 
@@ -140,6 +143,17 @@ class EmbedLR(FittedMethod):
         super().__init__(seed, **options)
         self.encoder_path = encoder
         self._vectors: dict[str, np.ndarray] = {}
+
+    def check_ready(self) -> None:
+        """Fail before any method of the run fits, not after the others have finished."""
+        path = Path(self.encoder_path) if self.encoder_path else default_encoder_path()
+        if not (path / "config.json").is_file():
+            raise CarebenchError(f"encoder {path} is not a local Hugging Face model directory")
+        missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
+        if missing:
+            raise CarebenchError(
+                f"embed-lr needs {' and '.join(missing)}: pip install 'carebench[embed]'"
+            )
 
     def prepare(self, items, ctx):
         todo = {it.text for it in items} - set(self._vectors)

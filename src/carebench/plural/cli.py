@@ -1,0 +1,301 @@
+"""``carebench plural calibrate | freeze | label | agreement | sample | run | rescore``.
+
+User errors raise ``CarebenchError``; the top-level CLI prints one line and exits 2.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from carebench.types import CarebenchError
+
+app = typer.Typer(
+    help="Practitioner-calibrated reference policies and jury scoring (VEILED-SH).",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+# -- calibration side: calibrate, freeze, label, agreement (VEILED-SH, §5.2, Appendix B-C) -------
+
+
+_MODEL = "Shared judge model spec (e.g. openai:gpt-4o-mini, llamacpp:builtin)."
+_TAX = "Taxonomy YAML (default: the packaged VEILED-SH taxonomy)."
+_CTX = "Application contexts YAML (default: the packaged contexts)."
+_OUT = "Run directory (default runs/plural-<command>-<time>)."
+_BUDGET = "Stop starting calls once this many USD are spent (run-wide)."
+_DRY = "Print the call plan and stop."
+
+# options every model-calling calibration-side command takes
+Embedder = Annotated[str | None, typer.Option(help="Embedder for retrieval (default: packaged MiniLM).")]
+Taxonomy = Annotated[Path | None, typer.Option(help=_TAX)]
+Contexts = Annotated[Path | None, typer.Option(help=_CTX)]
+Out = Annotated[Path | None, typer.Option(help=_OUT)]
+NoCache = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")]
+Cache = Annotated[Path | None, typer.Option(help="Cache file (default: user cache dir).")]
+Budget = Annotated[float | None, typer.Option(help=_BUDGET)]
+DryRun = Annotated[bool, typer.Option("--dry-run", help=_DRY)]
+Concurrency = Annotated[int | None, typer.Option(help="Concurrent calls per model.")]
+
+
+def _opts(**kw):
+    return {
+        "out": str(kw["out"]) if kw.get("out") else None,
+        "cache_path": str(kw["cache"]) if kw.get("cache") else None,
+        "use_cache": not kw.get("no_cache", False),
+        "budget_usd": kw.get("budget"),
+        "dry_run": kw.get("dry_run", False),
+        "concurrency": kw.get("concurrency"),
+        "embedder": kw.get("embedder"),
+        "taxonomy": str(kw["taxonomy"]) if kw.get("taxonomy") else None,
+        "contexts": str(kw["contexts"]) if kw.get("contexts") else None,
+    }
+
+
+def _done(result, line) -> None:
+    if isinstance(result, dict):
+        typer.echo(json.dumps(result, indent=2))
+        return
+    from carebench.rundir import read_json
+
+    typer.echo(line(read_json(result / "metrics.json")))
+    typer.echo(f"wrote {result}/report.html")
+
+
+@app.command()
+def calibrate(
+    model: Annotated[str | None, typer.Option(help=_MODEL)] = None,
+    method: Annotated[list[str] | None, typer.Option(help="Method to compare (repeatable; default E0-E5).")] = None,
+    prompts: Annotated[str, typer.Option(help="Prompts file (.jsonl/.csv/.parquet) or 'builtin'.")] = "builtin",
+    annotations: Annotated[str, typer.Option(help="Practitioner annotations file or 'builtin'.")] = "builtin",
+    practitioner: Annotated[list[str] | None, typer.Option(help="Only these practitioners (repeatable).")] = None,
+    embedder: Embedder = None,
+    folds: Annotated[int, typer.Option(help="Number of fixed folds (VEILED-SH, §5.2: 5).")] = 5,
+    fold_seed: Annotated[int, typer.Option(help="Seed of the one shuffle that fixes the folds.")] = 20260714,
+    margin: Annotated[float, typer.Option(help="Required macro-F1 gain over E0.")] = 0.03,
+    min_probability: Annotated[float, typer.Option(help="Required paired-bootstrap probability of improvement.")] = 0.8,
+    bootstrap: Annotated[int, typer.Option(help="Paired bootstrap resamples (seed 12345).")] = 2000,
+    taxonomy: Taxonomy = None,
+    contexts: Contexts = None,
+    out: Out = None,
+    no_cache: NoCache = False,
+    cache: Cache = None,
+    budget: Budget = None,
+    dry_run: DryRun = False,
+    concurrency: Concurrency = None,
+) -> None:
+    """Fit every method on five fixed folds per practitioner, write Table 5 and select per archetype."""
+    from carebench.plural.calibration import METHOD_ORDER, CalibrateConfig, run_calibrate
+
+    cfg = CalibrateConfig(model=model, methods=list(method or METHOD_ORDER), prompts=prompts,
+                          annotations=annotations, practitioners=list(practitioner) if practitioner else None,
+                          folds=folds, fold_seed=fold_seed, margin=margin, min_probability=min_probability,
+                          bootstrap=bootstrap, **_opts(**locals()))
+    _done(run_calibrate(cfg), lambda m: "selected: " + ", ".join(
+        f"{a} {s['method']}" + (" (fallback)" if s["warning"] else "") for a, s in m["selection"].items()))
+
+
+@app.command()
+def freeze(
+    calibration: Annotated[Path | None, typer.Option(help="A `plural calibrate` run directory (its selection).")] = None,
+    method: Annotated[list[str] | None, typer.Option(help="ARCHETYPE=METHOD, overriding the selection (repeatable).")] = None,
+    model: Annotated[str | None, typer.Option(help=_MODEL + " Default: the calibration run's model.")] = None,
+    prompts: Annotated[str, typer.Option(help="Prompts file or 'builtin' (default: the calibration run's).")] = "builtin",
+    annotations: Annotated[str, typer.Option(help="Annotations file or 'builtin' (default: the calibration run's).")] = "builtin",
+    embedder: Embedder = None,
+    taxonomy: Taxonomy = None,
+    contexts: Contexts = None,
+    out: Out = None,
+    no_cache: NoCache = False,
+    cache: Cache = None,
+    budget: Budget = None,
+    dry_run: DryRun = False,
+    concurrency: Concurrency = None,
+) -> None:
+    """Refit the selected method once per practitioner on all calibration cases (profiles P1-P3, C1-C3)."""
+    from carebench.plural.release import FreezeConfig, run_freeze
+
+    cfg = FreezeConfig(calibration=str(calibration) if calibration else None, methods=list(method or []),
+                       model=model, prompts=prompts, annotations=annotations, **_opts(**locals()))
+    _done(run_freeze(cfg), lambda m: "profiles: " + ", ".join(
+        f"{a} ({v['method']})" for a, v in m["profiles"].items()))
+
+
+@app.command()
+def label(
+    profiles: Annotated[Path, typer.Option(help="A `plural freeze` run directory (or its profiles/ folder).")],
+    prompts: Annotated[str, typer.Option(help="Prompts to label (file or 'builtin').")] = "builtin",
+    release: Annotated[Path | None, typer.Option(help="Release directory (default RUN_DIR/release).")] = None,
+    model: Annotated[str | None, typer.Option(help=_MODEL + " Default: the profiles' model.")] = None,
+    embedder: Embedder = None,
+    taxonomy: Taxonomy = None,
+    contexts: Contexts = None,
+    out: Out = None,
+    no_cache: NoCache = False,
+    cache: Cache = None,
+    budget: Budget = None,
+    dry_run: DryRun = False,
+    concurrency: Concurrency = None,
+) -> None:
+    """Label every non-calibration prompt with every profile and write the release."""
+    from carebench.plural.release import LabelConfig, run_label
+
+    cfg = LabelConfig(profiles=str(profiles), prompts=prompts, release=str(release) if release else None,
+                      model=model, **_opts(**locals()))
+    _done(run_label(cfg), lambda m: (
+        f"excluded {m['excluded_for_leakage']['arithmetic']} for leakage; dropped {m['dropped']['total']}; "
+        f"released {m['released']} prompts"))
+
+
+@app.command()
+def agreement(
+    release: Annotated[Path, typer.Option(help="A release directory written by `plural label`.")],
+    annotations: Annotated[str, typer.Option(help="Practitioner annotations file or 'builtin'.")] = "builtin",
+    taxonomy: Taxonomy = None,
+    out: Out = None,
+    budget: Annotated[float | None, typer.Option(help="Accepted for symmetry: no model is called.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be compared and stop.")] = False,
+) -> None:
+    """Label prevalence, policy size, per-label AC1 and Jaccard: practitioners vs profiles (Appendix C)."""
+    from carebench.plural.agreement import AgreementConfig, run_agreement
+
+    cfg = AgreementConfig(release=str(release), annotations=annotations,
+                          taxonomy=str(taxonomy) if taxonomy else None, out=str(out) if out else None,
+                          dry_run=dry_run, budget_usd=budget)
+    _done(run_agreement(cfg), lambda m: "mean pairwise Jaccard: " + ", ".join(
+        f"{k} {v:.3f}" for k, v in m["jaccard"].items()))
+
+# -- evaluation side: sample, run, rescore (VEILED-SH, §5.3, §6, Appendix D) -------------------
+
+
+def _pairs(values: list[str] | None, option: str, what: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for v in values or []:
+        key, sep, val = v.rpartition("=")
+        if not sep or not key or not val:
+            raise CarebenchError(f"{option} expects {what}, got {v!r}")
+        out[key] = val
+    return out
+
+
+@app.command()
+def sample(
+    release: Annotated[Path, typer.Option(help="Release directory written by `plural label`.")],
+    size: Annotated[int | None, typer.Option(help="Sample size (default: --fraction of the release).")] = None,
+    fraction: Annotated[float, typer.Option(help="Share of the release to sample (VEILED-SH, §5.3: about 20%).")] = 0.2,
+    seed: Annotated[int, typer.Option(help="Sampling seed.")] = 12345,
+    reserve: Annotated[int, typer.Option(help="Rounds reserving one prompt per severity level.")] = 3,
+    weighting: Annotated[float, typer.Option(help="Rarity weighting exponent (0 = uniform fill).")] = 1.0,
+    out: Annotated[Path | None, typer.Option(help="Run directory (default runs/plural-sample-<time>).")] = None,
+    budget: Annotated[float | None, typer.Option(help="USD cap (drawing a sample makes no model call).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the sample's composition and write nothing.")] = False,
+) -> None:
+    """Draw the fixed diagnostic sample every system and archetype answers."""
+    from carebench.plural.experiment import SampleRunConfig, run_sample
+
+    result = run_sample(SampleRunConfig(release=str(release), out=str(out) if out else None, size=size,
+                                        fraction=fraction, seed=seed, reserve=reserve, weighting=weighting,
+                                        budget_usd=budget, dry_run=dry_run))
+    if isinstance(result, dict):
+        typer.echo(json.dumps(result, indent=2))
+        return
+    from carebench.rundir import read_json
+
+    m = read_json(result / "metrics.json")
+    typer.echo(f"sampled {m['sample_size']} of {m['release_prompts']} prompts ({m['reserved']} reserved for "
+               f"severity levels); wrote {result}/sample.jsonl and report.html")
+
+
+@app.command()
+def run(
+    release: Annotated[Path, typer.Option(help="Release directory written by `plural label`.")],
+    system: Annotated[list[str] | None, typer.Option(help="System model spec to evaluate (repeatable).")] = None,
+    judge: Annotated[list[str] | None, typer.Option(help="Jury model spec (repeat; the paper's jury has three).")] = None,
+    sample_dir: Annotated[Path | None, typer.Option("--sample", help="A `plural sample` run directory or its sample.jsonl (default: draw one).")] = None,
+    sample_size: Annotated[int | None, typer.Option(help="Size of the sample drawn when --sample is not given.")] = None,
+    sample_seed: Annotated[int, typer.Option(help="Seed of the sample drawn when --sample is not given.")] = 12345,
+    limit: Annotated[int | None, typer.Option(help="Only the first N sampled prompts (smoke runs).")] = None,
+    archetype: Annotated[list[str] | None, typer.Option(help="Responder archetype(s): peer, clinician (default both).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Run directory (default runs/plural-<time>).")] = None,
+    taxonomy: Annotated[Path | None, typer.Option(help="Taxonomy YAML overriding the built-in one.")] = None,
+    contexts: Annotated[Path | None, typer.Option(help="Application contexts YAML overriding the built-in one.")] = None,
+    max_tokens: Annotated[int, typer.Option(help="System output cap in tokens (VEILED-SH, §5.3: 1,024).")] = 1024,
+    temperature: Annotated[float, typer.Option(help="System sampling temperature.")] = 0.0,
+    reasoning_effort: Annotated[str | None, typer.Option(help="Reasoning effort for systems that take one (the paper: medium).")] = None,
+    instruction: Annotated[list[str] | None, typer.Option(help="ARCHETYPE=FILE replacing a built-in responder instruction.")] = None,
+    judge_max_tokens: Annotated[int, typer.Option(help="Judge output cap in tokens.")] = 600,
+    family: Annotated[list[str] | None, typer.Option(help="SPEC=FAMILY overriding a model's guessed vendor family.")] = None,
+    seed: Annotated[int, typer.Option(help="Cluster-bootstrap seed.")] = 12345,
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
+    empty_policy: Annotated[str, typer.Option(help="Empty-policy rule: vacuous or exclude.")] = "vacuous",
+    zero_coverage: Annotated[str, typer.Option(help="Appropriate but nothing satisfied: partial or failed.")] = "partial",
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")] = False,
+    cache: Annotated[Path | None, typer.Option(help="Cache file (default: user cache dir).")] = None,
+    budget: Annotated[float | None, typer.Option(help="Stop starting calls once this many USD are spent.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the call plan and stop.")] = False,
+    concurrency: Annotated[int | None, typer.Option(help="Concurrent calls per model.")] = None,
+) -> None:
+    """Responses under both archetype instructions, the jury, scoring and the report."""
+    from carebench.plural.experiment import PluralRunConfig, run_plural
+
+    cfg = PluralRunConfig(
+        release=str(release), systems=list(system or []), judges=list(judge or []),
+        sample=str(sample_dir) if sample_dir else None, sample_size=sample_size, sample_seed=sample_seed,
+        limit=limit, archetypes=list(archetype or ["peer", "clinician"]), out=str(out) if out else None,
+        taxonomy=str(taxonomy) if taxonomy else None, contexts=str(contexts) if contexts else None,
+        max_tokens=max_tokens, temperature=temperature, reasoning_effort=reasoning_effort,
+        instruction_files=_pairs(instruction, "--instruction", "ARCHETYPE=FILE"),
+        judge_max_tokens=judge_max_tokens, families=_pairs(family, "--family", "SPEC=FAMILY"), seed=seed,
+        bootstrap=bootstrap, empty_policy=empty_policy, zero_coverage=zero_coverage, use_cache=not no_cache,
+        cache_path=str(cache) if cache else None, budget_usd=budget, dry_run=dry_run, concurrency=concurrency,
+    )
+    result = run_plural(cfg)
+    if isinstance(result, dict):
+        typer.echo(json.dumps(result, indent=2))
+        return
+    _summary(result)
+
+
+def _summary(run_dir: Path) -> None:
+    from carebench.rundir import read_json
+
+    manifest = read_json(run_dir / "manifest.json")
+    for w in manifest.get("warnings") or []:
+        typer.echo(f"warning: {w}", err=True)
+    m = read_json(run_dir / "metrics.json")
+    typer.echo(f"{'profile':<8} {'system':<40} {'full % [95% CI]':<24} coverage %")
+    for c in m["cells"]:
+        f, cov = c["full"], c["coverage"]
+        ci = f.get("ci") or [None, None]
+        full = "-" if f["value"] is None else f"{100 * f['value']:.1f}"
+        if ci[0] is not None:
+            full += f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
+        cv = "-" if cov["value"] is None else f"{100 * cov['value']:.1f}"
+        typer.echo(f"{c['profile']:<8} {c['system']:<40} {full:<24} {cv}")
+    typer.echo(f"wrote {run_dir}/report.html")
+
+
+@app.command()
+def rescore(
+    run_dir: Annotated[Path, typer.Argument(help="A `plural run` directory.")],
+    judge: Annotated[list[str] | None, typer.Option(help="Score with only these judges (repeatable).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Write metrics and report here instead of the run directory.")] = None,
+    budget: Annotated[float | None, typer.Option(help="USD cap (rescoring makes no model call).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be rescored and write nothing.")] = False,
+) -> None:
+    """Recompute metrics.json and the report from the recorded verdicts (no model call)."""
+    from carebench.plural.experiment import load_run
+    from carebench.plural.experiment import rescore as do_rescore
+
+    if dry_run:
+        files = load_run(run_dir)
+        typer.echo(json.dumps({"responses": sum(files.columns.response_counts.values()),
+                                "verdicts": len(files.columns), "judges": files.columns.judge[1],
+                                "model_calls": 0, "writes": str(out or run_dir)}, indent=2))
+        return
+    do_rescore(run_dir, judges=list(judge) if judge else None, out_dir=out)
+    _summary(Path(out or run_dir))

@@ -1,0 +1,98 @@
+"""`carebench plural sample | run | rescore` through the CLI: dry runs, the budget cap, user errors."""
+
+from __future__ import annotations
+
+import json
+
+from jury_stub import Scripted, write_release
+
+from carebench.cli import main
+from stub_server import StubServer
+
+
+def _run_args(release, u, out, *extra):
+    return ["plural", "run", "--release", str(release), "--system", f"openai:sys-a@{u}",
+            "--judge", f"openai:judge-a@{u}", "--judge", f"openai:judge-b@{u}", "--sample-size", "3",
+            "--out", str(out), "--bootstrap", "50", *extra]
+
+
+def test_dry_runs_make_no_call_and_write_nothing(tmp_path, capsys):
+    release = write_release(tmp_path / "release")
+    with StubServer() as stub:
+        stub.handler = Scripted()
+        out = tmp_path / "run"
+        assert main([*_run_args(release, stub.base_url, out), "--dry-run", "--no-cache",
+                     "--reasoning-effort", "medium"]) == 0
+        plan = json.loads(capsys.readouterr().out)
+        assert any("not sent" in w for w in plan["warnings"])  # recorded, never silently dropped
+        assert plan["responses"]["calls"] == 1 * 2 * 3  # system x archetype instructions x prompts
+        # peer responses meet P1 and P2, clinician ones C1: (2 + 1) x 3 prompts x 2 judges at most
+        assert plan["jury_calls_at_most"] == (2 + 1) * 3 * 2
+        assert stub.requests == [] and not out.exists()
+    assert main(["plural", "sample", "--release", str(release), "--size", "2", "--dry-run"]) == 0
+    assert json.loads(capsys.readouterr().out)["sample_size"] == 2
+
+
+def test_budget_stops_the_run_and_the_cache_resumes_it(tmp_path, monkeypatch, capsys):
+    from carebench.models.pricing import price_table
+
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[models]\n"sys-a" = [0.0, 0.0, 1.0]\n')  # a flat $1 a call
+    monkeypatch.setenv("CAREBENCH_PRICES", str(prices))
+    price_table.cache_clear()
+    release = write_release(tmp_path / "release")
+    with StubServer() as stub:
+        script = Scripted()
+        stub.handler = script
+        out = tmp_path / "run"
+        args = _run_args(release, stub.base_url, out, "--cache", str(tmp_path / "c.sqlite"), "--concurrency", "1")
+        assert main([*args, "--budget", "1"]) == 3  # a budget stop, as in every suite
+        assert "budget" in capsys.readouterr().err
+        assert len(script.system_requests) == 1 and script.judge_requests == []
+        assert json.loads((out / "manifest.json").read_text())["status"] == "stopped"
+        assert not (out / "metrics.json").exists()
+        assert main(args) == 0  # resumed in place: the paid call comes from the cache
+        assert len(script.system_requests) == 6 and len({str(m) for *_, m in script.system_requests}) == 6
+        assert json.loads((out / "manifest.json").read_text())["status"] == "complete"
+
+
+def test_user_errors_are_one_line(tmp_path, capsys):
+    release = write_release(tmp_path / "release")
+    cases = [
+        (["plural", "run", "--release", str(tmp_path / "nope"), "--system", "openai:x", "--judge", "openai:y"],
+         "release directory"),
+        (["plural", "run", "--release", str(release), "--system", "openai:x", "--judge", "openai:y",
+          "--instruction", "peer"], "ARCHETYPE=FILE"),
+        (["plural", "run", "--release", str(release), "--judge", "openai:y"], "--system"),
+        (["plural", "run", "--release", str(release), "--system", "openai:x", "--judge", "openai:y",
+          "--empty-policy", "drop"], "empty-policy"),
+        (["plural", "run", "--release", str(release), "--system", "openai:x", "--judge", "openai:y",
+          "--sample", str(tmp_path / "missing")], "sample"),
+        (["plural", "rescore", str(release)], "manifest.json"),
+    ]
+    for args, needle in cases:
+        assert main(args) == 2, args
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("carebench: error:") and needle in err[0], err
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "prompts.jsonl").write_text((release / "prompts.jsonl").read_text())
+    (bad / "policies.jsonl").write_text('{"prompt_id": "q1", "profile": "P1", "archetype": "nurse"}\n')
+    assert main(["plural", "sample", "--release", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "policies.jsonl: line 1" in err and "archetype" in err
+
+
+def test_damaged_records_are_named_by_line(tmp_path, capsys):
+    release = write_release(tmp_path / "release")
+    with StubServer() as stub:
+        stub.handler = Scripted()
+        out = tmp_path / "run"
+        assert main(_run_args(release, stub.base_url, out, "--no-cache")) == 0
+    capsys.readouterr()
+    lines = (out / "records.jsonl").read_text().splitlines()
+    lines[4] = lines[4][:-7]  # cut a line short
+    (out / "records.jsonl").write_text("\n".join(lines) + "\n")
+    assert main(["plural", "rescore", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("carebench: error:") and "records.jsonl:5: invalid JSON" in err

@@ -1,0 +1,41 @@
+"""The plural part of `carebench demo`, against the stub instead of the embedded model."""
+
+from __future__ import annotations
+
+import json
+
+from carebench.datasets.prompts import load_annotations, load_policies
+from carebench.plural.data import builtin_path
+from carebench.plural.demo import demo_release, run_demo
+from stub_server import StubReply, StubServer
+
+
+def test_demo_release_is_the_practitioners_labels_aliased_like_profiles(tmp_path):
+    rel = demo_release(tmp_path / "rel", cases=2)
+    policies = load_policies(rel / "policies.jsonl")
+    anns = [a for a in load_annotations(builtin_path("annotations.jsonl")) if not a.skipped]
+    cases = sorted({a.case_id for a in anns})[:2]
+    assert sorted({p.prompt_id for p in policies}) == cases
+    assert {p.profile for p in policies} <= {"P1", "P2", "P3", "C1", "C2", "C3"}
+    # P1 is the first peer practitioner in name order (prac-a), C1 the first clinician (prac-d)
+    first = {(a.practitioner, a.case_id): a for a in anns}
+    p1 = next(p for p in policies if p.profile == "P1" and p.prompt_id == cases[0])
+    assert p1.response == first[("prac-a", cases[0])].response
+    assert json.loads((rel / "metadata.json").read_text())["illustrative"] is True
+
+
+def test_demo_part_runs_end_to_end(tmp_path):
+    def handler(req):
+        if req.body.get("response_format"):
+            return StubReply(content=json.dumps({"appropriate": True, "categories": ["RESPONSE_2"],
+                                                 "rationale": "stub"}))
+        return StubReply(content="That sounds hard. I am here to listen.")
+
+    with StubServer() as stub:
+        stub.handler = handler
+        run = run_demo(tmp_path / "plural", model_spec=f"openai:demo@{stub.base_url}")
+    m = json.loads((run / "metrics.json").read_text())
+    assert m["counts"]["prompts"] == 2 and len(m["cells"]) == 6
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert len(manifest["warnings"]) == 1  # one model in every seat: one overlap, warned once
+    assert "Demonstration only" in (run / "report.md").read_text()
