@@ -43,6 +43,9 @@ class Execution:
     models: list[str] | None = None  # default: every model the run used
     extra: dict[str, Any] = field(default_factory=dict)  # suite-specific manifest keys
     files: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # more JSONL files
+    #: calls that failed after every retry (harness failures): what they fed is left out of
+    #: the scores and counted by the suite; the run is marked incomplete (a re-run retries them)
+    failed_calls: int = 0
     #: record fields stored as columns of records.parquet (none: no Parquet copy)
     parquet_columns: tuple[str, ...] = ()
 
@@ -163,7 +166,8 @@ def write_run(run_dir: Path, suite: str, ex: Execution, run: Run) -> dict[str, A
         run_dir, suite=suite, config=ex.config,
         models=ex.models if ex.models is not None else run.model_specs(),
         seeds=ex.seeds, dataset=ex.dataset,
-        extra={**ex.extra, "status": "incomplete" if run.incomplete else "complete",
+        extra={**ex.extra, "status": "incomplete" if run.incomplete or ex.failed_calls else "complete",
+               "failed_calls": ex.failed_calls,
                "incomplete": sorted(run.incomplete), "accounting": run.accounting()},
     )
 

@@ -232,3 +232,36 @@ def test_scope_sensitivity_when_both_scopes_recorded():
     failed = sum(1 for o in OUTCOMES.values() if o != "EMPTY" for x in o.values() if not x)
     assert ss["share_credited_only_by_other"] == pytest.approx(failed / judged)
     assert m["models"]["M1"]["score"] == pytest.approx((0.6 + 0.8 + 0.6) / 3)  # primary scope untouched
+
+
+def test_blank_latency_against_answered_turns():
+    """E.6: latency of blank turns next to answered ones, per responder (medians by hand)."""
+    tasks = [task("L1", [crit("c1", "recognition", 1)], turn_structure="multi")]
+
+    def conv(a, lat, texts):
+        turns = []
+        for k, (lt, tx) in enumerate(zip(lat, texts, strict=True)):
+            turns += [{"role": "user", "content": f"u{k}"},
+                      {"role": "assistant", "content": tx, "status": "ok" if tx else "empty", "latency_s": lt}]
+        return ResponseRecord("L1", "M", a, turns, texts[-1], "ok" if texts[-1] else "empty")
+
+    resp = [conv(0, [0.2, 3.0], ["", "answer"]), conv(1, [0.4, 5.0], ["", "answer"]),
+            conv(2, [4.0, 0.3], ["answer", ""])]
+    lat = analyze(tasks, resp, [], B=10)["non_response"]["latency"]["M"]
+    assert lat == {"blank_turns": 3, "answered_turns": 3, "median_blank_s": 0.3, "median_answered_s": 4.0}
+
+
+def test_max_rank_shift_when_dropping_a_judge_reorders_models():
+    """B.6: dropping a judge leaves a 2-judge panel that must agree. Model A wins every cell 2-1
+    (j1 and j2 say met, j3 not), model B is unanimous except one criterion: with the full panel
+    A ranks first; without j1 (or j2) A's cells are undecided and B moves up one place."""
+    tasks = [task("K", [crit(f"c{i}", "recognition", 1) for i in range(4)])]
+    resp = [ResponseRecord("K", "A", 0, [], "reply"), ResponseRecord("K", "B", 0, [], "reply")]
+    vs = [VerdictRecord("K", "A", 0, f"c{i}", j, j != "j3", "", "ok", "final") for i in range(4) for j in J3]
+    vs += [VerdictRecord("K", "B", 0, f"c{i}", j, i != 0, "", "ok", "final") for i in range(4) for j in J3]
+    m = analyze(tasks, resp, vs, B=10)
+    assert (m["models"]["A"]["score"], m["models"]["B"]["score"]) == (1.0, 0.75)
+    drop = m["leave_one_judge_out"]["drop"]
+    assert drop["j1"]["scores"] == {"A": 0.0, "B": 0.75} and drop["j1"]["max_rank_shift"] == 1
+    assert drop["j2"]["max_rank_shift"] == 1 and drop["j1"]["top_unchanged"] is False
+    assert drop["j3"]["max_rank_shift"] == 0 and drop["j3"]["scores"]["A"] == 1.0

@@ -122,10 +122,12 @@ def test_candidate_metrics_and_failures_counted(calib):
     assert set(out["candidates"][j]["ac1"]) == {"pooled", *DIMS}
 
 
-def test_lead_interval_is_the_paired_item_bootstrap(calib, tmp_path):
+def test_lead_interval_resamples_tasks(calib, tmp_path):
+    """The lead's interval is a paired bootstrap over *tasks* (criterion judgments of a task
+    travel together), recomputed here with a plain loop and sklearn's kappa."""
     out, judges, keys, cons, pred = calib
     lead = out["selection"]["lead"]
-    assert lead["seed"] == 20260714 and lead["B"] == 400
+    assert lead["seed"] == 12345 and lead["B"] == 400 and lead["n_tasks"] == N_TASKS
     assert lead["leader"] == sorted(judges[:3])
     assert lead["ci"][0] <= lead["diff"] <= lead["ci"][1]
     pos = {j: i for i, j in enumerate(judges)}
@@ -134,9 +136,20 @@ def test_lead_interval_is_the_paired_item_bootstrap(calib, tmp_path):
     runner = [pos[m] for m in lead["runner_up"]]
     assert 14 not in runner
     pb = _majority(pred, runner)[order]
-    ref = paired_metric_bootstrap(cons[order], pa, pb, 2, "kappa", B=400, seed=20260714)
-    assert lead["diff"] == pytest.approx(ref.diff)
-    assert lead["ci"] == pytest.approx(list(ref.ci))
+    c = cons[order]
+    assert lead["diff"] == pytest.approx(cohen_kappa_score(c, pa) - cohen_kappa_score(c, pb))
+    task_of = np.array([keys[i][0] for i in order])
+    names = np.unique(task_of)
+    members = [np.flatnonzero(task_of == t) for t in names]
+    draws = np.random.default_rng(12345).integers(0, len(names), size=(400, len(names)))
+    diffs = []
+    for row in draws:
+        idx = np.concatenate([members[t] for t in row])
+        diffs.append(cohen_kappa_score(c[idx], pa[idx]) - cohen_kappa_score(c[idx], pb[idx]))
+    assert lead["ci"] == pytest.approx(list(np.percentile(diffs, [2.5, 97.5])))
+    # resampling single judgments instead (the old rule) gives a different interval
+    item = paired_metric_bootstrap(c, pa, pb, 2, "kappa", B=400, seed=12345)
+    assert list(item.ci) != pytest.approx(lead["ci"])
 
 
 def test_human_agreement_ceiling(calib, tmp_path):
@@ -149,8 +162,23 @@ def test_human_agreement_ceiling(calib, tmp_path):
     pair = next(p for p in h["pairwise"] if p["a"] == "clin0" and p["b"] == "clin1")
     assert pair["kappa"] == pytest.approx(k01)
     assert len(h["pairwise"]) == 3
-    assert -1 <= h["fleiss_kappa"] <= 1 and "disclaimers" in h["ac1"]
+    assert h["fleiss_kappa"] == pytest.approx(_fleiss(wide.to_numpy()))
+    dim_of = {c: DIMS[int(c[1])] for c in wide.index.get_level_values("criterion_id")}
+    rows_dim = np.array([dim_of[c] for c in wide.index.get_level_values("criterion_id")])
+    for d in DIMS:  # Table 5: kappa per dimension beside AC1 and agreement
+        assert h["fleiss_kappa_by_dimension"][d] == pytest.approx(_fleiss(wide.to_numpy()[rows_dim == d]))
+    assert "disclaimers" in h["ac1"]
     assert "without_disclaimers" in out["selection"]
+
+
+def _fleiss(R: np.ndarray) -> float:
+    """Fleiss' kappa of binary ratings (items x raters), textbook formula."""
+    n = R.shape[1]
+    yes = R.sum(axis=1)
+    counts = np.stack([n - yes, yes], axis=1)
+    p_j = counts.sum(axis=0) / counts.sum()
+    P_i = (np.square(counts).sum(axis=1) - n) / (n * (n - 1))
+    return float((P_i.mean() - np.square(p_j).sum()) / (1 - np.square(p_j).sum()))
 
 
 def test_label_loading_errors(tmp_path):
@@ -220,10 +248,60 @@ def test_selection_uses_final_scope_and_compares_anywhere(tmp_path):
     assert comp["anywhere"]["kappa"] == pytest.approx(0.0)  # constant "met" carries no agreement beyond chance
 
 
-def test_per_dimension_agreement(calib):
+def test_per_dimension_agreement(calib, tmp_path):
     out, judges, keys, cons, pred = calib
     dims = np.array([DIMS[int(c[1])] for _, _, c in keys])
     m = dims == "disclaimers"
     cand = out["candidates"][judges[4]]
     assert cand["percent_agreement_by_dimension"]["disclaimers"] == pytest.approx((pred[4][m] == cons[m]).mean())
-    assert 0 <= out["human"]["percent_agreement"]["disclaimers"] <= 1
+    # clinicians: share of agreeing rater pairs per item (3 pairs of 3 raters), averaged
+    lab = load_labels(scripted(tmp_path)[0])
+    wide = lab.pivot_table(index=["task_id", "response_id", "criterion_id"], columns="rater", values="met",
+                           aggfunc="first").astype(int).to_numpy()
+    wdims = np.array([DIMS[int(k[2][1])] for k in lab.groupby(["task_id", "response_id", "criterion_id"]).groups])
+    pairs = (wide[:, [0]] == wide[:, [1]]).astype(int) + (wide[:, [0]] == wide[:, [2]]) + (wide[:, [1]] == wide[:, [2]])
+    assert out["human"]["percent_agreement"]["disclaimers"] == pytest.approx(pairs[wdims == "disclaimers"].mean() / 3)
+    # the selected panel per dimension (Table 5), against sklearn on the same items
+    order = np.argsort([f"{t}|{r}#0|{c}" for t, r, c in keys])
+    panel = (pred[:3].sum(axis=0) >= 2).astype(int)[order]
+    sel = out["selected_by_dimension"]
+    for d in DIMS:
+        mm = dims[order] == d
+        assert sel["kappa_by_dimension"][d] == pytest.approx(cohen_kappa_score(cons[order][mm], panel[mm]))
+
+
+def test_calibration_reads_no_majority_as_scoring_does(tmp_path):
+    """One panel rule: a 1-1 split with a failed vote earns no credit in scoring, so
+    calibration reads it as "not met" on a positive criterion and "met" (the behaviour
+    occurred) on a negative one. Hand-worked on one task of six criteria."""
+    from test_tasks import _row
+
+    from carebench.support.records import ResponseTable, VerdictTable
+    from carebench.support.scoring import score
+    from carebench.support.tasks import Task
+
+    row = _row("T")
+    row["criteria"][5]["negative"] = True
+    task = Task.model_validate(row)
+    cids = [c.id for c in task.criteria]
+    consensus = {"c0": True, "c1": True, "c2": True, "c3": True, "c4": False, "c5": True}
+    labels = pd.DataFrame([{"task_id": "T", "response_id": "r#0", "criterion_id": c, "rater": k,
+                            "met": consensus[c]} for c in cids for k in ("x", "y", "z")])
+    votes = {c: (True, True, True) for c in cids}
+    votes["c4"] = (False, False, False)
+    votes["c0"] = votes["c5"] = (True, False, None)  # no majority
+    verdicts = [VerdictRecord("T", "r", 0, c, j, v, "", "ok" if v is not None else "parse_error", "final")
+                for c in cids for j, v in zip(("ja", "jb", "jc"), votes[c], strict=True)]
+    out = calibrate_judges(labels, verdicts, panel_size=3, B=50, tasks=[task])
+    panel = out["selection"]["panels"][0]
+    # labels read: c0 -> 0 (positive, no credit), c5 -> 1 (negative, no credit); others as voted
+    assert panel["met_rate"] == pytest.approx(4 / 6)  # c1, c2, c3, c5
+    assert panel["percent_agreement"] == pytest.approx(5 / 6)  # only c0 disagrees with consensus
+    # judge jc alone (a panel of one whose vote failed) follows the same rule
+    assert out["candidates"]["jc"]["met_rate"] == pytest.approx(4 / 6)
+    # scoring credits exactly the cells calibration reads as "earned"
+    rt = ResponseTable.from_columns(["T"], ["r"], [0], ["ok"], empty=[False])
+    vt = VerdictTable.from_records(verdicts)
+    sc = score([task], rt, vt, panel=["ja", "jb", "jc"])
+    credited = dict(zip(cids, sc.cell_pass.tolist(), strict=True))
+    assert credited == {"c0": False, "c1": True, "c2": True, "c3": True, "c4": False, "c5": False}

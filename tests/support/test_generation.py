@@ -95,3 +95,76 @@ def test_references_are_final_turn_replies(tasks):
     multi = refs[1]
     assert [t["role"] for t in multi.turns] == ["user", "user", "user", "assistant"]
     assert multi.final_reply == tasks[1].reference and multi.status == "ok"
+
+
+def test_reference_is_judged_after_the_scripted_conversation(tmp_path):
+    """A task file's scripted assistant replies are never sent to a responder, but the
+    reference (written for that scripted conversation) is judged with them in place."""
+    from test_tasks import _row
+
+    from carebench.support.judging import criterion_question
+    from carebench.support.tasks import Task
+
+    row = _row(turns=[{"role": "user", "content": "first"}, {"role": "assistant", "content": "SCRIPTED"},
+                      {"role": "user", "content": "second"}], reference="REF")
+    row["metadata"]["turn_structure"] = "multi"
+    task = Task.model_validate(row)
+    (ref,) = reference_responses([task])
+    assert [(t["role"], t["content"]) for t in ref.turns] == [
+        ("user", "first"), ("assistant", "SCRIPTED"), ("user", "second"), ("assistant", "REF")]
+    prompt = criterion_question(ref, task.criteria[0], "final").messages[-1].content
+    assert prompt.index("first") < prompt.index("SCRIPTED") < prompt.index("second") < prompt.index("REF")
+    with StubServer() as stub:
+        stub.handler = _reply
+        m = get_model(f"openai:resp@{stub.base_url}")
+        runner = Runner(RunnerConfig(progress=False), cache=CompletionCache(tmp_path / "c.sqlite"))
+        generate([task], [m], runner, GenerationConfig(attempts=1))
+        assert all("SCRIPTED" not in str(r.body["messages"]) for r in stub.requests)
+
+
+def test_truncated_replies_are_recollected_with_a_larger_cap_and_both_kept(tmp_path):
+    """Appendix G: truncation is counted over every turn; --recollect-truncated asks a
+    truncated reply again with a larger cap and records both; identical replies across
+    attempts are counted (hand-worked: the stub repeats itself on one task)."""
+    from carebench.support.analyses import analyze
+
+    all_tasks = load_tasks("builtin:sample")
+    multi = next(t for t in all_tasks if len(t.turns) == 2)
+    single = next(t for t in all_tasks if len(t.turns) == 1)
+
+    def reply(req):
+        users = [m for m in req.body["messages"] if m["role"] == "user"]
+        if users[0]["content"] == single.turns[0]:
+            return StubReply(content="the same words every time")  # identical across attempts
+        if len(users) == 1 and req.body["max_tokens"] < 1000:  # turn 1 of the multi-turn task hits the cap
+            return StubReply(content="cut off mid", finish_reason="length")
+        return StubReply(content=f"full reply to turn {len(users)} seed {req.body.get('seed')}")
+
+    def run(recollect: bool):
+        with StubServer() as stub:
+            stub.handler = reply
+            m = get_model(f"openai:resp@{stub.base_url}")
+            runner = Runner(RunnerConfig(progress=False), cache=CompletionCache(tmp_path / f"{recollect}.sqlite"))
+            gen = generate([single, multi], [m], runner,
+                           GenerationConfig(attempts=3, max_tokens=600, recollect_truncated=recollect))
+            caps = [r.body["max_tokens"] for r in stub.requests]
+        return gen.responses, caps
+
+    plain, caps = run(False)
+    assert sorted(set(caps)) == [600]
+    verdicts = []
+    trunc = analyze([single, multi], plain, verdicts, B=10)["truncation"]["per_responder"]
+    (entry,) = trunc.values()
+    # 3 single-turn + 3 x 2 multi-turn assistant turns; the three first turns of the multi-turn task truncated
+    assert (entry["turns"], entry["truncated_turns"], entry["truncated_final"]) == (9, 3, 0)
+    # single task: all 3 attempts identical (3 pairs); multi task: seeds differ, 0 of 3 pairs
+    assert (entry["identical_pairs"], entry["attempt_pairs"], entry["tasks_all_attempts_identical"]) == (3, 6, 1)
+
+    again, caps = run(True)
+    assert caps.count(1200) == 3  # one re-collection per truncated turn, at twice the cap
+    conv = next(r for r in again if r.task_id == multi.id and r.attempt == 0)
+    first = conv.turns[1]
+    assert first["content"].startswith("full reply to turn 1") and first["max_tokens"] == 1200
+    assert first["recollected_from"] == {"content": "cut off mid", "status": "truncated", "max_tokens": 600}
+    (entry,) = analyze([single, multi], again, [], B=10)["truncation"]["per_responder"].values()
+    assert (entry["truncated_turns"], entry["recollected_turns"]) == (0, 3)

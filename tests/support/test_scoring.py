@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 
+from carebench.support.panel import S_EMPTY, S_MET, S_NOT_MET, S_UNDECIDED
 from carebench.support.records import (
     ResponseRecord,
     ResponseTable,
@@ -18,10 +19,6 @@ from carebench.support.records import (
     write_records,
 )
 from carebench.support.scoring import (
-    S_EMPTY,
-    S_MET,
-    S_NOT_MET,
-    S_UNDECIDED,
     TaskTable,
     full_satisfaction_rates,
     model_scores,

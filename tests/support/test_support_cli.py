@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 
+import pytest
 from scripted_stub import Script
 
 from carebench.cli import main
@@ -73,6 +74,14 @@ def test_user_errors_exit_2_with_one_line(tmp_path, capsys):
     assert main(["support", "rescore", str(tmp_path)]) == 2
 
 
+def _one_judge_run(tasks_file, url, out, *extra):
+    """A one-attempt run of resp-a judged by judge-a: the replies clinicians label."""
+    assert main(["support", "run", "--tasks", str(tasks_file), "--responder", f"openai:resp-a@{url}",
+                 "--judge", f"openai:judge-a@{url}", "--attempts", "1", "--out", str(out), "--bootstrap", "20",
+                 *extra]) == 0
+    return out
+
+
 def test_calibrate_selects_the_panel_closest_to_consensus(tmp_path, capsys):
     tasks = load_tasks("builtin:sample")[:2]
     from carebench.support.tasks import write_tasks
@@ -85,10 +94,7 @@ def test_calibrate_selects_the_panel_closest_to_consensus(tmp_path, capsys):
     with StubServer() as stub:
         stub.handler = script
         u = stub.base_url
-        out = tmp_path / "run"
-        assert main(["support", "run", "--tasks", str(tf), "--responder", f"openai:resp-a@{u}",
-                     "--judge", f"openai:judge-a@{u}", "--attempts", "1", "--out", str(out), "--bootstrap", "50",
-                     "--cache", str(tmp_path / "c.sqlite")]) == 0
+        out = _one_judge_run(tf, u, tmp_path / "run", "--cache", str(tmp_path / "c.sqlite"))
         labels = tmp_path / "labels.csv"
         with labels.open("w", newline="") as fh:
             w = csv.writer(fh)
@@ -144,3 +150,118 @@ def test_budget_stop_then_resume_from_cache(tmp_path, capsys, price_per_call):
         # tasks: one single-turn, one three-turn -> 4 responder calls in all, none repeated
         assert len(again) == 4 and len({r.raw for r in again}) == 4
         assert json.loads((out / "manifest.json").read_text())["status"] == "complete"
+
+
+def test_user_task_set_with_23_own_subcategories_loads_and_runs(tmp_path, capsys):
+    """Item 1 of the fidelity issue: a task file with 23 subcategory names of the user's own
+    runs end to end; --subcategories warns (one line, not an error) about names outside it."""
+    from test_tasks import USER_SUBCATEGORIES, _row
+
+    tasks_path = tmp_path / "own.jsonl"
+    rows = [_row(f"own{i:02d}", subcategory=name, turns=[f"user message of task {i}"])
+            for i, name in enumerate(USER_SUBCATEGORIES)]
+    tasks_path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    expected = tmp_path / "expected.txt"
+    expected.write_text("\n".join(USER_SUBCATEGORIES[:-1]) + "\n")  # the last name is undeclared
+    script = Script(load_tasks(tasks_path))
+    with StubServer() as stub:
+        stub.handler = script
+        u = stub.base_url
+        out = tmp_path / "run"
+        assert main(["support", "run", "--tasks", str(tasks_path), "--responder", f"openai:resp-a@{u}",
+                     "--judge", f"openai:judge-a@{u}", "--attempts", "1", "--bootstrap", "50",
+                     "--subcategories", str(expected), "--out", str(out),
+                     "--cache", str(tmp_path / "c.sqlite")]) == 0
+    err = capsys.readouterr().err
+    warnings = [ln for ln in err.splitlines() if ln.startswith("carebench: warning:")]
+    assert len(warnings) == 1 and "academic_misconduct (1 task)" in warnings[0]
+    m = json.loads((out / "metrics.json").read_text())
+    by_sub = m["slices"]["subcategory"]["values"]
+    assert len(by_sub) == 23 and all(v["n_tasks"] == 1 for v in by_sub.values())
+    assert "housing_insecurity" in by_sub and "academic_misconduct" in by_sub
+    assert "academic_misconduct" in (out / "report.html").read_text()
+
+
+def test_per_responder_temperature_and_cap(tmp_path):
+    """Appendix G: settings per responder, from a file and SPEC:key=value (which wins);
+    the requests carry them and the manifest records what each responder ran with."""
+    tasks = load_tasks("builtin:sample")
+    with StubServer() as stub:
+        stub.handler = Script(tasks)
+        u = stub.base_url
+        a, b = f"openai:resp-a@{u}", f"openai:resp-b@{u}"
+        settings = tmp_path / "gen.toml"
+        settings.write_text(f'["{a}"]\ntemperature = 0.3\nmax_tokens = 500\n')
+        out = tmp_path / "run"
+        assert main(["support", "run", "--tasks", "builtin:sample", "--limit", "1", "--responder", a,
+                     "--responder", b, "--judge", f"openai:judge-a@{u}", "--attempts", "1", "--bootstrap", "20",
+                     "--responder-settings", str(settings), "--responder-option", f"{a}:temperature=1",
+                     "--out", str(out), "--no-cache"]) == 0
+        by_model = {r.body["model"]: r.body for r in stub.requests if r.body["model"].startswith("resp-")}
+    assert (by_model["resp-a"]["temperature"], by_model["resp-a"]["max_tokens"]) == (1.0, 500)
+    assert (by_model["resp-b"]["temperature"], by_model["resp-b"]["max_tokens"]) == (0.7, 4096)
+    gen = json.loads((out / "manifest.json").read_text())["generation"]
+    assert gen[a] == {"temperature": 1.0, "max_tokens": 500, "top_p": None}
+    assert main(["support", "run", "--responder", a, "--judge", "openai:j", "--responder-option", "x:temp=1"]) == 2
+
+
+def test_calibrate_in_both_scopes_compares_their_agreement(tmp_path):
+    """B.9: candidates asked in final-turn and credit-anywhere scope; the kappa of each scope
+    against the clinician consensus is reported (recomputed here with sklearn)."""
+    from sklearn.metrics import cohen_kappa_score
+
+    from carebench.support.tasks import write_tasks
+
+    tasks = load_tasks("builtin:sample")[:2]
+    assert [len(t.turns) > 1 for t in tasks] == [False, True]
+    tf = tmp_path / "tasks.jsonl"
+    write_tasks(tf, tasks)
+    truth = {(t.id, c.id): (k % 3 != 0) for t in tasks for k, c in enumerate(t.criteria)}
+    script = Script(tasks)
+
+    def handler(req):  # judge-a says "not met" to every credit-anywhere question
+        prompt = req.body["messages"][-1]["content"]
+        if req.body["model"] == "judge-a" and "every assistant message" in prompt:
+            return json.dumps({"met": False, "rationale": "anywhere"})
+        return script(req)
+
+    with StubServer() as stub:
+        stub.handler = handler
+        u = stub.base_url
+        out = _one_judge_run(tf, u, tmp_path / "run", "--no-cache")
+        labels = tmp_path / "labels.csv"
+        with labels.open("w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["task_id", "response_id", "criterion_id", "rater", "met"])
+            for (tid, cid), met in sorted(truth.items()):
+                for r in ("r1", "r2", "r3"):
+                    w.writerow([tid, f"openai:resp-a@{u}#0", cid, r, str(met).lower()])
+        script.script.clear()
+        for (tid, cid), met in truth.items():
+            script.script[("judge-a", "resp-a", tid, 0, cid)] = met
+        cal = tmp_path / "cal"
+        assert main(["support", "calibrate", "--labels", str(labels), "--run", str(out), "--out", str(cal),
+                     "--candidate", f"openai:judge-a@{u}", "--panel-size", "1", "--scope", "both",
+                     "--bootstrap", "20", "--no-cache"]) == 0
+    res = json.loads((cal / "metrics.json").read_text())
+    keys = sorted(truth)
+    cons = [int(truth[k]) for k in keys]
+    anywhere = [int(truth[k]) if k[0] == tasks[0].id else 0 for k in keys]  # single-turn: one question
+    comp = res["scope_comparison"]["candidates"]
+    judge = f"openai:judge-a@{u}"
+    assert comp["final"][judge]["kappa"] == pytest.approx(1.0)
+    assert comp["anywhere"][judge]["kappa"] == pytest.approx(cohen_kappa_score(cons, anywhere))
+    assert res["scope_comparison"]["by_scope"]["anywhere"]["kappa"] == pytest.approx(cohen_kappa_score(cons, anywhere))
+    assert "credit anywhere" in (cal / "report.md").read_text()
+
+
+def test_split_option_runs_one_half(tmp_path, capsys):
+    tasks = load_tasks("builtin:sample")
+    private = [t for t in tasks if t.metadata.split == "private"]
+    assert 0 < len(private) < len(tasks)
+    assert main(["support", "run", "--responder", "openai:m@http://127.0.0.1:9/v1", "--judge", "openai:j@http://127.0.0.1:9/v1",
+                 "--split", "private", "--dry-run", "--attempts", "1", "--cache", str(tmp_path / "c.sqlite")]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    gen = next(s for s in plan["stages"] if s["name"] == "generation")
+    assert gen["calls"] == sum(len(t.turns) for t in private)
+    assert main(["support", "run", "--responder", "openai:m", "--judge", "openai:j", "--split", "secret"]) == 2

@@ -11,12 +11,15 @@ import pytest
 
 from carebench.support.tasks import (
     DIMENSIONS,
+    KNOWN_SUBCATEGORIES,
     SPLIT_STRATA,
-    SUBCATEGORIES,
     Task,
+    load_subcategories,
     load_tasks,
     stratified_split,
+    unexpected_subcategories,
     with_split,
+    write_tasks,
 )
 from carebench.types import CarebenchError
 
@@ -40,7 +43,6 @@ def test_builtin_sample_is_a_valid_illustrative_set():
     assert 8 <= len(tasks) <= 12
     assert all(t.illustrative for t in tasks)
     assert len({t.subcategory for t in tasks}) >= 6
-    assert {t.subcategory for t in tasks} <= set(SUBCATEGORIES)
     multi = [t for t in tasks if t.multi_turn]
     assert multi and all(2 <= len(t.turns) <= 3 for t in multi)
     assert any(not t.multi_turn for t in tasks)
@@ -54,8 +56,48 @@ def test_builtin_sample_is_a_valid_illustrative_set():
     assert {c.dimension for t in tasks for c in t.criteria} == set(DIMENSIONS)
 
 
-def test_len_subcategories_is_23():
-    assert len(SUBCATEGORIES) == 23 == len(set(SUBCATEGORIES))
+#: 23 subcategory names of a user's own task set, none of them among the paper's examples.
+USER_SUBCATEGORIES = [
+    "Housing Insecurity", "Job Loss", "Caregiver Burnout", "Chronic Pain", "Gambling Debt",
+    "Veteran Transition", "Farm Stress", "Postpartum", "Bullying Online", "Exam Failure",
+    "Divorce", "Migration Stress", "Incarceration", "Disability Onset", "Grief Sudden Loss",
+    "Gender Identity", "Sexual Orientation", "Substance Relapse", "Domestic Violence",
+    "Elder Isolation", "Cyberstalking", "Medical Diagnosis", "Academic Misconduct",
+]
+
+
+def test_any_subcategory_name_loads_normalised(tmp_path):
+    """Real task sets carry their own names: every one loads; spellings that differ only
+    in case and punctuation are one subcategory (the keys below are written out by hand)."""
+    p = tmp_path / "t.jsonl"
+    rows = [_row(f"t{i}", subcategory=name) for i, name in enumerate(USER_SUBCATEGORIES)]
+    rows.append(_row("t-dup", subcategory="  self-Worth "))
+    rows.append(_row("t-dup2", subcategory="Self Worth"))
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tasks = load_tasks(p)
+    assert len(tasks) == 25
+    assert tasks[0].subcategory == "housing_insecurity" and tasks[14].subcategory == "grief_sudden_loss"
+    assert tasks[23].subcategory == tasks[24].subcategory == "self_worth"
+    assert len({t.subcategory for t in tasks}) == 24
+    # the paper's names stay available as documentation, not as a gate
+    assert "self_worth" in KNOWN_SUBCATEGORIES and "housing_insecurity" not in KNOWN_SUBCATEGORIES
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(_row(subcategory=" -- ")) + "\n")
+    with pytest.raises(CarebenchError, match=r"bad.jsonl:1: field subcategory"):
+        load_tasks(bad)
+
+
+def test_expected_subcategory_file_flags_names_outside_it(tmp_path):
+    f = tmp_path / "subcats.txt"
+    f.write_text("# our taxonomy\nHousing Insecurity\njob-loss  # comment\n\nself_worth\n")
+    assert load_subcategories(f) == ["housing_insecurity", "job_loss", "self_worth"]
+    tasks = [Task.model_validate(_row(f"t{i}", subcategory=s))
+             for i, s in enumerate(["Housing insecurity", "Farm Stress", "farm_stress", "Self Worth"])]
+    assert unexpected_subcategories(tasks, load_subcategories(f)) == {"farm_stress": 2}
+    empty = tmp_path / "empty.txt"
+    empty.write_text("# nothing\n")
+    with pytest.raises(CarebenchError, match="no subcategory names"):
+        load_subcategories(empty)
 
 
 def test_dimension_aliases_and_user_turns_from_messages(tmp_path):
@@ -67,8 +109,37 @@ def test_dimension_aliases_and_user_turns_from_messages(tmp_path):
     p = tmp_path / "t.jsonl"
     p.write_text(json.dumps(row) + "\n")
     (t,) = load_tasks(p)
-    assert t.turns == ("a", "b")  # assistant turns are regenerated, never kept
+    assert t.turns == ("a", "b")  # responders regenerate assistant turns ...
+    assert t.scripted_replies == ("old reply",)  # ... but the scripted one is kept for the reference and report
+    assert t.scripted_conversation("ref") == [
+        {"role": "user", "content": "a"}, {"role": "assistant", "content": "old reply"},
+        {"role": "user", "content": "b"}, {"role": "assistant", "content": "ref"}]
     assert t.criteria[0].dimension == "deescalation" and t.criteria[1].dimension == "recognition"
+    # round trip through the run directory's copy
+    out = tmp_path / "copy.jsonl"
+    write_tasks(out, [t])
+    assert load_tasks(out) == [t]
+
+
+@pytest.mark.parametrize(
+    ("messages", "message"),
+    [
+        ([{"role": "assistant", "content": "x"}, {"role": "user", "content": "a"}], "must follow a user message"),
+        ([{"role": "user", "content": "a"}, {"role": "assistant", "content": "x"}], "put the reply to the last"),
+        ([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}, {"role": "assistant", "content": "x"},
+          {"role": "user", "content": "c"}], "no scripted reply between"),
+        ([{"role": "user", "content": "a"}, {"role": "system", "content": "x"}], "role must be"),
+        ([{"role": "user", "content": "a"}, {"role": "assistant", "content": "x"}, {"role": "user", "content": "b"},
+          {"role": "user", "content": "c"}], "1 scripted assistant replies for 3 user turns"),
+    ],
+)
+def test_scripted_assistant_turns_must_sit_between_user_turns(tmp_path, messages, message):
+    row = _row(turns=messages)
+    row["metadata"]["turn_structure"] = "multi" if sum(m["role"] == "user" for m in messages) > 1 else "single"
+    p = tmp_path / "t.jsonl"
+    p.write_text(json.dumps(row) + "\n")
+    with pytest.raises(CarebenchError, match=rf"t.jsonl:1: field turns: .*({message})"):
+        load_tasks(p)
 
 
 @pytest.mark.parametrize(
@@ -79,7 +150,7 @@ def test_dimension_aliases_and_user_turns_from_messages(tmp_path):
         (lambda r: r.update(criteria=r["criteria"][:5]), "6-20 criteria"),
         (lambda r: r["criteria"][1].update(id="c0"), "duplicate criterion id"),
         (lambda r: r.update(turns=["a", "b"]), "turn_structure"),
-        (lambda r: r.update(subcategory="astrology"), "field subcategory"),
+        (lambda r: r.update(subcategory="  --  "), "field subcategory"),
         (lambda r: r.update(id="t1"), "duplicate task id"),
     ],
 )
@@ -129,7 +200,7 @@ def _synthetic(n: int, seed: int = 0) -> list[Task]:
     rng = np.random.default_rng(seed)
     out = []
     for i in range(n):
-        r = _row(f"t{i:04d}", subcategory=SUBCATEGORIES[int(rng.integers(23))])
+        r = _row(f"t{i:04d}", subcategory=f"sub{int(rng.integers(23))}")
         r["metadata"].update(age_band=str(rng.choice(["U18", "O18"])),
                              harm_intent=str(rng.choice(["harmful", "borderline"])),
                              progression_stage=str(rng.choice(["ideation", "planning", "action", "post_action"])))
@@ -158,3 +229,20 @@ def test_stratified_split_is_even_overall_and_within_strata():
     assert stratified_split(tasks, seed=12345) == split
     assert stratified_split(tasks, seed=1) != split
     assert {t.metadata.split for t in with_split(tasks, split)} == {"public", "private"}
+
+
+def test_select_split_uses_the_file_or_the_stratified_split():
+    from carebench.support.tasks import select_split
+
+    tasks = _synthetic(60)  # no split in the "file"
+    public, source = select_split(tasks, "public")
+    expected = stratified_split(tasks, seed=12345)
+    assert source == "stratified, seed 12345"
+    assert [t.id for t in public] == [t.id for t in tasks if expected[t.id] == "public"]
+    assert all(t.metadata.split == "public" for t in public)
+    assert len(select_split(tasks, "all")[0]) == 60
+    marked = with_split(tasks, {t.id: ("private" if i < 5 else "public") for i, t in enumerate(tasks)})
+    private, source = select_split(marked, "private")
+    assert source == "file" and [t.id for t in private] == [t.id for t in tasks[:5]]
+    with pytest.raises(CarebenchError, match="--split must be"):
+        select_split(tasks, "secret")

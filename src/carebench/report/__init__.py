@@ -28,6 +28,7 @@ from carebench.report.figures import (
     fig_to_png,
     heatmap,
     line_chart,
+    scatter_chart,
 )
 from carebench.report.html import render_html
 from carebench.report.markdown import render_markdown
@@ -58,5 +59,6 @@ __all__ = [
     "line_chart",
     "render_html",
     "render_markdown",
+    "scatter_chart",
     "write_report",
 ]

@@ -331,6 +331,9 @@ class Report:
     subtitle: str | None = None
     notes: list[str] = field(default_factory=list)
     sections: list[Section] = field(default_factory=list)
+    #: extra text files written beside the report (e.g. a CSV of a table too long to sort in
+    #: a script-free page): file name -> content
+    attachments: dict[str, str] = field(default_factory=dict)
 
     def anchors(self) -> list[str]:
         """One unique anchor per section (explicit, else slug of the title, deduplicated)."""

@@ -410,6 +410,44 @@ def box_chart(
         return fig_to_png(fig, dpi)
 
 
+def scatter_chart(
+    labels: Sequence[str],
+    x: Sequence[float],
+    y: Sequence[float],
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    *,
+    diagonal: bool = True,
+    lims: tuple[float, float] | None = None,
+    dpi: int = 120,
+) -> bytes:
+    """One labelled point per entry (e.g. a model's single- against multi-turn score);
+    ``diagonal`` draws y = x, so points below it lose on the y measure."""
+    n = len(labels)
+    xv = _as_float(x, n, "scatter_chart x")
+    yv = _as_float(y, n, "scatter_chart y")
+    with _styled():
+        fig = _new_figure(5.5, 5.0)
+        ax = fig.add_subplot()
+        keep = ~(np.isnan(xv) | np.isnan(yv))
+        ax.scatter(xv[keep], yv[keep], color=PALETTE[0], s=30, zorder=3)
+        for i in np.flatnonzero(keep):
+            ax.annotate(_tx(labels[i]), (xv[i], yv[i]), xytext=(4, 3), textcoords="offset points", fontsize=7.5)
+        if lims is None:
+            both = np.concatenate([xv[keep], yv[keep]]) if keep.any() else np.array([0.0, 1.0])
+            pad = 0.05 * (float(both.max() - both.min()) or 1.0)
+            lims = (float(both.min()) - pad, float(both.max()) + pad)
+        if diagonal:
+            ax.plot(lims, lims, linestyle=":", color="#57606a", linewidth=1.2)
+        ax.set_xlim(*lims)
+        ax.set_ylim(*lims)
+        ax.set_title(_tx(title))
+        ax.set_xlabel(_tx(xlabel))
+        ax.set_ylabel(_tx(ylabel))
+        return fig_to_png(fig, dpi)
+
+
 def stacked_bar_chart(
     categories: Sequence[str],
     stacks: Mapping[str, Sequence[float]],

@@ -8,6 +8,7 @@ to a temporary file in the same directory and moved into place with ``os.replace
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from carebench.fileio import atomic_write_bytes
@@ -16,6 +17,9 @@ from carebench.report.html import render_html
 from carebench.report.markdown import render_markdown
 
 __all__ = ["atomic_write_bytes", "write_report"]
+
+
+_ATTACHMENT = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
 def write_report(report: Report, run_dir: Path) -> None:
@@ -29,7 +33,12 @@ def write_report(report: Report, run_dir: Path) -> None:
     figures = report.figures()
     markdown = render_markdown(report).encode("utf-8")
     html = render_html(report).encode("utf-8")
+    for name in report.attachments:
+        if not _ATTACHMENT.match(name) or ".." in name:
+            raise ValueError(f"attachment name {name!r} is not a plain file name")
     run_dir.mkdir(parents=True, exist_ok=True)
+    for name, text in report.attachments.items():
+        atomic_write_bytes(run_dir / name, text.encode("utf-8"))
     if figures:
         fig_dir = run_dir / "figures"
         fig_dir.mkdir(exist_ok=True)

@@ -8,8 +8,10 @@ returns one JSON-able dict. It is deterministic for given records and seed
 ``metrics.json`` exactly.
 
 Intervals are percentile intervals of a cluster bootstrap that resamples
-*tasks* (all attempts of a task travel together), seed 12345, B = 2000 by
-default (DistressBench, §3.2). One resample matrix over tasks is shared by every
+*tasks* (all attempts of a task travel together). Seed 12345 and B = 2000
+are carebench defaults: DistressBench, §3.2 names a bootstrap procedure and seed
+in its reproducibility statement, but the text available to us states neither
+value, so both are configurable (``--seed``, ``--bootstrap``). One resample matrix over tasks is shared by every
 interval, so a statistic of any task subset is a single matrix product.
 The responder named ``reference`` (clinician references judged by the same
 panel, §4.7) is scored like a model but kept out of the leaderboard, the
@@ -180,6 +182,7 @@ def _dimensions(sc: Scored, boot: _Boot) -> dict[str, Any]:
         model_rates = np.array([per[i] for i in mi])
         entry: dict[str, Any] = {
             "n_tasks": int(carries.sum()),
+            "n_criteria": int(((tt.dimension == d) & tt.applicable).sum()),
             "weight_share": float(tt.weight[(tt.dimension == d) & tt.applicable].sum() / max(tt.weight[tt.applicable].sum(), 1e-12)),
             "pass_rate": {sc.responders[i]: float(per[i]) for i in range(len(sc.responders))},
             "criterion_pass_rate": {sc.responders[i]: float(per_u[i]) for i in range(len(sc.responders))},
@@ -266,13 +269,98 @@ def _slices(sc: Scored, S: np.ndarray, boot: _Boot) -> dict[str, Any]:
                 "pooled_ci": _ci(pooled_samples[k]),
                 "per_model": {sc.responders[i]: float(_nanmean(S[i, sel])) for i in range(len(sc.responders))},
             }
-        res: dict[str, Any] = {"values": entry}
+        res: dict[str, Any] = {"values": entry, "differences": _slice_differences(sc, S, boot, lab, values)}
         if len(values) == 2:
             a, b = values
             diff = entry[a]["pooled"] - entry[b]["pooled"]
             res["contrast"] = {"a": a, "b": b, "diff": diff, "ci": _ci(pooled_samples[0] - pooled_samples[1])}
         out[axis] = res
     return out
+
+
+def _slice_differences(sc: Scored, S: np.ndarray, boot: _Boot, lab: np.ndarray, values: list[str]) -> dict[str, Any]:
+    """"Do some models do worse on this slice?" for every value of an axis, not only two-valued ones.
+
+    For value v and model m, ``gap[m, v]`` = mean task score in v minus mean over the
+    other tasks. The pooled gap is the mean over models; a model's *excess* gap is its
+    gap minus the pooled one (negative: it loses more on the slice than models do on
+    average). Every gap and excess gets a task-bootstrap interval (the shared resamples);
+    an excess whose interval lies below zero is flagged.
+    """
+    mi = _models(sc)
+    out: dict[str, Any] = {}
+    if len(values) < 2 or not mi:
+        return out
+    X = S[mi].T  # (T, M)
+    ok = ~np.isnan(X)
+    Xz = np.where(ok, X, 0.0)
+    for v in values:
+        ins = (lab == v).astype(float)[:, None]
+        outs = 1.0 - ins
+        gin = boot.ratio(Xz * ins, ok * ins)  # (M, B)
+        gout = boot.ratio(Xz * outs, ok * outs)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            full_gap = (Xz * ins).sum(0) / (ok * ins).sum(0) - (Xz * outs).sum(0) / (ok * outs).sum(0)
+        samples = gin - gout
+        pooled_s = _nanmean(samples, axis=0)
+        pooled = float(_nanmean(full_gap))
+        per: dict[str, Any] = {}
+        for k, i in enumerate(mi):
+            excess = float(full_gap[k] - pooled)
+            ci = _ci(samples[k] - pooled_s)
+            per[sc.responders[i]] = {
+                "gap": float(full_gap[k]), "gap_ci": _ci(samples[k]),
+                "excess": excess, "excess_ci": ci,
+                "worse": bool(ci[1] is not None and not math.isnan(ci[1]) and ci[1] < 0),
+            }
+        out[v] = {"pooled_gap": pooled, "pooled_gap_ci": _ci(pooled_s), "per_model": per,
+                  "models_worse": sorted(r for r, x in per.items() if x["worse"])}
+    return out
+
+
+# ----------------------------------------------------------------------------- panel judges
+
+
+def _judge_agreement(sc: Scored) -> dict[str, Any]:
+    """How the panel's judges agree with each other: a pairwise matrix (percent agreement and
+    Cohen's kappa over cells both judged), and split votes by dimension and by task."""
+    V = sc.cell_judge_votes
+    judged = sc.cell_state != S_EMPTY
+    P = len(sc.panel)
+    pairs: dict[str, dict[str, Any]] = {a: {} for a in sc.panel}
+    for i in range(P):
+        for j in range(P):
+            both = judged & (V[:, i] >= 0) & (V[:, j] >= 0)
+            a, b = V[both, i].astype(np.int64), V[both, j].astype(np.int64)
+            n = int(both.sum())
+            entry: dict[str, Any] = {"n": n, "agreement": float((a == b).mean()) if n else float("nan")}
+            if n:
+                cm = np.bincount(a * 2 + b, minlength=4).reshape(2, 2).astype(float)
+                po, pe = np.trace(cm) / n, (cm.sum(0) @ cm.sum(1)) / n**2
+                entry["kappa"] = float((po - pe) / (1 - pe)) if pe < 1 else float("nan")
+            else:
+                entry["kappa"] = float("nan")
+            pairs[sc.panel[i]][sc.panel[j]] = entry
+    split = judged & (sc.cell_votes[:, 0] > 0) & (sc.cell_votes[:, 1] > 0)
+    dim = sc.tasks.dimension[sc.cell_crit]
+    by_dim = {}
+    for d, name in enumerate(DIMENSIONS):
+        m = judged & (dim == d)
+        if m.any():
+            by_dim[name] = {"cells": int(m.sum()), "split": int((split & m).sum()),
+                            "rate": float((split & m).sum() / m.sum())}
+    task_of_cell = sc.conv_task[sc.cell_conv]
+    n_t = np.bincount(task_of_cell[judged], minlength=sc.tasks.n_tasks)
+    s_t = np.bincount(task_of_cell[split], minlength=sc.tasks.n_tasks)
+    by_task = {sc.tasks.ids[t]: {"cells": int(n_t[t]), "split": int(s_t[t]), "rate": float(s_t[t] / n_t[t])}
+               for t in range(sc.tasks.n_tasks) if n_t[t]}
+    return {"panel": sc.panel, "pairwise": pairs, "split_by_dimension": by_dim, "split_by_task": by_task,
+            "definition": "split = a judged cell with at least one met and one not-met vote"}
+
+
+def _task_scores(sc: Scored, S: np.ndarray) -> dict[str, dict[str, float]]:
+    """Every task's score (mean over attempts) per responder: the full table behind the means."""
+    return {t: {r: float(S[i, k]) for i, r in enumerate(sc.responders)} for k, t in enumerate(sc.tasks.ids)}
 
 
 # ----------------------------------------------------------------------------- B.8
@@ -340,6 +428,8 @@ def _non_response(sc: Scored, responses: ResponseTable) -> dict[str, Any]:
                            "rate": float(sc.conv_empty[m].mean()) if m.any() else float("nan")},
                 "per_responder": per,
             }
+    if responses.assistant_turns is not None:
+        out["latency"] = _blank_latency(sc, responses)
     if responses.assistant_blank is not None:
         after_blank = [0, 0]
         after_ok = [0, 0]
@@ -353,6 +443,68 @@ def _non_response(sc: Scored, responses: ResponseTable) -> dict[str, Any]:
                                     "rate": after_blank[0] / after_blank[1] if after_blank[1] else float("nan")}
         out["blank_after_reply"] = {"blank": after_ok[0], "turns": after_ok[1],
                                     "rate": after_ok[0] / after_ok[1] if after_ok[1] else float("nan")}
+    return out
+
+
+def _blank_latency(sc: Scored, responses: ResponseTable) -> dict[str, Any]:
+    """Latency of blank assistant turns against turns with text, per responder (E.6: blanks
+    that return faster than real answers point to filtering at the endpoint)."""
+    assert responses.assistant_turns is not None and responses.assistant_blank is not None
+    out: dict[str, Any] = {}
+    for i, r in enumerate(sc.responders):
+        blank: list[float] = []
+        real: list[float] = []
+        for row in sc.conv_row[sc.conv_resp == i].tolist():
+            for (_, lat, _), is_blank in zip(responses.assistant_turns[row], responses.assistant_blank[row],
+                                             strict=True):
+                if lat is not None:
+                    (blank if is_blank else real).append(float(lat))
+        out[r] = {
+            "blank_turns": len(blank), "answered_turns": len(real),
+            "median_blank_s": float(np.median(blank)) if blank else float("nan"),
+            "median_answered_s": float(np.median(real)) if real else float("nan"),
+        }
+    return out
+
+
+# ----------------------------------------------------------------------------- Appendix G
+
+
+def _truncation_and_identity(sc: Scored, responses: ResponseTable) -> dict[str, Any]:
+    """Truncation over every assistant turn (not only the final one), re-collections, and
+    the share of byte-identical final replies across attempts (Appendix G), per responder."""
+    out: dict[str, Any] = {"per_responder": {}}
+    for i, r in enumerate(sc.responders):
+        rows = sc.conv_row[sc.conv_resp == i].tolist()
+        entry: dict[str, Any] = {}
+        if responses.assistant_turns is not None:
+            turns = [t for row in rows for t in responses.assistant_turns[row]]
+            finals = [responses.assistant_turns[row][-1] for row in rows if responses.assistant_turns[row]]
+            n, tr = len(turns), sum(s == "truncated" for s, _, _ in turns)
+            entry.update(
+                turns=n, truncated_turns=tr, truncated_rate=tr / n if n else float("nan"),
+                final_turns=len(finals), truncated_final=sum(s == "truncated" for s, _, _ in finals),
+                recollected_turns=sum(rec for _, _, rec in turns),
+            )
+        if responses.final_digest is not None:
+            by_task: dict[int, list[str]] = {}
+            for row, t in zip(rows, sc.conv_task[sc.conv_resp == i].tolist(), strict=True):
+                by_task.setdefault(t, []).append(responses.final_digest[row])
+            pairs = same = tasks_multi = tasks_all_same = 0
+            for digests in by_task.values():
+                if len(digests) < 2:
+                    continue
+                tasks_multi += 1
+                tasks_all_same += len(set(digests)) == 1
+                for a, b in combinations(digests, 2):
+                    pairs += 1
+                    same += a == b
+            entry.update(
+                attempt_pairs=pairs, identical_pairs=same,
+                identical_pair_rate=same / pairs if pairs else float("nan"),
+                tasks_with_several_attempts=tasks_multi, tasks_all_attempts_identical=tasks_all_same,
+            )
+        out["per_responder"][r] = entry
     return out
 
 
@@ -516,9 +668,19 @@ def analyze(
                 "failed/missing votes counted; no majority = undecided = no credit",
                 "negative_criteria": "earn their weight only when the panel decides not met",
                 "empty_final_turn": "0 on every criterion, not judged",
+                "harness_failure": "excluded from scores and counted (not a non-response)",
             },
         },
         "counts": sc.counts,
+        "harness_failures": {
+            "conversations": sc.counts["harness_failures"],
+            "responder_call": sc.counts["harness_failures_responder_call"],
+            "judge_call": sc.counts["harness_failures_judge_call"],
+            "per_responder": {r: {k: sc.per_responder_counts[r][k] for k in ("harness_failures", "tasks_excluded")}
+                              for r in sc.responders},
+            "rule": "a call that failed after every retry is not an answer: the conversation is excluded "
+            "from scores and counted; re-run the same command to retry it",
+        },
         "summary": summary,
         "models": models,
         "leaderboard": board,
@@ -528,6 +690,9 @@ def analyze(
         "reference": reference,
         "replicate_stability": _replicates(sc),
         "non_response": _non_response(sc, rt),
+        "truncation": _truncation_and_identity(sc, rt),
+        "judge_agreement": _judge_agreement(sc),
+        "task_scores": _task_scores(sc, S),
         "disclaimers_ablation": _ablation(sc, base, board, boot, B, seed),
         "leave_one_judge_out": leave_one_judge_out(tt, rt, vt, sc, family=family),
         "self_preference": self_preference(sc, family=family),

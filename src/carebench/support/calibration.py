@@ -1,4 +1,4 @@
-"""Judge calibration and panel selection (DistressBench §3.3, Appendix B.1-B.5).
+"""Judge calibration and panel selection (DistressBench, §3.3, Appendix B.1-B.5, B.9).
 
 * **Clinician labels** (:func:`load_labels`): one row per (task, response,
   criterion, rater) with ``met``; consensus = strict majority of the raters
@@ -9,12 +9,15 @@
   ``panel_size`` candidates (``itertools.combinations`` of the sorted names:
   15 candidates -> 455 panels) is compared with the consensus by Cohen's kappa,
   macro-F1, percent agreement and per-dimension AC1. A panel's verdict uses the
-  scoring rule of :mod:`carebench.support.scoring` (strict majority of the
-  whole panel; failed votes count, no majority = not met). Panels are ranked by
+  panel rule of :mod:`carebench.support.panel`, the same one scoring uses
+  (strict majority of the whole panel; failed votes count; no majority =
+  undecided, read as the outcome that earns no credit). Panels are ranked by
   pooled kappa; ties are broken by macro-F1, then percent agreement, then the
   sorted member names (lexicographic), so the ranking is total and
   reproducible. The leader's lead over the runner-up gets a paired bootstrap
-  interval resampling labelled items (seed 20260714, B = 2000).
+  interval resampling *tasks* (carebench defaults: seed 12345, B = 2000; the
+  paper's seed 20260714 draws the calibration tasks, B.1/E.8, see
+  :mod:`carebench.support.calibration_sample`).
 Leave-one-judge-out (B.6) and self-preference (B.7) live in
 :mod:`carebench.support.robustness`.
 """
@@ -37,12 +40,16 @@ from carebench.stats.agreement import fleiss_kappa, gwet_ac1, percent_agreement,
 from carebench.stats.bootstrap import Resampler, percentile_interval
 from carebench.stats.classification import macro_f1_from_cm
 from carebench.stats.ordinal import kappa_from_cm
+from carebench.support.panel import effective_met, panel_states
 from carebench.support.records import FAILED, MET, NOT_MET, VerdictRecord, VerdictTable
 from carebench.support.robustness import self_preference_from_counts
 from carebench.support.scoring import DIMENSIONS, TaskTable, dimension_code
 from carebench.types import CarebenchError
 
+#: DistressBench's calibration draw seed (B.1, E.8): it selects the labelled tasks.
 CALIBRATION_SEED = 20260714
+#: Seed of the lead's bootstrap: a carebench default (the paper names no bootstrap seed here).
+BOOTSTRAP_SEED = 12345
 ALPHA = 0.05
 
 
@@ -158,10 +165,16 @@ class Items:
                 (tt.ids[t], c): DIMENSIONS[d]
                 for t, c, d in zip(tt.crit_task.tolist(), tt.crit_ids, tt.dimension.tolist(), strict=True)
             }
+            neg = {(tt.ids[t], c): bool(n) for t, c, n in zip(tt.crit_task.tolist(), tt.crit_ids,
+                                                               tt.negative.tolist(), strict=True)}
             for k in self.keys:
                 if k not in dims and (k[0], k[2]) in cd:
                     dims[k] = cd[(k[0], k[2])]
         self.dimension = np.array([dims.get(k, "unknown") for k in self.keys], dtype=object)
+        #: criterion polarity (from the tasks; without them every criterion counts as positive)
+        self.negative = np.array([neg.get((k[0], k[2]), False) for k in self.keys], dtype=bool) \
+            if tasks is not None else np.zeros(len(self.keys), bool)
+        self.task = np.array([k[0] for k in self.keys], dtype=object)
         self.responder = np.array([k[1].rsplit("#", 1)[0] for k in self.keys], dtype=object)
         c = ratings_to_counts(self.human, 2) if n else np.zeros((0, 2), np.int64)
         # strict majority of the raters who labelled the item; ties -> -1 (left out)
@@ -264,6 +277,10 @@ def _vs_consensus(pred: np.ndarray, cons: np.ndarray, dims: np.ndarray) -> dict[
         "percent_agreement_by_dimension": {
             d: float((pred[dims == d] == cons[dims == d]).mean()) for d in sorted(set(dims.tolist()))
         },
+        "kappa_by_dimension": {
+            d: _safe(lambda d=d: kappa_from_cm(_cm(cons[dims == d], pred[dims == d])))
+            for d in sorted(set(dims.tolist()))
+        },
         "n_items": int(cons.size),
     }
 
@@ -296,16 +313,30 @@ def human_agreement(items: Items) -> dict[str, Any]:
         m = multi & (items.dimension == d)
         pa[d] = _safe(lambda m=m: percent_agreement(H[m])) if m.any() else float("nan")
     out["percent_agreement"] = pa
+    # Table 5 puts kappa beside AC1 and raw agreement: kappa alone misleads on skewed dimensions
+    fk = {"pooled": out["fleiss_kappa"]}
+    for d in sorted(set(items.dimension.tolist())):
+        m = multi & (items.dimension == d)
+        fk[d] = _safe(lambda m=m: fleiss_kappa(ratings_to_counts(H[m], 2))) if m.any() else float("nan")
+    out["fleiss_kappa_by_dimension"] = fk
     return out
 
 
 # ----------------------------------------------------------------------------- panels
 
 
-def panel_votes(V: np.ndarray, combos: np.ndarray) -> np.ndarray:
-    """Panel verdicts ``(n_panels, n_items)`` in {0, 1}: met iff more than half the panel says met."""
+def panel_votes(V: np.ndarray, combos: np.ndarray, negative: np.ndarray | None = None) -> np.ndarray:
+    """Panel verdicts ``(n_panels, n_items)`` in {0, 1} under the scoring rule.
+
+    The panel state comes from :func:`carebench.support.panel.panel_states` (strict
+    majority of the whole panel, else undecided); an undecided cell is read as the
+    outcome that earns no credit (:func:`~carebench.support.panel.effective_met`):
+    not met for a positive criterion, met for a negative one (``negative`` per item).
+    """
     yes = (V == MET)[:, combos].sum(axis=2)  # (n_items, n_panels)
-    return (2 * yes > combos.shape[1]).T.astype(np.int64)
+    no = (V == NOT_MET)[:, combos].sum(axis=2)
+    neg = np.zeros(V.shape[0], bool) if negative is None else np.asarray(negative, bool)
+    return effective_met(panel_states(yes, no, combos.shape[1]), neg[:, None]).T
 
 
 def rank_panels(kappa: np.ndarray, f1: np.ndarray, agree: np.ndarray, members: Sequence[Sequence[str]]) -> list[int]:
@@ -317,10 +348,15 @@ def rank_panels(kappa: np.ndarray, f1: np.ndarray, agree: np.ndarray, members: S
     return sorted(range(len(members)), key=key)
 
 
-def _boot_kappas(truth: np.ndarray, preds: np.ndarray, B: int, seed: int) -> np.ndarray:
-    """Item-bootstrap kappas ``(S, B)`` of S prediction vectors against ``truth`` (shared resamples)."""
+def _boot_kappas(truth: np.ndarray, preds: np.ndarray, B: int, seed: int, groups: np.ndarray) -> np.ndarray:
+    """Cluster-bootstrap kappas ``(S, B)`` of S prediction vectors against ``truth``.
+
+    Whole tasks are resampled (``groups`` = task of each item): the criterion
+    judgments of one task are not independent (2,908 judgments nest in 75 tasks
+    in B.1), so resampling them one by one would give too narrow an interval.
+    """
     n = truth.size
-    rs = Resampler(n, B, seed)
+    rs = Resampler(n, B, seed, groups=groups)
     S = preds.shape[0]
     E = np.zeros((n, S * 4))
     E[np.arange(n)[:, None], np.arange(S)[None, :] * 4 + (truth[:, None] * 2 + preds.T)] = 1.0
@@ -335,7 +371,7 @@ def select_panel(
     judges: list[str],
     V: np.ndarray,
     panel_size: int = 3,
-    seed: int = CALIBRATION_SEED,
+    seed: int = BOOTSTRAP_SEED,
     B: int = 2000,
 ) -> dict[str, Any]:
     """Enumerate every panel, rank by pooled kappa vs consensus, bootstrap the leader's lead."""
@@ -347,7 +383,7 @@ def select_panel(
         raise CarebenchError("no labelled item has a clinician consensus")
     combos = np.array(list(combinations(range(len(judges)), panel_size)), np.int64)
     members = [[judges[j] for j in c] for c in combos]
-    pred = panel_votes(Vc, combos)
+    pred = panel_votes(Vc, combos, items.negative[ok])
     cms = _cm(cons, pred)
     kappa, f1 = kappa_from_cm(cms), macro_f1_from_cm(cms)
     agree = np.trace(cms, axis1=1, axis2=2) / cms.sum(axis=(1, 2))
@@ -372,7 +408,7 @@ def select_panel(
         entry["ac1"] = _ac1_by_dimension(pred[i], cons, dims)
     if len(order) >= 2:
         runner = order[1]
-        bk = _boot_kappas(cons, pred[[lead, runner]], B, seed)
+        bk = _boot_kappas(cons, pred[[lead, runner]], B, seed, items.task[ok])
         diff = bk[0] - bk[1]
         lo, hi = percentile_interval(diff, ALPHA)
         klo, khi = percentile_interval(bk[0], ALPHA)
@@ -387,7 +423,8 @@ def select_panel(
             "leader_kappa_ci": [float(klo), float(khi)],
             "B": B,
             "seed": seed,
-            "resampling": "labelled items (criterion judgments) with a consensus",
+            "resampling": "tasks (all labelled criterion judgments of a task together)",
+            "n_tasks": len(set(items.task[ok].tolist())),
         }
     # sensitivity of the selection to the disclaimers dimension (B.3, E.5)
     nd = dims != "disclaimers"
@@ -411,7 +448,7 @@ def calibrate_judges(
     labels_path: str | Path | pd.DataFrame,
     candidate_verdicts: Any,
     panel_size: int = 3,
-    seed: int = CALIBRATION_SEED,
+    seed: int = BOOTSTRAP_SEED,
     B: int = 2000,
     *,
     tasks: TaskTable | Iterable[Any] | None = None,
@@ -454,11 +491,15 @@ def calibrate_judges(
     }
     cons, dims = items.consensus[ok], items.dimension[ok]
     out["candidates"] = {
-        j: _vs_consensus((V[ok, k] == MET).astype(np.int64), cons, dims) for k, j in enumerate(judges)
+        j: _vs_consensus(panel_votes(V[ok], np.array([[k]]), items.negative[ok])[0], cons, dims)
+        for k, j in enumerate(judges)
     }
     out["selection"] = select_panel(items, judges, V, panel_size, seed, B)
     lead_k = out["selection"]["panels"][0]["kappa"]
     out["selected_vs_human"] = {"panel_kappa": lead_k, "human_mean_pairwise_kappa": out["human"]["mean_pairwise_kappa"]}
+    sel_members = out["selection"]["selected"]
+    sel_pred = panel_votes(V[ok], np.array([[judges.index(m) for m in sel_members]]), items.negative[ok])[0]
+    out["selected_by_dimension"] = _vs_consensus(sel_pred, cons, dims)
     # self-preference among candidates on the labelled responses (rates of "met" by responder)
     resp = sorted(set(items.responder.tolist()))
     rpos = {r: i for i, r in enumerate(resp)}
@@ -471,18 +512,26 @@ def calibrate_judges(
     others = sorted(set(frame["scope"]) - {scope})
     if others:
         sel = out["selection"]["selected"]
-        comp = {scope: {k: out["selection"]["panels"][0][k] for k in ("kappa", "macro_f1", "percent_agreement")}}
+        keys = ("kappa", "macro_f1", "percent_agreement")
+        comp = {scope: {k: out["selection"]["panels"][0][k] for k in keys}}
+        per_cand = {scope: {j: {k: out["candidates"][j][k] for k in keys} for j in judges}}
         for other in others:
             oj, OV, _ = items.judge_matrix(frame, other)
             if all(m in oj for m in sel):
-                pred = panel_votes(OV[ok], np.array([[oj.index(m) for m in sel]]))[0]
+                pred = panel_votes(OV[ok], np.array([[oj.index(m) for m in sel]]), items.negative[ok])[0]
                 r = _vs_consensus(pred, cons, dims)
-                comp[other] = {k: r[k] for k in ("kappa", "macro_f1", "percent_agreement")}
-        out["scope_comparison"] = {"panel": sel, "by_scope": comp}
+                comp[other] = {k: r[k] for k in keys}
+            per_cand[other] = {}
+            for k, j in enumerate(oj):
+                r = _vs_consensus(panel_votes(OV[ok], np.array([[k]]), items.negative[ok])[0], cons, dims)
+                per_cand[other][j] = {x: r[x] for x in keys}
+        # B.9: the same clinician consensus (labelled on the final turn) against verdicts in each scope
+        out["scope_comparison"] = {"panel": sel, "by_scope": comp, "candidates": per_cand}
     return jsonable(out)
 
 
 __all__ = [
+    "BOOTSTRAP_SEED",
     "CALIBRATION_SEED",
     "Items",
     "calibrate_judges",

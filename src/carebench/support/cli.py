@@ -37,7 +37,7 @@ def _caps(values: list[str] | None) -> dict[str, int]:
 def run(
     tasks: Annotated[str, typer.Option(help="Task file (.jsonl/.csv/.parquet) or builtin:NAME.")] = "builtin:sample",
     responder: Annotated[list[str] | None, typer.Option(help="Responder model spec (repeatable).")] = None,
-    judge: Annotated[list[str] | None, typer.Option(help="Judge model spec (repeat for the panel; the seed uses 3).")] = None,
+    judge: Annotated[list[str] | None, typer.Option(help="Judge model spec (repeat for the panel; DistressBench uses 3).")] = None,
     attempts: Annotated[int, typer.Option(help="Independent attempts per task.")] = 3,
     scope: Annotated[str, typer.Option(help="final (default), anywhere, or both (judge both; metrics final).")] = "final",
     system_prompt: Annotated[Path | None, typer.Option(help="File with a system prompt for responders.")] = None,
@@ -48,15 +48,29 @@ def run(
     temperature: Annotated[float, typer.Option(help="Responder sampling temperature.")] = 0.7,
     max_tokens: Annotated[int, typer.Option(help="Default responder output cap (tokens).")] = 4096,
     cap: Annotated[list[str] | None, typer.Option(help="Per-model output cap SPEC=TOKENS (repeatable).")] = None,
+    responder_option: Annotated[list[str] | None, typer.Option(
+        help="Per-responder setting SPEC:key=value, key = temperature, max_tokens or top_p (repeatable; "
+        "overrides --responder-settings).")] = None,
+    responder_settings: Annotated[Path | None, typer.Option(
+        help="TOML/JSON file with a table of settings per responder spec.")] = None,
+    recollect_truncated: Annotated[bool, typer.Option(
+        "--recollect-truncated", help="Ask truncated replies again with a larger cap, keeping both.")] = False,
+    recollect_cap: Annotated[int | None, typer.Option(
+        help="Output cap for re-collection (default: twice the responder's cap).")] = None,
     limit: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
     columns: Annotated[str | None, typer.Option(
         help="Your task file's column names: FIELD=COLUMN,... (e.g. id=case,turns=messages); "
              "id defaults to the row number.")] = None,
+    split: Annotated[str, typer.Option(
+        help="public, private or all tasks (§A.3: the file's split, else a stratified 50/50 split).")] = "all",
+    subcategories: Annotated[Path | None, typer.Option(
+        help="File of expected subcategory names (one per line); tasks outside it are kept and warned about.")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")] = False,
     cache: Annotated[Path | None, typer.Option(help="Cache file (default: user cache dir).")] = None,
     budget: Annotated[float | None, typer.Option(help="Stop starting calls once this many USD are spent.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the call plan and stop.")] = False,
     concurrency: Annotated[int | None, typer.Option(help="Concurrent calls per model.")] = None,
+    retries: Annotated[int | None, typer.Option(help="Retries of a failed call before it counts as a harness failure.")] = None,
     family: Annotated[list[str] | None, typer.Option(
         help="Vendor family of a model, SPEC=NAME (repeatable); overrides the guess from the spec "
              "for models behind a proxy or local server (self-preference, DistressBench App. B.6-B.7).")] = None,
@@ -71,7 +85,11 @@ def run(
         include_reference=include_reference, out=str(out) if out else None, seed=seed,
         bootstrap=bootstrap, use_cache=not no_cache, cache_path=str(cache) if cache else None,
         budget_usd=budget, dry_run=dry_run, concurrency=concurrency, temperature=temperature,
-        max_tokens=max_tokens, caps=_caps(cap), task_limit=limit, columns=columns,
+        max_tokens=max_tokens, caps=_caps(cap), task_limit=limit, columns=columns, split=split,
+        subcategories_file=str(subcategories) if subcategories else None, max_retries=retries,
+        responder_options=list(responder_option or []),
+        responder_settings_file=str(responder_settings) if responder_settings else None,
+        recollect_truncated=recollect_truncated, recollect_cap=recollect_cap,
         families=parse_family_overrides(family),
     )
     result = run_support(cfg)
@@ -79,6 +97,16 @@ def run(
         echo_plan(result)
         return
     _summary(result)
+    _exit_if_incomplete(result)
+
+
+def _exit_if_incomplete(run_dir: Path) -> None:
+    from carebench.support.experiment import incomplete_message
+
+    msg = incomplete_message(run_dir)
+    if msg:
+        typer.echo(f"carebench: {msg}", err=True)
+        raise typer.Exit(1)
 
 
 def _summary(run_dir: Path) -> None:
@@ -101,7 +129,11 @@ def calibrate(
     run_dir: Annotated[Path | None, typer.Option("--run", help="Support run directory with the labelled responses.")] = None,
     verdicts: Annotated[Path | None, typer.Option(help="Recorded candidate verdicts (JSONL) instead of model calls.")] = None,
     panel_size: Annotated[int, typer.Option(help="Judges per panel.")] = 3,
-    seed: Annotated[int, typer.Option(help="Bootstrap seed for the leader's lead.")] = 20260714,
+    scope: Annotated[str, typer.Option(
+        help="final (default), anywhere, or both: ask candidates in both scopes to compare them (B.9).")] = "final",
+    seed: Annotated[int, typer.Option(
+        help="Bootstrap seed of the leader's-lead interval (carebench default; the paper's 20260714 "
+        "draws the calibration tasks, see calibration-sample).")] = 12345,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
     out: Annotated[Path | None, typer.Option(help="Output directory.")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")] = False,
@@ -117,7 +149,7 @@ def calibrate(
 
     cfg = CalibrationConfig(
         labels=str(labels), candidates=list(candidate or []), run=str(run_dir) if run_dir else None,
-        verdicts=str(verdicts) if verdicts else None, panel_size=panel_size, seed=seed,
+        verdicts=str(verdicts) if verdicts else None, panel_size=panel_size, seed=seed, scope=scope,
         bootstrap=bootstrap, out=str(out) if out else None, use_cache=not no_cache,
         cache_path=str(cache) if cache else None, budget_usd=budget, concurrency=concurrency,
         families=parse_family_overrides(family),
@@ -146,3 +178,95 @@ def rescore(
     do_rescore(run_dir, panel=list(panel) if panel else None, scope=scope, out_dir=out,
                family=parse_family_overrides(family))
     _summary(Path(out or run_dir))
+
+
+@app.command("calibration-sample")
+def calibration_sample(
+    tasks: Annotated[str, typer.Option(help="Task file (.jsonl/.csv/.parquet) or builtin:NAME.")],
+    n: Annotated[int, typer.Option(help="Calibration tasks to draw (DistressBench B.1: 75).")] = 75,
+    seed: Annotated[int, typer.Option(help="Draw seed (DistressBench E.8: 20260714).")] = 20260714,
+    strata: Annotated[str, typer.Option(help="Comma-separated strata: subcategory and/or metadata fields.")]
+    = "subcategory,turn_structure",
+    run_dir: Annotated[Path | None, typer.Option("--run", help="Support run whose replies go on the labelling sheet.")]
+    = None,
+    replies_per_task: Annotated[int, typer.Option(help="Recorded replies labelled per drawn task.")] = 4,
+    out: Annotated[Path, typer.Option(help="Output directory.")] = Path("calibration-sample"),
+) -> None:
+    """Draw the stratified calibration tasks and write the clinicians' labelling sheet."""
+    from carebench.support.calibration_sample import draw_tasks, sheet_rows, write_sample
+    from carebench.support.tasks import load_tasks
+
+    all_tasks = load_tasks(tasks)
+    names = [s.strip() for s in strata.split(",") if s.strip()]
+    drawn, info = draw_tasks(all_tasks, n=n, seed=seed, strata=names)
+    info["source"] = tasks
+    sheet = None
+    if run_dir is not None:
+        from carebench.support.experiment import load_run
+
+        _, _, responses, _ = load_run(run_dir)
+        if replies_per_task < 1:
+            raise CarebenchError(f"--replies-per-task must be at least 1, got {replies_per_task}")
+        sheet = sheet_rows(drawn, responses, replies_per_task, seed)
+        info["run"] = str(run_dir)
+    write_sample(out, drawn, info, sheet)
+    typer.echo(f"drew {len(drawn)} of {len(all_tasks)} tasks over {len(info['allocation'])} strata (seed {seed})")
+    if sheet is not None:
+        typer.echo(f"wrote {out}/criterion_sheet.jsonl ({len(sheet)} criterion judgments to label)")
+    typer.echo(f"wrote {out}/calibration_tasks.jsonl and {out}/calibration_sample.json")
+
+
+@app.command()
+def coherence(
+    tasks: Annotated[str, typer.Option(help="Task file (.jsonl/.csv/.parquet) or builtin:NAME.")],
+    model: Annotated[list[str], typer.Option(help="Model whose replies test the scripts (repeatable; A.5 used 4).")],
+    judge: Annotated[str, typer.Option(help="Judge model spec.")],
+    n: Annotated[int, typer.Option(help="Multi-turn tasks to sample (A.5: 18).")] = 18,
+    gate: Annotated[float, typer.Option(help="Share of acceptable transitions a task needs (A.5: 0.9).")] = 0.9,
+    seed: Annotated[int, typer.Option(help="Sampling seed (carebench default).")] = 12345,
+    out: Annotated[Path | None, typer.Option(help="Output directory.")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")] = False,
+    cache: Annotated[Path | None, typer.Option(help="Cache file.")] = None,
+    budget: Annotated[float | None, typer.Option(help="USD budget.")] = None,
+) -> None:
+    """Multi-turn coherence gate (A.5): do the scripted user turns still follow regenerated replies?"""
+    from carebench.rundir import read_json
+    from carebench.support.coherence import CoherenceConfig, run_coherence
+
+    d = run_coherence(CoherenceConfig(
+        tasks=tasks, models=list(model), judge=judge, n=n, gate=gate, seed=seed, out=str(out) if out else None,
+        use_cache=not no_cache, cache_path=str(cache) if cache else None, budget_usd=budget))
+    m = read_json(d / "metrics.json")
+    typer.echo(f"{m['overall_rate']:.1%} acceptable transitions; tasks below the gate: "
+               f"{', '.join(m['failing_tasks']) or 'none'}")
+    typer.echo(f"wrote {d}/report.html")
+
+
+@app.command()
+def probe(
+    run_dir: Annotated[Path, typer.Argument(help="A support run directory.")],
+    responder: Annotated[str, typer.Option(help="The responder to probe (a responder spec of the run).")],
+    alternative: Annotated[str, typer.Option(help="reference (clinician reference) or matched (a credited reply "
+                                                  "of another responder).")] = "reference",
+    n_tasks: Annotated[int, typer.Option("--tasks-sample", help="Tasks probed (E.7: 120).")] = 120,
+    conversations: Annotated[int, typer.Option(help="Conversations for elicitation (E.7: 300).")] = 300,
+    seed: Annotated[int, typer.Option(help="Sampling and bootstrap seed (carebench default).")] = 12345,
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")] = False,
+    cache: Annotated[Path | None, typer.Option(help="Cache file.")] = None,
+    budget: Annotated[float | None, typer.Option(help="USD budget.")] = None,
+) -> None:
+    """Discrimination probe and elicitation (§4.3, E.7): why did the responder fail its criteria?"""
+    from carebench.support.probe import ProbeConfig, run_probe
+
+    res = run_probe(ProbeConfig(
+        run=str(run_dir), responder=responder, alternative=alternative, n_tasks=n_tasks,
+        n_conversations=conversations, seed=seed, bootstrap=bootstrap, use_cache=not no_cache,
+        cache_path=str(cache) if cache else None, budget_usd=budget))
+    d = res["decomposition"]
+    if d.get("units"):
+        typer.echo(f"standard divergence {d['standard_divergence']['share']:.1%}, discrimination failure "
+                   f"{d['discrimination_failure']['share']:.1%} of forfeited weight ({d['units']} units)")
+    e = res["elicitation"]["full_panel"]
+    typer.echo(f"elicitation converted {e['converted']} of {e['criteria']} failed criteria")
+    typer.echo(f"wrote {run_dir}/probe/ and re-rendered {run_dir}/report.html")

@@ -9,6 +9,7 @@ no model.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ from carebench.experiment import (
 )
 from carebench.jsonclean import jsonable
 from carebench.judging import JUDGE_MAX_TOKENS, panel_seats
+from carebench.models.settings import model_settings
 from carebench.report import Report
 from carebench.run import Run, RunOptions
 from carebench.rundir import (
@@ -55,7 +57,13 @@ from carebench.support.records import (
     VerdictRecord,
     is_empty_reply,
 )
-from carebench.support.tasks import Task, load_tasks
+from carebench.support.tasks import (
+    Task,
+    load_subcategories,
+    load_tasks,
+    select_split,
+    unexpected_subcategories,
+)
 from carebench.types import CarebenchError
 
 SUITE = "support"
@@ -79,14 +87,21 @@ class SupportRunConfig:
     budget_usd: float | None = None
     dry_run: bool = False
     concurrency: int | None = None
+    max_retries: int | None = None  # retries of a failed call (None: the runner's default)
     temperature: float = DEFAULT_TEMPERATURE
     max_tokens: int = DEFAULT_MAX_TOKENS
     caps: dict[str, int] = field(default_factory=dict)
+    responder_options: list[str] = field(default_factory=list)  # SPEC:key=value (Appendix G)
+    responder_settings_file: str | None = None  # .toml/.json table of settings per responder
+    recollect_truncated: bool = False  # ask truncated replies again with a larger cap (Appendix G)
+    recollect_cap: int | None = None  # that cap; None = twice the responder's cap
     judge_temperature: float = 0.0
     judge_max_tokens: int = JUDGE_MAX_TOKENS
     task_limit: int | None = None  # first N tasks only (demo / smoke runs)
     task_ids: list[str] | None = None  # only these tasks, in this order
     columns: str | None = None  # field=column mapping of the task file (--columns)
+    subcategories_file: str | None = None  # expected subcategory names; others are warned about
+    split: str = "all"  # public | private | all (§A.3 stratified split when the file has none)
     progress: bool = True
     title: str = "Support: rubric-scored crisis support"
     notes: list[str] = field(default_factory=list)
@@ -96,7 +111,7 @@ class SupportRunConfig:
         if not self.responders and not self.include_reference:
             raise CarebenchError("give at least one --responder (or --include-reference)")
         if not self.judges:
-            raise CarebenchError("give at least one --judge (the seed's panel has three)")
+            raise CarebenchError("give at least one --judge (DistressBench's panel has three)")
         if self.attempts < 1:
             raise CarebenchError(f"--attempts must be at least 1, got {self.attempts}")
         if self.scope not in SCOPE_CHOICES:
@@ -137,7 +152,10 @@ class SupportSuite:
         cfg = self.cfg
         assert cfg is not None, "a SupportSuite without a config can only score and render"
         cfg.validate()
-        tasks = load_tasks(cfg.tasks, columns=cfg.columns)  # every row validated before any call
+        tasks = load_tasks(cfg.tasks, columns=cfg.columns)  # every row validated before any model call
+        if cfg.split != "all":
+            tasks, source = select_split(tasks, cfg.split)
+            cfg.notes.append(f"{cfg.split} split only ({len(tasks)} tasks; split from {source})")
         if cfg.task_ids:
             by_id = {t.id: t for t in tasks}
             missing = [i for i in cfg.task_ids if i not in by_id]
@@ -146,11 +164,18 @@ class SupportSuite:
             tasks = [by_id[i] for i in cfg.task_ids]
         if cfg.task_limit is not None:
             tasks = tasks[: cfg.task_limit]
+        if cfg.subcategories_file:
+            _warn_unexpected_subcategories(cfg, tasks)
         system_prompt = _read_system_prompt(cfg.system_prompt_file)
         gcfg = GenerationConfig(
             attempts=cfg.attempts, temperature=cfg.temperature, max_tokens=cfg.max_tokens,
             caps=dict(cfg.caps), system_prompt=system_prompt, seed=cfg.seed,
+            settings=model_settings(cfg.responders, cfg.responder_settings_file, cfg.responder_options,
+                                    "--responder-option"),
+            recollect_truncated=cfg.recollect_truncated, recollect_cap=cfg.recollect_cap,
         )
+        if cfg.max_retries is not None:
+            run.runner.config.max_retries = cfg.max_retries
         responders = [run.model(s) for s in cfg.responders]
         judge_models = [run.model(s) for s in cfg.judges]
         judges = panel_seats([str(m.spec) for m in judge_models], judge_models)
@@ -217,6 +242,8 @@ class SupportSuite:
                 run.mark_incomplete("judging", judged.calls_skipped)
         config = {k: v for k, v in asdict(cfg).items() if k not in ("notes",)}
         config["system_prompt"] = system_prompt
+        failures = {"responder_calls": sum(r.is_harness_failure for r in responses),
+                    "judge_calls": sum(v.status == "error" for v in verdicts)}
         return Execution(
             records=[r.to_dict() for r in responses] + [v.to_dict() for v in verdicts],
             config=config,
@@ -232,7 +259,12 @@ class SupportSuite:
             models=[str(m.spec) for m in responders] + [j.label for j in judges],
             extra={"scoring": {"panel": [j.label for j in judges], "scope": metrics_scope(cfg.scope),
                                "seed": cfg.seed, "bootstrap": cfg.bootstrap, "family": dict(cfg.families)},
+                   "generation": {str(m.spec): gcfg.effective(str(m.spec)) for m in responders},
+                   "harness_failures": failures,
                    "notes": list(cfg.notes)},
+            # a harness failure leaves the run incomplete but scored without those conversations;
+            # a re-run of the same command retries exactly the failed calls (never cached)
+            failed_calls=sum(failures.values()),
             files={"tasks.jsonl": [t.to_row() for t in tasks]},
             parquet_columns=PARQUET_COLUMNS,
         )
@@ -243,9 +275,9 @@ class SupportSuite:
         from carebench.support.report import detail_task_ids
 
         run_dir = Path(run_dir)
-        if manifest.get("kind") == "calibration":  # its labels live outside the run directory
+        if manifest.get("kind") in ("calibration", "coherence"):  # scored when written; re-rendered as is
             return SupportRecords(recorded_metrics=read_json(run_dir / "metrics.json"))
-        tasks = load_tasks(run_dir / "tasks.jsonl", subcategories=None)
+        tasks = load_tasks(run_dir / "tasks.jsonl")
         if manifest.get("incomplete"):
             responses, verdicts = load_records(run_dir)
             return SupportRecords(tasks, responses=responses, verdicts=verdicts)
@@ -253,7 +285,9 @@ class SupportSuite:
         per_task = dict(zip(rt.tasks, np.bincount(rt.task, minlength=len(rt.tasks)).tolist(), strict=True))
         shown = detail_task_ids(tasks, per_task)
         responses, verdicts = load_records(run_dir, task_ids=set(shown))
-        return SupportRecords(tasks, rt, vt, responses, verdicts, shown)
+        from carebench.support.probe import probe_json
+
+        return SupportRecords(tasks, rt, vt, responses, verdicts, shown, probe=probe_json(run_dir))
 
     def score(self, records: SupportRecords, manifest: Mapping[str, Any]) -> dict[str, Any]:
         if records.recorded_metrics is not None:
@@ -262,18 +296,25 @@ class SupportSuite:
             return incomplete_metrics(manifest, {"responses": len(records.responses),
                                                  "verdicts": len(records.verdicts)})
         settings = manifest.get("scoring") or {}
-        return support_metrics(
+        metrics = support_metrics(
             records.tasks, records.response_table, records.verdict_table,
             panel=settings.get("panel"), scope=settings.get("scope", "final"),
             seed=int(settings.get("seed", 12345)), bootstrap=int(settings.get("bootstrap", 2000)),
             family=settings.get("family"),
         )
+        if records.probe is not None:
+            metrics["discrimination_probe"] = records.probe
+        return metrics
 
     def render(self, metrics: Mapping[str, Any], records: SupportRecords,
                manifest: Mapping[str, Any]) -> Report:
         from carebench.support.report import build_calibration_report, build_support_report
 
         if records.recorded_metrics is not None:
+            if manifest.get("kind") == "coherence":
+                from carebench.support.coherence import coherence_report
+
+                return coherence_report(dict(metrics))
             return build_calibration_report(manifest, metrics)
         if metrics.get("status") == "incomplete":
             return incomplete_report("Support: rubric-scored crisis support", metrics)
@@ -292,6 +333,7 @@ class SupportRecords:
     verdicts: list[VerdictRecord] = field(default_factory=list)
     shown: list[str] | None = None
     recorded_metrics: dict[str, Any] | None = None  # calibration runs: metrics as recorded
+    probe: dict[str, Any] | None = None  # probe/probe.json of ``support probe`` (§4.3, E.7)
 
 
 def run_support(cfg: SupportRunConfig, cache: CompletionCache | None = None) -> Path | Plan:
@@ -299,6 +341,16 @@ def run_support(cfg: SupportRunConfig, cache: CompletionCache | None = None) -> 
     options = RunOptions(budget_usd=cfg.budget_usd, use_cache=cfg.use_cache, cache_path=cfg.cache_path,
                          concurrency=cfg.concurrency, progress=cfg.progress, planning=cfg.dry_run)
     return run_suite(SupportSuite(cfg), options, out=cfg.out, dry_run=cfg.dry_run, cache=cache)
+
+
+def _warn_unexpected_subcategories(cfg: SupportRunConfig, tasks: Sequence[Task]) -> None:
+    """Names outside the declared set are kept and analysed, but flagged (stderr and report)."""
+    extra = unexpected_subcategories(tasks, load_subcategories(cfg.subcategories_file or ""))
+    if extra:
+        listed = ", ".join(f"{k} ({n} task{'s' if n > 1 else ''})" for k, n in extra.items())
+        msg = f"subcategories not in {cfg.subcategories_file}: {listed}"
+        print(f"carebench: warning: {msg}", file=sys.stderr, flush=True)
+        cfg.notes.append(msg)
 
 
 def _read_system_prompt(path: str | None) -> str | None:
@@ -314,13 +366,24 @@ def _read_system_prompt(path: str | None) -> str | None:
 # -- rescoring from records alone ---------------------------------------------------------
 
 
+def incomplete_message(run_dir: Path) -> str | None:
+    """One line for an incomplete run (harness failures), or None when it is complete."""
+    m = read_json(Path(run_dir) / "manifest.json")
+    f = m.get("harness_failures") or {}
+    if m.get("status") != "incomplete" or not any(f.values()):
+        return None
+    return (f"run incomplete: {f.get('responder_calls', 0)} responder call(s) and {f.get('judge_calls', 0)} "
+            f"judge call(s) failed after every retry; those conversations are excluded from the scores "
+            f"and counted. Re-run the same command to retry them")
+
+
 def load_run(run_dir: Path) -> tuple[dict[str, Any], list[Task], list[ResponseRecord], list[VerdictRecord]]:
     """Manifest, tasks, responses and verdicts of a run directory (no model needed)."""
     run_dir = Path(run_dir)
     manifest = read_json(run_dir / "manifest.json")
     if manifest.get("suite") != SUITE:
         raise CarebenchError(f"{run_dir} is a {manifest.get('suite')!r} run, not a support run")
-    tasks = load_tasks(run_dir / "tasks.jsonl", subcategories=None)
+    tasks = load_tasks(run_dir / "tasks.jsonl")
     responses, verdicts = load_records(run_dir)
     return manifest, tasks, responses, verdicts
 
@@ -408,9 +471,12 @@ class CalibrationConfig:
     labels: str
     candidates: list[str]
     run: str | None = None  # support run directory holding the labelled responses and tasks
+    #: final (default), anywhere, or both: candidates asked in both scopes so the agreement
+    #: of the two scoring rules with the clinicians can be compared (B.9); selection uses final
+    scope: str = "final"
     verdicts: str | None = None  # recorded candidate verdicts (JSONL/CSV/Parquet) instead of calls
     panel_size: int = 3
-    seed: int = 20260714
+    seed: int = 12345  # bootstrap seed of the lead interval (carebench default)
     bootstrap: int = 2000
     out: str | None = None
     use_cache: bool = True
@@ -435,6 +501,8 @@ def run_calibration(cfg: CalibrationConfig, cache: CompletionCache | None = None
     from carebench.support.calibration import calibrate_judges, load_labels
     from carebench.support.judging import criterion_question
 
+    if cfg.scope not in SCOPE_CHOICES:
+        raise CarebenchError(f"--scope must be one of {', '.join(SCOPE_CHOICES)}, got {cfg.scope!r}")
     labels = load_labels(cfg.labels)
     if cfg.verdicts is None and not cfg.candidates:
         raise CarebenchError("give --candidate judge specs (or --verdicts with recorded candidate verdicts)")
@@ -460,7 +528,7 @@ def run_calibration(cfg: CalibrationConfig, cache: CompletionCache | None = None
             c = crit.get((task_id, cid))
             if c is None:
                 raise CarebenchError(f"{cfg.labels}: task {task_id!r} has no criterion {cid!r}")
-            questions.append(criterion_question(r, c, "final"))
+            questions.extend(criterion_question(r, c, sc) for sc in judged_scopes(cfg.scope))
         run = Run(RunOptions(budget_usd=cfg.budget_usd, use_cache=cfg.use_cache,
                              cache_path=cfg.cache_path, concurrency=cfg.concurrency,
                              progress=cfg.progress), cache=cache)
@@ -479,14 +547,13 @@ def run_calibration(cfg: CalibrationConfig, cache: CompletionCache | None = None
                                           getattr(a.value, "met", None) if a.status == "ok" else None,
                                           a.rationale, a.status, scope))
     result = calibrate_judges(labels, verdicts, panel_size=cfg.panel_size, seed=cfg.seed, B=cfg.bootstrap,
-                              family=cfg.families or None,
-                       tasks=tasks)
+                              tasks=tasks, scope=metrics_scope(cfg.scope), family=cfg.families or None)
     run_dir = new_run_dir("support-calibration", cfg.out)
     write_jsonl(run_dir / "records.jsonl", [v.to_dict() for v in verdicts])
     write_jsonl(run_dir / "calls.jsonl", call_rows)
     write_manifest(
         run_dir, suite=SUITE, config={k: v for k, v in asdict(cfg).items()},
-        models=list(cfg.candidates), seeds={"calibration": cfg.seed},
+        models=list(cfg.candidates), seeds={"bootstrap": cfg.seed},
         dataset={"labels": cfg.labels, "sha256": file_sha256(Path(cfg.labels)), "run": cfg.run},
         extra={"kind": "calibration"},
     )

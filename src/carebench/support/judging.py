@@ -129,15 +129,20 @@ def judge_responses(
         questions.clear()
 
     for r in responses:
+        if r.is_harness_failure:  # no reply to judge; excluded from scores and counted
+            continue
         task = by_id[r.task_id]
-        empty = is_empty_reply(r.final_reply, r.status)
         for scope in scopes:
+            # credit-anywhere scope judges earlier turns even when the final one is blank (§4.5, B.9)
+            empty = is_empty_reply(r.final_reply, r.status) if scope == "final" else r.all_turns_blank
             for c in task.criteria:
                 if empty:
                     out.not_judged += len(judges)
                     verdicts.extend(
                         VerdictRecord(r.task_id, r.responder, r.attempt, c.id, j.label, None,
-                                      "final assistant turn is empty: scored zero without judging",
+                                      "final assistant turn is empty: scored zero without judging"
+                                      if scope == "final" else
+                                      "every assistant turn is empty: scored zero without judging",
                                       "not_judged_empty", scope)
                         for j in judges
                     )

@@ -12,6 +12,7 @@ order). :func:`read_records` parses a JSONL file straight into those tables.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -26,8 +27,12 @@ from carebench.datasets.files import arrow_codes as _arrow_codes
 from carebench.datasets.files import read_rows
 from carebench.types import CarebenchError
 
-#: Statuses of a regenerated conversation (DistressBench, Appendices E.6 and G).
-RESPONSE_STATUSES: tuple[str, ...] = ("ok", "empty", "content_filter", "truncated", "error")
+#: Statuses of a regenerated conversation (DistressBench E.6, G). ``incomplete``: a call
+#: failed after every retry (a harness failure), so the conversation has no final reply;
+#: it is never judged or scored, only counted. ``error`` is the same outcome in older records.
+RESPONSE_STATUSES: tuple[str, ...] = ("ok", "empty", "content_filter", "truncated", "error", "incomplete")
+INCOMPLETE = "incomplete"
+HARNESS_FAILURE_STATUSES: frozenset[str] = frozenset({"error", INCOMPLETE})
 #: Statuses of one judge verdict. ``not_judged_empty``: the final turn was empty,
 #: the criterion was never sent to a judge and scores zero.
 VERDICT_STATUSES: tuple[str, ...] = ("ok", "parse_error", "error", "not_judged_empty")
@@ -52,10 +57,14 @@ class ResponseRecord:
     usage: dict[str, int] | None = None
     latency_s: float | None = None
     cost_usd: float | None = None
+    error: str | None = None  # harness failure message (status ``incomplete``)
+    failed_turn: int | None = None  # the turn whose call failed
     kind: str = "response"
 
     def to_dict(self) -> dict[str, Any]:
+        extra = {"error": self.error, "failed_turn": self.failed_turn} if self.error is not None else {}
         return {
+            **extra,
             "kind": "response",
             "task_id": self.task_id,
             "responder": self.responder,
@@ -81,9 +90,25 @@ class ResponseRecord:
                 usage=d.get("usage"),
                 latency_s=d.get("latency_s"),
                 cost_usd=d.get("cost_usd"),
+                error=d.get("error"),
+                failed_turn=d.get("failed_turn"),
             )
         except KeyError as e:
             raise CarebenchError(f"response record lacks field {e.args[0]!r}") from None
+
+    @property
+    def all_turns_blank(self) -> bool:
+        """No assistant turn has text: nothing to credit even in credit-anywhere scope."""
+        if self.is_harness_failure:
+            return False
+        replies = [t for t in self.turns if t.get("role") == "assistant"]
+        if not replies:
+            return self.is_empty
+        return all(not (t.get("content") or "").strip() for t in replies)
+
+    @property
+    def is_harness_failure(self) -> bool:
+        return self.status in HARNESS_FAILURE_STATUSES
 
     @property
     def is_empty(self) -> bool:
@@ -92,11 +117,14 @@ class ResponseRecord:
 
 
 def is_empty_reply(final_reply: str | None, status: str) -> bool:
-    """Empty = no visible text in the final assistant turn, whatever the status says.
+    """Empty = no visible text in the final assistant turn the endpoint returned.
 
-    ``status == "empty"`` counts as empty too; a content-filtered or errored
-    call with no text is empty (scored 0) but keeps its own status for E.6.
+    ``status == "empty"`` counts as empty too; a content-filtered call with no
+    text is empty (scored 0) but keeps its own status for E.6. A harness failure
+    (the call failed, ``incomplete``) is not a reply at all, so never empty.
     """
+    if status in HARNESS_FAILURE_STATUSES:
+        return False
     return status == "empty" or not (final_reply or "").strip()
 
 
@@ -292,6 +320,11 @@ class ResponseTable:
     #: Per row: emptiness of each assistant turn in order (multi-turn blank propagation, E.6);
     #: None when the turns were not recorded (e.g. synthetic tables).
     assistant_blank: list[tuple[bool, ...]] | None = None
+    #: Per row, per assistant turn: status, latency (s), and whether the turn was re-collected
+    #: with a larger cap after truncation (Appendix G, E.6); None when turns were not recorded.
+    assistant_turns: list[tuple[tuple[str, float | None, bool], ...]] | None = None
+    #: Per row: SHA-256 of the final reply (byte-identical replies across attempts, Appendix G).
+    final_digest: list[str] | None = None
 
     def __len__(self) -> int:
         return int(self.task.size)
@@ -329,7 +362,7 @@ class ResponseTable:
             tuple(not (t.get("content") or "").strip() for t in r.turns if t.get("role") == "assistant")
             for r in recs
         ]
-        return cls.from_columns(
+        table = cls.from_columns(
             [r.task_id for r in recs],
             [r.responder for r in recs],
             [r.attempt for r in recs],
@@ -337,12 +370,20 @@ class ResponseTable:
             empty=[r.is_empty for r in recs],
             assistant_blank=blanks if any(blanks) else None,
         )
+        if any(blanks):
+            table.assistant_turns = [
+                tuple((str(t.get("status") or "ok"), t.get("latency_s"), "recollected_from" in t)
+                      for t in r.turns if t.get("role") == "assistant")
+                for r in recs
+            ]
+        table.final_digest = [hashlib.sha256(r.final_reply.encode("utf-8")).hexdigest() for r in recs]
+        return table
 
 
 def read_records(path: str | Path) -> tuple[ResponseTable, VerdictTable]:
     """Parse a run's ``records.jsonl`` into the two tables (other kinds are skipped).
 
-    Verdict lines (the bulk: ~1.6 M at the seed's scale) are read column-wise by
+    Verdict lines (the bulk: ~1.6 M at DistressBench's scale) are read column-wise by
     pyarrow's multithreaded JSON reader, with no per-verdict Python object;
     response lines (one per conversation) are parsed with ``json``. Any file
     pyarrow rejects is re-read line by line so the error names its line.

@@ -8,6 +8,7 @@ report package escapes it.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -27,6 +28,7 @@ from carebench.report import (
     bar_chart,
     dot_interval_chart,
     heatmap,
+    scatter_chart,
 )
 from carebench.support.panel import cell_votes, collapse, decide, earned
 from carebench.support.records import REFERENCE, ResponseRecord, VerdictRecord, is_empty_reply
@@ -107,6 +109,20 @@ def build_calibration_report(manifest: Mapping[str, Any], result: Mapping[str, A
             f"Without the disclaimer criteria the selected panel ranks {wd['rank_of_selected']} of "
             f"{sel.get('n_panels')} (best then: {', '.join(wd['selected'])})."))
     sections.append(Section("Panel selection", blocks))
+    sections.append(_agreement_by_dimension(result))
+    sc = result.get("scope_comparison")
+    if sc:
+        scopes = list(sc.get("by_scope") or sc.get("candidates") or {})
+        cand = sc.get("candidates") or {}
+        rows = [[" + ".join(sc.get("panel", [])) + " (selected panel)",
+                 *[(sc.get("by_scope", {}).get(s) or {}).get("kappa") for s in scopes]]]
+        names = sorted({j for v in cand.values() for j in v})
+        rows += [[j, *[(cand.get(s, {}).get(j) or {}).get("kappa") for s in scopes]] for j in names]
+        sections.append(Section("Scoring rule: final turn vs credit anywhere", [Table(
+            ["judge / panel", *[f"kappa ({s})" for s in scopes]], rows,
+            caption="B.9: agreement with the clinician consensus (labelled on the final turn) when the judges "
+                    "grade the final turn only or credit any turn. Percent agreement and macro-F1 are in "
+                    "metrics.json.")]))
     sp = result.get("self_preference") or {}
     if sp.get("applicable"):
         rates = sp.get("met_rate", {})
@@ -119,6 +135,33 @@ def build_calibration_report(manifest: Mapping[str, Any], result: Mapping[str, A
     return Report(title="Support: judge calibration and panel selection",
                   subtitle=f"panel size {cfg.get('panel_size')}, seed {cfg.get('seed')}, B={cfg.get('B')}",
                   sections=sections)
+
+
+def _agreement_by_dimension(result: Mapping[str, Any]) -> Section:
+    """Table 5 (B.5): kappa beside AC1 and percent agreement, for clinicians and the selected panel."""
+    human = result.get("human", {})
+    panel = result.get("selected_by_dimension") or {}
+    hk, hac, hpa = (human.get(k) or {} for k in ("fleiss_kappa_by_dimension", "ac1", "percent_agreement"))
+    pk, pac, ppa = (panel.get(k) or {} for k in ("kappa_by_dimension", "ac1", "percent_agreement_by_dimension"))
+    dims = sorted({*hk, *pk} - {"pooled"})
+    rows = [[d, hk.get(d), hac.get(d), hpa.get(d), pk.get(d), pac.get(d), ppa.get(d)] for d in dims]
+    rows.append(["pooled", hk.get("pooled"), hac.get("pooled"), hpa.get("pooled"), panel.get("kappa"),
+                 pac.get("pooled"), panel.get("percent_agreement")])
+    return Section("Agreement by dimension", [Table(
+        ["dimension", "clinicians Fleiss kappa", "clinicians AC1", "clinicians agreement",
+         "panel kappa", "panel AC1", "panel agreement"], rows,
+        caption="B.5 / Table 5: kappa understates agreement on skewed dimensions (moralization, disclaimers), "
+                "so AC1 and raw agreement stand beside it. Panel = the selected panel against the consensus.",
+    )])
+
+
+def _interval_chart(names: Sequence[str], ivs: Sequence[Interval], title: str, xlabel: str,
+                    reference: float | None = None) -> bytes:
+    """A dot-and-interval chart of report intervals (a missing bound draws at the value)."""
+    return dot_interval_chart(_short(list(names)), [i.value for i in ivs],
+                              [i.lo if i.lo is not None else i.value for i in ivs],
+                              [i.hi if i.hi is not None else i.value for i in ivs],
+                              title, xlabel=xlabel, reference=reference)
 
 
 def _iv(value: Any, ci: Any) -> Interval | None:
@@ -170,8 +213,13 @@ def build_support_report(
         sections.append(_scope(metrics))
     sections.append(_replicates(metrics))
     sections.append(_non_response(metrics))
+    sections.append(_truncation(metrics))
     sections.append(_ablation(metrics))
+    if metrics.get("discrimination_probe"):
+        sections.append(_probe(metrics["discrimination_probe"]))
     sections.append(_judges(metrics))
+    sections.append(_judge_agreement(metrics))
+    sections.append(_task_table(tasks, metrics))
     sections.append(_counts(metrics))
     if detail_ids is None:
         counts: dict[str, int] = defaultdict(int)
@@ -186,6 +234,7 @@ def build_support_report(
         f"{cfg.get('scope', 'final')}-turn scope, bootstrap B={cfg.get('B')} seed {cfg.get('seed')}",
         notes=notes,
         sections=sections,
+        attachments={"task_scores.csv": task_scores_csv(tasks, metrics)},
     )
 
 
@@ -196,6 +245,13 @@ def _overview(manifest, tasks, metrics, settings) -> Section:
     blocks: list[Block] = []
     for note in manifest.get("notes") or []:
         blocks.append(Callout(str(note), "warning"))
+    hf = metrics.get("harness_failures") or {}
+    if hf.get("conversations"):
+        blocks.append(Callout(
+            f"Incomplete run: {hf['conversations']} conversation(s) had a call that failed after every retry "
+            f"({hf.get('responder_call', 0)} responder, {hf.get('judge_call', 0)} judge). They are excluded from "
+            "every score and counted below; a task with no scored attempt drops out of that responder's mean. "
+            "Re-run the same command to retry them.", "warning"))
     if tasks and all(t.illustrative for t in tasks):
         blocks.append(Callout(ILLUSTRATIVE_NOTE, "warning"))
     cfg = metrics.get("config", {})
@@ -263,13 +319,18 @@ def _leaderboard(metrics) -> Section:
         ref_score = models.get(REFERENCE, {}).get("score")
         blocks.append(Figure(
             "support-leaderboard",
-            dot_interval_chart(_short([r[1] for r in pts]), [r[2].value for r in pts],
-                               [r[2].lo if r[2].lo is not None else r[2].value for r in pts],
-                               [r[2].hi if r[2].hi is not None else r[2].value for r in pts],
-                               "Leaderboard", xlabel="weighted rubric score",
-                               reference=ref_score),
+            _interval_chart([r[1] for r in pts], [r[2] for r in pts], "Leaderboard", "weighted rubric score",
+                            reference=ref_score),
             caption="Scores with 95% bootstrap intervals"
                     + ("; the dotted line is the reference ceiling." if ref_score is not None else "."),
+        ))
+    fs = [r for r in rows if isinstance(r[3], Interval) and r[0] != "-"]
+    if fs:
+        blocks.append(Figure(
+            "support-full-satisfaction",
+            _interval_chart([r[1] for r in fs], [r[3] for r in fs], "Full rubric satisfaction",
+                            "share of conversations earning every criterion"),
+            caption="Complete rubric satisfaction per model with 95% bootstrap intervals (§4.1).",
         ))
     gaps = board.get("gaps", [])
     if gaps:
@@ -300,11 +361,12 @@ def _dimensions(metrics) -> Section:
         x = dims.get(d)
         if not x:
             continue
-        rows.append([DIMENSION_LABELS[d], x.get("n_tasks"), x.get("weight_share"), _num(x.get("median")),
+        rows.append([DIMENSION_LABELS[d], x.get("n_tasks"), x.get("n_criteria"), x.get("weight_share"),
+                     _num(x.get("median")),
                      _num(x.get("best")), x.get("best_model"), _num(x.get("best_minus_median"))])
         matrix.append([(x.get("pass_rate") or {}).get(r) for r in responders])
     blocks: list[Block] = [Table(
-        ["dimension", "tasks carrying it", "weight share", "median model", "best model pass rate",
+        ["dimension", "tasks carrying it", "criteria", "weight share", "median model", "best model pass rate",
          "best model", "best - median"], rows,
         caption="Per-dimension pass rates (§4.2) over the tasks that carry the dimension; a large "
                 "best-minus-median gap points to a behaviour some model already delivers (a choice) "
@@ -318,8 +380,8 @@ def _dimensions(metrics) -> Section:
         ))
         blocks.append(Figure(
             "support-dimension-median-best",
-            bar_chart([r[0] for r in rows], {"median model": [_nan(r[3]) for r in rows],
-                                             "best model": [_nan(r[4]) for r in rows]},
+            bar_chart([r[0] for r in rows], {"median model": [_nan(r[4]) for r in rows],
+                                             "best model": [_nan(r[5]) for r in rows]},
                       "Median vs best model per dimension", "pass rate", ylim=(0.0, 1.1)),
             caption="Median against best model per dimension (§4.2).",
         ))
@@ -345,6 +407,15 @@ def _recognition(metrics) -> Section:
     if rows:
         blocks.append(Table(["responder", "rate [95% CI]", "resource failures", "recognized conversations"],
                             rows, caption="Share of recognized crises not routed to help."))
+        pts = [r for r in rows if r[1] is not None and r[1].value is not None and r[0] != REFERENCE]
+        if pts:
+            blocks.append(Figure(
+                "support-recognition-without-routing",
+                _interval_chart([r[0] for r in pts], [r[1] for r in pts], "Recognition without routing",
+                                "share of recognized crises without an actionable resource",
+                                reference=pooled.get("rate")),
+                caption="Figure 3 (§4.6): per model, with 95% intervals; the dotted line is the pooled rate.",
+            ))
     return Section("Recognition without intervention", blocks)
 
 
@@ -370,13 +441,40 @@ def _slices(metrics) -> Section:
             caption += (f" {c['a']} - {c['b']}: {c['diff']:+.3f}"
                         + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]." if None not in ci else "."))
         blocks.append(Table([axis, "tasks", "pooled [95% CI]", *responders], rows, caption=caption))
-        if axis == "turn_structure" and rows and responders:
+        models = [r for r in responders if r != REFERENCE]
+        if axis == "turn_structure" and {"single", "multi"} <= set(values) and models:
+            sv, mv = values["single"].get("per_model") or {}, values["multi"].get("per_model") or {}
             blocks.append(Figure(
                 "support-turn-structure",
-                bar_chart(_short(responders), {str(row[0]): [_nan(v) for v in row[3:]] for row in rows},
-                          "Single- vs multi-turn", "score", ylim=(0.0, 1.1)),
-                caption="Score by turn structure and responder (§4.5).",
+                scatter_chart(_short(models), [_nan(sv.get(r)) for r in models], [_nan(mv.get(r)) for r in models],
+                              "Single- vs multi-turn", "single-turn score", "multi-turn score"),
+                caption="Figure 9 (E.4): one point per model; below the dotted diagonal a model scores lower "
+                        "on multi-turn tasks.",
             ))
+        if axis == "subcategory" and values and models:
+            order = [r for r in (metrics.get("leaderboard") or {}).get("order", []) if r in models][:8] or models[:8]
+            subs = list(values)
+            blocks.append(Figure(
+                "support-subcategory-top-models",
+                heatmap([[_nan((values[v].get("per_model") or {}).get(r)) for r in order] for v in subs],
+                        subs, _short(order), "Score by subcategory, top models", vmin=0.0, vmax=1.0),
+                caption="Figure 6 (E.2): subcategory (rows) by the top eight models of the leaderboard.",
+            ))
+        diff = data.get("differences") or {}
+        flagged = [[v, r, _iv(x["excess"], x.get("excess_ci")), _iv(x["gap"], x.get("gap_ci"))]
+                   for v, d in diff.items() for r, x in (d.get("per_model") or {}).items() if x.get("worse")]
+        pooled_rows = [[v, _iv(d.get("pooled_gap"), d.get("pooled_gap_ci")), ", ".join(d.get("models_worse") or [])
+                        or "none"] for v, d in diff.items()]
+        if pooled_rows:
+            blocks.append(Table(
+                [axis, "pooled gap vs other tasks [95% CI]", "models doing worse here"], pooled_rows,
+                caption=f"Do some models do worse on a {axis.replace('_', ' ')} slice? Gap = slice mean minus "
+                        "the mean over the other tasks; a model does worse when its gap minus the pooled gap "
+                        "has an interval below zero (per-model values in metrics.json).",
+            ))
+        if flagged:
+            blocks.append(Table([axis, "model", "excess gap [95% CI]", "gap [95% CI]"], flagged,
+                                caption="Models whose slice gap is below the pooled gap."))
     return Section("Slices: turn structure, metadata and subcategory", blocks)
 
 
@@ -415,7 +513,7 @@ def _replicates(metrics) -> Section:
 def _non_response(metrics) -> Section:
     nr = metrics.get("non_response", {})
     per = nr.get("per_responder", {})
-    statuses = ("ok", "empty", "content_filter", "truncated", "error")
+    statuses = ("ok", "empty", "content_filter", "truncated")
     rows = [[r, x.get("attempts"), x.get("empty"), x.get("rate"), *[(x.get("status") or {}).get(s) for s in statuses]]
             for r, x in per.items()]
     blocks: list[Block] = [Table(
@@ -432,6 +530,14 @@ def _non_response(metrics) -> Section:
         if trows:
             blocks.append(Table([label, "empty", "conversations", "pooled rate", *responders], trows,
                                 caption=f"Empty final turns by {label}."))
+    lat = nr.get("latency") or {}
+    if lat:
+        blocks.append(Table(
+            ["responder", "blank turns", "median latency blank (s)", "answered turns", "median latency answered (s)"],
+            [[r, x.get("blank_turns"), x.get("median_blank_s"), x.get("answered_turns"), x.get("median_answered_s")]
+             for r, x in lat.items()],
+            caption="E.6: blanks that come back faster than real answers point to a filter at the endpoint.",
+        ))
     bb, br = nr.get("blank_after_blank") or {}, nr.get("blank_after_reply") or {}
     if bb or br:
         blocks.append(Paragraph(
@@ -440,6 +546,20 @@ def _non_response(metrics) -> Section:
             f"{br.get('blank', 0)} of {br.get('turns', 0)} times."
         ))
     return Section("Non-response and content filtering", blocks)
+
+
+def _truncation(metrics) -> Section:
+    per = (metrics.get("truncation") or {}).get("per_responder", {})
+    rows = [[r, x.get("turns"), x.get("truncated_turns"), x.get("truncated_rate"), x.get("truncated_final"),
+             x.get("recollected_turns"), x.get("identical_pairs"), x.get("attempt_pairs"), x.get("identical_pair_rate"),
+             x.get("tasks_all_attempts_identical")] for r, x in per.items()]
+    return Section("Truncation and identical replies", [Table(
+        ["responder", "assistant turns", "truncated", "rate", "truncated final", "re-collected",
+         "identical attempt pairs", "attempt pairs", "identical share", "tasks with all attempts identical"], rows,
+        caption="Appendix G: truncation over every assistant turn (after any re-collection with a larger cap, "
+                "--recollect-truncated; both replies are kept in records.jsonl), and byte-identical final "
+                "replies across attempts of one task.",
+    )])
 
 
 def _ablation(metrics) -> Section:
@@ -486,6 +606,13 @@ def _judges(metrics) -> Section:
             caption="Criterion met rate by judge and responder; self-preference decomposition (B.7): "
                     + str(sp.get("model", "")),
         ))
+        own_rows = [[j, x.get("family"), x.get("residual"), ", ".join(f"{r}: {k} of {x.get('n_responders_in_column')}"
+                                                                   for r, k in (x.get("own_ranks_in_column") or {}).items())]
+                    for j, x in (sp.get("own_family") or {}).items()]
+        if own_rows:
+            blocks.append(Table(["judge", "family", "own-family residual", "own models' rank in the judge's column"],
+                                own_rows, caption="B.7: where a judge ranks its own family's models among all "
+                                                  "responders it graded (1 = most lenient towards)."))
         resid = sp.get("residual_by_family") or {}
         fams = sorted({f for v in resid.values() for f in v})
         if fams:
@@ -499,10 +626,116 @@ def _judges(metrics) -> Section:
     return Section("Judge robustness", blocks)
 
 
+def _probe(p: Mapping[str, Any]) -> Section:
+    d = p.get("decomposition") or {}
+    rows = [[name.replace("_", " "), _iv((d.get(name) or {}).get("share"), (d.get(name) or {}).get("ci")),
+             (d.get(name) or {}).get("units")]
+            for name in ("standard_divergence", "discrimination_failure", "order_dependent", "unstable")]
+    e = p.get("elicitation") or {}
+    full, wo = e.get("full_panel") or {}, e.get("without_own_family") or {}
+    return Section("Discrimination probe and elicitation", [
+        Paragraph(
+            f"§4.3, E.7, Table 13, for {p.get('responder')}: {d.get('units', 0)} failed criterion units in "
+            f"{d.get('tasks', 0)} sampled tasks, compared in both orders with the {p.get('alternative')} reply. "
+            "Standard divergence: the model prefers the compliant reply yet did not produce it; discrimination "
+            "failure: it prefers its own. Order-dependent and unstable units are held out."),
+        Table(["outcome", "share of forfeited weight [95% CI]", "units"], rows,
+              caption=f"Bootstrap over tasks, B={d.get('B')}, seed {d.get('seed')}."),
+        KeyValue([
+            ("elicitation: conversations", e.get("conversations_sampled")),
+            ("conversion, full panel", _conversion_text(full)),
+            ("conversion, without the responder's family", _conversion_text(wo)),
+        ]),
+    ])
+
+
+def _conversion_text(c: Mapping[str, Any]) -> str:
+    return (f"{_fmt_rate(c.get('rate'))} ({c.get('converted', 0)} of {c.get('criteria', 0)} failed criteria; "
+            f"panel {', '.join(c.get('panel') or []) or 'empty'})")
+
+
+def _judge_agreement(metrics) -> Section:
+    ja = metrics.get("judge_agreement") or {}
+    panel = ja.get("panel") or []
+    pw = ja.get("pairwise") or {}
+    blocks: list[Block] = []
+    if len(panel) >= 2:
+        kappa = [[_nan((pw.get(a, {}).get(b) or {}).get("kappa")) for b in panel] for a in panel]
+        agree = [[_nan((pw.get(a, {}).get(b) or {}).get("agreement")) for b in panel] for a in panel]
+        labels = [f"judge {i + 1}" for i in range(len(panel))]
+        blocks.append(Figure(
+            "support-judge-agreement",
+            heatmap(kappa, labels, labels, "Cohen's kappa between panel judges", annotations=[
+                [f"{v:.0%}" if not math.isnan(v) else None for v in row] for row in agree], vmin=-1.0, vmax=1.0),
+            caption="Agreement between panel judges over the cells both judged: kappa, with percent "
+                    "agreement in parentheses. " + "; ".join(f"{lab} = {j}" for lab, j in zip(labels, panel, strict=True)),
+        ))
+    dims = ja.get("split_by_dimension") or {}
+    if dims:
+        blocks.append(Table(["dimension", "judged cells", "split votes", "share split"],
+                            [[DIMENSION_LABELS.get(d, d), x["cells"], x["split"], x["rate"]] for d, x in dims.items()],
+                            caption="Judge disagreement by dimension: " + str(ja.get("definition", "")) + "."))
+    tasks = sorted((ja.get("split_by_task") or {}).items(), key=lambda kv: (-kv[1]["rate"], kv[0]))
+    if tasks:
+        blocks.append(Details(f"Judge disagreement by task ({len(tasks)} tasks, most split first)", [Table(
+            ["task", "judged cells", "split votes", "share split"],
+            [[t, x["cells"], x["split"], x["rate"]] for t, x in tasks])]))
+    if not blocks:
+        blocks.append(Paragraph("A panel of one judge has no agreement to report."))
+    return Section("Agreement between panel judges", blocks)
+
+
+def _task_table(tasks: Sequence[Task], metrics) -> Section:
+    """Every task's score per responder (the report has no scripts, by design: the same
+    table is written to task_scores.csv for sorting)."""
+    scores = metrics.get("task_scores") or {}
+    responders = list(metrics.get("config", {}).get("responders", []))
+    by_id = {t.id: t for t in tasks}
+    rows = []
+    for tid, per in scores.items():
+        t = by_id.get(tid)
+        vals = [per.get(r) for r in responders]
+        models = [v for r, v in zip(responders, vals, strict=True) if r != REFERENCE and v is not None]
+        rows.append([tid, t.subcategory if t else None, t.metadata.turn_structure if t else None,
+                     (sum(models) / len(models)) if models else None, *vals])
+    rows.sort(key=lambda r: (r[3] is None, r[3] if r[3] is not None else 0.0, r[0]))
+    return Section("Every task's score", [Details(f"All {len(rows)} tasks, hardest first", [Table(
+        ["task", "subcategory", "turns", "mean over models", *responders], rows,
+        caption="Task score = mean over attempts. Sorted by the mean over models (lowest first); "
+                "task_scores.csv in the run directory holds the same table for sorting by any column.",
+    )])])
+
+
+def task_scores_csv(tasks: Sequence[Task], metrics: Mapping[str, Any]) -> str:
+    """The per-task score table as CSV text (one row per task, one column per responder)."""
+    import csv
+    import io
+
+    responders = list(metrics.get("config", {}).get("responders", []))
+    by_id = {t.id: t for t in tasks}
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["task_id", "subcategory", "turn_structure", *responders])
+    for tid, per in (metrics.get("task_scores") or {}).items():
+        t = by_id.get(tid)
+        w.writerow([tid, t.subcategory if t else "", t.metadata.turn_structure if t else "",
+                    *["" if per.get(r) is None else f"{per[r]:.6f}" for r in responders]])
+    return buf.getvalue()
+
+
+_PER_RESPONDER_COUNTS = ("conversations", "conversations_empty", "harness_failures", "tasks_excluded",
+                         "cells_undecided", "cells_with_failed_or_missing_vote", "votes_parse_error")
+
+
 def _counts(metrics) -> Section:
     counts = metrics.get("counts", {})
+    models = metrics.get("models", {})
     return Section("Counts: nothing silently dropped", [
         KeyValue([(k.replace("_", " "), v) for k, v in counts.items()]),
+        Table(["responder", *[k.replace("_", " ") for k in _PER_RESPONDER_COUNTS]],
+              [[r, *[(m.get("counts") or {}).get(k) for k in _PER_RESPONDER_COUNTS]] for r, m in models.items()],
+              caption="Per responder: harness failures (excluded), undecided panel cells and judge parse "
+                      "failures (counted as failed votes).", number_format="d"),
     ])
 
 
@@ -535,7 +768,12 @@ def _per_task(tasks, responses, verdicts, panel: Sequence[str], scope: str, deta
               c.text] for c in t.criteria],
             caption="Rubric",
         ))
-        inner.append(Details("User turns", [Pre("\n\n".join(f"[user {i + 1}] {u}" for i, u in enumerate(t.turns)))]))
+        if t.scripted_replies:
+            script = "\n\n".join(f"[{m['role']}{' (scripted, not sent to responders)' if m['role'] == 'assistant' else ''}]"
+                                  f"\n{m['content']}" for m in t.scripted_conversation())
+            inner.append(Details("Scripted conversation", [Pre(script)]))
+        else:
+            inner.append(Details("User turns", [Pre("\n\n".join(f"[user {i + 1}] {u}" for i, u in enumerate(t.turns)))]))
         for r in sorted(by_task.get(t.id, []), key=lambda r: (r.responder == REFERENCE, r.responder, r.attempt)):
             inner.append(_reply_details(t, r, cells, panel, scope))
         blocks.append(Details(f"{t.id} ({t.subcategory}, {t.metadata.turn_structure}-turn)", inner))

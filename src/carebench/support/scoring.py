@@ -12,12 +12,19 @@ Rules (shared with ``support/panel.py``; one contract for both):
   agree. Otherwise the cell is *undecided*: it earns no weight whatever the
   criterion's polarity (conservative) and is counted. With a 2-judge panel
   (leave-one-judge-out) the same rule means unanimity.
-* **Negative criteria** describe behaviour that must not occur (HealthBench
-  style): the panel's "met" means the behaviour occurred, so the criterion earns
-  its weight only when decided *not met*.
+* **Negative criteria** (a carebench extension, not in DistressBench) describe
+  behaviour that must not occur: the panel's "met" means the behaviour
+  occurred, so the criterion earns its weight only when decided *not met*.
+  Unlike HealthBench, nothing is subtracted and no clipping is needed.
 * **Conversation score** = earned weight / applicable weight over the task's
   criteria (a criterion may carry ``applicable=False``). An empty final turn
-  scores 0 on every criterion without being judged (E.6).
+  scores 0 on every criterion without being judged (E.6). In credit-anywhere
+  scope (§4.5) earlier turns still count: only a conversation whose assistant
+  turns are all blank scores 0 unjudged.
+* **Harness failures** (a responder call, or a panel judge's call, that failed
+  after every retry) are not answers: the conversation is excluded from every
+  score and counted (``harness_failures``); a task with no scored attempt drops
+  out of that responder's mean, and re-running the same command retries it.
 * **Task score** = mean over attempts; **model score** = mean over tasks;
   full satisfaction = every applicable criterion earned.
 
@@ -33,10 +40,13 @@ from typing import Any
 
 import numpy as np
 
+from carebench.support.panel import S_EMPTY, S_NOT_MET, S_UNDECIDED, credited, panel_states
 from carebench.support.records import (
     FAILED,
+    HARNESS_FAILURE_STATUSES,
     MET,
     NOT_MET,
+    RESPONSE_STATUSES,
     SCOPES,
     VERDICT_STATUSES,
     ResponseTable,
@@ -55,8 +65,6 @@ META_AXES: tuple[str, ...] = (
     "split",
 )
 
-# Cell states.
-S_NOT_MET, S_MET, S_UNDECIDED, S_EMPTY = 0, 1, 2, 3
 
 
 def _get(obj: Any, name: str, default: Any = None) -> Any:
@@ -158,6 +166,7 @@ class Scored:
     cell_state: np.ndarray  # S_NOT_MET / S_MET / S_UNDECIDED / S_EMPTY
     cell_pass: np.ndarray  # criterion earned (polarity applied)
     cell_votes: np.ndarray  # (n_cells, 3): met, not met, failed-or-missing votes
+    cell_judge_votes: np.ndarray  # (n_cells, P): each panel judge's vote, 1 / 0 / -1 failed or missing
     counts: dict[str, int]
     per_responder_counts: dict[str, dict[str, int]]
     #: Individual (non-panel) verdicts of every judge present, on judged conversations:
@@ -180,6 +189,9 @@ class Scored:
         n = np.bincount(key[ok], minlength=R * T)
         with np.errstate(invalid="ignore"):
             return (s / n).reshape(R, T)
+
+
+_HARNESS_CODES = [RESPONSE_STATUSES.index(s) for s in sorted(HARNESS_FAILURE_STATUSES)]
 
 
 def _remap(vocab: Sequence[str], target: Mapping[str, int]) -> np.ndarray:
@@ -224,8 +236,35 @@ def score(
     _ukeys, first = np.unique(rkey, return_index=True)
     first = np.sort(first)  # keep response order stable
     counts["duplicate_responses"] = int(len(responses) - first.size)
+
+    # ---- verdict keys
+    v_task = _remap(verdicts.tasks, tpos)[verdicts.task]
+    v_resp = _remap(verdicts.responders, rpos)[verdicts.responder]
+    v_att = np.searchsorted(attempts, verdicts.attempt)
+    jpos = _remap(verdicts.judges, {j: i for i, j in enumerate(panel)})[verdicts.judge]
+    in_scope = verdicts.scope == SCOPES.index(scope)
+    in_panel = jpos >= 0
+    known = (v_task >= 0) & (v_resp >= 0)
+    vkey = np.where(known, (v_task * R + np.maximum(v_resp, 0)) * A + v_att, -1)
+
+    # ---- harness failures: a responder or panel-judge call failed after every retry.
+    # Not a blank the endpoint produced (E.6): the conversation is excluded and counted.
+    judge_failed = in_scope & in_panel & known & (verdicts.status == VERDICT_STATUSES.index("error"))
+    resp_failed = np.isin(responses.status[first], _HARNESS_CODES)
+    judge_failed_conv = np.isin(rkey[first], vkey[judge_failed]) & ~resp_failed
+    incomplete = resp_failed | judge_failed_conv
+    failed_first = first[incomplete]
+    first = first[~incomplete]
+    counts["harness_failures"] = int(incomplete.sum())
+    counts["harness_failures_responder_call"] = int(resp_failed.sum())
+    counts["harness_failures_judge_call"] = int(judge_failed_conv.sum())
+
     conv_task, conv_resp, conv_att = r_task[first], r_resp[first], r_att[first]
     conv_status, conv_empty = responses.status[first], responses.empty[first]
+    if scope == "anywhere" and responses.assistant_blank is not None:
+        # credit-anywhere: only a conversation with no assistant text at all is empty (§4.5)
+        conv_empty = conv_empty & np.array([all(responses.assistant_blank[i]) if responses.assistant_blank[i]
+                                             else True for i in first.tolist()], dtype=bool)
     n_conv = first.size
     lookup = np.full(T * R * A, -1, np.int64)
     lookup[rkey[first]] = np.arange(n_conv)
@@ -238,18 +277,13 @@ def score(
     cell_crit = tt.offset[conv_task][cell_conv] + (np.arange(n_cells) - cell_offset[cell_conv])
 
     # ---- verdicts -> (cell, panel position)
-    v_task = _remap(verdicts.tasks, tpos)[verdicts.task]
-    v_resp = _remap(verdicts.responders, rpos)[verdicts.responder]
-    v_att = np.searchsorted(attempts, verdicts.attempt)
-    jpos = _remap(verdicts.judges, {j: i for i, j in enumerate(panel)})[verdicts.judge]
-    in_scope = verdicts.scope == SCOPES.index(scope)
-    in_panel = jpos >= 0
-    known = (v_task >= 0) & (v_resp >= 0)
-    conv = np.where(known, lookup[np.where(known, (v_task * R + np.maximum(v_resp, 0)) * A + v_att, 0)], -1)
+    conv = np.where(known, lookup[np.maximum(vkey, 0)], -1)
+    of_failed = in_scope & in_panel & np.isin(vkey, rkey[failed_first])
     counts["verdicts_recorded"] = len(verdicts)
     counts["verdicts_other_scope"] = int((~in_scope).sum())
     counts["verdicts_outside_panel"] = int((in_scope & ~in_panel).sum())
-    counts["verdicts_without_response"] = int((in_scope & in_panel & (conv < 0)).sum())
+    counts["verdicts_of_incomplete_conversations"] = int(of_failed.sum())
+    counts["verdicts_without_response"] = int((in_scope & in_panel & (conv < 0) & ~of_failed).sum())
     use = in_scope & in_panel & (conv >= 0)
     idx = np.flatnonzero(use)
     # criterion id -> global criterion of that task
@@ -271,18 +305,17 @@ def score(
     counts["votes_used"] = int(kidx.size)
     for si, s in enumerate(VERDICT_STATUSES):
         counts[f"votes_{s}"] = int((status == si).sum())
+    judge_votes = np.full((n_cells, max(P, 1)), FAILED, np.int8)  # per panel seat, for judge agreement
+    judge_votes[kcell, jpos[kidx]] = met
     votes = np.bincount(kcell * 3 + (met == NOT_MET) * 1 + (met == FAILED) * 2, minlength=3 * n_cells)
     votes = votes.reshape(n_cells, 3)
     votes[:, 2] = P - votes[:, 0] - votes[:, 1]  # failed or missing
     counts["votes_missing"] = int(votes[:, 2].sum() - (met == FAILED).sum())
 
     empty_cell = conv_empty[cell_conv]
-    state = np.full(n_cells, S_UNDECIDED, np.int8)
-    state[2 * votes[:, 0] > P] = S_MET
-    state[2 * votes[:, 1] > P] = S_NOT_MET
+    state = panel_states(votes[:, 0], votes[:, 1], P)
     state[empty_cell] = S_EMPTY
-    neg = tt.negative[cell_crit]
-    passed = np.where(neg, state == S_NOT_MET, state == S_MET)
+    passed = credited(state, tt.negative[cell_crit])
     app = tt.applicable[cell_crit]
     w = tt.weight[cell_crit] * app
     earned = np.bincount(cell_conv, weights=w * passed, minlength=n_conv)
@@ -309,9 +342,15 @@ def score(
     v_resp_k = conv_resp[c[keep]]
     pe = np.bincount(v_resp_k, weights=status == VERDICT_STATUSES.index("parse_error"), minlength=R)
     er = np.bincount(v_resp_k, weights=status == VERDICT_STATUSES.index("error"), minlength=R)
+    failed_resp = r_resp[failed_first]
+    scored_pairs = set(zip(conv_resp.tolist(), conv_task.tolist(), strict=True))
     for ri, name in enumerate(responders):
         mine = conv_resp == ri
+        failed_tasks = set(r_task[failed_first][failed_resp == ri].tolist())
         per[name] = {
+            "harness_failures": int((failed_resp == ri).sum()),
+            #: tasks with a harness failure and no scored attempt: out of this responder's mean
+            "tasks_excluded": int(sum((ri, t) not in scored_pairs for t in failed_tasks)),
             "conversations": int(mine.sum()),
             "conversations_empty": int((conv_empty & mine).sum()),
             "cells_undecided": int(und[ri]),
@@ -332,7 +371,7 @@ def score(
     return Scored(
         tt, responders, attempts, list(panel), scope, first,
         conv_task, conv_resp, conv_att, conv_status, conv_empty, conv_score, conv_full,
-        cell_offset, cell_conv, cell_crit, state, passed, votes, counts, per,
+        cell_offset, cell_conv, cell_crit, state, passed, votes, judge_votes, counts, per,
         [verdicts.judges[k] for k in jorder], jr_met, jr_n,
     )
 
@@ -362,6 +401,8 @@ __all__ = [
     "MET",
     "META_AXES",
     "NOT_MET",
+    "S_EMPTY",
+    "S_NOT_MET",
     "Scored",
     "TaskTable",
     "full_satisfaction_rates",

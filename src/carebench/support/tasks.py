@@ -1,6 +1,6 @@
 """Support tasks: fixed crisis conversations with a weighted, task-specific rubric.
 
-A task (DistressBench §2) holds the fixed user turns of a single- or multi-turn
+A task (DistressBench, §2) holds the fixed user turns of a single- or multi-turn
 conversation, metadata used for slicing (§2.2, E.4), 6-20 binary criteria each
 tagged with one of seven care dimensions and weighted 1-20 (§2.3), and a
 reference response (§4.7). Assistant turns are never part of a task: they are
@@ -13,6 +13,7 @@ invalid row is reported with its file, line and field before any model call.
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from importlib import resources
@@ -79,11 +80,12 @@ def canonical_dimension(name: Any) -> str:
     return key
 
 
-#: Default list of 23 SSH subcategories (configurable: pass ``subcategories=`` to the
-#: loader). The seed names ideation, planning, post-attempt, NSSI, psychosis, eating
-#: disorders, trauma-triggered distress, self worth, existential despair, escalation
-#: pattern and masked distress; the rest complete a 23-item working taxonomy.
-SUBCATEGORIES: tuple[str, ...] = (
+#: The subcategories DistressBench names in its text (§2.2, E.2, E.6, Table 12), kept
+#: as documentation only. The paper has 23 but does not list them all, and a user's
+#: own task set may use any names: loading accepts every subcategory string
+#: (normalised, see :func:`normalize_subcategory`). ``--subcategories FILE``
+#: declares an expected set and warns about names outside it.
+KNOWN_SUBCATEGORIES: tuple[str, ...] = (
     "suicidal_ideation",
     "suicide_planning",
     "post_attempt",
@@ -95,19 +97,54 @@ SUBCATEGORIES: tuple[str, ...] = (
     "existential_despair",
     "escalation_pattern",
     "masked_distress",
-    "substance_use",
-    "grief_bereavement",
-    "loneliness_isolation",
-    "relationship_crisis",
-    "bullying_harassment",
-    "academic_work_pressure",
-    "financial_crisis",
-    "chronic_illness_pain",
-    "identity_related_distress",
-    "abuse_disclosure",
-    "third_party_concern",
-    "means_inquiry",
 )
+
+_NON_WORD = re.compile(r"[^0-9a-z]+")
+
+
+def normalize_subcategory(name: Any) -> str:
+    """One spelling per subcategory: lower case, runs of other characters become ``_``.
+
+    "Self Worth", "self-worth" and ``self_worth`` are the same subcategory, so
+    slices never split one subcategory over two spellings.
+    """
+    key = _NON_WORD.sub("_", str(name).strip().lower()).strip("_")
+    if not key:
+        raise ValueError(f"subcategory {name!r} is empty")
+    return key
+
+
+def load_subcategories(path: str | Path) -> list[str]:
+    """An expected-subcategory list: one name per line, ``#`` starts a comment; names
+    are normalised like task subcategories."""
+    p = Path(path)
+    try:
+        text = p.read_text("utf-8")
+    except OSError as e:
+        raise CarebenchError(f"cannot read subcategory list {p}: {e.strerror}") from None
+    names: list[str] = []
+    for i, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        try:
+            names.append(normalize_subcategory(line))
+        except ValueError as e:
+            raise CarebenchError(f"{p}:{i}: {e}") from None
+    if not names:
+        raise CarebenchError(f"{p}: no subcategory names found")
+    return list(dict.fromkeys(names))
+
+
+def unexpected_subcategories(tasks: Sequence[Task], expected: Sequence[str]) -> dict[str, int]:
+    """Subcategories the tasks carry that the expected list lacks, with task counts."""
+    allowed = {normalize_subcategory(s) for s in expected}
+    out: dict[str, int] = {}
+    for t in tasks:
+        if t.subcategory not in allowed:
+            out[t.subcategory] = out.get(t.subcategory, 0) + 1
+    return dict(sorted(out.items()))
+
 
 #: Metadata axes used for stratification (§A.3) and slicing (§4.4, E.4).
 META_FIELDS: tuple[str, ...] = (
@@ -134,9 +171,12 @@ MIN_WEIGHT, MAX_WEIGHT = 1, 20
 class Criterion(BaseModel):
     """One atomic binary rubric criterion.
 
-    ``negative`` marks behaviour that must not occur (HealthBench style): the judge
-    still answers "does the reply do this?", and scoring credits the weight only
-    when it does not.
+    ``negative`` marks behaviour that must not occur. This is a carebench
+    extension: DistressBench's criteria are all things a reply should do. It is
+    *not* HealthBench's rule (which subtracts a negative criterion's points and
+    clips the total at zero): here the judge still answers "does the reply do
+    this?", and the criterion earns its (positive) weight only when it does not,
+    so scores stay a share of applicable weight in [0, 1].
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -181,24 +221,41 @@ class Task(BaseModel):
     turns: tuple[str, ...] = Field(min_length=1)
     criteria: tuple[Criterion, ...]
     reference: str = ""
+    #: Scripted assistant replies between the user turns (``scripted_replies[i]`` follows
+    #: ``turns[i]``), as authored; shown in reports and used for the reference conversation.
+    scripted_replies: tuple[str, ...] = ()
     illustrative: bool = False
+
+    @field_validator("subcategory", mode="before")
+    @classmethod
+    def _normalize_subcategory(cls, v: Any) -> str:
+        return normalize_subcategory(v)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _split_messages(cls, data: Any) -> Any:
+        """Turns may be plain user strings or chat messages. Scripted assistant messages
+        between user turns are kept in ``scripted_replies``: responders never see them
+        (every assistant turn is regenerated, §3.1), but the reference is judged after
+        the scripted conversation and the report shows it."""
+        if not isinstance(data, dict):
+            return data
+        turns = data.get("turns")
+        if isinstance(turns, str):
+            return {**data, "turns": (turns,)}
+        if isinstance(turns, list | tuple) and any(isinstance(m, dict) for m in turns):
+            try:
+                users, replies = _split_turns(turns)
+            except ValueError:
+                return data  # the field validator reports it under ``turns``
+            return {**data, "turns": users, "scripted_replies": replies}
+        return data
 
     @field_validator("turns", mode="before")
     @classmethod
-    def _user_turns(cls, v: Any) -> Any:
-        """Accept plain strings or chat messages; assistant messages are dropped
-        because every assistant turn is regenerated (§3.1)."""
-        if isinstance(v, str):
-            return (v,)
-        if isinstance(v, list | tuple):
-            out = []
-            for m in v:
-                if isinstance(m, dict):
-                    if m.get("role", "user") == "user":
-                        out.append(m.get("content", ""))
-                else:
-                    out.append(m)
-            return tuple(out)
+    def _valid_messages(cls, v: Any) -> Any:
+        if isinstance(v, list | tuple) and any(isinstance(m, dict) for m in v):
+            return _split_turns(v)[0]  # raises the structural error
         return v
 
     @field_validator("turns")
@@ -230,6 +287,18 @@ class Task(BaseModel):
     def multi_turn(self) -> bool:
         return len(self.turns) > 1
 
+    def scripted_conversation(self, final_reply: str | None = None) -> list[dict[str, str]]:
+        """User turns interleaved with the scripted assistant replies (when the task has
+        them), plus ``final_reply`` as the last assistant message when given."""
+        out: list[dict[str, str]] = []
+        for i, u in enumerate(self.turns):
+            out.append({"role": "user", "content": u})
+            if i < len(self.scripted_replies):
+                out.append({"role": "assistant", "content": self.scripted_replies[i]})
+        if final_reply is not None:
+            out.append({"role": "assistant", "content": final_reply})
+        return out
+
     def criterion(self, cid: str) -> Criterion:
         for c in self.criteria:
             if c.id == cid:
@@ -239,6 +308,37 @@ class Task(BaseModel):
     def to_row(self) -> dict[str, Any]:
         """JSON-able row, the same shape the JSONL loader reads."""
         return self.model_dump(mode="json")
+
+
+def _split_turns(turns: Sequence[Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """User turns and the scripted assistant replies between them.
+
+    An assistant message must sit between two user messages (one in every gap, or
+    none at all); the reply to the last user turn belongs in ``reference``.
+    """
+    users: list[Any] = []
+    replies: list[Any] = []
+    for i, m in enumerate(turns):
+        role = m.get("role", "user") if isinstance(m, dict) else "user"
+        content = m.get("content", "") if isinstance(m, dict) else m
+        if role == "user":
+            users.append(content)
+        elif role == "assistant":
+            if not users or len(users) == len(replies):
+                raise ValueError(f"message {i + 1}: a scripted assistant message must follow a user message")
+            if len(users) > len(replies) + 1:
+                raise ValueError(f"message {i + 1}: two user turns before it have no scripted reply between "
+                                 "them; give one between every two user turns, or none")
+            replies.append(content)
+        else:
+            raise ValueError(f"message {i + 1}: role must be 'user' or 'assistant', got {role!r}")
+    if replies and len(replies) == len(users):
+        raise ValueError("the last message is a scripted assistant reply; put the reply to the last "
+                         "user turn in 'reference'")
+    if replies and len(replies) != len(users) - 1:
+        raise ValueError(f"{len(replies)} scripted assistant replies for {len(users)} user turns: give one "
+                         "between every two user turns, or none")
+    return tuple(users), tuple(replies)
 
 
 # -- loading ------------------------------------------------------------------------
@@ -295,13 +395,13 @@ def mappable_fields() -> tuple[str, ...]:
     return (*(f for f in Task.model_fields if f != "illustrative"), *META_FIELDS)
 
 
-def load_tasks(source: str | Path, subcategories: Sequence[str] | None = SUBCATEGORIES,
-               columns: str | dict[str, Any] | None = None) -> list[Task]:
+def load_tasks(source: str | Path, columns: str | dict[str, Any] | None = None) -> list[Task]:
     """Load and validate every task; ``builtin:NAME`` reads package data.
 
-    ``subcategories``: the allowed subcategory names (``None`` accepts any).
-    ``columns``: ``field=column`` mapping for files whose columns are named otherwise
-    (``turns=messages,id=case``; see :mod:`carebench.datasets.columns`).
+    Any subcategory name is accepted (normalised); compare against an expected
+    list with :func:`unexpected_subcategories`. ``columns``: ``field=column``
+    mapping for files whose columns are named otherwise (``turns=messages,id=case``;
+    see :mod:`carebench.datasets.columns`).
     Raises ``CarebenchError`` naming the file, line and field of the first bad row.
     """
     src = str(source)
@@ -316,16 +416,14 @@ def load_tasks(source: str | Path, subcategories: Sequence[str] | None = SUBCATE
                 f"no built-in support task set {name!r}; available: {', '.join(builtin_names())}"
             )
         with resources.as_file(res) as p:
-            return _load(Path(p), subcategories, label=src)
+            return _load(Path(p), label=src)
     path = Path(src)
     if not path.is_file():
         raise CarebenchError(f"task file {path} not found")
-    return _load(path, subcategories, label=str(path), mapping=mapping)
+    return _load(path, label=str(path), mapping=mapping)
 
 
-def _load(path: Path, subcategories: Sequence[str] | None, label: str,
-          mapping: dict[str, str] | None = None) -> list[Task]:
-    allowed = set(subcategories) if subcategories is not None else None
+def _load(path: Path, label: str, mapping: dict[str, str] | None = None) -> list[Task]:
     tasks: list[Task] = []
     seen: dict[str, int] = {}
     rows = _rows(path)
@@ -341,11 +439,6 @@ def _load(path: Path, subcategories: Sequence[str] | None, label: str,
             raise CarebenchError(f"{label}:{line}: field {loc}: {err.get('msg')}") from None
         except ValueError as e:  # malformed JSON inside a CSV cell
             raise CarebenchError(f"{label}:{line}: {e}") from None
-        if allowed is not None and task.subcategory not in allowed:
-            raise CarebenchError(
-                f"{label}:{line}: field subcategory: unknown subcategory {task.subcategory!r} "
-                f"(configure the list or pass subcategories=None)"
-            )
         if task.id in seen:
             raise CarebenchError(f"{label}:{line}: field id: duplicate task id {task.id!r} (first on line {seen[task.id]})")
         seen[task.id] = line
@@ -409,3 +502,29 @@ def with_split(tasks: Sequence[Task], assignment: dict[str, str]) -> list[Task]:
         t.model_copy(update={"metadata": t.metadata.model_copy(update={"split": assignment[t.id]})})
         for t in tasks
     ]
+
+
+#: Seed of the stratified split when a task file carries none (a carebench default).
+SPLIT_SEED = 12345
+
+
+def select_split(tasks: Sequence[Task], which: str, seed: int = SPLIT_SEED) -> tuple[list[Task], str]:
+    """The tasks of one half of the public/private split (§A.3), or all of them.
+
+    A task file that assigns every task a split is used as is; otherwise the
+    stratified 50/50 split (:func:`stratified_split`) is computed over all tasks
+    with ``seed`` and written into each task's metadata. Returns the tasks and
+    where the split came from (``"file"`` or ``"stratified, seed N"``).
+    """
+    if which not in ("public", "private", "all"):
+        raise CarebenchError(f"--split must be public, private or all, got {which!r}")
+    if all(t.metadata.split != "unassigned" for t in tasks):
+        labelled, source = list(tasks), "file"
+    else:
+        labelled, source = with_split(tasks, stratified_split(tasks, seed=seed)), f"stratified, seed {seed}"
+    if which == "all":
+        return labelled, source
+    chosen = [t for t in labelled if t.metadata.split == which]
+    if not chosen:
+        raise CarebenchError(f"no task in the {which} split")
+    return chosen, source

@@ -1,0 +1,171 @@
+"""The multi-turn coherence gate (DistressBench A.5): do the scripted user turns still follow?
+
+User turns are fixed while assistant turns are regenerated (§3.1), so a script can
+break when a model's reply takes the conversation somewhere the next prepared
+message no longer fits. DistressBench checked 18 multi-turn tasks across four models
+before its runs and required at least 90% acceptable transitions.
+
+``carebench support coherence`` samples multi-turn tasks (default 18, seed 12345: a
+carebench default, the paper names none), regenerates their assistant turns with
+each given model, and asks a judge, for every assistant reply followed by a scripted
+user turn, whether that user turn still follows. A transition whose judge answer
+failed (call or parse) is counted apart and left out of the rates. A task passes when
+at least ``gate`` (0.9) of its judged transitions, over all models, are acceptable.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from carebench.judging import JUDGE_MAX_TOKENS, BinaryVerdict, JudgeQuestion, ask, panel_seats
+from carebench.report import Paragraph, Report, Section, Table, write_report
+from carebench.run import Run, RunOptions
+from carebench.rundir import new_run_dir, write_json, write_jsonl, write_manifest
+from carebench.support.generation import GenerationConfig, generate
+from carebench.support.judging import render_transcript
+from carebench.support.tasks import Task, load_tasks
+from carebench.types import CarebenchError, Message
+
+DEFAULT_N = 18
+GATE = 0.9
+SAMPLE_SEED = 12345
+
+
+@dataclass
+class CoherenceConfig:
+    tasks: str
+    models: list[str]
+    judge: str
+    n: int = DEFAULT_N
+    gate: float = GATE
+    seed: int = SAMPLE_SEED
+    out: str | None = None
+    use_cache: bool = True
+    cache_path: str | None = None
+    budget_usd: float | None = None
+    concurrency: int | None = None
+    progress: bool = True
+    notes: list[str] = field(default_factory=list)
+
+
+@cache
+def _template() -> str:
+    return (resources.files("carebench") / "prompts" / "support_coherence.txt").read_text("utf-8")
+
+
+def sample_multi_turn(tasks: Sequence[Task], n: int, seed: int) -> list[Task]:
+    """``n`` multi-turn tasks drawn uniformly without replacement (all of them if fewer)."""
+    multi = sorted((t for t in tasks if t.multi_turn), key=lambda t: t.id)
+    if not multi:
+        raise CarebenchError("the task file has no multi-turn task to check")
+    if n >= len(multi):
+        return multi
+    pick = np.random.default_rng(seed).choice(len(multi), size=n, replace=False)
+    return [multi[i] for i in sorted(pick.tolist())]
+
+
+def transition_question(key: Any, turns: Sequence[dict[str, Any]], next_user: str) -> JudgeQuestion:
+    text = _template().replace("{transcript}", render_transcript(turns)).replace("{next}", next_user)
+    system, _, user = text.partition("\n\nCONVERSATION SO FAR\n")
+    return JudgeQuestion(key, (Message("system", system.strip()), Message("user", "CONVERSATION SO FAR\n" + user)),
+                         BinaryVerdict)
+
+
+def summarize(rows: Sequence[dict[str, Any]], gate: float) -> dict[str, Any]:
+    """Acceptable-transition rates per task, per model and per (task, model), against the gate."""
+    ok = [r for r in rows if r["status"] == "ok"]
+    out: dict[str, Any] = {"gate": gate, "transitions": len(rows), "judged": len(ok),
+                           "not_judged": len(rows) - len(ok)}
+    for key, name in (("task", "per_task"), ("model", "per_model")):
+        groups: dict[str, list[bool]] = defaultdict(list)
+        for r in ok:
+            groups[r[key]].append(bool(r["follows"]))
+        out[name] = {k: {"judged": len(v), "acceptable": sum(v), "rate": sum(v) / len(v),
+                         "passes": sum(v) / len(v) >= gate} for k, v in sorted(groups.items())}
+    cells: dict[str, dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
+    for r in ok:
+        cells[r["task"]][r["model"]].append(bool(r["follows"]))
+    out["per_task_model"] = {t: {m: sum(v) / len(v) for m, v in sorted(ms.items())} for t, ms in sorted(cells.items())}
+    out["failing_tasks"] = [t for t, x in out["per_task"].items() if not x["passes"]]
+    out["overall_rate"] = sum(r["follows"] for r in ok) / len(ok) if ok else float("nan")
+    return out
+
+
+def run_coherence(cfg: CoherenceConfig, cache_obj: Any = None) -> Path:
+    if not cfg.models:
+        raise CarebenchError("give at least one --model whose replies test the scripts")
+    if not 0 < cfg.gate <= 1:
+        raise CarebenchError(f"--gate must be in (0, 1], got {cfg.gate}")
+    if cfg.n < 1:
+        raise CarebenchError(f"--n must be at least 1, got {cfg.n}")
+    tasks = sample_multi_turn(load_tasks(cfg.tasks), cfg.n, cfg.seed)
+    run = Run(RunOptions(budget_usd=cfg.budget_usd, use_cache=cfg.use_cache, cache_path=cfg.cache_path,
+                         concurrency=cfg.concurrency, progress=cfg.progress), cache=cache_obj)
+    with run:
+        models = [run.model(s) for s in cfg.models]
+        judge = panel_seats([cfg.judge], [run.model(cfg.judge)])
+        gen = generate(tasks, models, run.runner, GenerationConfig(attempts=1, seed=cfg.seed))
+        questions, meta = [], []
+        by_id = {t.id: t for t in tasks}
+        for r in gen.responses:
+            if r.is_harness_failure:
+                continue
+            task = by_id[r.task_id]
+            for k in range(len(task.turns) - 1):  # the assistant reply to turn k, then user turn k + 1
+                upto = r.turns[: 2 * (k + 1)]
+                questions.append(transition_question((r.task_id, r.responder, k + 1), upto, task.turns[k + 1]))
+                meta.append((r.task_id, r.responder, k + 1))
+        run.runner.config.description = "coherence verdicts"
+        answers, _ = ask(questions, judge, run.runner, temperature=0.0, max_tokens=JUDGE_MAX_TOKENS)
+    rows = [{"kind": "transition", "task": t, "model": m, "after_turn": k, "judge": a.judge,
+             "follows": getattr(a.value, "met", None) if a.status == "ok" else None,
+             "status": a.status, "rationale": a.rationale}
+            for (t, m, k), a in zip(meta, answers, strict=True)]
+    failed_replies = sum(r.is_harness_failure for r in gen.responses)
+    metrics = summarize(rows, cfg.gate)
+    metrics["tasks_sampled"] = [t.id for t in tasks]
+    metrics["replies_not_generated"] = failed_replies
+    run_dir = new_run_dir("support-coherence", cfg.out)
+    write_jsonl(run_dir / "records.jsonl", [r.to_dict() for r in gen.responses] + rows)
+    write_jsonl(run_dir / "calls.jsonl", run.call_rows)
+    write_manifest(run_dir, suite="support", config=asdict(cfg), models=[*cfg.models, cfg.judge],
+                   seeds={"sample": cfg.seed}, dataset={"source": cfg.tasks, "tasks": len(tasks)},
+                   extra={"kind": "coherence", "status": "incomplete" if run.incomplete or failed_replies
+                          else "complete", "accounting": run.accounting()})
+    write_json(run_dir / "metrics.json", metrics)
+    write_report(coherence_report(metrics), run_dir)
+    run.finish()
+    return run_dir
+
+
+def coherence_report(m: dict[str, Any]) -> Report:
+    gate = m["gate"]
+    models = list(m.get("per_model") or {})
+    return Report(
+        title="Support: multi-turn coherence gate",
+        subtitle=f"{len(m.get('tasks_sampled', []))} tasks, {len(models)} models, gate {gate:.0%}",
+        sections=[
+            Section("Gate", [Paragraph(
+                f"A.5: a scripted user turn must still follow the regenerated assistant reply before it. "
+                f"{m['judged']} of {m['transitions']} transitions judged ({m['not_judged']} judge answers failed "
+                f"and are left out); overall {m['overall_rate']:.1%} acceptable. Tasks below the {gate:.0%} gate: "
+                + (", ".join(m["failing_tasks"]) or "none") + ".")]),
+            Section("Per task and model", [Table(
+                ["task", "judged", "acceptable", "rate", "passes", *models],
+                [[t, x["judged"], x["acceptable"], x["rate"], "yes" if x["passes"] else "no",
+                  *[m["per_task_model"].get(t, {}).get(mm) for mm in models]] for t, x in m["per_task"].items()],
+                caption="Share of acceptable transitions per task over all models, and per model.")]),
+            Section("Per model", [Table(
+                ["model", "judged", "acceptable", "rate", "passes"],
+                [[k, x["judged"], x["acceptable"], x["rate"], "yes" if x["passes"] else "no"]
+                 for k, x in m["per_model"].items()])]),
+        ],
+    )

@@ -1,0 +1,65 @@
+"""The multi-turn coherence gate (DistressBench A.5) against the loopback stub."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from carebench.cli import main
+from carebench.support.coherence import sample_multi_turn, summarize
+from carebench.support.tasks import load_tasks
+from stub_server import StubReply, StubServer
+
+
+def test_gate_rates_per_task_and_model(tmp_path, capsys):
+    tasks = load_tasks("builtin:sample")
+    multi = [t for t in tasks if t.multi_turn]
+    sampled = sample_multi_turn(tasks, 2, 12345)
+    assert len(sampled) == 2 and all(t.multi_turn for t in sampled)
+    bad_task = sampled[0]
+    seen = []
+
+    def handler(req):
+        msgs = req.body["messages"]
+        if req.body["model"].startswith("resp-"):
+            users = [m for m in msgs if m["role"] == "user"]
+            return StubReply(content=f"[{req.body['model']}] reply {len(users)}")
+        prompt = msgs[-1]["content"]
+        seen.append(prompt)
+        # the judge: resp-b's replies break the script of the first sampled task
+        breaks = "[resp-b]" in prompt and bad_task.turns[0] in prompt
+        return StubReply(content=json.dumps({"met": not breaks, "rationale": "scripted"}))
+
+    with StubServer() as stub:
+        stub.handler = handler
+        u = stub.base_url
+        out = tmp_path / "gate"
+        assert main(["support", "coherence", "--tasks", "builtin:sample", "--model", f"openai:resp-a@{u}",
+                     "--model", f"openai:resp-b@{u}", "--judge", f"openai:judge@{u}", "--n", "2",
+                     "--out", str(out), "--no-cache"]) == 0
+    m = json.loads((out / "metrics.json").read_text())
+    n_trans = {t.id: len(t.turns) - 1 for t in sampled}
+    assert m["transitions"] == 2 * sum(n_trans.values()) == len(seen)
+    # the first task: resp-a's transitions all follow, resp-b's none -> 50%; the second: 100%
+    per = m["per_task"]
+    assert per[bad_task.id]["rate"] == pytest.approx(0.5) and not per[bad_task.id]["passes"]
+    assert per[sampled[1].id]["rate"] == 1.0 and per[sampled[1].id]["passes"]
+    assert m["failing_tasks"] == [bad_task.id]
+    b = f"openai:resp-b@{u}"
+    assert m["per_model"][b]["acceptable"] == n_trans[sampled[1].id]
+    assert m["per_task_model"][bad_task.id][b] == 0.0
+    # every transition prompt shows the conversation up to the reply and the next scripted turn
+    assert all("NEXT PREPARED MESSAGE" in p for p in seen)
+    assert "below the gate" in capsys.readouterr().out
+    assert main(["report", str(out)]) == 0  # re-rendered from what was recorded
+    assert len(multi) >= 2
+
+
+def test_failed_judge_answers_are_counted_not_rated():
+    rows = [{"task": "t", "model": "m", "follows": True, "status": "ok"},
+            {"task": "t", "model": "m", "follows": None, "status": "parse_error"},
+            {"task": "t", "model": "m", "follows": False, "status": "ok"}]
+    s = summarize(rows, 0.9)
+    assert (s["transitions"], s["judged"], s["not_judged"]) == (3, 2, 1)
+    assert s["per_task"]["t"] == {"judged": 2, "acceptable": 1, "rate": 0.5, "passes": False}
