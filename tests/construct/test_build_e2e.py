@@ -129,7 +129,7 @@ def test_budget_stop_leaves_no_prompts(tmp_path, stub, capsys, monkeypatch, pric
     out = tmp_path / "run"
     rc = main(["construct", "build", "--config", str(cfg), "--out", str(out), "--budget", "0"])
     err = capsys.readouterr().err
-    assert rc == 2 and "budget" in err and "resume" in err
+    assert rc == 3 and "budget" in err and "resume" in err and "error" not in err
     assert not (out / "prompts.jsonl").exists()
     assert read_json(out / "manifest.json")["status"] == "stopped"
 

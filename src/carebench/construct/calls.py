@@ -6,7 +6,8 @@ sketch and pick, construction judge) and free text through
 :func:`generate` (rewrites). The :class:`Ledger` sums spend and calls across
 stages, narrows each batch's budget to what is left of the run's cap, and
 keeps every call for ``calls.jsonl``; a batch the budget stopped ends the stage
-with an error that says how to resume (re-run: completed calls come from the cache).
+with :class:`BudgetReached`, which says how to resume (re-run: completed calls come
+from the cache) and makes the CLI exit 3 like every budget stop.
 """
 
 from __future__ import annotations
@@ -20,7 +21,16 @@ from pydantic import BaseModel
 from carebench.judging import Judge, JudgeAnswer, JudgeQuestion, ask
 from carebench.models.base import ChatModel
 from carebench.runner import Call, Runner, RunResult
-from carebench.types import CarebenchError, ChatRequest, Completion, Message
+from carebench.types import CarebenchError, ChatRequest, Completion, Message, RunStopped
+
+
+class BudgetReached(CarebenchError, RunStopped):
+    """The run-wide budget stopped a construct stage (completed calls are cached).
+
+    A :class:`RunStopped`, so the CLI exits 3 like every budget stop; also a
+    CarebenchError, so the commands' error paths still write what finished
+    (``stopped`` manifest, calls and a report of the counts so far).
+    """
 
 
 @dataclass
@@ -54,9 +64,13 @@ class Ledger:
         s["spent_usd"] += res.spent_usd
         s["errors"] += res.errors
         if res.stopped:
-            raise CarebenchError(
-                f"{stage} stopped ({res.stopped}); re-run the same command to resume from the cache"
-            )
+            raise BudgetReached(self._stop_message(stage, res.stopped))
+
+    def _stop_message(self, stage: str, why: str) -> str:
+        msg = f"{stage} stopped ({why}) after ${self.spent_usd:.2f} on {self.provider_calls} calls; "
+        if self.runner.cache is None:
+            return msg + "the cache is off (--no-cache), so re-running pays for every call again"
+        return msg + "re-run the same command without --budget (or with a larger one) to resume from the cache"
 
     def summary(self) -> dict[str, Any]:
         return {"spent_usd": self.spent_usd, "provider_calls": self.provider_calls,
