@@ -24,7 +24,7 @@ def test_dry_runs_make_no_call_and_write_nothing(tmp_path, capsys):
         assert main([*_run_args(release, stub.base_url, out), "--dry-run", "--no-cache",
                      "--reasoning-effort", "medium"]) == 0
         plan = json.loads(capsys.readouterr().out)
-        assert any("not sent" in w for w in plan["warnings"])  # recorded, never silently dropped
+        assert plan["warnings"] == []  # an OpenAI-compatible system takes reasoning_effort
         assert plan["responses"]["calls"] == 1 * 2 * 3  # system x archetype instructions x prompts
         # peer responses meet P1 and P2, clinician ones C1: (2 + 1) x 3 prompts x 2 judges at most
         assert plan["jury_calls_at_most"] == (2 + 1) * 3 * 2
@@ -96,3 +96,18 @@ def test_damaged_records_are_named_by_line(tmp_path, capsys):
     assert main(["plural", "rescore", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("carebench: error:") and "records.jsonl:5: invalid JSON" in err
+
+
+def test_reasoning_effort_reaches_the_systems_and_not_the_jury(tmp_path):
+    release = write_release(tmp_path / "release")
+    with StubServer() as stub:
+        stub.handler = Scripted()
+        out = tmp_path / "run"
+        assert main([*_run_args(release, stub.base_url, out), "--no-cache", "--reasoning-effort", "medium"]) == 0
+        bodies = [r.body for r in stub.requests]
+    system = [b for b in bodies if b.get("model") == "sys-a"]
+    jury = [b for b in bodies if b.get("model") in ("judge-a", "judge-b")]
+    assert system and jury
+    assert all(b.get("reasoning_effort") == "medium" for b in system)
+    assert not any("reasoning_effort" in b for b in jury)
+    assert json.loads((out / "manifest.json").read_text())["warnings"] == []

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -291,10 +291,13 @@ def run_plural(cfg: PluralRunConfig, cache: CompletionCache | None = None) -> Pa
     judge_models = [get_model(s) for s in cfg.judges]
     judges = panel_seats([str(m.spec) for m in judge_models], judge_models)
     warnings = family_warnings([str(m.spec) for m in systems], [str(m.spec) for m in judge_models], cfg.families)
-    if cfg.reasoning_effort:
-        # ChatRequest carries no reasoning options yet: say so rather than pretend it was sent
-        warnings.append(f"--reasoning-effort {cfg.reasoning_effort} is recorded in the manifest but not sent: "
-                        "the model clients take no reasoning options yet")
+    if cfg.reasoning_effort:  # a request option of the systems' clients (part of their cache keys)
+        for m in systems:
+            if hasattr(m, "request_options"):
+                m.request_options = replace(m.request_options, reasoning_effort=cfg.reasoning_effort)
+            else:
+                warnings.append(f"--reasoning-effort {cfg.reasoning_effort} is not sent to {m.spec}: "
+                                "its provider takes no reasoning options")
     if cache is None and cfg.use_cache:
         cache = CompletionCache(Path(cfg.cache_path) if cfg.cache_path else None)
     rcfg = cfg.response_config()
