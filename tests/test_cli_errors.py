@@ -134,6 +134,12 @@ def test_usage_error_from_the_installed_command_has_no_traceback():
          b"id,text,level\na,\"caf\xe9\",1\n", len(b'id,text,level\na,"caf'), 2),
         (["support", "run", "--responder", "replay:/nowhere", "--judge", "replay:/nowhere",
           "--tasks"], "tasks.jsonl", b"\xff\xfe{}\n", 0, 1),
+        (["support", "run", "--tasks", "builtin:sample", "--responder", "openai:x@http://127.0.0.1:9/v1",
+          "--judge", "openai:y@http://127.0.0.1:9/v1", "--dry-run", "--system-prompt"], "system.txt",
+         b"Be kind.\nAlways caf\xe9.\n", len(b"Be kind.\nAlways caf"), 2),
+        (["support", "calibrate", "--run", "/nowhere", "--candidate", "openai:x@http://127.0.0.1:9/v1",
+          "--labels"], "labels.csv", b"task_id,criterion_id,rater,met\nt1,c1,r\xe9,1\n",
+         len(b"task_id,criterion_id,rater,met\nt1,c1,r"), 2),
     ],
 )
 def test_non_utf8_file_is_one_line_with_byte_offset(tmp_path, suite_args, name, content, offset,

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from carebench.cache import CompletionCache
+from carebench.datasets.files import read_text
 from carebench.experiment import (
     Execution,
     Plan,
@@ -356,11 +357,7 @@ def _warn_unexpected_subcategories(cfg: SupportRunConfig, tasks: Sequence[Task])
 def _read_system_prompt(path: str | None) -> str | None:
     if not path:
         return None
-    try:
-        text = Path(path).read_text("utf-8")
-    except OSError as e:
-        raise CarebenchError(f"cannot read system prompt {path}: {e.strerror}") from None
-    return text.strip() or None
+    return read_text(path).strip() or None  # missing or non-UTF-8 file: one line naming it
 
 
 # -- rescoring from records alone ---------------------------------------------------------
