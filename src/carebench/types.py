@@ -32,6 +32,15 @@ class RunStopped(Exception):
     """
 
 
+class BudgetReached(CarebenchError, RunStopped):
+    """A budget stop inside a suite that writes what finished on its error path.
+
+    A :class:`RunStopped`, so the CLI exits 3 like every budget stop; also a
+    CarebenchError, so the plural and construct commands' ``except CarebenchError``
+    paths still write the stopped manifest, calls and records before it propagates.
+    """
+
+
 @dataclass(frozen=True, slots=True)
 class Message:
     role: Role

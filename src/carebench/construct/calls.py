@@ -21,16 +21,7 @@ from pydantic import BaseModel
 from carebench.judging import Judge, JudgeAnswer, JudgeQuestion, ask
 from carebench.models.base import ChatModel
 from carebench.runner import Call, Runner, RunResult
-from carebench.types import CarebenchError, ChatRequest, Completion, Message, RunStopped
-
-
-class BudgetReached(CarebenchError, RunStopped):
-    """The run-wide budget stopped a construct stage (completed calls are cached).
-
-    A :class:`RunStopped`, so the CLI exits 3 like every budget stop; also a
-    CarebenchError, so the commands' error paths still write what finished
-    (``stopped`` manifest, calls and a report of the counts so far).
-    """
+from carebench.types import BudgetReached, ChatRequest, Completion, Message
 
 
 @dataclass

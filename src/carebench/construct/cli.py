@@ -1,7 +1,7 @@
 """``carebench construct``: the dataset construction pipeline (VEILED-SH, §4).
 
 User errors raise ``CarebenchError``; the top-level CLI prints one line and exits 2.
-A budget stop raises :class:`~carebench.construct.calls.BudgetReached` (also a
+A budget stop raises :class:`~carebench.types.BudgetReached` (also a
 ``RunStopped``): the CLI prints how to resume and exits 3.
 """
 

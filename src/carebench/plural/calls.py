@@ -16,15 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from carebench.runner import Call, CallPlan, Runner
-from carebench.types import CarebenchError, Completion, RunStopped
-
-
-class BudgetReached(CarebenchError, RunStopped):
-    """The run-wide budget stopped the command (completed calls are cached).
-
-    A :class:`RunStopped`, so the CLI exits 3 like every budget stop; also a
-    CarebenchError, so the commands' error paths still write what finished.
-    """
+from carebench.types import BudgetReached, CarebenchError, Completion
 
 
 class HarnessFailure(CarebenchError):

@@ -24,7 +24,6 @@ import numpy as np
 from carebench.cache import CompletionCache
 from carebench.datasets.prompts import load_policies, load_prompts
 from carebench.models import get_model
-from carebench.plural.calls import BudgetReached
 from carebench.plural.jury import JUDGE_MAX_TOKENS, judgment_records, plan_jury
 from carebench.plural.records import (
     JudgmentColumns,
@@ -48,7 +47,7 @@ from carebench.rundir import (
     write_manifest,
 )
 from carebench.runner import Runner, RunnerConfig, RunResult
-from carebench.types import CarebenchError
+from carebench.types import BudgetReached, CarebenchError
 
 SUITE = "plural"
 #: Judge questions per runner batch: bounds memory at paper scale (180,090 verdicts).
