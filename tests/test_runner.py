@@ -300,3 +300,23 @@ def test_identical_calls_in_one_batch_are_made_once(stub, tmp_path):
     res = runner.run_sync(calls)
     assert len(stub.requests) == 2 and res.provider_calls == 2 and res.shared == 4
     assert [c.text for c in res.completions[:5]] == ["shared"] * 5
+
+
+def test_run_accounts_spend_per_stage(stub, tmp_path, price_per_call):
+    """The manifest's per-stage figures add up batch by batch: two batches of one stage
+    (one repeating a cached call) and one of another, at $1 a provider call."""
+    from carebench.run import Run, RunOptions
+
+    price_per_call(1.0, "stub-model")
+    stub.handler = lambda r: StubReply(content="ok")
+    with Run(RunOptions(progress=False, cache_path=tmp_path / "c.sqlite")) as run:
+        m = run.model(f"openai:stub-model@{stub.base_url}")
+        run.calls([Call(m, req("a")), Call(m, req("b"))], stage="screen")
+        run.calls([Call(m, req("a")), Call(m, req("c"))], stage="screen")
+        run.calls([Call(m, req("d"))], stage="judge")
+        acc = run.accounting()
+    assert stub.count() == 4
+    assert acc["by_stage"]["screen"] == {"calls": 4, "provider_calls": 3, "cache_hits": 1,
+                                         "errors": 0, "spent_usd": 3.0}
+    assert acc["by_stage"]["judge"] == {"calls": 1, "provider_calls": 1, "cache_hits": 0,
+                                        "errors": 0, "spent_usd": 1.0}

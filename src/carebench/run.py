@@ -60,6 +60,8 @@ class Run:
         #: stage or method name -> why it was cut short (budget); shown as "incomplete"
         self.incomplete: dict[str, str] = {}
         self._calls_skipped = 0  # calls of stages never started because the budget stopped
+        #: stage name -> calls, provider calls, cache hits, errors and spend of its batches
+        self.by_stage: dict[str, dict[str, float]] = {}
 
     # -- models ---------------------------------------------------------------------
     def model(self, spec: str) -> Any:
@@ -108,9 +110,21 @@ class Run:
         self.close()
 
     # -- calls ------------------------------------------------------------------------
-    def calls(self, calls: Sequence[Call], description: str = "model calls") -> RunResult:
-        """Run one batch through the run's runner, cache and budget."""
-        return self.runner.run_sync(calls, description=description)
+    def calls(self, calls: Sequence[Call], description: str = "model calls", *, stage: str | None = None) -> RunResult:
+        """Run one batch through the run's runner, cache and budget.
+
+        ``stage`` names the pipeline step the batch belongs to, so the manifest can say
+        where the money went (several batches may share a stage)."""
+        res = self.runner.run_sync(calls, description=description)
+        if stage is not None:
+            s = self.by_stage.setdefault(stage, {"calls": 0, "provider_calls": 0, "cache_hits": 0,
+                                                 "errors": 0, "spent_usd": 0.0})
+            s["calls"] += len(res.calls)
+            s["provider_calls"] += res.provider_calls
+            s["cache_hits"] += res.cache_hits
+            s["errors"] += res.errors
+            s["spent_usd"] += res.spent_usd
+        return res
 
     def plan(self, calls: Sequence[Call]) -> CallPlan:
         return self.runner.plan(calls)
@@ -137,7 +151,8 @@ class Run:
         """What the manifest records about the run's calls and spend."""
         return {**self.ledger.to_dict(), "calls_recorded": len(self.call_rows),
                 "calls_left": self.calls_left if self.stopped else 0,
-                "incomplete": sorted(self.incomplete)}
+                "incomplete": sorted(self.incomplete),
+                **({"by_stage": self.by_stage} if self.by_stage else {})}
 
     def stop_message(self) -> str:
         led = self.ledger
