@@ -122,6 +122,9 @@ class Taxonomy:
                 errors.append(f"{kind} severity given without {scale.intent}")
             elif level is not None and level not in scale.levels:
                 errors.append(f"{kind} severity must be one of {list(scale.values)}, got {level!r}")
+        for kind, level in sev.items():
+            if level is not None and kind not in self.severity:
+                errors.append(f"{kind} severity given, but the taxonomy has no {kind} scale")
         return errors
 
     def rubric_text(self) -> str:

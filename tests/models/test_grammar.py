@@ -1,7 +1,7 @@
 """GBNF generation for structured answers.
 
 Pure-text checks run without llama.cpp: the generated grammars (which never recurse)
-are translated to a Python regex by a tiny independent GBNF reader below and matched
+are translated to a Python regex by a tiny independent GBNF reader (tests/gbnf_check.py) and matched
 against JSON texts known to be valid or invalid for the schema. With llama_cpp
 installed, the grammars must also compile in llama.cpp's own parser.
 """
@@ -9,7 +9,6 @@ installed, the grammars must also compile in llama.cpp's own parser.
 from __future__ import annotations
 
 import json
-import re
 import sys
 
 import pytest
@@ -23,58 +22,7 @@ from carebench.models.grammar import (
     json_grammar_builtin,
 )
 from carebench.types import CarebenchError, StructuredSpec
-
-_TOKEN = re.compile(
-    r'\s*(?:(?P<lit>"(?:[^"\\]|\\.)*")|(?P<cls>\[(?:[^\]\\]|\\.)*\])'
-    r"|(?P<name>[a-zA-Z][a-zA-Z0-9-]*)|(?P<op>[()|?*+]|\{\d+(?:,\d*)?\}))"
-)
-_ESC = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", '"': '"', "[": "[", "]": "]"}
-
-
-def _unescape(body: str) -> str:
-    out, i = [], 0
-    while i < len(body):
-        if body[i] == "\\":
-            nxt = body[i + 1]
-            if nxt == "x":
-                out.append(chr(int(body[i + 2 : i + 4], 16)))
-                i += 4
-                continue
-            out.append(_ESC[nxt])
-            i += 2
-        else:
-            out.append(body[i])
-            i += 1
-    return "".join(out)
-
-
-def gbnf_to_regex(grammar: str) -> re.Pattern[str]:
-    """Regex equivalent of a non-recursive GBNF grammar (test helper, independent code)."""
-    rules = {}
-    for line in grammar.strip().splitlines():
-        name, body = line.split("::=", 1)
-        rules[name.strip()] = body.strip()
-
-    def conv(name: str, depth: int = 0) -> str:
-        assert depth < 50, "grammar recursion"
-        body, pos, out = rules[name], 0, []
-        while pos < len(body):
-            m = _TOKEN.match(body, pos)
-            assert m, f"cannot read {body[pos:]!r}"
-            pos = m.end()
-            if m["lit"]:
-                out.append(re.escape(_unescape(m["lit"][1:-1])))
-            elif m["cls"]:
-                out.append(m["cls"])
-            elif m["name"]:
-                out.append("(?:" + conv(m["name"], depth + 1) + ")")
-            else:
-                out.append({"(": "(?:"}.get(m["op"], m["op"]))
-            if body[pos:].strip() == "":
-                break
-        return "".join(out)
-
-    return re.compile(conv("root"), re.DOTALL)
+from gbnf_check import gbnf_to_regex
 
 
 def compact(value: object) -> str:

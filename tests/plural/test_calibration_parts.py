@@ -38,7 +38,7 @@ def _answer(**kw) -> Completion:
     ({"response": []}, "invalid combination: response: at least one code"),
     ({"intent": ["INTENT_9"]}, "parse failure: unknown intent code"),
     ({"intent": "INTENT_1"}, "parse failure: intent is not a list"),
-    ({"suicidal_severity": 7, "intent": ["INTENT_3"]}, "parse failure: suicidal_severity must be 1-5"),
+    ({"suicidal_severity": 7, "intent": ["INTENT_3"]}, "parse failure: suicidal_severity must be one of [1, 2, 3, 4, 5]"),
 ])
 def test_invalid_answers_are_failures_never_repaired(kw, why):
     pred = parse_prediction(_answer(**kw), TAX)

@@ -7,8 +7,10 @@ here as plain strings (testable without llama.cpp); ``llamacpp`` compiles it.
 JSON schemas in the subset carebench's prompts use go through a small converter of
 our own: objects with (required or optional) properties of type integer (``enum``/
 ``minimum``/``maximum``), number, string (``enum``/``minLength``/``maxLength``),
-boolean, null, ``const``, ``anyOf``/``oneOf``, nested objects and arrays
-(``minItems``/``maxItems``). It emits compact JSON (no whitespace) with properties in
+boolean, null, ``const``, ``anyOf``/``oneOf``, local ``$ref``, nested objects and
+arrays (``minItems``/``maxItems``), and sets of distinct enum values (``uniqueItems``,
+with ``contains``/``allOf`` of ``contains: {const}`` for values that must be present),
+which it writes in the enum's order. It emits compact JSON (no whitespace) with properties in
 schema order and no extra properties. Schemas beyond that subset go to llama.cpp's
 own converter when ``llama_cpp`` is importable (see ``json_grammar`` for why ours
 comes first).
@@ -43,6 +45,9 @@ _SUPPORTED = {
     "maxLength",
     "anyOf",
     "oneOf",
+    "uniqueItems",
+    "contains",
+    "allOf",
     "$ref",
     "$defs",
     "definitions",
@@ -109,6 +114,20 @@ class UnsupportedSchema(CarebenchError):
     """The schema uses JSON-Schema features the built-in converter does not implement."""
 
 
+def _compact(value: Any) -> str:
+    """JSON text as the grammar writes it: no whitespace between tokens."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _contains_const(member: Any, hint: str) -> Any:
+    """The value of ``{"contains": {"const": v}}`` (the only allOf member the converter reads)."""
+    if not (isinstance(member, dict) and set(member) == {"contains"} and isinstance(member["contains"], dict)
+            and set(member["contains"]) == {"const"}):
+        raise UnsupportedSchema(f"schema at {hint!r}: allOf members other than "
+                                "{'contains': {'const': value}} are not implemented")
+    return member["contains"]["const"]
+
+
 def _repeat(lo: int, hi: int | None) -> str:
     """GBNF repetition suffix for ``lo``..``hi`` occurrences (``hi=None``: unbounded)."""
     if hi is None:
@@ -138,6 +157,7 @@ class _Converter:
             **{f"#/$defs/{k}": v for k, v in (root.get("$defs") or {}).items()},
         }
         self.expanding: list[str] = []
+        self.expanded: dict[str, str] = {}
 
     def _name(self, hint: str) -> str:
         base = re.sub(r"[^a-zA-Z0-9-]+", "-", hint).strip("-").lower() or "r"
@@ -174,13 +194,17 @@ class _Converter:
             raise UnsupportedSchema(f"object at {hint!r} allows additional properties")
         if "$ref" in schema:
             return self._ref(schema["$ref"], hint)
+        if ("allOf" in schema or "contains" in schema) and not schema.get("uniqueItems"):
+            raise UnsupportedSchema(
+                f"schema at {hint!r} uses allOf/contains outside a uniqueItems array of enum values"
+            )
         if "const" in schema:
-            return gbnf_literal(json.dumps(schema["const"], ensure_ascii=False))
+            return gbnf_literal(_compact(schema["const"]))
         if "enum" in schema:
             vals = schema["enum"]
             if not vals:
                 raise CarebenchError(f"empty enum at {hint!r}")
-            alts = " | ".join(gbnf_literal(json.dumps(v, ensure_ascii=False)) for v in vals)
+            alts = " | ".join(gbnf_literal(_compact(v)) for v in vals)
             return f"({alts})"
         for key in ("anyOf", "oneOf"):
             if key in schema:
@@ -216,9 +240,12 @@ class _Converter:
             )
         if ref in self.expanding:
             raise UnsupportedSchema(f"schema at {hint!r} is recursive through {ref!r}")
+        if ref in self.expanded:  # one rule per definition, however often it is referenced
+            return self.expanded[ref]
         self.expanding.append(ref)
         try:
-            return self.expr(self.defs[ref], ref.rsplit("/", 1)[-1])
+            self.expanded[ref] = self.expr(self.defs[ref], ref.rsplit("/", 1)[-1])
+            return self.expanded[ref]
         finally:
             self.expanding.pop()
 
@@ -245,14 +272,64 @@ class _Converter:
         items = schema.get("items")
         if not isinstance(items, dict):
             raise CarebenchError(f"array at {hint!r} needs one 'items' schema")
-        item = self.expr(items, f"{hint}-item")
         lo, hi = _bounds(schema, "minItems", "maxItems", hint)
         if hi == 0:
             return self._add(hint, '"[" "]"')
+        if schema.get("uniqueItems"):
+            return self._unique_set(schema, items, lo, hi, hint)
+        item = self.expr(items, f"{hint}-item")
         more = f'("," {item}){_repeat(max(lo - 1, 0), None if hi is None else hi - 1)}'
         if lo == 0:
             return self._add(hint, f'"[" ({item} {more})? "]"')
         return self._add(hint, f'"[" {item} {more} "]"')
+
+    def _unique_set(self, schema: dict[str, Any], items: dict[str, Any], lo: int, hi: int | None,
+                    hint: str) -> str:
+        """A set of distinct enum values, written in the enum's order (a canonical order).
+
+        Values named by ``contains``/``allOf: [{contains: {const}}]`` are mandatory. The
+        grammar is linear in the number of values: each position is written or skipped,
+        with a comma before every written value but the first.
+        """
+        values = items.get("enum", [items["const"]] if "const" in items else None)
+        if not values or set(items) - {"enum", "const", "type"} - _IGNORED:
+            raise UnsupportedSchema(f"uniqueItems array at {hint!r} needs items given by enum or const")
+        required = [_contains_const(c, hint) for c in schema.get("allOf", [])]
+        if "contains" in schema:
+            required.append(_contains_const({"contains": schema["contains"]}, hint))
+        texts = [_compact(v) for v in values]
+        if len(set(texts)) != len(texts) or any(_compact(r) not in texts for r in required):
+            raise UnsupportedSchema(f"uniqueItems array at {hint!r}: repeated enum values or "
+                                    "a contained value outside the enum")
+        must = [_compact(r) in {_compact(x) for x in required} for r in values]
+        if lo > max(1, sum(must)) or (hi is not None and hi < len(values)):
+            raise UnsupportedSchema(f"uniqueItems array at {hint!r}: minItems/maxItems beyond "
+                                    "'at least one' are not implemented")
+        if lo == 0 and not any(must):
+            return self._add(hint, f'"[" ({self._subsequence(texts, must, hint)})? "]"')
+        return self._add(hint, f'"[" {self._subsequence(texts, must, hint)} "]"')
+
+    def _subsequence(self, texts: list[str], must: list[bool], hint: str) -> str:
+        """Rule for a non-empty subsequence of ``texts`` that keeps every ``must`` value."""
+        n = len(texts)
+        lits = [gbnf_literal(t) for t in texts]
+        # rest[i]: the values i.. each preceded by a comma (possibly none of them)
+        rest: list[str | None] = [None] * (n + 1)
+        for i in range(n - 1, 0, -1):
+            part = f'"," {lits[i]}' if must[i] else f'("," {lits[i]})?'
+            body = part if rest[i + 1] is None else f"{part} {rest[i + 1]}"
+            rest[i] = self._add(f"{hint}-rest-{i}", body)
+        # first[i]: a non-empty subsequence of i.. whose first value has no comma
+        first: list[str | None] = [None] * (n + 1)
+        for i in range(n - 1, -1, -1):
+            start = lits[i] if rest[i + 1] is None else f"{lits[i]} {rest[i + 1]}"
+            if must[i] or first[i + 1] is None:
+                body = start
+            else:
+                body = f"{start} | {first[i + 1]}"
+            first[i] = self._add(f"{hint}-first-{i}", body)
+        assert first[0] is not None
+        return first[0]
 
     def _string(self, schema: dict[str, Any], hint: str) -> str:
         lo, hi = _bounds(schema, "minLength", "maxLength", hint)

@@ -5,7 +5,7 @@ decoding defaults): a system message holding the method's instruction, the
 taxonomy rubric and whatever the method adds (guidelines, demonstrations,
 retrieved memories); a user message holding the case (context with its
 interaction contract, persona, message). The answer is JSON constrained by a
-schema built from the taxonomy's codes. A parse failure or an invalid
+schema built from the taxonomy's codes and cross-field rules. A parse failure or an invalid
 cross-field combination is a failed prediction: it is recorded with its reason
 and scored as an empty label set, never dropped or repaired.
 """
@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from carebench.models.structured import extract_json
 from carebench.plural.policy import Policy
+from carebench.taxonomy_schema import SEVERITY_PROPERTY, policy_schema
 from carebench.types import ChatRequest, Completion, Message, StructuredSpec
 
 #: shared decoding defaults (VEILED-SH, Appendix B.2)
@@ -72,27 +73,20 @@ def case_text(prompt: Any, contexts: dict[str, Any]) -> str:
 
 
 def answer_schema(taxonomy: Any, stage: Stage = "full") -> dict[str, Any]:
-    """JSON schema of an answer; codes are enums so constrained decoders stay in the vocabulary."""
+    """JSON schema of an answer: the taxonomy's codes and every cross-field rule a schema can say.
 
-    def codes(cats: Sequence[Any]) -> dict[str, Any]:
-        return {"type": "array", "items": {"enum": _codes(cats)}, "maxItems": len(cats)}
-
-    sev = {"anyOf": [{"type": "integer", "minimum": 1, "maximum": 5}, {"type": "null"}]}
-    props: dict[str, Any] = {
-        "intent": codes(taxonomy.intent),
-        "nssi_severity": sev,
-        "suicidal_severity": sev,
-        "function": codes(taxonomy.function),
-    }
-    if stage != "interpret":
-        props["response"] = codes(taxonomy.response)
-    props["rationale"] = {"type": "string", "maxLength": RATIONALE_CHARS}
-    return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
+    A grammar-constrained decoder (llama.cpp) then cannot write an invalid combination;
+    the answer is still validated after parsing (``parse_prediction``).
+    """
+    rationale = {"type": "string", "maxLength": RATIONALE_CHARS}
+    return policy_schema(taxonomy, with_response=stage != "interpret", extra={"rationale": rationale})
 
 
 def policy_spec(taxonomy: Any, stage: Stage = "full") -> StructuredSpec:
+    # keys stay in the schema's order: a grammar writes the properties in that order, and the
+    # labels should come before the rationale and the intent before its severities
     schema = answer_schema(taxonomy, stage)
-    return StructuredSpec(kind="json", schema_json=json.dumps(schema, sort_keys=True), name=f"policy_{stage}")
+    return StructuredSpec(kind="json", schema_json=json.dumps(schema), name=f"policy_{stage}")
 
 
 def format_labels(policy: Policy, stage: Stage = "full") -> str:
@@ -189,10 +183,12 @@ def parse_prediction(comp: Completion, taxonomy: Any, stage: Stage = "full") -> 
         bad = [x for x in v if x not in vocab[f]]
         if bad:
             return Prediction(None, f"parse failure: unknown {f} code {bad[0]!r}", raw=comp.text)
-    for f in ("nssi_severity", "suicidal_severity"):
+    for kind, f in SEVERITY_PROPERTY.items():
         v = obj.get(f)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 5):
-            return Prediction(None, f"parse failure: {f} must be 1-5 or null", raw=comp.text)
+        scale = taxonomy.severity.get(kind)
+        levels = list(scale.values) if scale is not None else []
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v not in levels):
+            return Prediction(None, f"parse failure: {f} must be one of {levels} or null", raw=comp.text)
     raw_lists = {f: list(obj.get(f) or []) for f in ("intent", "function", "response")}
     if stage == "interpret":
         raw_lists["response"] = []
