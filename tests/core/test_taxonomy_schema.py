@@ -148,3 +148,28 @@ def test_grammar_is_linear_in_the_vocabulary_not_exponential():
     schema = answer_schema(parse_taxonomy(big))
     assert len(schema["anyOf"]) == 4
     assert len(json_grammar_builtin(schema).splitlines()) < 4 * 3 * 40 + 2 * 3 * 40 + 50
+
+
+@pytest.mark.llamacpp
+def test_llama_cpp_grammar_sampler_accepts_exactly_the_valid_combinations():
+    """The same check through llama.cpp's own grammar sampler, which is what constrains decoding."""
+    pytest.importorskip("llama_cpp", exc_type=ImportError)
+    from carebench.models.llamacpp import check_grammar, load_llama, resolve_gguf
+    from gbnf_check import LlamaGrammarCheck
+
+    llama = load_llama(resolve_gguf("builtin"))
+    for stage in ("full", "interpret"):
+        with_response = stage == "full"
+        grammar = json_grammar_builtin(answer_schema(TAX, stage))
+        check_grammar(llama, grammar)
+        sampler = LlamaGrammarCheck(llama)
+        seen = {True: 0, False: 0}
+        for inst in _instances(TAX, with_response, n_random=150)[::3]:
+            valid = _valid(TAX, inst, with_response)
+            assert sampler.accepts(grammar, _compact(_answer(inst, with_response))) == valid, inst
+            seen[valid] += 1
+        assert seen[True] > 10 and seen[False] > 100
+        # and a text that is valid JSON for the old, codes-only schema: INTENT_0 beside INTENT_1
+        bad = _answer({"intent": ["INTENT_0", "INTENT_1"], "nssi": None, "suicidal": None,
+                       "function": ["FUNCTION_1"], "response": ["RESPONSE_2"]}, with_response)
+        assert not sampler.accepts(grammar, _compact(bad))
