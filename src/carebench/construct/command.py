@@ -98,7 +98,8 @@ def run_command(
                            seeds={"construct": config.get("seed", 42)}, dataset=dataset,
                            extra={"status": status, "kind": kind, **(manifest_extra or {}),
                                   "incomplete": sorted(run.incomplete),
-                                  "accounting": run.accounting() if calls else {}, "stages": stages.rows})
+                                  "accounting": run.accounting() if calls else {},
+                                  "output_modes": run.output_modes(), "stages": stages.rows})
 
         manifest("running")
         try:
