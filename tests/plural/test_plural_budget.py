@@ -67,7 +67,13 @@ def test_plural_run_budget_stops_marks_incomplete_and_resumes(tmp_path, capsys, 
         assert main([*args, "--budget", "5"]) == 3
         err = _stop_lines(capsys)
         responses_total = len(SYSTEMS) * 2 * 3
-        assert len(err) == 1 and f"spent $5.00 on 5 calls; {responses_total - 5} calls left" in err[0], err
+        # left: the 7 responses not made, and at least the verdicts of the 5 that were (the jury
+        # has not started; the other verdicts depend on replies not yet made). A peer response
+        # meets P1 and P2, a clinician one C1, each judged by all three judges.
+        rows = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+        seats = sum(3 * (2 if r["archetype"] == "peer" else 1) for r in rows)
+        left = responses_total - 5 + seats
+        assert len(err) == 1 and f"spent $5.00 on 5 calls; at least {left} calls left" in err[0], err
         assert "resume" in err[0]
         assert 1 <= len(_bodies(stub)) <= 5 + 4
         manifest = _read(out / "manifest.json")

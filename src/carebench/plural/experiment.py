@@ -404,7 +404,8 @@ class PluralRunSuite:
         verdicts: list[JudgmentRecord] = []
         if res.not_made:
             run.mark_incomplete("responses")
-            run.mark_incomplete("jury")
+            # the finished responses' verdicts are calls left for sure (the rest depend on replies)
+            run.mark_incomplete("jury", len(pre.jury(responses)[0]) * len(pre.judges))
         else:
             questions, fixed = pre.jury(responses)
             verdicts.extend(fixed)

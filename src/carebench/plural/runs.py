@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from carebench.run import Run, RunOptions
+from carebench.run import RunOptions
 from carebench.rundir import run_dir_path
 from carebench.runner import RunResult
 from carebench.types import CarebenchError, Completion
@@ -84,15 +84,6 @@ def run_command(suite: Any, cfg: Any, command: str, cache: Any = None) -> Any:
     from carebench.experiment import run_suite
 
     return run_suite(suite, run_options(cfg), out=out_dir(command, cfg.out), dry_run=cfg.dry_run, cache=cache)
-
-
-def model_of(run: Run, spec: str | None) -> Any:
-    return run.model(spec) if spec else None
-
-
-def stage_counts(run: Run, stages: Sequence[str]) -> dict[str, Any]:
-    """The per-stage accounting of the given stages (for reports)."""
-    return {s: run.by_stage[s] for s in stages if s in run.by_stage}
 
 
 def estimated_stage(name: str, like: Sequence[Any], n: int) -> Any:
