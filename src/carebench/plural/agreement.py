@@ -21,10 +21,10 @@ import numpy as np
 from carebench.experiment import Execution, Plan
 from carebench.plural.data import ARCHETYPES, is_builtin, load_vocabulary, resolve
 from carebench.plural.policy import Policy, label_space
-from carebench.plural.runs import SUITE, run_command
+from carebench.plural.runs import CommandSuite, run_command
 from carebench.report import Report
 from carebench.run import Run
-from carebench.rundir import file_sha256, read_json, read_jsonl
+from carebench.rundir import file_sha256, read_json
 from carebench.stats import gwet_ac1, mean_pairwise_jaccard
 from carebench.types import CarebenchError
 
@@ -77,17 +77,13 @@ def _rows(release: Path, annotations: str) -> tuple[list[dict[str, Any]], dict[s
     return records, meta
 
 
-class AgreementSuite:
+class AgreementSuite(CommandSuite):
     """``plural agreement`` on the run skeleton (no model call)."""
 
-    name = SUITE
-
-    def __init__(self, cfg: AgreementConfig | None = None):
-        self.cfg = cfg
+    title = "Plural: label distributions and agreement"
 
     def _prepare(self) -> tuple[list[dict[str, Any]], dict[str, Any], list[str]]:
-        cfg = self.cfg
-        assert cfg is not None, "an AgreementSuite without a config can only score and render"
+        cfg = self.config()
         taxonomy, _ = load_vocabulary(cfg.taxonomy, None)
         records, meta = _rows(Path(cfg.release), cfg.annotations)
         labels = label_space(taxonomy.codes("intent"), taxonomy.codes("function"), taxonomy.codes("response"))
@@ -109,13 +105,11 @@ class AgreementSuite:
         return Execution(records=records, config=asdict(cfg), dataset=dataset, seeds={}, models=[],
                          extra={"kind": "agreement", "scoring": {"label_space": labels}})
 
-    def read_records(self, run_dir: Path, manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
-        return read_jsonl(Path(run_dir) / "records.jsonl")
-
     def score(self, records: list[dict[str, Any]], manifest: Mapping[str, Any]) -> dict[str, Any]:
         return agreement_metrics(records, manifest["scoring"]["label_space"])
 
-    def render(self, metrics: Mapping[str, Any], records: list[dict[str, Any]], manifest: Mapping[str, Any]) -> Report:
+    def full_report(self, metrics: Mapping[str, Any], records: list[dict[str, Any]],
+                    manifest: Mapping[str, Any]) -> Report:
         from carebench.plural.release_report import agreement_report
 
         return agreement_report(dict(manifest), dict(metrics))

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from carebench.experiment import Execution, Plan, incomplete_metrics, incomplete_report, stage
+from carebench.experiment import Execution, Plan, incomplete_metrics, stage
 from carebench.plural import selection as sel
 from carebench.plural.data import (
     Calibration,
@@ -33,10 +33,16 @@ from carebench.plural.policy import Policy, label_space
 from carebench.plural.profiles import METHODS, FitData, get_method
 from carebench.plural.profiles.base import Env
 from carebench.plural.prompting import label_request
-from carebench.plural.runs import SUITE, CommandOptions, CutShort, estimated_stage, run_command
+from carebench.plural.runs import (
+    CommandOptions,
+    CommandSuite,
+    CutShort,
+    estimated_stage,
+    run_command,
+)
 from carebench.report import Report
 from carebench.run import Run
-from carebench.rundir import data_sha256, file_sha256, read_jsonl
+from carebench.rundir import data_sha256, file_sha256
 from carebench.runner import Call
 from carebench.stats import mean_pairwise_jaccard
 from carebench.types import CarebenchError
@@ -98,7 +104,7 @@ def _dataset_info(cfg: CalibrateConfig, cal: Calibration) -> dict[str, Any]:
     }
 
 
-class CalibrateSuite:
+class CalibrateSuite(CommandSuite):
     """``plural calibrate`` on the run skeleton: every method over the fixed folds.
 
     Methods share one run context, so the budget caps the whole command. A method
@@ -108,14 +114,10 @@ class CalibrateSuite:
     metrics say what finished); re-running finishes it from the cache.
     """
 
-    name = SUITE
-
-    def __init__(self, cfg: CalibrateConfig | None = None):
-        self.cfg = cfg
+    title = "Plural: profile calibration and selection"
 
     def _prepare(self, run: Run):
-        cfg = self.cfg
-        assert cfg is not None, "a CalibrateSuite without a config can only score and render"
+        cfg = self.config()
         methods = cfg.method_list()
         taxonomy, contexts = load_vocabulary(cfg.taxonomy, cfg.contexts)
         prompts = load_prompt_file(cfg.prompts)
@@ -190,9 +192,6 @@ class CalibrateSuite:
             extra={"kind": "calibrate", "scoring": settings, "embedder": env.embedder_name()},
         )
 
-    def read_records(self, run_dir: Path, manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
-        return read_jsonl(Path(run_dir) / "records.jsonl")
-
     def score(self, records: list[dict[str, Any]], manifest: Mapping[str, Any]) -> dict[str, Any]:
         if manifest.get("incomplete"):
             done = Counter(r["method"] for r in records if r["type"] == "prediction")
@@ -200,11 +199,10 @@ class CalibrateSuite:
                                                  if m not in manifest["incomplete"]})
         return score_records(records, manifest["scoring"])
 
-    def render(self, metrics: Mapping[str, Any], records: list[dict[str, Any]], manifest: Mapping[str, Any]) -> Report:
+    def full_report(self, metrics: Mapping[str, Any], records: list[dict[str, Any]],
+                    manifest: Mapping[str, Any]) -> Report:
         from carebench.plural.calibration_report import calibration_report
 
-        if metrics.get("status") == "incomplete":
-            return incomplete_report("Plural: profile calibration and selection", metrics)
         return calibration_report(dict(manifest), dict(metrics), records)
 
 

@@ -25,7 +25,6 @@ from carebench.experiment import (
     Execution,
     Plan,
     incomplete_metrics,
-    incomplete_report,
     rerender,
     stage,
 )
@@ -40,7 +39,7 @@ from carebench.plural.records import (
     read_jury_columns,
 )
 from carebench.plural.responses import ARCHETYPES, ResponseConfig, response_calls, response_records
-from carebench.plural.runs import SUITE, run_command
+from carebench.plural.runs import SUITE, CommandSuite, run_command
 from carebench.plural.sample import SampleConfig, composition, draw_sample
 from carebench.plural.scoring import ScoringRules
 from carebench.report import Report
@@ -136,19 +135,15 @@ class SampleRunConfig:
                             weighting=self.weighting)
 
 
-class SampleSuite:
+class SampleSuite(CommandSuite):
     """``plural sample`` on the run skeleton (no model call). The composition is worked
     out against the release when the sample is drawn and recorded in the manifest, so
     ``carebench report`` re-renders it without the release."""
 
-    name = SUITE
-
-    def __init__(self, cfg: SampleRunConfig | None = None):
-        self.cfg = cfg
+    title = "Plural: diagnostic sample"
 
     def draw(self) -> tuple[Release, list[Any], dict[str, Any]]:
-        cfg = self.cfg
-        assert cfg is not None, "a SampleSuite without a config can only score and render"
+        cfg = self.config()
         release = load_release(cfg.release)
         sample = draw_sample(release.prompts, release.policies, cfg.sample_config())
         summary = {
@@ -170,13 +165,11 @@ class SampleSuite:
                          seeds={"sample": self.cfg.seed}, models=[],
                          extra={"kind": "sample", "summary": summary}, files={"sample.jsonl": rows})
 
-    def read_records(self, run_dir: Path, manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
-        return read_jsonl(Path(run_dir) / "records.jsonl")
-
     def score(self, records: list[dict[str, Any]], manifest: Mapping[str, Any]) -> dict[str, Any]:
         return dict(manifest["summary"])
 
-    def render(self, metrics: Mapping[str, Any], records: list[dict[str, Any]], manifest: Mapping[str, Any]) -> Report:
+    def full_report(self, metrics: Mapping[str, Any], records: list[dict[str, Any]],
+                    manifest: Mapping[str, Any]) -> Report:
         from carebench.plural.report import build_sample_report
 
         return build_sample_report(manifest, metrics)
@@ -319,7 +312,7 @@ class Prepared:
                          self.taxonomy, self.contexts)
 
 
-class PluralRunSuite:
+class PluralRunSuite(CommandSuite):
     """``plural run`` on the run skeleton: responses -> jury -> records -> metrics -> report.
 
     Responses and the jury share one run context, so the budget caps the whole
@@ -330,17 +323,13 @@ class PluralRunSuite:
     a harness failure: recorded, counted, never scored as the system's or judge's answer.
     """
 
-    name = SUITE
-
-    def __init__(self, cfg: PluralRunConfig | None = None):
-        self.cfg = cfg
+    title = "Plural: alignment with practitioner-calibrated policies"
 
     def _prepare(self, run: Run) -> Prepared:
         from carebench.judging import panel_seats
         from carebench.taxonomy import load_contexts, load_taxonomy
 
-        cfg = self.cfg
-        assert cfg is not None, "a PluralRunSuite without a config can only score and render"
+        cfg = self.config()
         cfg.validate()
         release = load_release(cfg.release)  # every row validated before any model call
         taxonomy = load_taxonomy(cfg.taxonomy)
@@ -448,7 +437,7 @@ class PluralRunSuite:
 
     def read_records(self, run_dir: Path, manifest: Mapping[str, Any]) -> Any:
         if manifest.get("incomplete"):
-            return read_jsonl(Path(run_dir) / "records.jsonl")
+            return super().read_records(run_dir, manifest)
         return load_run(Path(run_dir), manifest)
 
     def score(self, records: Any, manifest: Mapping[str, Any]) -> dict[str, Any]:
@@ -458,11 +447,9 @@ class PluralRunSuite:
         settings = dict(manifest.get("scoring") or {})
         return compute_metrics(records.jury_data(settings.get("scored_judges")), settings)
 
-    def render(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Report:
+    def full_report(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Report:
         from carebench.plural.report import build_report
 
-        if metrics.get("status") == "incomplete":
-            return incomplete_report("Plural: alignment with practitioner-calibrated policies", metrics)
         settings = manifest.get("scoring") or {}
         return build_report(manifest, metrics, examples(records, records.jury_data(settings.get("scored_judges"))))
 

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from carebench.experiment import Execution, Plan, incomplete_metrics, incomplete_report, stage
+from carebench.experiment import Execution, Plan, incomplete_metrics, stage
 from carebench.fileio import atomic_write_text
 from carebench.plural.calibration import METHOD_ORDER, _dataset_info
 from carebench.plural.data import (
@@ -37,10 +37,16 @@ from carebench.plural.profiles import FitData, Profile, get_method
 from carebench.plural.profiles.base import Env
 from carebench.plural.profiles.gepa_light import METRIC_CALLS, MINIBATCH
 from carebench.plural.prompting import label_request
-from carebench.plural.runs import SUITE, CommandOptions, CutShort, estimated_stage, run_command
+from carebench.plural.runs import (
+    CommandOptions,
+    CommandSuite,
+    CutShort,
+    estimated_stage,
+    run_command,
+)
 from carebench.report import Report
 from carebench.run import Run
-from carebench.rundir import file_sha256, read_json, read_jsonl, write_json, write_jsonl
+from carebench.rundir import file_sha256, read_json, write_json, write_jsonl
 from carebench.runner import Call
 from carebench.types import CarebenchError
 
@@ -79,19 +85,15 @@ class FreezeConfig(CommandOptions):
     annotations: str = "builtin"
 
 
-class FreezeSuite:
+class FreezeSuite(CommandSuite):
     """``plural freeze`` on the run skeleton. A method the budget cut short is marked
     ``incomplete`` and no profile file is written (a partial set of profiles would make
     a release with profiles missing); re-running finishes it from the cache."""
 
-    name = SUITE
-
-    def __init__(self, cfg: FreezeConfig | None = None):
-        self.cfg = cfg
+    title = "Plural: frozen profiles"
 
     def _prepare(self, run: Run):
-        cfg = self.cfg
-        assert cfg is not None, "a FreezeSuite without a config can only score and render"
+        cfg = self.config()
         cal_metrics: dict[str, Any] = {}
         cal_man: dict[str, Any] = {}
         if cfg.calibration:
@@ -185,20 +187,16 @@ class FreezeSuite:
             artifacts=None if run.incomplete else write_profiles,
         )
 
-    def read_records(self, run_dir: Path, manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
-        return read_jsonl(Path(run_dir) / "records.jsonl")
-
     def score(self, records: list[dict[str, Any]], manifest: Mapping[str, Any]) -> dict[str, Any]:
         if manifest.get("incomplete"):
             return incomplete_metrics(manifest, {"profiles fitted (not written)": len(records)})
         return {"profiles": {r["alias"]: {k: r[k] for k in ("archetype", "method", "hash", "fit_cases")}
                              for r in records}}
 
-    def render(self, metrics: Mapping[str, Any], records: list[dict[str, Any]], manifest: Mapping[str, Any]) -> Report:
+    def full_report(self, metrics: Mapping[str, Any], records: list[dict[str, Any]],
+                    manifest: Mapping[str, Any]) -> Report:
         from carebench.plural.release_report import freeze_report
 
-        if metrics.get("status") == "incomplete":
-            return incomplete_report("Plural: frozen profiles", metrics)
         return freeze_report(dict(manifest), dict(metrics), records)
 
 
@@ -266,19 +264,15 @@ class LabelConfig(CommandOptions):
     release: str | None = None  # default RUN_DIR/release
 
 
-class LabelSuite:
+class LabelSuite(CommandSuite):
     """``plural label`` on the run skeleton: every profile labels every prompt outside the
     leakage set. A profile method the budget cut short is marked ``incomplete`` and no
     release is written (a release with a profile's policies missing would be wrong)."""
 
-    name = SUITE
-
-    def __init__(self, cfg: LabelConfig | None = None):
-        self.cfg = cfg
+    title = "Plural: scale-out and release"
 
     def _prepare(self, run: Run):
-        cfg = self.cfg
-        assert cfg is not None, "a LabelSuite without a config can only score and render"
+        cfg = self.config()
         profiles = load_profiles(cfg.profiles)
         taxonomy, contexts = load_vocabulary(cfg.taxonomy, cfg.contexts)
         prompts = load_prompt_file(cfg.prompts)
@@ -342,20 +336,16 @@ class LabelSuite:
             artifacts=None if run.incomplete else release,
         )
 
-    def read_records(self, run_dir: Path, manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
-        return read_jsonl(Path(run_dir) / "records.jsonl")
-
     def score(self, records: list[dict[str, Any]], manifest: Mapping[str, Any]) -> dict[str, Any]:
         if manifest.get("incomplete"):
             return incomplete_metrics(manifest, {"policies": len(records)})
         lk = manifest["leakage"]
         return label_metrics(records, Leakage(lk["calibration"], lk["siblings"]), int(manifest["dataset"]["n_prompts"]))
 
-    def render(self, metrics: Mapping[str, Any], records: list[dict[str, Any]], manifest: Mapping[str, Any]) -> Report:
+    def full_report(self, metrics: Mapping[str, Any], records: list[dict[str, Any]],
+                    manifest: Mapping[str, Any]) -> Report:
         from carebench.plural.release_report import label_report
 
-        if metrics.get("status") == "incomplete":
-            return incomplete_report("Plural: scale-out and release", metrics)
         return label_report(dict(manifest), dict(metrics))
 
 

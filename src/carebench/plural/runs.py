@@ -14,7 +14,7 @@ answer, and re-running retries it (completed calls come from the cache).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -105,3 +105,34 @@ def estimated_stage(name: str, like: Sequence[Any], n: int) -> Any:
         by_model[spec] = {"calls": n, "cached": 0, "estimated_cost_usd": cost, "reply_lengths": "output caps",
                           **({} if priced else {"priced": False})}
     return Stage(name, CallPlan(n, 0, n, cost, by_model), exact=False)
+
+
+class CommandSuite:
+    """What the plural command suites share: a config (none: score and render only),
+    records that are plain ``records.jsonl`` rows, and the generic report of a run the
+    budget cut short. A subclass sets ``title`` and writes ``full_report``."""
+
+    name = SUITE
+    title = "Plural"
+
+    def __init__(self, cfg: Any = None):
+        self.cfg = cfg
+
+    def config(self) -> Any:
+        assert self.cfg is not None, f"a {type(self).__name__} without a config can only score and render"
+        return self.cfg
+
+    def read_records(self, run_dir: Path, manifest: Mapping[str, Any]) -> Any:
+        from carebench.rundir import read_jsonl
+
+        return read_jsonl(Path(run_dir) / "records.jsonl")
+
+    def render(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Any:
+        from carebench.experiment import incomplete_report
+
+        if metrics.get("status") == "incomplete":
+            return incomplete_report(self.title, metrics)
+        return self.full_report(metrics, records, manifest)
+
+    def full_report(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Any:
+        raise NotImplementedError
