@@ -231,18 +231,21 @@ def ask(
     return read_answers(questions, judges, result.completions), result
 
 
-def judge_calls(questions: Sequence[JudgeQuestion], judges: Sequence[Judge], *, temperature: float = 0.0,
-                max_tokens: int = JUDGE_MAX_TOKENS) -> list[Call]:
-    """The calls :func:`ask` makes, for a caller that sends them itself (e.g. through
-    ``carebench.run.Run.calls`` with a stage name); read them with :func:`read_answers`."""
+def judge_calls(
+    questions: Sequence[JudgeQuestion], judges: Sequence[Judge], *, temperature: float = 0.0,
+    max_tokens: int = JUDGE_MAX_TOKENS,
+) -> list[Call]:
+    """The calls :func:`ask` makes, question-major, for a caller that runs them itself
+    (e.g. through ``carebench.run.Run.calls`` to account them under a stage)."""
     return [
         Call(j.model, judge_request(q, j.seat, temperature, max_tokens), {"question": _tag(q.key), "judge": j.label})
         for q in questions for j in judges
     ]
 
 
-def read_answers(questions: Sequence[JudgeQuestion], judges: Sequence[Judge],
-                 completions: Sequence[Completion | None]) -> list[JudgeAnswer]:
+def read_answers(
+    questions: Sequence[JudgeQuestion], judges: Sequence[Judge], completions: Sequence[Completion | None]
+) -> list[JudgeAnswer]:
     """One answer per (question, judge) from the completions of :func:`judge_calls`
     (``None``: the call was never made)."""
     pairs = [(q, j) for q in questions for j in judges]

@@ -167,7 +167,10 @@ class CalibrateSuite(CommandSuite):
                 preds = method.predict(jobs, env)
             except CutShort:
                 # the predictions of fits that never finished are calls not yet made
-                run.mark_incomplete(name, 0 if jobs else sum(len(cal.gold(p)) for p in practitioners))
+                # cut short while fitting: its predictions are calls left, and later fitting
+                # rounds depend on answers not yet made (the figure is a lower bound)
+                run.mark_incomplete(name, 0 if jobs else sum(len(cal.gold(p)) for p in practitioners),
+                                    open_ended=not jobs)
                 continue
             for (pr, held), ps in zip(jobs, preds, strict=True):
                 records.append(_profile_record(pr))

@@ -394,7 +394,7 @@ class PluralRunSuite(CommandSuite):
         if res.not_made:
             run.mark_incomplete("responses")
             # the finished responses' verdicts are calls left for sure (the rest depend on replies)
-            run.mark_incomplete("jury", len(pre.jury(responses)[0]) * len(pre.judges))
+            run.mark_incomplete("jury", len(pre.jury(responses)[0]) * len(pre.judges), open_ended=True)
         else:
             questions, fixed = pre.jury(responses)
             verdicts.extend(fixed)

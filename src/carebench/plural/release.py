@@ -157,7 +157,7 @@ class FreezeSuite(CommandSuite):
             try:
                 profiles += get_method(m).fit(group, env)
             except CutShort:
-                run.mark_incomplete(m)
+                run.mark_incomplete(m, open_ended=True)  # later fitting rounds depend on its answers
         records = []
         frozen: dict[str, dict[str, Any]] = {}
         for pr in sorted(profiles, key=lambda p: alias[p.practitioner]):
@@ -313,7 +313,7 @@ class LabelSuite(CommandSuite):
             try:
                 preds = get_method(m).predict([(pr, todo) for pr in group], env)
             except CutShort:
-                run.mark_incomplete(m)
+                run.mark_incomplete(m, open_ended=m == "E5")  # E5's judge B follows judge A's answers
                 continue
             for pr, ps in zip(group, preds, strict=True):
                 for p, pred in zip(todo, ps, strict=True):
