@@ -686,8 +686,8 @@ def _judge_agreement(metrics) -> Section:
 
 
 def _task_table(tasks: Sequence[Task], metrics) -> Section:
-    """Every task's score per responder (the report has no scripts, by design: the same
-    table is written to task_scores.csv for sorting)."""
+    """Every task's score per responder, sortable by any column in the HTML report (and
+    written to task_scores.csv for other tools)."""
     scores = metrics.get("task_scores") or {}
     responders = list(metrics.get("config", {}).get("responders", []))
     by_id = {t.id: t for t in tasks}
@@ -701,8 +701,10 @@ def _task_table(tasks: Sequence[Task], metrics) -> Section:
     rows.sort(key=lambda r: (r[3] is None, r[3] if r[3] is not None else 0.0, r[0]))
     return Section("Every task's score", [Details(f"All {len(rows)} tasks, hardest first", [Table(
         ["task", "subcategory", "turns", "mean over models", *responders], rows,
-        caption="Task score = mean over attempts. Sorted by the mean over models (lowest first); "
-                "task_scores.csv in the run directory holds the same table for sorting by any column.",
+        caption="Task score = mean over attempts. Sorted by the mean over models (lowest first); in the "
+                "HTML report a click on a column header sorts by that column (again: reverse). "
+                "task_scores.csv in the run directory holds the same table.",
+        sortable=True,
     )])])
 
 
