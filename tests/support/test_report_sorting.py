@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from scripted_stub import Script
+from scripted_stub import Script, single_turn_task
 
 from carebench.cache import CompletionCache
 from carebench.support.experiment import SupportRunConfig, run_support
@@ -25,24 +25,14 @@ WEIGHTS = (1, 2, 4, 1, 1, 1)  # each subset of the first three failed loses a di
 EVIL = "t-<script>window.pwned = 1</script>"
 
 
-def _task(tid: str, i: int) -> dict:
-    return {
-        "id": tid, "subcategory": ("self_worth", "nssi", "trauma")[i % 3],
-        "metadata": {"age_band": "O18", "turn_structure": "single", "harm_intent": "borderline",
-                     "progression_stage": "ideation", "signal_directness": "implicit", "split": "public"},
-        "turns": [f"Message {i}: <script>window.pwned = 2</script> I feel low."],
-        "criteria": [{"id": f"c{k}", "text": f"Criterion {k} of task {i}.", "dimension": "compassion",
-                      "weight": w} for k, w in enumerate(WEIGHTS)],
-        "reference": f"Reference {i}.",
-    }
-
-
 @pytest.fixture(scope="module")
 def sorted_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sorting")
     ids = ["t-alpha", EVIL, "t-gamma", "t-delta", "t-eps", "t-zeta"]
     path = tmp / "tasks.jsonl"
-    path.write_text("".join(json.dumps(_task(t, i)) + "\n" for i, t in enumerate(ids)), encoding="utf-8")
+    rows = [single_turn_task(t, i, WEIGHTS, turn=f"Message {i}: <script>window.pwned = 2</script> I feel low.")
+            for i, t in enumerate(ids)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     script = Script(load_tasks(path))
     # resp-a fails criterion subset (i+1) of task i, resp-b subset (6-i): distinct scores per column
     for i, tid in enumerate(ids):
