@@ -20,14 +20,11 @@ import json
 from pathlib import Path
 
 import pytest
-from scripted_stub import Script, single_turn_task
+from scripted_stub import Script, single_turn_task, two_responder_run
 
-from carebench.cache import CompletionCache
 from carebench.cli import main
-from carebench.support.experiment import SupportRunConfig, run_support
 from carebench.support.probe import ProbeConfig, floor_reply, run_probe
 from carebench.support.tasks import load_tasks
-from stub_server import StubServer
 
 IDS = ("t0", "t1", "t2", "t3")
 CUSTOM_FLOOR = "Custom floor reply: the weather is nice today."
@@ -72,13 +69,7 @@ def probe_run(tmp_path_factory):
             return "It left out a crisis line."  # elicitation: the account
         return script(req)
 
-    with StubServer() as stub:
-        stub.handler = handler
-        spec = {n: f"openai:{n}@{stub.base_url}" for n in ("resp-a", "resp-b", "judge-a", "judge-b", "judge-c")}
-        cfg = SupportRunConfig(tasks=str(path), responders=[spec["resp-a"], spec["resp-b"]],
-                               judges=[spec[f"judge-{k}"] for k in "abc"], attempts=1, out=str(tmp / "run"),
-                               bootstrap=50, progress=False)
-        run_dir = run_support(cfg, cache=CompletionCache(tmp / "c.sqlite"))
+    with two_responder_run(tmp, path, handler) as (run_dir, spec):
         yield run_dir, spec
 
 

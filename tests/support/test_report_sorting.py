@@ -14,12 +14,9 @@ import json
 from pathlib import Path
 
 import pytest
-from scripted_stub import Script, single_turn_task
+from scripted_stub import Script, single_turn_task, two_responder_run
 
-from carebench.cache import CompletionCache
-from carebench.support.experiment import SupportRunConfig, run_support
 from carebench.support.tasks import load_tasks
-from stub_server import StubServer
 
 WEIGHTS = (1, 2, 4, 1, 1, 1)  # each subset of the first three failed loses a different weight
 EVIL = "t-<script>window.pwned = 1</script>"
@@ -41,14 +38,8 @@ def sorted_run(tmp_path_factory):
                 if subset >> k & 1:
                     for j in ("judge-a", "judge-b", "judge-c"):
                         script.script[(j, resp, tid, 0, f"c{k}")] = False
-    with StubServer() as stub:
-        stub.handler = script
-        spec = {n: f"openai:{n}@{stub.base_url}" for n in ("resp-a", "resp-b", "judge-a", "judge-b", "judge-c")}
-        cfg = SupportRunConfig(tasks=str(path), responders=[spec["resp-a"], spec["resp-b"]],
-                               judges=[spec[f"judge-{k}"] for k in "abc"], attempts=1, out=str(tmp / "run"),
-                               bootstrap=50, progress=False)
-        run_dir = run_support(cfg, cache=CompletionCache(tmp / "c.sqlite"))
-    return run_dir, spec
+    with two_responder_run(tmp, path, script) as (run_dir, spec):
+        return run_dir, spec
 
 
 def _csv_order(run_dir: Path, column: str, descending: bool) -> list[str]:
