@@ -145,3 +145,17 @@ def test_threshold_and_floor_file_from_the_cli(probe_run, tmp_path, capsys):
     assert "carebench: error: --competence-threshold must be in [0, 1)" in capsys.readouterr().err
     assert main([*args, "--responder", "openai:nobody"]) == 2
     capsys.readouterr()
+
+
+def test_no_matched_alternative_means_no_control_and_no_competence(probe_run):
+    """Both responders fail c0 everywhere, so no reply is credited on it: with matched
+    alternatives nothing can be probed, no floor pair is asked, and a responder that never
+    showed competence is excluded rather than kept by default."""
+    run_dir, spec = probe_run
+    res = _probe(run_dir, alternative="matched")
+    for s in (spec["resp-a"], spec["resp-b"]):
+        r = res["per_responder"][s]
+        assert (r["units_probed"], r["units_without_alternative"], r["controls"]["pairs"]) == (0, 4, 0)
+        assert r["controls"]["rate"] is None and not r["competent"]
+    assert res["decomposition"]["units"] == 0
+    assert "nothing is decomposed" in (run_dir / "report.md").read_text()

@@ -118,24 +118,30 @@ def _prompt(name: str) -> str:
     return (resources.files("carebench") / "prompts" / f"support_probe_{name}.txt").read_text("utf-8")
 
 
-def failed_units(tasks: Sequence[Task], responses: Sequence[ResponseRecord], verdicts: Sequence[Any],
-                 responder: str, panel: Sequence[str]) -> list[Unit]:
-    """Decided, uncredited, applicable criteria of the responder's judged conversations (final scope)."""
+def _cells(tasks: Sequence[Task], responses: Sequence[ResponseRecord], verdicts: Sequence[Any], responder: str,
+           panel: Sequence[str]):
+    """(response, criterion, panel state) of the responder's judged conversations (final scope)."""
     by_id = {t.id: t for t in tasks}
     votes: dict[tuple[str, int, str], dict[str, bool | None]] = defaultdict(dict)
     for v in verdicts:
         if v.responder == responder and v.scope == "final" and v.judge in panel:
             votes[(v.task_id, v.attempt, v.criterion_id)].setdefault(v.judge, v.met if v.status == "ok" else None)
-    out = []
     for r in responses:
         if r.responder != responder or r.is_harness_failure or r.is_empty:
             continue
         for c in by_id[r.task_id].criteria:
             vs = votes.get((r.task_id, r.attempt, c.id), {})
             state = panel_states(sum(x is True for x in vs.values()), sum(x is False for x in vs.values()), len(panel))
-            if c.applicable and int(state) in (S_MET, S_NOT_MET) and not bool(credited(state, c.negative)):
-                out.append(Unit(r.task_id, r.attempt, c.id, float(c.weight), responder))
-    return out
+            if c.applicable:
+                yield r, c, int(state)
+
+
+def failed_units(tasks: Sequence[Task], responses: Sequence[ResponseRecord], verdicts: Sequence[Any],
+                 responder: str, panel: Sequence[str]) -> list[Unit]:
+    """Decided, uncredited, applicable criteria of the responder's judged conversations (final scope)."""
+    return [Unit(r.task_id, r.attempt, c.id, float(c.weight), responder)
+            for r, c, state in _cells(tasks, responses, verdicts, responder, panel)
+            if state in (S_MET, S_NOT_MET) and not bool(credited(state, c.negative))]
 
 
 def _sample(ids: Sequence[Any], n: int, rng: np.random.Generator) -> list[Any]:
@@ -196,17 +202,13 @@ def decompose(units: Sequence[Unit], outcome: dict[Unit, str], B: int, seed: int
 
 def _alternatives(by_id: dict[str, Task], responses: Sequence[ResponseRecord], verdicts: Sequence[Any],
                   panel: Sequence[str]) -> dict[tuple[str, str], list[ResponseRecord]]:
-    """(task, criterion) -> a compliant alternative reply, for the "matched" choice: the first
-    (by responder, attempt) recorded reply the panel credited on that criterion. (Matched
-    alternatives for one probed responder come from the others: ``_alternative`` skips its own.)"""
+    """(task, criterion) -> recorded replies the panel credited on that criterion, by (responder,
+    attempt), for the "matched" alternative (``_alternative`` skips the probed responder's own)."""
     matched: dict[tuple[str, str], list[ResponseRecord]] = defaultdict(list)
-    for r in sorted(responses, key=lambda r: (r.responder, r.attempt)):
-        if r.is_empty or r.is_harness_failure:
-            continue
-        failed = {(u.task_id, u.criterion_id) for u in failed_units(list(by_id.values()), [r], verdicts,
-                                                                     r.responder, panel)}
-        for c in by_id[r.task_id].criteria:
-            if c.applicable and (r.task_id, c.id) not in failed:
+    for spec in sorted({r.responder for r in responses} - {REFERENCE}):  # model replies, not the reference
+        mine = sorted((r for r in responses if r.responder == spec), key=lambda r: r.attempt)
+        for r, c, state in _cells(list(by_id.values()), mine, verdicts, spec, panel):
+            if bool(credited(state, c.negative)):
                 matched[(r.task_id, c.id)].append(r)
     return matched
 
