@@ -125,6 +125,8 @@ def test_floor_pair_rate_recomputed_from_recorded_calls(probe_run):
     for model, (alt, n) in counts.items():
         assert res["per_responder"][model]["controls"]["rate"] == pytest.approx(alt / n)
     assert counts[spec["resp-a"]] == [7, 8]
+    # per-stage accounting: 2 responders x (4 units + 4 floor pairs) x 2 orders probe calls
+    assert res["accounting"]["by_stage"]["probe"]["calls"] == 32
 
 
 def test_threshold_and_floor_file_from_the_cli(probe_run, tmp_path, capsys):

@@ -55,7 +55,13 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel
 
-from carebench.judging import JUDGE_MAX_TOKENS, JudgeQuestion, ask, panel_seats
+from carebench.judging import (
+    JUDGE_MAX_TOKENS,
+    JudgeQuestion,
+    judge_calls,
+    panel_seats,
+    read_answers,
+)
 from carebench.models.families import family_of
 from carebench.run import Run, RunOptions
 from carebench.runner import Call
@@ -305,8 +311,7 @@ def run_probe(cfg: ProbeConfig, cache_obj: Any = None) -> dict[str, Any]:
                 controls.extend(pair)
             model = run.model(spec)
             me = panel_seats([spec], [model])
-            run.runner.config.description = f"discrimination probe: {spec}"
-            answers, _ = ask(questions + controls, me, run.runner, temperature=0.0, max_tokens=JUDGE_MAX_TOKENS)
+            answers = _ask(run, questions + controls, me, f"discrimination probe: {spec}", "probe")
             real = [a for a in answers if a.key[0] == "unit"]
             ctrl = [a for a in answers if a.key[0] == "control"]
             outcome.update(_outcomes(probed, real))
@@ -346,6 +351,7 @@ def run_probe(cfg: ProbeConfig, cache_obj: Any = None) -> dict[str, Any]:
         "decomposition": decompose(pooled, outcome, cfg.bootstrap, cfg.seed),
         "elicitation": _pooled_conversion([per[s]["elicitation"] for s in responders]),
         "per_responder": per,
+        "accounting": run.accounting(),
     }
     out = run_dir / "probe"
     out.mkdir(exist_ok=True)
@@ -355,6 +361,13 @@ def run_probe(cfg: ProbeConfig, cache_obj: Any = None) -> dict[str, Any]:
     rescore(run_dir)  # the run's report gains its probe section
     run.finish()
     return result
+
+
+def _ask(run: Run, questions: Sequence[JudgeQuestion], seats: Sequence[Any], description: str,
+         stage: str) -> list[Any]:
+    """Questions to seats through the run's calls, accounted under ``stage``."""
+    calls = judge_calls(questions, seats, temperature=0.0, max_tokens=JUDGE_MAX_TOKENS)
+    return read_answers(questions, seats, run.calls(calls, description, stage=stage).completions)
 
 
 def _alternative_preference(answers: Sequence[Any], first_alt: str) -> dict[str, Any]:
@@ -389,7 +402,7 @@ def _elicit(cfg: ProbeConfig, run: Run, model: Any, judges: Sequence[Any], panel
         msgs = [Message(t["role"], t["content"]) for t in r.turns if t.get("role") in ("user", "assistant")]
         msgs.append(Message("user", _prompt("account").strip()))
         acc_calls.append(Call(model, ChatRequest(tuple(msgs), temperature=0.0, max_tokens=cfg.max_tokens)))
-    accounts = run.runner.run_sync(acc_calls, f"elicitation accounts: {spec}").completions
+    accounts = run.calls(acc_calls, f"elicitation accounts: {spec}", stage="elicitation").completions
     # step 2: the account returned as a note; the last user turn answered again
     new_calls, kept = [], []
     for (t_id, att), comp in zip(elicit_convs, accounts, strict=True):
@@ -400,7 +413,7 @@ def _elicit(cfg: ProbeConfig, run: Run, model: Any, judges: Sequence[Any], panel
         msgs = [Message("system", note)] + [Message(t["role"], t["content"]) for t in _context(r)]
         new_calls.append(Call(model, ChatRequest(tuple(msgs), temperature=0.0, max_tokens=cfg.max_tokens)))
         kept.append((t_id, att, comp.text))
-    replies = run.runner.run_sync(new_calls, f"elicitation new replies: {spec}").completions
+    replies = run.calls(new_calls, f"elicitation new replies: {spec}", stage="elicitation").completions
     # step 3: the run's panel judges the new replies on the originally failed criteria
     eq, elicited = [], []
     for (t_id, att, account), comp in zip(kept, replies, strict=True):
@@ -415,8 +428,7 @@ def _elicit(cfg: ProbeConfig, run: Run, model: Any, judges: Sequence[Any], panel
                          "status": comp.status})
         for u in conv_units[(t_id, att)]:
             eq.append(criterion_question(new, by_id[t_id].criterion(u.criterion_id), "final"))
-    run.runner.config.description = f"elicitation panel verdicts: {spec}"
-    e_answers, _ = ask(eq, judges, run.runner, temperature=0.0, max_tokens=JUDGE_MAX_TOKENS)
+    e_answers = _ask(run, eq, judges, f"elicitation panel verdicts: {spec}", "elicitation")
     return _conversion(e_answers, panel, cfg, spec, by_id, len(elicit_convs)), elicited
 
 
