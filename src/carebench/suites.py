@@ -87,10 +87,10 @@ def _construct_app():
     return app
 
 
-def _construct_rerender():
-    from carebench.construct.report import rerender
+def _construct_suite():
+    from carebench.construct.suite import ConstructSuite
 
-    return rerender
+    return ConstructSuite()
 
 
 def _annotate_app():
@@ -105,8 +105,7 @@ SUITES: dict[str, SuiteEntry] = {
                           _support_demo),
     "plural": SuiteEntry("practitioner-calibrated reference policies and jury scoring (VEILED-SH)",
                          _plural_app, None, _plural_demo, rerender=_plural_rerender),
-    "construct": SuiteEntry("dataset construction (VEILED-SH §4)", _construct_app, None,
-                            rerender=_construct_rerender),
+    "construct": SuiteEntry("dataset construction (VEILED-SH §4)", _construct_app, _construct_suite),
 }
 
 #: tools beside the suites, mounted the same way

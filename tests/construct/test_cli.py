@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from rerender_check import assert_report_reproduces
 
 from carebench.cli import main
 from carebench.construct.io import write_models
@@ -85,6 +86,8 @@ def test_review_round_trip(tmp_path):
                  "--reviews", str(reviews["ann"]), "--reviews", str(reviews["bob"]), "--bootstrap", "200",
                  "--out", str(tmp_path / "st")]) == 0
     est = read_json(tmp_path / "st" / "metrics.json")["review"]["estimates"]
+    for d in ("rs", "st"):
+        assert_report_reproduces(tmp_path / d, tmp_path / f"{d}-copy")
     # by hand from the key: weight N/n per cell; severity fails where ann reviewed a triage|m1 item
     w = {k["item_id"]: k["weight"] for k in key}
     ann_items = {k["item_id"] for k in key if "ann" in k["reviewers"]}
