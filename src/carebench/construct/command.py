@@ -23,7 +23,7 @@ from typing import Any
 
 from carebench.construct.calls import StageStopped
 from carebench.construct.suite import ConstructSuite
-from carebench.experiment import rerender, write_records
+from carebench.experiment import Plan, rerender, write_records
 from carebench.run import Run, RunOptions
 from carebench.rundir import new_run_dir, write_jsonl, write_manifest
 from carebench.types import CarebenchError
@@ -89,14 +89,18 @@ def run_command(
     calls: bool = True,
     run: Run | None = None,
     manifest_extra: dict[str, Any] | None = None,
-) -> Path:
+) -> Path | Plan:
     """Create the run directory, run ``body(run, stages, run_dir)`` (it writes its output
     rows and adds records), then write calls, records and the manifest, and score and
     render them exactly as ``carebench report DIR`` does.
 
     ``run``: a run the caller already opened (e.g. to check model specs before the
-    directory exists); it is closed here either way."""
-    run = run or Run(opts.run_options(calls=calls))
+    directory exists); it is closed here either way. With ``opts.dry_run`` nothing is
+    written: the body runs against a :class:`~carebench.construct.plan.PlanningRun`
+    and the plan comes back."""
+    run = run or Run(opts.run_options(calls=calls, planning=opts.dry_run))
+    if opts.dry_run:
+        return plan_command(kind, opts, body, run)
     with run:
         run_dir = new_run_dir(SUITE, opts.out)
         stages = Stages(current=kind)
@@ -130,3 +134,16 @@ def run_command(
             raise
         finish("complete")
     return run_dir
+
+
+def plan_command(kind: str, opts: ConstructOptions, body: Body, run: Run) -> Plan:
+    """A dry run: the command's body against a planning run, in a scratch directory (its
+    output rows are thrown away), as the shared plan."""
+    import tempfile
+
+    from carebench.construct.plan import PlanningRun
+
+    planner = PlanningRun(run)
+    with run, tempfile.TemporaryDirectory(prefix="carebench-plan-") as scratch:
+        body(planner, Stages(current=kind), Path(scratch))  # type: ignore[arg-type]
+    return planner.plan(SUITE, [f"command: construct {kind}"])

@@ -24,10 +24,10 @@ from carebench.construct.io import load_models, resolve, write_models
 from carebench.construct.judge import judge
 from carebench.construct.lexicon import load_lexicon
 from carebench.construct.personas import load_personas
+from carebench.construct.plan import PlanningEmbedder, PlanningRun, most_calls
 from carebench.construct.quality import GATE_NAMES, GATES, Outcome, row_passes, selection
 from carebench.construct.rewriting import (
     FORUM,
-    RewriterConfig,
     assign,
     forum_sample,
     parse_config,
@@ -46,6 +46,8 @@ from carebench.construct.screening import (
 from carebench.construct.sources import SourceRow, WorkRow
 from carebench.datasets.prompts import Persona as PromptPersona
 from carebench.datasets.prompts import PromptRecord
+from carebench.experiment import Plan
+from carebench.models.embed import APIEmbedder
 from carebench.run import Run
 from carebench.rundir import data_sha256
 from carebench.taxonomy import load_contexts, load_taxonomy
@@ -82,10 +84,13 @@ def get_embedder(spec: str, run: Run) -> Any:
     """The configured embedder; API embeddings go through the run (stage ``embeddings``)."""
     from carebench.construct.personas import get_embedder as load
 
-    return load(spec, runner=StageRunner(run, "embeddings"))
+    embedder = load(spec, runner=StageRunner(run, "embeddings"))
+    if isinstance(run, PlanningRun) and isinstance(embedder, APIEmbedder):
+        return PlanningEmbedder(embedder)  # its vectors may be placeholders: kept out of the cache
+    return embedder
 
 
-def build(cfg: BuildConfig, opts: ConstructOptions) -> Path | dict[str, Any]:
+def build(cfg: BuildConfig, opts: ConstructOptions) -> Path | Plan:
     """Run the whole chain; returns the run directory (or the plan for a dry run)."""
     cfg = cfg.with_model(opts.model)
     cfg.check_models()
@@ -112,9 +117,6 @@ def build(cfg: BuildConfig, opts: ConstructOptions) -> Path | dict[str, Any]:
     except BaseException:
         run.close()
         raise
-    if opts.dry_run:
-        run.close()
-        return _plan(cfg, sources, lexicon, configs)
     dataset = {"source": cfg.sources, "rows": len(sources),
                "sha256": data_sha256(s.model_dump(mode="json") for s in sources),
                "illustrative": all(s.illustrative for s in sources)}
@@ -127,7 +129,10 @@ def build(cfg: BuildConfig, opts: ConstructOptions) -> Path | dict[str, Any]:
             stages.begin("figures")  # the topic figure (VEILED-SH, Appendix A.3) embeds the released prompts
             from carebench.construct.figures import topic_clusters
 
-            clusters = topic_clusters(embedder.encode([p.text for p in final]), k=cfg.topics, seed=cfg.seed)
+            vectors = embedder.encode([p.text for p in final])
+            if isinstance(run, PlanningRun):
+                return  # a dry run only counts the embedding calls
+            clusters = topic_clusters(vectors, k=cfg.topics, seed=cfg.seed)
             for p, c in zip(final, clusters, strict=True):
                 stages.record("topic", id=p.id, cluster=c)  # so the report re-renders without an embedder
         write_models(run_dir / "rows.jsonl", rows)
@@ -135,21 +140,6 @@ def build(cfg: BuildConfig, opts: ConstructOptions) -> Path | dict[str, Any]:
 
     return run_command("build", opts, cfg.model_dump(mode="json"), dataset, body, run=run,
                        manifest_extra={"attributes_mode": cfg.attributes, "budget_usd": opts.budget_usd})
-
-
-def _plan(cfg: BuildConfig, sources: list[SourceRow], lexicon, configs: list[RewriterConfig]) -> dict[str, Any]:
-    hits = sum(bool(lexicon.find(s.text)) for s in sources)
-    n_cfg_calls = sum(len(c.models) for c in configs)
-    upper = len(sources)
-    return {
-        "sources": len(sources), "lexicon_hits": hits,
-        "classifier_calls": len(sources) if cfg.classifier.startswith("llm:") else 0,
-        "routing_calls_at_most": 2 * upper,
-        "selection_calls_at_most": min(cfg.selection_sample, upper) * (n_cfg_calls + len(configs)),
-        "final_calls_at_most": upper * 2,
-        "note": "later prompts depend on earlier answers (sketches, rewrites), so only upper bounds "
-                "are known before running; cached calls cost nothing on a re-run",
-    }
 
 
 def _chain(cfg, opts, sources, personas, lexicon, contracts, expressions, reversals, literals, backend, configs,
@@ -171,6 +161,8 @@ def _chain(cfg, opts, sources, personas, lexicon, contracts, expressions, revers
     stages.add("assign", len(routed), len(routed), f"{len(forum_ids)} forum kept as written, "
                f"{len(to_rewrite)} to rewrite", forum_kept=len(forum_ids))
     passing = _select(cfg, to_rewrite, configs, contracts, expressions, judge_model, run, stages)["selected"]
+    if isinstance(run, PlanningRun) and not run.selection_known():
+        passing = most_calls(configs)  # a dry run's worst case: the most calls per row
     by_name = {c.name: c for c in configs}
     released: list[WorkRow] = [r for r in routed if r.context == FORUM]
     if passing and to_rewrite:
