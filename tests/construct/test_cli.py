@@ -41,7 +41,8 @@ def test_build_needs_models_and_dry_run_makes_no_call(tmp_path, capsys):
     assert rc == 2 and "no model for router, judge, rewriters" in err
     rc = main(["construct", "build", "--model", "openai:m@http://127.0.0.1:9/v1", "--dry-run"])
     plan = json.loads(capsys.readouterr().out)
-    assert rc == 0 and plan["sources"] == 60 and plan["lexicon_hits"] > 0
+    assert rc == 0 and plan["suite"] == "construct" and plan["upper_bound"]
+    assert [s["name"] for s in plan["stages"]][:2] == ["persona sketches", "persona picks"]
 
 
 def test_screen_lexicon_only(tmp_path):
