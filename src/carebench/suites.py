@@ -21,10 +21,8 @@ from carebench.types import CarebenchError
 class SuiteEntry:
     help: str
     app: Callable[[], Any]  # the suite's Typer app (imported only when mounted)
-    suite: Callable[[], Any] | None  # a carebench.experiment.Suite able to score and render runs
+    suite: Callable[[], Any]  # a carebench.experiment.Suite able to score and render runs
     demo: Callable[[], Any] | None = None  # run_demo(run_dir, model_spec=, quick=) for ``carebench demo``
-    #: the suite's own re-renderer, for a suite not yet on the run skeleton (plural, construct)
-    rerender: Callable[[], Any] | None = None
 
 
 def _risk_app():
@@ -69,10 +67,10 @@ def _plural_app():
     return app
 
 
-def _plural_rerender():
-    from carebench.plural.report import rerender
+def _plural_suite():
+    from carebench.plural.suite import PluralSuite
 
-    return rerender
+    return PluralSuite()
 
 
 def _plural_demo():
@@ -104,7 +102,7 @@ SUITES: dict[str, SuiteEntry] = {
     "support": SuiteEntry("rubric-scored crisis support (DistressBench)", _support_app, _support_suite,
                           _support_demo),
     "plural": SuiteEntry("practitioner-calibrated reference policies and jury scoring (VEILED-SH)",
-                         _plural_app, None, _plural_demo, rerender=_plural_rerender),
+                         _plural_app, _plural_suite, _plural_demo),
     "construct": SuiteEntry("dataset construction (VEILED-SH §4)", _construct_app, _construct_suite),
 }
 
@@ -127,6 +125,4 @@ def rerender(run_dir: str | Path) -> dict[str, Any]:
     run_dir = Path(run_dir)
     manifest = read_json(run_dir / "manifest.json")
     entry = _entry(manifest.get("suite"), run_dir / "manifest.json")
-    if entry.rerender is not None:
-        return entry.rerender()(run_dir)
     return rerender_run(run_dir, entry.suite(), manifest=manifest)
