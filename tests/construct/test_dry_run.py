@@ -14,6 +14,7 @@ from construct_stub import Pipeline
 from test_budget import MODELS, _config
 
 from carebench.cli import main
+from carebench.construct.io import builtin_path
 from carebench.rundir import read_jsonl
 from stub_server import StubServer
 
@@ -79,4 +80,15 @@ def test_stage_dry_run_has_the_same_shape(tmp_path, capsys):
                           "--out", str(tmp_path / "r"), "--cache", str(tmp_path / "c.sqlite")])
     assert [(s["name"], s["calls"], s["exact"]) for s in plan["stages"]] == [
         ("persona sketches", len(rows), True), ("persona picks", len(rows), False)]
+    assert not (tmp_path / "r").exists()
+    # an API embedder's calls are planned too: the persona table, then one per sketch (never sent:
+    # nothing listens on port 9); unknown vectors make only the picks a guess, not the sketches
+    personas = read_jsonl(builtin_path("personas"))
+    plan = _plan(capsys, ["construct", "route", "--rows", str(tmp_path / "s" / "screened.jsonl"),
+                          "--model", "openai:router@http://127.0.0.1:9/v1",
+                          "--embedder", "openai-embed:emb@http://127.0.0.1:9/v1",
+                          "--out", str(tmp_path / "r"), "--cache", str(tmp_path / "c.sqlite")])
+    assert [(s["name"], s["calls"], s["exact"]) for s in plan["stages"]] == [
+        ("embeddings", len(personas) + len(rows), False), ("persona sketches", len(rows), True),
+        ("persona picks", len(rows), False)]
     assert not (tmp_path / "r").exists()

@@ -82,7 +82,11 @@ class PlanningRun:
 
     def calls(self, calls: Sequence[Call], description: str = "", *, stage: str | None = None) -> RunResult:
         stage = stage or description
-        self.batches.append((stage, list(calls), not self.guessed))
+        # a pick's prompt lists the nearest personas: a guess once any vector was
+        exact = not self.guessed and not (stage == "persona picks" and self._zeroed)
+        self.batches.append((stage, list(calls), exact))
+        if not exact and stage == "persona picks":
+            self.guessed = True  # the persona each row gets, and so every later prompt
         hits = [self.cache.get(call_key(c)) if self.cache is not None else None for c in calls]
         if stage == "embeddings":
             return RunResult(self._vectors(calls, hits), calls=list(calls))
@@ -104,7 +108,7 @@ class PlanningRun:
             if hits:
                 self._width = len(hits[0].extra["embedding"])  # type: ignore[union-attr]
             return list(hits)
-        self._zeroed = self.guessed = True
+        self._zeroed = True
         self.guessed_stages.add("embeddings")
         return [Completion(extra={"embedding": [0.0] * self._width}, model=str(c.model.spec)) for c in calls]
 
@@ -119,8 +123,9 @@ class PlanningRun:
         notes = list(notes)
         if any(not s.exact for s in stages):
             notes.append("later prompts depend on earlier answers: where the cache has no answer yet, the plan "
-                         "assumes the worst case (X every gate passed, the configurations with the "
-                         "most models), so stages marked upper_bound give at most that many calls")
+                         "assumes the worst case (every row retained and released, replies that fill their "
+                         "output cap, every gate passed, the configurations with the most models), so "
+                         "stages marked upper_bound give at most that many calls")
         return Plan(suite, stages, notes)
 
 
