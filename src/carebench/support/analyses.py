@@ -78,6 +78,11 @@ class _Boot:
         with np.errstate(invalid="ignore", divide="ignore"):
             return ((self.W @ num) / (self.W @ den)).T
 
+    def ratio_over(self, num: np.ndarray, resampled_den: np.ndarray) -> np.ndarray:
+        """:meth:`ratio` with the denominator's resampled sums ``(B, K)`` already known."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return ((self.W @ num) / resampled_den).T
+
     def mean_of(self, X: np.ndarray) -> np.ndarray:
         """Resampled mean over tasks of each column of ``X`` (T, K), NaN = task absent."""
         ok = ~np.isnan(X)
@@ -294,11 +299,15 @@ def _slice_differences(sc: Scored, S: np.ndarray, boot: _Boot, lab: np.ndarray, 
     X = S[mi].T  # (T, M)
     ok = ~np.isnan(X)
     Xz = np.where(ok, X, 0.0)
+    okf = ok.astype(float)
+    tasks_all = boot.W @ okf  # (B, M) resampled task counts: integers, so exact in any order
     for v in values:
-        ins = (lab == v).astype(float)[:, None]
+        sel = lab == v
+        ins = sel.astype(float)[:, None]
         outs = 1.0 - ins
-        gin = boot.ratio(Xz * ins, ok * ins)  # (M, B)
-        gout = boot.ratio(Xz * outs, ok * outs)
+        tasks_in = boot.W[:, sel] @ okf[sel]  # exact as well, so the counts outside are too
+        gin = boot.ratio_over(Xz * ins, tasks_in)  # (M, B)
+        gout = boot.ratio_over(Xz * outs, tasks_all - tasks_in)
         with np.errstate(invalid="ignore", divide="ignore"):
             full_gap = (Xz * ins).sum(0) / (ok * ins).sum(0) - (Xz * outs).sum(0) / (ok * outs).sum(0)
         samples = gin - gout

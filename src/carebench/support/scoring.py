@@ -28,7 +28,7 @@ Rules (shared with ``support/panel.py``; one contract for both):
 * **Task score** = mean over attempts; **model score** = mean over tasks;
   full satisfaction = every applicable criterion earned.
 
-Everything works on integer codes with ``np.bincount``/``np.unique``; there is
+Everything works on integer codes with ``np.bincount`` and dense lookup tables; there is
 no Python loop over verdicts.
 """
 
@@ -194,6 +194,23 @@ class Scored:
 _HARNESS_CODES = [RESPONSE_STATUSES.index(s) for s in sorted(HARNESS_FAILURE_STATUSES)]
 
 
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct integers; by counting when their range is small (attempt numbers)."""
+    if values.size and 0 <= int(values.max()) - int(values.min()) < 1 << 20:
+        lo = int(values.min())
+        return np.flatnonzero(np.bincount(values - lo)) + lo
+    return np.unique(values)
+
+
+def _first_of_each(keys: np.ndarray, n_keys: int) -> np.ndarray:
+    """Position of the first occurrence of each distinct key, in increasing key order
+    (what ``np.unique(keys, return_index=True)[1]`` gives), in linear time for keys in
+    ``range(n_keys)``."""
+    first = np.full(n_keys, keys.size, np.int64)
+    np.minimum.at(first, keys, np.arange(keys.size))
+    return first[first < keys.size]
+
+
 def _remap(vocab: Sequence[str], target: Mapping[str, int]) -> np.ndarray:
     return np.array([target.get(v, -1) for v in vocab], dtype=np.int64)
 
@@ -213,7 +230,8 @@ def score(
     if panel is not None and not list(panel):
         raise CarebenchError("the judge panel is empty")
     if panel is None:  # every judge with a verdict in this scope
-        present = np.unique(verdicts.judge[verdicts.scope == SCOPES.index(scope)])
+        present = np.flatnonzero(np.bincount(verdicts.judge[verdicts.scope == SCOPES.index(scope)],
+                                             minlength=len(verdicts.judges)))
         panel = sorted(verdicts.judges[j] for j in present.tolist())
     else:
         panel = list(dict.fromkeys(panel))
@@ -229,8 +247,8 @@ def score(
         bad = sorted({responses.tasks[i] for i in np.unique(responses.task[r_task < 0])})
         raise CarebenchError(f"responses refer to unknown task(s): {bad[:5]}")
     r_resp = _remap(responses.responders, rpos)[responses.responder] if len(responses) else r_task
-    attempts, r_att = np.unique(np.concatenate([responses.attempt, verdicts.attempt]), return_inverse=True)
-    r_att = r_att[: len(responses)]
+    attempts = np.union1d(responses.attempt, _distinct(verdicts.attempt))
+    r_att = np.searchsorted(attempts, responses.attempt)
     T, R, A = tt.n_tasks, len(responders), max(len(attempts), 1)
     rkey = (r_task * R + r_resp) * A + r_att
     _ukeys, first = np.unique(rkey, return_index=True)
@@ -289,16 +307,19 @@ def score(
     # criterion id -> global criterion of that task
     C = max(len(verdicts.criteria), 1)
     pair = v_task[idx] * C + verdicts.criterion[idx]
-    upair, pinv = np.unique(pair, return_inverse=True)
+    # (task, criterion id) -> global criterion, through a dense table over the pairs present
+    # (linear time: the pairs are bounded by tasks x criterion ids, the verdicts are not)
+    upair = np.flatnonzero(np.bincount(pair, minlength=T * C)) if idx.size else np.zeros(0, np.int64)
     cpos = {(int(ct), cid): g for g, (ct, cid) in enumerate(zip(tt.crit_task.tolist(), tt.crit_ids, strict=True))}
-    g_of_pair = np.array([cpos.get((int(p // C), verdicts.criteria[int(p % C)]), -1) for p in upair], np.int64)
-    g = g_of_pair[pinv] if idx.size else np.zeros(0, np.int64)
+    g_of_pair = np.full(T * C, -1, np.int64)
+    g_of_pair[upair] = [cpos.get((int(p // C), verdicts.criteria[int(p % C)]), -1) for p in upair]
+    g = g_of_pair[pair] if idx.size else np.zeros(0, np.int64)
     counts["verdicts_unknown_criterion"] = int((g < 0).sum())
     idx, g = idx[g >= 0], g[g >= 0]
     c = conv[idx]
     cell = cell_offset[c] + (g - tt.offset[tt.crit_task[g]])
     vote_key = cell * max(P, 1) + jpos[idx]
-    _, keep = np.unique(vote_key, return_index=True)  # first occurrence of each (cell, judge)
+    keep = _first_of_each(vote_key, n_cells * max(P, 1))  # first occurrence of each (cell, judge)
     counts["duplicate_verdicts_collapsed"] = int(idx.size - keep.size)
     kidx, kcell = idx[keep], cell[keep]
     met, status = verdicts.met[kidx], verdicts.status[kidx]
