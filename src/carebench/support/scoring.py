@@ -68,7 +68,7 @@ META_AXES: tuple[str, ...] = (
 
 
 def _get(obj: Any, name: str, default: Any = None) -> Any:
-    if isinstance(obj, Mapping):
+    if type(obj) is dict or isinstance(obj, Mapping):
         return obj.get(name, default)
     return getattr(obj, name, default)
 
