@@ -95,3 +95,44 @@ def test_old_parquet_without_line_column_reads_in_stored_order(tmp_path):
     for f in TABLE_FIELDS:
         assert np.array_equal(getattr(vt, f), getattr(vt2, f)), f
     assert everything == rows
+
+
+def test_response_table_from_json_text_equals_the_record_path():
+    """The column-wise parse gives the table the per-record path gives, on every shape of turn."""
+    from carebench.support.records import ResponseRecord, ResponseTable, responses_from_json
+
+    def turn(role, content, **extra):
+        return {"role": role, "content": content, **extra}
+
+    rows = [
+        {"kind": "response", "task_id": "t2", "responder": "b", "attempt": 1, "final_reply": "  ", "status": "ok",
+         "turns": [turn("user", "u"), turn("assistant", "  ", latency_s=2)]},
+        {"kind": "response", "task_id": "t1", "responder": "a", "attempt": 0, "final_reply": "fine",
+         "turns": [turn("user", "u"), turn("assistant", "first", status="truncated", latency_s=1.5,
+                                           recollected_from={"content": "fir", "status": "truncated", "cap": 4}),
+                   turn("user", "again"), turn("assistant", "fine", status="")], "usage": {"x": 1}},
+        {"kind": "response", "task_id": "t1", "responder": "b", "attempt": 0, "final_reply": None,
+         "status": "content_filter", "turns": None},
+        {"kind": "response", "task_id": "t3", "responder": "a", "attempt": 2, "final_reply": "same",
+         "status": "incomplete", "error": "timeout", "failed_turn": 1, "turns": [turn("assistant", None)]},
+        {"kind": "response", "task_id": "t3", "responder": "a", "attempt": 3, "final_reply": "same", "turns": []},
+    ]
+    texts = [json.dumps(r) for r in rows]
+
+    def same(a: ResponseTable, b: ResponseTable) -> None:
+        for f in ("task", "responder", "attempt", "status", "empty"):
+            assert np.array_equal(getattr(a, f), getattr(b, f)), f
+        assert (a.tasks, a.responders, a.final_digest) == (b.tasks, b.responders, b.final_digest)
+        assert a.assistant_blank == b.assistant_blank
+        assert a.assistant_turns == b.assistant_turns
+
+    reference = ResponseTable.from_records([ResponseRecord.from_dict(r) for r in rows])
+    assert reference.assistant_turns[1] == (("truncated", 1.5, True), ("ok", None, False))
+    same(responses_from_json(texts), reference)
+    # a null recollection, an attempt written as text: read record by record, same answer
+    odd = [*rows, {**rows[0], "attempt": 7, "turns": [turn("assistant", "x", recollected_from=None)]}]
+    same(responses_from_json([json.dumps(r) for r in odd]),
+         ResponseTable.from_records([ResponseRecord.from_dict(r) for r in odd]))
+    odd = [*rows, {**rows[0], "attempt": "8"}]  # a number written as text
+    same(responses_from_json([json.dumps(r) for r in odd]),
+         ResponseTable.from_records([ResponseRecord.from_dict(r) for r in odd]))

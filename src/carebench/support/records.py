@@ -463,7 +463,62 @@ def read_run_records(run_dir: str | Path) -> tuple[ResponseTable, VerdictTable]:
     except (_ArrowFallback, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return read_records(jsonl)
     rows = read_parquet_columns(path, ["json"], filters=[("kind", "=", "response")])["json"].to_pylist()
-    return ResponseTable.from_records([ResponseRecord.from_dict(json.loads(r)) for r in rows]), vt
+    return responses_from_json(rows), vt
+
+
+def responses_from_json(rows: list[str]) -> ResponseTable:
+    """The response table of response records given as JSON text, parsed column-wise by
+    pyarrow (no dict or record object per conversation). Anything it cannot type the
+    way :meth:`ResponseRecord.from_dict` reads it goes through that instead, so both
+    give the same table and the same errors."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.json as pj
+
+    text = "\n".join(rows).encode("utf-8")
+    try:
+        if not rows or _NULL_RECOLLECTED.search(text):  # present but null: only the slow path sees it
+            raise _ArrowFallback
+        tab = pj.read_json(io.BytesIO(text), parse_options=pj.ParseOptions(
+            explicit_schema=_response_schema(pa), unexpected_field_behavior="ignore"))
+        if any(tab[c].null_count for c in ("task_id", "responder", "attempt")):
+            raise _ArrowFallback
+    except (_ArrowFallback, pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return ResponseTable.from_records([ResponseRecord.from_dict(json.loads(r)) for r in rows])
+    status = [s or "ok" for s in tab["status"].to_pylist()]
+    final = [f or "" for f in tab["final_reply"].to_pylist()]
+    turns = tab["turns"].combine_chunks()
+    offsets = pc.fill_null(turns.value_lengths(), 0).to_numpy(zero_copy_only=False).cumsum().tolist()
+    flat = turns.flatten()
+    roles, contents, states, latency = (flat.field(k).to_pylist() for k in ("role", "content", "status", "latency_s"))
+    recollected = flat.field("recollected_from").is_valid().to_pylist()
+    blanks, details, start = [], [], 0
+    for end in offsets if "assistant" in roles else ():  # no assistant turn recorded: nothing per turn
+        mine = [k for k in range(start, end) if roles[k] == "assistant"]
+        blanks.append(tuple(not (contents[k] or "").strip() for k in mine))
+        details.append(tuple((str(states[k] or "ok"), latency[k], recollected[k]) for k in mine))
+        start = end
+    table = ResponseTable.from_columns(
+        tab["task_id"].to_numpy(), tab["responder"].to_numpy(), tab["attempt"].to_numpy(), status,
+        empty=[is_empty_reply(f, s) for f, s in zip(final, status, strict=True)],
+        assistant_blank=blanks if any(blanks) else None,
+    )
+    if any(blanks):
+        table.assistant_turns = details
+    table.final_digest = [hashlib.sha256(f.encode("utf-8")).hexdigest() for f in final]
+    return table
+
+
+_NULL_RECOLLECTED = re.compile(rb'"recollected_from"\s*:\s*null')
+
+
+def _response_schema(pa: Any) -> Any:
+    turn = pa.struct([("role", pa.string()), ("content", pa.string()), ("status", pa.string()),
+                      ("latency_s", pa.float64()), ("recollected_from", pa.struct([("status", pa.string())]))])
+    return pa.schema([("task_id", pa.string()), ("responder", pa.string()), ("attempt", pa.int64()),
+                      ("status", pa.string()), ("final_reply", pa.string()), ("turns", pa.list_(turn))])
 
 
 #: verdict fields read dictionary-encoded from Parquet, and the types of the others
