@@ -53,9 +53,11 @@ def write_records_parquet(run_dir: Path, rows: Sequence[dict[str, Any]], lines: 
     data: dict[str, Any] = {c: [r.get(c) for r in rows] for c in columns}
     data["json"] = list(lines)
     data[LINE] = np.arange(len(lines), dtype=np.int64)
-    table = pa.table(data)
     keys = [(c, "ascending") for c in GROUP_BY if c in columns] + [(LINE, "ascending")]
-    table = table.take(pc.sort_indices(table.select([k for k, _ in keys]), sort_keys=keys))  # nulls last
+    # the order from the small key columns; the lists are put in it before the (large) JSON
+    # column becomes an Arrow array, so it is never copied a second time
+    order = pc.sort_indices(pa.table({k: data[k] for k, _ in keys}), sort_keys=keys).to_numpy()  # nulls last
+    table = pa.table({c: [v[i] for i in order.tolist()] if isinstance(v, list) else v[order] for c, v in data.items()})
     meta = json.dumps({"size": st.st_size, "mtime_ns": st.st_mtime_ns}).encode()
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), _META: meta})
     tmp = run_dir / f".{PARQUET}.tmp"
