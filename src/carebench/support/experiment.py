@@ -26,9 +26,9 @@ from carebench.experiment import (
     incomplete_report,
     rerender,
     run_suite,
+    single_threaded_blas,
     stage,
 )
-from carebench.jsonclean import jsonable
 from carebench.judging import JUDGE_MAX_TOKENS, panel_seats
 from carebench.models.settings import model_settings
 from carebench.report import Report
@@ -398,10 +398,9 @@ def support_metrics(
 ) -> dict[str, Any]:
     from carebench.support.analyses import analyze
 
-    metrics = analyze(tasks, responses, verdicts, panel=list(panel) if panel else None,
-                      scope=scope, seed=seed, B=bootstrap, family=family or None)
-    # JSON round trip: metrics.json and a rescore compare as the same plain data
-    return jsonable(metrics)
+    # plain JSON data (``analyze`` cleans its result): metrics.json and a rescore compare equal
+    return analyze(tasks, responses, verdicts, panel=list(panel) if panel else None,
+                   scope=scope, seed=seed, B=bootstrap, family=family or None)
 
 
 def rescore(
@@ -543,8 +542,9 @@ def run_calibration(cfg: CalibrationConfig, cache: CompletionCache | None = None
             verdicts.append(VerdictRecord(task_id, responder, attempt, cid, a.judge,
                                           getattr(a.value, "met", None) if a.status == "ok" else None,
                                           a.rationale, a.status, scope))
-    result = calibrate_judges(labels, verdicts, panel_size=cfg.panel_size, seed=cfg.seed, B=cfg.bootstrap,
-                              tasks=tasks, scope=metrics_scope(cfg.scope), family=cfg.families or None)
+    with single_threaded_blas():  # the kappa intervals must not depend on the core count
+        result = calibrate_judges(labels, verdicts, panel_size=cfg.panel_size, seed=cfg.seed, B=cfg.bootstrap,
+                                  tasks=tasks, scope=metrics_scope(cfg.scope), family=cfg.families or None)
     run_dir = new_run_dir("support-calibration", cfg.out)
     write_jsonl(run_dir / "records.jsonl", [v.to_dict() for v in verdicts])
     write_jsonl(run_dir / "calls.jsonl", call_rows)
