@@ -29,6 +29,7 @@ from carebench.plural.data import (
 )
 from carebench.plural.policy import Policy, label_space
 from carebench.plural.profiles import METHODS, FitData, get_method
+from carebench.plural.profiles.memalign_mlflow import check_backend
 from carebench.plural.prompting import label_request
 from carebench.plural.runs import RunOptions, close_env, manifest, open_env, write_calls
 from carebench.rundir import (
@@ -68,6 +69,7 @@ class CalibrateConfig(RunOptions):
             raise CarebenchError("E0 must be among the methods: it sets the selection margin (VEILED-SH, §5.2)")
         if not self.model and any(m != "E0" for m in ms):
             raise CarebenchError("give --model (the shared judge every method except E0 calls)")
+        self.memalign_backend = check_backend(self.memalign_backend, needed=bool({"E4", "E5"} & set(ms)))
         return [m for m in METHOD_ORDER if m in ms]
 
 

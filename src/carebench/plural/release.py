@@ -32,6 +32,7 @@ from carebench.plural.data import (
     resolve,
 )
 from carebench.plural.profiles import FitData, Profile, get_method
+from carebench.plural.profiles.memalign_mlflow import check_backend
 from carebench.plural.runs import RunOptions, close_env, manifest, open_env, write_calls
 from carebench.rundir import (
     file_sha256,
@@ -107,6 +108,9 @@ def run_freeze(cfg: FreezeConfig) -> Path | dict[str, Any]:
             raise CarebenchError(f"{m} cannot be frozen: it only sets the selection margin (VEILED-SH, §5.2)")
     if not model_spec:
         raise CarebenchError("give --model (the shared judge the profiles call)")
+    # the calibration run's E4/E5 backend unless overridden: the selection was made with it
+    backend = cfg.memalign_backend or cal_man.get("config", {}).get("memalign_backend")
+    cfg.memalign_backend = check_backend(backend, needed=bool({"E4", "E5"} & set(chosen.values())))
     alias = aliases(cal.practitioners)
     fits = [FitData(p, a, [c for c in cal.cases if c.id in cal.gold(p)], cal.gold(p), cal.notes(p))
             for p, a in cal.practitioners.items()]

@@ -33,6 +33,7 @@ class RunOptions:
     embedder: str | None = None
     taxonomy: str | None = None
     contexts: str | None = None
+    memalign_backend: str | None = None  # E4/E5: native (default) or mlflow
 
 
 def open_env(opts: RunOptions, taxonomy: Any, contexts: dict[str, Any], prompts: dict[str, Any],
@@ -42,7 +43,8 @@ def open_env(opts: RunOptions, taxonomy: Any, contexts: dict[str, Any], prompts:
     runner = Runner(RunnerConfig(concurrency=opts.concurrency, use_cache=opts.use_cache,
                                  progress=opts.progress), cache=cache)
     ledger = Ledger(runner, opts.budget_usd)
-    return Env(model, ledger, taxonomy, contexts, prompts, opts.embedder, opts.seed)
+    return Env(model, ledger, taxonomy, contexts, prompts, opts.embedder, opts.seed,
+               opts.memalign_backend or "native")
 
 
 def close_env(env: Env) -> None:
