@@ -155,13 +155,14 @@ def session(env: Env) -> Iterator[_Session]:
         stack.callback(_restore, saved)
         s = _Session(ep, tmp)
         handler = _ErrorLog(s.errors)
+        # MLflow's log lines stay out of the user's terminal (a stop is reported once, by
+        # carebench); its errors are recorded for the profile instead
         log = logging.getLogger("mlflow")
-        old_level, old_propagate = log.level, log.propagate
-        log.addHandler(handler)
+        old = log.handlers[:], log.level, log.propagate
+        log.handlers, log.propagate = [handler], False
         log.setLevel(logging.ERROR)
-        log.propagate = False  # MLflow's tracebacks stay out of the user's terminal; errors are recorded
-        stack.callback(lambda: (log.removeHandler(handler), log.setLevel(old_level),
-                                setattr(log, "propagate", old_propagate)))
+        stack.callback(lambda: (setattr(log, "handlers", old[0]), log.setLevel(old[1]),
+                                setattr(log, "propagate", old[2])))
         yield s
 
 
