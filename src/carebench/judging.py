@@ -226,21 +226,36 @@ def ask(
     Identical (model, request) pairs (the same reply judged twice, or repeated seats
     at temperature 0) are sent once by the runner, which shares the answer.
     """
-    pairs = [(qi, ji) for qi in range(len(questions)) for ji in range(len(judges))]
-    calls = [
-        Call(judges[ji].model, judge_request(questions[qi], judges[ji].seat, temperature, max_tokens),
-             {"question": _tag(questions[qi].key), "judge": judges[ji].label})
-        for qi, ji in pairs
-    ]
+    calls = judge_calls(questions, judges, temperature=temperature, max_tokens=max_tokens)
     result = runner.run_sync(calls) if calls else RunResult(completions=[])
+    return read_answers(questions, judges, result.completions), result
+
+
+def judge_calls(
+    questions: Sequence[JudgeQuestion], judges: Sequence[Judge], *, temperature: float = 0.0,
+    max_tokens: int = JUDGE_MAX_TOKENS,
+) -> list[Call]:
+    """The calls :func:`ask` makes, question-major, for a caller that runs them itself
+    (e.g. through ``carebench.run.Run.calls`` to account them under a stage)."""
+    return [
+        Call(j.model, judge_request(q, j.seat, temperature, max_tokens), {"question": _tag(q.key), "judge": j.label})
+        for q in questions for j in judges
+    ]
+
+
+def read_answers(
+    questions: Sequence[JudgeQuestion], judges: Sequence[Judge], completions: Sequence[Completion | None]
+) -> list[JudgeAnswer]:
+    """One answer per (question, judge) from the completions of :func:`judge_calls`
+    (``None``: the call was never made)."""
+    pairs = [(q, j) for q in questions for j in judges]
     answers = []
-    for (qi, ji), comp in zip(pairs, result.completions, strict=True):
-        q = questions[qi]
+    for (q, j), comp in zip(pairs, completions, strict=True):
         status, value, err = parse_answer(q, comp)
         answers.append(
             JudgeAnswer(
                 key=q.key,
-                judge=judges[ji].label,
+                judge=j.label,
                 status=status,
                 value=value,
                 rationale=str(getattr(value, "rationale", "") or (err or "")),
@@ -249,7 +264,7 @@ def ask(
                 completion=comp,
             )
         )
-    return answers, result
+    return answers
 
 
 def _tag(key: Any) -> Any:

@@ -60,6 +60,8 @@ class Run:
         #: stage or method name -> why it was cut short (budget); shown as "incomplete"
         self.incomplete: dict[str, str] = {}
         self._calls_skipped = 0  # calls of stages never started because the budget stopped
+        self._open_ended = False  # later work whose calls cannot be counted before earlier answers
+        self._stage: str | None = None  # the stage of the batch in progress (for calls.jsonl rows)
         #: stage name -> calls, provider calls, cache hits, errors and spend of its batches
         self.by_stage: dict[str, dict[str, float]] = {}
 
@@ -114,8 +116,13 @@ class Run:
         """Run one batch through the run's runner, cache and budget.
 
         ``stage`` names the pipeline step the batch belongs to, so the manifest can say
-        where the money went (several batches may share a stage)."""
-        res = self.runner.run_sync(calls, description=description)
+        where the money went (several batches may share a stage); its ``calls.jsonl`` rows
+        carry it too, so the per-stage figures can be checked from the call log."""
+        self._stage = stage
+        try:
+            res = self.runner.run_sync(calls, description=description)
+        finally:
+            self._stage = None
         if stage is not None:
             s = self.by_stage.setdefault(stage, {"calls": 0, "provider_calls": 0, "cache_hits": 0,
                                                  "errors": 0, "spent_usd": 0.0})
@@ -130,18 +137,25 @@ class Run:
         return self.runner.plan(calls)
 
     def _log_call(self, call: Call, comp: Completion) -> None:
-        self.call_rows.append(call_row(call, comp))
+        row = call_row(call, comp)
+        row["cached"] = comp.cached  # answered from the cache: not paid by this run
+        if self._stage is not None:
+            row["stage"] = self._stage
+        self.call_rows.append(row)
 
     # -- budget -----------------------------------------------------------------------
     @property
     def stopped(self) -> str | None:
         return self.ledger.stopped
 
-    def mark_incomplete(self, name: str, calls_skipped: int = 0) -> None:
+    def mark_incomplete(self, name: str, calls_skipped: int = 0, *, open_ended: bool = False) -> None:
         """Record that a stage or method was cut short by the budget; ``calls_skipped``
-        counts calls of work never started (for the "calls left" figure)."""
+        counts calls of work never started (for the "calls left" figure). ``open_ended``:
+        more work follows whose calls depend on answers not yet known, so the figure is
+        only a lower bound."""
         self.incomplete[name] = self.ledger.stopped or "stopped"
         self._calls_skipped += calls_skipped
+        self._open_ended = self._open_ended or open_ended
 
     @property
     def calls_left(self) -> int:
@@ -158,7 +172,7 @@ class Run:
         led = self.ledger
         left = self.calls_left
         msg = (f"{led.stopped}: spent ${led.spent_usd:.2f} on {led.provider_calls} calls; "
-               f"{'at least ' if self._calls_skipped else ''}{left} call{'s' * (left != 1)} left; ")
+               f"{'at least ' if self._calls_skipped or self._open_ended else ''}{left} call{'s' * (left != 1)} left; ")
         if self.cache is None:
             return msg + "the cache is off (--no-cache), so re-running pays for every call again"
         return msg + "re-run the same command without --budget (or with a larger one) to resume from the cache"

@@ -35,7 +35,7 @@ def stub():
 
 
 def test_build_end_to_end(tmp_path, stub, capsys):
-    cfg = _config(tmp_path, stub.base_url)
+    cfg = _config(tmp_path, stub.base_url, topics=3)
     out = tmp_path / "run"
     rc = main(["construct", "build", "--config", str(cfg), "--out", str(out)])
     assert rc == 0, capsys.readouterr().err
@@ -76,12 +76,14 @@ def test_build_end_to_end(tmp_path, stub, capsys):
     assert steps["anonymize"]["out"] == len(prompts)
     report = (out / "report.md").read_text("utf-8")
     assert "Rewriter selection" in report and "pattern recognizers only" in report
+    assert "k-means (3 clusters)" in report  # the config's `topics`
     html = (out / "report.html").read_text("utf-8")
     assert "<script>alert" not in html
 
     # the report re-renders from the run directory alone
     (out / "report.md").unlink()
     assert main(["report", str(out)]) == 0 and "Rewriter selection" in (out / "report.md").read_text("utf-8")
+    assert "k-means" not in (out / "report.md").read_text("utf-8")  # topics need the build's embeddings
 
     # a second run resumes entirely from the cache
     out2 = tmp_path / "run2"

@@ -1,8 +1,8 @@
 """``carebench construct``: the dataset construction pipeline (VEILED-SH, §4).
 
 User errors raise ``CarebenchError``; the top-level CLI prints one line and exits 2.
-A budget stop raises :class:`~carebench.types.BudgetReached` (also a
-``RunStopped``): the CLI prints how to resume and exits 3.
+Each command runs through one :class:`carebench.run.Run`; a budget stop ends with
+the run's ``RunStopped`` line (spent, calls left, how to resume) and exit code 3.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from carebench.construct.pipeline import RunOptions
+from carebench.construct.command import ConstructOptions
 
 app = typer.Typer(
     help="Build a context-specific prompt set: screen, route personas, rewrite, judge, select, anonymize, review "
@@ -32,8 +32,8 @@ Rows = Annotated[str, typer.Option("--rows", help="Input rows (JSONL/CSV/Parquet
 Seed = Annotated[int, typer.Option(help="Seed for sampling and assignment.")]
 
 
-def _opts(out, budget, dry_run, no_cache, cache, concurrency) -> RunOptions:
-    return RunOptions(out=str(out) if out else None, budget_usd=budget, dry_run=dry_run, use_cache=not no_cache,
+def _opts(out, budget, dry_run, no_cache, cache, concurrency) -> ConstructOptions:
+    return ConstructOptions(out=str(out) if out else None, budget_usd=budget, dry_run=dry_run, use_cache=not no_cache,
                       cache_path=str(cache) if cache else None, concurrency=concurrency)
 
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from carebench.datasets.builtin import builtin_file, resolve_input
 from carebench.datasets.files import read_models
 from carebench.fileio import atomic_write_text
 from carebench.types import CarebenchError
@@ -34,22 +34,12 @@ BUILTIN = {
 
 def builtin_path(name: str) -> Path:
     """Path of a built-in construct data file (``sources``, ``personas``, ...)."""
-    try:
-        fname = BUILTIN[name]
-    except KeyError:
-        raise CarebenchError(f"unknown built-in {name!r}; known: {', '.join(sorted(BUILTIN))}") from None
-    return Path(str(resources.files("carebench") / "data" / "construct" / fname))
+    return builtin_file("construct", name, BUILTIN)
 
 
 def resolve(spec: str | Path) -> Path:
     """``builtin:NAME`` -> the package file; anything else is a path that must exist."""
-    s = str(spec)
-    if s.startswith("builtin:"):
-        return builtin_path(s.split(":", 1)[1])
-    p = Path(s)
-    if not p.exists():
-        raise CarebenchError(f"{p}: file not found")
-    return p
+    return resolve_input(spec, "construct", BUILTIN)
 
 
 def load_models(spec: str | Path, model: type[M], *, unique: str | None = "id") -> list[M]:

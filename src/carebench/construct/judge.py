@@ -4,11 +4,12 @@ call per (source, persona, context, output) tuple, answered as a
 
 from __future__ import annotations
 
-from carebench.construct.calls import Ledger, ask_json
+from carebench.construct.calls import ask_json
 from carebench.construct.prompts import JUDGE_SYSTEM, persona_block
 from carebench.construct.quality import ConstructionVerdict
 from carebench.construct.sources import WorkRow
 from carebench.models.base import ChatModel
+from carebench.run import Run
 
 JUDGE_MAX_TOKENS = 400
 
@@ -22,12 +23,12 @@ def judge(
     items: list[tuple[WorkRow, str]],
     contracts: dict[str, str],
     model: ChatModel,
-    ledger: Ledger,
+    run: Run,
     stage: str = "construction judge",
 ) -> list[tuple[ConstructionVerdict | None, str]]:
     """(verdict or None, status) per (row, output); status is ``ok``, ``parse_error`` or ``error``."""
     answers = ask_json(
-        ledger, stage, model,
+        run, stage, model,
         [((r.id, r.rewriter or ""), JUDGE_SYSTEM, judge_prompt(r, out, contracts[r.context]))  # type: ignore[index]
          for r, out in items],
         ConstructionVerdict, max_tokens=JUDGE_MAX_TOKENS, temperature=0.0,

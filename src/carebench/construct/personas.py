@@ -198,11 +198,12 @@ class HashingEmbedder:
         return np.asarray(self._vec.transform(list(texts)).toarray(), dtype=np.float32)
 
 
-def get_embedder(spec: str | None) -> Any:
+def get_embedder(spec: str | None, runner: Any = None) -> Any:
     """``hashing`` (bag of words, no model) or any spec the core embedder accepts
-    (``builtin`` = the packaged MiniLM, or a local encoder directory)."""
+    (``builtin`` = the packaged MiniLM, a local encoder directory, or
+    ``openai-embed:MODEL[@URL]``, whose calls go through ``runner``: pass the run's)."""
     if spec == "hashing":
         return HashingEmbedder()
     from carebench.models.embed import load_embedder
 
-    return load_embedder(spec)
+    return load_embedder(spec, runner=runner)

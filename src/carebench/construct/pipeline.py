@@ -11,16 +11,14 @@ Nothing is written to ``prompts.jsonl`` unless every step finished.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from carebench.cache import CompletionCache
 from carebench.construct import anonymize as anon
-from carebench.construct.calls import Ledger
+from carebench.construct.calls import StageRunner
+from carebench.construct.command import ConstructOptions, Stages, run_command
 from carebench.construct.config import BuildConfig
 from carebench.construct.io import load_models, resolve, write_models
 from carebench.construct.judge import judge
@@ -48,47 +46,10 @@ from carebench.construct.screening import (
 from carebench.construct.sources import SourceRow, WorkRow
 from carebench.datasets.prompts import Persona as PromptPersona
 from carebench.datasets.prompts import PromptRecord
-from carebench.models import get_model
-from carebench.models.base import ChatModel
-from carebench.rundir import data_sha256, new_run_dir, write_json, write_jsonl, write_manifest
-from carebench.runner import Runner, RunnerConfig
+from carebench.run import Run
+from carebench.rundir import data_sha256
 from carebench.taxonomy import load_contexts, load_taxonomy
 from carebench.types import CarebenchError
-
-SUITE = "construct"
-
-
-@dataclass
-class RunOptions:
-    out: str | None = None
-    model: str | None = None
-    budget_usd: float | None = None
-    dry_run: bool = False
-    use_cache: bool = True
-    cache_path: str | None = None
-    concurrency: int | None = None
-    progress: bool = True
-    embedding_cache: str | None = None
-
-
-@dataclass
-class Stages:
-    """Counts in and out per step, for the report."""
-
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    details: dict[str, Any] = field(default_factory=dict)
-
-    def add(self, step: str, n_in: int, n_out: int, note: str = "", **detail: Any) -> None:
-        self.rows.append({"step": step, "in": n_in, "out": n_out, "note": note})
-        if detail:
-            self.details[step] = detail
-
-
-def make_ledger(opts: RunOptions) -> Ledger:
-    cache = CompletionCache(Path(opts.cache_path) if opts.cache_path else None) if opts.use_cache else None
-    runner = Runner(RunnerConfig(concurrency=opts.concurrency, use_cache=opts.use_cache, progress=opts.progress,
-                                 budget_usd=opts.budget_usd), cache=cache)
-    return Ledger(runner, budget_usd=opts.budget_usd)
 
 
 def load_expressions(spec: str | None) -> list[str]:
@@ -106,26 +67,25 @@ def load_expressions(spec: str | None) -> list[str]:
     return out
 
 
-def classifier_verdicts(spec: str, rows: list[SourceRow], ledger: Ledger | None, models: dict[str, ChatModel]) -> list[Verdict] | None:
+def classifier_verdicts(spec: str, rows: list[SourceRow], run: Run) -> list[Verdict] | None:
     if spec == "none":
         return None
     kind, _, arg = spec.partition(":")
     if kind == "scores" and arg:
         return scores_from_file(arg, rows)
     if kind == "llm" and arg:
-        if ledger is None:
-            raise AssertionError("an LLM classifier needs the ledger")
-        return classify_llm(rows, _model(models, arg), ledger, load_taxonomy())
+        return classify_llm(rows, run.model(arg), run, load_taxonomy())
     raise CarebenchError(f"unknown classifier {spec!r} (use none, llm:SPEC or scores:PATH)")
 
 
-def _model(models: dict[str, ChatModel], spec: str) -> ChatModel:
-    if spec not in models:
-        models[spec] = get_model(spec)
-    return models[spec]
+def get_embedder(spec: str, run: Run) -> Any:
+    """The configured embedder; API embeddings go through the run (stage ``embeddings``)."""
+    from carebench.construct.personas import get_embedder as load
+
+    return load(spec, runner=StageRunner(run, "embeddings"))
 
 
-def build(cfg: BuildConfig, opts: RunOptions) -> Path | dict[str, Any]:
+def build(cfg: BuildConfig, opts: ConstructOptions) -> Path | dict[str, Any]:
     """Run the whole chain; returns the run directory (or the plan for a dry run)."""
     cfg = cfg.with_model(opts.model)
     cfg.check_models()
@@ -144,80 +104,41 @@ def build(cfg: BuildConfig, opts: RunOptions) -> Path | dict[str, Any]:
     literals = anon.load_phrase_list(cfg.literals)
     names = anon.load_phrase_list(cfg.names)
     backend = anon.make_backend(cfg.anonymizer, names=names)
-    models: dict[str, ChatModel] = {}
-    configs = [parse_config(s, models) for s in dict.fromkeys(cfg.rewriters)]
-    router = _model(models, cfg.router)  # type: ignore[arg-type]
-    judge_model = _model(models, cfg.judge)  # type: ignore[arg-type]
-    if opts.dry_run:
-        return _plan(cfg, sources, lexicon, configs)
-    from carebench.construct.personas import get_embedder
-
-    embedder = get_embedder(cfg.embedder)
-    ledger = make_ledger(opts)
-    run_dir = new_run_dir(SUITE, opts.out)
-    manifest = _manifest_writer(run_dir, cfg, opts, sources, models)
-    manifest("running", ledger)
-    stages = Stages()
-    try:
-        final, selection, anon_summary, rows = _chain(cfg, opts, sources, personas, lexicon, contracts, expressions,
-                                                      reversals, literals, backend, configs, router, judge_model,
-                                                      embedder, ledger, models, stages)
-    except CarebenchError:
-        write_stopped(run_dir, stages, ledger)
-        manifest("stopped", ledger, stages)
+    run = Run(opts.run_options(planning=opts.dry_run))
+    try:  # every model spec checked before the run directory exists
+        configs = [parse_config(s, run.model) for s in dict.fromkeys(cfg.rewriters)]
+        router = run.model(cfg.router)  # type: ignore[arg-type]
+        judge_model = run.model(cfg.judge)  # type: ignore[arg-type]
+    except BaseException:
+        run.close()
         raise
-    finally:
-        for m in models.values():
-            _close(m)
-    write_models(run_dir / "rows.jsonl", rows)
-    write_models(run_dir / "prompts.jsonl", final)
-    write_jsonl(run_dir / "calls.jsonl", ledger.call_rows)
-    metrics = {"stages": stages.rows, "details": stages.details, "selection": selection,
-               "anonymization": anon_summary, "accounting": ledger.summary()}
-    write_json(run_dir / "metrics.json", metrics)
-    manifest("complete", ledger, stages)
-    from carebench.construct.report import render_build
-
-    render_build(run_dir, embedder=embedder if cfg.figures else None)
-    return run_dir
-
-
-def write_stopped(run_dir: Path, stages: Stages, ledger: Ledger | None) -> None:
-    """What a stopped run leaves: its calls, the counts so far and a report of them
-    (residual hits included), never a prompts file."""
-    if ledger is not None:
-        write_jsonl(run_dir / "calls.jsonl", ledger.call_rows)
-    metrics = {"stages": stages.rows, "details": stages.details, "status": "stopped",
-               "anonymization": stages.details.get("anonymize")}
-    if ledger is not None:
-        metrics["accounting"] = ledger.summary()
-    write_json(run_dir / "metrics.json", metrics)
-    from carebench.construct.report import render_stage
-
-    render_stage(run_dir)
-
-
-def _close(model: ChatModel) -> None:
-    import asyncio
-    import contextlib
-
-    with contextlib.suppress(Exception):
-        asyncio.run(model.aclose())
-
-
-def _manifest_writer(run_dir: Path, cfg: BuildConfig, opts: RunOptions, sources: list[SourceRow], models: dict):
+    if opts.dry_run:
+        run.close()
+        return _plan(cfg, sources, lexicon, configs)
     dataset = {"source": cfg.sources, "rows": len(sources),
                "sha256": data_sha256(s.model_dump(mode="json") for s in sources),
                "illustrative": all(s.illustrative for s in sources)}
+    topic_vectors: list[Any] = []
 
-    def write(status: str, ledger: Ledger, stages: Stages | None = None) -> None:
-        write_manifest(run_dir, suite=SUITE, config=cfg.model_dump(mode="json"), models=sorted(models),
-                       seeds={"construct": cfg.seed}, dataset=dataset,
-                       extra={"status": status, "kind": "build", "accounting": ledger.summary(),
-                              "attributes_mode": cfg.attributes,
-                              "budget_usd": opts.budget_usd,
-                              "stages": stages.rows if stages else []})
-    return write
+    def body(run: Run, stages: Stages, run_dir: Path) -> dict[str, Any]:
+        embedder = get_embedder(cfg.embedder, run)
+        final, selection, anon_summary, rows = _chain(cfg, opts, sources, personas, lexicon, contracts, expressions,
+                                                      reversals, literals, backend, configs, router, judge_model,
+                                                      embedder, run, stages)
+        if cfg.figures and len(final) >= 2:
+            stages.begin("figures")  # the topic figure (VEILED-SH, Appendix A.3) embeds the released prompts
+            topic_vectors.append(embedder.encode([p.text for p in final]))
+        write_models(run_dir / "rows.jsonl", rows)
+        write_models(run_dir / "prompts.jsonl", final)
+        return {"selection": selection, "anonymization": anon_summary}
+
+    def render(run_dir: Path) -> None:
+        from carebench.construct.report import render_build
+
+        render_build(run_dir, topic_vectors=topic_vectors[0] if topic_vectors else None)
+
+    return run_command("build", opts, cfg.model_dump(mode="json"), dataset, body, run=run, render=render,
+                       manifest_extra={"attributes_mode": cfg.attributes, "budget_usd": opts.budget_usd})
 
 
 def _plan(cfg: BuildConfig, sources: list[SourceRow], lexicon, configs: list[RewriterConfig]) -> dict[str, Any]:
@@ -236,14 +157,16 @@ def _plan(cfg: BuildConfig, sources: list[SourceRow], lexicon, configs: list[Rew
 
 
 def _chain(cfg, opts, sources, personas, lexicon, contracts, expressions, reversals, literals, backend, configs,
-           router, judge_model, embedder, ledger, models, stages):
-    verdicts = classifier_verdicts(cfg.classifier, sources, ledger, models)
+           router, judge_model, embedder, run, stages):
+    stages.begin("screen")
+    verdicts = classifier_verdicts(cfg.classifier, sources, run)
     retained, screen_rep = screen(sources, lexicon, verdicts,
                                   ScreenConfig(cfg.classifier, cfg.threshold, cfg.uncertain_low, cfg.keep_share, cfg.seed))
     stages.add("screen", len(sources), len(retained), f"classifier {cfg.classifier}", **screen_rep)
     if not retained:
         raise CarebenchError("screening retained no rows")
-    routed, route_rep = route(retained, personas, embedder, router, ledger, k=cfg.k, attributes=cfg.attributes,
+    stages.begin("route")
+    routed, route_rep = route(retained, personas, embedder, router, run, k=cfg.k, attributes=cfg.attributes,
                               cache_dir=opts.embedding_cache)
     stages.add("route", len(retained), len(routed), f"attributes {cfg.attributes}", **route_rep)
     forum_ids = forum_sample(routed, cfg.forum_share, cfg.seed)
@@ -251,19 +174,21 @@ def _chain(cfg, opts, sources, personas, lexicon, contracts, expressions, revers
     to_rewrite = [r for r in routed if r.context != FORUM]
     stages.add("assign", len(routed), len(routed), f"{len(forum_ids)} forum kept as written, "
                f"{len(to_rewrite)} to rewrite", forum_kept=len(forum_ids))
-    selection = _select(cfg, to_rewrite, configs, contracts, expressions, judge_model, ledger, stages)
+    selection = _select(cfg, to_rewrite, configs, contracts, expressions, judge_model, run, stages)
     passing = selection["selected"]
     by_name = {c.name: c for c in configs}
     released: list[WorkRow] = [r for r in routed if r.context == FORUM]
     if passing and to_rewrite:
         round_robin(to_rewrite, passing)
         jobs = [(r, by_name[r.rewriter]) for r in to_rewrite]  # type: ignore[index]
-        outs = rewrite(jobs, contracts, ledger, expressions, stage="rewrites")
+        stages.begin("rewrite")
+        outs = rewrite(jobs, contracts, run, expressions, stage="rewrites")
         for r, (text, status) in zip(to_rewrite, outs, strict=True):
             r.output, r.rewrite_status = text, status
         ok = [r for r in to_rewrite if r.output]
         stages.add("rewrite", len(to_rewrite), len(ok), "round-robin over " + ", ".join(passing), **rewrite_report(to_rewrite))
-        verdicts_j = judge([(r, r.output) for r in ok], contracts, judge_model, ledger)  # type: ignore[misc]
+        stages.begin("judge")
+        verdicts_j = judge([(r, r.output) for r in ok], contracts, judge_model, run)  # type: ignore[misc]
         dropped: dict[str, int] = {}
         kept = []
         for r, (v, status) in zip(ok, verdicts_j, strict=True):
@@ -281,20 +206,22 @@ def _chain(cfg, opts, sources, personas, lexicon, contracts, expressions, revers
             r.rewrite_status = "no_configuration_passed"
         stages.add("rewrite", len(to_rewrite), 0, "no rewriter configuration passed the gates" if to_rewrite
                    else "nothing to rewrite")
+    stages.begin("anonymize")
     final, summary = _anonymize(cfg, released, backend, reversals, literals, stages)
     return final, selection, summary, routed
 
 
-def _select(cfg, to_rewrite, configs, contracts, expressions, judge_model, ledger, stages) -> dict[str, Any]:
+def _select(cfg, to_rewrite, configs, contracts, expressions, judge_model, run, stages) -> dict[str, Any]:
+    stages.begin("select")
     if not to_rewrite:
         return {"table": [], "selected": [], "sample": 0}
     rng = np.random.default_rng(cfg.seed)
     pick = sorted(int(i) for i in rng.permutation(len(to_rewrite))[: cfg.selection_sample])
     pilot = [to_rewrite[i] for i in pick]
     jobs = [(r, c) for c in configs for r in pilot]
-    outs = rewrite(jobs, contracts, ledger, expressions, stage="selection rewrites")
+    outs = rewrite(jobs, contracts, run, expressions, stage="selection rewrites")
     done = [((r, c), text) for (r, c), (text, _) in zip(jobs, outs, strict=True) if text]
-    verdicts = iter(judge([(r, text) for (r, _), text in done], contracts, judge_model, ledger,
+    verdicts = iter(judge([(r, text) for (r, _), text in done], contracts, judge_model, run,
                           stage="selection judge"))  # the judge never sees which configuration wrote it
     outcomes = [Outcome(c.name, next(verdicts)[0]) if text else Outcome(c.name, None, rewrite_ok=False)
                 for (r, c), (text, _) in zip(jobs, outs, strict=True)]
@@ -329,7 +256,3 @@ def _anonymize(cfg, released: list[WorkRow], backend, reversals, literals, stage
                else f"with NER ({backend.name})") + (f"; {len(bad)} rows dropped for residual hits" if bad else ""),
                **summary)
     return final, summary
-
-
-def dump(obj: Any) -> str:
-    return json.dumps(obj, indent=2, ensure_ascii=False)

@@ -73,7 +73,9 @@ def screening_table(detail: dict[str, Any]) -> Table:
     return Table(["source", "rows", "retained"] + reasons, rows, caption="Screening: retained rows per source and reason.")
 
 
-def render_build(run_dir: Path, embedder: Any = None) -> None:
+def render_build(run_dir: Path, topic_vectors: Any = None) -> None:
+    """The build report; ``topic_vectors`` (the released prompts' embeddings, computed
+    inside the run) add the topic figure, which ``carebench report DIR`` leaves out."""
     run_dir = Path(run_dir)
     manifest = read_json(run_dir / "manifest.json")
     metrics = read_json(run_dir / "metrics.json")
@@ -99,7 +101,8 @@ def render_build(run_dir: Path, embedder: Any = None) -> None:
                                                              caption="Rewrites not released, by failed gate.")]))
     sections.append(Section("Anonymization", anonymization_blocks(metrics.get("anonymization") or {})))
     if prompts:
-        sections.append(Section("Exploratory analysis", _figures(prompts, rows, embedder)))
+        k = int((manifest.get("config") or {}).get("topics") or 6)
+        sections.append(Section("Exploratory analysis", _figures(prompts, rows, topic_vectors, k)))
     notes = []
     if manifest.get("dataset", {}).get("illustrative"):
         notes.append("Built from carebench's illustrative source set: the rows were written for the software, "
@@ -114,16 +117,15 @@ def _accounting(acct: dict[str, Any]) -> dict[str, Any]:
             "cache hits": acct.get("cache_hits", 0), "failed calls": acct.get("errors", 0)}
 
 
-def _figures(prompts: list[dict[str, Any]], rows: list[dict[str, Any]], embedder: Any) -> list[Any]:
+def _figures(prompts: list[dict[str, Any]], rows: list[dict[str, Any]], topic_vectors: Any, k: int) -> list[Any]:
     from carebench.construct import figures as F
 
     blocks: list[Any] = [F.length_by_context(prompts), *F.demographics(prompts)]
     years = F.source_years(rows)
     if years is not None:
         blocks.append(years)
-    if embedder is not None and len(prompts) >= 2:
-        texts = [p["text"] for p in prompts]
-        blocks.append(F.topics(texts, embedder.encode(texts)))
+    if topic_vectors is not None and len(prompts) >= 2:
+        blocks.append(F.topics([p["text"] for p in prompts], topic_vectors, k=k))
     blocks.append(Paragraph("Figures are descriptive; persona attributes are synthetic, not properties of authors."))
     return blocks
 
@@ -143,6 +145,12 @@ def render_stage(run_dir: Path) -> None:
     manifest = read_json(run_dir / "manifest.json")
     metrics = read_json(run_dir / "metrics.json")
     blocks: list[Any] = [stage_table(metrics.get("stages", []))]
+    if metrics.get("incomplete"):
+        blocks.insert(0, Callout(
+            f"The run's budget stopped it during {', '.join(metrics['incomplete'])} (incomplete); the steps "
+            "above finished. No output rows were written and nothing half-done is counted. Re-run the same "
+            "command without --budget (or with a larger one) to finish it from the cache without repeating "
+            "a completed call.", "warning"))
     sections = [Section("Counts", blocks)]
     if metrics.get("selection"):
         sections.append(Section("Rewriter selection", [selection_table(metrics["selection"])]))
@@ -156,7 +164,9 @@ def render_stage(run_dir: Path) -> None:
     if metrics.get("accounting"):
         sections.append(Section("Model calls", [KeyValue(list(_accounting(metrics["accounting"]).items()))]))
     title = f"Construct: {manifest.get('kind', 'stage')}"
-    if metrics.get("status") == "stopped":
+    if metrics.get("incomplete"):
+        title += " (incomplete: no output written)"
+    elif metrics.get("status") == "stopped":
         title += " (stopped: no output written)"
     write_report(Report(title, sections=sections), run_dir)
 

@@ -15,17 +15,18 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from carebench.construct.calls import Ledger, generate, usable_text
+from carebench.construct.calls import generate, usable_text
 from carebench.construct.prompts import REVISE_SYSTEM, REWRITE_SYSTEM, persona_block
 from carebench.construct.review import largest_remainder
 from carebench.construct.sources import WorkRow
-from carebench.models import get_model
 from carebench.models.base import ChatModel
+from carebench.run import Run
 from carebench.types import CarebenchError, Message
 
 REWRITE_CONTEXTS = ("counselor_chat", "platform_search", "triage")
@@ -45,21 +46,15 @@ class RewriterConfig:
         return len(self.models) > 1
 
 
-def parse_config(spec: str, models: dict[str, ChatModel] | None = None) -> RewriterConfig:
-    """``SPEC`` or ``fusion:SPEC_A+SPEC_B`` (models are shared across configurations)."""
-    models = models if models is not None else {}
-
-    def get(s: str) -> ChatModel:
-        if s not in models:
-            models[s] = get_model(s)
-        return models[s]
-
+def parse_config(spec: str, get_model: Callable[[str], ChatModel]) -> RewriterConfig:
+    """``SPEC`` or ``fusion:SPEC_A+SPEC_B``; ``get_model`` is the run's model factory
+    (one instance per spec, shared across configurations)."""
     if spec.startswith("fusion:"):
         parts = [p.strip() for p in spec[len("fusion:"):].split("+") if p.strip()]
         if len(parts) < 2:
             raise CarebenchError(f"{spec!r}: a fusion needs at least two model specs joined by '+'")
-        return RewriterConfig(spec, [get(p) for p in parts])
-    return RewriterConfig(spec, [get(spec)])
+        return RewriterConfig(spec, [get_model(p) for p in parts])
+    return RewriterConfig(spec, [get_model(spec)])
 
 
 def forum_sample(rows: list[WorkRow], share: float, seed: int) -> set[str]:
@@ -118,32 +113,33 @@ def rewrite_user_prompt(row: WorkRow, contract: str, expressions: list[str]) -> 
 def rewrite(
     jobs: list[tuple[WorkRow, RewriterConfig]],
     contracts: dict[str, str],
-    ledger: Ledger,
+    run: Run,
     expressions: list[str] | None = None,
     stage: str = "rewrites",
 ) -> list[tuple[str | None, str]]:
     """(text or None, status) per job. Fusion configurations make a second batch of
-    revision calls for the drafts that succeeded."""
+    revision calls for the drafts that succeeded (a budget stop raises
+    :class:`~carebench.construct.calls.StageStopped` instead)."""
     expressions = expressions or []
     users = [rewrite_user_prompt(r, contracts[r.context], expressions) for r, _ in jobs]  # type: ignore[index]
-    drafts = generate(ledger, stage, [
+    drafts = generate(run, stage, [
         ((r.id, cfg.name, "draft"), cfg.models[0], (Message("system", REWRITE_SYSTEM), Message("user", u)))
         for (r, cfg), u in zip(jobs, users, strict=True)
     ], max_tokens=REWRITE_MAX_TOKENS)
     out: list[tuple[str | None, str]] = []
     for comp in drafts:
         text = usable_text(comp)
-        out.append((text, "ok" if text else f"draft_{comp.status if comp else 'not_made'}"))
+        out.append((text, "ok" if text else f"draft_{comp.status}"))
     for step in range(1, max((len(c.models) for _, c in jobs), default=1)):
         idx = [i for i, (r, c) in enumerate(jobs) if len(c.models) > step and out[i][0] is not None]
-        comps = generate(ledger, f"{stage} (revision {step})", [
+        comps = generate(run, f"{stage} (revision {step})", [
             ((jobs[i][0].id, jobs[i][1].name, f"revise{step}"), jobs[i][1].models[step],
              (Message("system", REVISE_SYSTEM), Message("user", f"{users[i]}\n\nDRAFT\n{out[i][0]}")))
             for i in idx
         ], max_tokens=REWRITE_MAX_TOKENS)
         for i, comp in zip(idx, comps, strict=True):
             text = usable_text(comp)
-            out[i] = (text, "ok" if text else f"revise_{comp.status if comp else 'not_made'}")
+            out[i] = (text, "ok" if text else f"revise_{comp.status}")
     return out
 
 

@@ -15,11 +15,12 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 
-from carebench.construct.calls import Ledger, ask_json
+from carebench.construct.calls import ask_json
 from carebench.construct.personas import attribute_mask, nearest, normalise, persona_matrix
 from carebench.construct.prompts import PICK_SYSTEM, SKETCH_SYSTEM, persona_block
 from carebench.construct.sources import Persona, WorkRow
 from carebench.models.base import ChatModel
+from carebench.run import Run
 from carebench.types import CarebenchError
 
 ATTRIBUTE_MODES = ("inform", "filter")
@@ -43,7 +44,7 @@ def route(
     personas: list[Persona],
     embedder: Any,
     model: ChatModel,
-    ledger: Ledger,
+    run: Run,
     *,
     k: int = 10,
     attributes: str = "inform",
@@ -54,7 +55,7 @@ def route(
     if not rows:
         return [], {"rows_in": 0, "rows_out": 0}
     table, cached = persona_matrix(personas, embedder, cache_dir)
-    answers = ask_json(ledger, "persona sketches", model, [(r.id, SKETCH_SYSTEM, f"TEXT:\n{r.text}") for r in rows],
+    answers = ask_json(run, "persona sketches", model, [(r.id, SKETCH_SYSTEM, f"TEXT:\n{r.text}") for r in rows],
                        Sketch, max_tokens=200)
     status: Counter = Counter()
     queries = []
@@ -89,7 +90,7 @@ def route(
         hint = "; ".join(f"{k_}: {v}" for k_, v in r.inferred.items())
         user = f"TEXT:\n{r.text}\n\n" + (f"WHAT THE TEXT SUGGESTS: {hint}\n\n" if hint else "") + f"CANDIDATES:\n{listing}"
         items.append((r.id, PICK_SYSTEM, user))
-    picks = ask_json(ledger, "persona picks", model, items, Pick, max_tokens=40)
+    picks = ask_json(run, "persona picks", model, items, Pick, max_tokens=40)
     by_id = {p.id: p for p in personas}
     for r, a in zip(rows, picks, strict=True):
         n = len(r.candidates)

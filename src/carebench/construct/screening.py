@@ -153,7 +153,7 @@ class ScreenAnswer(BaseModel):
     suicidal_severity: int | None = None
 
 
-def classify_llm(rows: list[SourceRow], model: Any, ledger: Any, taxonomy: Any) -> list[Verdict]:
+def classify_llm(rows: list[SourceRow], model: Any, run: Any, taxonomy: Any) -> list[Verdict]:
     """The taxonomy asked of a chat model: relevance plus proxy INTENT labels.
 
     Unknown codes are dropped from the proxy (it is a sampling aid, never a label);
@@ -164,7 +164,7 @@ def classify_llm(rows: list[SourceRow], model: Any, ledger: Any, taxonomy: Any) 
 
     intent = "\n".join(f"- {c.code}: {c.name}. {c.description}".rstrip() for c in taxonomy.categories("intent"))
     system = SCREEN_SYSTEM.format(intent=intent)
-    answers = ask_json(ledger, "screening classifier", model, [(r.id, system, f"TEXT:\n{r.text}") for r in rows],
+    answers = ask_json(run, "screening classifier", model, [(r.id, system, f"TEXT:\n{r.text}") for r in rows],
                        ScreenAnswer, max_tokens=120)
     known = set(taxonomy.codes("intent"))
     out = []

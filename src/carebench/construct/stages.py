@@ -6,78 +6,26 @@ of one is the ``--rows`` of the next, and ``build`` runs them all at once.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from carebench.construct import anonymize as anon
-from carebench.construct.calls import Ledger
+from carebench.construct.command import ConstructOptions, Stages, run_command
 from carebench.construct.io import load_models, write_models
-from carebench.construct.pipeline import (
-    RunOptions,
-    Stages,
-    _model,
-    classifier_verdicts,
-    load_expressions,
-    make_ledger,
-)
+from carebench.construct.pipeline import classifier_verdicts, get_embedder, load_expressions
 from carebench.construct.quality import ConstructionVerdict, Outcome, selected, summarize
 from carebench.construct.sources import SourceRow, WorkRow
-from carebench.models.base import ChatModel
-from carebench.rundir import data_sha256, new_run_dir, write_json, write_jsonl, write_manifest
+from carebench.run import Run
+from carebench.rundir import data_sha256, write_json, write_jsonl
 from carebench.types import CarebenchError
 
-SUITE = "construct"
 
-
-def run_stage(
-    kind: str,
-    opts: RunOptions,
-    config: dict[str, Any],
-    rows_in: list[Any],
-    body: Callable[[Ledger | None, dict[str, ChatModel], Stages, Path], dict[str, Any]],
-    *,
-    calls: bool = True,
-) -> Path:
-    """Create the run directory, run ``body``, write calls, metrics, manifest and report."""
-    models: dict[str, ChatModel] = {}
-    ledger = make_ledger(opts) if calls else None
-    run_dir = new_run_dir(SUITE, opts.out)
-    stages = Stages()
+def run_stage(kind: str, opts: ConstructOptions, config: dict[str, Any], rows_in: list[Any], body,
+              *, calls: bool = True) -> Path:
+    """One stage command: its input's digest in the manifest, then :func:`run_command`."""
     dataset = {"rows": len(rows_in), "sha256": data_sha256(
         r.model_dump(mode="json") if hasattr(r, "model_dump") else r for r in rows_in)}
-
-    def manifest(status: str) -> None:
-        write_manifest(run_dir, suite=SUITE, config=config, models=sorted(models), seeds={"construct": config.get("seed", 42)},
-                       dataset=dataset, extra={"status": status, "kind": kind,
-                                               "accounting": ledger.summary() if ledger else {},
-                                               "stages": stages.rows})
-
-    manifest("running")
-    try:
-        extra = body(ledger, models, stages, run_dir)
-    except CarebenchError:
-        from carebench.construct.pipeline import write_stopped
-
-        write_stopped(run_dir, stages, ledger)
-        manifest("stopped")
-        raise
-    finally:
-        from carebench.construct.pipeline import _close
-
-        for m in models.values():
-            _close(m)
-    if ledger is not None:
-        write_jsonl(run_dir / "calls.jsonl", ledger.call_rows)
-    metrics = {"stages": stages.rows, "details": stages.details, **extra}
-    if ledger is not None:
-        metrics["accounting"] = ledger.summary()
-    write_json(run_dir / "metrics.json", metrics)
-    manifest("complete")
-    from carebench.construct.report import render_stage
-
-    render_stage(run_dir)
-    return run_dir
+    return run_command(kind, opts, config, dataset, body, calls=calls)
 
 
 def load_rows(path: str, unique: bool = True) -> list[WorkRow]:
@@ -85,7 +33,7 @@ def load_rows(path: str, unique: bool = True) -> list[WorkRow]:
 
 
 def screen_stage(sources: str, lexicon: list[str], lexicon_replace: bool, classifier: str, threshold: float,
-                 uncertain_low: float, keep_share: float, seed: int, opts: RunOptions) -> Path:
+                 uncertain_low: float, keep_share: float, seed: int, opts: ConstructOptions) -> Path:
     from carebench.construct.lexicon import load_lexicon
     from carebench.construct.screening import ScreenConfig, screen
 
@@ -94,8 +42,8 @@ def screen_stage(sources: str, lexicon: list[str], lexicon_replace: bool, classi
     cfg = ScreenConfig(classifier, threshold, uncertain_low, keep_share, seed)
     cfg.validate()
 
-    def body(ledger, models, stages, run_dir):
-        verdicts = classifier_verdicts(classifier, rows, ledger, models)
+    def body(run: Run, stages: Stages, run_dir: Path) -> dict[str, Any]:
+        verdicts = classifier_verdicts(classifier, rows, run)
         kept, rep = screen(rows, lex, verdicts, cfg)
         stages.add("screen", len(rows), len(kept), f"classifier {classifier}", **rep)
         write_models(run_dir / "screened.jsonl", kept)
@@ -108,16 +56,16 @@ def screen_stage(sources: str, lexicon: list[str], lexicon_replace: bool, classi
 
 
 def route_stage(rows_path: str, personas: str, model: str, embedder: str, k: int, attributes: str,
-                opts: RunOptions, id_field: str = "id", text_field: str = "text") -> Path:
-    from carebench.construct.personas import get_embedder, load_personas
+                opts: ConstructOptions, id_field: str = "id", text_field: str = "text") -> Path:
+    from carebench.construct.personas import load_personas
     from carebench.construct.routing import route
 
     rows = load_rows(rows_path)
     table = load_personas(personas, id_field, text_field)
-    emb = get_embedder(embedder)
 
-    def body(ledger, models, stages, run_dir):
-        routed, rep = route(rows, table, emb, _model(models, model), ledger, k=k, attributes=attributes,
+    def body(run: Run, stages: Stages, run_dir: Path) -> dict[str, Any]:
+        emb = get_embedder(embedder, run)
+        routed, rep = route(rows, table, emb, run.model(model), run, k=k, attributes=attributes,
                             cache_dir=opts.embedding_cache)
         stages.add("route", len(rows), len(routed), f"attributes {attributes}", **rep)
         write_models(run_dir / "routed.jsonl", routed)
@@ -129,7 +77,7 @@ def route_stage(rows_path: str, personas: str, model: str, embedder: str, k: int
 
 def rewrite_stage(rows_path: str, rewriters: list[str], contexts_path: str | None, rewrite_contexts: list[str],
                   forum_share: float, all_configs: bool, expressions: str | None, seed: int,
-                  opts: RunOptions) -> Path:
+                  opts: ConstructOptions) -> Path:
     from carebench.construct import rewriting as rw
     from carebench.taxonomy import load_contexts
 
@@ -143,8 +91,8 @@ def rewrite_stage(rows_path: str, rewriters: list[str], contexts_path: str | Non
             raise CarebenchError(f"rewrite context {c!r} is not a known non-forum context")
     exprs = load_expressions(expressions)
 
-    def body(ledger, models, stages, run_dir):
-        configs = [rw.parse_config(s, models) for s in dict.fromkeys(rewriters)]
+    def body(run: Run, stages: Stages, run_dir: Path) -> dict[str, Any]:
+        configs = [rw.parse_config(s, run.model) for s in dict.fromkeys(rewriters)]
         if any(r.persona is None for r in rows):
             raise CarebenchError(f"{rows_path}: rows need a persona (run `construct route` first)")
         forum_ids = rw.forum_sample(rows, forum_share, seed)
@@ -157,7 +105,7 @@ def rewrite_stage(rows_path: str, rewriters: list[str], contexts_path: str | Non
             rw.round_robin(todo, [c.name for c in configs])
             by = {c.name: c for c in configs}
             jobs = [(r, by[r.rewriter]) for r in todo]  # type: ignore[index]
-        outs = rw.rewrite(jobs, contracts, ledger, exprs)
+        outs = rw.rewrite(jobs, contracts, run, exprs)
         for (r, c), (text, status) in zip(jobs, outs, strict=True):
             r.rewriter, r.output, r.rewrite_status = c.name, text, status
             out_rows.append(r)
@@ -171,7 +119,7 @@ def rewrite_stage(rows_path: str, rewriters: list[str], contexts_path: str | Non
                                        "rewrite_contexts": rewrite_contexts}, rows, body)
 
 
-def judge_stage(rows_path: str, judge_spec: str, contexts_path: str | None, opts: RunOptions) -> Path:
+def judge_stage(rows_path: str, judge_spec: str, contexts_path: str | None, opts: ConstructOptions) -> Path:
     from carebench.construct.judge import judge
     from carebench.taxonomy import load_contexts
 
@@ -179,8 +127,8 @@ def judge_stage(rows_path: str, judge_spec: str, contexts_path: str | None, opts
     contracts = {n: c.contract_text() for n, c in load_contexts(contexts_path).items()}
     todo = [r for r in rows if r.rewriter and r.output]
 
-    def body(ledger, models, stages, run_dir):
-        res = judge([(r, r.output) for r in todo], contracts, _model(models, judge_spec), ledger)  # type: ignore[misc]
+    def body(run: Run, stages: Stages, run_dir: Path) -> dict[str, Any]:
+        res = judge([(r, r.output) for r in todo], contracts, run.model(judge_spec), run)  # type: ignore[misc]
         for r, (v, status) in zip(todo, res, strict=True):
             r.verdict = v.model_dump() if v is not None else {"status": status}
         stages.add("judge", len(todo), sum(v is not None for v, _ in res), "verdicts parsed")
@@ -204,13 +152,13 @@ def outcomes_from_rows(rows: list[WorkRow]) -> list[Outcome]:
     return out
 
 
-def select_stage(rows_path: str, limits: dict[str, float], opts: RunOptions) -> Path:
+def select_stage(rows_path: str, limits: dict[str, float], opts: ConstructOptions) -> Path:
     rows = load_rows(rows_path, unique=False)
     outcomes = outcomes_from_rows(rows)
     if not outcomes:
         raise CarebenchError(f"{rows_path}: no rewrites with a rewriter to select from")
 
-    def body(ledger, models, stages, run_dir):
+    def body(run: Run, stages: Stages, run_dir: Path) -> dict[str, Any]:
         table = summarize(outcomes, limits=limits)
         chosen = selected(table)
         stages.add("select", len({o.config for o in outcomes}), len(chosen), "gate-first, then by Q")
@@ -224,7 +172,7 @@ def select_stage(rows_path: str, limits: dict[str, float], opts: RunOptions) -> 
 
 
 def anonymize_stage(rows_path: str, backend_spec: str, names: str | None, reversals: str | None,
-                    literals: str | None, on_residual: str, drop_gate_failures: bool, opts: RunOptions) -> Path:
+                    literals: str | None, on_residual: str, drop_gate_failures: bool, opts: ConstructOptions) -> Path:
     from carebench.construct.config import BuildConfig
     from carebench.construct.pipeline import _anonymize
     from carebench.construct.quality import row_passes
@@ -235,7 +183,7 @@ def anonymize_stage(rows_path: str, backend_spec: str, names: str | None, revers
     if on_residual not in ("error", "drop"):
         raise CarebenchError("--on-residual must be error or drop")
 
-    def body(ledger, models, stages, run_dir):
+    def body(run: Run, stages: Stages, run_dir: Path) -> dict[str, Any]:
         released = []
         for r in rows:
             if not r.context:
@@ -256,7 +204,7 @@ def anonymize_stage(rows_path: str, backend_spec: str, names: str | None, revers
 
 
 def review_sample_stage(rows_path: str, total: int, per_reviewer: int, shared: int, reviewers: tuple[str, str],
-                        seed: int, opts: RunOptions) -> Path:
+                        seed: int, opts: ConstructOptions) -> Path:
     from carebench.construct.review import SampleConfig, draw_sample, sheet_rows
     from carebench.datasets.sheets import ReviewItem
 
@@ -264,7 +212,7 @@ def review_sample_stage(rows_path: str, total: int, per_reviewer: int, shared: i
     cfg = SampleConfig(total, per_reviewer, shared, reviewers, seed)
     cfg.validate()
 
-    def body(ledger, models, stages, run_dir):
+    def body(run: Run, stages: Stages, run_dir: Path) -> dict[str, Any]:
         key, design = draw_sample(rows, cfg)
         by_id = {r.id: r for r in rows}
         both = []
@@ -283,7 +231,7 @@ def review_sample_stage(rows_path: str, total: int, per_reviewer: int, shared: i
                      rows, body, calls=False)
 
 
-def review_stats_stage(key_path: str, reviews: list[str], B: int, seed: int, opts: RunOptions) -> Path:
+def review_stats_stage(key_path: str, reviews: list[str], B: int, seed: int, opts: ConstructOptions) -> Path:
     from carebench.construct.review import review_stats
     from carebench.datasets.sheets import load_reviews
     from carebench.rundir import read_jsonl
@@ -293,7 +241,7 @@ def review_stats_stage(key_path: str, reviews: list[str], B: int, seed: int, opt
         raise CarebenchError("give at least one --reviews file")
     rows = [r.model_dump() for path in reviews for r in load_reviews(path)]
 
-    def body(ledger, models, stages, run_dir):
+    def body(run: Run, stages: Stages, run_dir: Path) -> dict[str, Any]:
         stats = review_stats(key, rows, B=B, seed=seed)
         stages.add("review stats", len(rows), stats["items_reviewed"], "reviews in, distinct items out")
         return {"review": stats}

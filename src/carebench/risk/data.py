@@ -23,12 +23,12 @@ import json
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from carebench.datasets.builtin import builtin_file, package_file
 from carebench.datasets.columns import parse_columns, rename_rows
 from carebench.datasets.files import csv_rows, format_from_suffix, read_rows, read_text
 from carebench.risk.methods.base import RiskItem
@@ -356,16 +356,13 @@ def _load_clinician(path: Path) -> tuple[list[RiskItem], dict[str, Any], list[st
 
 
 def load_builtin(name: str) -> RiskDataset:
-    if name not in BUILTIN:
-        raise CarebenchError(f"unknown built-in dataset {name!r}; known: {', '.join(BUILTIN)}")
-    base = resources.files("carebench") / "data" / "risk"
-    meta = json.loads((base / f"{name}.meta.json").read_text("utf-8"))
+    path = builtin_file("risk", name, {n: f"{n}.jsonl" for n in BUILTIN}, "built-in dataset")
+    meta = json.loads(package_file("risk", f"{name}.meta.json").read_text("utf-8"))
     items = []
     rows = []
-    with resources.as_file(base / f"{name}.jsonl") as path:
-        for loc, raw in read_rows(path, "jsonl"):
-            rows.append(raw)
-            items.append(_validate(raw, f"builtin:{name}", loc))
+    for loc, raw in read_rows(path, "jsonl"):
+        rows.append(raw)
+        items.append(_validate(raw, f"builtin:{name}", loc))
     _check_unique(items, f"builtin:{name}")
     return RiskDataset(
         name=name, items=items, source=f"builtin:{name}", format="jsonl",
