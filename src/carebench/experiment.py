@@ -12,7 +12,7 @@ each on their own (six runner set-ups, three re-renderers); now there is one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -48,6 +48,9 @@ class Execution:
     failed_calls: int = 0
     #: record fields stored as columns of records.parquet (none: no Parquet copy)
     parquet_columns: tuple[str, ...] = ()
+    #: writes what the command makes beyond JSONL (e.g. frozen profile files, a dataset
+    #: release), given the run directory, before the manifest (so a crash leaves no manifest)
+    artifacts: Callable[[Path], None] | None = None
 
 
 @dataclass
@@ -162,6 +165,8 @@ def write_run(run_dir: Path, suite: str, ex: Execution, run: Run) -> dict[str, A
         write_jsonl(run_dir / name, rows)
     write_jsonl(run_dir / "calls.jsonl", run.call_rows)
     write_records(run_dir, ex.records, ex.parquet_columns)
+    if ex.artifacts is not None:
+        ex.artifacts(run_dir)
     return write_manifest(
         run_dir, suite=suite, config=ex.config,
         models=ex.models if ex.models is not None else run.model_specs(),

@@ -159,7 +159,8 @@ class Run:
 
     @property
     def calls_left(self) -> int:
-        return self.ledger.not_made + self._calls_skipped
+        """Distinct calls refused by the budget plus the calls of work never started."""
+        return len(self.ledger.refused) + self._calls_skipped
 
     def accounting(self) -> dict[str, Any]:
         """What the manifest records about the run's calls and spend."""

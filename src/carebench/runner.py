@@ -64,6 +64,9 @@ class Ledger:
     shared: int = 0
     errors: int = 0
     not_made: int = 0  # calls refused by the budget (or skipped after it stopped)
+    #: cache keys of the refused calls, for "calls left": a call refused in several batches or
+    #: positions (identical requests share one provider call) is one call still to make
+    refused: set[str] = field(default_factory=set, repr=False)
     stopped: str | None = None
 
     def reserve(self, worst_usd: float) -> bool:
@@ -285,6 +288,8 @@ class Runner:
         res.elapsed_s = time.perf_counter() - t0
         self.ledger.not_made += res.not_made
         if res.not_made:
+            self.ledger.refused |= {call_key(c) for c, comp in zip(calls, res.completions, strict=True)
+                                    if comp is None}
             res.stopped = self.ledger.stopped
         return res
 

@@ -23,7 +23,7 @@ class SuiteEntry:
     app: Callable[[], Any]  # the suite's Typer app (imported only when mounted)
     suite: Callable[[], Any] | None  # a carebench.experiment.Suite able to score and render runs
     demo: Callable[[], Any] | None = None  # run_demo(run_dir, model_spec=, quick=) for ``carebench demo``
-    #: the suite's own re-renderer, for a suite not yet on the run skeleton (plural, construct)
+    #: the suite's own re-renderer, for a suite not yet on the run skeleton (construct)
     rerender: Callable[[], Any] | None = None
 
 
@@ -69,10 +69,10 @@ def _plural_app():
     return app
 
 
-def _plural_rerender():
-    from carebench.plural.report import rerender
+def _plural_suite():
+    from carebench.plural.suite import PluralSuite
 
-    return rerender
+    return PluralSuite()
 
 
 def _plural_demo():
@@ -104,7 +104,7 @@ SUITES: dict[str, SuiteEntry] = {
     "support": SuiteEntry("rubric-scored crisis support (DistressBench)", _support_app, _support_suite,
                           _support_demo),
     "plural": SuiteEntry("practitioner-calibrated reference policies and jury scoring (VEILED-SH)",
-                         _plural_app, None, _plural_demo, rerender=_plural_rerender),
+                         _plural_app, _plural_suite, _plural_demo),
     "construct": SuiteEntry("dataset construction (VEILED-SH §4)", _construct_app, None,
                             rerender=_construct_rerender),
 }

@@ -97,23 +97,20 @@ def test_aliases_are_neutral_and_ordered():
         "amy": "P1", "cy": "P2", "bob": "C1", "zed": "C2"}
 
 
-def test_gepa_adapter_through_the_ledger(tmp_path):
+def test_gepa_adapter_through_the_run_context(tmp_path):
     """E3 with a tiny budget: GEPA's evaluations and reflections are carebench calls (cached,
     recorded), the reflection is capped at 8,000 tokens, and the evolved instruction is kept."""
-    from carebench.models import get_model
-    from carebench.plural.calls import Ledger
     from carebench.plural.profiles import FitData, get_method
     from carebench.plural.profiles.base import Env
-    from carebench.runner import Runner, RunnerConfig
+    from carebench.run import Run, RunOptions
 
     cases = [p for p in PROMPTS if p.id in {a.case_id for a in ANNOTATIONS}][:6]
     gold = {a.case_id: Policy.of(a) for a in ANNOTATIONS if a.practitioner == "prac-a"}
     labeller = Labeller(PROMPTS, ANNOTATIONS)
     with StubServer() as stub:
         stub.handler = labeller
-        env = Env(get_model(f"openai:m@{stub.base_url}"),
-                  Ledger(Runner(RunnerConfig(progress=False, use_cache=False))), TAX, CTX,
-                  {p.id: p for p in PROMPTS})
+        run = Run(RunOptions(progress=False, use_cache=False))
+        env = Env(run.model(f"openai:m@{stub.base_url}"), run, TAX, CTX, {p.id: p for p in PROMPTS}, stage="E3")
         method = get_method("E3")
         method.metric_calls = 12
         (profile,) = method.fit([FitData("prac-a", "peer", cases, {c.id: gold[c.id] for c in cases})], env)
@@ -121,26 +118,8 @@ def test_gepa_adapter_through_the_ledger(tmp_path):
     assert reflections and all(b["max_tokens"] == 8000 for b in reflections)
     assert profile.instruction == NEW_INSTRUCTION and not profile.extra["gepa_warnings"]
     assert profile.extra["metric_calls"] <= 12 + 3 * 2
-    assert len(env.ledger.rows) == len(labeller.requests)  # every call went through the ledger
-
-
-def test_budget_stops_and_rerun_resumes_without_repeating(tmp_path, monkeypatch):
-    prices = tmp_path / "prices.toml"
-    prices.write_text('[models]\n"priced" = [0.0, 0.0, 0.1]\n')  # a flat $0.10 a call
-    monkeypatch.setenv("CAREBENCH_PRICES", str(prices))
-    labeller = Labeller(PROMPTS, ANNOTATIONS)
-    with StubServer() as stub:
-        stub.handler = labeller
-        args = ["plural", "calibrate", "--model", f"openai:priced@{stub.base_url}", "--method", "E0",
-                "--method", "E1", "--cache", str(tmp_path / "c.sqlite"), "--bootstrap", "50"]
-        rc = main([*args, "--out", str(tmp_path / "a"), "--budget", "0.5", "--concurrency", "1"])
-        assert rc == 3  # a budget stop, as in every suite
-        man = json.loads((tmp_path / "a" / "manifest.json").read_text())
-        assert man["status"] == "stopped"
-        first = len(labeller.requests)
-        assert first == 5  # $0.50 at $0.10 a call, concurrency 1
-        assert main([*args, "--out", str(tmp_path / "b")]) == 0
-        assert len(labeller.requests) - first == 30 - first  # completed calls came from the cache
+    assert len(run.call_rows) == len(labeller.requests)  # every call went through the run context
+    assert run.by_stage["E3"]["provider_calls"] == len(labeller.requests)
 
 
 @pytest.mark.parametrize(("args", "msg"), [
@@ -166,17 +145,21 @@ def test_dry_run_plans_without_writing(tmp_path, capsys):
         assert main(["plural", "calibrate", "--model", f"openai:m@{stub.base_url}", "--dry-run",
                      "--out", str(tmp_path / "x"), "--cache", str(tmp_path / "c.sqlite")]) == 0
     plan = json.loads(capsys.readouterr().out)
-    assert plan["zero_shot_round"]["calls"] == 30 and plan["calls_about"]["E0"] == 0
+    stages = {s["name"].split(" ")[0]: s for s in plan["stages"]}
+    assert plan["suite"] == "plural" and stages["zero-shot"]["calls"] == 30 and stages["zero-shot"]["exact"]
+    assert sorted(k for k in stages if k != "zero-shot") == ["E2", "E3", "E4", "E5"]  # E0, E1: no later round
+    fits = 6 * 5  # practitioners x folds
+    assert stages["E3"]["calls"] >= fits * 40 and not stages["E3"]["exact"]  # GEPA: 40 metric calls a compile
+    assert plan["calls"] == sum(s["calls"] for s in plan["stages"])
     assert not labeller.requests and not (tmp_path / "x").exists()
 
 
 def test_gepa_reflection_failure_stops_the_compile():
     """GEPA swallows reflection errors; a failed reflection call must still stop E3's fit."""
-    from carebench.models import get_model
-    from carebench.plural.calls import HarnessFailure, Ledger
     from carebench.plural.profiles import FitData, get_method
     from carebench.plural.profiles.base import Env
-    from carebench.runner import Runner, RunnerConfig
+    from carebench.plural.runs import HarnessFailure
+    from carebench.run import Run, RunOptions
     from stub_server import StubReply
 
     cases = [p for p in PROMPTS if p.id in {a.case_id for a in ANNOTATIONS}][:6]
@@ -190,9 +173,9 @@ def test_gepa_reflection_failure_stops_the_compile():
 
     with StubServer() as stub:
         stub.handler = handler
-        env = Env(get_model(f"openai:m@{stub.base_url}"),
-                  Ledger(Runner(RunnerConfig(progress=False, use_cache=False, max_retries=0))), TAX, CTX,
-                  {p.id: p for p in PROMPTS})
+        run = Run(RunOptions(progress=False, use_cache=False))
+        run.runner.config.max_retries = 0
+        env = Env(run.model(f"openai:m@{stub.base_url}"), run, TAX, CTX, {p.id: p for p in PROMPTS})
         method = get_method("E3")
         method.metric_calls = 12
         with pytest.raises(HarnessFailure):

@@ -24,36 +24,15 @@ def test_dry_runs_make_no_call_and_write_nothing(tmp_path, capsys):
         assert main([*_run_args(release, stub.base_url, out), "--dry-run", "--no-cache",
                      "--reasoning-effort", "medium"]) == 0
         plan = json.loads(capsys.readouterr().out)
-        assert plan["warnings"] == []  # an OpenAI-compatible system takes reasoning_effort
-        assert plan["responses"]["calls"] == 1 * 2 * 3  # system x archetype instructions x prompts
-        # peer responses meet P1 and P2, clinician ones C1: (2 + 1) x 3 prompts x 2 judges at most
-        assert plan["jury_calls_at_most"] == (2 + 1) * 3 * 2
+        assert not any("reasoning" in n for n in plan["notes"])  # an OpenAI-compatible system takes it
+        responses, jury = plan["stages"]
+        assert responses["calls"] == 1 * 2 * 3 and responses["exact"]  # system x archetypes x prompts
+        # peer responses meet P1 and P2, clinician ones C1: (2 + 1) x 3 prompts x 2 judges
+        assert jury["calls"] == (2 + 1) * 3 * 2 and not jury["exact"]  # replies not yet made: estimated
+        assert plan["calls"] == plan["to_make"] == 6 + 18
         assert stub.requests == [] and not out.exists()
     assert main(["plural", "sample", "--release", str(release), "--size", "2", "--dry-run"]) == 0
     assert json.loads(capsys.readouterr().out)["sample_size"] == 2
-
-
-def test_budget_stops_the_run_and_the_cache_resumes_it(tmp_path, monkeypatch, capsys):
-    from carebench.models.pricing import price_table
-
-    prices = tmp_path / "prices.toml"
-    prices.write_text('[models]\n"sys-a" = [0.0, 0.0, 1.0]\n')  # a flat $1 a call
-    monkeypatch.setenv("CAREBENCH_PRICES", str(prices))
-    price_table.cache_clear()
-    release = write_release(tmp_path / "release")
-    with StubServer() as stub:
-        script = Scripted()
-        stub.handler = script
-        out = tmp_path / "run"
-        args = _run_args(release, stub.base_url, out, "--cache", str(tmp_path / "c.sqlite"), "--concurrency", "1")
-        assert main([*args, "--budget", "1"]) == 3  # a budget stop, as in every suite
-        assert "budget" in capsys.readouterr().err
-        assert len(script.system_requests) == 1 and script.judge_requests == []
-        assert json.loads((out / "manifest.json").read_text())["status"] == "stopped"
-        assert not (out / "metrics.json").exists()
-        assert main(args) == 0  # resumed in place: the paid call comes from the cache
-        assert len(script.system_requests) == 6 and len({str(m) for *_, m in script.system_requests}) == 6
-        assert json.loads((out / "manifest.json").read_text())["status"] == "complete"
 
 
 def test_user_errors_are_one_line(tmp_path, capsys):

@@ -11,24 +11,20 @@ No model is called.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from carebench.experiment import Execution, Plan
 from carebench.plural.data import ARCHETYPES, is_builtin, load_vocabulary, resolve
 from carebench.plural.policy import Policy, label_space
-from carebench.plural.runs import manifest
-from carebench.rundir import (
-    file_sha256,
-    new_run_dir,
-    read_json,
-    read_jsonl,
-    write_json,
-    write_jsonl,
-)
+from carebench.plural.runs import CommandSuite, run_command
+from carebench.report import Report
+from carebench.run import Run
+from carebench.rundir import file_sha256, read_json
 from carebench.stats import gwet_ac1, mean_pairwise_jaccard
 from carebench.types import CarebenchError
 
@@ -60,6 +56,11 @@ class AgreementConfig:
     out: str | None = None
     dry_run: bool = False
     budget_usd: float | None = None  # accepted for symmetry: agreement makes no model call
+    # the run context's settings (agreement makes no call, but runs like every command)
+    use_cache: bool = False
+    cache_path: str | None = None
+    concurrency: int | None = None
+    progress: bool = False
 
 
 def _rows(release: Path, annotations: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -76,23 +77,46 @@ def _rows(release: Path, annotations: str) -> tuple[list[dict[str, Any]], dict[s
     return records, meta
 
 
-def run_agreement(cfg: AgreementConfig) -> Path | dict[str, Any]:
-    taxonomy, _ = load_vocabulary(cfg.taxonomy, None)
-    release = Path(cfg.release)
-    records, meta = _rows(release, cfg.annotations)
-    labels = label_space(taxonomy.codes("intent"), taxonomy.codes("function"), taxonomy.codes("response"))
-    if cfg.dry_run:
-        return {"records": len(records), "labels": len(labels), "model_calls": 0}
-    run_dir = new_run_dir("plural-agreement", cfg.out)
-    dataset = {"release": str(release), "policies_sha256": file_sha256(release / "policies.jsonl"),
-               "annotations": cfg.annotations,
-               "annotations_sha256": file_sha256(resolve(cfg.annotations, "annotations.jsonl")),
-               "illustrative": bool(meta.get("illustrative")) or is_builtin(cfg.annotations)}
-    manifest(run_dir, "agreement", asdict(cfg), [], dataset, {}, "complete",
-             {"scoring": {"label_space": labels}, "accounting": {"provider_calls": 0, "spent_usd": 0.0}})
-    write_jsonl(run_dir / "records.jsonl", records)
-    rescore(run_dir)
-    return run_dir
+class AgreementSuite(CommandSuite):
+    """``plural agreement`` on the run skeleton (no model call)."""
+
+    title = "Plural: label distributions and agreement"
+
+    def _prepare(self) -> tuple[list[dict[str, Any]], dict[str, Any], list[str]]:
+        cfg = self.config()
+        taxonomy, _ = load_vocabulary(cfg.taxonomy, None)
+        records, meta = _rows(Path(cfg.release), cfg.annotations)
+        labels = label_space(taxonomy.codes("intent"), taxonomy.codes("function"), taxonomy.codes("response"))
+        return records, meta, labels
+
+    def plan(self, run: Run) -> Plan:
+        records, _, labels = self._prepare()
+        return Plan(self.name, [], [(f"compares {len(records)} label sets over {len(labels)} labels; "
+                                    "agreement makes no model call")])
+
+    def execute(self, run: Run) -> Execution:
+        cfg = self.cfg
+        records, meta, labels = self._prepare()
+        release = Path(cfg.release)
+        dataset = {"release": str(release), "policies_sha256": file_sha256(release / "policies.jsonl"),
+                   "annotations": cfg.annotations,
+                   "annotations_sha256": file_sha256(resolve(cfg.annotations, "annotations.jsonl")),
+                   "illustrative": bool(meta.get("illustrative")) or is_builtin(cfg.annotations)}
+        return Execution(records=records, config=asdict(cfg), dataset=dataset, seeds={}, models=[],
+                         extra={"kind": "agreement", "scoring": {"label_space": labels}})
+
+    def score(self, records: list[dict[str, Any]], manifest: Mapping[str, Any]) -> dict[str, Any]:
+        return agreement_metrics(records, manifest["scoring"]["label_space"])
+
+    def full_report(self, metrics: Mapping[str, Any], records: list[dict[str, Any]],
+                    manifest: Mapping[str, Any]) -> Report:
+        from carebench.plural.release_report import agreement_report
+
+        return agreement_report(dict(manifest), dict(metrics))
+
+
+def run_agreement(cfg: AgreementConfig) -> Path | Plan:
+    return run_command(AgreementSuite(cfg), cfg, "agreement")
 
 
 def agreement_metrics(records: list[dict[str, Any]], labels: Sequence[str]) -> dict[str, Any]:
@@ -122,15 +146,3 @@ def agreement_metrics(records: list[dict[str, Any]], labels: Sequence[str]) -> d
                     }
             out.setdefault("raters", {})[key] = {"raters": raters, "items": len(items)}
     return out
-
-
-def rescore(run_dir: Path) -> dict[str, Any]:
-    from carebench.plural.release_report import agreement_report
-    from carebench.report.writer import write_report
-
-    man = read_json(Path(run_dir) / "manifest.json")
-    records = read_jsonl(Path(run_dir) / "records.jsonl")
-    metrics = agreement_metrics(records, man["scoring"]["label_space"])
-    write_json(Path(run_dir) / "metrics.json", metrics)
-    write_report(agreement_report(man, metrics), Path(run_dir))
-    return metrics

@@ -10,13 +10,15 @@ Table 5 and the selection are recomputed from the records alone by
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from carebench.experiment import Execution, Plan, incomplete_metrics, stage
 from carebench.plural import selection as sel
 from carebench.plural.data import (
     Calibration,
@@ -29,27 +31,31 @@ from carebench.plural.data import (
 )
 from carebench.plural.policy import Policy, label_space
 from carebench.plural.profiles import METHODS, FitData, get_method
+from carebench.plural.profiles.base import Env
 from carebench.plural.profiles.memalign_mlflow import check_backend
 from carebench.plural.prompting import label_request
-from carebench.plural.runs import RunOptions, close_env, manifest, open_env, write_calls
-from carebench.rundir import (
-    data_sha256,
-    file_sha256,
-    new_run_dir,
-    read_json,
-    read_jsonl,
-    write_json,
-    write_jsonl,
+from carebench.plural.runs import (
+    CommandOptions,
+    CommandSuite,
+    CutShort,
+    estimated_stage,
+    run_command,
 )
+from carebench.report import Report
+from carebench.run import Run
+from carebench.rundir import data_sha256, file_sha256
 from carebench.runner import Call
 from carebench.stats import mean_pairwise_jaccard
 from carebench.types import CarebenchError
 
 METHOD_ORDER = tuple(METHODS)
+LATER_ROUNDS_NOTE = ("E3's candidates and reflections, E4/E5's guidelines and every fitted method's "
+                     "predictions depend on earlier answers: their stages count calls at most and cost "
+                     "them at the output cap")
 
 
 @dataclass
-class CalibrateConfig(RunOptions):
+class CalibrateConfig(CommandOptions):
     prompts: str = "builtin"
     annotations: str = "builtin"
     methods: list[str] = field(default_factory=lambda: list(METHOD_ORDER))
@@ -100,61 +106,75 @@ def _dataset_info(cfg: CalibrateConfig, cal: Calibration) -> dict[str, Any]:
     }
 
 
-def run_calibrate(cfg: CalibrateConfig) -> Path | dict[str, Any]:
-    methods = cfg.method_list()
-    taxonomy, contexts = load_vocabulary(cfg.taxonomy, cfg.contexts)
-    prompts = load_prompt_file(cfg.prompts)
-    check_contexts(prompts, contexts, cfg.prompts)
-    cal = load_calibration(prompts, cfg.annotations, taxonomy)
-    practitioners = list(cal.practitioners)
-    if cfg.practitioners:
-        missing = [p for p in cfg.practitioners if p not in cal.practitioners]
-        if missing:
-            raise CarebenchError(f"unknown practitioner {missing[0]!r} (known: {', '.join(practitioners)})")
-        practitioners = [p for p in practitioners if p in cfg.practitioners]
-    try:
-        folds = sel.make_folds([c.id for c in cal.cases], cfg.folds, cfg.fold_seed)
-    except ValueError as e:
-        raise CarebenchError(str(e)) from None
-    fits = fold_fits(cal, folds, practitioners)
-    labels = label_space(taxonomy.codes("intent"), taxonomy.codes("function"), taxonomy.codes("response"))
-    if cfg.dry_run:
-        return _dry_run(cfg, methods, cal, fits, taxonomy, contexts)
+class CalibrateSuite(CommandSuite):
+    """``plural calibrate`` on the run skeleton: every method over the fixed folds.
 
-    run_dir = new_run_dir("plural-calibrate", cfg.out)
-    config = {k: v for k, v in asdict(cfg).items()}
-    settings = {
-        "label_space": labels, "folds": folds, "fold_seed": cfg.fold_seed, "margin": cfg.margin,
-        "min_probability": cfg.min_probability, "bootstrap": cfg.bootstrap, "paired_seed": sel.PAIRED_SEED,
-        "methods": methods, "practitioners": {p: cal.practitioners[p] for p in practitioners},
-    }
-    dataset = _dataset_info(cfg, cal)
-    seeds = {"folds": cfg.fold_seed, "paired_bootstrap": sel.PAIRED_SEED, "methods": cfg.seed}
-    models = [cfg.model] if cfg.model else []
+    Methods share one run context, so the budget caps the whole command. A method
+    the budget cut short keeps none of its predictions and is marked ``incomplete``;
+    methods after it still run from the cache where they can. Selection compares
+    every method, so a calibration with an incomplete method scores nothing (its
+    metrics say what finished); re-running finishes it from the cache.
+    """
 
-    def write(status: str, env=None, extra: dict[str, Any] | None = None) -> None:
-        acct = env.ledger.accounting() if env is not None else {}
-        manifest(run_dir, "calibrate", config, models, dataset, seeds, status,
-                 {"scoring": settings, "accounting": acct, **(extra or {})})
+    title = "Plural: profile calibration and selection"
 
-    write("running")
-    by_id = {p.id: p for p in prompts}
-    env = open_env(cfg, taxonomy, contexts, by_id, cfg.model or "llamacpp:builtin") if cfg.model else None
-    if env is None:  # E0 alone needs no model; the environment then only embeds
-        from carebench.plural.calls import Ledger
-        from carebench.plural.profiles.base import Env
-        from carebench.runner import Runner, RunnerConfig
+    def _prepare(self, run: Run):
+        cfg = self.config()
+        methods = cfg.method_list()
+        taxonomy, contexts = load_vocabulary(cfg.taxonomy, cfg.contexts)
+        prompts = load_prompt_file(cfg.prompts)
+        check_contexts(prompts, contexts, cfg.prompts)
+        cal = load_calibration(prompts, cfg.annotations, taxonomy)
+        practitioners = list(cal.practitioners)
+        if cfg.practitioners:
+            missing = [p for p in cfg.practitioners if p not in cal.practitioners]
+            if missing:
+                raise CarebenchError(f"unknown practitioner {missing[0]!r} (known: {', '.join(practitioners)})")
+            practitioners = [p for p in practitioners if p in cfg.practitioners]
+        try:
+            folds = sel.make_folds([c.id for c in cal.cases], cfg.folds, cfg.fold_seed)
+        except ValueError as e:
+            raise CarebenchError(str(e)) from None
+        fits = fold_fits(cal, folds, practitioners)
+        model = run.model(cfg.model) if cfg.model and any(m != "E0" for m in methods) else None
+        env = Env(model, run, taxonomy, contexts, {p.id: p for p in prompts}, cfg.embedder, cfg.seed,
+                  memalign_backend=cfg.memalign_backend or "native")
+        return methods, cal, folds, fits, practitioners, env
 
-        env = Env(None, Ledger(Runner(RunnerConfig(use_cache=False, progress=False))), taxonomy, contexts,
-                  by_id, cfg.embedder, cfg.seed)
-    records: list[dict[str, Any]] = []
-    try:
+    def plan(self, run: Run) -> Plan:
+        """The zero-shot round (every case, the rubric only) is exact; later rounds depend
+        on its answers and are estimated at their output caps."""
+        methods, cal, _, fits, _, env = self._prepare(run)
+        if env.model is None:
+            return Plan(self.name, [], ["E0 makes no model call"])
+        first = [Call(env.model, label_request(env.taxonomy, env.contexts, c)) for c in cal.cases]
+        counts = later_round_calls(cal, fits)
+        return Plan(self.name, [
+            stage(run, "zero-shot labels (E1, and the traces of E2, E4, E5)", first),
+            *[estimated_stage(m, first, counts[m]) for m in methods if counts.get(m)],
+        ], [LATER_ROUNDS_NOTE])
+
+    def execute(self, run: Run) -> Execution:
+        cfg = self.cfg
+        methods, cal, folds, fits, practitioners, env = self._prepare(run)
+        by_id = env.prompts
+        records: list[dict[str, Any]] = []
         for name in methods:
             method = get_method(name)
-            profiles = method.fit(fits, env)
-            jobs = [(pr, [by_id[c] for c in folds[d.fold] if c in d_gold(cal, d.practitioner)])
-                    for pr, d in zip(profiles, fits, strict=True)]
-            preds = method.predict(jobs, env)
+            env.stage = name
+            jobs: list[Any] = []
+            try:
+                profiles = method.fit(fits, env)
+                jobs = [(pr, [by_id[c] for c in folds[d.fold] if c in cal.gold(d.practitioner)])
+                        for pr, d in zip(profiles, fits, strict=True)]
+                preds = method.predict(jobs, env)
+            except CutShort:
+                # the predictions of fits that never finished are calls not yet made
+                # cut short while fitting: its predictions are calls left, and later fitting
+                # rounds depend on answers not yet made (the figure is a lower bound)
+                run.mark_incomplete(name, 0 if jobs else sum(len(cal.gold(p)) for p in practitioners),
+                                    open_ended=not jobs)
+                continue
             for (pr, held), ps in zip(jobs, preds, strict=True):
                 records.append(_profile_record(pr))
                 gold = cal.gold(pr.practitioner)
@@ -164,23 +184,37 @@ def run_calibrate(cfg: CalibrateConfig) -> Path | dict[str, Any]:
                         "archetype": pr.archetype, "fold": pr.fold, "case_id": p.id,
                         "gold": gold[p.id].to_dict(), **pred.to_dict(),
                     })
-    except CarebenchError:
-        write_calls(run_dir, env)
-        write_jsonl(run_dir / "records.jsonl", records)
-        write("stopped", env)
-        raise
-    finally:
-        if env.model is not None:
-            close_env(env)
-    write_calls(run_dir, env)
-    write_jsonl(run_dir / "records.jsonl", records)
-    write("complete", env, {"embedder": env.embedder_name()})
-    rescore(run_dir)
-    return run_dir
+        settings = {
+            "label_space": label_space(env.taxonomy.codes("intent"), env.taxonomy.codes("function"),
+                                       env.taxonomy.codes("response")),
+            "folds": folds, "fold_seed": cfg.fold_seed, "margin": cfg.margin,
+            "min_probability": cfg.min_probability, "bootstrap": cfg.bootstrap, "paired_seed": sel.PAIRED_SEED,
+            "methods": methods, "practitioners": {p: cal.practitioners[p] for p in practitioners},
+        }
+        return Execution(
+            records=records, config=asdict(cfg), dataset=_dataset_info(cfg, cal),
+            seeds={"folds": cfg.fold_seed, "paired_bootstrap": sel.PAIRED_SEED, "methods": cfg.seed},
+            models=[cfg.model] if cfg.model else [],
+            extra={"kind": "calibrate", "scoring": settings, "embedder": env.embedder_name()},
+        )
+
+    def score(self, records: list[dict[str, Any]], manifest: Mapping[str, Any]) -> dict[str, Any]:
+        if manifest.get("incomplete"):
+            done = Counter(r["method"] for r in records if r["type"] == "prediction")
+            return incomplete_metrics(manifest, {f"{m} predictions": done[m] for m in manifest["scoring"]["methods"]
+                                                 if m not in manifest["incomplete"]})
+        return score_records(records, manifest["scoring"])
+
+    def full_report(self, metrics: Mapping[str, Any], records: list[dict[str, Any]],
+                    manifest: Mapping[str, Any]) -> Report:
+        from carebench.plural.calibration_report import calibration_report
+
+        return calibration_report(dict(manifest), dict(metrics), records)
 
 
-def d_gold(cal: Calibration, practitioner: str) -> dict[str, Policy]:
-    return cal.gold(practitioner)
+def run_calibrate(cfg: CalibrateConfig, cache: Any = None) -> Path | Plan:
+    """Run (or plan) ``plural calibrate``; a budget stop raises RunStopped after writing."""
+    return run_command(CalibrateSuite(cfg), cfg, "calibrate", cache)
 
 
 def _profile_record(pr: Any) -> dict[str, Any]:
@@ -189,33 +223,14 @@ def _profile_record(pr: Any) -> dict[str, Any]:
     return {"type": "profile", **d}
 
 
-def _dry_run(cfg, methods, cal, fits, taxonomy, contexts) -> dict[str, Any]:
-    """The first round (zero-shot labels of every case) can be checked against the cache;
-    later rounds depend on the answers, so they are counted, not planned."""
-    out: dict[str, Any] = {
-        "methods": methods, "practitioners": len({f.practitioner for f in fits}), "fits": len(fits),
-        "calibration_cases": len(cal.cases),
-    }
+def later_round_calls(cal: Calibration, fits: Sequence[FitData]) -> dict[str, int]:
+    """Calls each method makes after the shared zero-shot round, at most (for dry runs)."""
     from carebench.plural.profiles.gepa_light import METRIC_CALLS, MINIBATCH
 
     n_held = sum(len(cal.gold(p)) for p in {f.practitioner for f in fits})  # each rated case held out once
     per_compile = METRIC_CALLS + METRIC_CALLS // MINIBATCH  # evaluations + at most one reflection each round
-    counts = {"E0": 0, "E1": len(cal.cases), "E2": len(cal.cases) + n_held,
-              "E3": len(fits) * per_compile + n_held, "E4": len(cal.cases) + len(fits) + n_held,
-              "E5": 2 * len(cal.cases) + 2 * len(fits) + 2 * n_held}
-    out["calls_about"] = {m: counts[m] for m in methods}
-    if cfg.model and any(m != "E0" for m in methods):
-        opts = RunOptions(**{k: getattr(cfg, k) for k in RunOptions.__dataclass_fields__})
-        env = open_env(opts, taxonomy, contexts, {c.id: c for c in cal.cases}, cfg.model)
-        try:
-            plan = env.ledger.plan([Call(env.model, label_request(taxonomy, contexts, c)) for c in cal.cases])
-        finally:
-            close_env(env)
-        out["zero_shot_round"] = {"calls": plan.total, "cached": plan.cached, "to_make": plan.to_make,
-                                  "estimated_cost_usd": plan.estimated_cost_usd}
-    out["note"] = ("E3's reflections, E4/E5's guidelines and every prediction prompt depend on earlier "
-                   "answers, so only the zero-shot round is checked against the cache")
-    return out
+    return {"E0": 0, "E1": 0, "E2": n_held, "E3": len(fits) * per_compile + n_held, "E4": len(fits) + n_held,
+            "E5": len(cal.cases) + 2 * len(fits) + 2 * n_held}
 
 
 # -- scoring from records alone ---------------------------------------------------------------
@@ -312,17 +327,3 @@ def _jaccard(sets: list[dict[str, frozenset[str] | None]], cases: list[str], fai
     rows = [[(s.get(c) if s.get(c) is not None else (frozenset() if failed_as_empty and c in s else None))
              for c in cases] for s in sets]
     return mean_pairwise_jaccard(rows)
-
-
-def rescore(run_dir: Path) -> dict[str, Any]:
-    """Recompute metrics.json and the report from records.jsonl and the manifest."""
-    run_dir = Path(run_dir)
-    man = read_json(run_dir / "manifest.json")
-    records = read_jsonl(run_dir / "records.jsonl")
-    metrics = score_records(records, man["scoring"])
-    write_json(run_dir / "metrics.json", metrics)
-    from carebench.plural.calibration_report import calibration_report
-    from carebench.report.writer import write_report
-
-    write_report(calibration_report(man, metrics, records), run_dir)
-    return metrics

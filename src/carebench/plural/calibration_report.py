@@ -7,7 +7,6 @@ the report renderers escape it.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from carebench.report.document import Callout, Details, KeyValue, Paragraph, Report, Section, Table
@@ -115,23 +114,3 @@ def calibration_report(man: dict[str, Any], metrics: dict[str, Any], records: li
     ])]))
     return Report("Plural: profile calibration and selection", "VEILED-SH, §5.2 and Appendix B.2",
                   sections=[Section("About this run", header(man) or [Paragraph("Calibration run.")]), *sections])
-
-
-def rerender(run_dir: Path) -> None:
-    """Re-render a calibration-side run directory from its records alone."""
-    from carebench.rundir import read_json
-
-    stage = read_json(Path(run_dir) / "manifest.json").get("kind")
-    if stage == "calibrate":
-        from carebench.plural.calibration import rescore
-    elif stage == "freeze":
-        from carebench.plural.release import rescore_freeze as rescore
-    elif stage == "label":
-        from carebench.plural.release import rescore_label as rescore
-    elif stage == "agreement":
-        from carebench.plural.agreement import rescore
-    else:
-        from carebench.types import CarebenchError
-
-        raise CarebenchError(f"{run_dir}: unknown plural run kind {stage!r}")
-    rescore(Path(run_dir))

@@ -27,7 +27,7 @@ _MODEL = "Shared judge model spec (e.g. openai:gpt-4o-mini, llamacpp:builtin)."
 _TAX = "Taxonomy YAML (default: the packaged VEILED-SH taxonomy)."
 _CTX = "Application contexts YAML (default: the packaged contexts)."
 _OUT = "Run directory (default runs/plural-<command>-<time>)."
-_BUDGET = "Stop starting calls once this many USD are spent (run-wide)."
+_BUDGET = "Stop starting calls once this many USD are spent (one cap for the whole command; exit 3)."
 _DRY = "Print the call plan and stop."
 
 # options every model-calling calibration-side command takes
@@ -60,6 +60,12 @@ def _opts(**kw):
 
 
 def _done(result, line) -> None:
+    """A dry run's plan (the same JSON shape as every suite's), or the result's summary line."""
+    from carebench.experiment import Plan, echo_plan
+
+    if isinstance(result, Plan):
+        echo_plan(result)
+        return
     if isinstance(result, dict):
         typer.echo(json.dumps(result, indent=2))
         return
@@ -205,7 +211,7 @@ def sample(
     result = run_sample(SampleRunConfig(release=str(release), out=str(out) if out else None, size=size,
                                         fraction=fraction, seed=seed, reserve=reserve, weighting=weighting,
                                         budget_usd=budget, dry_run=dry_run))
-    if isinstance(result, dict):
+    if isinstance(result, dict):  # a dry run: the composition (drawing a sample makes no call)
         typer.echo(json.dumps(result, indent=2))
         return
     from carebench.rundir import read_json
@@ -259,8 +265,10 @@ def run(
         cache_path=str(cache) if cache else None, budget_usd=budget, dry_run=dry_run, concurrency=concurrency,
     )
     result = run_plural(cfg)
-    if isinstance(result, dict):
-        typer.echo(json.dumps(result, indent=2))
+    from carebench.experiment import Plan, echo_plan
+
+    if isinstance(result, Plan):
+        echo_plan(result)
         return
     _summary(result)
 
@@ -272,6 +280,10 @@ def _summary(run_dir: Path) -> None:
     for w in manifest.get("warnings") or []:
         typer.echo(f"warning: {w}", err=True)
     m = read_json(run_dir / "metrics.json")
+    if m.get("status") == "incomplete":
+        typer.echo(f"incomplete run ({', '.join(m['incomplete'])} cut short by its budget): nothing is scored; "
+                   "re-run the same command to finish it from the cache")
+        return
     typer.echo(f"{'profile':<8} {'system':<40} {'full % [95% CI]':<24} coverage %")
     for c in m["cells"]:
         f, cov = c["full"], c["coverage"]
@@ -293,14 +305,12 @@ def rescore(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be rescored and write nothing.")] = False,
 ) -> None:
     """Recompute metrics.json and the report from the recorded verdicts (no model call)."""
-    from carebench.plural.experiment import load_run
+    from carebench.experiment import echo_plan
     from carebench.plural.experiment import rescore as do_rescore
+    from carebench.plural.experiment import rescore_plan
 
     if dry_run:
-        files = load_run(run_dir)
-        typer.echo(json.dumps({"responses": sum(files.columns.response_counts.values()),
-                                "verdicts": len(files.columns), "judges": files.columns.judge[1],
-                                "model_calls": 0, "writes": str(out or run_dir)}, indent=2))
+        echo_plan(rescore_plan(run_dir, out))
         return
     do_rescore(run_dir, judges=list(judge) if judge else None, out_dir=out)
     _summary(Path(out or run_dir))

@@ -1,20 +1,18 @@
 """``carebench plural sample | run | rescore``: the evaluation side of VEILED-SH (§5.3, §6, D).
 
-``run`` = responses -> jury -> records -> metrics -> report. Every model call
-goes through a Runner (cached, resumable, budgeted), every outcome is a record,
-and everything downstream of the records is recomputed by :func:`rescore` from
-the run directory alone, so a rescore with the run's settings reproduces
-``metrics.json`` byte for byte and needs no model. Model-calling code is kept
-to :func:`_generate` and :func:`_judge` so it can move onto a shared run
-skeleton later.
+``run`` = responses -> jury -> records -> metrics -> report, on the experiment
+skeleton (:mod:`carebench.experiment`): every model call goes through the
+command's one run context (cached, resumable, one budget), every outcome is a
+record, and everything downstream of the records is recomputed from the run
+directory alone, so ``carebench report DIR`` and ``plural rescore`` reproduce
+``metrics.json`` and the report byte for byte and need no model.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -23,7 +21,13 @@ import numpy as np
 
 from carebench.cache import CompletionCache
 from carebench.datasets.prompts import load_policies, load_prompts
-from carebench.models import get_model
+from carebench.experiment import (
+    Execution,
+    Plan,
+    incomplete_metrics,
+    rerender,
+    stage,
+)
 from carebench.plural.jury import JUDGE_MAX_TOKENS, judgment_records, plan_jury
 from carebench.plural.records import (
     JudgmentColumns,
@@ -35,21 +39,14 @@ from carebench.plural.records import (
     read_jury_columns,
 )
 from carebench.plural.responses import ARCHETYPES, ResponseConfig, response_calls, response_records
+from carebench.plural.runs import SUITE, CommandSuite, run_command
 from carebench.plural.sample import SampleConfig, composition, draw_sample
 from carebench.plural.scoring import ScoringRules
-from carebench.rundir import (
-    file_sha256,
-    new_run_dir,
-    read_json,
-    read_jsonl,
-    write_json,
-    write_jsonl,
-    write_manifest,
-)
-from carebench.runner import Runner, RunnerConfig, RunResult
-from carebench.types import BudgetReached, CarebenchError
+from carebench.report import Report
+from carebench.run import Run
+from carebench.rundir import file_sha256, read_json, read_jsonl
+from carebench.types import CarebenchError, Completion
 
-SUITE = "plural"
 #: Judge questions per runner batch: bounds memory at paper scale (180,090 verdicts).
 JURY_BATCH = 20_000
 #: Example prompts shown in full in the report (the rest stay in records.jsonl).
@@ -127,37 +124,63 @@ class SampleRunConfig:
     weighting: float = 1.0
     budget_usd: float | None = None  # accepted for a uniform CLI; drawing a sample calls no model
     dry_run: bool = False
+    # the run context's settings (a sample makes no call, but runs like every command)
+    use_cache: bool = False
+    cache_path: str | None = None
+    concurrency: int | None = None
+    progress: bool = False
 
     def sample_config(self) -> SampleConfig:
         return SampleConfig(size=self.size, fraction=self.fraction, seed=self.seed, reserve=self.reserve,
                             weighting=self.weighting)
 
 
-def run_sample(cfg: SampleRunConfig) -> Path | dict[str, Any]:
-    """Draw the diagnostic sample and write it as a run directory (or describe it: dry run)."""
-    release = load_release(cfg.release)
-    sample = draw_sample(release.prompts, release.policies, cfg.sample_config())
-    comp = composition(release.prompts, release.policies, [s.prompt_id for s in sample])
-    summary = {
-        "release_prompts": len(release.prompts),
-        "sample_size": len(sample),
-        "reserved": sum(1 for s in sample if s.reason != "weighted"),
-        "model_calls": 0,
-    }
-    if cfg.dry_run:
-        return {**summary, "composition": comp}
-    run_dir = new_run_dir("plural-sample", cfg.out)
-    write_manifest(run_dir, suite=SUITE, config=asdict(cfg), models=[], seeds={"sample": cfg.seed},
-                   dataset=release.dataset(), extra={"kind": "sample"})
-    write_jsonl(run_dir / "sample.jsonl", [s.to_dict() for s in sample])
-    write_jsonl(run_dir / "records.jsonl", [s.to_dict() for s in sample])
-    write_json(run_dir / "metrics.json", {**summary, "composition": comp})
-    from carebench.plural.report import build_sample_report
-    from carebench.report import write_report
+class SampleSuite(CommandSuite):
+    """``plural sample`` on the run skeleton (no model call). The composition is worked
+    out against the release when the sample is drawn and recorded in the manifest, so
+    ``carebench report`` re-renders it without the release."""
 
-    write_report(build_sample_report(read_json(run_dir / "manifest.json"), read_json(run_dir / "metrics.json")),
-                 run_dir)
-    return run_dir
+    title = "Plural: diagnostic sample"
+
+    def draw(self) -> tuple[Release, list[Any], dict[str, Any]]:
+        cfg = self.config()
+        release = load_release(cfg.release)
+        sample = draw_sample(release.prompts, release.policies, cfg.sample_config())
+        summary = {
+            "release_prompts": len(release.prompts),
+            "sample_size": len(sample),
+            "reserved": sum(1 for s in sample if s.reason != "weighted"),
+            "model_calls": 0,
+            "composition": composition(release.prompts, release.policies, [s.prompt_id for s in sample]),
+        }
+        return release, sample, summary
+
+    def plan(self, run: Run) -> Plan:
+        return Plan(self.name, [], ["drawing a sample makes no model call"])
+
+    def execute(self, run: Run) -> Execution:
+        release, sample, summary = self.draw()
+        rows = [s.to_dict() for s in sample]
+        return Execution(records=rows, config=asdict(self.cfg), dataset=release.dataset(),
+                         seeds={"sample": self.cfg.seed}, models=[],
+                         extra={"kind": "sample", "summary": summary}, files={"sample.jsonl": rows})
+
+    def score(self, records: list[dict[str, Any]], manifest: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(manifest["summary"])
+
+    def full_report(self, metrics: Mapping[str, Any], records: list[dict[str, Any]],
+                    manifest: Mapping[str, Any]) -> Report:
+        from carebench.plural.report import build_sample_report
+
+        return build_sample_report(manifest, metrics)
+
+
+def run_sample(cfg: SampleRunConfig) -> Path | dict[str, Any]:
+    """Draw the diagnostic sample and write it as a run directory (or describe it: dry run,
+    which prints the composition: there are no calls to plan)."""
+    if cfg.dry_run:
+        return SampleSuite(cfg).draw()[2]
+    return run_command(SampleSuite(cfg), cfg, "sample")
 
 
 # -- run -----------------------------------------------------------------------------------
@@ -267,176 +290,177 @@ def _profiles_of(policies: Sequence[Any]) -> dict[str, list[str]]:
     return {a: sorted(v) for a, v in out.items()}
 
 
-def run_plural(cfg: PluralRunConfig, cache: CompletionCache | None = None) -> Path | dict[str, Any]:
-    """Run the evaluation; returns the run directory (or the call plan for a dry run)."""
-    from carebench.judging import panel_seats
-    from carebench.taxonomy import load_contexts, load_taxonomy
+@dataclass
+class Prepared:
+    """What a plural run's plan and execution share once the inputs are validated."""
 
-    cfg.validate()
-    release = load_release(cfg.release)  # every row validated before any model call
-    taxonomy = load_taxonomy(cfg.taxonomy)
-    contexts = load_contexts(cfg.contexts)
-    prompts, policies, sample_rows = _select(release, cfg)
-    profiles_of = {a: p for a, p in _profiles_of(policies).items() if a in cfg.archetypes}
-    lacking = [a for a in cfg.archetypes if a not in profiles_of]
-    if lacking:
-        raise CarebenchError(f"the release has no {lacking[0]!r} profiles; choose --archetype from "
-                             f"{', '.join(sorted(profiles_of)) or 'none'}")
-    bad_ctx = next((p for p in prompts if p.context not in contexts), None)
-    if bad_ctx is not None:
-        raise CarebenchError(f"prompt {bad_ctx.id}: context {bad_ctx.context!r} has no interaction contract; "
-                             f"known: {', '.join(sorted(contexts))}")
-    systems = [get_model(s) for s in cfg.systems]
-    judge_models = [get_model(s) for s in cfg.judges]
-    judges = panel_seats([str(m.spec) for m in judge_models], judge_models)
-    warnings = family_warnings([str(m.spec) for m in systems], [str(m.spec) for m in judge_models], cfg.families)
-    if cfg.reasoning_effort:  # a request option of the systems' clients (part of their cache keys)
-        for m in systems:
-            if hasattr(m, "request_options"):
-                m.request_options = replace(m.request_options, reasoning_effort=cfg.reasoning_effort)
-            else:
-                warnings.append(f"--reasoning-effort {cfg.reasoning_effort} is not sent to {m.spec}: "
-                                "its provider takes no reasoning options")
-    if cache is None and cfg.use_cache:
-        cache = CompletionCache(Path(cfg.cache_path) if cfg.cache_path else None)
-    rcfg = cfg.response_config()
-    calls = response_calls(prompts, systems, list(profiles_of), contexts, rcfg)
-    try:
-        if cfg.dry_run:
-            return _dry_run(cfg, calls, prompts, profiles_of, judges, cache, warnings)
-        return _run(cfg, release, taxonomy, contexts, prompts, policies, sample_rows, profiles_of, calls,
-                    judges, cache, warnings)
-    finally:
-        for m in {id(m): m for m in [*systems, *judge_models]}.values():
-            with contextlib.suppress(Exception):  # closing is best effort and must not mask results
-                asyncio.run(m.aclose())
+    release: Release
+    taxonomy: Any
+    contexts: dict[str, Any]
+    prompts: list[Any]
+    policies: list[Any]
+    sample_rows: list[dict[str, Any]]
+    profiles_of: dict[str, list[str]]
+    calls: list[Any]  # the response calls
+    judges: list[Any]  # carebench.judging.Judge seats
+    warnings: list[str]
+
+    def jury(self, responses: Sequence[ResponseRecord]) -> tuple[list[Any], list[JudgmentRecord]]:
+        by_id = {p.id: p for p in self.prompts}
+        pol_of = {(p.prompt_id, p.profile): p for p in self.policies}
+        return plan_jury(responses, by_id, pol_of, self.profiles_of, [j.label for j in self.judges],
+                         self.taxonomy, self.contexts)
 
 
-def _runner(cfg: PluralRunConfig, cache: CompletionCache | None, description: str, spent: float) -> Runner:
-    """A fresh runner per batch (semaphores bind to one event loop), with what is left of the budget."""
-    budget = None if cfg.budget_usd is None else max(0.0, cfg.budget_usd - spent)
-    return Runner(RunnerConfig(concurrency=cfg.concurrency, budget_usd=budget, use_cache=cfg.use_cache,
-                               progress=cfg.progress, description=description), cache=cache)
+class PluralRunSuite(CommandSuite):
+    """``plural run`` on the run skeleton: responses -> jury -> records -> metrics -> report.
 
+    Responses and the jury share one run context, so the budget caps the whole
+    command. A stop while responding keeps the responses that finished and judges
+    nothing (``responses`` and ``jury`` incomplete); a stop in the jury keeps the
+    verdicts that were answered (``jury`` incomplete). Neither is scored; re-running
+    the same command finishes from the cache. A call that failed after its retries is
+    a harness failure: recorded, counted, never scored as the system's or judge's answer.
+    """
 
-def _dry_run(cfg, calls, prompts, profiles_of, judges, cache, warnings) -> dict[str, Any]:
-    plan = _runner(cfg, cache, "plan", 0.0).plan(calls)
-    n_prof = {a: len(p) for a, p in profiles_of.items()}
-    jury_at_most = sum(n_prof[c.tag["archetype"]] for c in calls) * len(judges)
-    return {
-        "prompts": len(prompts),
-        "systems": list(cfg.systems),
-        "archetypes": {a: p for a, p in profiles_of.items()},
-        "judges": [j.label for j in judges],
-        "responses": {"calls": plan.total, "cached": plan.cached, "to_make": plan.to_make,
-                      "estimated_cost_usd": plan.estimated_cost_usd},
-        "jury_calls_at_most": jury_at_most,
-        "budget_usd": cfg.budget_usd,
-        "warnings": warnings,
-        "note": "jury questions contain the responses, so they can only be checked against the cache "
-                "once the responses exist",
-    }
+    title = "Plural: alignment with practitioner-calibrated policies"
 
+    def _prepare(self, run: Run) -> Prepared:
+        from carebench.judging import panel_seats
+        from carebench.taxonomy import load_contexts, load_taxonomy
 
-def _accumulate(total: RunResult, part: RunResult) -> None:
-    total.spent_usd += part.spent_usd
-    total.provider_calls += part.provider_calls
-    total.cache_hits += part.cache_hits
-    total.errors += part.errors
-    total.stopped = total.stopped or part.stopped
+        cfg = self.config()
+        cfg.validate()
+        release = load_release(cfg.release)  # every row validated before any model call
+        taxonomy = load_taxonomy(cfg.taxonomy)
+        contexts = load_contexts(cfg.contexts)
+        prompts, policies, sample_rows = _select(release, cfg)
+        profiles_of = {a: p for a, p in _profiles_of(policies).items() if a in cfg.archetypes}
+        lacking = [a for a in cfg.archetypes if a not in profiles_of]
+        if lacking:
+            raise CarebenchError(f"the release has no {lacking[0]!r} profiles; choose --archetype from "
+                                 f"{', '.join(sorted(profiles_of)) or 'none'}")
+        bad_ctx = next((p for p in prompts if p.context not in contexts), None)
+        if bad_ctx is not None:
+            raise CarebenchError(f"prompt {bad_ctx.id}: context {bad_ctx.context!r} has no interaction contract; "
+                                 f"known: {', '.join(sorted(contexts))}")
+        systems = [run.model(s) for s in cfg.systems]
+        judge_models = [run.model(s) for s in cfg.judges]
+        judges = panel_seats([str(m.spec) for m in judge_models], judge_models)
+        warnings = family_warnings([str(m.spec) for m in systems], [str(m.spec) for m in judge_models],
+                                   cfg.families)
+        if cfg.reasoning_effort:  # a request option of the systems' clients (part of their cache keys)
+            for m in systems:
+                if hasattr(m, "request_options"):
+                    m.request_options = replace(m.request_options, reasoning_effort=cfg.reasoning_effort)
+                else:
+                    warnings.append(f"--reasoning-effort {cfg.reasoning_effort} is not sent to {m.spec}: "
+                                    "its provider takes no reasoning options")
+        calls = response_calls(prompts, systems, list(profiles_of), contexts, cfg.response_config())
+        return Prepared(release, taxonomy, contexts, prompts, policies, sample_rows, profiles_of, calls, judges,
+                        warnings)
 
+    def plan(self, run: Run) -> Plan:
+        """Responses are exact; jury questions contain the replies, so a reply not yet in
+        the cache is assumed to fill its output cap (an upper bound on the prompt)."""
+        from carebench.judging import judge_calls
+        from carebench.runner import call_key
 
-def _generate(cfg, calls, cache) -> tuple[list[ResponseRecord], RunResult]:
-    res = _runner(cfg, cache, "responses", 0.0).run_sync(calls)
-    return response_records(calls, res.completions), res
+        cfg = self.cfg
+        pre = self._prepare(run)
+        cached = [run.cache.get(call_key(c)) if run.cache is not None else None for c in pre.calls]
+        known = all(c is not None for c in cached)
+        # a reply not yet made: as long as its cap allows, and distinct (replies of different
+        # systems are judged by separate calls), so the jury is counted and costed at most
+        comps = [c if c is not None else Completion(text=f"[{i}]".ljust(4 * cfg.max_tokens, "x"))
+                 for i, c in enumerate(cached)]
+        questions, _ = pre.jury(response_records(pre.calls, comps))
+        jury = judge_calls(questions, pre.judges, temperature=cfg.judge_temperature, max_tokens=cfg.judge_max_tokens)
+        notes = [*pre.warnings, f"{len(pre.prompts)} sampled prompts; archetypes and profiles: "
+                 + "; ".join(f"{a}: {', '.join(p)}" for a, p in pre.profiles_of.items())]
+        if not known:
+            notes.append("replies not in the cache are assumed to fill their output cap, so the jury's "
+                         "prompts are estimated (an upper bound on their length)")
+        return Plan(self.name, [stage(run, "responses", pre.calls), stage(run, "jury", jury, exact=known)], notes)
 
+    def execute(self, run: Run) -> Execution:
+        from carebench.judging import judge_calls, read_answers
 
-def _judge(cfg, questions, judges, cache, spent) -> tuple[list[JudgmentRecord], RunResult, list[dict[str, Any]]]:
-    from carebench.judging import ask
-
-    records: list[JudgmentRecord] = []
-    rows: list[dict[str, Any]] = []
-    total = RunResult(completions=[])
-    for start in range(0, len(questions), JURY_BATCH):
-        runner = _runner(cfg, cache, "jury verdicts", spent + total.spent_usd)
-        answers, res = ask(questions[start:start + JURY_BATCH], judges, runner,
-                           temperature=cfg.judge_temperature, max_tokens=cfg.judge_max_tokens)
-        _accumulate(total, res)
-        rows.extend(res.call_records())
-        records.extend(judgment_records([a for a in answers if a.completion is not None]))
-        if res.stopped:
-            break
-    return records, total, rows
-
-
-def _run(cfg, release, taxonomy, contexts, prompts, policies, sample_rows, profiles_of, calls, judges, cache,
-         warnings) -> Path:
-    run_dir = new_run_dir(SUITE, cfg.out)
-    config = {k: v for k, v in asdict(cfg).items() if k != "notes"}
-    settings = {
-        "categories": taxonomy.codes("response"),
-        "empty_policy": cfg.empty_policy,
-        "zero_coverage": cfg.zero_coverage,
-        "seed": cfg.seed,
-        "bootstrap": cfg.bootstrap,
-        "alpha": cfg.alpha,
-        "judges": [j.label for j in judges],
-    }
-
-    def manifest(status: str, accounting: dict[str, Any]) -> None:
-        write_manifest(
-            run_dir, suite=SUITE, config=config,
-            models=[*cfg.systems, *[j.label for j in judges]],
+        cfg = self.cfg
+        pre = self._prepare(run)
+        res = run.calls(pre.calls, "responses", stage="responses")
+        responses = response_records(pre.calls, res.completions)
+        verdicts: list[JudgmentRecord] = []
+        if res.not_made:
+            run.mark_incomplete("responses")
+            # the finished responses' verdicts are calls left for sure (the rest depend on replies)
+            run.mark_incomplete("jury", len(pre.jury(responses)[0]) * len(pre.judges), open_ended=True)
+        else:
+            questions, fixed = pre.jury(responses)
+            verdicts.extend(fixed)
+            for start in range(0, len(questions), JURY_BATCH):  # bounds memory at paper scale
+                batch = questions[start:start + JURY_BATCH]
+                jres = run.calls(judge_calls(batch, pre.judges, temperature=cfg.judge_temperature,
+                                             max_tokens=cfg.judge_max_tokens), "jury verdicts", stage="jury")
+                answers = read_answers(batch, pre.judges, jres.completions)
+                verdicts.extend(judgment_records([a for a in answers if a.completion is not None]))
+                if jres.not_made:
+                    later = len(questions) - start - len(batch)
+                    run.mark_incomplete("jury", later * len(pre.judges))
+                    break
+        config = {k: v for k, v in asdict(cfg).items() if k != "notes"}
+        settings = {
+            "categories": pre.taxonomy.codes("response"),
+            "empty_policy": cfg.empty_policy,
+            "zero_coverage": cfg.zero_coverage,
+            "seed": cfg.seed,
+            "bootstrap": cfg.bootstrap,
+            "alpha": cfg.alpha,
+            "judges": [j.label for j in pre.judges],
+        }
+        failures = {"response_calls": sum(r.status == "error" for r in responses),
+                    "jury_calls": sum(v.status == "error" for v in verdicts)}
+        return Execution(
+            records=[r.to_dict() for r in responses] + [v.to_dict() for v in _ordered(verdicts)],
+            config=config,
+            dataset={**pre.release.dataset(), "sampled_prompts": len(pre.prompts)},
             seeds={"bootstrap": cfg.seed, "sample": cfg.sample_seed},
-            dataset={**release.dataset(), "sampled_prompts": len(prompts)},
-            extra={"kind": "run", "status": status, "scoring": settings, "warnings": warnings,
-                   "notes": list(cfg.notes),
-                   "profiles": profiles_of, "accounting": accounting},
+            models=[*cfg.systems, *[j.label for j in pre.judges]],
+            extra={"kind": "run", "scoring": settings, "warnings": pre.warnings, "notes": list(cfg.notes),
+                   "profiles": pre.profiles_of, "harness_failures": failures},
+            # harness failures are counted and left out of the scores; a re-run retries them
+            failed_calls=sum(failures.values()),
+            files={"sample.jsonl": pre.sample_rows,
+                   "prompts.jsonl": [p.model_dump(mode="json") for p in pre.prompts],
+                   "policies.jsonl": [p.model_dump(mode="json") for p in pre.policies]},
         )
 
-    manifest("running", {})
-    write_jsonl(run_dir / "sample.jsonl", sample_rows)
-    write_jsonl(run_dir / "prompts.jsonl", [p.model_dump(mode="json") for p in prompts])
-    write_jsonl(run_dir / "policies.jsonl", [p.model_dump(mode="json") for p in policies])
-    responses, gen = _generate(cfg, calls, cache)
-    call_rows = gen.call_records()
-    acct = {"spent_usd": gen.spent_usd, "provider_calls": gen.provider_calls, "cache_hits": gen.cache_hits,
-            "response_errors": gen.errors}
-    if gen.stopped:
-        write_jsonl(run_dir / "calls.jsonl", call_rows)
-        manifest("stopped", {**acct, "stopped": gen.stopped})
-        raise BudgetReached(f"run stopped while generating responses ({gen.stopped}); "
-                             + _resume_hint(cfg))
-    by_id = {p.id: p for p in prompts}
-    pol_of = {(p.prompt_id, p.profile): p for p in policies}
-    questions, fixed = plan_jury(responses, by_id, pol_of, profiles_of, [j.label for j in judges], taxonomy,
-                                 contexts)
-    verdicts, jury, jury_rows = _judge(cfg, questions, judges, cache, gen.spent_usd)
-    call_rows.extend(jury_rows)
-    acct = {"spent_usd": gen.spent_usd + jury.spent_usd,
-            "provider_calls": gen.provider_calls + jury.provider_calls,
-            "cache_hits": gen.cache_hits + jury.cache_hits,
-            "response_errors": gen.errors, "jury_errors": jury.errors,
-            "verdicts_without_call": len(fixed), "calls_recorded": len(call_rows)}
-    write_jsonl(run_dir / "calls.jsonl", call_rows)
-    if jury.stopped:
-        manifest("stopped", {**acct, "stopped": jury.stopped})
-        raise BudgetReached(f"run stopped while the jury was judging ({jury.stopped}); " + _resume_hint(cfg))
-    write_jsonl(run_dir / "records.jsonl", [r.to_dict() for r in responses]
-                + [v.to_dict() for v in _ordered([*verdicts, *fixed])])
-    manifest("complete", acct)
-    rescore(run_dir)
-    return run_dir
+    def read_records(self, run_dir: Path, manifest: Mapping[str, Any]) -> Any:
+        if manifest.get("incomplete"):
+            return super().read_records(run_dir, manifest)
+        return load_run(Path(run_dir), manifest)
+
+    def score(self, records: Any, manifest: Mapping[str, Any]) -> dict[str, Any]:
+        if manifest.get("incomplete"):
+            kinds = Counter(r.get("kind") for r in records)
+            return incomplete_metrics(manifest, {"responses": kinds["response"], "verdicts": kinds["judgment"]})
+        settings = dict(manifest.get("scoring") or {})
+        return compute_metrics(records.jury_data(settings.get("scored_judges")), settings)
+
+    def full_report(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Report:
+        from carebench.plural.report import build_report
+
+        settings = manifest.get("scoring") or {}
+        return build_report(manifest, metrics, examples(records, records.jury_data(settings.get("scored_judges"))))
+
+
+def run_plural(cfg: PluralRunConfig, cache: CompletionCache | None = None) -> Path | Plan:
+    """Run the evaluation; returns the run directory (or the call plan for a dry run)."""
+    return run_command(PluralRunSuite(cfg), cfg, "run", cache)
 
 
 def _ordered(verdicts: list[JudgmentRecord]) -> list[JudgmentRecord]:
     return sorted(verdicts, key=lambda v: (v.system, v.archetype, v.prompt_id, v.profile, v.judge))
-
-
-def _resume_hint(cfg: PluralRunConfig) -> str:
-    if not cfg.use_cache:
-        return "nothing was cached (--no-cache); re-running repeats every call"
-    return "re-run the same command to resume from the cache"
 
 
 # -- rescoring from records alone ---------------------------------------------------------
@@ -451,12 +475,20 @@ class RunFiles:
     prompts: list[Any]
     policies: list[Any]
     columns: JudgmentColumns
+    _data: dict[tuple[str, ...], Any] = field(default_factory=dict, repr=False)
 
     @property
     def categories(self) -> list[str]:
         return list((self.manifest.get("scoring") or {}).get("categories") or [])
 
     def jury_data(self, judges: Sequence[str] | None = None) -> Any:
+        """The scoring arrays, with only ``judges`` when given (built once per judge set)."""
+        key = tuple(judges or ())
+        if key not in self._data:
+            self._data[key] = self._jury_data(judges)
+        return self._data[key]
+
+    def _jury_data(self, judges: Sequence[str] | None) -> Any:
         cols = self.columns
         if judges:
             recorded = cols.judge[1]
@@ -483,10 +515,10 @@ class RunFiles:
         )
 
 
-def load_run(run_dir: Path) -> RunFiles:
+def load_run(run_dir: Path, manifest: Mapping[str, Any] | None = None) -> RunFiles:
     """Parse a plural run directory (no model needed)."""
     run_dir = Path(run_dir)
-    manifest = read_json(run_dir / "manifest.json")
+    manifest = dict(manifest) if manifest is not None else read_json(run_dir / "manifest.json")
     if manifest.get("suite") != SUITE or manifest.get("kind") != "run":
         raise CarebenchError(f"{run_dir} is not a plural run directory (suite {manifest.get('suite')!r}, "
                              f"kind {manifest.get('kind')!r})")
@@ -512,24 +544,28 @@ def rescore(run_dir: Path, *, judges: Sequence[str] | None = None, out_dir: Path
             B: int | None = None) -> dict[str, Any]:
     """Recompute ``metrics.json`` and the report from the records only (no model call).
 
-    With no overrides it reproduces the run's own metrics exactly; ``judges``
-    re-scores with a subset of the jury (e.g. leaving one judge out) into
-    ``out_dir`` when given.
+    With no overrides it reproduces the run's own metrics exactly (it is what
+    ``carebench report`` does); ``judges`` re-scores with a subset of the jury (e.g.
+    leaving one judge out) into ``out_dir`` when given.
     """
-    from carebench.plural.report import build_report
-    from carebench.report import write_report
-
-    run = load_run(Path(run_dir))
-    data = run.jury_data(judges)
-    settings = dict(run.manifest.get("scoring") or {})
+    manifest = read_json(Path(run_dir) / "manifest.json")
+    if manifest.get("suite") != SUITE or manifest.get("kind") != "run":
+        raise CarebenchError(f"{run_dir} is not a plural run directory (suite {manifest.get('suite')!r}, "
+                             f"kind {manifest.get('kind')!r})")
+    scoring = dict(manifest.get("scoring") or {})
+    if judges:
+        scoring["scored_judges"] = list(judges)
     if B is not None:
-        settings["bootstrap"] = B
-    metrics = compute_metrics(data, settings)
-    target = Path(out_dir) if out_dir else Path(run_dir)
-    target.mkdir(parents=True, exist_ok=True)
-    write_json(target / "metrics.json", metrics)
-    write_report(build_report(run.manifest, metrics, examples(run, data)), target)
-    return metrics
+        scoring["bootstrap"] = B
+    return rerender(run_dir, PluralRunSuite(), out_dir=out_dir, manifest={**manifest, "scoring": scoring})
+
+
+def rescore_plan(run_dir: Path, out_dir: Path | None = None) -> Plan:
+    """``plural rescore --dry-run``: what would be re-scored; no model call."""
+    files = load_run(Path(run_dir))
+    return Plan(SUITE, [], [(f"re-scores {sum(files.columns.response_counts.values())} responses and "
+                            f"{len(files.columns)} verdicts of judges {', '.join(files.columns.judge[1])} "
+                            f"into {out_dir or run_dir}; rescoring makes no model call")])
 
 
 def examples(run: RunFiles, data: Any) -> list[dict[str, Any]]:

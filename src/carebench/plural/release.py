@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from carebench.experiment import Execution, Plan, incomplete_metrics, stage
 from carebench.fileio import atomic_write_text
 from carebench.plural.calibration import METHOD_ORDER, _dataset_info
 from carebench.plural.data import (
@@ -32,16 +34,21 @@ from carebench.plural.data import (
     resolve,
 )
 from carebench.plural.profiles import FitData, Profile, get_method
+from carebench.plural.profiles.base import Env
+from carebench.plural.profiles.gepa_light import METRIC_CALLS, MINIBATCH
 from carebench.plural.profiles.memalign_mlflow import check_backend
-from carebench.plural.runs import RunOptions, close_env, manifest, open_env, write_calls
-from carebench.rundir import (
-    file_sha256,
-    new_run_dir,
-    read_json,
-    read_jsonl,
-    write_json,
-    write_jsonl,
+from carebench.plural.prompting import label_request
+from carebench.plural.runs import (
+    CommandOptions,
+    CommandSuite,
+    CutShort,
+    estimated_stage,
+    run_command,
 )
+from carebench.report import Report
+from carebench.run import Run
+from carebench.rundir import file_sha256, read_json, write_json, write_jsonl
+from carebench.runner import Call
 from carebench.types import CarebenchError
 
 ALIAS_PREFIX = {"peer": "P", "clinician": "C"}
@@ -72,111 +79,133 @@ def aliases(practitioners: dict[str, str]) -> dict[str, str]:
 
 
 @dataclass
-class FreezeConfig(RunOptions):
+class FreezeConfig(CommandOptions):
     calibration: str | None = None  # a calibrate run directory (selection and fold scores)
     methods: list[str] = field(default_factory=list)  # ARCHETYPE=METHOD overrides
     prompts: str = "builtin"
     annotations: str = "builtin"
 
 
-def run_freeze(cfg: FreezeConfig) -> Path | dict[str, Any]:
-    cal_metrics: dict[str, Any] = {}
-    cal_man: dict[str, Any] = {}
-    if cfg.calibration:
-        cal_man = read_json(Path(cfg.calibration) / "manifest.json")
-        if cal_man.get("suite") != "plural" or cal_man.get("kind") != "calibrate":
-            raise CarebenchError(f"{cfg.calibration} is not a `plural calibrate` run directory")
-        cal_metrics = read_json(Path(cfg.calibration) / "metrics.json")
-        cfg.prompts = cfg.prompts if cfg.prompts != "builtin" else cal_man["config"].get("prompts", "builtin")
-        cfg.annotations = (cfg.annotations if cfg.annotations != "builtin"
-                           else cal_man["config"].get("annotations", "builtin"))
-    chosen = {a: s["method"] for a, s in cal_metrics.get("selection", {}).items()}
-    chosen.update(_pairs(cfg.methods))
-    model_spec = cfg.model or (cal_man.get("models") or [None])[0]
-    taxonomy, contexts = load_vocabulary(cfg.taxonomy, cfg.contexts)
-    prompts = load_prompt_file(cfg.prompts)
-    check_contexts(prompts, contexts, cfg.prompts)
-    cal = load_calibration(prompts, cfg.annotations, taxonomy)
-    for arch in cal.by_archetype():
-        if arch not in chosen:
-            raise CarebenchError(f"no method for the {arch} archetype: give --calibration RUN_DIR or "
-                                 f"--method {arch}=E4")
-        m = chosen[arch]
-        if m not in METHOD_ORDER:
-            raise CarebenchError(f"unknown method {m!r} for {arch} (choose from {', '.join(METHOD_ORDER)})")
-        if not get_method(m).freezable:
-            raise CarebenchError(f"{m} cannot be frozen: it only sets the selection margin (VEILED-SH, §5.2)")
-    if not model_spec:
-        raise CarebenchError("give --model (the shared judge the profiles call)")
-    # the calibration run's E4/E5 backend unless overridden: the selection was made with it
-    backend = cfg.memalign_backend or cal_man.get("config", {}).get("memalign_backend")
-    cfg.memalign_backend = check_backend(backend, needed=bool({"E4", "E5"} & set(chosen.values())))
-    alias = aliases(cal.practitioners)
-    fits = [FitData(p, a, [c for c in cal.cases if c.id in cal.gold(p)], cal.gold(p), cal.notes(p))
-            for p, a in cal.practitioners.items()]
-    if cfg.dry_run:
-        return {"profiles": {alias[f.practitioner]: chosen[f.archetype] for f in fits},
-                "model": model_spec, "fits": len(fits),
-                "note": "fitting calls depend on earlier answers; see `plural calibrate --dry-run`"}
-    run_dir = new_run_dir("plural-freeze", cfg.out)
-    config = asdict(cfg)
-    dataset = _dataset_info(cfg, cal)  # type: ignore[arg-type]
-    seeds = {"methods": cfg.seed}
+class FreezeSuite(CommandSuite):
+    """``plural freeze`` on the run skeleton. A method the budget cut short is marked
+    ``incomplete`` and no profile file is written (a partial set of profiles would make
+    a release with profiles missing); re-running finishes it from the cache."""
 
-    def write(status: str, env=None) -> None:
-        manifest(run_dir, "freeze", config, [model_spec], dataset, seeds, status,
-                 {"accounting": env.ledger.accounting() if env is not None else {}, "methods": chosen,
-                  "calibration": cfg.calibration})
+    title = "Plural: frozen profiles"
 
-    write("running")
-    env = open_env(cfg, taxonomy, contexts, {p.id: p for p in prompts}, model_spec)
-    profiles: list[Profile] = []
-    try:
+    def _prepare(self, run: Run):
+        cfg = self.config()
+        cal_metrics: dict[str, Any] = {}
+        cal_man: dict[str, Any] = {}
+        if cfg.calibration:
+            cal_man = read_json(Path(cfg.calibration) / "manifest.json")
+            if cal_man.get("suite") != "plural" or cal_man.get("kind") != "calibrate":
+                raise CarebenchError(f"{cfg.calibration} is not a `plural calibrate` run directory")
+            if cal_man.get("incomplete"):
+                raise CarebenchError(f"{cfg.calibration}: the calibration is incomplete "
+                                     f"({', '.join(cal_man['incomplete'])} cut short by its budget); "
+                                     "re-run it to finish it from the cache")
+            cal_metrics = read_json(Path(cfg.calibration) / "metrics.json")
+            cfg.prompts = cfg.prompts if cfg.prompts != "builtin" else cal_man["config"].get("prompts", "builtin")
+            cfg.annotations = (cfg.annotations if cfg.annotations != "builtin"
+                               else cal_man["config"].get("annotations", "builtin"))
+        chosen = {a: s["method"] for a, s in cal_metrics.get("selection", {}).items()}
+        chosen.update(_pairs(cfg.methods))
+        model_spec = cfg.model or (cal_man.get("models") or [None])[0]
+        taxonomy, contexts = load_vocabulary(cfg.taxonomy, cfg.contexts)
+        prompts = load_prompt_file(cfg.prompts)
+        check_contexts(prompts, contexts, cfg.prompts)
+        cal = load_calibration(prompts, cfg.annotations, taxonomy)
+        for arch in cal.by_archetype():
+            if arch not in chosen:
+                raise CarebenchError(f"no method for the {arch} archetype: give --calibration RUN_DIR or "
+                                     f"--method {arch}=E4")
+            m = chosen[arch]
+            if m not in METHOD_ORDER:
+                raise CarebenchError(f"unknown method {m!r} for {arch} (choose from {', '.join(METHOD_ORDER)})")
+            if not get_method(m).freezable:
+                raise CarebenchError(f"{m} cannot be frozen: it only sets the selection margin (VEILED-SH, §5.2)")
+        if not model_spec:
+            raise CarebenchError("give --model (the shared judge the profiles call)")
+        # the calibration run's E4/E5 backend unless overridden: the selection was made with it
+        backend = cfg.memalign_backend or cal_man.get("config", {}).get("memalign_backend")
+        cfg.memalign_backend = check_backend(backend, needed=bool({"E4", "E5"} & set(chosen.values())))
+        fits = [FitData(p, a, [c for c in cal.cases if c.id in cal.gold(p)], cal.gold(p), cal.notes(p))
+                for p, a in cal.practitioners.items()]
+        env = Env(run.model(model_spec), run, taxonomy, contexts, {p.id: p for p in prompts}, cfg.embedder,
+                  cfg.seed, memalign_backend=cfg.memalign_backend)
+        return cal, cal_metrics, chosen, model_spec, fits, env
+
+    def plan(self, run: Run) -> Plan:
+        cal, _, chosen, _, fits, env = self._prepare(run)
+        used = set(chosen.values())
+        first = [Call(env.model, label_request(env.taxonomy, env.contexts, c)) for c in cal.cases]
+        per_compile = METRIC_CALLS + METRIC_CALLS // MINIBATCH
+        later = {"E3": per_compile, "E4": 1, "E5": 2}  # per fit, after the zero-shot traces
+        stages = [stage(run, "zero-shot traces (E2, E4, E5)", first)] if used & {"E2", "E4", "E5"} else []
+        for m in sorted(used & set(later), key=METHOD_ORDER.index):
+            n = later[m] * sum(chosen[f.archetype] == m for f in fits) + (len(cal.cases) if m == "E5" else 0)
+            stages.append(estimated_stage(m, first, n))
+        return Plan(self.name, stages, [f"profiles: {', '.join(f'{a}={m}' for a, m in sorted(chosen.items()))}",
+                                        ("fitting rounds after the zero-shot traces depend on its answers: "
+                                        "their stages count calls at most and cost them at the output cap")])
+
+    def execute(self, run: Run) -> Execution:
+        cfg = self.cfg
+        cal, cal_metrics, chosen, model_spec, fits, env = self._prepare(run)
+        alias = aliases(cal.practitioners)
+        profiles: list[Profile] = []
         for m in sorted(set(chosen.values()), key=METHOD_ORDER.index):
             group = [f for f in fits if chosen[f.archetype] == m]
-            if group:
+            env.stage = m
+            try:
                 profiles += get_method(m).fit(group, env)
-    except CarebenchError:
-        write_calls(run_dir, env)
-        write("stopped", env)
-        raise
-    finally:
-        close_env(env)
-    records = []
-    pdir = run_dir / "profiles"
-    for pr in sorted(profiles, key=lambda p: alias[p.practitioner]):
-        pr.alias = alias[pr.practitioner]
-        arch_m = cal_metrics.get("methods", {}).get(pr.method, {}).get("archetypes", {}).get(pr.archetype, {})
-        pr.extra["fold_scores"] = {
-            "practitioner_out_of_fold_macro_f1": arch_m.get("practitioners", {}).get(pr.practitioner),
-            "archetype_fold_macro_f1": arch_m.get("fold_macro_f1"),
-            "archetype_macro_f1": arch_m.get("macro_f1"),
-        }
-        h = pr.content_hash()
-        write_json(pdir / f"{pr.alias}.json", {**pr.to_dict(), "hash": h})
-        records.append({"type": "profile", "alias": pr.alias, "archetype": pr.archetype, "method": pr.method,
-                        "model": pr.model, "hash": h, "fit_cases": len(pr.fit_cases),
-                        "guidelines": len(pr.guidelines) + len(pr.guidelines_interpret),
-                        "demos": len(pr.demos), "fold_scores": pr.extra["fold_scores"],
-                        "fit_warnings": sorted(k for k in pr.extra if k.startswith("distill_error"))})
-    write_calls(run_dir, env)
-    write_jsonl(run_dir / "records.jsonl", records)
-    write("complete", env)
-    rescore_freeze(run_dir)
-    return run_dir
+            except CutShort:
+                run.mark_incomplete(m, open_ended=True)  # later fitting rounds depend on its answers
+        records = []
+        frozen: dict[str, dict[str, Any]] = {}
+        for pr in sorted(profiles, key=lambda p: alias[p.practitioner]):
+            pr.alias = alias[pr.practitioner]
+            arch_m = cal_metrics.get("methods", {}).get(pr.method, {}).get("archetypes", {}).get(pr.archetype, {})
+            pr.extra["fold_scores"] = {
+                "practitioner_out_of_fold_macro_f1": arch_m.get("practitioners", {}).get(pr.practitioner),
+                "archetype_fold_macro_f1": arch_m.get("fold_macro_f1"),
+                "archetype_macro_f1": arch_m.get("macro_f1"),
+            }
+            h = pr.content_hash()
+            frozen[pr.alias] = {**pr.to_dict(), "hash": h}
+            records.append({"type": "profile", "alias": pr.alias, "archetype": pr.archetype, "method": pr.method,
+                            "model": pr.model, "hash": h, "fit_cases": len(pr.fit_cases),
+                            "guidelines": len(pr.guidelines) + len(pr.guidelines_interpret),
+                            "demos": len(pr.demos), "fold_scores": pr.extra["fold_scores"],
+                            "fit_warnings": sorted(k for k in pr.extra if k.startswith("distill_error"))})
+
+        def write_profiles(run_dir: Path) -> None:
+            for a, d in frozen.items():
+                write_json(run_dir / "profiles" / f"{a}.json", d)
+
+        return Execution(
+            records=records, config=asdict(cfg), dataset=_dataset_info(cfg, cal),  # type: ignore[arg-type]
+            seeds={"methods": cfg.seed}, models=[model_spec],
+            extra={"kind": "freeze", "methods": chosen, "calibration": cfg.calibration},
+            artifacts=None if run.incomplete else write_profiles,
+        )
+
+    def score(self, records: list[dict[str, Any]], manifest: Mapping[str, Any]) -> dict[str, Any]:
+        if manifest.get("incomplete"):
+            return incomplete_metrics(manifest, {"profiles fitted (not written)": len(records)})
+        return {"profiles": {r["alias"]: {k: r[k] for k in ("archetype", "method", "hash", "fit_cases")}
+                             for r in records}}
+
+    def full_report(self, metrics: Mapping[str, Any], records: list[dict[str, Any]],
+                    manifest: Mapping[str, Any]) -> Report:
+        from carebench.plural.release_report import freeze_report
+
+        return freeze_report(dict(manifest), dict(metrics), records)
 
 
-def rescore_freeze(run_dir: Path) -> dict[str, Any]:
-    from carebench.plural.release_report import freeze_report
-    from carebench.report.writer import write_report
-
-    man = read_json(run_dir / "manifest.json")
-    records = read_jsonl(run_dir / "records.jsonl")
-    metrics = {"profiles": {r["alias"]: {k: r[k] for k in ("archetype", "method", "hash", "fit_cases")}
-                            for r in records}}
-    write_json(run_dir / "metrics.json", metrics)
-    write_report(freeze_report(man, metrics, records), run_dir)
-    return metrics
+def run_freeze(cfg: FreezeConfig, cache: Any = None) -> Path | Plan:
+    return run_command(FreezeSuite(cfg), cfg, "freeze", cache)
 
 
 def load_profiles(path: str | Path) -> list[Profile]:
@@ -233,70 +262,99 @@ def drop_reason(error: str | None) -> str:
 
 
 @dataclass
-class LabelConfig(RunOptions):
+class LabelConfig(CommandOptions):
     profiles: str = ""
     prompts: str = "builtin"
     release: str | None = None  # default RUN_DIR/release
 
 
-def run_label(cfg: LabelConfig) -> Path | dict[str, Any]:
-    profiles = load_profiles(cfg.profiles)
-    taxonomy, contexts = load_vocabulary(cfg.taxonomy, cfg.contexts)
-    prompts = load_prompt_file(cfg.prompts)
-    check_contexts(prompts, contexts, cfg.prompts)
-    by_id = {p.id: p for p in prompts}
-    cal_ids = {c for pr in profiles for c in pr.fit_cases}
-    missing = sorted(cal_ids - set(by_id))
-    if missing:
-        raise CarebenchError(f"{cfg.prompts}: calibration case {missing[0]!r} of the profiles is not among "
-                             "the prompts (the profiles' memories need it)")
-    leak = leakage_exclusions(prompts, cal_ids)
-    todo = [p for p in prompts if p.id not in leak.excluded]
-    model_spec = cfg.model or profiles[0].model
-    if cfg.dry_run:
-        return {"profiles": [pr.alias for pr in profiles], "prompts": len(prompts),
-                "excluded_for_leakage": leak.arithmetic(), "to_label": len(todo),
-                "calls_at_most": len(todo) * sum(2 if pr.method == "E5" else 1 for pr in profiles),
-                "model": model_spec}
-    run_dir = new_run_dir("plural-label", cfg.out)
-    release_dir = Path(cfg.release) if cfg.release else run_dir / "release"
-    config = asdict(cfg)
-    dataset = {"prompts": cfg.prompts, "prompts_sha256": file_sha256(resolve(cfg.prompts, "prompts.jsonl")),
-               "illustrative": is_builtin(cfg.prompts), "profiles": cfg.profiles, "n_prompts": len(prompts),
-               "profile_hashes": {pr.alias: pr.content_hash() for pr in profiles}}
+class LabelSuite(CommandSuite):
+    """``plural label`` on the run skeleton: every profile labels every prompt outside the
+    leakage set. A profile method the budget cut short is marked ``incomplete`` and no
+    release is written (a release with a profile's policies missing would be wrong)."""
 
-    def write(status: str, env=None) -> None:
-        manifest(run_dir, "label", config, [model_spec], dataset, {"methods": cfg.seed}, status,
-                 {"accounting": env.ledger.accounting() if env is not None else {},
-                  "release": str(release_dir), "leakage": asdict(leak)})
+    title = "Plural: scale-out and release"
 
-    write("running")
-    env = open_env(cfg, taxonomy, contexts, by_id, model_spec)
-    records = []
-    try:
+    def _prepare(self, run: Run):
+        cfg = self.config()
+        profiles = load_profiles(cfg.profiles)
+        taxonomy, contexts = load_vocabulary(cfg.taxonomy, cfg.contexts)
+        prompts = load_prompt_file(cfg.prompts)
+        check_contexts(prompts, contexts, cfg.prompts)
+        by_id = {p.id: p for p in prompts}
+        cal_ids = {c for pr in profiles for c in pr.fit_cases}
+        missing = sorted(cal_ids - set(by_id))
+        if missing:
+            raise CarebenchError(f"{cfg.prompts}: calibration case {missing[0]!r} of the profiles is not among "
+                                 "the prompts (the profiles' memories need it)")
+        leak = leakage_exclusions(prompts, cal_ids)
+        todo = [p for p in prompts if p.id not in leak.excluded]
+        model_spec = cfg.model or profiles[0].model
+        env = Env(run.model(model_spec), run, taxonomy, contexts, by_id, cfg.embedder, cfg.seed)
+        return profiles, prompts, leak, todo, model_spec, env
+
+    def plan(self, run: Run) -> Plan:
+        profiles, prompts, leak, todo, _, env = self._prepare(run)
+        like = [Call(env.model, label_request(env.taxonomy, env.contexts, p)) for p in todo]
+        n = len(todo) * sum(2 if pr.method == "E5" else 1 for pr in profiles)
+        return Plan(self.name, [estimated_stage("labels", like, n)], [
+            f"profiles: {', '.join(pr.alias or '?' for pr in profiles)}",
+            f"{len(prompts)} prompts, {leak.arithmetic()} excluded for leakage, {len(todo)} to label",
+            ("label requests carry each profile's demonstrations, guidelines or memories: calls are "
+            "counted at most and costed like zero-shot requests at the output cap"),
+        ])
+
+    def execute(self, run: Run) -> Execution:
+        cfg = self.cfg
+        profiles, prompts, leak, todo, model_spec, env = self._prepare(run)
+        release_dir = Path(cfg.release) if cfg.release else None
+        records = []
         for m in METHOD_ORDER:
             group = [pr for pr in profiles if pr.method == m]
             if not group:
                 continue
-            preds = get_method(m).predict([(pr, todo) for pr in group], env)
+            env.stage = m
+            try:
+                preds = get_method(m).predict([(pr, todo) for pr in group], env)
+            except CutShort:
+                run.mark_incomplete(m, open_ended=m == "E5")  # E5's judge B follows judge A's answers
+                continue
             for pr, ps in zip(group, preds, strict=True):
                 for p, pred in zip(todo, ps, strict=True):
                     records.append({"type": "policy", "prompt_id": p.id, "profile": pr.alias,
                                     "archetype": pr.archetype, "method": pr.method, **pred.to_dict()})
-    except CarebenchError:
-        write_calls(run_dir, env)
-        write_jsonl(run_dir / "records.jsonl", records)
-        write("stopped", env)
-        raise
-    finally:
-        close_env(env)
-    write_calls(run_dir, env)
-    write_jsonl(run_dir / "records.jsonl", records)
-    metrics = label_metrics(records, leak, len(prompts))
-    write_release(release_dir, prompts, profiles, records, metrics, dataset["illustrative"])
-    write("complete", env)
-    rescore_label(run_dir)
-    return run_dir
+        illustrative = is_builtin(cfg.prompts)
+
+        def release(run_dir: Path) -> None:
+            metrics = label_metrics(records, leak, len(prompts))
+            write_release(release_dir or run_dir / "release", prompts, profiles, records, metrics, illustrative)
+
+        return Execution(
+            records=records, config=asdict(cfg),
+            dataset={"prompts": cfg.prompts, "prompts_sha256": file_sha256(resolve(cfg.prompts, "prompts.jsonl")),
+                     "illustrative": illustrative, "profiles": cfg.profiles, "n_prompts": len(prompts),
+                     "profile_hashes": {pr.alias: pr.content_hash() for pr in profiles}},
+            seeds={"methods": cfg.seed}, models=[model_spec],
+            extra={"kind": "label", "release": str(release_dir) if release_dir else "release",
+                   "leakage": asdict(leak)},
+            artifacts=None if run.incomplete else release,
+        )
+
+    def score(self, records: list[dict[str, Any]], manifest: Mapping[str, Any]) -> dict[str, Any]:
+        if manifest.get("incomplete"):
+            return incomplete_metrics(manifest, {"policies": len(records)})
+        lk = manifest["leakage"]
+        return label_metrics(records, Leakage(lk["calibration"], lk["siblings"]), int(manifest["dataset"]["n_prompts"]))
+
+    def full_report(self, metrics: Mapping[str, Any], records: list[dict[str, Any]],
+                    manifest: Mapping[str, Any]) -> Report:
+        from carebench.plural.release_report import label_report
+
+        return label_report(dict(manifest), dict(metrics))
+
+
+def run_label(cfg: LabelConfig, cache: Any = None) -> Path | Plan:
+    return run_command(LabelSuite(cfg), cfg, "label", cache)
 
 
 def label_metrics(records: list[dict[str, Any]], leak: Leakage, n_prompts: int) -> dict[str, Any]:
@@ -359,17 +417,3 @@ def write_release(release_dir: Path, prompts: list[Any], profiles: list[Profile]
     atomic_write_text(priv / "README.txt",
                       "Withheld from release (VEILED-SH, Ethical Considerations): identity mapping, raw "
                       "practitioner labels, rationales and memories. Do not distribute this folder.\n")
-
-
-def rescore_label(run_dir: Path) -> dict[str, Any]:
-    from carebench.plural.release_report import label_report
-    from carebench.report.writer import write_report
-
-    man = read_json(run_dir / "manifest.json")
-    records = read_jsonl(run_dir / "records.jsonl")
-    lk = man["leakage"]
-    metrics = label_metrics(records, Leakage(lk["calibration"], lk["siblings"]), int(man["dataset"]["n_prompts"]))
-    write_json(run_dir / "metrics.json", metrics)
-    write_report(label_report(man, metrics), run_dir)
-    return metrics
-

@@ -359,28 +359,3 @@ def build_sample_report(manifest: Mapping[str, Any], metrics: Mapping[str, Any])
                                               number_format=".1f")]))
     notes = [ILLUSTRATIVE_NOTE] if (manifest.get("dataset") or {}).get("illustrative") else []
     return Report(title="Plural: diagnostic sample", subtitle="VEILED-SH, §5.3", notes=notes, sections=sections)
-
-
-def rerender(run_dir: Any) -> None:
-    """``carebench report DIR`` for plural run directories: re-render from the files alone."""
-    from pathlib import Path
-
-    from carebench.report import write_report
-    from carebench.rundir import read_json
-    from carebench.types import CarebenchError
-
-    run_dir = Path(run_dir)
-    manifest = read_json(run_dir / "manifest.json")
-    kind = manifest.get("kind")
-    if kind == "run":
-        from carebench.plural.experiment import rescore
-
-        rescore(run_dir)
-    elif kind in ("calibrate", "freeze", "label", "agreement"):
-        from carebench.plural.calibration_report import rerender as rerender_calibration_side
-
-        rerender_calibration_side(run_dir)
-    elif kind == "sample":
-        write_report(build_sample_report(manifest, read_json(run_dir / "metrics.json")), run_dir)
-    else:
-        raise CarebenchError(f"{run_dir}: no plural report for run kind {kind!r}")

@@ -1,26 +1,58 @@
-"""What the calibrate / freeze / label / agreement commands share: options, the
-model environment and the run directory's bookkeeping."""
+"""What the plural commands share: their options, the run context's settings, and
+the rule that turns one batch of calls into answers a profile method may use.
+
+Every plural command runs through one :class:`carebench.run.Run` (runner, cache,
+run-wide budget, ``calls.jsonl``, models) and the experiment skeleton
+(:func:`carebench.experiment.run_suite`). A profile method needs every answer of
+a round before it can go on (GEPA's next candidate, the guidelines distilled from
+the traces), so :func:`answered` makes a round all or nothing: a round the budget
+cut short raises :class:`CutShort` (the command marks that work ``incomplete``),
+and a call that failed after its retries raises :class:`HarnessFailure`, which
+stops the command with one line; a failed call is never scored as the model's
+answer, and re-running retries it (completed calls come from the cache).
+"""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from carebench.cache import CompletionCache
-from carebench.models import get_model
-from carebench.plural.calls import Ledger
-from carebench.plural.profiles.base import Env
-from carebench.rundir import write_jsonl, write_manifest
-from carebench.runner import Runner, RunnerConfig
+from carebench.run import RunOptions
+from carebench.rundir import run_dir_path
+from carebench.runner import RunResult
+from carebench.types import CarebenchError, Completion
 
 SUITE = "plural"
 
 
+class HarnessFailure(CarebenchError):
+    """A model call failed after its retries; its case cannot be scored."""
+
+
+class CutShort(Exception):
+    """The run's budget refused some calls of a round; the round's work is incomplete."""
+
+
+def answered(res: RunResult, description: str) -> list[Completion]:
+    """Every completion of a batch, in call order, or :class:`CutShort` /
+    :class:`HarnessFailure` (see the module docstring)."""
+    if res.not_made:
+        raise CutShort(f"{description}: {res.not_made} of {len(res.completions)} calls not made ({res.stopped})")
+    failed = [c for c in res.completions if c is not None and c.status == "error"]
+    if failed:
+        raise HarnessFailure(
+            f"{len(failed)} of {len(res.completions)} {description} failed (first: {failed[0].error}); "
+            "re-run the same command to retry them (completed calls are cached)"
+        )
+    return [c for c in res.completions if c is not None]
+
+
 @dataclass
-class RunOptions:
+class CommandOptions:
+    """The options of the calibrate / freeze / label commands."""
+
     model: str | None = None
     out: str | None = None
     cache_path: str | None = None
@@ -33,30 +65,75 @@ class RunOptions:
     embedder: str | None = None
     taxonomy: str | None = None
     contexts: str | None = None
-    memalign_backend: str | None = None  # E4/E5: native (default) or mlflow
+    memalign_backend: str | None = None  # E4/E5 guideline distillation: native (default) or mlflow
 
 
-def open_env(opts: RunOptions, taxonomy: Any, contexts: dict[str, Any], prompts: dict[str, Any],
-             model_spec: str) -> Env:
-    model = get_model(model_spec)
-    cache = CompletionCache(Path(opts.cache_path) if opts.cache_path else None) if opts.use_cache else None
-    runner = Runner(RunnerConfig(concurrency=opts.concurrency, use_cache=opts.use_cache,
-                                 progress=opts.progress), cache=cache)
-    ledger = Ledger(runner, opts.budget_usd)
-    return Env(model, ledger, taxonomy, contexts, prompts, opts.embedder, opts.seed,
-               opts.memalign_backend or "native")
+def run_options(cfg: Any) -> RunOptions:
+    """The run context's settings from a plural command's options."""
+    return RunOptions(budget_usd=cfg.budget_usd, use_cache=cfg.use_cache, cache_path=cfg.cache_path,
+                      concurrency=cfg.concurrency, progress=cfg.progress, planning=cfg.dry_run)
 
 
-def close_env(env: Env) -> None:
-    with contextlib.suppress(Exception):  # best effort; must not mask results
-        asyncio.run(env.model.aclose())
+def out_dir(command: str, out: str | None) -> Path:
+    """``--out`` or ``runs/plural-<command>-<time>`` (checked, not created)."""
+    return run_dir_path(f"{SUITE}-{command}" if command != "run" else SUITE, out)
 
 
-def manifest(run_dir: Path, kind: str, config: dict[str, Any], models: list[str], dataset: dict[str, Any],
-             seeds: dict[str, int], status: str, extra: dict[str, Any] | None = None) -> None:
-    write_manifest(run_dir, suite=SUITE, config=config, models=models, seeds=seeds, dataset=dataset,
-                   extra={"kind": kind, "status": status, **(extra or {})})
+def run_command(suite: Any, cfg: Any, command: str, cache: Any = None) -> Any:
+    """Run (or plan) one plural command on the skeleton: one run context, the run
+    directory, ``carebench report``-compatible metrics and report, exit 3 on a stop."""
+    from carebench.experiment import run_suite
+
+    return run_suite(suite, run_options(cfg), out=out_dir(command, cfg.out), dry_run=cfg.dry_run, cache=cache)
 
 
-def write_calls(run_dir: Path, env: Env | None) -> None:
-    write_jsonl(run_dir / "calls.jsonl", env.ledger.rows if env is not None else [])
+def estimated_stage(name: str, like: Sequence[Any], n: int) -> Any:
+    """A dry-run stage whose requests depend on answers not yet made (guidelines,
+    demonstrations, GEPA's candidates): ``n`` calls, each costed at the worst case
+    (full output cap) of the mean of ``like``, requests of the same shape; never
+    counted as cached. ``exact`` is False."""
+    from carebench.experiment import Stage
+    from carebench.models.pricing import call_cost_bound, is_priced
+    from carebench.runner import CallPlan, capped_request
+
+    by_model: dict[str, dict[str, Any]] = {}
+    cost = 0.0
+    if like and n:
+        spec = str(like[0].model.spec)
+        priced = is_priced(spec)
+        each = (sum(call_cost_bound(spec, capped_request(c)) for c in like) / len(like)) if priced else 0.0
+        cost = each * n
+        by_model[spec] = {"calls": n, "cached": 0, "estimated_cost_usd": cost, "reply_lengths": "output caps",
+                          **({} if priced else {"priced": False})}
+    return Stage(name, CallPlan(n, 0, n, cost, by_model), exact=False)
+
+
+class CommandSuite:
+    """What the plural command suites share: a config (none: score and render only),
+    records that are plain ``records.jsonl`` rows, and the generic report of a run the
+    budget cut short. A subclass sets ``title`` and writes ``full_report``."""
+
+    name = SUITE
+    title = "Plural"
+
+    def __init__(self, cfg: Any = None):
+        self.cfg = cfg
+
+    def config(self) -> Any:
+        assert self.cfg is not None, f"a {type(self).__name__} without a config can only score and render"
+        return self.cfg
+
+    def read_records(self, run_dir: Path, manifest: Mapping[str, Any]) -> Any:
+        from carebench.rundir import read_jsonl
+
+        return read_jsonl(Path(run_dir) / "records.jsonl")
+
+    def render(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Any:
+        from carebench.experiment import incomplete_report
+
+        if metrics.get("status") == "incomplete":
+            return incomplete_report(self.title, metrics)
+        return self.full_report(metrics, records, manifest)
+
+    def full_report(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Any:
+        raise NotImplementedError

@@ -2,7 +2,8 @@
 
 A method is fit on one practitioner's labelled calibration cases and predicts a
 policy for any prompt (VEILED-SH, §5.2). Methods work in batches (many
-practitioners and folds at once) so each round of model calls is one Runner batch.
+practitioners and folds at once) so each round of model calls is one batch of the
+command's run context (:class:`carebench.run.Run`): cached, budgeted, logged.
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from typing import Any, Protocol
 import numpy as np
 
 from carebench.models.base import ChatModel
-from carebench.plural.calls import Ledger
 from carebench.plural.policy import Policy
 from carebench.plural.prompting import Prediction, Stage, label_request, parse_prediction
+from carebench.plural.runs import answered
+from carebench.run import Run
 from carebench.runner import Call
+from carebench.types import Completion
 
 
 @dataclass
@@ -72,24 +75,31 @@ class Profile:
 
 @dataclass
 class Env:
-    """The shared judge, the run's ledger and the vocabulary every method uses."""
+    """The shared judge, the command's run context and the vocabulary every method uses."""
 
-    model: ChatModel
-    ledger: Ledger
+    model: ChatModel | None
+    run: Run
     taxonomy: Any
     contexts: dict[str, Any]
     prompts: dict[str, Any]  # id -> PromptRecord (calibration cases and prompts to label)
     embedder_spec: str | None = None
     seed: int = 12345
+    #: the stage the run's accounting books these calls under (e.g. the method being fit)
+    stage: str | None = None
     memalign_backend: str = "native"  # E4/E5 guideline distillation: native or mlflow
     _vectors: dict[str, np.ndarray] = field(default_factory=dict)
     _embedder: Any = None
 
     # -- model calls ------------------------------------------------------------------
+    def ask(self, calls: Sequence[Call], description: str) -> list[Completion]:
+        """One round through the run context: every answer, or CutShort / HarnessFailure."""
+        if not calls:
+            return []
+        return answered(self.run.calls(calls, description, stage=self.stage or description), description)
+
     def predict_requests(self, requests: Sequence[Any], stage: Stage, description: str) -> list[Prediction]:
         calls = [Call(self.model, r, tag={"stage": stage}) for r in requests]
-        comps = self.ledger.ask(calls, description)
-        return [parse_prediction(c, self.taxonomy, stage) for c in comps]
+        return [parse_prediction(c, self.taxonomy, stage) for c in self.ask(calls, description)]
 
     def zero_shot(self, prompts: Sequence[Any], stage: Stage = "full") -> list[Prediction]:
         """The shared judge with the rubric only (E1); identical for every practitioner, so cached once."""
@@ -113,7 +123,7 @@ class Env:
         """Embeddings of any texts with the run's embedder, kept per (embedder, text) for
         the process (the MLflow MemAlign backend embeds its memory through this too)."""
         if self._embedder is None:
-            self._embedder = _embedder(self.embedder_spec)
+            self._embedder = _embedder(self.embedder_spec, self.run)
         spec = self.embedder_spec or "builtin"
         todo = sorted({t for t in texts if (spec, t) not in _VECTORS})
         if todo:
@@ -137,8 +147,18 @@ class Env:
 _VECTORS: dict[tuple[str, str], np.ndarray] = {}
 
 
+def _embedder(spec: str | None, run: Run) -> Any:
+    """API embeddings go through the run's runner (cached, budgeted, logged); local
+    encoders are loaded once per process."""
+    from carebench.models.embed import load_embedder
+
+    if spec is not None and str(spec).startswith("openai-embed:"):
+        return load_embedder(spec, runner=run.runner)
+    return _local_embedder(spec)
+
+
 @cache
-def _embedder(spec: str | None) -> Any:
+def _local_embedder(spec: str | None) -> Any:
     from carebench.models.embed import load_embedder
 
     return load_embedder(spec)

@@ -1,8 +1,8 @@
 """E3: instruction-only optimisation with GEPA (VEILED-SH, Appendix B.2).
 
 Uses the ``gepa`` package's ``optimize`` with a custom adapter, so every
-evaluation and every reflection is a carebench call through the run's ledger
-(cached, budgeted, recorded). Per compile: a budget of 40 metric calls (one
+evaluation and every reflection is a carebench call through the command's run
+context (cached, budgeted, recorded). Per compile: a budget of 40 metric calls (one
 metric call = one case labelled with one candidate instruction), the fold's
 calibration cases as both training and validation set (GEPA's default when no
 separate validation set is given), the reflection model's output capped at 8,000
@@ -26,6 +26,7 @@ from carebench.plural.prompting import (
     format_labels,
     label_request,
 )
+from carebench.plural.runs import CutShort
 from carebench.runner import Call
 from carebench.types import CarebenchError, ChatRequest, Message
 
@@ -52,7 +53,7 @@ class _Silent:
 
 
 class LabelAdapter:
-    """GEPA adapter: evaluate a candidate instruction on fold cases through the ledger."""
+    """GEPA adapter: evaluate a candidate instruction on fold cases through the run context."""
 
     propose_new_texts = None  # GEPA's own reflective proposal, with our reflection model
 
@@ -91,8 +92,9 @@ class LabelAdapter:
         return {c: rows for c in components_to_update}
 
 
-def reflection_lm(env: Env, failures: list[CarebenchError]):
-    """GEPA's reflection model: the shared judge through the ledger, output capped at 8,000 tokens.
+def reflection_lm(env: Env, failures: list[Exception]):
+    """GEPA's reflection model: the shared judge through the run context, output capped at
+    8,000 tokens.
 
     GEPA logs and skips a failing reflection; a budget stop or failed call is kept in
     ``failures`` so the compile stops instead of quietly fitting with fewer rounds.
@@ -103,8 +105,8 @@ def reflection_lm(env: Env, failures: list[CarebenchError]):
                 else tuple(Message(m["role"], m["content"]) for m in prompt))
         req = ChatRequest(messages=msgs, temperature=TEMPERATURE, max_tokens=REFLECTION_MAX_TOKENS)
         try:
-            (comp,) = env.ledger.ask([Call(env.model, req, tag={"stage": "E3 reflection"})], "E3 reflection")
-        except CarebenchError as e:
+            (comp,) = env.ask([Call(env.model, req, tag={"stage": "E3 reflection"})], "E3 reflection")
+        except (CarebenchError, CutShort) as e:
             failures.append(e)
             raise
         return comp.text
@@ -127,7 +129,7 @@ class GepaLight:
             adapter = LabelAdapter(env, d)
             log = _Silent()
             ids = [c.id for c in d.cases]
-            failures: list[CarebenchError] = []
+            failures: list[Exception] = []
             result = gepa.optimize(
                 seed_candidate={COMPONENT: DEFAULT_INSTRUCTION},
                 trainset=ids, valset=ids, adapter=adapter, reflection_lm=reflection_lm(env, failures),

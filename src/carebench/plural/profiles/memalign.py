@@ -111,7 +111,7 @@ def distill(env: Env, data: Sequence[FitData], stage: Stage) -> list[tuple[list[
     traces = dict(zip(ids, env.zero_shot([all_cases[i] for i in ids], stage), strict=True))
     calls = [Call(env.model, distill_request(env, d, traces, stage), tag={"stage": f"distill-{stage}"})
              for d in data]
-    comps = env.ledger.ask(calls, f"guideline distillation ({stage})")
+    comps = env.ask(calls, f"guideline distillation ({stage})")
     return [parse_guidelines(c.text) if c.ok else ([], f"no usable answer ({c.status})") for c in comps]
 
 

@@ -10,7 +10,7 @@ cases over the shared embedder), so a frozen profile labels without MLflow insta
 
 MLflow reaches models through DSPy and LiteLLM by URL only, so every call it makes
 goes to a loopback endpoint (:mod:`carebench.models.loopback`) that answers through
-the run's ledger: cached, budgeted, in ``calls.jsonl``. Its embedding requests are
+the run context: cached, budgeted, in ``calls.jsonl``. Its embedding requests are
 answered by the run's embedder. While it runs, MLflow telemetry is off, LiteLLM stays
 offline, DSPy's own cache is off, tracking points into a temporary directory that is
 removed afterwards, and the OpenAI variables point at the loopback endpoint (and are
@@ -137,8 +137,8 @@ def session(env: Env) -> Iterator[_Session]:
     _modules()
 
     def chat(req):
-        return env.ledger.ask([Call(env.model, req, tag={"stage": "distill-mlflow"})],
-                              "guideline distillation (MLflow MemAlign)")[0]
+        return env.ask([Call(env.model, req, tag={"stage": "distill-mlflow"})],
+                       "guideline distillation (MLflow MemAlign)")[0]
 
     with contextlib.ExitStack() as stack:
         tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="carebench-mlflow-"))
