@@ -10,8 +10,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))  # `from stub_server import StubServer`
 
 #: native_isolation: embedded-model tests run forked (a native crash fails one test);
-#: pytester: lets a test run an inner pytest session (used to check that isolation)
-pytest_plugins = ("native_isolation", "pytester")
+#: pytester: lets a test run an inner pytest session (used to check that isolation);
+#: browser: the ``playwright`` fixture (headless Debian chromium) of the browser tests
+pytest_plugins = ("native_isolation", "pytester", "browser")
 
 
 @pytest.fixture(autouse=True)

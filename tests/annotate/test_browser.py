@@ -16,35 +16,10 @@ from pathlib import Path
 import pytest
 
 from annotate.harness import POLICY_ROWS, REVIEW_ROWS, ServerProcess, criterion_rows, write_jsonl
+from browser import CHROMIUM, FLAGS
 from carebench.cli import main
 from carebench.datasets.prompts import load_annotations
 from carebench.datasets.sheets import load_criterion_labels, load_reviews
-
-CHROMIUM = os.environ.get("CAREBENCH_CHROMIUM", "/usr/bin/chromium")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
-
-def _need_browser():
-    problem = None
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        problem = "the playwright package is not installed (pip install -e '.[test]')"
-    if problem is None and not Path(CHROMIUM).exists():
-        problem = f"{CHROMIUM} is missing (apt-get install -y chromium)"
-    if problem is not None:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"browser tests cannot run: {problem}")
-        pytest.skip(problem)
-    return sync_playwright
-
-
-@pytest.fixture(scope="module")
-def playwright():
-    sync_playwright = _need_browser()
-    with sync_playwright() as p:
-        yield p
 
 
 @pytest.fixture

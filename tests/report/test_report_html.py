@@ -153,3 +153,27 @@ def test_template_never_disables_escaping():
 def test_details_become_collapsible_elements(payload_report):
     tags = [t for t, _ in parse(render_html(payload_report)).tags]
     assert tags.count("details") == 1 and tags.count("summary") == 1
+
+
+def test_sortable_table_adds_only_the_hash_pinned_sorter(payload):
+    """A sortable table brings one inline script, admitted by its SHA-256 in the CSP (so no
+    other inline script could run); cells keep escaped text and carry full-precision keys."""
+    import hashlib
+
+    table = Table(["id", "score"], [[f"Cell {payload}", 1 / 3], ["b", None], ["c", 0.5]], sortable=True)
+    html = render_html(Report("t", sections=[Section("s", [table])]))
+    c = parse(html)
+    scripts = [a for t, a in c.tags if t == "script"]
+    assert scripts == [{}]  # one inline script, no src
+    body = html.split("<script>", 1)[1].split("</script>", 1)[0]
+    digest = base64.b64encode(hashlib.sha256(body.encode("utf-8")).digest()).decode("ascii")
+    csp = next(a["content"] for t, a in c.tags if t == "meta" and a.get("http-equiv") == "Content-Security-Policy")
+    directives = dict(d.strip().split(" ", 1) for d in csp.split(";"))
+    assert directives["script-src"] == f"'sha256-{digest}'"  # no 'unsafe-inline' for scripts
+    assert html.lower().count("<script") == 1 and payload not in html
+    cells = [a for t, a in c.tags if t == "td"]
+    assert [a["data-sort"] for a in cells] == [f"Cell {payload}", repr(1 / 3), "b", "", "c", "0.5"]
+    heads = [a["data-sort-type"] for t, a in c.tags if t == "th"]
+    assert heads == ["text", "number"]
+    # a table that is not sortable keeps the page script-free
+    assert "<script" not in render_html(Report("t", sections=[Section("s", [Table(["a"], [[1]])])]))

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from carebench.support.tasks import Task
@@ -79,3 +82,34 @@ class Script:
         if verdict == "garbage":
             return StubReply(content="I think it is probably fine overall.")
         return StubReply(content=json.dumps({"met": bool(verdict), "rationale": f"scripted {verdict}"}))
+
+
+def single_turn_task(tid: str, i: int, weights: tuple[int, ...] = (1, 1, 1, 1, 1, 1),
+                     turn: str | None = None) -> dict[str, Any]:
+    """A single-turn task row with one positive criterion per weight (ids c0, c1, ...)."""
+    return {
+        "id": tid, "subcategory": ("self_worth", "nssi", "trauma")[i % 3],
+        "metadata": {"age_band": "O18", "turn_structure": "single", "harm_intent": "borderline",
+                     "progression_stage": "ideation", "signal_directness": "implicit", "split": "public"},
+        "turns": [turn or f"Message {i}: I feel low."],
+        "criteria": [{"id": f"c{k}", "text": f"Criterion {k} of task {i}.", "dimension": "compassion",
+                      "weight": w} for k, w in enumerate(weights)],
+        "reference": f"Reference {i}.",
+    }
+
+
+@contextmanager
+def two_responder_run(tmp: Path, tasks_path: Path, handler: Callable[[Any], Any]) -> Iterator[tuple[Path, dict]]:
+    """A one-attempt support run of resp-a and resp-b judged by judge-a/b/c, all answered by
+    ``handler`` on the loopback stub, which stays up while the caller uses the run."""
+    from carebench.cache import CompletionCache
+    from carebench.support.experiment import SupportRunConfig, run_support
+    from stub_server import StubServer
+
+    with StubServer() as stub:
+        stub.handler = handler
+        spec = {n: f"openai:{n}@{stub.base_url}" for n in ("resp-a", "resp-b", "judge-a", "judge-b", "judge-c")}
+        cfg = SupportRunConfig(tasks=str(tasks_path), responders=[spec["resp-a"], spec["resp-b"]],
+                               judges=[spec[f"judge-{k}"] for k in "abc"], attempts=1, out=str(tmp / "run"),
+                               bootstrap=50, progress=False)
+        yield run_support(cfg, cache=CompletionCache(tmp / "c.sqlite")), spec

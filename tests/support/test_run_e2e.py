@@ -437,18 +437,21 @@ def test_discrimination_probe_and_elicitation(scripted_run):
     attempt 0 m6 is undecided and is not a unit. The scripted model prefers the reference
     for the first (standard divergence) and its own reply for the second (discrimination
     failure). Elicited replies: c3 is met 2-1 with judge-a's vote, c5 is not observed."""
-    from carebench.support.probe import ProbeConfig, run_probe
+    from carebench.support.probe import ProbeConfig, floor_reply, run_probe
 
     run_dir, spec, script, stub = scripted_run
     a = spec["resp-a"]
     script.script[("judge-a", "resp-a", "S", 7, "c3")] = True
     script.script[("judge-b", "resp-a", "S", 7, "c3")] = True
     script.script[("judge-c", "resp-a", "S", 7, "c3")] = False
-    seen = {"compare": 0, "account": 0}
+    seen = {"compare": 0, "account": 0, "control": 0}
 
     def handler(req):
         msgs = req.body["messages"]
         last = msgs[-1]["content"]
+        if "REPLY 1" in last and floor_reply() in last:  # a control: the compliant reply wins
+            seen["control"] += 1
+            return json.dumps({"choice": 2 if floor_reply() in last.split("REPLY 2")[0] else 1})
         if "REPLY 1" in last:
             seen["compare"] += 1
             first = last.split("REPLY 1", 1)[1].split("REPLY 2", 1)[0]
@@ -467,15 +470,20 @@ def test_discrimination_probe_and_elicitation(scripted_run):
 
     stub.handler = handler
     judges = [spec[f"judge-{k}"] for k in "abc"]
-    res = run_probe(ProbeConfig(run=str(run_dir), responder=a, use_cache=False, progress=False, bootstrap=100,
+    res = run_probe(ProbeConfig(run=str(run_dir), responders=[a], use_cache=False, progress=False, bootstrap=100,
                                 families={a: "acme", judges[0]: "acme"}))
-    assert res["failed_units"] == 2 and seen["compare"] == 4 and seen["account"] == 2
+    # two floor pairs, each in both orders: attempt 0 on c3 (its failed unit); attempt 1's only unit, c5,
+    # is negative (a floor reply also avoids it), so its floor pair asks about c1, the first positive criterion
+    assert res["per_responder"][a]["failed_units"] == 2 and seen["compare"] == 4 and seen["account"] == 2
+    assert res["per_responder"][a]["controls"]["pairs"] == 2
+    assert seen["control"] == 4 and res["per_responder"][a]["controls"]["rate"] == 1.0 and res["competent"] == [a]
     d = res["decomposition"]
     assert d["standard_divergence"]["share"] == pytest.approx(3 / 7)
     assert d["discrimination_failure"]["share"] == pytest.approx(4 / 7)
     assert d["order_dependent"]["units"] == d["unstable"]["units"] == 0
-    e = res["elicitation"]
+    e = res["per_responder"][a]["elicitation"]
     assert (e["full_panel"]["converted"], e["full_panel"]["criteria"]) == (2, 2)
+    assert res["elicitation"]["full_panel"]["rate"] == 1.0  # pooled over the one responder
     # without judge-a (mapped to the responder's family) c3 splits 1-1: undecided, not converted
     assert e["without_own_family"]["panel"] == judges[1:]
     assert (e["without_own_family"]["converted"], e["without_own_family"]["rate"]) == (1, 0.5)

@@ -172,7 +172,9 @@ class Table:
     as in the papers' result tables. Rows in ``exclude_rows`` (reference rows such as
     chance, or flagged methods) never compete. ``bold_cells`` emphasises given (row,
     column) cells, e.g. a selection. ``align`` defaults to right for numeric columns,
-    left otherwise.
+    left otherwise. A ``sortable`` table can be sorted by any column in the HTML report
+    (a small inline script; without scripts the table reads as it is): numeric columns
+    sort by the full-precision value, not the formatted text.
     """
 
     columns: list[str]
@@ -185,6 +187,7 @@ class Table:
     bold_cells: Sequence[tuple[int, int]] = ()  # (row, column) shown emphasised, e.g. a selection
     highlight_second: bool = False
     exclude_rows: Sequence[int] = ()
+    sortable: bool = False
 
     def __post_init__(self) -> None:
         self.columns = [str(c) for c in self.columns]
@@ -246,6 +249,30 @@ class Table:
                 order = sorted({v for _, v in scored}, reverse=not lower)
                 for rank, value in enumerate(order[: 2 if self.highlight_second else 1], 1):
                     out.update(((i, j), rank) for i, v in scored if v == value)
+        return out
+
+    def numeric_columns(self) -> list[bool]:
+        """Per column: every non-empty cell is a number (sorted numerically, else as text)."""
+        return [all(is_numeric(r[j]) for r in self.rows if r[j] is not None)
+                for j in range(len(self.columns))]
+
+    def sort_keys(self) -> list[list[str]]:
+        """Per cell, the text a sortable table compares: the full-precision number of a
+        numeric column (``repr``, so the order is the values' order), the formatted text
+        otherwise, and "" for an empty cell (NaN or None), which always sorts last."""
+        numeric = self.numeric_columns()
+        out = []
+        for r, shown in zip(self.rows, self.formatted_rows(), strict=True):
+            keys = []
+            for j, c in enumerate(r):
+                if c is None:
+                    keys.append("")
+                elif numeric[j]:
+                    v = sort_key(c)
+                    keys.append("" if math.isnan(v) else repr(v))
+                else:
+                    keys.append(shown[j])
+            out.append(keys)
         return out
 
     def highlighted(self) -> set[tuple[int, int]]:

@@ -3,19 +3,27 @@
 Why this shape: the page must open anywhere (e-mail attachment, air-gapped review
 machine) and must never execute anything that came from a dataset or a model.  So
 CSS is inline, figures are base64 data URIs, a Content-Security-Policy forbids
-scripts and remote loads, and jinja2 autoescaping is on with no ``|safe`` anywhere:
-the Python side hands the template plain strings only.
+remote loads and every script but one, and jinja2 autoescaping is on with no ``|safe``
+anywhere: the Python side hands the template plain strings only.
+
+The one script is carebench's own table sorter (``templates/sort_table.js``), included
+only when a table is ``sortable``. The policy admits it by its SHA-256 hash, so no other
+inline script (e.g. markup smuggled into dataset text) could run even if it reached the
+page; it moves existing rows and never inserts text as HTML. Without scripts the table
+reads as it is (progressive enhancement).
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import struct
 from functools import lru_cache
-from importlib import metadata
+from importlib import metadata, resources
 from typing import Any
 
 import jinja2
+from markupsafe import Markup
 
 from carebench.report.document import (
     Block,
@@ -29,6 +37,7 @@ from carebench.report.document import (
     Table,
     format_value,
     is_numeric,
+    iter_blocks,
 )
 
 __all__ = ["render_html"]
@@ -46,6 +55,14 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=False,
         keep_trailing_newline=True,
     )
+
+
+@lru_cache(maxsize=1)
+def _sort_script() -> tuple[str, str]:
+    """The table sorter's source and its CSP hash source (``sha256-...``, quoted by the template)."""
+    js = (resources.files("carebench.report") / "templates" / "sort_table.js").read_text("utf-8")
+    digest = base64.b64encode(hashlib.sha256(js.encode("utf-8")).digest()).decode("ascii")
+    return js, f"sha256-{digest}"
 
 
 def _generator() -> str:
@@ -77,13 +94,16 @@ def _view(block: Block) -> dict[str, Any]:
         ]}
     if isinstance(block, Table):
         ranks = block.ranks()
+        keys = block.sort_keys() if block.sortable else None
         return {
             "type": "table",
             "caption": block.caption,
             "columns": block.columns,
             "align": block.alignments(),
+            "sortable": block.sortable,
+            "numeric": block.numeric_columns(),
             "rows": [
-                [(cell, ranks.get((i, j), 0)) for j, cell in enumerate(row)]
+                [(cell, ranks.get((i, j), 0), keys[i][j] if keys else None) for j, cell in enumerate(row)]
                 for i, row in enumerate(block.formatted_rows())
             ],
         }
@@ -110,8 +130,15 @@ def render_html(report: Report) -> str:
         {"title": str(s.title), "anchor": a, "blocks": [_view(b) for b in s.blocks]}
         for s, a in zip(report.sections, report.anchors(), strict=True)
     ]
+    sortable = any(isinstance(b, Table) and b.sortable
+                   for s in report.sections for b in iter_blocks(s.blocks))
+    script, script_hash = _sort_script() if sortable else ("", "")
     template = _environment().get_template("report.html.j2")
     return template.render(
+        # carebench's own constant script, never data: marked safe so its quotes survive
+        # (inside <script> the browser does not decode entities); the CSP pins its hash
+        script=Markup(script),
+        script_src=script_hash,
         title=str(report.title),
         subtitle=report.subtitle,
         notes=[str(n) for n in report.notes],

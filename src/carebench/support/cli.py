@@ -245,28 +245,46 @@ def coherence(
 @app.command()
 def probe(
     run_dir: Annotated[Path, typer.Argument(help="A support run directory.")],
-    responder: Annotated[str, typer.Option(help="The responder to probe (a responder spec of the run).")],
+    responder: Annotated[list[str] | None, typer.Option(
+        help="A responder of the run to probe (repeatable; default: every responder of the run).")] = None,
     alternative: Annotated[str, typer.Option(help="reference (clinician reference) or matched (a credited reply "
                                                   "of another responder).")] = "reference",
+    question: Annotated[str, typer.Option(help="named: compare the replies on the failed criterion's aspect; "
+                                               "blind: the better reply overall, criterion not named.")] = "named",
+    competence_threshold: Annotated[float, typer.Option(
+        help="Evaluator-competence check (E.7): a responder must prefer the compliant reply of the floor pairs "
+             "more often than this share, else it is excluded from the decomposition (carebench default 0.5, "
+             "chance).")] = 0.5,
+    floor_reply: Annotated[Path | None, typer.Option(
+        help="Text file with the floor reply of the control pairs (default: a built-in reply that ignores "
+             "the person's message).")] = None,
     n_tasks: Annotated[int, typer.Option("--tasks-sample", help="Tasks probed (E.7: 120).")] = 120,
-    conversations: Annotated[int, typer.Option(help="Conversations for elicitation (E.7: 300).")] = 300,
+    conversations: Annotated[int, typer.Option(help="Conversations for elicitation, per responder (E.7: 300).")] = 300,
     seed: Annotated[int, typer.Option(help="Sampling and bootstrap seed (carebench default).")] = 12345,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")] = False,
     cache: Annotated[Path | None, typer.Option(help="Cache file.")] = None,
     budget: Annotated[float | None, typer.Option(help="USD budget.")] = None,
 ) -> None:
-    """Discrimination probe and elicitation (§4.3, E.7): why did the responder fail its criteria?"""
+    """Discrimination probe, controls and elicitation (§4.3, E.7): why did the responders fail their criteria?"""
     from carebench.support.probe import ProbeConfig, run_probe
 
     res = run_probe(ProbeConfig(
-        run=str(run_dir), responder=responder, alternative=alternative, n_tasks=n_tasks,
-        n_conversations=conversations, seed=seed, bootstrap=bootstrap, use_cache=not no_cache,
+        run=str(run_dir), responders=list(responder or []), alternative=alternative, question=question,
+        competence_threshold=competence_threshold, floor_reply=str(floor_reply) if floor_reply else None,
+        n_tasks=n_tasks, n_conversations=conversations, seed=seed, bootstrap=bootstrap, use_cache=not no_cache,
         cache_path=str(cache) if cache else None, budget_usd=budget))
+    for spec, p in res["per_responder"].items():
+        c = p["controls"]
+        rate = "no valid answer" if c["rate"] is None else f"{c['rate']:.3f}"
+        verdict = "kept" if p["competent"] else "EXCLUDED from the decomposition (uninformative evaluator)"
+        typer.echo(f"{spec}: floor pairs {c['prefers_alternative']}/{c['valid']} prefer the compliant reply "
+                   f"({rate}; threshold {c['threshold']}): {verdict}")
     d = res["decomposition"]
     if d.get("units"):
         typer.echo(f"standard divergence {d['standard_divergence']['share']:.1%}, discrimination failure "
-                   f"{d['discrimination_failure']['share']:.1%} of forfeited weight ({d['units']} units)")
+                   f"{d['discrimination_failure']['share']:.1%} of forfeited weight ({d['units']} units, "
+                   f"{len(res['competent'])} responders)")
     e = res["elicitation"]["full_panel"]
     typer.echo(f"elicitation converted {e['converted']} of {e['criteria']} failed criteria")
     typer.echo(f"wrote {run_dir}/probe/ and re-rendered {run_dir}/report.html")
