@@ -14,7 +14,9 @@ request (all from the run's cache); the guidelines the stub scripted, and the ca
 each came from, are in the frozen, hash-checked profiles; ``plural label`` uses
 them; no connection left the machine; nothing was written to the working directory
 or the home directory; MLflow telemetry stayed off; the OpenAI variables were
-restored; and a failed distillation call stops the command with one error line.
+restored; a budget stop inside MLflow stops the command, marks the method
+incomplete and resumes from the cache; and a failed distillation call stops the
+command with one error line.
 Prints each figure; exits 1 when a check fails.
 """
 
@@ -138,6 +140,29 @@ def main_check() -> int:
                    "--cache", f"{tmp}/cache.sqlite"])
         shown = [b for b in stub.requests[before:] if SCRIPTED[0][0] in json.dumps(b.body)]
         check(rc == 0 and shown, f"label exits {rc}; {len(shown)} label requests carry the guidelines")
+
+        # a budget stop inside MLflow: $1 a call, --budget 2, one call at a time
+        from carebench.models.pricing import price_table
+
+        Path(f"{tmp}/prices.toml").write_text('[models]\n"labeller" = [0.0, 0.0, 1.0]\n')
+        os.environ["CAREBENCH_PRICES"] = f"{tmp}/prices.toml"
+        price_table.cache_clear()
+        budget = [*common[:-1], f"{tmp}/budget.sqlite", "--concurrency", "1"]
+        before, err = len(stub.requests), io.StringIO()
+        with contextlib.redirect_stderr(err):
+            rc = main(["plural", "freeze", "--out", f"{tmp}/freeze-budget", *budget, "--budget", "2"])
+        made = len(stub.requests) - before
+        man = json.loads(Path(f"{tmp}/freeze-budget/manifest.json").read_text())
+        print(f"budget stop: exit {rc}, {made} stub requests, incomplete {man.get('incomplete')}")
+        check(rc == 3 and made == 2 and man.get("incomplete") == ["E4", "E5"]
+              and not Path(f"{tmp}/freeze-budget/profiles").exists(),
+              "--budget 2 stops after 2 distillations, marks E4 and E5 incomplete, freezes nothing")
+        before = len(stub.requests)
+        rc = main(["plural", "freeze", "--out", f"{tmp}/freeze-resumed", *budget])
+        check(rc == 0 and len(stub.requests) - before == 7,
+              f"resuming makes only the 7 calls left ({len(stub.requests) - before})")
+        del os.environ["CAREBENCH_PRICES"]
+        price_table.cache_clear()
 
         fail_distill["on"] = True
         err = io.StringIO()
