@@ -142,9 +142,11 @@ class FreezeSuite(CommandSuite):
         first = [Call(env.model, label_request(env.taxonomy, env.contexts, c)) for c in cal.cases]
         per_compile = METRIC_CALLS + METRIC_CALLS // MINIBATCH
         later = {"E3": per_compile, "E4": 1, "E5": 2}  # per fit, after the zero-shot traces
-        stages = [stage(run, "zero-shot traces (E2, E4, E5)", first)] if used & {"E2", "E4", "E5"} else []
+        native = env.memalign_backend == "native"  # MLflow's MemAlign distils from the labels alone
+        traced = {"E2", "E4", "E5"} if native else {"E2"}
+        stages = [stage(run, "zero-shot traces (E2, E4, E5)", first)] if used & traced else []
         for m in sorted(used & set(later), key=METHOD_ORDER.index):
-            n = later[m] * sum(chosen[f.archetype] == m for f in fits) + (len(cal.cases) if m == "E5" else 0)
+            n = later[m] * sum(chosen[f.archetype] == m for f in fits) + (len(cal.cases) if m == "E5" and native else 0)
             stages.append(estimated_stage(m, first, n))
         return Plan(self.name, stages, [f"profiles: {', '.join(f'{a}={m}' for a, m in sorted(chosen.items()))}",
                                         ("fitting rounds after the zero-shot traces depend on its answers: "
