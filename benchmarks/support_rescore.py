@@ -1,6 +1,6 @@
 """Time support-suite re-scoring from recorded verdicts (no inference).
 
-Synthetic run at the seed's scale (seeds/002): 25 responders x 718 tasks x 3
+Synthetic run at DistressBench's scale: 25 responders x 718 tasks x 3
 attempts x 10 criteria x 3 judges = 1,615,500 verdicts, plus a reference
 responder is NOT added (it would add 64,620 verdicts). Times, separately:
 
@@ -8,11 +8,16 @@ responder is NOT added (it would add 64,620 verdicts). Times, separately:
 2. building it from string columns (factorization),
 3. scoring + every analysis (``analyze``, B = 2000 bootstrap resamples),
 4. optionally (``--jsonl``) writing and parsing a records.jsonl of that size,
-5. optionally (``--from-files``) ``carebench support rescore`` end to end from a run
-   directory on disk: once reading ``records.parquet``, once with the JSONL only
-   (an older run). ``--tasks N`` shrinks the run for a quick check.
+5. optionally (``--from-files``) ``carebench support rescore`` from a run directory on
+   disk with no earlier report in it (so every figure is drawn): phase by phase
+   (read, score + analyses, report tables and figures, markdown, HTML, writes; wall
+   and CPU seconds), end to end in this process, as the CLI in a new process
+   (imports included), and with the JSONL only (an older run); the three must write
+   the same metrics.json and report. The load average is printed beside the figures
+   (the machine may be shared). ``--tasks N`` shrinks the run for a quick check;
+   ``--keep DIR`` keeps the run directory (and reuses it on the next call).
 
-Usage: ``python benchmarks/support_rescore.py [--jsonl] [--from-files] [--tasks 718] [--B 2000]``.
+Usage: ``python benchmarks/support_rescore.py [--jsonl] [--from-files [--keep DIR]] [--tasks 718] [--B 2000]``.
 """
 
 from __future__ import annotations
@@ -111,6 +116,8 @@ def main() -> None:
     ap.add_argument("--jsonl", action="store_true", help="also time writing + parsing records.jsonl")
     ap.add_argument("--from-files", action="store_true", help="time `support rescore` of a run directory")
     ap.add_argument("--tasks", type=int, default=718, help="tasks in the synthetic run (seed scale: 718)")
+    ap.add_argument("--keep", metavar="DIR", help="with --from-files: write the run directory here (or reuse "
+                    "the one there) and keep it")
     args = ap.parse_args()
 
     t0 = time.perf_counter()
@@ -173,16 +180,125 @@ def main() -> None:
 
 
     if args.from_files:
-        from_files(tasks, rt, vt, strings, args.B)
+        from_files(tasks, rt, vt, strings, args.B, args.keep)
 
 
-def from_files(tasks, rt, vt, strings, B: int) -> None:
-    """Write a support run directory of this size, then time ``rescore`` from disk."""
+def from_files(tasks, rt, vt, strings, B: int, keep: str | None = None) -> None:
+    """Write a support run directory of this size, then time ``rescore`` from disk:
+    end to end, split by phase, as the CLI (a fresh process, imports included), and
+    from records.jsonl alone."""
     import os
+    import shutil
+    import subprocess
+    import sys
 
+    run_dir = Path(keep) if keep else Path(tempfile.mkdtemp())
+    try:
+        t0 = time.perf_counter()
+        if not (run_dir / "manifest.json").is_file():
+            write_run_dir(run_dir, tasks, rt, vt, strings, B)
+            print(f"run directory written in {time.perf_counter() - t0:.1f} s")
+        for name in ("metrics.json", "report.md", "report.html", "task_scores.csv"):
+            (run_dir / name).unlink(missing_ok=True)  # no earlier report: everything is drawn
+        shutil.rmtree(run_dir / "figures", ignore_errors=True)
+        mb = {n: (run_dir / n).stat().st_size / 1e6 for n in ("records.jsonl", "records.parquet")}
+        print(f"records.jsonl {mb['records.jsonl']:.0f} MB, records.parquet {mb['records.parquet']:.0f} MB; "
+              f"load average before: {_load()}")
+        phases(run_dir)
+        t0 = time.perf_counter()
+        rescore_run(run_dir)
+        t_pq = time.perf_counter() - t0
+        first = {n: (run_dir / n).read_bytes() for n in ("metrics.json", "report.md", "report.html")}
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1] / "src"),
+                                                            os.environ.get("PYTHONPATH", "")])}
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "carebench", "support", "rescore", str(run_dir)], check=True,
+                       env=env, stdout=subprocess.DEVNULL)
+        t_cli = time.perf_counter() - t0
+        same_cli = all((run_dir / n).read_bytes() == b for n, b in first.items())
+        parquet = (run_dir / "records.parquet").read_bytes()
+        os.remove(run_dir / "records.parquet")
+        t0 = time.perf_counter()
+        rescore_run(run_dir)
+        t_js = time.perf_counter() - t0
+        same_js = all((run_dir / n).read_bytes() == b for n, b in first.items())
+        (run_dir / "records.parquet").write_bytes(parquet)
+        if keep:  # the restored copy must still count as written with this records.jsonl
+            st = (run_dir / "records.jsonl").stat()
+            os.utime(run_dir / "records.jsonl", ns=(st.st_atime_ns, st.st_mtime_ns))
+        print(f"support rescore from disk (B={B}): {t_pq:.2f} s with records.parquet (in process); "
+              f"{t_cli:.2f} s as `carebench support rescore` (new process, imports included); "
+              f"{t_js:.2f} s from records.jsonl only; same metrics.json and report: CLI {same_cli}, "
+              f"JSONL {same_js}; load average after: {_load()}")
+    finally:
+        if not keep:
+            shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def rescore_run(run_dir: Path) -> None:
+    from carebench.support.experiment import rescore
+
+    rescore(run_dir)
+
+
+def phases(run_dir: Path) -> None:
+    """One rescore, phase by phase (the steps ``carebench.experiment.rerender`` takes), with
+    wall and CPU seconds (CPU counts every thread, e.g. BLAS)."""
+    import carebench.support.report as support_report
+    from carebench.report import figures
+    from carebench.report.html import render_html
+    from carebench.report.markdown import render_markdown
+    from carebench.report.writer import write_report
+    from carebench.rundir import read_json, write_json
+    from carebench.support.experiment import SupportSuite
+
+    drawn = [0.0, 0.0]
+    to_png = figures.fig_to_png
+
+    def timed_png(*a, **k):  # time spent drawing and encoding the figures
+        t, c = time.perf_counter(), time.process_time()
+        try:
+            return to_png(*a, **k)
+        finally:
+            drawn[0] += time.perf_counter() - t
+            drawn[1] += time.process_time() - c
+
+    rows = []
+
+    def step(name, fn):
+        t, c = time.perf_counter(), time.process_time()
+        out = fn()
+        rows.append((name, time.perf_counter() - t, time.process_time() - c))
+        return out
+
+    suite = SupportSuite()
+    t_all, c_all = time.perf_counter(), time.process_time()
+    manifest = step("read manifest, tasks, records", lambda: read_json(run_dir / "manifest.json"))
+    records = step("read manifest, tasks, records", lambda: suite.read_records(run_dir, manifest))
+    rows[-2:] = [(rows[-1][0], rows[-2][1] + rows[-1][1], rows[-2][2] + rows[-1][2])]
+    metrics = step("score + analyses", lambda: suite.score(records, manifest))
+    step("write metrics.json", lambda: write_json(run_dir / "metrics.json", metrics))
+    figures.fig_to_png = timed_png
+    try:
+        report = step("build report (tables + figures)", lambda: suite.render(metrics, records, manifest))
+    finally:
+        figures.fig_to_png = to_png
+    rows.append(("  of which drawing figures", drawn[0], drawn[1]))
+    step("render markdown (timed apart)", lambda: render_markdown(report))
+    step("render HTML (timed apart)", lambda: render_html(report))
+    step("write report (markdown, HTML, figures)", lambda: write_report(report, run_dir))
+    total = (time.perf_counter() - t_all, time.process_time() - c_all)
+    print("phase                                      wall s   CPU s")
+    for name, w, c in rows:
+        print(f"{name:42s} {w:6.2f}  {c:6.2f}")
+    print(f"{'total (markdown and HTML rendered twice)':42s} {total[0]:6.2f}  {total[1]:6.2f}")
+    del support_report
+
+
+def write_run_dir(run_dir: Path, tasks, rt, vt, strings, B: int) -> None:
+    """The run directory ``support run`` would leave (records.jsonl and records.parquet)."""
     from carebench.experiment import write_records
     from carebench.rundir import write_json, write_jsonl
-    from carebench.support.experiment import rescore
     from carebench.support.records import PARQUET_COLUMNS
 
     stat = ["ok", "parse_error", "error", "not_judged_empty"]
@@ -196,30 +312,19 @@ def from_files(tasks, rt, vt, strings, B: int) -> None:
                  strings["task_id"].tolist(), strings["responder"].tolist(), vt.attempt.tolist(),
                  strings["criterion_id"].tolist(), strings["judge"].tolist(), vt.met.tolist(),
                  vt.status.tolist(), strict=True)]
-    with tempfile.TemporaryDirectory() as d:
-        run_dir = Path(d)
-        t0 = time.perf_counter()
-        write_jsonl(run_dir / "tasks.jsonl", [{**t, "turns": ["hello"] * (3 if t["metadata"]["turn_structure"] == "multi" else 1),
-                                                 "reference": "ref"} for t in tasks])
-        write_records(run_dir, rows, PARQUET_COLUMNS)
-        write_json(run_dir / "manifest.json", {
-            "suite": "support", "incomplete": [],
-            "scoring": {"panel": None, "scope": "final", "seed": 12345, "bootstrap": B}})
-        t_write = time.perf_counter() - t0
-        mb = {n: (run_dir / n).stat().st_size / 1e6 for n in ("records.jsonl", "records.parquet")}
-        t0 = time.perf_counter()
-        rescore(run_dir)
-        t_pq = time.perf_counter() - t0
-        first = (run_dir / "metrics.json").read_bytes()
-        os.remove(run_dir / "records.parquet")
-        t0 = time.perf_counter()
-        rescore(run_dir)
-        t_js = time.perf_counter() - t0
-        same = (run_dir / "metrics.json").read_bytes() == first
-        print(f"run directory written in {t_write:.1f} s: records.jsonl {mb['records.jsonl']:.0f} MB, "
-              f"records.parquet {mb['records.parquet']:.0f} MB")
-        print(f"support rescore from disk (B={B}): {t_pq:.2f} s with records.parquet, "
-              f"{t_js:.2f} s from records.jsonl only; same metrics.json: {same}")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_jsonl(run_dir / "tasks.jsonl", [{**t, "turns": ["hello"] * (3 if t["metadata"]["turn_structure"] == "multi"
+                                                                       else 1), "reference": "ref"} for t in tasks])
+    write_records(run_dir, rows, PARQUET_COLUMNS)
+    write_json(run_dir / "manifest.json", {
+        "suite": "support", "incomplete": [],
+        "scoring": {"panel": None, "scope": "final", "seed": 12345, "bootstrap": B}})
+
+
+def _load() -> str:
+    import os
+
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 if __name__ == "__main__":

@@ -73,13 +73,25 @@ def test_support_rescore_reads_parquet_and_falls_back_to_jsonl(tmp_path):
                      "--attempts", "2", "--limit", "3", "--bootstrap", "50", "--out", str(out)]) == 0
     jsonl = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
     table = pq.read_table(out / "records.parquet")
-    assert [json.loads(s) for s in table["json"].to_pylist()] == jsonl  # the same rows
-    assert table["kind"].to_pylist() == [r["kind"] for r in jsonl]
+    # the same rows, grouped by kind and task; column ``line`` gives each row's JSONL line
+    assert table["kind"].to_pylist() == sorted(r["kind"] for r in jsonl)
+    lines = table["line"].to_pylist()
+    assert sorted(lines) == list(range(len(jsonl)))
+    assert [json.loads(s) for s in table["json"].to_pylist()] == [jsonl[i] for i in lines]
+    assert table["task_id"].to_pylist() == [jsonl[i]["task_id"] for i in lines]
+    assert table.to_pylist() == sorted(table.to_pylist(), key=lambda r: (r["kind"], r["task_id"], r["line"]))
     metrics = (out / "metrics.json").read_bytes()  # scored from the Parquet copy
+    written = {n: (out / n).read_bytes() for n in (*OUTPUTS, "task_scores.csv")}  # by `support run`
+    for n in written:
+        (out / n).unlink()
+    assert main(["support", "rescore", str(out)]) == 0  # from records.parquet: the run's bytes
+    assert {n: (out / n).read_bytes() for n in written} == written
     parquet = (out / "records.parquet").read_bytes()
-    os.remove(out / "records.parquet")  # an older run, JSONL only: the same numbers
+    os.remove(out / "records.parquet")  # an older run, JSONL only: the same numbers and report
+    for n in written:
+        (out / n).unlink()
     assert main(["support", "rescore", str(out)]) == 0
-    assert (out / "metrics.json").read_bytes() == metrics
+    assert {n: (out / n).read_bytes() for n in written} == written
     (out / "records.parquet").write_bytes(parquet)
     # a hand-edited records.jsonl (one verdict flipped) is newer than the Parquet copy: it wins
     flip = next(i for i, r in enumerate(jsonl) if r["kind"] == "verdict" and r["met"] is True)

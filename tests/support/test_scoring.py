@@ -174,8 +174,11 @@ def _reference_states(votes_by_cell, panel):
     return out
 
 
+@pytest.mark.parametrize("reuse", [False, True])
 @pytest.mark.parametrize("panel", [["j1", "j2", "j3"], ["j1", "j3"], ["j1", "j2", "j3", "j4", "j5"]])
-def test_vote_matches_reference_rule_on_random_verdicts(panel):
+def test_vote_matches_reference_rule_on_random_verdicts(panel, reuse):
+    """``reuse``: the panel is scored with the keys another panel derived from the same records
+    (as leave-one-judge-out does); the states must still follow the reference rule."""
     rng = np.random.default_rng(7)
     tasks = [{"id": f"t{i}", "subcategory": "x", "criteria": [crit(f"c{k}", "compassion", 1) for k in range(6)]}
              for i in range(5)]
@@ -189,7 +192,9 @@ def test_vote_matches_reference_rule_on_random_verdicts(panel):
                 met = [True, False, None][rng.integers(0, 3)]
                 vs.append(v(f"t{t}", a, f"c{k}", j, met, resp=r))
                 cells.setdefault((f"t{t}", r, a, f"c{k}"), []).append((j, met))
-    sc = score(tasks, ResponseTable.from_records(resp), VerdictTable.from_records(vs), panel=panel)
+    tt, rt, vt = TaskTable.from_tasks(tasks), ResponseTable.from_records(resp), VerdictTable.from_records(vs)
+    keys = score(tt, rt, vt, panel=["j2", "j4"]).keys if reuse else None
+    sc = score(tt, rt, vt, panel=panel, keys=keys)
     ref = _reference_states(cells, panel)
     got = {}
     for ci in range(sc.n_conv):

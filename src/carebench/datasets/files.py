@@ -134,17 +134,37 @@ def read_models(path: str | Path, model: type[M]) -> list[M]:
         raise CarebenchError(f"{p}: not UTF-8 text (byte offset {e.start})") from None
 
 
-def arrow_codes(arr: Any) -> tuple[Any, list[str]]:
+def arrow_codes(arr: Any, keep: Any = None) -> tuple[Any, list[str]]:
     """Dictionary-encode an arrow string column into int32 codes over a *sorted* vocabulary.
 
     Why sorted: records read back in any line order must give the same codes, so
-    re-scoring a run reproduces its metrics byte for byte.
+    re-scoring a run reproduces its metrics byte for byte. A column read
+    dictionary-encoded (Parquet ``read_dictionary``) is used as it is, with no string
+    per row. ``keep`` (a boolean mask) codes only those rows; the vocabulary is then
+    the values those rows hold.
     """
     import numpy as np
+    import pyarrow as pa
 
-    enc = arr.combine_chunks().dictionary_encode() if hasattr(arr, "combine_chunks") else arr.dictionary_encode()
+    if hasattr(arr, "combine_chunks"):
+        if pa.types.is_dictionary(arr.type):
+            arr = arr.unify_dictionaries()
+        arr = arr.combine_chunks()
+    enc = arr if pa.types.is_dictionary(arr.type) else arr.dictionary_encode()
     vocab = [str(v) for v in enc.dictionary.to_pylist()]
-    idx = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    indices = enc.indices
+    if keep is not None and indices.null_count:  # rows outside ``keep`` may lack the field
+        import pyarrow.compute as pc
+
+        indices = pc.fill_null(indices, 0)
+    idx = indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    if keep is not None:
+        idx = idx[keep]
+        present = np.flatnonzero(np.bincount(idx, minlength=len(vocab)) > 0)
+        if present.size < len(vocab):
+            squeeze = np.full(len(vocab), -1, np.int64)
+            squeeze[present] = np.arange(present.size)
+            idx, vocab = squeeze[idx], [vocab[i] for i in present]
     order = np.argsort(np.array(vocab, dtype=object), kind="stable") if vocab else np.zeros(0, np.int64)
     rank = np.empty(len(vocab), np.int64)
     rank[order] = np.arange(len(vocab))

@@ -50,10 +50,11 @@ _NEG_ZERO = re.compile(r"^-(0[.,]?0*)(%?)$")
 
 def format_number(value: float, fmt: str = ".3f") -> str:
     """Format one number; ints stay exact, NaN becomes :data:`MISSING`, ``-0.000`` loses its sign."""
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, numbers.Integral):
-        return str(int(value))
+    if type(value) is not float:  # the common case skips the abstract-class checks
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        if isinstance(value, numbers.Integral):
+            return str(int(value))
     x = float(value)
     if math.isnan(x):
         return MISSING
@@ -86,6 +87,11 @@ def format_value(value: Any, fmt: str = ".3f") -> str:
     """Format one table cell or key-value value as plain (unescaped) text."""
     if value is None:
         return MISSING
+    kind = type(value)
+    if kind is str:
+        return value
+    if kind is float or kind is int:
+        return format_number(value, fmt)
     if isinstance(value, Interval):
         return value.format(fmt)
     if isinstance(value, str):
@@ -97,6 +103,11 @@ def format_value(value: Any, fmt: str = ".3f") -> str:
 
 def is_numeric(value: Any) -> bool:
     """True for the cells that should be right-aligned and can be highlighted."""
+    kind = type(value)
+    if kind is float or kind is int:
+        return True
+    if kind is str or value is None:
+        return False
     return isinstance(value, Interval) or (
         isinstance(value, numbers.Real) and not isinstance(value, bool)
     )

@@ -78,6 +78,11 @@ class _Boot:
         with np.errstate(invalid="ignore", divide="ignore"):
             return ((self.W @ num) / (self.W @ den)).T
 
+    def ratio_over(self, num: np.ndarray, resampled_den: np.ndarray) -> np.ndarray:
+        """:meth:`ratio` with the denominator's resampled sums ``(B, K)`` already known."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return ((self.W @ num) / resampled_den).T
+
     def mean_of(self, X: np.ndarray) -> np.ndarray:
         """Resampled mean over tasks of each column of ``X`` (T, K), NaN = task absent."""
         ok = ~np.isnan(X)
@@ -294,11 +299,15 @@ def _slice_differences(sc: Scored, S: np.ndarray, boot: _Boot, lab: np.ndarray, 
     X = S[mi].T  # (T, M)
     ok = ~np.isnan(X)
     Xz = np.where(ok, X, 0.0)
+    okf = ok.astype(float)
+    tasks_all = boot.W @ okf  # (B, M) resampled task counts: integers, so exact in any order
     for v in values:
-        ins = (lab == v).astype(float)[:, None]
+        sel = lab == v
+        ins = sel.astype(float)[:, None]
         outs = 1.0 - ins
-        gin = boot.ratio(Xz * ins, ok * ins)  # (M, B)
-        gout = boot.ratio(Xz * outs, ok * outs)
+        tasks_in = boot.W[:, sel] @ okf[sel]  # exact as well, so the counts outside are too
+        gin = boot.ratio_over(Xz * ins, tasks_in)  # (M, B)
+        gout = boot.ratio_over(Xz * outs, tasks_all - tasks_in)
         with np.errstate(invalid="ignore", divide="ignore"):
             full_gap = (Xz * ins).sum(0) / (ok * ins).sum(0) - (Xz * outs).sum(0) / (ok * outs).sum(0)
         samples = gin - gout
@@ -474,8 +483,13 @@ def _truncation_and_identity(sc: Scored, responses: ResponseTable) -> dict[str, 
     """Truncation over every assistant turn (not only the final one), re-collections, and
     the share of byte-identical final replies across attempts (Appendix G), per responder."""
     out: dict[str, Any] = {"per_responder": {}}
+    digest = None
+    if responses.final_digest is not None:
+        digest = np.unique(np.asarray(responses.final_digest, dtype=object), return_inverse=True)[1].ravel()
+        n_digests = int(digest.max()) + 1 if digest.size else 1
     for i, r in enumerate(sc.responders):
-        rows = sc.conv_row[sc.conv_resp == i].tolist()
+        mine = sc.conv_resp == i
+        rows = sc.conv_row[mine].tolist()
         entry: dict[str, Any] = {}
         if responses.assistant_turns is not None:
             turns = [t for row in rows for t in responses.assistant_turns[row]]
@@ -486,23 +500,19 @@ def _truncation_and_identity(sc: Scored, responses: ResponseTable) -> dict[str, 
                 final_turns=len(finals), truncated_final=sum(s == "truncated" for s, _, _ in finals),
                 recollected_turns=sum(rec for _, _, rec in turns),
             )
-        if responses.final_digest is not None:
-            by_task: dict[int, list[str]] = {}
-            for row, t in zip(rows, sc.conv_task[sc.conv_resp == i].tolist(), strict=True):
-                by_task.setdefault(t, []).append(responses.final_digest[row])
-            pairs = same = tasks_multi = tasks_all_same = 0
-            for digests in by_task.values():
-                if len(digests) < 2:
-                    continue
-                tasks_multi += 1
-                tasks_all_same += len(set(digests)) == 1
-                for a, b in combinations(digests, 2):
-                    pairs += 1
-                    same += a == b
+        if digest is not None:
+            # attempts of one task: pairs = n choose 2; identical pairs = sum over equal
+            # replies of (count choose 2); counted per (task, reply), not pair by pair
+            task, reply = sc.conv_task[mine], digest[sc.conv_row[mine]]
+            n = np.bincount(task)
+            groups, count = np.unique(task * n_digests + reply, return_counts=True)
+            distinct = np.bincount(groups // n_digests, minlength=n.size)
+            pairs, same = int((n * (n - 1) // 2).sum()), int((count * (count - 1) // 2).sum())
             entry.update(
                 attempt_pairs=pairs, identical_pairs=same,
                 identical_pair_rate=same / pairs if pairs else float("nan"),
-                tasks_with_several_attempts=tasks_multi, tasks_all_attempts_identical=tasks_all_same,
+                tasks_with_several_attempts=int((n >= 2).sum()),
+                tasks_all_attempts_identical=int(((n >= 2) & (distinct == 1)).sum()),
             )
         out["per_responder"][r] = entry
     return out

@@ -28,7 +28,6 @@ from carebench.experiment import (
     run_suite,
     stage,
 )
-from carebench.jsonclean import jsonable
 from carebench.judging import JUDGE_MAX_TOKENS, panel_seats
 from carebench.models.settings import model_settings
 from carebench.report import Report
@@ -398,10 +397,9 @@ def support_metrics(
 ) -> dict[str, Any]:
     from carebench.support.analyses import analyze
 
-    metrics = analyze(tasks, responses, verdicts, panel=list(panel) if panel else None,
-                      scope=scope, seed=seed, B=bootstrap, family=family or None)
-    # JSON round trip: metrics.json and a rescore compare as the same plain data
-    return jsonable(metrics)
+    # plain JSON data (``analyze`` cleans its result): metrics.json and a rescore compare equal
+    return analyze(tasks, responses, verdicts, panel=list(panel) if panel else None,
+                   scope=scope, seed=seed, B=bootstrap, family=family or None)
 
 
 def rescore(

@@ -438,28 +438,92 @@ PARQUET_COLUMNS = ("kind", "task_id", "responder", "attempt", "criterion_id", "j
 
 def read_run_records(run_dir: str | Path) -> tuple[ResponseTable, VerdictTable]:
     """A run directory's records: from ``records.parquet`` when it is there and matches
-    ``records.jsonl`` (fast), else from ``records.jsonl``."""
-    import pyarrow.compute as pc
+    ``records.jsonl`` (fast), else from ``records.jsonl``.
 
-    from carebench.records_parquet import fresh_parquet, read_parquet_columns
-
-    path = fresh_parquet(Path(run_dir))
-    if path is None:
-        return read_records(Path(run_dir) / "records.jsonl")
+    From Parquet the verdict columns are read dictionary-encoded straight into the
+    integer-coded table (no string or object per verdict), and only the row groups
+    holding conversations are decoded for their JSON.
+    """
     import pyarrow as pa
 
-    types = {"attempt": pa.int64(), "met": pa.bool_()}
-    raw = read_parquet_columns(path, PARQUET_COLUMNS)
-    try:  # a column that is null in every row was written with the null type
-        tab = pa.table({c: raw[c].cast(types.get(c, pa.string())) for c in PARQUET_COLUMNS})
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return read_records(Path(run_dir) / "records.jsonl")
+    from carebench.records_parquet import LINE, fresh_parquet, jsonl_order, read_parquet_columns
+
+    jsonl = Path(run_dir) / "records.jsonl"
+    path = fresh_parquet(Path(run_dir))
+    if path is None:
+        return read_records(jsonl)
     try:
-        vt = _verdicts_from_arrow(tab.filter(pc.equal(tab["kind"], "verdict")), path)
-    except _ArrowFallback:
-        return read_records(Path(run_dir) / "records.jsonl")
+        tab = read_parquet_columns(path, PARQUET_COLUMNS, dictionary=_CODED, ordered=False)
+        tab = pa.table({c: tab[c].cast(getattr(pa, _ARROW_TYPES.get(c, "string"))()) if pa.types.is_null(tab[c].type)
+                        else tab[c] for c in tab.column_names})  # a column null in every row has no type
+        kind, kinds = _arrow_codes(tab["kind"])
+        keep = kind == (kinds.index("verdict") if "verdict" in kinds else -1)
+        order = jsonl_order(tab[LINE].to_numpy()[keep]) if LINE in tab.column_names else None
+        vt = _verdicts_from_arrow(tab, path, keep, order)
+    except (_ArrowFallback, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return read_records(jsonl)
     rows = read_parquet_columns(path, ["json"], filters=[("kind", "=", "response")])["json"].to_pylist()
-    return ResponseTable.from_records([ResponseRecord.from_dict(json.loads(r)).to_dict() for r in rows]), vt
+    return responses_from_json(rows), vt
+
+
+def responses_from_json(rows: list[str]) -> ResponseTable:
+    """The response table of response records given as JSON text, parsed column-wise by
+    pyarrow (no dict or record object per conversation). Anything it cannot type the
+    way :meth:`ResponseRecord.from_dict` reads it goes through that instead, so both
+    give the same table and the same errors."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.json as pj
+
+    text = "\n".join(rows).encode("utf-8")
+    try:
+        if not rows or _NULL_RECOLLECTED.search(text):  # present but null: only the slow path sees it
+            raise _ArrowFallback
+        tab = pj.read_json(io.BytesIO(text), parse_options=pj.ParseOptions(
+            explicit_schema=_response_schema(pa), unexpected_field_behavior="ignore"))
+        if any(tab[c].null_count for c in ("task_id", "responder", "attempt")):
+            raise _ArrowFallback
+    except (_ArrowFallback, pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return ResponseTable.from_records([ResponseRecord.from_dict(json.loads(r)) for r in rows])
+    status = [s or "ok" for s in tab["status"].to_pylist()]
+    final = [f or "" for f in tab["final_reply"].to_pylist()]
+    turns = tab["turns"].combine_chunks()
+    offsets = pc.fill_null(turns.value_lengths(), 0).to_numpy(zero_copy_only=False).cumsum().tolist()
+    flat = turns.flatten()
+    roles, contents, states, latency = (flat.field(k).to_pylist() for k in ("role", "content", "status", "latency_s"))
+    recollected = flat.field("recollected_from").is_valid().to_pylist()
+    blanks, details, start = [], [], 0
+    for end in offsets if "assistant" in roles else ():  # no assistant turn recorded: nothing per turn
+        mine = [k for k in range(start, end) if roles[k] == "assistant"]
+        blanks.append(tuple(not (contents[k] or "").strip() for k in mine))
+        details.append(tuple((str(states[k] or "ok"), latency[k], recollected[k]) for k in mine))
+        start = end
+    table = ResponseTable.from_columns(
+        tab["task_id"].to_numpy(), tab["responder"].to_numpy(), tab["attempt"].to_numpy(), status,
+        empty=[is_empty_reply(f, s) for f, s in zip(final, status, strict=True)],
+        assistant_blank=blanks if any(blanks) else None,
+    )
+    if any(blanks):
+        table.assistant_turns = details
+    table.final_digest = [hashlib.sha256(f.encode("utf-8")).hexdigest() for f in final]
+    return table
+
+
+_NULL_RECOLLECTED = re.compile(rb'"recollected_from"\s*:\s*null')
+
+
+def _response_schema(pa: Any) -> Any:
+    turn = pa.struct([("role", pa.string()), ("content", pa.string()), ("status", pa.string()),
+                      ("latency_s", pa.float64()), ("recollected_from", pa.struct([("status", pa.string())]))])
+    return pa.schema([("task_id", pa.string()), ("responder", pa.string()), ("attempt", pa.int64()),
+                      ("status", pa.string()), ("final_reply", pa.string()), ("turns", pa.list_(turn))])
+
+
+#: verdict fields read dictionary-encoded from Parquet, and the types of the others
+_CODED = ("kind", "task_id", "responder", "criterion_id", "judge", "status", "scope")
+_ARROW_TYPES = {"attempt": "int64", "met": "bool_"}
 
 
 def read_run_rows(run_dir: str | Path, task_ids: set[str] | None = None) -> list[dict[str, Any]]:
@@ -483,34 +547,52 @@ def read_run_rows(run_dir: str | Path, task_ids: set[str] | None = None) -> list
 _TASK_ID = re.compile(r'"task_id":\s*"((?:[^"\\]|\\.)*)"')
 
 
-def _verdicts_from_arrow(tab: Any, p: Path) -> VerdictTable:
+def _verdicts_from_arrow(tab: Any, p: Path, keep: np.ndarray | None = None,
+                         order: np.ndarray | None = None) -> VerdictTable:
+    """The verdict table of the rows ``keep`` selects (all rows: None), put in ``order``."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
+    def nulls(col: str) -> np.ndarray:
+        m = pc.is_null(tab[col]).to_numpy(zero_copy_only=False)
+        return m if keep is None else m[keep]
+
     for col in ("task_id", "responder", "attempt", "criterion_id", "judge"):
-        if tab[col].null_count:
+        if tab[col].null_count and nulls(col).any():
             raise _ArrowFallback  # the line-by-line reader reports which line lacks the field
     cols = {}
     for col in ("task_id", "responder", "criterion_id", "judge"):
-        cols[col] = _arrow_codes(tab[col])
-    met = tab["met"]
-    met_codes = np.where(
-        pc.is_null(met).to_numpy(zero_copy_only=False), FAILED,
-        pc.fill_null(met, False).to_numpy(zero_copy_only=False).astype(np.int8),
-    ).astype(np.int8)
-    status_codes, status_vocab = _arrow_codes(pc.fill_null(tab["status"], "ok"))
-    scope_codes, scope_vocab = _arrow_codes(pc.fill_null(tab["scope"], "final"))
+        cols[col] = _arrow_codes(tab[col], keep)
+    met_null = nulls("met")
+    met_true = pc.fill_null(tab["met"], False).to_numpy(zero_copy_only=False)
+    met_codes = np.where(met_null, FAILED, (met_true if keep is None else met_true[keep]).astype(np.int8))
+
+    def coded(col: str, default: str) -> tuple[np.ndarray, list[str]]:
+        arr = tab[col]
+        if arr.null_count and nulls(col).any():  # a verdict without the field: the default
+            if pa.types.is_dictionary(arr.type):
+                arr = arr.cast(pa.string())
+            arr = pc.fill_null(arr, default)
+        return _arrow_codes(arr, keep)
+
+    status_codes, status_vocab = coded("status", "ok")
+    scope_codes, scope_vocab = coded("scope", "final")
     for vocab, allowed, name in ((status_vocab, VERDICT_STATUSES, "status"), (scope_vocab, SCOPES, "scope")):
         bad = [v for v in vocab if v not in allowed]
         if bad:
             raise CarebenchError(f"{p}: verdict field {name!r} has unknown value(s) {bad[:5]}")
-    st = np.array([VERDICT_STATUSES.index(v) for v in status_vocab], np.int8)[status_codes] if len(tab) else (
+    n = met_codes.size
+    st = np.array([VERDICT_STATUSES.index(v) for v in status_vocab], np.int8)[status_codes] if n else (
         np.zeros(0, np.int8))
-    sc = np.array([SCOPES.index(v) for v in scope_vocab], np.int8)[scope_codes] if len(tab) else np.zeros(0, np.int8)
+    sc = np.array([SCOPES.index(v) for v in scope_vocab], np.int8)[scope_codes] if n else np.zeros(0, np.int8)
     met_codes = np.where(st == 0, met_codes, FAILED).astype(np.int8)
+    attempt = pc.fill_null(tab["attempt"], 0).to_numpy(zero_copy_only=False).astype(np.int64)  # 0: not kept
+    columns = [cols["task_id"][0], cols["responder"][0], attempt if keep is None else attempt[keep],
+               cols["criterion_id"][0], cols["judge"][0], met_codes, st, sc]
+    if order is not None:
+        columns = [c[order] for c in columns]
     return VerdictTable(
-        cols["task_id"][0], cols["responder"][0], tab["attempt"].to_numpy(zero_copy_only=False).astype(np.int64),
-        cols["criterion_id"][0], cols["judge"][0], met_codes, st, sc,
-        cols["task_id"][1], cols["responder"][1], cols["criterion_id"][1], cols["judge"][1],
+        *columns, cols["task_id"][1], cols["responder"][1], cols["criterion_id"][1], cols["judge"][1],
     )
 
 

@@ -61,7 +61,8 @@ def leave_one_judge_out(
     drops: dict[str, Any] = {}
     dropped_scores: dict[str, dict[str, float]] = {}
     for j in panel:
-        sc = score(tasks, responses, verdicts, panel=[p for p in panel if p != j], scope=primary.scope)
+        sc = score(tasks, responses, verdicts, panel=[p for p in panel if p != j], scope=primary.scope,
+                   keys=primary.keys)
         s = model_scores(sc)
         dropped_scores[j] = s
         delta = {r: s[r] - base[r] for r in models}
@@ -92,7 +93,8 @@ def leave_one_judge_out(
             own_raw[r] = dropped_scores[j][r]
             own_adj[r] = own_raw[r] - drops[j]["baseline"]
         else:  # several panel judges of the model's family: score with the rest of the panel
-            sc = score(tasks, responses, verdicts, panel=[p for p in panel if p not in same], scope=primary.scope)
+            sc = score(tasks, responses, verdicts, panel=[p for p in panel if p not in same], scope=primary.scope,
+                       keys=primary.keys)
             own_raw[r] = own_adj[r] = model_scores(sc)[r]
         adv[r] = base[r] - own_adj[r]
     out: dict[str, Any] = {

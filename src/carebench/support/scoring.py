@@ -28,14 +28,14 @@ Rules (shared with ``support/panel.py``; one contract for both):
 * **Task score** = mean over attempts; **model score** = mean over tasks;
   full satisfaction = every applicable criterion earned.
 
-Everything works on integer codes with ``np.bincount``/``np.unique``; there is
+Everything works on integer codes with ``np.bincount`` and dense lookup tables; there is
 no Python loop over verdicts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -68,7 +68,7 @@ META_AXES: tuple[str, ...] = (
 
 
 def _get(obj: Any, name: str, default: Any = None) -> Any:
-    if isinstance(obj, Mapping):
+    if type(obj) is dict or isinstance(obj, Mapping):
         return obj.get(name, default)
     return getattr(obj, name, default)
 
@@ -174,6 +174,7 @@ class Scored:
     judge_names: list[str]
     jr_met: np.ndarray
     jr_n: np.ndarray
+    keys: _Keys | None = field(default=None, repr=False)  # for other panels on the same records
 
     @property
     def n_conv(self) -> int:
@@ -194,6 +195,82 @@ class Scored:
 _HARNESS_CODES = [RESPONSE_STATUSES.index(s) for s in sorted(HARNESS_FAILURE_STATUSES)]
 
 
+@dataclass
+class _Keys:
+    """What scoring derives from the records before a panel is chosen: conversation keys
+    and each verdict's task, conversation key and criterion. Every panel scored from the
+    same records and scope (leave-one-judge-out, own-family panels) reuses them."""
+
+    source: tuple[int, int, int, str]  # ids of the tasks, responses and verdicts, and the scope
+    responders: list[str]
+    r_task: np.ndarray
+    r_resp: np.ndarray
+    attempts: np.ndarray
+    r_att: np.ndarray
+    rkey: np.ndarray
+    first: np.ndarray  # first record of each conversation key, in record order
+    in_scope: np.ndarray
+    known: np.ndarray
+    vkey: np.ndarray
+    criterion: np.ndarray  # global criterion of each in-scope verdict of a known conversation, else -1
+
+
+def _keys(tt: TaskTable, responses: ResponseTable, verdicts: VerdictTable, scope: str) -> _Keys:
+    # ---- conversations from responses (first record of a duplicated key wins)
+    tpos = {t: i for i, t in enumerate(tt.ids)}
+    responders = sorted(set(responses.responders))
+    rpos = {r: i for i, r in enumerate(responders)}
+    r_task = _remap(responses.tasks, tpos)[responses.task] if len(responses) else np.zeros(0, np.int64)
+    if (r_task < 0).any():
+        bad = sorted({responses.tasks[i] for i in np.unique(responses.task[r_task < 0])})
+        raise CarebenchError(f"responses refer to unknown task(s): {bad[:5]}")
+    r_resp = _remap(responses.responders, rpos)[responses.responder] if len(responses) else r_task
+    attempts = np.union1d(responses.attempt, _distinct(verdicts.attempt))
+    r_att = np.searchsorted(attempts, responses.attempt)
+    T, R, A = tt.n_tasks, len(responders), max(len(attempts), 1)
+    rkey = (r_task * R + r_resp) * A + r_att
+    _ukeys, first = np.unique(rkey, return_index=True)
+    first = np.sort(first)  # keep response order stable
+
+    # ---- verdict keys
+    v_task = _remap(verdicts.tasks, tpos)[verdicts.task]
+    v_resp = _remap(verdicts.responders, rpos)[verdicts.responder]
+    v_att = np.searchsorted(attempts, verdicts.attempt)
+    in_scope = verdicts.scope == SCOPES.index(scope)
+    known = (v_task >= 0) & (v_resp >= 0)
+    vkey = np.where(known, (v_task * R + np.maximum(v_resp, 0)) * A + v_att, -1)
+    # (task, criterion id) -> global criterion, through a dense table over the pairs present
+    # (linear time: the pairs are bounded by tasks x criterion ids, the verdicts are not)
+    idx = np.flatnonzero(in_scope & known)
+    C = max(len(verdicts.criteria), 1)
+    pair = v_task[idx] * C + verdicts.criterion[idx]
+    upair = np.flatnonzero(np.bincount(pair, minlength=T * C)) if idx.size else np.zeros(0, np.int64)
+    cpos = {(int(ct), cid): g for g, (ct, cid) in enumerate(zip(tt.crit_task.tolist(), tt.crit_ids, strict=True))}
+    g_of_pair = np.full(T * C, -1, np.int64)
+    g_of_pair[upair] = [cpos.get((int(p // C), verdicts.criteria[int(p % C)]), -1) for p in upair]
+    criterion = np.full(len(verdicts), -1, np.int64)
+    criterion[idx] = g_of_pair[pair]
+    return _Keys((id(tt), id(responses), id(verdicts), scope), responders, r_task, r_resp, attempts, r_att,
+                 rkey, first, in_scope, known, vkey, criterion)
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct integers; by counting when their range is small (attempt numbers)."""
+    if values.size and 0 <= int(values.max()) - int(values.min()) < 1 << 20:
+        lo = int(values.min())
+        return np.flatnonzero(np.bincount(values - lo)) + lo
+    return np.unique(values)
+
+
+def _first_of_each(keys: np.ndarray, n_keys: int) -> np.ndarray:
+    """Position of the first occurrence of each distinct key, in increasing key order
+    (what ``np.unique(keys, return_index=True)[1]`` gives), in linear time for keys in
+    ``range(n_keys)``."""
+    first = np.full(n_keys, keys.size, np.int64)
+    np.minimum.at(first, keys, np.arange(keys.size))
+    return first[first < keys.size]
+
+
 def _remap(vocab: Sequence[str], target: Mapping[str, int]) -> np.ndarray:
     return np.array([target.get(v, -1) for v in vocab], dtype=np.int64)
 
@@ -205,47 +282,33 @@ def score(
     *,
     panel: Sequence[str] | None = None,
     scope: str = "final",
+    keys: _Keys | None = None,
 ) -> Scored:
-    """Panel verdict of every cell and the score of every conversation."""
+    """Panel verdict of every cell and the score of every conversation.
+
+    ``keys`` (another panel's ``Scored.keys`` on the same records and scope) skips
+    re-deriving what does not depend on the panel."""
     tt = tasks if isinstance(tasks, TaskTable) else TaskTable.from_tasks(tasks)
     if scope not in SCOPES:
         raise CarebenchError(f"scope must be one of {list(SCOPES)}, got {scope!r}")
     if panel is not None and not list(panel):
         raise CarebenchError("the judge panel is empty")
     if panel is None:  # every judge with a verdict in this scope
-        present = np.unique(verdicts.judge[verdicts.scope == SCOPES.index(scope)])
+        present = np.flatnonzero(np.bincount(verdicts.judge[verdicts.scope == SCOPES.index(scope)],
+                                             minlength=len(verdicts.judges)))
         panel = sorted(verdicts.judges[j] for j in present.tolist())
     else:
         panel = list(dict.fromkeys(panel))
     P = len(panel)
     counts: dict[str, int] = {}
-
-    # ---- conversations from responses (first record of a duplicated key wins)
-    tpos = {t: i for i, t in enumerate(tt.ids)}
-    responders = sorted(set(responses.responders))
-    rpos = {r: i for i, r in enumerate(responders)}
-    r_task = _remap(responses.tasks, tpos)[responses.task] if len(responses) else np.zeros(0, np.int64)
-    if (r_task < 0).any():
-        bad = sorted({responses.tasks[i] for i in np.unique(responses.task[r_task < 0])})
-        raise CarebenchError(f"responses refer to unknown task(s): {bad[:5]}")
-    r_resp = _remap(responses.responders, rpos)[responses.responder] if len(responses) else r_task
-    attempts, r_att = np.unique(np.concatenate([responses.attempt, verdicts.attempt]), return_inverse=True)
-    r_att = r_att[: len(responses)]
+    base = keys if keys is not None and keys.source == (id(tt), id(responses), id(verdicts), scope) else (
+        _keys(tt, responses, verdicts, scope))
+    responders, r_task, r_resp, r_att, rkey = base.responders, base.r_task, base.r_resp, base.r_att, base.rkey
+    attempts, in_scope, known, vkey, first = base.attempts, base.in_scope, base.known, base.vkey, base.first
     T, R, A = tt.n_tasks, len(responders), max(len(attempts), 1)
-    rkey = (r_task * R + r_resp) * A + r_att
-    _ukeys, first = np.unique(rkey, return_index=True)
-    first = np.sort(first)  # keep response order stable
     counts["duplicate_responses"] = int(len(responses) - first.size)
-
-    # ---- verdict keys
-    v_task = _remap(verdicts.tasks, tpos)[verdicts.task]
-    v_resp = _remap(verdicts.responders, rpos)[verdicts.responder]
-    v_att = np.searchsorted(attempts, verdicts.attempt)
     jpos = _remap(verdicts.judges, {j: i for i, j in enumerate(panel)})[verdicts.judge]
-    in_scope = verdicts.scope == SCOPES.index(scope)
     in_panel = jpos >= 0
-    known = (v_task >= 0) & (v_resp >= 0)
-    vkey = np.where(known, (v_task * R + np.maximum(v_resp, 0)) * A + v_att, -1)
 
     # ---- harness failures: a responder or panel-judge call failed after every retry.
     # Not a blank the endpoint produced (E.6): the conversation is excluded and counted.
@@ -286,19 +349,13 @@ def score(
     counts["verdicts_without_response"] = int((in_scope & in_panel & (conv < 0) & ~of_failed).sum())
     use = in_scope & in_panel & (conv >= 0)
     idx = np.flatnonzero(use)
-    # criterion id -> global criterion of that task
-    C = max(len(verdicts.criteria), 1)
-    pair = v_task[idx] * C + verdicts.criterion[idx]
-    upair, pinv = np.unique(pair, return_inverse=True)
-    cpos = {(int(ct), cid): g for g, (ct, cid) in enumerate(zip(tt.crit_task.tolist(), tt.crit_ids, strict=True))}
-    g_of_pair = np.array([cpos.get((int(p // C), verdicts.criteria[int(p % C)]), -1) for p in upair], np.int64)
-    g = g_of_pair[pinv] if idx.size else np.zeros(0, np.int64)
+    g = base.criterion[idx]  # global criterion of each used verdict (-1: the task has no such criterion)
     counts["verdicts_unknown_criterion"] = int((g < 0).sum())
     idx, g = idx[g >= 0], g[g >= 0]
     c = conv[idx]
     cell = cell_offset[c] + (g - tt.offset[tt.crit_task[g]])
     vote_key = cell * max(P, 1) + jpos[idx]
-    _, keep = np.unique(vote_key, return_index=True)  # first occurrence of each (cell, judge)
+    keep = _first_of_each(vote_key, n_cells * max(P, 1))  # first occurrence of each (cell, judge)
     counts["duplicate_verdicts_collapsed"] = int(idx.size - keep.size)
     kidx, kcell = idx[keep], cell[keep]
     met, status = verdicts.met[kidx], verdicts.status[kidx]
@@ -372,7 +429,7 @@ def score(
         tt, responders, attempts, list(panel), scope, first,
         conv_task, conv_resp, conv_att, conv_status, conv_empty, conv_score, conv_full,
         cell_offset, cell_conv, cell_crit, state, passed, votes, judge_votes, counts, per,
-        [verdicts.judges[k] for k in jorder], jr_met, jr_n,
+        [verdicts.judges[j] for j in jorder], jr_met, jr_n, base,
     )
 
 
