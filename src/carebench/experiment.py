@@ -200,6 +200,17 @@ def read_records(run_dir: str | Path) -> list[dict[str, Any]]:
     return read_jsonl(Path(run_dir) / "records.jsonl")
 
 
+def single_threaded_blas() -> Any:
+    """Score with one BLAS thread: a multi-threaded matrix product sums in an order
+    that depends on the thread count, so the bootstrap intervals in ``metrics.json``
+    changed in their last digits between a 1-core and a 2-core machine. One thread
+    makes the figures independent of the core count (they may still differ in the
+    last digit between CPU kernel families)."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="blas")
+
+
 def rerender(run_dir: str | Path, suite: Suite, *, out_dir: str | Path | None = None,
              manifest: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``metrics.json`` and the report from the records alone (``carebench report DIR``).
@@ -207,7 +218,8 @@ def rerender(run_dir: str | Path, suite: Suite, *, out_dir: str | Path | None = 
     run_dir = Path(run_dir)
     manifest = manifest if manifest is not None else read_json(run_dir / "manifest.json")
     records = suite.read_records(run_dir, manifest)
-    metrics = suite.score(records, manifest)
+    with single_threaded_blas():
+        metrics = suite.score(records, manifest)
     target = Path(out_dir) if out_dir is not None else run_dir
     target.mkdir(parents=True, exist_ok=True)
     write_json(target / "metrics.json", metrics)
