@@ -60,6 +60,8 @@ class Stage:
     name: str
     plan: CallPlan
     exact: bool = True  # False: some requests depend on replies not yet made (estimated)
+    #: True: even how many calls depends on replies not yet made; the plan gives the most
+    upper_bound: bool = False
 
 
 @dataclass
@@ -92,10 +94,11 @@ class Plan:
             "cached": sum(s.plan.cached for s in self.stages),
             "to_make": sum(s.plan.to_make for s in self.stages),
             "estimated_cost_usd": round(sum(s.plan.estimated_cost_usd for s in self.stages), 6),
+            "upper_bound": any(s.upper_bound for s in self.stages),
             "stages": [{"name": s.name, "calls": s.plan.total, "cached": s.plan.cached,
                         "to_make": s.plan.to_make,
                         "estimated_cost_usd": round(s.plan.estimated_cost_usd, 6),
-                        "exact": s.exact} for s in self.stages],
+                        "exact": s.exact, "upper_bound": s.upper_bound} for s in self.stages],
             "by_model": {k: {**v, "estimated_cost_usd": None if v["estimated_cost_usd"] is None
                              else round(v["estimated_cost_usd"], 6)}
                          for k, v in by_model.items()},

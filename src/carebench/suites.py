@@ -21,10 +21,8 @@ from carebench.types import CarebenchError
 class SuiteEntry:
     help: str
     app: Callable[[], Any]  # the suite's Typer app (imported only when mounted)
-    suite: Callable[[], Any] | None  # a carebench.experiment.Suite able to score and render runs
+    suite: Callable[[], Any]  # a carebench.experiment.Suite able to score and render runs
     demo: Callable[[], Any] | None = None  # run_demo(run_dir, model_spec=, quick=) for ``carebench demo``
-    #: the suite's own re-renderer, for a suite not yet on the run skeleton (construct)
-    rerender: Callable[[], Any] | None = None
 
 
 def _risk_app():
@@ -87,10 +85,10 @@ def _construct_app():
     return app
 
 
-def _construct_rerender():
-    from carebench.construct.report import rerender
+def _construct_suite():
+    from carebench.construct.suite import ConstructSuite
 
-    return rerender
+    return ConstructSuite()
 
 
 def _annotate_app():
@@ -105,8 +103,7 @@ SUITES: dict[str, SuiteEntry] = {
                           _support_demo),
     "plural": SuiteEntry("practitioner-calibrated reference policies and jury scoring (VEILED-SH)",
                          _plural_app, _plural_suite, _plural_demo),
-    "construct": SuiteEntry("dataset construction (VEILED-SH §4)", _construct_app, None,
-                            rerender=_construct_rerender),
+    "construct": SuiteEntry("dataset construction (VEILED-SH §4)", _construct_app, _construct_suite),
 }
 
 #: tools beside the suites, mounted the same way
@@ -128,6 +125,4 @@ def rerender(run_dir: str | Path) -> dict[str, Any]:
     run_dir = Path(run_dir)
     manifest = read_json(run_dir / "manifest.json")
     entry = _entry(manifest.get("suite"), run_dir / "manifest.json")
-    if entry.rerender is not None:
-        return entry.rerender()(run_dir)
     return rerender_run(run_dir, entry.suite(), manifest=manifest)

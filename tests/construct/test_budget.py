@@ -11,6 +11,7 @@ from collections import Counter
 
 import yaml
 from construct_stub import Pipeline
+from rerender_check import assert_report_reproduces
 
 from carebench.cli import main
 from carebench.rundir import read_json, read_jsonl
@@ -61,6 +62,7 @@ def test_build_budget_stop_then_resume(tmp_path, capsys, price_per_call):
         assert "incomplete" in report and "during route" in report
         stopped_calls = read_jsonl(out / "calls.jsonl")
         assert len(stopped_calls) == len(first)  # only answered calls are logged
+        assert_report_reproduces(out, tmp_path / "stopped-copy")  # a stopped run re-renders too
 
         asked = Counter(handler.calls)
         assert main(args) == 0  # the same command without --budget

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import pytest
 from construct_stub import Pipeline
+from rerender_check import assert_report_reproduces
 
 from carebench.cli import main
 from carebench.construct.io import builtin_path
@@ -34,7 +36,7 @@ def stub():
         yield s
 
 
-def test_build_end_to_end(tmp_path, stub, capsys):
+def test_build_end_to_end(tmp_path, stub, capsys, monkeypatch):
     cfg = _config(tmp_path, stub.base_url, topics=3)
     out = tmp_path / "run"
     rc = main(["construct", "build", "--config", str(cfg), "--out", str(out)])
@@ -80,10 +82,24 @@ def test_build_end_to_end(tmp_path, stub, capsys):
     html = (out / "report.html").read_text("utf-8")
     assert "<script>alert" not in html
 
-    # the report re-renders from the run directory alone
-    (out / "report.md").unlink()
-    assert main(["report", str(out)]) == 0 and "Rewriter selection" in (out / "report.md").read_text("utf-8")
-    assert "k-means" not in (out / "report.md").read_text("utf-8")  # topics need the build's embeddings
+    # `carebench report DIR` reproduces metrics, report and figures from the run directory alone,
+    # topic table included, with no model or embedding call
+    topics = metrics["topics"]
+    assert sum(t["prompts"] for t in topics) == len(prompts) and len(topics) == 3
+    records = read_jsonl(out / "records.jsonl")
+    clusters = Counter(r["cluster"] for r in records if r["kind"] == "topic")
+    assert sorted(clusters.values(), reverse=True) == [t["prompts"] for t in topics]
+    made = len(stub.requests)
+
+    def no_call(*a, **k):
+        raise AssertionError("re-rendering called a model or an embedder")
+
+    with monkeypatch.context() as mp:
+        mp.setattr("carebench.models.get_model", no_call)
+        mp.setattr("carebench.construct.personas.get_embedder", no_call)
+        mp.setattr("carebench.construct.figures.topic_clusters", no_call)
+        assert_report_reproduces(out, tmp_path / "copy")
+    assert len(stub.requests) == made
 
     # a second run resumes entirely from the cache
     out2 = tmp_path / "run2"
@@ -115,6 +131,8 @@ def test_leak_caught_by_residual_check(tmp_path, stub, capsys):
     assert not (r / "a" / "prompts.jsonl").exists()
     report = (r / "a" / "report.html").read_text("utf-8")
     assert "stopped" in report and report.count("forum_sg") >= 10  # every residual hit is listed
+    for d in ("s", "j", "a"):  # stage runs, a stopped one included, re-render byte for byte
+        assert_report_reproduces(r / d, r / f"{d}-copy")
     # with the judge's gates applied, no leaky rewrite is released and nothing residual remains
     assert main(["construct", "anonymize", "--rows", str(r / "j" / "judged.jsonl"), "--literals",
                  str(r / "lit.txt"), "--out", str(r / "b")]) == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from rerender_check import assert_report_reproduces
 
 from carebench.cli import main
 from carebench.construct.io import write_models
@@ -40,7 +41,8 @@ def test_build_needs_models_and_dry_run_makes_no_call(tmp_path, capsys):
     assert rc == 2 and "no model for router, judge, rewriters" in err
     rc = main(["construct", "build", "--model", "openai:m@http://127.0.0.1:9/v1", "--dry-run"])
     plan = json.loads(capsys.readouterr().out)
-    assert rc == 0 and plan["sources"] == 60 and plan["lexicon_hits"] > 0
+    assert rc == 0 and plan["suite"] == "construct" and plan["upper_bound"]
+    assert [s["name"] for s in plan["stages"]][:2] == ["persona sketches", "persona picks"]
 
 
 def test_screen_lexicon_only(tmp_path):
@@ -85,6 +87,8 @@ def test_review_round_trip(tmp_path):
                  "--reviews", str(reviews["ann"]), "--reviews", str(reviews["bob"]), "--bootstrap", "200",
                  "--out", str(tmp_path / "st")]) == 0
     est = read_json(tmp_path / "st" / "metrics.json")["review"]["estimates"]
+    for d in ("rs", "st"):
+        assert_report_reproduces(tmp_path / d, tmp_path / f"{d}-copy")
     # by hand from the key: weight N/n per cell; severity fails where ann reviewed a triage|m1 item
     w = {k["item_id"]: k["weight"] for k in key}
     ann_items = {k["item_id"] for k in key if "ann" in k["reviewers"]}

@@ -188,7 +188,7 @@ def test_csv_and_parquet_rows(tmp_path):
 
 
 def test_unknown_builtin_and_missing_file():
-    with pytest.raises(CarebenchError, match="available: sample"):
+    with pytest.raises(CarebenchError, match=r"unknown built-in support task set .nothing.; known: sample$"):
         load_tasks("builtin:nothing")
     with pytest.raises(CarebenchError, match="not found"):
         load_tasks("/nonexistent/tasks.jsonl")

@@ -24,7 +24,7 @@ app = typer.Typer(
 
 Out = Annotated[Path | None, typer.Option(help="Run directory (default runs/construct-<time>).")]
 Budget = Annotated[float | None, typer.Option(help="Hard cap in USD for the run's model calls.")]
-DryRun = Annotated[bool, typer.Option("--dry-run", help="Print what would be called and stop.")]
+DryRun = Annotated[bool, typer.Option("--dry-run", help="Print the call plan and estimated cost (JSON) and stop.")]
 NoCache = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")]
 Cache = Annotated[Path | None, typer.Option(help="Cache file (default: user cache dir).")]
 Concurrency = Annotated[int | None, typer.Option(help="Concurrent calls per model.")]
@@ -37,12 +37,14 @@ def _opts(out, budget, dry_run, no_cache, cache, concurrency) -> ConstructOption
                       cache_path=str(cache) if cache else None, concurrency=concurrency)
 
 
-def _done(run_dir: Path, what: str) -> None:
-    typer.echo(f"{what}: {run_dir}")
+def _done(result, what: str) -> None:
+    """The run directory, or a dry run's plan (the shape every suite prints)."""
+    from carebench.experiment import Plan, echo_plan
 
-
-def _dry(what: str, **facts) -> None:
-    typer.echo(json.dumps({"stage": what, **facts}, indent=2))
+    if isinstance(result, Plan):
+        echo_plan(result)
+        return
+    typer.echo(f"{what}: {result}")
 
 
 @app.command()
@@ -60,13 +62,6 @@ def screen(
     """Screen source rows: lexicon, classifier, kept hard negatives (VEILED-SH §4.1)."""
     from carebench.construct.stages import screen_stage
 
-    if dry_run:
-        from carebench.construct.io import load_models
-        from carebench.construct.sources import SourceRow
-
-        n = len(load_models(sources, SourceRow))
-        _dry("screen", rows=n, classifier_calls=n if classifier.startswith("llm:") else 0)
-        return
     _done(screen_stage(sources, list(lexicon or []), lexicon_replace, classifier, threshold, uncertain_low,
                        keep_share, seed, _opts(out, budget, dry_run, no_cache, cache, concurrency)), "screened")
 
@@ -85,12 +80,8 @@ def route(
     cache: Cache = None, concurrency: Concurrency = None,
 ) -> None:
     """Give each row a synthetic persona: sketch, embed, 10 nearest, pick (VEILED-SH §4.2)."""
-    from carebench.construct.stages import load_rows, route_stage
+    from carebench.construct.stages import route_stage
 
-    if dry_run:
-        n = len(load_rows(rows))
-        _dry("route", rows=n, sketch_calls=n, pick_calls=n)
-        return
     _done(route_stage(rows, personas, model, embedder, k, attributes,
                       _opts(out, budget, dry_run, no_cache, cache, concurrency), id_field, text_field), "routed")
 
@@ -108,13 +99,9 @@ def rewrite(
     cache: Cache = None, concurrency: Concurrency = None,
 ) -> None:
     """Keep a forum sample, assign contexts, rewrite with round-robin rewriters (VEILED-SH §4.3)."""
-    from carebench.construct.stages import load_rows, rewrite_stage
+    from carebench.construct.stages import rewrite_stage
 
     ctxs = list(rewrite_context or ["counselor_chat", "platform_search", "triage"])
-    if dry_run:
-        n = len(load_rows(rows))
-        _dry("rewrite", rows=n, rewrite_calls_at_most=n * (len(rewriter) if all_configs else 1) * 2)
-        return
     _done(rewrite_stage(rows, list(rewriter), contexts, ctxs, forum_share, all_configs, expressions, seed,
                         _opts(out, budget, dry_run, no_cache, cache, concurrency)), "rewritten")
 
@@ -128,12 +115,8 @@ def judge(
     cache: Cache = None, concurrency: Concurrency = None,
 ) -> None:
     """Judge every rewrite: three gates and five 1-5 scores (VEILED-SH Table 3)."""
-    from carebench.construct.stages import judge_stage, load_rows
+    from carebench.construct.stages import judge_stage
 
-    if dry_run:
-        n = sum(1 for r in load_rows(rows, unique=False) if r.rewriter and r.output)
-        _dry("judge", judge_calls=n)
-        return
     _done(judge_stage(rows, judge_model, contexts, _opts(out, budget, dry_run, no_cache, cache, concurrency)), "judged")
 
 
@@ -226,8 +209,8 @@ def build(
     opts = _opts(out, budget, dry_run, no_cache, cache, concurrency)
     opts.model = model
     result = run_build(cfg, opts)
-    if isinstance(result, dict):
-        typer.echo(json.dumps(result, indent=2))
+    if not isinstance(result, Path):
+        _done(result, "plan")
         return
     from carebench.rundir import read_json
 

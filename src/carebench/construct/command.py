@@ -2,8 +2,10 @@
 
 Every construct command (``build`` and each single stage) goes through
 :func:`run_command`: the run owns the runner, cache, budget, ``calls.jsonl`` rows,
-models and progress; this module writes the manifest (``running``, then
-``complete`` or ``stopped``), ``metrics.json`` and the report.
+models and progress; this module writes ``records.jsonl`` and the manifest
+(``running``, then ``complete`` or ``stopped``), then ``metrics.json`` and the
+report through :func:`carebench.experiment.rerender`, the same code as
+``carebench report DIR``, so a re-render reproduces them byte for byte.
 
 A budget stop (:class:`~carebench.construct.calls.StageStopped`) keeps the counts of
 the steps that finished, marks the step it cut short ``incomplete`` (manifest,
@@ -20,8 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from carebench.construct.calls import StageStopped
+from carebench.construct.suite import ConstructSuite
+from carebench.experiment import Plan, rerender, write_records
 from carebench.run import Run, RunOptions
-from carebench.rundir import new_run_dir, write_json, write_jsonl, write_manifest
+from carebench.rundir import new_run_dir, write_jsonl, write_manifest
 from carebench.types import CarebenchError
 
 SUITE = "construct"
@@ -51,24 +55,28 @@ class ConstructOptions:
 
 @dataclass
 class Stages:
-    """Counts in and out per step, for the report, and the step under way (the one a
-    budget stop marks incomplete)."""
+    """Counts in and out per step, the run's records (see :mod:`carebench.construct.suite`)
+    and the step under way (the one a budget stop marks incomplete)."""
 
     rows: list[dict[str, Any]] = field(default_factory=list)
-    details: dict[str, Any] = field(default_factory=dict)
+    records: list[dict[str, Any]] = field(default_factory=list)
     current: str | None = None
 
     def begin(self, step: str) -> None:
         self.current = step
 
     def add(self, step: str, n_in: int, n_out: int, note: str = "", **detail: Any) -> None:
-        self.rows.append({"step": step, "in": n_in, "out": n_out, "note": note})
-        if detail:
-            self.details[step] = detail
+        row = {"step": step, "in": n_in, "out": n_out, "note": note}
+        self.rows.append(row)
+        self.records.append({"kind": "step", **row, **({"detail": detail} if detail else {})})
         self.current = None
 
+    def record(self, kind: str, **fields: Any) -> None:
+        """A record ``metrics.json`` is scored from (e.g. ``selection`` outcomes)."""
+        self.records.append({"kind": kind, **fields})
 
-Body = Callable[[Run, Stages, Path], dict[str, Any]]
+
+Body = Callable[[Run, Stages, Path], None]
 
 
 def run_command(
@@ -81,66 +89,61 @@ def run_command(
     calls: bool = True,
     run: Run | None = None,
     manifest_extra: dict[str, Any] | None = None,
-    render: Callable[[Path], None] | None = None,
-) -> Path:
+) -> Path | Plan:
     """Create the run directory, run ``body(run, stages, run_dir)`` (it writes its output
-    rows and returns extra metrics), then write calls, metrics, manifest and report.
+    rows and adds records), then write calls, records and the manifest, and score and
+    render them exactly as ``carebench report DIR`` does.
 
     ``run``: a run the caller already opened (e.g. to check model specs before the
-    directory exists); it is closed here either way."""
-    run = run or Run(opts.run_options(calls=calls))
+    directory exists); it is closed here either way. With ``opts.dry_run`` nothing is
+    written: the body runs against a :class:`~carebench.construct.plan.PlanningRun`
+    and the plan comes back."""
+    run = run or Run(opts.run_options(calls=calls, planning=opts.dry_run))
+    if opts.dry_run:
+        return plan_command(kind, opts, body, run)
     with run:
         run_dir = new_run_dir(SUITE, opts.out)
         stages = Stages(current=kind)
 
-        def manifest(status: str) -> None:
+        def manifest(status: str, **extra: Any) -> None:
             write_manifest(run_dir, suite=SUITE, config=config, models=sorted(run.model_specs()),
                            seeds={"construct": config.get("seed", 42)}, dataset=dataset,
                            extra={"status": status, "kind": kind, **(manifest_extra or {}),
                                   "incomplete": sorted(run.incomplete),
                                   "accounting": run.accounting() if calls else {},
-                                  "output_modes": run.output_modes(), "stages": stages.rows})
+                                  "output_modes": run.output_modes(), "stages": stages.rows, **extra})
+
+        def finish(status: str, **extra: Any) -> None:
+            if calls:
+                write_jsonl(run_dir / "calls.jsonl", run.call_rows)
+            write_records(run_dir, stages.records)
+            manifest(status, **extra)
+            rerender(run_dir, ConstructSuite())
 
         manifest("running")
         try:
-            extra = body(run, stages, run_dir)
+            body(run, stages, run_dir)
         except StageStopped as stop:
             # later prompts depend on answers not yet known: the calls left are a lower bound
             run.mark_incomplete(stages.current or kind, open_ended=True)
-            write_stopped(run_dir, stages, run if calls else None, stopped_batch=stop.batch)
-            manifest("stopped")
+            finish("stopped", stopped_batch=stop.batch)  # the finished steps, no output rows
             run.finish()  # the run's one-line stop message, exit code 3
             raise  # pragma: no cover - finish() raises once the budget stopped the run
         except CarebenchError:
-            write_stopped(run_dir, stages, run if calls else None)
-            manifest("stopped")
+            finish("stopped")  # e.g. residual identifiers: the report lists them
             raise
-        if calls:
-            write_jsonl(run_dir / "calls.jsonl", run.call_rows)
-        metrics = {"stages": stages.rows, "details": stages.details, **extra}
-        if calls:
-            metrics["accounting"] = run.accounting()
-        write_json(run_dir / "metrics.json", metrics)
-        manifest("complete")
-    if render is None:
-        from carebench.construct.report import render_stage as render
-    render(run_dir)
+        finish("complete")
     return run_dir
 
 
-def write_stopped(run_dir: Path, stages: Stages, run: Run | None, stopped_batch: str | None = None) -> None:
-    """What a stopped run leaves: its calls, the counts of the steps that finished and a
-    report of them (residual hits included), never an output rows file."""
-    if run is not None:
-        write_jsonl(run_dir / "calls.jsonl", run.call_rows)
-    metrics: dict[str, Any] = {"stages": stages.rows, "details": stages.details, "status": "stopped",
-                               "anonymization": stages.details.get("anonymize")}
-    if run is not None:
-        metrics["incomplete"] = sorted(run.incomplete)
-        if stopped_batch is not None:
-            metrics["stopped_batch"] = stopped_batch
-        metrics["accounting"] = run.accounting()
-    write_json(run_dir / "metrics.json", metrics)
-    from carebench.construct.report import render_stage
+def plan_command(kind: str, opts: ConstructOptions, body: Body, run: Run) -> Plan:
+    """A dry run: the command's body against a planning run, in a scratch directory (its
+    output rows are thrown away), as the shared plan."""
+    import tempfile
 
-    render_stage(run_dir)
+    from carebench.construct.plan import PlanningRun
+
+    planner = PlanningRun(run)
+    with run, tempfile.TemporaryDirectory(prefix="carebench-plan-") as scratch:
+        body(planner, Stages(current=kind), Path(scratch))  # type: ignore[arg-type]
+    return planner.plan(SUITE, [f"command: construct {kind}"])

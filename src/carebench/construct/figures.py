@@ -63,23 +63,36 @@ def source_years(rows: list[dict[str, Any]]) -> Figure | None:
     return Figure("construct-source-year", png, "Share of retained source rows by year.")
 
 
-def topics(texts: list[str], embeddings: np.ndarray, k: int = 6, terms: int = 6, seed: int = 42) -> Table:
-    """k-means over embeddings; each cluster named by its highest mean TF-IDF terms."""
+def topic_clusters(embeddings: np.ndarray, k: int = 6, seed: int = 42) -> list[int]:
+    """k-means cluster of each prompt (computed once, inside the build, where the
+    embeddings exist; the run records the labels so the topic table re-renders
+    without an embedder)."""
     from sklearn.cluster import KMeans
+
+    k = max(1, min(k, len(embeddings)))
+    return [int(c) for c in KMeans(n_clusters=k, n_init=10, random_state=seed).fit_predict(embeddings)]
+
+
+def topic_terms(texts: list[str], clusters: list[int], terms: int = 6) -> list[dict[str, Any]]:
+    """Each cluster's size and highest mean TF-IDF terms, largest cluster first (numbered
+    in that order; ties keep cluster order)."""
     from sklearn.feature_extraction.text import TfidfVectorizer
 
-    k = max(1, min(k, len(texts)))
-    labels = KMeans(n_clusters=k, n_init=10, random_state=seed).fit_predict(embeddings)
     tfidf = TfidfVectorizer(stop_words="english", min_df=1)
     m = tfidf.fit_transform(texts)
     vocab = np.array(tfidf.get_feature_names_out())
+    labels = np.asarray(clusters)
     rows = []
-    for c in range(k):
+    for c in sorted(set(clusters)):
         members = np.flatnonzero(labels == c)
         mean = np.asarray(m[members].mean(axis=0)).ravel()
-        top = vocab[np.argsort(-mean, kind="stable")[:terms]]
-        rows.append([int(members.size), ", ".join(top)])
-    rows.sort(key=lambda r: -r[0])  # largest topic first, numbered in that order
-    rows = [[i + 1, *r] for i, r in enumerate(rows)]
-    return Table(["topic", "prompts", "top TF-IDF terms"], rows,
-                 caption=f"Topics: k-means ({k} clusters) over prompt embeddings, named by TF-IDF terms.")
+        rows.append({"prompts": int(members.size),
+                     "terms": [str(t) for t in vocab[np.argsort(-mean, kind="stable")[:terms]]]})
+    rows.sort(key=lambda r: -r["prompts"])
+    return [{"topic": i + 1, **r} for i, r in enumerate(rows)]
+
+
+def topics_table(topics: list[dict[str, Any]]) -> Table:
+    return Table(["topic", "prompts", "top TF-IDF terms"],
+                 [[t["topic"], t["prompts"], ", ".join(t["terms"])] for t in topics],
+                 caption=f"Topics: k-means ({len(topics)} clusters) over prompt embeddings, named by TF-IDF terms.")

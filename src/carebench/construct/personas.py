@@ -75,6 +75,8 @@ def default_embedding_dir() -> Path:
 
 def persona_matrix(personas: list[Persona], embedder: Any, cache_dir: Path | None = None) -> tuple[np.ndarray, bool]:
     """(n x d float32 matrix of L2-normalised persona embeddings, loaded from cache?)."""
+    if not getattr(embedder, "cacheable", True):  # e.g. a dry run's placeholder vectors
+        return normalise(np.asarray(embedder.encode([p.text for p in personas]), dtype=np.float32)), False
     cache_dir = Path(cache_dir) if cache_dir is not None else default_embedding_dir()
     path = cache_dir / f"{table_hash(personas, embedder.name)}.npy"
     if path.exists():

@@ -24,10 +24,10 @@ from carebench.construct.io import load_models, resolve, write_models
 from carebench.construct.judge import judge
 from carebench.construct.lexicon import load_lexicon
 from carebench.construct.personas import load_personas
-from carebench.construct.quality import GATE_NAMES, GATES, Outcome, row_passes, selected, summarize
+from carebench.construct.plan import PlanningEmbedder, PlanningRun, most_calls
+from carebench.construct.quality import GATE_NAMES, GATES, Outcome, row_passes, selection
 from carebench.construct.rewriting import (
     FORUM,
-    RewriterConfig,
     assign,
     forum_sample,
     parse_config,
@@ -46,6 +46,8 @@ from carebench.construct.screening import (
 from carebench.construct.sources import SourceRow, WorkRow
 from carebench.datasets.prompts import Persona as PromptPersona
 from carebench.datasets.prompts import PromptRecord
+from carebench.experiment import Plan
+from carebench.models.embed import APIEmbedder
 from carebench.run import Run
 from carebench.rundir import data_sha256
 from carebench.taxonomy import load_contexts, load_taxonomy
@@ -82,10 +84,13 @@ def get_embedder(spec: str, run: Run) -> Any:
     """The configured embedder; API embeddings go through the run (stage ``embeddings``)."""
     from carebench.construct.personas import get_embedder as load
 
-    return load(spec, runner=StageRunner(run, "embeddings"))
+    embedder = load(spec, runner=StageRunner(run, "embeddings"))
+    if isinstance(run, PlanningRun) and isinstance(embedder, APIEmbedder):
+        return PlanningEmbedder(embedder)  # its vectors may be placeholders: kept out of the cache
+    return embedder
 
 
-def build(cfg: BuildConfig, opts: ConstructOptions) -> Path | dict[str, Any]:
+def build(cfg: BuildConfig, opts: ConstructOptions) -> Path | Plan:
     """Run the whole chain; returns the run directory (or the plan for a dry run)."""
     cfg = cfg.with_model(opts.model)
     cfg.check_models()
@@ -112,48 +117,29 @@ def build(cfg: BuildConfig, opts: ConstructOptions) -> Path | dict[str, Any]:
     except BaseException:
         run.close()
         raise
-    if opts.dry_run:
-        run.close()
-        return _plan(cfg, sources, lexicon, configs)
     dataset = {"source": cfg.sources, "rows": len(sources),
                "sha256": data_sha256(s.model_dump(mode="json") for s in sources),
                "illustrative": all(s.illustrative for s in sources)}
-    topic_vectors: list[Any] = []
 
-    def body(run: Run, stages: Stages, run_dir: Path) -> dict[str, Any]:
+    def body(run: Run, stages: Stages, run_dir: Path) -> None:
         embedder = get_embedder(cfg.embedder, run)
-        final, selection, anon_summary, rows = _chain(cfg, opts, sources, personas, lexicon, contracts, expressions,
-                                                      reversals, literals, backend, configs, router, judge_model,
-                                                      embedder, run, stages)
+        final, rows = _chain(cfg, opts, sources, personas, lexicon, contracts, expressions, reversals, literals,
+                             backend, configs, router, judge_model, embedder, run, stages)
         if cfg.figures and len(final) >= 2:
             stages.begin("figures")  # the topic figure (VEILED-SH, Appendix A.3) embeds the released prompts
-            topic_vectors.append(embedder.encode([p.text for p in final]))
+            from carebench.construct.figures import topic_clusters
+
+            vectors = embedder.encode([p.text for p in final])
+            if isinstance(run, PlanningRun):
+                return  # a dry run only counts the embedding calls
+            clusters = topic_clusters(vectors, k=cfg.topics, seed=cfg.seed)
+            for p, c in zip(final, clusters, strict=True):
+                stages.record("topic", id=p.id, cluster=c)  # so the report re-renders without an embedder
         write_models(run_dir / "rows.jsonl", rows)
         write_models(run_dir / "prompts.jsonl", final)
-        return {"selection": selection, "anonymization": anon_summary}
 
-    def render(run_dir: Path) -> None:
-        from carebench.construct.report import render_build
-
-        render_build(run_dir, topic_vectors=topic_vectors[0] if topic_vectors else None)
-
-    return run_command("build", opts, cfg.model_dump(mode="json"), dataset, body, run=run, render=render,
+    return run_command("build", opts, cfg.model_dump(mode="json"), dataset, body, run=run,
                        manifest_extra={"attributes_mode": cfg.attributes, "budget_usd": opts.budget_usd})
-
-
-def _plan(cfg: BuildConfig, sources: list[SourceRow], lexicon, configs: list[RewriterConfig]) -> dict[str, Any]:
-    hits = sum(bool(lexicon.find(s.text)) for s in sources)
-    n_cfg_calls = sum(len(c.models) for c in configs)
-    upper = len(sources)
-    return {
-        "sources": len(sources), "lexicon_hits": hits,
-        "classifier_calls": len(sources) if cfg.classifier.startswith("llm:") else 0,
-        "routing_calls_at_most": 2 * upper,
-        "selection_calls_at_most": min(cfg.selection_sample, upper) * (n_cfg_calls + len(configs)),
-        "final_calls_at_most": upper * 2,
-        "note": "later prompts depend on earlier answers (sketches, rewrites), so only upper bounds "
-                "are known before running; cached calls cost nothing on a re-run",
-    }
 
 
 def _chain(cfg, opts, sources, personas, lexicon, contracts, expressions, reversals, literals, backend, configs,
@@ -174,8 +160,9 @@ def _chain(cfg, opts, sources, personas, lexicon, contracts, expressions, revers
     to_rewrite = [r for r in routed if r.context != FORUM]
     stages.add("assign", len(routed), len(routed), f"{len(forum_ids)} forum kept as written, "
                f"{len(to_rewrite)} to rewrite", forum_kept=len(forum_ids))
-    selection = _select(cfg, to_rewrite, configs, contracts, expressions, judge_model, run, stages)
-    passing = selection["selected"]
+    passing = _select(cfg, to_rewrite, configs, contracts, expressions, judge_model, run, stages)["selected"]
+    if isinstance(run, PlanningRun) and not run.selection_known():
+        passing = most_calls(configs)  # a dry run's worst case: the most calls per row
     by_name = {c.name: c for c in configs}
     released: list[WorkRow] = [r for r in routed if r.context == FORUM]
     if passing and to_rewrite:
@@ -207,14 +194,16 @@ def _chain(cfg, opts, sources, personas, lexicon, contracts, expressions, revers
         stages.add("rewrite", len(to_rewrite), 0, "no rewriter configuration passed the gates" if to_rewrite
                    else "nothing to rewrite")
     stages.begin("anonymize")
-    final, summary = _anonymize(cfg, released, backend, reversals, literals, stages)
-    return final, selection, summary, routed
+    final = _anonymize(cfg, released, backend, reversals, literals, stages)
+    return final, routed
 
 
 def _select(cfg, to_rewrite, configs, contracts, expressions, judge_model, run, stages) -> dict[str, Any]:
     stages.begin("select")
+    limits = cfg.gate_limits.as_gates()
     if not to_rewrite:
-        return {"table": [], "selected": [], "sample": 0}
+        stages.record("selection", sample=0, limits=cfg.gate_limits.model_dump(), outcomes=[])
+        return selection([], limits, 0)
     rng = np.random.default_rng(cfg.seed)
     pick = sorted(int(i) for i in rng.permutation(len(to_rewrite))[: cfg.selection_sample])
     pilot = [to_rewrite[i] for i in pick]
@@ -225,14 +214,15 @@ def _select(cfg, to_rewrite, configs, contracts, expressions, judge_model, run, 
                           stage="selection judge"))  # the judge never sees which configuration wrote it
     outcomes = [Outcome(c.name, next(verdicts)[0]) if text else Outcome(c.name, None, rewrite_ok=False)
                 for (r, c), (text, _) in zip(jobs, outs, strict=True)]
-    table = summarize(outcomes, limits=cfg.gate_limits.as_gates())
-    chosen = selected(table)
-    stages.add("select", len(configs), len(chosen), f"gate-first over {len(pilot)} sample rows per configuration")
-    return {"table": [t.to_dict() for t in table], "selected": chosen, "sample": len(pilot),
-            "limits": cfg.gate_limits.model_dump()}
+    result = selection(outcomes, limits, len(pilot))
+    stages.record("selection", sample=len(pilot), limits=cfg.gate_limits.model_dump(),
+                  outcomes=[o.to_dict() for o in outcomes])
+    stages.add("select", len(configs), len(result["selected"]),
+               f"gate-first over {len(pilot)} sample rows per configuration")
+    return result
 
 
-def _anonymize(cfg, released: list[WorkRow], backend, reversals, literals, stages) -> tuple[list[PromptRecord], dict]:
+def _anonymize(cfg, released: list[WorkRow], backend, reversals, literals, stages) -> list[PromptRecord]:
     res = anon.anonymize_rows([(r.id, r.output or r.text, r.deidentified) for r in released], backend, reversals,
                               literals)
     summary = res.summary()
@@ -255,4 +245,4 @@ def _anonymize(cfg, released: list[WorkRow], backend, reversals, literals, stage
     stages.add("anonymize", len(released), len(final), ("pattern recognizers only (no NER model)" if not backend.ner
                else f"with NER ({backend.name})") + (f"; {len(bad)} rows dropped for residual hits" if bad else ""),
                **summary)
-    return final, summary
+    return final

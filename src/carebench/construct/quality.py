@@ -85,6 +85,15 @@ class Outcome:
     verdict: ConstructionVerdict | None
     rewrite_ok: bool = True  # False: the rewriter produced no usable text
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"config": self.config, "verdict": self.verdict.model_dump() if self.verdict else None,
+                "rewrite_ok": self.rewrite_ok}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Outcome:
+        v = d.get("verdict")
+        return cls(d["config"], ConstructionVerdict.model_validate(v) if v else None, bool(d.get("rewrite_ok", True)))
+
 
 def summarize(
     outcomes: list[Outcome],
@@ -127,6 +136,18 @@ def summarize(
 def selected(summaries: list[ConfigSummary]) -> list[str]:
     """Every passing configuration, best Q first."""
     return [s.config for s in summaries if s.passed]
+
+
+def selection(outcomes: list[Outcome], limits: dict[str, float], sample: int | None = None) -> dict[str, Any]:
+    """The selection as ``metrics.json`` records it (Table 7 rows, the chosen configurations,
+    the limits by gate name); the run chooses with it and ``carebench report DIR`` recomputes
+    it from the recorded outcomes."""
+    table = summarize(outcomes, limits=limits)
+    out: dict[str, Any] = {"table": [t.to_dict() for t in table], "selected": selected(table),
+                           "limits": {GATE_NAMES[g]: limits[g] for g in GATES}}
+    if sample is not None:
+        out["sample"] = sample
+    return out
 
 
 def row_passes(verdict: ConstructionVerdict | None) -> bool:

@@ -1,4 +1,4 @@
-"""Reports of construct runs, rebuilt from the run directory alone.
+"""Reports of construct runs, built from metrics and records only (no file I/O).
 
 A build report shows counts in and out at every step, screening reasons per
 source, the selection table (VEILED-SH Table 7: gate failure rates, the five
@@ -9,12 +9,10 @@ All dataset text is escaped by the HTML renderer.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from carebench.construct.quality import GATE_NAMES, GATES, SCORES
-from carebench.report import Callout, KeyValue, Paragraph, Report, Section, Table, write_report
-from carebench.rundir import read_json, read_jsonl
+from carebench.report import Callout, KeyValue, Paragraph, Report, Section, Table
 
 SCORE_LABELS = {"factual": "f", "persona_fit": "p", "style": "a", "context_fit": "c", "naturalness": "n"}
 
@@ -73,16 +71,11 @@ def screening_table(detail: dict[str, Any]) -> Table:
     return Table(["source", "rows", "retained"] + reasons, rows, caption="Screening: retained rows per source and reason.")
 
 
-def render_build(run_dir: Path, topic_vectors: Any = None) -> None:
-    """The build report; ``topic_vectors`` (the released prompts' embeddings, computed
-    inside the run) add the topic figure, which ``carebench report DIR`` leaves out."""
-    run_dir = Path(run_dir)
-    manifest = read_json(run_dir / "manifest.json")
-    metrics = read_json(run_dir / "metrics.json")
-    prompts = read_jsonl(run_dir / "prompts.jsonl")
-    rows = read_jsonl(run_dir / "rows.jsonl")
+def build_report(metrics: dict[str, Any], manifest: dict[str, Any], prompts: list[dict[str, Any]],
+                 rows: list[dict[str, Any]]) -> Report:
+    """The report of a finished build (pure: the caller writes it)."""
     sections = [Section("Pipeline", [stage_table(metrics["stages"]),
-                                     KeyValue(list(_accounting(metrics["accounting"]).items()))])]
+                                     KeyValue(list(_accounting(metrics.get("accounting") or {}).items()))])]
     det = metrics.get("details", {})
     if "screen" in det:
         sections.append(Section("Screening", [screening_table(det["screen"]),
@@ -101,15 +94,13 @@ def render_build(run_dir: Path, topic_vectors: Any = None) -> None:
                                                              caption="Rewrites not released, by failed gate.")]))
     sections.append(Section("Anonymization", anonymization_blocks(metrics.get("anonymization") or {})))
     if prompts:
-        k = int((manifest.get("config") or {}).get("topics") or 6)
-        sections.append(Section("Exploratory analysis", _figures(prompts, rows, topic_vectors, k)))
+        sections.append(Section("Exploratory analysis", _figures(prompts, rows, metrics.get("topics"))))
     notes = []
     if manifest.get("dataset", {}).get("illustrative"):
         notes.append("Built from carebench's illustrative source set: the rows were written for the software, "
                      "not collected; the output demonstrates the pipeline only.")
-    report = Report("Construct: dataset build", subtitle=f"{len(prompts)} prompts written to prompts.jsonl",
-                    notes=notes, sections=sections)
-    write_report(report, run_dir)
+    return Report("Construct: dataset build", subtitle=f"{len(prompts)} prompts written to prompts.jsonl",
+                  notes=notes, sections=sections)
 
 
 def _accounting(acct: dict[str, Any]) -> dict[str, Any]:
@@ -117,33 +108,22 @@ def _accounting(acct: dict[str, Any]) -> dict[str, Any]:
             "cache hits": acct.get("cache_hits", 0), "failed calls": acct.get("errors", 0)}
 
 
-def _figures(prompts: list[dict[str, Any]], rows: list[dict[str, Any]], topic_vectors: Any, k: int) -> list[Any]:
+def _figures(prompts: list[dict[str, Any]], rows: list[dict[str, Any]], topics: Any) -> list[Any]:
     from carebench.construct import figures as F
 
     blocks: list[Any] = [F.length_by_context(prompts), *F.demographics(prompts)]
     years = F.source_years(rows)
     if years is not None:
         blocks.append(years)
-    if topic_vectors is not None and len(prompts) >= 2:
-        blocks.append(F.topics([p["text"] for p in prompts], topic_vectors, k=k))
+    if topics:
+        blocks.append(F.topics_table(topics))
     blocks.append(Paragraph("Figures are descriptive; persona attributes are synthetic, not properties of authors."))
     return blocks
 
 
-def rerender(run_dir: Path) -> None:
-    """``carebench report DIR`` for a construct run (figures without topics: no embedder)."""
-    manifest = read_json(Path(run_dir) / "manifest.json")
-    kind = manifest.get("kind")
-    if kind == "build" and (Path(run_dir) / "prompts.jsonl").exists():
-        render_build(Path(run_dir))
-    else:
-        render_stage(Path(run_dir))
-
-
-def render_stage(run_dir: Path) -> None:
-    """A single stage's report: counts in and out, and the stage's own details."""
-    manifest = read_json(run_dir / "manifest.json")
-    metrics = read_json(run_dir / "metrics.json")
+def stage_report(metrics: dict[str, Any], manifest: dict[str, Any]) -> Report:
+    """A single stage's report (or a stopped build's): counts in and out, and the stage's
+    own details (pure)."""
     blocks: list[Any] = [stage_table(metrics.get("stages", []))]
     if metrics.get("incomplete"):
         blocks.insert(0, Callout(
@@ -168,7 +148,7 @@ def render_stage(run_dir: Path) -> None:
         title += " (incomplete: no output written)"
     elif metrics.get("status") == "stopped":
         title += " (stopped: no output written)"
-    write_report(Report(title, sections=sections), run_dir)
+    return Report(title, sections=sections)
 
 
 def review_blocks(stats: dict[str, Any]) -> list[Any]:

@@ -13,7 +13,7 @@ from carebench.construct import anonymize as anon
 from carebench.construct.command import ConstructOptions, Stages, run_command
 from carebench.construct.io import load_models, write_models
 from carebench.construct.pipeline import classifier_verdicts, get_embedder, load_expressions
-from carebench.construct.quality import ConstructionVerdict, Outcome, selected, summarize
+from carebench.construct.quality import ConstructionVerdict, Outcome, selection
 from carebench.construct.sources import SourceRow, WorkRow
 from carebench.run import Run
 from carebench.rundir import data_sha256, write_json, write_jsonl
@@ -42,12 +42,11 @@ def screen_stage(sources: str, lexicon: list[str], lexicon_replace: bool, classi
     cfg = ScreenConfig(classifier, threshold, uncertain_low, keep_share, seed)
     cfg.validate()
 
-    def body(run: Run, stages: Stages, run_dir: Path) -> dict[str, Any]:
+    def body(run: Run, stages: Stages, run_dir: Path) -> None:
         verdicts = classifier_verdicts(classifier, rows, run)
         kept, rep = screen(rows, lex, verdicts, cfg)
         stages.add("screen", len(rows), len(kept), f"classifier {classifier}", **rep)
         write_models(run_dir / "screened.jsonl", kept)
-        return {}
 
     return run_stage("screen", opts, {"sources": sources, "lexicon": lexicon, "classifier": classifier,
                                       "threshold": threshold, "uncertain_low": uncertain_low,
@@ -63,13 +62,12 @@ def route_stage(rows_path: str, personas: str, model: str, embedder: str, k: int
     rows = load_rows(rows_path)
     table = load_personas(personas, id_field, text_field)
 
-    def body(run: Run, stages: Stages, run_dir: Path) -> dict[str, Any]:
+    def body(run: Run, stages: Stages, run_dir: Path) -> None:
         emb = get_embedder(embedder, run)
         routed, rep = route(rows, table, emb, run.model(model), run, k=k, attributes=attributes,
                             cache_dir=opts.embedding_cache)
         stages.add("route", len(rows), len(routed), f"attributes {attributes}", **rep)
         write_models(run_dir / "routed.jsonl", routed)
-        return {}
 
     return run_stage("route", opts, {"rows": rows_path, "personas": personas, "model": model, "k": k,
                                      "attributes": attributes, "embedder": embedder}, rows, body)
@@ -91,7 +89,7 @@ def rewrite_stage(rows_path: str, rewriters: list[str], contexts_path: str | Non
             raise CarebenchError(f"rewrite context {c!r} is not a known non-forum context")
     exprs = load_expressions(expressions)
 
-    def body(run: Run, stages: Stages, run_dir: Path) -> dict[str, Any]:
+    def body(run: Run, stages: Stages, run_dir: Path) -> None:
         configs = [rw.parse_config(s, run.model) for s in dict.fromkeys(rewriters)]
         if any(r.persona is None for r in rows):
             raise CarebenchError(f"{rows_path}: rows need a persona (run `construct route` first)")
@@ -112,7 +110,6 @@ def rewrite_stage(rows_path: str, rewriters: list[str], contexts_path: str | Non
         stages.add("rewrite", len(rows), sum(bool(r.output) for r in out_rows),
                    "every configuration on every row" if all_configs else "round-robin", **rw.rewrite_report(out_rows))
         write_models(run_dir / "rewrites.jsonl", out_rows)
-        return {}
 
     return run_stage("rewrite", opts, {"rows": rows_path, "rewriters": rewriters, "forum_share": forum_share,
                                        "all_configs": all_configs, "seed": seed,
@@ -127,13 +124,12 @@ def judge_stage(rows_path: str, judge_spec: str, contexts_path: str | None, opts
     contracts = {n: c.contract_text() for n, c in load_contexts(contexts_path).items()}
     todo = [r for r in rows if r.rewriter and r.output]
 
-    def body(run: Run, stages: Stages, run_dir: Path) -> dict[str, Any]:
+    def body(run: Run, stages: Stages, run_dir: Path) -> None:
         res = judge([(r, r.output) for r in todo], contracts, run.model(judge_spec), run)  # type: ignore[misc]
         for r, (v, status) in zip(todo, res, strict=True):
             r.verdict = v.model_dump() if v is not None else {"status": status}
         stages.add("judge", len(todo), sum(v is not None for v, _ in res), "verdicts parsed")
         write_models(run_dir / "judged.jsonl", rows)
-        return {}
 
     return run_stage("judge", opts, {"rows": rows_path, "judge": judge_spec}, rows, body)
 
@@ -158,15 +154,11 @@ def select_stage(rows_path: str, limits: dict[str, float], opts: ConstructOption
     if not outcomes:
         raise CarebenchError(f"{rows_path}: no rewrites with a rewriter to select from")
 
-    def body(run: Run, stages: Stages, run_dir: Path) -> dict[str, Any]:
-        table = summarize(outcomes, limits=limits)
-        chosen = selected(table)
-        stages.add("select", len({o.config for o in outcomes}), len(chosen), "gate-first, then by Q")
-        sel = {"table": [t.to_dict() for t in table], "selected": chosen,
-               "limits": {"severity": limits["severity_preserved"], "leakage": limits["no_leakage"],
-                          "format": limits["format_ok"]}}
+    def body(run: Run, stages: Stages, run_dir: Path) -> None:
+        sel = selection(outcomes, limits)
+        stages.record("selection", limits=sel["limits"], outcomes=[o.to_dict() for o in outcomes])
+        stages.add("select", len({o.config for o in outcomes}), len(sel["selected"]), "gate-first, then by Q")
         write_json(run_dir / "selection.json", sel)
-        return {"selection": sel}
 
     return run_stage("select", opts, {"rows": rows_path, "limits": limits}, rows, body, calls=False)
 
@@ -183,7 +175,7 @@ def anonymize_stage(rows_path: str, backend_spec: str, names: str | None, revers
     if on_residual not in ("error", "drop"):
         raise CarebenchError("--on-residual must be error or drop")
 
-    def body(run: Run, stages: Stages, run_dir: Path) -> dict[str, Any]:
+    def body(run: Run, stages: Stages, run_dir: Path) -> None:
         released = []
         for r in rows:
             if not r.context:
@@ -195,9 +187,7 @@ def anonymize_stage(rows_path: str, backend_spec: str, names: str | None, revers
                 continue
             released.append(r)
         cfg = BuildConfig(on_residual=on_residual)  # type: ignore[arg-type]
-        final, summary = _anonymize(cfg, released, backend, rev, lits, stages)
-        write_models(run_dir / "prompts.jsonl", final)
-        return {"anonymization": summary}
+        write_models(run_dir / "prompts.jsonl", _anonymize(cfg, released, backend, rev, lits, stages))
 
     return run_stage("anonymize", opts, {"rows": rows_path, "backend": backend_spec, "on_residual": on_residual},
                      rows, body, calls=False)
@@ -212,7 +202,7 @@ def review_sample_stage(rows_path: str, total: int, per_reviewer: int, shared: i
     cfg = SampleConfig(total, per_reviewer, shared, reviewers, seed)
     cfg.validate()
 
-    def body(run: Run, stages: Stages, run_dir: Path) -> dict[str, Any]:
+    def body(run: Run, stages: Stages, run_dir: Path) -> None:
         key, design = draw_sample(rows, cfg)
         by_id = {r.id: r for r in rows}
         both = []
@@ -224,7 +214,6 @@ def review_sample_stage(rows_path: str, total: int, per_reviewer: int, shared: i
         write_models(run_dir / "review_sheet.jsonl", sorted(both, key=lambda r: (r.item_id, r.reviewer)))
         write_jsonl(run_dir / "review_key.private.jsonl", key)
         stages.add("review sample", len(rows), len(key), f"{len(design['cells'])} context x rewriter cells", **design)
-        return {"design": design}
 
     return run_stage("review-sample", opts, {"rows": rows_path, "total": total, "per_reviewer": per_reviewer,
                                              "shared": shared, "reviewers": list(reviewers), "seed": seed},
@@ -241,10 +230,10 @@ def review_stats_stage(key_path: str, reviews: list[str], B: int, seed: int, opt
         raise CarebenchError("give at least one --reviews file")
     rows = [r.model_dump() for path in reviews for r in load_reviews(path)]
 
-    def body(run: Run, stages: Stages, run_dir: Path) -> dict[str, Any]:
+    def body(run: Run, stages: Stages, run_dir: Path) -> None:
         stats = review_stats(key, rows, B=B, seed=seed)
         stages.add("review stats", len(rows), stats["items_reviewed"], "reviews in, distinct items out")
-        return {"review": stats}
+        stages.record("review_stats", stats=stats)
 
     return run_stage("review-stats", opts, {"key": key_path, "reviews": reviews, "B": B, "seed": seed}, rows, body,
                      calls=False)

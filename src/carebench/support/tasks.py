@@ -16,13 +16,13 @@ import json
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from carebench.datasets.builtin import builtin_file, builtin_name, package_file
 from carebench.datasets.columns import parse_columns, rename_rows
 from carebench.datasets.files import format_from_suffix, read_rows
 from carebench.types import CarebenchError
@@ -386,8 +386,8 @@ def _rows(path: Path) -> Iterable[tuple[str, dict[str, Any]]]:
 
 
 def builtin_names() -> list[str]:
-    root = resources.files("carebench") / "data" / "support"
-    return sorted(p.name[: -len(".jsonl")] for p in root.iterdir() if p.name.endswith(".jsonl"))
+    """The task sets shipped under ``carebench/data/support``."""
+    return sorted(p.stem for p in package_file("support", "").iterdir() if p.suffix == ".jsonl")
 
 
 def mappable_fields() -> tuple[str, ...]:
@@ -406,17 +406,12 @@ def load_tasks(source: str | Path, columns: str | dict[str, Any] | None = None) 
     """
     src = str(source)
     mapping = parse_columns(columns, mappable_fields())
-    if mapping and src.startswith("builtin:"):
+    name = builtin_name(src)
+    if mapping and name is not None:
         raise CarebenchError("--columns applies to task files, not builtin task sets")
-    if src.startswith("builtin:"):
-        name = src.split(":", 1)[1]
-        res = resources.files("carebench") / "data" / "support" / f"{name}.jsonl"
-        if not res.is_file():
-            raise CarebenchError(
-                f"no built-in support task set {name!r}; available: {', '.join(builtin_names())}"
-            )
-        with resources.as_file(res) as p:
-            return _load(Path(p), label=src)
+    if name is not None:
+        files = {n: f"{n}.jsonl" for n in builtin_names()}
+        return _load(builtin_file("support", name, files, "built-in support task set"), label=src)
     path = Path(src)
     if not path.is_file():
         raise CarebenchError(f"task file {path} not found")
