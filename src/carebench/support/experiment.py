@@ -26,6 +26,7 @@ from carebench.experiment import (
     incomplete_report,
     rerender,
     run_suite,
+    single_threaded_blas,
     stage,
 )
 from carebench.judging import JUDGE_MAX_TOKENS, panel_seats
@@ -541,8 +542,9 @@ def run_calibration(cfg: CalibrationConfig, cache: CompletionCache | None = None
             verdicts.append(VerdictRecord(task_id, responder, attempt, cid, a.judge,
                                           getattr(a.value, "met", None) if a.status == "ok" else None,
                                           a.rationale, a.status, scope))
-    result = calibrate_judges(labels, verdicts, panel_size=cfg.panel_size, seed=cfg.seed, B=cfg.bootstrap,
-                              tasks=tasks, scope=metrics_scope(cfg.scope), family=cfg.families or None)
+    with single_threaded_blas():  # the kappa intervals must not depend on the core count
+        result = calibrate_judges(labels, verdicts, panel_size=cfg.panel_size, seed=cfg.seed, B=cfg.bootstrap,
+                                  tasks=tasks, scope=metrics_scope(cfg.scope), family=cfg.families or None)
     run_dir = new_run_dir("support-calibration", cfg.out)
     write_jsonl(run_dir / "records.jsonl", [v.to_dict() for v in verdicts])
     write_jsonl(run_dir / "calls.jsonl", call_rows)

@@ -55,6 +55,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel
 
+from carebench.experiment import single_threaded_blas
 from carebench.judging import (
     JUDGE_MAX_TOKENS,
     JudgeQuestion,
@@ -338,6 +339,8 @@ def run_probe(cfg: ProbeConfig, cache_obj: Any = None) -> dict[str, Any]:
             records += [{"kind": "elicitation", "responder": spec, **e} for e in elicited]
     competent = [s for s in responders if per[s]["competent"]]
     pooled = [u for u in outcome if u.responder in competent]
+    with single_threaded_blas():  # the intervals must not depend on the core count
+        decomposition = decompose(pooled, outcome, cfg.bootstrap, cfg.seed)
     result = {
         "responders": responders,
         "alternative": cfg.alternative,
@@ -348,7 +351,7 @@ def run_probe(cfg: ProbeConfig, cache_obj: Any = None) -> dict[str, Any]:
         "tasks_sampled": len(probe_tasks),
         "competent": competent,
         "excluded": [s for s in responders if s not in competent],
-        "decomposition": decompose(pooled, outcome, cfg.bootstrap, cfg.seed),
+        "decomposition": decomposition,
         "elicitation": _pooled_conversion([per[s]["elicitation"] for s in responders]),
         "per_responder": per,
         "accounting": run.accounting(),
