@@ -32,6 +32,7 @@ from carebench.plural.data import (
 from carebench.plural.policy import Policy, label_space
 from carebench.plural.profiles import METHODS, FitData, get_method
 from carebench.plural.profiles.base import Env
+from carebench.plural.profiles.memalign_mlflow import check_backend
 from carebench.plural.prompting import label_request
 from carebench.plural.runs import (
     CommandOptions,
@@ -74,6 +75,7 @@ class CalibrateConfig(CommandOptions):
             raise CarebenchError("E0 must be among the methods: it sets the selection margin (VEILED-SH, §5.2)")
         if not self.model and any(m != "E0" for m in ms):
             raise CarebenchError("give --model (the shared judge every method except E0 calls)")
+        self.memalign_backend = check_backend(self.memalign_backend, needed=bool({"E4", "E5"} & set(ms)))
         return [m for m in METHOD_ORDER if m in ms]
 
 
@@ -135,7 +137,8 @@ class CalibrateSuite(CommandSuite):
             raise CarebenchError(str(e)) from None
         fits = fold_fits(cal, folds, practitioners)
         model = run.model(cfg.model) if cfg.model and any(m != "E0" for m in methods) else None
-        env = Env(model, run, taxonomy, contexts, {p.id: p for p in prompts}, cfg.embedder, cfg.seed)
+        env = Env(model, run, taxonomy, contexts, {p.id: p for p in prompts}, cfg.embedder, cfg.seed,
+                  memalign_backend=cfg.memalign_backend or "native")
         return methods, cal, folds, fits, practitioners, env
 
     def plan(self, run: Run) -> Plan:

@@ -40,6 +40,8 @@ Cache = Annotated[Path | None, typer.Option(help="Cache file (default: user cach
 Budget = Annotated[float | None, typer.Option(help=_BUDGET)]
 DryRun = Annotated[bool, typer.Option("--dry-run", help=_DRY)]
 Concurrency = Annotated[int | None, typer.Option(help="Concurrent calls per model.")]
+_BACKEND = ("E4/E5 guideline distillation: native, or mlflow (MLflow's MemAlignOptimizer, "
+            "VEILED-SH Appendix B.2; pip install 'carebench[mlflow]').")
 
 
 def _opts(**kw):
@@ -53,6 +55,7 @@ def _opts(**kw):
         "embedder": kw.get("embedder"),
         "taxonomy": str(kw["taxonomy"]) if kw.get("taxonomy") else None,
         "contexts": str(kw["contexts"]) if kw.get("contexts") else None,
+        "memalign_backend": kw.get("memalign_backend"),
     }
 
 
@@ -85,6 +88,7 @@ def calibrate(
     margin: Annotated[float, typer.Option(help="Required macro-F1 gain over E0.")] = 0.03,
     min_probability: Annotated[float, typer.Option(help="Required paired-bootstrap probability of improvement.")] = 0.8,
     bootstrap: Annotated[int, typer.Option(help="Paired bootstrap resamples (seed 12345).")] = 2000,
+    memalign_backend: Annotated[str, typer.Option(help=_BACKEND)] = "native",
     taxonomy: Taxonomy = None,
     contexts: Contexts = None,
     out: Out = None,
@@ -112,6 +116,7 @@ def freeze(
     model: Annotated[str | None, typer.Option(help=_MODEL + " Default: the calibration run's model.")] = None,
     prompts: Annotated[str, typer.Option(help="Prompts file or 'builtin' (default: the calibration run's).")] = "builtin",
     annotations: Annotated[str, typer.Option(help="Annotations file or 'builtin' (default: the calibration run's).")] = "builtin",
+    memalign_backend: Annotated[str | None, typer.Option(help=_BACKEND + " Default: the calibration run's, else native.")] = None,
     embedder: Embedder = None,
     taxonomy: Taxonomy = None,
     contexts: Contexts = None,

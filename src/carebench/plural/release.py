@@ -36,6 +36,7 @@ from carebench.plural.data import (
 from carebench.plural.profiles import FitData, Profile, get_method
 from carebench.plural.profiles.base import Env
 from carebench.plural.profiles.gepa_light import METRIC_CALLS, MINIBATCH
+from carebench.plural.profiles.memalign_mlflow import check_backend
 from carebench.plural.prompting import label_request
 from carebench.plural.runs import (
     CommandOptions,
@@ -126,10 +127,13 @@ class FreezeSuite(CommandSuite):
                 raise CarebenchError(f"{m} cannot be frozen: it only sets the selection margin (VEILED-SH, §5.2)")
         if not model_spec:
             raise CarebenchError("give --model (the shared judge the profiles call)")
+        # the calibration run's E4/E5 backend unless overridden: the selection was made with it
+        backend = cfg.memalign_backend or cal_man.get("config", {}).get("memalign_backend")
+        cfg.memalign_backend = check_backend(backend, needed=bool({"E4", "E5"} & set(chosen.values())))
         fits = [FitData(p, a, [c for c in cal.cases if c.id in cal.gold(p)], cal.gold(p), cal.notes(p))
                 for p, a in cal.practitioners.items()]
         env = Env(run.model(model_spec), run, taxonomy, contexts, {p.id: p for p in prompts}, cfg.embedder,
-                  cfg.seed)
+                  cfg.seed, memalign_backend=cfg.memalign_backend)
         return cal, cal_metrics, chosen, model_spec, fits, env
 
     def plan(self, run: Run) -> Plan:
@@ -138,9 +142,11 @@ class FreezeSuite(CommandSuite):
         first = [Call(env.model, label_request(env.taxonomy, env.contexts, c)) for c in cal.cases]
         per_compile = METRIC_CALLS + METRIC_CALLS // MINIBATCH
         later = {"E3": per_compile, "E4": 1, "E5": 2}  # per fit, after the zero-shot traces
-        stages = [stage(run, "zero-shot traces (E2, E4, E5)", first)] if used & {"E2", "E4", "E5"} else []
+        native = env.memalign_backend == "native"  # MLflow's MemAlign distils from the labels alone
+        traced = {"E2", "E4", "E5"} if native else {"E2"}
+        stages = [stage(run, "zero-shot traces (E2, E4, E5)", first)] if used & traced else []
         for m in sorted(used & set(later), key=METHOD_ORDER.index):
-            n = later[m] * sum(chosen[f.archetype] == m for f in fits) + (len(cal.cases) if m == "E5" else 0)
+            n = later[m] * sum(chosen[f.archetype] == m for f in fits) + (len(cal.cases) if m == "E5" and native else 0)
             stages.append(estimated_stage(m, first, n))
         return Plan(self.name, stages, [f"profiles: {', '.join(f'{a}={m}' for a, m in sorted(chosen.items()))}",
                                         ("fitting rounds after the zero-shot traces depend on its answers: "

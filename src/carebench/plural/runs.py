@@ -65,6 +65,7 @@ class CommandOptions:
     embedder: str | None = None
     taxonomy: str | None = None
     contexts: str | None = None
+    memalign_backend: str | None = None  # E4/E5 guideline distillation: native (default) or mlflow
 
 
 def run_options(cfg: Any) -> RunOptions:

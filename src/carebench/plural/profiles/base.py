@@ -86,6 +86,7 @@ class Env:
     seed: int = 12345
     #: the stage the run's accounting books these calls under (e.g. the method being fit)
     stage: str | None = None
+    memalign_backend: str = "native"  # E4/E5 guideline distillation: native or mlflow
     _vectors: dict[str, np.ndarray] = field(default_factory=dict)
     _embedder: Any = None
 
@@ -113,17 +114,22 @@ class Env:
         (embedder, text) for the process, so chained commands embed a text once.
         """
         if any(p.id not in self._vectors for p in prompts):
-            if self._embedder is None:
-                self._embedder = _embedder(self.embedder_spec, self.run)
-            spec = self.embedder_spec or "builtin"
             everything = {p.id: p for p in [*self.prompts.values(), *prompts]}
-            todo = sorted({p.text for p in everything.values() if (spec, p.text) not in _VECTORS})
-            if todo:
-                for text, v in zip(todo, self._embedder.encode(todo), strict=True):
-                    _VECTORS[(spec, text)] = np.asarray(v, dtype=float)
-            for p in everything.values():
-                self._vectors[p.id] = _VECTORS[(spec, p.text)]
+            for pid, v in zip(everything, self.embed_texts([p.text for p in everything.values()]), strict=True):
+                self._vectors[pid] = v
         return np.stack([self._vectors[p.id] for p in prompts])
+
+    def embed_texts(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Embeddings of any texts with the run's embedder, kept per (embedder, text) for
+        the process (the MLflow MemAlign backend embeds its memory through this too)."""
+        if self._embedder is None:
+            self._embedder = _embedder(self.embedder_spec, self.run)
+        spec = self.embedder_spec or "builtin"
+        todo = sorted({t for t in texts if (spec, t) not in _VECTORS})
+        if todo:
+            for text, v in zip(todo, self._embedder.encode(todo), strict=True):
+                _VECTORS[(spec, text)] = np.asarray(v, dtype=float)
+        return [_VECTORS[(spec, t)] for t in texts]
 
     def nearest(self, query: Any, pool: Sequence[Any], k: int) -> list[Any]:
         """The k pool prompts most similar to ``query`` (cosine; ties by pool order)."""

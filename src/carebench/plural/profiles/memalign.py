@@ -115,6 +115,23 @@ def distill(env: Env, data: Sequence[FitData], stage: Stage) -> list[tuple[list[
     return [parse_guidelines(c.text) if c.ok else ([], f"no usable answer ({c.status})") for c in comps]
 
 
+def distilled(env: Env, data: Sequence[FitData], stage: Stage, suffix: str = "") -> list[tuple[list[str], dict[str, Any]]]:
+    """Guidelines per fit from the run's backend, with what the profile records about them.
+
+    ``mlflow`` (``--memalign-backend mlflow``) has MLflow's MemAlignOptimizer distil them;
+    it also records which cases each guideline came from and the library versions."""
+    if env.memalign_backend != "mlflow":
+        return [(g, {f"distill_error{suffix}": err} if err else {}) for g, err in distill(env, data, stage)]
+    from carebench.plural.profiles import memalign_mlflow
+
+    backend = {"name": "mlflow", **memalign_mlflow.versions()}
+    out = []
+    for g, sources, err in memalign_mlflow.distill(env, data, stage):
+        extra = {"backend": backend, f"guideline_sources{suffix}": sources}
+        out.append((g, extra | ({f"distill_error{suffix}": err} if err else {})))
+    return out
+
+
 def memories(env: Env, profile: Profile, prompt: Any) -> list[Example]:
     pool = [env.prompts[c] for c in profile.fit_cases]
     return [Example(p, profile.gold_policy(p.id)) for p in env.nearest(prompt, pool, RETRIEVAL_K)]
@@ -126,11 +143,8 @@ class MemAlign:
     freezable = True
 
     def fit(self, data: Sequence[FitData], env: Env) -> list[Profile]:
-        out = []
-        for d, (g, err) in zip(data, distill(env, data, "full"), strict=True):
-            out.append(new_profile(self.name, d, env, DEFAULT_INSTRUCTION, guidelines=g,
-                                   extra={"distill_error": err} if err else {}))
-        return out
+        return [new_profile(self.name, d, env, DEFAULT_INSTRUCTION, guidelines=g, extra=extra)
+                for d, (g, extra) in zip(data, distilled(env, data, "full"), strict=True)]
 
     def predict(self, jobs, env: Env) -> list[list[Prediction]]:
         def build(pr: Profile, p: Any):
@@ -146,14 +160,11 @@ class CascadedMemAlign:
     freezable = True
 
     def fit(self, data: Sequence[FitData], env: Env) -> list[Profile]:
-        a = distill(env, data, "interpret")
-        b = distill(env, data, "full")
-        out = []
-        for d, (ga, ea), (gb, eb) in zip(data, a, b, strict=True):
-            extra = {k: v for k, v in (("distill_error_a", ea), ("distill_error_b", eb)) if v}
-            out.append(new_profile(self.name, d, env, DEFAULT_INSTRUCTION, guidelines=gb,
-                                   guidelines_interpret=ga, extra=extra))
-        return out
+        a = distilled(env, data, "interpret", "_a")
+        b = distilled(env, data, "full", "_b")
+        return [new_profile(self.name, d, env, DEFAULT_INSTRUCTION, guidelines=gb, guidelines_interpret=ga,
+                            extra=xa | xb)
+                for d, (ga, xa), (gb, xb) in zip(data, a, b, strict=True)]
 
     def predict(self, jobs, env: Env) -> list[list[Prediction]]:
         flat = [(pr, p) for pr, prompts in jobs for p in prompts]
