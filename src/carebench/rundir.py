@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from carebench.fileio import atomic_write_text
-from carebench.jsonclean import json_default
+from carebench.jsonclean import json_default, jsonable
 from carebench.types import CarebenchError
 
 TRACKED_PACKAGES = (
@@ -57,7 +57,9 @@ def new_run_dir(suite: str, out: str | Path | None = None) -> Path:
 
 
 def write_json(path: Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(scrub(obj), indent=2, ensure_ascii=False, default=json_default) + "\n")
+    """Strict JSON: a NaN (e.g. agreement among a single practitioner) is written as null,
+    never as the bare ``NaN`` other JSON readers reject."""
+    atomic_write_text(path, json.dumps(jsonable(scrub(obj)), indent=2, ensure_ascii=False, allow_nan=False) + "\n")
 
 
 def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:

@@ -117,3 +117,30 @@ def policy_schema(
         raise ValueError(f"taxonomy {taxonomy.name!r} allows no valid intent set")
     root: dict[str, Any] = branches[0] if len(branches) == 1 else {"anyOf": branches}
     return {**root, "$defs": defs}
+
+
+def api_policy_schema(
+    taxonomy: Taxonomy, *, with_response: bool = True, extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The same answer in the subset strict API modes accept (OpenAI's strict ``json_schema``:
+    an object root, every property required, no ``uniqueItems``/``contains``/root ``anyOf``).
+
+    It keeps codes in their vocabularies and severities on their scales; the cross-field
+    rules that :func:`policy_schema` adds are checked after parsing instead (an invalid
+    combination is still scored wrong). Grammar decoders get :func:`policy_schema`.
+    """
+    def codes(field: str) -> dict[str, Any]:
+        vocab = list(taxonomy.codes(field))
+        return {"type": "array", "items": {"type": "string", "enum": vocab}, "maxItems": len(vocab)}
+
+    props: dict[str, Any] = {"intent": codes("intent")}
+    for kind, prop in SEVERITY_PROPERTY.items():
+        scale = taxonomy.severity.get(kind)
+        values = list(scale.values) if scale is not None else []
+        props[prop] = {"anyOf": [{"type": "integer", "enum": values}, {"type": "null"}]} if values \
+            else {"type": "null"}
+    props["function"] = codes("function")
+    if with_response:
+        props["response"] = codes("response")
+    props.update(extra or {})
+    return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}

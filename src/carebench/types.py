@@ -95,6 +95,18 @@ class StructuredSpec:
     labels: tuple[str, ...] = ()
     schema_json: str | None = None  # JSON text of the schema (hashable, cache-stable)
     name: str = "answer"
+    #: a stricter schema for decoders that constrain by grammar (llama.cpp). It may use what
+    #: API structured-output modes refuse (a root ``anyOf``, ``uniqueItems``, ``contains``):
+    #: sent as ``schema_json`` to OpenAI's strict mode, such a schema made the capability
+    #: probe drop the whole run to unconstrained JSON. ``None``: the grammar follows ``schema_json``.
+    grammar_schema_json: str | None = None
+
+    def payload(self) -> dict[str, Any]:
+        """The cache-key form; a spec without a grammar schema keeps its earlier key."""
+        d = asdict(self)
+        if d["grammar_schema_json"] is None:
+            del d["grammar_schema_json"]
+        return d
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +138,7 @@ class ChatRequest:
             "stop": list(self.stop),
             "logprobs": self.logprobs,
             "top_logprobs": self.top_logprobs,
-            "structured": asdict(self.structured) if self.structured else None,
+            "structured": self.structured.payload() if self.structured else None,
             "attempt": self.attempt,
         }
         return d

@@ -173,3 +173,56 @@ def test_llama_cpp_grammar_sampler_accepts_exactly_the_valid_combinations():
         bad = _answer({"intent": ["INTENT_0", "INTENT_1"], "nssi": None, "suicidal": None,
                        "function": ["FUNCTION_1"], "response": ["RESPONSE_2"]}, with_response)
         assert not sampler.accepts(grammar, _compact(bad))
+
+
+def _walk(node):
+    yield node
+    if isinstance(node, dict):
+        for v in node.values():
+            yield from _walk(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _walk(v)
+
+
+@pytest.mark.parametrize("stage", ["full", "interpret"])
+def test_api_schema_stays_in_the_strict_subset_and_the_grammar_gets_every_rule(stage):
+    """API providers get a schema OpenAI's strict mode takes (object root, every property
+    required, no uniqueItems / contains / root anyOf), so its capability probe does not drop
+    the run to unconstrained JSON; a grammar decoder gets the schema with every rule."""
+    from carebench.models.grammar import grammar_for, json_grammar
+    from carebench.plural.prompting import api_answer_schema, policy_spec
+
+    spec = policy_spec(TAX, stage)
+    api = json.loads(spec.schema_json)
+    assert api["type"] == "object" and "anyOf" not in api and "$defs" not in api
+    for node in _walk(api):
+        if isinstance(node, dict):
+            assert not {"uniqueItems", "contains", "allOf", "$ref", "minItems"} & set(node), node
+            if node.get("type") == "object":
+                assert node["additionalProperties"] is False
+                assert sorted(node["required"]) == sorted(node["properties"])
+    assert api == api_answer_schema(TAX, stage)
+    assert grammar_for(spec) == json_grammar(answer_schema(TAX, stage))
+    assert grammar_for(spec) != json_grammar(api)
+    # every valid combination passes the API schema; the rules it leaves out are checked
+    # after parsing (a severity without its intent passes here and fails validate_policy)
+    with_response = stage != "interpret"
+    validator = jsonschema.Draft202012Validator(api)
+    insts = _instances(TAX, with_response, n_random=300)
+    assert all(validator.is_valid(_answer(i, with_response)) for i in insts if _valid(TAX, i, with_response))
+    loose = [i for i in insts if not _valid(TAX, i, with_response) and validator.is_valid(_answer(i, with_response))]
+    assert loose
+
+
+def test_a_spec_without_grammar_schema_keeps_its_cache_key():
+    """The grammar schema field must not change the cache key of every other structured
+    request (cached answers and replay files of earlier runs would all miss)."""
+    from carebench.types import ChatRequest, Message, StructuredSpec
+
+    spec = StructuredSpec(kind="json", schema_json='{"type": "object"}', name="x")
+    payload = ChatRequest((Message("user", "hi"),), structured=spec).cache_payload()["structured"]
+    assert payload == {"kind": "json", "labels": (), "schema_json": '{"type": "object"}', "name": "x"}
+    with_grammar = StructuredSpec(kind="json", schema_json="{}", name="x", grammar_schema_json="{}")
+    assert ChatRequest((Message("user", "hi"),), structured=with_grammar).cache_payload()["structured"][
+        "grammar_schema_json"] == "{}"

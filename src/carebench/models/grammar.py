@@ -409,7 +409,8 @@ def grammar_for(spec: StructuredSpec) -> str:
     if spec.kind == "choice":
         return choice_grammar(spec.labels)
     if spec.kind == "json":
-        if not spec.schema_json:
+        schema = spec.grammar_schema_json or spec.schema_json
+        if not schema:
             raise CarebenchError(f"structured answer {spec.name!r} of kind json has no schema")
-        return json_grammar(spec.schema_json)
+        return json_grammar(schema)
     raise CarebenchError(f"unknown structured answer kind {spec.kind!r}")

@@ -350,7 +350,9 @@ def _gbnf(structured: StructuredSpec) -> str | None:
         from carebench.models.grammar import json_grammar
     except ImportError:
         return None
-    try:  # the grammar must describe the same JSON the response_format asks for
+    try:  # the grammar describes the JSON the response_format asks for, or a stricter subset of it
+        if structured.kind == "json" and structured.grammar_schema_json:
+            return json_grammar(structured.grammar_schema_json)
         return json_grammar(schema_for(structured))
     except (ValueError, TypeError, KeyError):  # a grammar is an optimisation; parsing stays tolerant
         return None

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from carebench.models.structured import extract_json
 from carebench.plural.policy import Policy
-from carebench.taxonomy_schema import SEVERITY_PROPERTY, policy_schema
+from carebench.taxonomy_schema import SEVERITY_PROPERTY, api_policy_schema, policy_schema
 from carebench.types import ChatRequest, Completion, Message, StructuredSpec
 
 #: shared decoding defaults (VEILED-SH, Appendix B.2)
@@ -82,11 +82,21 @@ def answer_schema(taxonomy: Any, stage: Stage = "full") -> dict[str, Any]:
     return policy_schema(taxonomy, with_response=stage != "interpret", extra={"rationale": rationale})
 
 
+def api_answer_schema(taxonomy: Any, stage: Stage = "full") -> dict[str, Any]:
+    """The answer schema API structured-output modes accept (no cross-field rules: those
+    are validated after parsing); see :func:`carebench.taxonomy_schema.api_policy_schema`."""
+    rationale = {"type": "string", "maxLength": RATIONALE_CHARS}
+    return api_policy_schema(taxonomy, with_response=stage != "interpret", extra={"rationale": rationale})
+
+
 def policy_spec(taxonomy: Any, stage: Stage = "full") -> StructuredSpec:
-    # keys stay in the schema's order: a grammar writes the properties in that order, and the
-    # labels should come before the rationale and the intent before its severities
-    schema = answer_schema(taxonomy, stage)
-    return StructuredSpec(kind="json", schema_json=json.dumps(schema), name=f"policy_{stage}")
+    """API providers get the plain schema, grammar decoders the one with every rule.
+
+    Keys stay in the schema's order: a grammar writes the properties in that order, and
+    the labels should come before the rationale and the intent before its severities."""
+    return StructuredSpec(kind="json", schema_json=json.dumps(api_answer_schema(taxonomy, stage)),
+                          name=f"policy_{stage}",
+                          grammar_schema_json=json.dumps(answer_schema(taxonomy, stage)))
 
 
 def format_labels(policy: Policy, stage: Stage = "full") -> str:
