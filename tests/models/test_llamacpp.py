@@ -74,6 +74,23 @@ def test_missing_builtin_package_names_the_extra(monkeypatch):
         lc.builtin_gguf_path()
 
 
+def test_context_size_comes_from_the_environment(tmp_path, monkeypatch):
+    """A prompt longer than 4,096 tokens (VEILED-SH E4's distillation on the built-in data)
+    needs a larger window; the variable sets it without code, and a bad value is one line."""
+    pytest.importorskip("llama_cpp", exc_type=ImportError)
+    gguf = tmp_path / "x.gguf"
+    gguf.write_bytes(b"GGUF")
+    monkeypatch.delenv("CAREBENCH_LLAMACPP_N_CTX", raising=False)
+    assert lc.LlamaCppModel(f"llamacpp:{gguf}").n_ctx == 4096
+    monkeypatch.setenv("CAREBENCH_LLAMACPP_N_CTX", "8000")
+    assert lc.LlamaCppModel(f"llamacpp:{gguf}").n_ctx == 8192  # rounded up to llama.cpp's 256 steps
+    assert lc.LlamaCppModel(f"llamacpp:{gguf}", n_ctx=512).n_ctx == 512  # an explicit size wins
+    for bad in ("big", "100"):
+        monkeypatch.setenv("CAREBENCH_LLAMACPP_N_CTX", bad)
+        with pytest.raises(CarebenchError, match="^CAREBENCH_LLAMACPP_N_CTX must be"):
+            lc.LlamaCppModel(f"llamacpp:{gguf}")
+
+
 def test_wrong_provider_rejected(tmp_path):
     with pytest.raises(CarebenchError, match="not a llamacpp"):
         lc.LlamaCppModel("openai:gpt-4o-mini")
@@ -326,7 +343,7 @@ def test_context_overflow_is_permanent(model):
     small = lc.LlamaCppModel("llamacpp:builtin", n_ctx=100)
     assert small.n_ctx == 256  # llama.cpp's own rounding, applied up front
     long = messages(("user", "word " * 300))
-    with pytest.raises(PermanentError, match="exceed context window"):
+    with pytest.raises(PermanentError, match="exceed context window.*CAREBENCH_LLAMACPP_N_CTX"):
         run(small.complete(ChatRequest(long, max_tokens=4)))
 
 

@@ -33,6 +33,7 @@ import asyncio
 import atexit
 import functools
 import importlib.util
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -328,6 +329,30 @@ def _piece(llama: Any, token: int) -> str:
     return llama.detokenize([token]).decode("utf-8", errors="replace")
 
 
+def context_size() -> int:
+    """The context window to load with: ``CAREBENCH_LLAMACPP_N_CTX`` or 4,096 tokens.
+
+    Longer prompts (a VEILED-SH E4 guideline distillation is ~4,300 tokens on the built-in
+    data) need more; SmolLM2-135M was trained on 8,192. The default stays small because
+    the KV cache grows with it and most prompts are far shorter."""
+    raw = os.environ.get("CAREBENCH_LLAMACPP_N_CTX")
+    if raw is None or not raw.strip():
+        return DEFAULT_N_CTX
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 256:
+        raise CarebenchError(f"CAREBENCH_LLAMACPP_N_CTX must be a whole number of tokens >= 256, got {raw!r}")
+    return n
+
+
+def _context_hint(e: Exception) -> str:
+    if "context window" in str(e) or "exceed context" in str(e):
+        return " (set CAREBENCH_LLAMACPP_N_CTX to a larger context, e.g. 8192)"
+    return ""
+
+
 class LlamaCppModel:
     """ChatModel over an in-process llama.cpp model (see the module docstring)."""
 
@@ -337,7 +362,7 @@ class LlamaCppModel:
         self,
         spec: ModelSpec | str,
         *,
-        n_ctx: int = DEFAULT_N_CTX,
+        n_ctx: int | None = None,
         n_threads: int = DEFAULT_N_THREADS,
         seed: int = DEFAULT_SEED,
         reuse_prefix: bool = True,
@@ -354,7 +379,7 @@ class LlamaCppModel:
         # llama.cpp rounds the context up to a multiple of 256 but llama-cpp-python sizes
         # its token buffer by the requested value; asking for the rounded size keeps the
         # two consistent (otherwise long prompts crash with a numpy broadcast error)
-        self.n_ctx = max(256, -(-int(n_ctx) // 256) * 256)
+        self.n_ctx = max(256, -(-int(n_ctx if n_ctx is not None else context_size()) // 256) * 256)
         self.n_threads = n_threads
         self.seed = seed
         self.reuse_prefix = reuse_prefix
@@ -442,7 +467,7 @@ class LlamaCppModel:
                 resp = llama.create_chat_completion(**kwargs)
             except (ValueError, RuntimeError) as e:
                 # context overflow, decode failure: retrying the same request cannot help
-                raise PermanentError(f"llama.cpp: {e}") from None
+                raise PermanentError(f"llama.cpp: {e}{_context_hint(e)}") from None
             latency = time.perf_counter() - t0
             choice = resp["choices"][0]
             text = choice["message"].get("content") or ""
@@ -527,7 +552,7 @@ class LlamaCppModel:
                     logits_processor=llama_cpp.LogitsProcessorList([cap]),
                 )
             except (ValueError, RuntimeError) as e:
-                raise PermanentError(f"llama.cpp: {e}") from None
+                raise PermanentError(f"llama.cpp: {e}{_context_hint(e)}") from None
             latency = time.perf_counter() - t0
         if cap.logits is None:
             raise PermanentError("llama.cpp produced no logits for the prompt")
