@@ -134,6 +134,25 @@ def read_models(path: str | Path, model: type[M]) -> list[M]:
         raise CarebenchError(f"{p}: not UTF-8 text (byte offset {e.start})") from None
 
 
+class ColumnarFallback(Exception):
+    """The columnar fast path cannot read this file as typed; the caller reads it line
+    by line instead, which names the offending line in its error."""
+
+
+def read_jsonl_table(path: Path, schema: Any) -> Any:
+    """A large ``records.jsonl`` as a pyarrow table of ``schema``'s columns (other fields
+    ignored), parsed in C rather than one ``json.loads`` per line; raises
+    :class:`ColumnarFallback` where a value does not fit the schema."""
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    opts = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+    try:
+        return pj.read_json(path, parse_options=opts, read_options=pj.ReadOptions(block_size=1 << 24))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OSError):
+        raise ColumnarFallback from None
+
+
 def arrow_codes(arr: Any, keep: Any = None) -> tuple[Any, list[str]]:
     """Dictionary-encode an arrow string column into int32 codes over a *sorted* vocabulary.
 

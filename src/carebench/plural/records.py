@@ -20,7 +20,9 @@ from typing import Any
 
 import numpy as np
 
+from carebench.datasets.files import ColumnarFallback as _ArrowFallback
 from carebench.datasets.files import arrow_codes as _arrow_codes
+from carebench.datasets.files import read_jsonl_table
 from carebench.plural.scoring import ERROR, JUDGMENT_STATUSES, category_mask
 from carebench.types import CarebenchError
 
@@ -274,10 +276,6 @@ def build_jury_data(
                     appropriate, satisfied, policy, has_policy, nssi, suicidal, resp_status)
 
 
-class _ArrowFallback(Exception):
-    pass
-
-
 def read_jury_columns(path: Path, categories: Sequence[str], examples: set[str] | None = None) -> JudgmentColumns:
     """Scoring columns of a run's ``records.jsonl``.
 
@@ -303,7 +301,6 @@ def read_jury_columns(path: Path, categories: Sequence[str], examples: set[str] 
 def _read_columns_arrow(p: Path, categories: Sequence[str], examples: set[str]) -> JudgmentColumns:
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.json as pj
 
     schema = pa.schema([
         ("kind", pa.string()), ("system", pa.string()), ("archetype", pa.string()), ("prompt_id", pa.string()),
@@ -311,11 +308,7 @@ def _read_columns_arrow(p: Path, categories: Sequence[str], examples: set[str]) 
         ("categories", pa.list_(pa.string())), ("text", pa.string()), ("rationale", pa.string()),
         ("error", pa.string()),
     ])
-    opts = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
-    try:
-        tab = pj.read_json(p, parse_options=opts, read_options=pj.ReadOptions(block_size=1 << 24))
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OSError):
-        raise _ArrowFallback from None
+    tab = read_jsonl_table(p, schema)
     kinds = set(pc.unique(tab["kind"]).to_pylist())
     if not kinds <= {"response", "judgment"}:
         raise _ArrowFallback  # the line reader names the line with the bad kind

@@ -23,8 +23,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from carebench.datasets.files import ColumnarFallback as _ArrowFallback
 from carebench.datasets.files import arrow_codes as _arrow_codes
-from carebench.datasets.files import read_rows
+from carebench.datasets.files import read_jsonl_table, read_rows
 from carebench.types import CarebenchError
 
 #: Statuses of a regenerated conversation (DistressBench E.6, G). ``incomplete``: a call
@@ -410,25 +411,16 @@ def read_records(path: str | Path) -> tuple[ResponseTable, VerdictTable]:
     return ResponseTable.from_records(responses), verdicts
 
 
-class _ArrowFallback(Exception):
-    pass
-
-
 def _read_verdicts_arrow(p: Path) -> VerdictTable:
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.json as pj
 
     schema = pa.schema([
         ("kind", pa.string()), ("task_id", pa.string()), ("responder", pa.string()), ("attempt", pa.int64()),
         ("criterion_id", pa.string()), ("judge", pa.string()), ("met", pa.bool_()), ("status", pa.string()),
         ("scope", pa.string()),
     ])
-    opts = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
-    try:
-        tab = pj.read_json(p, parse_options=opts, read_options=pj.ReadOptions(block_size=1 << 24))
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OSError):
-        raise _ArrowFallback from None
+    tab = read_jsonl_table(p, schema)
     return _verdicts_from_arrow(tab.filter(pc.equal(tab["kind"], "verdict")), p)
 
 
