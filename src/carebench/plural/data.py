@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from carebench.datasets.builtin import package_file
 from carebench.plural.policy import Policy
 from carebench.types import CarebenchError
 
@@ -24,7 +24,7 @@ ARCHETYPES = ("peer", "clinician")
 
 
 def builtin_path(name: str) -> Path:
-    return Path(str(resources.files("carebench") / "data" / "plural" / name))
+    return package_file("plural", name)
 
 
 def resolve(source: str | Path, name: str) -> Path:
