@@ -27,20 +27,29 @@ app = typer.Typer(
 models_app = typer.Typer(help="Model providers.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 
-_MOUNTED: list[str] = []
+_MOUNTED: set[str] = set()
 
 
-def _mount_suites() -> None:
-    """Add each suite's and tool's sub-app once (``main`` may run many times in one process)."""
-    if _MOUNTED:
-        return
-    _MOUNTED.append("done")
+def _mount_suites(only: str | None = None) -> None:
+    """Add the suites' and tools' sub-apps, each once (``main`` may run many times in one process).
+
+    With ``only`` naming a suite or tool, just that one is imported: a command such as
+    ``carebench support rescore`` then does not pay for importing every other suite
+    (about a second: risk alone pulls in SciPy's statistics and the sweep).
+    """
     from carebench.suites import SUITES, TOOLS
 
-    for name, entry in SUITES.items():
-        app.add_typer(entry.app(), name=name)
-    for name, tool in TOOLS.items():
-        app.add_typer(tool(), name=name)
+    apps = {name: entry.app for name, entry in SUITES.items()} | dict(TOOLS)
+    names = [only] if only in apps else list(apps)
+    for name in names:
+        if name not in _MOUNTED:
+            _MOUNTED.add(name)
+            app.add_typer(apps[name](), name=name)
+
+
+def _command_name(argv: list[str]) -> str | None:
+    """The first word of the command line that is not an option (the suite, for suite commands)."""
+    return next((a for a in argv if not a.startswith("-")), None)
 
 
 @app.command()
@@ -136,7 +145,7 @@ INTERRUPTED = "carebench: interrupted; completed model calls are cached, re-run 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; user mistakes end in at most a usage line and one error line, exit 2."""
-    _mount_suites()
+    _mount_suites(_command_name(sys.argv[1:] if argv is None else argv))
     try:
         rc = app(args=argv, prog_name="carebench", standalone_mode=False)
     except RunStopped as e:  # before CarebenchError: a suite's stop may be both

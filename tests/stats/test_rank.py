@@ -44,3 +44,27 @@ def test_degenerate():
     assert np.isnan(stats.spearman_rho([1, 1, 1], [1, 2, 3]))
     with pytest.raises(ValueError):
         stats.spearman_rho([1], [1])
+
+
+def test_ranks_and_rho_equal_scipy_on_tied_and_untied_data():
+    # an independent reference: scipy.stats (carebench computes these with numpy)
+    from scipy.stats import rankdata, spearmanr
+
+    rng = np.random.default_rng(7)
+    for n in (2, 3, 5, 25, 200):
+        for ties in (False, True):
+            x = rng.integers(0, 4, n).astype(float) if ties else rng.normal(size=n)
+            y = rng.integers(0, 3, n).astype(float) if ties else rng.normal(size=n)
+            if np.ptp(x) == 0 or np.ptp(y) == 0:
+                continue
+            assert np.array_equal(stats.ranks(x, higher_is_better=False), rankdata(x, method="average"))
+            assert np.array_equal(stats.ranks(x), rankdata(-x, method="average"))
+            assert stats.spearman_rho(x, y) == pytest.approx(spearmanr(x, y).statistic, abs=1e-12)
+
+
+def test_a_missing_score_gives_no_rank_as_in_scipy():
+    from scipy.stats import rankdata
+
+    assert np.isnan(stats.spearman_rho([1.0, np.nan, 3.0], [1.0, 2.0, 3.0]))
+    assert np.isnan(stats.ranks(np.array([1.0, np.nan, 3.0]))).all()
+    assert np.isnan(rankdata([1.0, np.nan, 3.0], nan_policy="propagate")).all()

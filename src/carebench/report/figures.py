@@ -221,7 +221,7 @@ def heatmap(
                     text += f"\n({_fmt_annotation(ann[i, j])})"
                 dark = math.isfinite(v) and (v - lo) / span > 0.6
                 ax.text(j, i, _tx(text), ha="center", va="center", fontsize=8.5,
-                        color="white" if dark else "#1b1f24")
+                        color="white" if dark else "#1b1f24", in_layout=False)
         ax.set_title(_tx(title))
         if xlabel:
             ax.set_xlabel(_tx(xlabel))

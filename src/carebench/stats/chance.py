@@ -33,7 +33,6 @@ from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
-from scipy.stats import binom
 
 from carebench.stats._validation import StatsError
 from carebench.stats.classification import high_risk_mask
@@ -70,6 +69,8 @@ def expected_f1(n_pos: int, n_total: int, q: float) -> float:
     """
     if n_pos == 0:
         return 0.0
+    from scipy.stats import binom  # here, not at import: scipy.stats takes most of a second to load
+
     m = np.arange(n_total + 1)
     pmf = binom.pmf(m, n_total, q)
     return float(np.sum(pmf * 2.0 * (m * n_pos / n_total) / (n_pos + m)))

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from carebench.datasets.files import ColumnarFallback as _ArrowFallback
 from carebench.datasets.files import arrow_codes as _arrow_codes
@@ -186,6 +185,8 @@ class VerdictRecord:
 
 def _codes(values: Sequence[Any] | np.ndarray, vocab: Sequence[str] | None = None) -> tuple[np.ndarray, list[str]]:
     """Factorize strings into int32 codes over a sorted vocabulary (or a given one)."""
+    import pandas as pd  # here: re-scoring from records.parquet never needs it (0.2 s to import)
+
     arr = np.asarray(values, dtype=object) if not isinstance(values, np.ndarray) else values
     codes, uniques = pd.factorize(arr, sort=True)
     uniques = [str(u) for u in uniques]
@@ -273,8 +274,10 @@ class VerdictTable:
             cols["met"], status, scope,
         )
 
-    def to_frame(self) -> pd.DataFrame:
-        """Human-readable tidy frame (categoricals, so it stays small)."""
+    def to_frame(self) -> Any:
+        """Human-readable tidy frame (a pandas DataFrame of categoricals, so it stays small)."""
+        import pandas as pd
+
         return pd.DataFrame({
             "task_id": pd.Categorical.from_codes(self.task, self.tasks),
             "responder": pd.Categorical.from_codes(self.responder, self.responders),

@@ -1,0 +1,41 @@
+"""Heavy imports stay off the paths that do not need them.
+
+Why: ``carebench support rescore`` on a paper-size run has a budget of seconds, and
+importing every suite (risk pulls in the sweep) or ``scipy.stats`` (0.6-0.9 s) or
+pandas (0.2 s) cost a third of it. These checks run in a fresh interpreter, so what
+other tests imported does not hide a regression.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def _modules_after(code: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", code + "\nimport sys\nprint('\\n'.join(sys.modules))"],
+                         capture_output=True, text=True, check=True)
+    return set(out.stdout.split())
+
+
+def test_a_suite_command_imports_only_that_suite():
+    mods = _modules_after("from carebench.cli import main\n"
+                          "try:\n    main(['support', 'rescore', '--help'])\nexcept SystemExit:\n    pass")
+    assert "carebench.support.cli" in mods
+    assert not {m for m in mods if m.split(".")[:2] in (["carebench", "risk"], ["carebench", "plural"],
+                                                         ["carebench", "construct"], ["carebench", "annotate"])}
+
+
+def test_the_top_level_help_still_lists_every_suite():
+    out = subprocess.run([sys.executable, "-m", "carebench", "--help"], check=False, capture_output=True, text=True)
+    assert out.returncode == 0
+    for name in ("risk", "support", "plural", "construct", "annotate", "demo", "report"):
+        assert f" {name} " in out.stdout
+
+
+def test_support_rescoring_modules_import_neither_scipy_stats_nor_pandas():
+    mods = _modules_after("import carebench.support.experiment, carebench.support.analyses, "
+                          "carebench.support.report, carebench.stats")
+    assert "carebench.support.analyses" in mods
+    assert "scipy.stats" not in mods
+    assert "pandas" not in mods
