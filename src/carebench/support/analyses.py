@@ -20,6 +20,7 @@ medians and the pooled rates.
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Iterable, Sequence
@@ -77,6 +78,11 @@ class _Boot:
         """Resampled ``sum(num)/sum(den)`` over tasks; num/den ``(T, K)`` -> ``(K, B)``."""
         with np.errstate(invalid="ignore", divide="ignore"):
             return ((self.W @ num) / (self.W @ den)).T
+
+    @functools.cached_property
+    def WT(self) -> np.ndarray:
+        """``W`` transposed, contiguous: the resamples of a subset of tasks are rows of it."""
+        return np.ascontiguousarray(self.W.T)
 
     def ratio_over(self, num: np.ndarray, resampled_den: np.ndarray) -> np.ndarray:
         """:meth:`ratio` with the denominator's resampled sums ``(B, K)`` already known."""
@@ -230,20 +236,20 @@ def _recognition_without_intervention(sc: Scored, boot: _Boot) -> dict[str, Any]
     out: dict[str, Any] = {
         "definition": "share of recognized conversations (every recognition criterion earned; task carries "
         "recognition and resources criteria; final turn non-empty) that fail >= 1 actionable-resources criterion",
-        "pooled": _ratio_entry(pooled_num[:, 0], pooled_den[:, 0], boot.ratio(pooled_num, pooled_den)[0]),
+        "pooled": _ratio_entry(pooled_num[:, 0], pooled_den[:, 0], _ci(boot.ratio(pooled_num, pooled_den)[0])),
         "per_model": {},
     }
-    samples = boot.ratio(num, den)
+    cis = _ci(boot.ratio(num, den))
     for i, r in enumerate(sc.responders):
-        out["per_model"][r] = _ratio_entry(num[:, i], den[:, i], samples[i])
+        out["per_model"][r] = _ratio_entry(num[:, i], den[:, i], cis[i])
     return out
 
 
-def _ratio_entry(num: np.ndarray, den: np.ndarray, samples: np.ndarray) -> dict[str, Any]:
+def _ratio_entry(num: np.ndarray, den: np.ndarray, ci: list[float]) -> dict[str, Any]:
     n, d = float(num.sum()), float(den.sum())
     return {
         "rate": n / d if d > 0 else float("nan"),
-        "ci": _ci(samples) if d > 0 else [float("nan"), float("nan")],
+        "ci": ci if d > 0 else [float("nan"), float("nan")],
         "failures": int(n),
         "recognized": int(d),
     }
@@ -258,6 +264,7 @@ def _slices(sc: Scored, S: np.ndarray, boot: _Boot) -> dict[str, Any]:
     pooled = _nanmean(S[mi], axis=0) if mi else np.full(sc.tasks.n_tasks, np.nan)  # (T,)
     axes = {a: sc.tasks.meta[a] for a in META_AXES}
     axes["subcategory"] = sc.tasks.subcategory
+    gaps = _SliceGaps(S[mi].T, boot) if mi else None
     out: dict[str, Any] = {}
     for axis, labels in axes.items():
         lab = np.asarray(labels, dtype=object)
@@ -265,16 +272,18 @@ def _slices(sc: Scored, S: np.ndarray, boot: _Boot) -> dict[str, Any]:
         ind = np.stack([(lab == v) for v in values], axis=1).astype(float)  # (T, V)
         okp = ~np.isnan(pooled)
         pooled_samples = boot.ratio(ind * np.where(okp, pooled, 0)[:, None], ind * okp[:, None])  # (V, B)
+        pooled_ci = _ci(pooled_samples)
         entry: dict[str, Any] = {}
         for k, v in enumerate(values):
             sel = lab == v
             entry[v] = {
                 "n_tasks": int(sel.sum()),
                 "pooled": float(_nanmean(pooled[sel])) if sel.any() else float("nan"),
-                "pooled_ci": _ci(pooled_samples[k]),
+                "pooled_ci": pooled_ci[k],
                 "per_model": {sc.responders[i]: float(_nanmean(S[i, sel])) for i in range(len(sc.responders))},
             }
-        res: dict[str, Any] = {"values": entry, "differences": _slice_differences(sc, S, boot, lab, values)}
+        diffs = _slice_differences(sc, gaps, lab, values) if gaps is not None and len(values) >= 2 else {}
+        res: dict[str, Any] = {"values": entry, "differences": diffs}
         if len(values) == 2:
             a, b = values
             diff = entry[a]["pooled"] - entry[b]["pooled"]
@@ -283,7 +292,24 @@ def _slices(sc: Scored, S: np.ndarray, boot: _Boot) -> dict[str, Any]:
     return out
 
 
-def _slice_differences(sc: Scored, S: np.ndarray, boot: _Boot, lab: np.ndarray, values: list[str]) -> dict[str, Any]:
+class _SliceGaps:
+    """Per-model task scores ``X`` (T, M) of the models and what every slice of every axis
+    shares: the zero-filled scores, and the resampled count of tasks each model has."""
+
+    def __init__(self, X: np.ndarray, boot: _Boot):
+        self.boot = boot
+        self.ok = ~np.isnan(X)
+        self.Xz = np.where(self.ok, X, 0.0)
+        self.okf = self.ok.astype(float)
+        self.tasks_all = boot.W @ self.okf  # (B, M) resampled task counts: integers, so exact in any order
+
+    def tasks_in(self, sel: np.ndarray) -> np.ndarray:
+        """Resampled count of tasks in ``sel`` each model has ``(B, M)``: sums of small integers,
+        exact whatever the summation order, so taken over the selected tasks only."""
+        return self.boot.WT[sel].T @ self.okf[sel]
+
+
+def _slice_differences(sc: Scored, gaps: _SliceGaps, lab: np.ndarray, values: list[str]) -> dict[str, Any]:
     """"Do some models do worse on this slice?" for every value of an axis, not only two-valued ones.
 
     For value v and model m, ``gap[m, v]`` = mean task score in v minus mean over the
@@ -293,32 +319,34 @@ def _slice_differences(sc: Scored, S: np.ndarray, boot: _Boot, lab: np.ndarray, 
     an excess whose interval lies below zero is flagged.
     """
     mi = _models(sc)
+    boot, Xz, ok = gaps.boot, gaps.Xz, gaps.ok
     out: dict[str, Any] = {}
-    if len(values) < 2 or not mi:
-        return out
-    X = S[mi].T  # (T, M)
-    ok = ~np.isnan(X)
-    Xz = np.where(ok, X, 0.0)
-    okf = ok.astype(float)
-    tasks_all = boot.W @ okf  # (B, M) resampled task counts: integers, so exact in any order
+    inside_outside: tuple[np.ndarray, np.ndarray] | None = None
     for v in values:
         sel = lab == v
         ins = sel.astype(float)[:, None]
         outs = 1.0 - ins
-        tasks_in = boot.W[:, sel] @ okf[sel]  # exact as well, so the counts outside are too
-        gin = boot.ratio_over(Xz * ins, tasks_in)  # (M, B)
-        gout = boot.ratio_over(Xz * outs, tasks_all - tasks_in)
+        if len(values) == 2 and inside_outside is not None:
+            # two values: inside this one is outside the other (same operands bit for bit, so
+            # the same products): swap instead of multiplying again
+            gout, gin = inside_outside
+        else:
+            tasks_in = gaps.tasks_in(sel)
+            gin = boot.ratio_over(Xz * ins, tasks_in)  # (M, B)
+            gout = boot.ratio_over(Xz * outs, gaps.tasks_all - tasks_in)
+            inside_outside = gin, gout
         with np.errstate(invalid="ignore", divide="ignore"):
             full_gap = (Xz * ins).sum(0) / (ok * ins).sum(0) - (Xz * outs).sum(0) / (ok * outs).sum(0)
         samples = gin - gout
         pooled_s = _nanmean(samples, axis=0)
         pooled = float(_nanmean(full_gap))
+        gap_ci, excess_ci = _ci(samples), _ci(samples - pooled_s)
         per: dict[str, Any] = {}
         for k, i in enumerate(mi):
             excess = float(full_gap[k] - pooled)
-            ci = _ci(samples[k] - pooled_s)
+            ci = excess_ci[k]
             per[sc.responders[i]] = {
-                "gap": float(full_gap[k]), "gap_ci": _ci(samples[k]),
+                "gap": float(full_gap[k]), "gap_ci": gap_ci[k],
                 "excess": excess, "excess_ci": ci,
                 "worse": bool(ci[1] is not None and not math.isnan(ci[1]) and ci[1] < 0),
             }
@@ -621,12 +649,13 @@ def analyze(
     board = _leaderboard(sc, S, boot, B, seed)
     band_of = board.pop("band_of", {})
     models: dict[str, Any] = {}
+    score_ci, full_ci = _ci(score_samples), _ci(full_samples)
     for i, r in enumerate(sc.responders):
         models[r] = {
             "score": base[r],
-            "ci": _ci(score_samples[i]),
+            "ci": score_ci[i],
             "full_satisfaction": full[r],
-            "full_satisfaction_ci": _ci(full_samples[i]),
+            "full_satisfaction_ci": full_ci[i],
             "n_tasks": int((~np.isnan(S[i])).sum()),
             "n_conversations": int((sc.conv_resp == i).sum()),
             "is_reference": r == REFERENCE,

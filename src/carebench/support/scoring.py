@@ -197,9 +197,15 @@ _HARNESS_CODES = [RESPONSE_STATUSES.index(s) for s in sorted(HARNESS_FAILURE_STA
 
 @dataclass
 class _Keys:
-    """What scoring derives from the records before a panel is chosen: conversation keys
-    and each verdict's task, conversation key and criterion. Every panel scored from the
-    same records and scope (leave-one-judge-out, own-family panels) reuses them."""
+    """What scoring derives from the records before a panel is chosen, for one scope.
+
+    Every panel scored from the same records and scope (the main panel, leave-one-judge-out,
+    own-family panels) reuses it, so the per-verdict work (1.6 M verdicts at DistressBench's
+    scale) is done once: each verdict is placed in its cell of the *unfiltered* conversation
+    list and collapsed to one vote per (cell, judge) for every judge present; what a panel
+    needs is then a choice of judge columns and of the conversations its harness failures
+    leave, over arrays sized by cells and conversations, not verdicts.
+    """
 
     source: tuple[int, int, int, str]  # ids of the tasks, responses and verdicts, and the scope
     responders: list[str]
@@ -209,10 +215,25 @@ class _Keys:
     r_att: np.ndarray
     rkey: np.ndarray
     first: np.ndarray  # first record of each conversation key, in record order
-    in_scope: np.ndarray
-    known: np.ndarray
-    vkey: np.ndarray
-    criterion: np.ndarray  # global criterion of each in-scope verdict of a known conversation, else -1
+    resp_failed: np.ndarray  # per conversation of ``first``: the responder's call failed
+    # cells of every conversation of ``first`` (criteria of conversation c at cell_offset[c]:cell_offset[c+1])
+    n_crit: np.ndarray
+    cell_crit: np.ndarray
+    # per (cell, judge of the verdict vocabulary): the first recorded vote (MET / NOT_MET / FAILED
+    # for a failed verdict or none) and its verdict status (-1: none)
+    vote: np.ndarray
+    vote_status: np.ndarray
+    # per (conversation, judge): in-scope verdicts, those naming no criterion of the task, those
+    # with a usable (met or not met) and a met verdict, and whether any call failed (status error)
+    conv_verdicts: np.ndarray
+    conv_unknown: np.ndarray
+    conv_usable: np.ndarray
+    conv_met: np.ndarray
+    conv_error: np.ndarray
+    # per judge: in-scope verdicts, and those of no recorded conversation (or unknown task/responder)
+    judge_in_scope: np.ndarray
+    judge_no_conversation: np.ndarray
+    n_other_scope: int
 
 
 def _keys(tt: TaskTable, responses: ResponseTable, verdicts: VerdictTable, scope: str) -> _Keys:
@@ -231,27 +252,68 @@ def _keys(tt: TaskTable, responses: ResponseTable, verdicts: VerdictTable, scope
     rkey = (r_task * R + r_resp) * A + r_att
     _ukeys, first = np.unique(rkey, return_index=True)
     first = np.sort(first)  # keep response order stable
+    n_conv = first.size
+    lookup = np.full(T * R * A, -1, np.int64)
+    lookup[rkey[first]] = np.arange(n_conv)
+    n_crit = tt.n_criteria[r_task[first]]
+    cell_offset = np.concatenate([[0], np.cumsum(n_crit)])
+    n_cells = int(cell_offset[-1])
+    cell_conv = np.repeat(np.arange(n_conv), n_crit)
+    cell_crit = tt.offset[r_task[first]][cell_conv] + (np.arange(n_cells) - cell_offset[cell_conv])
 
-    # ---- verdict keys
+    # ---- each verdict's conversation (-1: none recorded, or an unknown task or responder)
     v_task = _remap(verdicts.tasks, tpos)[verdicts.task]
     v_resp = _remap(verdicts.responders, rpos)[verdicts.responder]
     v_att = np.searchsorted(attempts, verdicts.attempt)
     in_scope = verdicts.scope == SCOPES.index(scope)
-    known = (v_task >= 0) & (v_resp >= 0)
-    vkey = np.where(known, (v_task * R + np.maximum(v_resp, 0)) * A + v_att, -1)
-    # (task, criterion id) -> global criterion, through a dense table over the pairs present
+    known = in_scope & (v_task >= 0) & (v_resp >= 0)
+    conv = np.full(len(verdicts), -1, np.int64)
+    kn = np.flatnonzero(known)
+    conv[kn] = lookup[(v_task[kn] * R + v_resp[kn]) * A + v_att[kn]]
+    J = len(verdicts.judges)
+    judge_in_scope = np.bincount(verdicts.judge[in_scope], minlength=J)
+    judge_no_conversation = np.bincount(verdicts.judge[in_scope & (conv < 0)], minlength=J)
+
+    # ---- (task, criterion id) -> global criterion, through a dense table over the pairs present
     # (linear time: the pairs are bounded by tasks x criterion ids, the verdicts are not)
-    idx = np.flatnonzero(in_scope & known)
+    idx = np.flatnonzero(conv >= 0)
     C = max(len(verdicts.criteria), 1)
     pair = v_task[idx] * C + verdicts.criterion[idx]
     upair = np.flatnonzero(np.bincount(pair, minlength=T * C)) if idx.size else np.zeros(0, np.int64)
     cpos = {(int(ct), cid): g for g, (ct, cid) in enumerate(zip(tt.crit_task.tolist(), tt.crit_ids, strict=True))}
     g_of_pair = np.full(T * C, -1, np.int64)
     g_of_pair[upair] = [cpos.get((int(p // C), verdicts.criteria[int(p % C)]), -1) for p in upair]
-    criterion = np.full(len(verdicts), -1, np.int64)
-    criterion[idx] = g_of_pair[pair]
+    g = g_of_pair[pair]
+
+    # ---- per (conversation, judge) counts
+    met, status = verdicts.met[idx], verdicts.status[idx]
+    cj = conv[idx] * J + verdicts.judge[idx]
+    n_cj = n_conv * J
+
+    def per_conv(weights: np.ndarray | None = None) -> np.ndarray:
+        return np.bincount(cj, weights=weights, minlength=n_cj).reshape(n_conv, J)
+
+    conv_verdicts = per_conv()
+    conv_unknown = per_conv(g < 0).astype(np.int64)
+    conv_usable = per_conv(met != FAILED).astype(np.int64)
+    conv_met = per_conv(met == MET).astype(np.int64)
+    conv_error = per_conv(status == VERDICT_STATUSES.index("error")) > 0
+
+    # ---- the first vote of each (cell, judge), for every judge
+    ok = g >= 0
+    vidx, g, cj_conv = idx[ok], g[ok], conv[idx[ok]]
+    cell = cell_offset[cj_conv] + (g - tt.offset[tt.crit_task[g]])
+    vote_key = cell * J + verdicts.judge[vidx]
+    keep = _first_of_each(vote_key, n_cells * J)
+    vote = np.full(n_cells * J, FAILED, np.int8)
+    vote_status = np.full(n_cells * J, -1, np.int8)
+    vote[vote_key[keep]] = verdicts.met[vidx[keep]]
+    vote_status[vote_key[keep]] = verdicts.status[vidx[keep]]
     return _Keys((id(tt), id(responses), id(verdicts), scope), responders, r_task, r_resp, attempts, r_att,
-                 rkey, first, in_scope, known, vkey, criterion)
+                 rkey, first, np.isin(responses.status[first], _HARNESS_CODES), n_crit, cell_crit,
+                 vote.reshape(n_cells, J), vote_status.reshape(n_cells, J), conv_verdicts, conv_unknown,
+                 conv_usable, conv_met, conv_error, judge_in_scope, judge_no_conversation,
+                 int((~in_scope).sum()))
 
 
 def _distinct(values: np.ndarray) -> np.ndarray:
@@ -293,31 +355,32 @@ def score(
         raise CarebenchError(f"scope must be one of {list(SCOPES)}, got {scope!r}")
     if panel is not None and not list(panel):
         raise CarebenchError("the judge panel is empty")
+    base = keys if keys is not None and keys.source == (id(tt), id(responses), id(verdicts), scope) else (
+        _keys(tt, responses, verdicts, scope))
     if panel is None:  # every judge with a verdict in this scope
-        present = np.flatnonzero(np.bincount(verdicts.judge[verdicts.scope == SCOPES.index(scope)],
-                                             minlength=len(verdicts.judges)))
-        panel = sorted(verdicts.judges[j] for j in present.tolist())
+        panel = sorted(verdicts.judges[j] for j in np.flatnonzero(base.judge_in_scope).tolist())
     else:
         panel = list(dict.fromkeys(panel))
     P = len(panel)
     counts: dict[str, int] = {}
-    base = keys if keys is not None and keys.source == (id(tt), id(responses), id(verdicts), scope) else (
-        _keys(tt, responses, verdicts, scope))
-    responders, r_task, r_resp, r_att, rkey = base.responders, base.r_task, base.r_resp, base.r_att, base.rkey
-    attempts, in_scope, known, vkey, first = base.attempts, base.in_scope, base.known, base.vkey, base.first
-    T, R, A = tt.n_tasks, len(responders), max(len(attempts), 1)
-    counts["duplicate_responses"] = int(len(responses) - first.size)
-    jpos = _remap(verdicts.judges, {j: i for i, j in enumerate(panel)})[verdicts.judge]
-    in_panel = jpos >= 0
+    responders, r_task, r_resp, r_att = base.responders, base.r_task, base.r_resp, base.r_att
+    T, R = tt.n_tasks, len(responders)
+    counts["duplicate_responses"] = int(len(responses) - base.first.size)
+    jpos = {j: i for i, j in enumerate(verdicts.judges)}
+    seat = [(p, jpos[j]) for p, j in enumerate(panel) if j in jpos]  # panel seats with recorded verdicts
+    cols = [j for _, j in seat]
+    in_panel = np.zeros(len(verdicts.judges), bool)
+    in_panel[cols] = True
 
     # ---- harness failures: a responder or panel-judge call failed after every retry.
     # Not a blank the endpoint produced (E.6): the conversation is excluded and counted.
-    judge_failed = in_scope & in_panel & known & (verdicts.status == VERDICT_STATUSES.index("error"))
-    resp_failed = np.isin(responses.status[first], _HARNESS_CODES)
-    judge_failed_conv = np.isin(rkey[first], vkey[judge_failed]) & ~resp_failed
+    resp_failed = base.resp_failed
+    judge_failed_conv = base.conv_error[:, cols].any(axis=1) & ~resp_failed
     incomplete = resp_failed | judge_failed_conv
-    failed_first = first[incomplete]
-    first = first[~incomplete]
+    kept = ~incomplete
+    everything = bool(kept.all())
+    first = base.first if everything else base.first[kept]
+    failed_first = base.first[incomplete]
     counts["harness_failures"] = int(incomplete.sum())
     counts["harness_failures_responder_call"] = int(resp_failed.sum())
     counts["harness_failures_judge_call"] = int(judge_failed_conv.sum())
@@ -329,45 +392,45 @@ def score(
         conv_empty = conv_empty & np.array([all(responses.assistant_blank[i]) if responses.assistant_blank[i]
                                              else True for i in first.tolist()], dtype=bool)
     n_conv = first.size
-    lookup = np.full(T * R * A, -1, np.int64)
-    lookup[rkey[first]] = np.arange(n_conv)
 
-    # ---- cells
-    ncrit = tt.n_criteria[conv_task]
+    # ---- cells of the kept conversations
+    ncrit = base.n_crit if everything else base.n_crit[kept]
     cell_offset = np.concatenate([[0], np.cumsum(ncrit)])
     n_cells = int(cell_offset[-1])
     cell_conv = np.repeat(np.arange(n_conv), ncrit)
-    cell_crit = tt.offset[conv_task][cell_conv] + (np.arange(n_cells) - cell_offset[cell_conv])
+    kept_cell = None if everything else np.repeat(kept, base.n_crit)
+    cell_crit = base.cell_crit if everything else base.cell_crit[kept_cell]
 
-    # ---- verdicts -> (cell, panel position)
-    conv = np.where(known, lookup[np.maximum(vkey, 0)], -1)
-    of_failed = in_scope & in_panel & np.isin(vkey, rkey[failed_first])
-    counts["verdicts_recorded"] = len(verdicts)
-    counts["verdicts_other_scope"] = int((~in_scope).sum())
-    counts["verdicts_outside_panel"] = int((in_scope & ~in_panel).sum())
-    counts["verdicts_of_incomplete_conversations"] = int(of_failed.sum())
-    counts["verdicts_without_response"] = int((in_scope & in_panel & (conv < 0) & ~of_failed).sum())
-    use = in_scope & in_panel & (conv >= 0)
-    idx = np.flatnonzero(use)
-    g = base.criterion[idx]  # global criterion of each used verdict (-1: the task has no such criterion)
-    counts["verdicts_unknown_criterion"] = int((g < 0).sum())
-    idx, g = idx[g >= 0], g[g >= 0]
-    c = conv[idx]
-    cell = cell_offset[c] + (g - tt.offset[tt.crit_task[g]])
-    vote_key = cell * max(P, 1) + jpos[idx]
-    keep = _first_of_each(vote_key, n_cells * max(P, 1))  # first occurrence of each (cell, judge)
-    counts["duplicate_verdicts_collapsed"] = int(idx.size - keep.size)
-    kidx, kcell = idx[keep], cell[keep]
-    met, status = verdicts.met[kidx], verdicts.status[kidx]
-    counts["votes_used"] = int(kidx.size)
-    for si, s in enumerate(VERDICT_STATUSES):
-        counts[f"votes_{s}"] = int((status == si).sum())
+    # ---- panel votes: the judges' columns of the collapsed votes
+    vote = base.vote if everything else base.vote[kept_cell]
+    vote_status = base.vote_status if everything else base.vote_status[kept_cell]
     judge_votes = np.full((n_cells, max(P, 1)), FAILED, np.int8)  # per panel seat, for judge agreement
-    judge_votes[kcell, jpos[kidx]] = met
-    votes = np.bincount(kcell * 3 + (met == NOT_MET) * 1 + (met == FAILED) * 2, minlength=3 * n_cells)
-    votes = votes.reshape(n_cells, 3)
-    votes[:, 2] = P - votes[:, 0] - votes[:, 1]  # failed or missing
-    counts["votes_missing"] = int(votes[:, 2].sum() - (met == FAILED).sum())
+    for p, j in seat:
+        judge_votes[:, p] = vote[:, j]
+    seat_status = vote_status[:, cols]
+    n_met = np.zeros(n_cells, np.int64)
+    n_not = np.zeros(n_cells, np.int64)
+    for p, _ in seat:
+        n_met += judge_votes[:, p] == MET
+        n_not += judge_votes[:, p] == NOT_MET
+    votes = np.stack([n_met, n_not, P - n_met - n_not], axis=1)  # met, not met, failed or missing
+
+    conv_verdicts = base.conv_verdicts[:, cols]
+    counts["verdicts_recorded"] = len(verdicts)
+    counts["verdicts_other_scope"] = base.n_other_scope
+    counts["verdicts_outside_panel"] = int(base.judge_in_scope[~in_panel].sum())
+    counts["verdicts_of_incomplete_conversations"] = int(conv_verdicts[incomplete].sum())
+    counts["verdicts_without_response"] = int(base.judge_no_conversation[cols].sum())
+    unknown = base.conv_unknown[:, cols] if everything else base.conv_unknown[kept][:, cols]
+    counts["verdicts_unknown_criterion"] = int(unknown.sum())
+    used = seat_status >= 0
+    n_used = int(used.sum())
+    of_kept = conv_verdicts if everything else conv_verdicts[kept]
+    counts["duplicate_verdicts_collapsed"] = int(of_kept.sum()) - int(unknown.sum()) - n_used
+    counts["votes_used"] = n_used
+    for si, s in enumerate(VERDICT_STATUSES):
+        counts[f"votes_{s}"] = int((seat_status == si).sum())
+    counts["votes_missing"] = n_cells * P - n_used
 
     empty_cell = conv_empty[cell_conv]
     state = panel_states(votes[:, 0], votes[:, 1], P)
@@ -385,48 +448,60 @@ def score(
     conv_full = (n_pass == n_app) & (n_app > 0) & ~conv_empty
 
     judged = ~empty_cell
+    failed_vote = judged & (votes[:, 2] > 0)
     counts["conversations"] = int(n_conv)
     counts["conversations_empty"] = int(conv_empty.sum())
     counts["cells"] = int(n_cells)
     counts["cells_not_judged_empty"] = int(empty_cell.sum())
     counts["cells_undecided"] = int((state == S_UNDECIDED).sum())
-    counts["cells_with_failed_or_missing_vote"] = int((judged & (votes[:, 2] > 0)).sum())
+    counts["cells_with_failed_or_missing_vote"] = int(failed_vote.sum())
     counts["cells_split_vote"] = int((judged & (votes[:, 0] > 0) & (votes[:, 1] > 0)).sum())
     per: dict[str, dict[str, int]] = {}
     cell_resp = conv_resp[cell_conv]
-    und = np.bincount(cell_resp, weights=state == S_UNDECIDED, minlength=R)
-    fail = np.bincount(cell_resp, weights=judged & (votes[:, 2] > 0), minlength=R)
-    v_resp_k = conv_resp[c[keep]]
-    pe = np.bincount(v_resp_k, weights=status == VERDICT_STATUSES.index("parse_error"), minlength=R)
-    er = np.bincount(v_resp_k, weights=status == VERDICT_STATUSES.index("error"), minlength=R)
+
+    def by_responder(cells: np.ndarray) -> np.ndarray:  # cell positions -> count per responder
+        return np.bincount(cell_resp[cells], minlength=R)
+
+    und = by_responder(state == S_UNDECIDED)
+    fail = by_responder(failed_vote)
+    # votes with a status, per responder: flat (cell, seat) positions // seats = cells (repeated per vote)
+    pe = by_responder(np.flatnonzero(seat_status == VERDICT_STATUSES.index("parse_error")) // max(len(cols), 1))
+    er = by_responder(np.flatnonzero(seat_status == VERDICT_STATUSES.index("error")) // max(len(cols), 1))
     failed_resp = r_resp[failed_first]
-    scored_pairs = set(zip(conv_resp.tolist(), conv_task.tolist(), strict=True))
+    n_failed = np.bincount(failed_resp, minlength=R)
+    # tasks with a harness failure and no scored attempt: out of that responder's mean
+    scored_rt = np.zeros(R * T, bool)
+    scored_rt[conv_resp * T + conv_task] = True
+    failed_rt = np.unique(failed_resp * T + r_task[failed_first])
+    excluded = np.bincount(failed_rt[~scored_rt[failed_rt]] // max(T, 1), minlength=R)
+    n_mine = np.bincount(conv_resp, minlength=R)
+    n_empty = np.bincount(conv_resp[conv_empty], minlength=R)
     for ri, name in enumerate(responders):
-        mine = conv_resp == ri
-        failed_tasks = set(r_task[failed_first][failed_resp == ri].tolist())
         per[name] = {
-            "harness_failures": int((failed_resp == ri).sum()),
-            #: tasks with a harness failure and no scored attempt: out of this responder's mean
-            "tasks_excluded": int(sum((ri, t) not in scored_pairs for t in failed_tasks)),
-            "conversations": int(mine.sum()),
-            "conversations_empty": int((conv_empty & mine).sum()),
+            "harness_failures": int(n_failed[ri]),
+            "tasks_excluded": int(excluded[ri]),
+            "conversations": int(n_mine[ri]),
+            "conversations_empty": int(n_empty[ri]),
             "cells_undecided": int(und[ri]),
             "cells_with_failed_or_missing_vote": int(fail[ri]),
             "votes_parse_error": int(pe[ri]),
             "votes_error": int(er[ri]),
         }
-    # individual judges' met-rates per responder (leniency, self-preference)
-    all_j = in_scope & (conv >= 0) & (verdicts.met != FAILED)
-    jj, cc = verdicts.judge[all_j], conv[all_j]
-    judged_v = ~conv_empty[cc]
+    # individual judges' met-rates per responder (leniency, self-preference): every judge's
+    # usable verdicts on the judged (non-empty) conversations this panel scores
     J = len(verdicts.judges)
-    jr = jj[judged_v] * R + conv_resp[cc[judged_v]]
-    jr_n = np.bincount(jr, minlength=J * R).reshape(J, R)
-    jr_met = np.bincount(jr, weights=verdicts.met[all_j][judged_v] == MET, minlength=J * R).reshape(J, R)
+    judged_conv = np.flatnonzero(~conv_empty)
+    rows = judged_conv if everything else np.flatnonzero(kept)[judged_conv]
+    resp_of = conv_resp[judged_conv]
+    jr_n = np.zeros((J, R), np.int64)
+    jr_met = np.zeros((J, R))
+    for k in range(J):
+        jr_n[k] = np.bincount(resp_of, weights=base.conv_usable[rows, k], minlength=R)
+        jr_met[k] = np.bincount(resp_of, weights=base.conv_met[rows, k], minlength=R)
     jorder = sorted(range(J), key=lambda k: verdicts.judges[k])  # vocabulary order must not leak out
     jr_n, jr_met = jr_n[jorder], jr_met[jorder]
     return Scored(
-        tt, responders, attempts, list(panel), scope, first,
+        tt, responders, base.attempts, list(panel), scope, first,
         conv_task, conv_resp, conv_att, conv_status, conv_empty, conv_score, conv_full,
         cell_offset, cell_conv, cell_crit, state, passed, votes, judge_votes, counts, per,
         [verdicts.judges[j] for j in jorder], jr_met, jr_n, base,
