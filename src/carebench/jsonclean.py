@@ -17,6 +17,15 @@ import numpy as np
 
 def jsonable(obj: Any) -> Any:
     """``obj`` as plain, strict-JSON Python data (recursively)."""
+    t = type(obj)  # the plain types first, by identity: a metrics dict holds tens of thousands
+    if t is float:
+        return obj if math.isfinite(obj) else None
+    if t is str or t is int or t is bool or obj is None:
+        return obj
+    if t is dict:
+        return {k if type(k) is str else str(k): jsonable(v) for k, v in obj.items()}
+    if t is list:
+        return [jsonable(v) for v in obj]
     if isinstance(obj, dict):
         return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):

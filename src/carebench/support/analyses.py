@@ -365,27 +365,30 @@ def _judge_agreement(sc: Scored) -> dict[str, Any]:
     judged = sc.cell_state != S_EMPTY
     P = len(sc.panel)
     pairs: dict[str, dict[str, Any]] = {a: {} for a in sc.panel}
+    # each judged cell's vote of every seat as 0 failed or missing, 1 not met, 2 met: a pair's
+    # agreement table is one count over the 9 combinations (the same counts in either order)
+    code = (V[judged, :P] + 1).astype(np.int64)
+    tables: dict[tuple[int, int], np.ndarray] = {}
+    for i in range(P):
+        for j in range(i, P):
+            tables[i, j] = np.bincount(code[:, i] * 3 + code[:, j], minlength=9).reshape(3, 3)[1:, 1:]
     for i in range(P):
         for j in range(P):
-            both = judged & (V[:, i] >= 0) & (V[:, j] >= 0)
-            a, b = V[both, i].astype(np.int64), V[both, j].astype(np.int64)
-            n = int(both.sum())
-            entry: dict[str, Any] = {"n": n, "agreement": float((a == b).mean()) if n else float("nan")}
+            cm = (tables[i, j] if i <= j else tables[j, i].T).astype(float)  # rows: i's vote, cols: j's
+            n = int(cm.sum())
+            entry: dict[str, Any] = {"n": n, "agreement": float(np.trace(cm) / n) if n else float("nan")}
             if n:
-                cm = np.bincount(a * 2 + b, minlength=4).reshape(2, 2).astype(float)
                 po, pe = np.trace(cm) / n, (cm.sum(0) @ cm.sum(1)) / n**2
                 entry["kappa"] = float((po - pe) / (1 - pe)) if pe < 1 else float("nan")
             else:
                 entry["kappa"] = float("nan")
             pairs[sc.panel[i]][sc.panel[j]] = entry
     split = judged & (sc.cell_votes[:, 0] > 0) & (sc.cell_votes[:, 1] > 0)
-    dim = sc.tasks.dimension[sc.cell_crit]
-    by_dim = {}
-    for d, name in enumerate(DIMENSIONS):
-        m = judged & (dim == d)
-        if m.any():
-            by_dim[name] = {"cells": int(m.sum()), "split": int((split & m).sum()),
-                            "rate": float((split & m).sum() / m.sum())}
+    dim = sc.tasks.dimension[sc.cell_crit].astype(np.int64)
+    n_dim = np.bincount(dim[judged], minlength=len(DIMENSIONS))
+    s_dim = np.bincount(dim[split], minlength=len(DIMENSIONS))
+    by_dim = {name: {"cells": int(n_dim[d]), "split": int(s_dim[d]), "rate": float(s_dim[d] / n_dim[d])}
+              for d, name in enumerate(DIMENSIONS) if n_dim[d]}
     task_of_cell = sc.conv_task[sc.cell_conv]
     n_t = np.bincount(task_of_cell[judged], minlength=sc.tasks.n_tasks)
     s_t = np.bincount(task_of_cell[split], minlength=sc.tasks.n_tasks)
@@ -441,28 +444,30 @@ def _non_response(sc: Scored, responses: ResponseTable) -> dict[str, Any]:
     """Empty final turns by responder, subcategory and progression stage (E.6)."""
     R = len(sc.responders)
     out: dict[str, Any] = {"per_responder": {}, "by_subcategory": {}, "by_progression_stage": {}}
+    NS = len(RESPONSE_STATUSES)
+    n_status = np.bincount(sc.conv_resp * NS + sc.conv_status, minlength=R * NS).reshape(R, NS)
+    n_resp = np.bincount(sc.conv_resp, minlength=R)
+    e_resp = np.bincount(sc.conv_resp[sc.conv_empty], minlength=R)
     for i, r in enumerate(sc.responders):
-        mine = sc.conv_resp == i
-        n = int(mine.sum())
-        st = {s: int(((sc.conv_status == k) & mine).sum()) for k, s in enumerate(RESPONSE_STATUSES)}
-        e = int((sc.conv_empty & mine).sum())
+        n, e = int(n_resp[i]), int(e_resp[i])
+        st = {s: int(n_status[i, k]) for k, s in enumerate(RESPONSE_STATUSES)}
         out["per_responder"][r] = {"attempts": n, "empty": e, "rate": e / n if n else float("nan"), "status": st}
-    mi = _models(sc)
-    model_mask = np.isin(sc.conv_resp, mi)
+    is_model = np.zeros(R, bool)
+    is_model[_models(sc)] = True
     for key, labels in (("by_subcategory", sc.tasks.subcategory), ("by_progression_stage", sc.tasks.meta["progression_stage"])):
-        lab = np.asarray(labels, dtype=object)[sc.conv_task]
-        for v in sorted(set(labels)):
-            sel = lab == v
+        values = sorted(set(labels))
+        code = {v: k for k, v in enumerate(values)}
+        cell = np.array([code[v] for v in labels], np.int64)[sc.conv_task] * R + sc.conv_resp  # (value, responder)
+        n_vr = np.bincount(cell, minlength=len(values) * R).reshape(-1, R)
+        e_vr = np.bincount(cell[sc.conv_empty], minlength=len(values) * R).reshape(-1, R)
+        for k, v in enumerate(values):
             per = {}
             for i in range(R):
-                m = sel & (sc.conv_resp == i)
-                n = int(m.sum())
-                per[sc.responders[i]] = {"attempts": n, "empty": int(sc.conv_empty[m].sum()),
-                                         "rate": float(sc.conv_empty[m].mean()) if n else float("nan")}
-            m = sel & model_mask
+                n, e = int(n_vr[k, i]), int(e_vr[k, i])
+                per[sc.responders[i]] = {"attempts": n, "empty": e, "rate": e / n if n else float("nan")}
+            n, e = int(n_vr[k, is_model].sum()), int(e_vr[k, is_model].sum())
             out[key][v] = {
-                "pooled": {"attempts": int(m.sum()), "empty": int(sc.conv_empty[m].sum()),
-                           "rate": float(sc.conv_empty[m].mean()) if m.any() else float("nan")},
+                "pooled": {"attempts": n, "empty": e, "rate": e / n if n else float("nan")},
                 "per_responder": per,
             }
     if responses.assistant_turns is not None:

@@ -34,6 +34,7 @@ no Python loop over verdicts.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,9 +69,16 @@ META_AXES: tuple[str, ...] = (
 
 
 def _get(obj: Any, name: str, default: Any = None) -> Any:
-    if type(obj) is dict or isinstance(obj, Mapping):
+    if type(obj) is dict or _is_mapping(type(obj)):
         return obj.get(name, default)
     return getattr(obj, name, default)
+
+
+@functools.cache
+def _is_mapping(t: type) -> bool:
+    """``issubclass(t, Mapping)``, remembered per type (an ABC check per field of every
+    criterion of a paper-scale task set adds up)."""
+    return issubclass(t, Mapping)
 
 
 def _text(v: Any) -> str:
@@ -79,8 +87,13 @@ def _text(v: Any) -> str:
 
 
 def dimension_code(name: Any) -> int:
+    return _dimension_code(_text(name))
+
+
+@functools.lru_cache(maxsize=256)
+def _dimension_code(text: str) -> int:
     try:
-        return DIMENSIONS.index(canonical_dimension(_text(name)))
+        return DIMENSIONS.index(canonical_dimension(text))
     except ValueError as e:
         raise CarebenchError(f"unknown support dimension: {e}") from None
 
@@ -261,54 +274,83 @@ def _keys(tt: TaskTable, responses: ResponseTable, verdicts: VerdictTable, scope
     cell_conv = np.repeat(np.arange(n_conv), n_crit)
     cell_crit = tt.offset[r_task[first]][cell_conv] + (np.arange(n_cells) - cell_offset[cell_conv])
 
-    # ---- each verdict's conversation (-1: none recorded, or an unknown task or responder)
-    v_task = _remap(verdicts.tasks, tpos)[verdicts.task]
-    v_resp = _remap(verdicts.responders, rpos)[verdicts.responder]
-    v_att = np.searchsorted(attempts, verdicts.attempt)
+    # ---- each in-scope verdict's conversation. The common case (every verdict in scope, of
+    # a known task and responder, with a recorded conversation) takes no row subsets: at
+    # 1.6 M verdicts every temporary array costs time.
+    v_task = _recode(verdicts.task, verdicts.tasks, tt.ids, tpos)
+    v_resp = _recode(verdicts.responder, verdicts.responders, responders, rpos)
     in_scope = verdicts.scope == SCOPES.index(scope)
-    known = in_scope & (v_task >= 0) & (v_resp >= 0)
-    conv = np.full(len(verdicts), -1, np.int64)
-    kn = np.flatnonzero(known)
-    conv[kn] = lookup[(v_task[kn] * R + v_resp[kn]) * A + v_att[kn]]
+    known = in_scope
+    if v_task is not verdicts.task:
+        known = known & (v_task >= 0)
+    if v_resp is not verdicts.responder:
+        known = known & (v_resp >= 0)
+    rows = None if known.all() else np.flatnonzero(known)
+    key = _take(v_task, rows).astype(np.int64)
+    key *= R
+    key += _take(v_resp, rows)
+    key *= A
+    key += _take(verdicts.attempt, rows) if _is_range(attempts) else np.searchsorted(attempts, _take(verdicts.attempt,
+                                                                                                       rows))
+    conv = lookup[key]
+    del key
     J = len(verdicts.judges)
     judge_in_scope = np.bincount(verdicts.judge[in_scope], minlength=J)
-    judge_no_conversation = np.bincount(verdicts.judge[in_scope & (conv < 0)], minlength=J)
+    no_conv = conv < 0
+    judge_no_conversation = np.bincount(_take(verdicts.judge, rows)[no_conv], minlength=J)
+    if rows is not None:  # in scope, but of an unknown task or responder
+        judge_no_conversation += np.bincount(verdicts.judge[in_scope & ~known], minlength=J)
+    idx = rows
+    if no_conv.any():
+        has = np.flatnonzero(~no_conv)
+        idx, conv = (has if rows is None else rows[has]), conv[has]
+    del no_conv
 
     # ---- (task, criterion id) -> global criterion, through a dense table over the pairs present
     # (linear time: the pairs are bounded by tasks x criterion ids, the verdicts are not)
-    idx = np.flatnonzero(conv >= 0)
     C = max(len(verdicts.criteria), 1)
-    pair = v_task[idx] * C + verdicts.criterion[idx]
-    upair = np.flatnonzero(np.bincount(pair, minlength=T * C)) if idx.size else np.zeros(0, np.int64)
+    pair = _take(v_task, idx).astype(np.int64)
+    pair *= C
+    pair += _take(verdicts.criterion, idx)
+    upair = np.flatnonzero(np.bincount(pair, minlength=T * C)) if pair.size else np.zeros(0, np.int64)
     cpos = {(int(ct), cid): g for g, (ct, cid) in enumerate(zip(tt.crit_task.tolist(), tt.crit_ids, strict=True))}
     g_of_pair = np.full(T * C, -1, np.int64)
     g_of_pair[upair] = [cpos.get((int(p // C), verdicts.criteria[int(p % C)]), -1) for p in upair]
     g = g_of_pair[pair]
+    del pair
 
     # ---- per (conversation, judge) counts
-    met, status = verdicts.met[idx], verdicts.status[idx]
-    cj = conv[idx] * J + verdicts.judge[idx]
+    met, status, judge = _take(verdicts.met, idx), _take(verdicts.status, idx), _take(verdicts.judge, idx)
+    cj = conv * J
+    cj += judge
     n_cj = n_conv * J
 
-    def per_conv(weights: np.ndarray | None = None) -> np.ndarray:
-        return np.bincount(cj, weights=weights, minlength=n_cj).reshape(n_conv, J)
+    def per_conv(where: np.ndarray | None = None) -> np.ndarray:
+        return np.bincount(cj if where is None else cj[where], minlength=n_cj).reshape(n_conv, J)
 
+    unknown = g < 0
     conv_verdicts = per_conv()
-    conv_unknown = per_conv(g < 0).astype(np.int64)
-    conv_usable = per_conv(met != FAILED).astype(np.int64)
-    conv_met = per_conv(met == MET).astype(np.int64)
+    conv_unknown = per_conv(unknown)
+    conv_usable = conv_verdicts - per_conv(met == FAILED)
+    conv_met = per_conv(met == MET)
     conv_error = per_conv(status == VERDICT_STATUSES.index("error")) > 0
 
     # ---- the first vote of each (cell, judge), for every judge
-    ok = g >= 0
-    vidx, g, cj_conv = idx[ok], g[ok], conv[idx[ok]]
-    cell = cell_offset[cj_conv] + (g - tt.offset[tt.crit_task[g]])
-    vote_key = cell * J + verdicts.judge[vidx]
-    keep = _first_of_each(vote_key, n_cells * J)
+    if unknown.any():
+        ok = np.flatnonzero(~unknown)
+        g, conv, judge, met, status = g[ok], conv[ok], judge[ok], met[ok], status[ok]
+    vote_key = cell_offset[conv]
+    vote_key += g
+    vote_key -= tt.offset[tt.crit_task[g]]
+    vote_key *= J
+    vote_key += judge
     vote = np.full(n_cells * J, FAILED, np.int8)
     vote_status = np.full(n_cells * J, -1, np.int8)
-    vote[vote_key[keep]] = verdicts.met[vidx[keep]]
-    vote_status[vote_key[keep]] = verdicts.status[vidx[keep]]
+    if vote_key.size and np.bincount(vote_key, minlength=n_cells * J).max() > 1:
+        keep = _first_of_each(vote_key, n_cells * J)  # duplicated verdicts: the first recorded counts
+        vote_key, met, status = vote_key[keep], met[keep], status[keep]
+    vote[vote_key] = met
+    vote_status[vote_key] = status
     return _Keys((id(tt), id(responses), id(verdicts), scope), responders, r_task, r_resp, attempts, r_att,
                  rkey, first, np.isin(responses.status[first], _HARNESS_CODES), n_crit, cell_crit,
                  vote.reshape(n_cells, J), vote_status.reshape(n_cells, J), conv_verdicts, conv_unknown,
@@ -335,6 +377,23 @@ def _first_of_each(keys: np.ndarray, n_keys: int) -> np.ndarray:
 
 def _remap(vocab: Sequence[str], target: Mapping[str, int]) -> np.ndarray:
     return np.array([target.get(v, -1) for v in vocab], dtype=np.int64)
+
+
+def _recode(codes: np.ndarray, vocab: Sequence[str], target: Sequence[str], pos: Mapping[str, int]) -> np.ndarray:
+    """Codes over ``vocab`` as codes over ``target`` (-1: not in it); the same array when
+    the two vocabularies are the same list (the usual case: both sorted, same values)."""
+    if list(vocab) == list(target):
+        return codes
+    return _remap(vocab, pos)[codes]
+
+
+def _take(values: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
+    return values if rows is None else values[rows]
+
+
+def _is_range(values: np.ndarray) -> bool:
+    """``values`` is 0, 1, ..., n-1 (attempt numbers usually are: then they are their own index)."""
+    return bool(values.size == 0 or (values[0] == 0 and values[-1] == values.size - 1))
 
 
 def score(
