@@ -127,8 +127,10 @@ def _leaderboard(sc: Scored, S: np.ndarray, boot: _Boot, B: int, seed: int) -> d
     X = S[mi].T  # (T, M)
     common = ~np.isnan(X).any(axis=1)
     Xc = X[common]
-    rs = Resampler(int(common.sum()) or 1, B, seed)
-    W = rs.weights() if common.any() else np.zeros((B, 1))
+    if common.all() and (boot.B, boot.seed) == (B, seed):
+        W = boot.W  # every task common: the same draws (same size, B and seed) as the shared resamples
+    else:
+        W = Resampler(int(common.sum()) or 1, B, seed).weights() if common.any() else np.zeros((B, 1))
     samples = ((W @ Xc) / W.sum(axis=1, keepdims=True)).T if common.any() else np.full((len(names), B), np.nan)
     values = Xc.mean(axis=0) if common.any() else np.full(len(names), np.nan)
     band_list = bands_from_samples(names, values, samples, ALPHA, False, B, seed)
@@ -276,11 +278,13 @@ def _slices(sc: Scored, S: np.ndarray, boot: _Boot) -> dict[str, Any]:
         entry: dict[str, Any] = {}
         for k, v in enumerate(values):
             sel = lab == v
+            # each row summed as a contiguous row, as np.nanmean of that row alone would
+            per_model = _nanmean(np.ascontiguousarray(S[:, sel]), axis=1).tolist()
             entry[v] = {
                 "n_tasks": int(sel.sum()),
                 "pooled": float(_nanmean(pooled[sel])) if sel.any() else float("nan"),
                 "pooled_ci": pooled_ci[k],
-                "per_model": {sc.responders[i]: float(_nanmean(S[i, sel])) for i in range(len(sc.responders))},
+                "per_model": dict(zip(sc.responders, per_model, strict=True)),
             }
         diffs = _slice_differences(sc, gaps, lab, values) if gaps is not None and len(values) >= 2 else {}
         res: dict[str, Any] = {"values": entry, "differences": diffs}
@@ -518,8 +522,10 @@ def _truncation_and_identity(sc: Scored, responses: ResponseTable) -> dict[str, 
     out: dict[str, Any] = {"per_responder": {}}
     digest = None
     if responses.final_digest is not None:
-        digest = np.unique(np.asarray(responses.final_digest, dtype=object), return_inverse=True)[1].ravel()
-        n_digests = int(digest.max()) + 1 if digest.size else 1
+        # equal replies share a code (numbered as first seen: only equality matters below)
+        codes: dict[str, int] = {}
+        digest = np.array([codes.setdefault(d, len(codes)) for d in responses.final_digest], np.int64)
+        n_digests = max(len(codes), 1)
     for i, r in enumerate(sc.responders):
         mine = sc.conv_resp == i
         rows = sc.conv_row[mine].tolist()
