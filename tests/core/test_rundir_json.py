@@ -20,3 +20,21 @@ def test_write_json_writes_strict_json(tmp_path):
     assert "NaN" not in text and "Infinity" not in text
     assert json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard {c}")) == {
         "jaccard": None, "x": None, "ok": 0.5, "arr": [1.0, None]}
+
+
+def test_jsonable_turns_every_type_into_plain_json_data():
+    """The plain-type fast path and the general one give the same plain values."""
+    from pathlib import Path
+
+    from carebench.jsonclean import jsonable
+
+    src = {"f": 0.5, "nan": math.nan, "inf": -math.inf, "i": 3, "b": True, "s": "x", "n": None,
+           1: [np.float32(0.25), np.int64(7), np.bool_(False), (1, 2.5), {3, 1}, np.array([[1, 2]])],
+           "nested": {"deep": [math.nan, {"p": Path("a/b")}]}, np.str_("np"): np.float64("nan")}
+    out = jsonable(src)
+    assert out == {"f": 0.5, "nan": None, "inf": None, "i": 3, "b": True, "s": "x", "n": None,
+                   "1": [0.25, 7, False, [1, 2.5], [1, 3], [[1, 2]]],
+                   "nested": {"deep": [None, {"p": "a/b"}]}, "np": None}
+    types = [type(v) for v in out["1"][:3]]
+    assert types == [float, int, bool]
+    assert json.dumps(out, allow_nan=False)
