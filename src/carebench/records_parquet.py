@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from carebench.datasets.files import arrow_to_numpy, numpy_to_arrow_indices
 
 PARQUET = "records.parquet"
 LINE = "line"
@@ -83,9 +85,14 @@ def fresh_parquet(run_dir: Path) -> Path | None:
     return path
 
 
-def read_parquet_columns(path: Path, columns: Sequence[str], filters: Any = None, *,
+def read_parquet_columns(path: Path, columns: Sequence[str], where: tuple[str, Collection[str]] | None = None, *,
                          dictionary: Sequence[str] = (), ordered: bool = True) -> Any:
-    """A pyarrow table of some columns (optionally filtered, pyarrow filter syntax).
+    """A pyarrow table of some columns; ``where=(column, values)`` keeps the rows whose
+    ``column`` holds one of ``values`` (a null matches nothing).
+
+    Row groups whose min/max statistics rule out every value are not read. This goes
+    through ``pyarrow.parquet.ParquetFile``, not ``read_table``: that builds a dataset,
+    whose module imports pandas (0.3 s of a re-score that has 3 s in all).
 
     ``dictionary`` columns are read dictionary-encoded (integer codes, no string per
     row). With ``ordered`` the rows come in ``records.jsonl`` order; otherwise in
@@ -95,13 +102,57 @@ def read_parquet_columns(path: Path, columns: Sequence[str], filters: Any = None
 
     names = pq.read_schema(path).names
     cols = list(columns) + ([LINE] if LINE in names and LINE not in columns else [])
-    table = pq.read_table(path, columns=cols, filters=filters,
-                          read_dictionary=[c for c in dictionary if c in names] or None)
+    pf = pq.ParquetFile(path, read_dictionary=[c for c in dictionary if c in names] or None)
+    rows = None
+    if where is None:
+        table = pf.read(columns=cols)
+    else:
+        table, rows = _read_where(pf, cols, *where)
     if ordered and LINE in names:
-        order = jsonl_order(table[LINE].to_numpy())
+        line = arrow_to_numpy(table[LINE])
+        order = jsonl_order(line if rows is None else line[rows])
         if order is not None:
-            table = table.take(order)
-    return table
+            rows = order if rows is None else rows[order]
+    return table if rows is None else table.take(numpy_to_arrow_indices(rows))  # one take: the JSON is copied once
+
+
+def _read_where(pf: Any, cols: list[str], column: str, values: Collection[str]) -> tuple[Any, np.ndarray]:
+    """The row groups of ``pf`` that may hold a row whose ``column`` is one of ``values``,
+    and the positions of those rows in them (tested on the column's dictionary, not per string)."""
+    import pyarrow as pa
+
+    wanted = set(values)
+    groups = [g for g in range(pf.metadata.num_row_groups)
+              if _may_hold(pf.metadata.row_group(g), column, sorted(wanted))]
+    read = cols + ([column] if column not in cols else [])
+    table = pf.read_row_groups(groups, columns=read) if groups else pf.schema_arrow.empty_table().select(read)
+    col = table[column]
+    if pa.types.is_null(col.type) or not len(table):
+        return table.select(cols), np.zeros(0, np.int64)
+    col = col.unify_dictionaries().combine_chunks() if pa.types.is_dictionary(col.type) else (
+        col.combine_chunks().dictionary_encode())
+    hit = np.array([v in wanted for v in col.dictionary.to_pylist()] + [False], bool)  # [-1]: null
+    return table.select(cols), np.flatnonzero(hit[arrow_to_numpy(col.indices, null=-1)])
+
+
+def _may_hold(group: Any, column: str, wanted: list[str]) -> bool:
+    """Whether a row group's statistics of ``column`` leave room for one of the sorted
+    ``wanted`` values (no statistics: it may)."""
+    import bisect
+
+    for i in range(group.num_columns):
+        chunk = group.column(i)
+        if chunk.path_in_schema != column:
+            continue
+        st = chunk.statistics
+        if st is None or not st.has_min_max:
+            return True
+        try:
+            k = bisect.bisect_left(wanted, st.min)
+            return k < len(wanted) and wanted[k] <= st.max
+        except TypeError:  # statistics not comparable with the values (not text): read the group
+            return True
+    return True
 
 
 def jsonl_order(line: np.ndarray) -> np.ndarray | None:

@@ -62,7 +62,7 @@ def test_parquet_tables_and_rows_equal_the_jsonl(tmp_path):
     assert (vt.tasks, vt.responders, vt.criteria, vt.judges) == (vt2.tasks, vt2.responders, vt2.criteria, vt2.judges)
     for f in ("task", "responder", "attempt", "status", "empty"):
         assert np.array_equal(getattr(rt, f), getattr(rt2, f)), f
-    assert rt.final_digest == rt2.final_digest and rt.assistant_turns == rt2.assistant_turns
+    assert np.array_equal(rt.final_same, rt2.final_same) and rt.assistant_turns == rt2.assistant_turns
     want = [r for r in rows if r.get("task_id") in some]
     assert detail == want == read_run_rows(tmp_path, some)
     assert everything == rows
@@ -122,7 +122,8 @@ def test_response_table_from_json_text_equals_the_record_path():
     def same(a: ResponseTable, b: ResponseTable) -> None:
         for f in ("task", "responder", "attempt", "status", "empty"):
             assert np.array_equal(getattr(a, f), getattr(b, f)), f
-        assert (a.tasks, a.responders, a.final_digest) == (b.tasks, b.responders, b.final_digest)
+        assert (a.tasks, a.responders) == (b.tasks, b.responders)
+        assert np.array_equal(a.final_same, b.final_same)
         assert a.assistant_blank == b.assistant_blank
         assert a.assistant_turns == b.assistant_turns
 

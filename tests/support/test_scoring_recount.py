@@ -123,9 +123,9 @@ def _recount(tasks, responses, verdicts, panel):
         per[k[1]]["conversations_empty"] += conv[k].is_empty
     for k in failed:
         per[k[1]]["harness_failures"] += 1
-    for r in per:
+    for r, counted in per.items():
         lost = {k[0] for k in failed if k[1] == r}
-        per[r]["tasks_excluded"] = sum(not any(k[0] == t and k[1] == r for k in kept) for t in lost)
+        counted["tasks_excluded"] = sum(not any(k[0] == t and k[1] == r for k in kept) for t in lost)
     judged = [s != S_EMPTY for s in states]
     counts.update(conversations=len(kept), conversations_empty=sum(conv[k].is_empty for k in kept), cells=len(cells),
                   cells_not_judged_empty=judged.count(False), cells_undecided=states.count(S_UNDECIDED),

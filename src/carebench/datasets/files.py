@@ -159,8 +159,8 @@ def arrow_codes(arr: Any, keep: Any = None) -> tuple[Any, list[str]]:
     Why sorted: records read back in any line order must give the same codes, so
     re-scoring a run reproduces its metrics byte for byte. A column read
     dictionary-encoded (Parquet ``read_dictionary``) is used as it is, with no string
-    per row. ``keep`` (a boolean mask) codes only those rows; the vocabulary is then
-    the values those rows hold.
+    per row. ``keep`` (a boolean mask, or a slice: a view, no copy) codes only those
+    rows; the vocabulary is then the values those rows hold (rows outside may be null).
     """
     import numpy as np
     import pyarrow as pa
@@ -171,20 +171,60 @@ def arrow_codes(arr: Any, keep: Any = None) -> tuple[Any, list[str]]:
         arr = arr.combine_chunks()
     enc = arr if pa.types.is_dictionary(arr.type) else arr.dictionary_encode()
     vocab = [str(v) for v in enc.dictionary.to_pylist()]
-    indices = enc.indices
-    if keep is not None and indices.null_count:  # rows outside ``keep`` may lack the field
-        import pyarrow.compute as pc
-
-        indices = pc.fill_null(indices, 0)
-    idx = indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    idx = arrow_to_numpy(enc.indices, null=0)
     if keep is not None:
         idx = idx[keep]
         present = np.flatnonzero(np.bincount(idx, minlength=len(vocab)) > 0)
         if present.size < len(vocab):
-            squeeze = np.full(len(vocab), -1, np.int64)
+            squeeze = np.full(len(vocab), -1, idx.dtype)
             squeeze[present] = np.arange(present.size)
             idx, vocab = squeeze[idx], [vocab[i] for i in present]
     order = np.argsort(np.array(vocab, dtype=object), kind="stable") if vocab else np.zeros(0, np.int64)
-    rank = np.empty(len(vocab), np.int64)
+    rank = np.empty(len(vocab), np.int32)
     rank[order] = np.arange(len(vocab))
-    return (rank[idx] if len(vocab) else idx).astype(np.int32), [vocab[i] for i in order]
+    return (rank[idx] if len(vocab) else idx).astype(np.int32, copy=False), [vocab[i] for i in order]
+
+
+#: numpy dtypes of the primitive arrow types :func:`arrow_to_numpy` reads
+_NUMPY_TYPES = {"int8": "int8", "int16": "int16", "int32": "int32", "int64": "int64", "uint8": "uint8",
+                "uint16": "uint16", "uint32": "uint32", "uint64": "uint64", "float": "float32", "double": "float64"}
+
+
+def arrow_to_numpy(arr: Any, null: Any = None) -> Any:
+    """A primitive arrow column (Array or ChunkedArray of integers, floats or booleans)
+    as a numpy array, read from its buffers; nulls become ``null`` (required if any).
+
+    Why not ``to_numpy``: pyarrow's conversion first sets up its pandas support, which
+    imports pandas (0.2 s) in a re-score that never uses it.
+    """
+    import numpy as np
+    import pyarrow as pa
+
+    if hasattr(arr, "combine_chunks"):
+        arr = arr.combine_chunks()
+    n, off = len(arr), arr.offset
+
+    def bits(buf: Any) -> Any:
+        return np.unpackbits(np.frombuffer(buf, np.uint8), count=off + n, bitorder="little")[off:].astype(bool)
+
+    if pa.types.is_boolean(arr.type):
+        out = bits(arr.buffers()[1]) if n else np.zeros(0, bool)
+    else:
+        dtype = np.dtype(_NUMPY_TYPES[str(arr.type)])
+        out = np.frombuffer(arr.buffers()[1], dtype, count=n, offset=off * dtype.itemsize) if n else (
+            np.zeros(0, dtype))
+    if arr.null_count:
+        if null is None:
+            raise ValueError(f"column of {arr.type} has {arr.null_count} null(s) and no value for them")
+        out = np.where(bits(arr.buffers()[0]), out, null)
+    return out
+
+
+def numpy_to_arrow_indices(idx: Any) -> Any:
+    """Row positions (numpy integers) as an arrow int64 array for ``take``, built on the
+    numpy buffer (``pa.array`` would import pandas: see :func:`arrow_to_numpy`)."""
+    import numpy as np
+    import pyarrow as pa
+
+    idx = np.ascontiguousarray(idx, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), idx.size, [None, pa.py_buffer(idx)])

@@ -520,12 +520,9 @@ def _truncation_and_identity(sc: Scored, responses: ResponseTable) -> dict[str, 
     """Truncation over every assistant turn (not only the final one), re-collections, and
     the share of byte-identical final replies across attempts (Appendix G), per responder."""
     out: dict[str, Any] = {"per_responder": {}}
-    digest = None
-    if responses.final_digest is not None:
-        # equal replies share a code (numbered as first seen: only equality matters below)
-        codes: dict[str, int] = {}
-        digest = np.array([codes.setdefault(d, len(codes)) for d in responses.final_digest], np.int64)
-        n_digests = max(len(codes), 1)
+    digest = responses.final_same  # equal numbers = byte-identical final replies
+    if digest is not None:
+        n_digests = int(digest.max()) + 1 if digest.size else 1
     for i, r in enumerate(sc.responders):
         mine = sc.conv_resp == i
         rows = sc.conv_row[mine].tolist()
