@@ -10,6 +10,7 @@ import random
 
 import numpy as np
 import pyarrow.parquet as pq
+import pytest
 
 from carebench.experiment import write_records
 from carebench.records_parquet import jsonl_order
@@ -137,3 +138,60 @@ def test_response_table_from_json_text_equals_the_record_path():
     odd = [*rows, {**rows[0], "attempt": "8"}]  # a number written as text
     same(responses_from_json([json.dumps(r) for r in odd]),
          ResponseTable.from_records([ResponseRecord.from_dict(r) for r in odd]))
+
+
+def test_row_groups_are_skipped_by_statistics_yet_every_wanted_row_is_read(tmp_path, monkeypatch):
+    """With small row groups, a read of a few tasks decodes only the groups whose task_id
+    range can hold them, and still returns exactly the rows of those tasks in file order."""
+    import carebench.records_parquet as rp
+
+    monkeypatch.setattr(rp, "ROW_GROUP_ROWS", 9)
+    rows = _rows(11)
+    write_records(tmp_path, rows, PARQUET_COLUMNS)
+    pf = pq.ParquetFile(tmp_path / "records.parquet")
+    assert pf.metadata.num_row_groups > 20
+    some = {"t05", "t22", "nope"}
+    read = [g for g in range(pf.metadata.num_row_groups)
+            if rp._may_hold(pf.metadata.row_group(g), "task_id", sorted(some))]
+    assert 0 < len(read) < pf.metadata.num_row_groups / 2
+    assert read_run_rows(tmp_path, some) == [r for r in rows if r.get("task_id") in some]
+    assert read_run_rows(tmp_path, set()) == []
+    rt, vt = read_run_records(tmp_path)
+    os.remove(tmp_path / "records.parquet")
+    rt2, vt2 = read_run_records(tmp_path)
+    for f in TABLE_FIELDS:
+        assert np.array_equal(getattr(vt, f), getattr(vt2, f)), f
+    assert np.array_equal(rt.task, rt2.task) and np.array_equal(rt.final_same, rt2.final_same)
+
+
+def test_arrow_columns_to_numpy_without_pandas_equal_pyarrows_own_conversion():
+    import pyarrow as pa
+
+    from carebench.datasets.files import arrow_to_numpy, numpy_to_arrow_indices
+
+    ints = pa.chunked_array([pa.array([3, 1, 4], pa.int32()), pa.array([1, 5, 9, 2], pa.int32())])
+    assert arrow_to_numpy(ints).tolist() == ints.to_numpy().tolist()
+    bools = pa.array([True, False, True, True, False, False, True, False, True, True])
+    for off in range(4):  # bit-packed data at every offset
+        part = bools.slice(off, 6)
+        assert arrow_to_numpy(part).tolist() == part.to_numpy(zero_copy_only=False).tolist()
+    with_nulls = pa.array([1.5, None, 2.5, None], pa.float64()).slice(1)
+    assert arrow_to_numpy(with_nulls, null=-1.0).tolist() == [-1.0, 2.5, -1.0]
+    with pytest.raises(ValueError, match="null"):
+        arrow_to_numpy(with_nulls)
+    assert arrow_to_numpy(pa.array([], pa.int64())).tolist() == []
+    idx = numpy_to_arrow_indices(np.array([2, 0], np.int32))
+    assert pa.table({"a": ["x", "y", "z"]}).take(idx)["a"].to_pylist() == ["z", "x"]
+
+
+def test_reading_a_run_from_parquet_imports_neither_pandas_nor_the_dataset_module(tmp_path):
+    """pyarrow's read_table, to_numpy and pa.array import pandas (0.2 s of a re-score)."""
+    import subprocess
+    import sys
+
+    write_records(tmp_path, _rows(), PARQUET_COLUMNS)
+    code = ("import sys\nfrom carebench.support.records import read_run_records, read_run_rows\n"
+            f"rt, vt = read_run_records({str(tmp_path)!r})\nrows = read_run_rows({str(tmp_path)!r}, {{'t03'}})\n"
+            "assert len(vt) and rows\nprint('pandas' in sys.modules, 'pyarrow.dataset' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
