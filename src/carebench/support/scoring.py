@@ -138,16 +138,17 @@ class TaskTable:
             crits = list(_get(t, "criteria") or [])
             seen: set[str] = set()
             for c in crits:
-                cid = str(_get(c, "id"))
+                get = c.get if type(c) is dict or _is_mapping(type(c)) else functools.partial(getattr, c)
+                cid = str(get("id", None))
                 if cid in seen:
                     raise CarebenchError(f"task {ids[ti]}: duplicate criterion id {cid!r}")
                 seen.add(cid)
                 cids.append(cid)
                 ctask.append(ti)
-                w.append(float(_get(c, "weight", 1)))
-                dim.append(dimension_code(_get(c, "dimension")))
-                neg.append(bool(_get(c, "negative", False)))
-                app.append(bool(_get(c, "applicable", True)))
+                w.append(float(get("weight", 1)))
+                dim.append(dimension_code(get("dimension", None)))
+                neg.append(bool(get("negative", False)))
+                app.append(bool(get("applicable", True)))
             offset.append(len(cids))
         return cls(
             ids, subcat, meta, np.array(offset, np.int64), cids, np.array(ctask, np.int64),
