@@ -245,6 +245,7 @@ def phases(run_dir: Path) -> None:
     """One rescore, phase by phase (the steps ``carebench.experiment.rerender`` takes), with
     wall and CPU seconds (CPU counts every thread, e.g. BLAS)."""
     import carebench.support.report as support_report
+    from carebench.experiment import single_threaded_blas
     from carebench.report import figures
     from carebench.report.html import render_html
     from carebench.report.markdown import render_markdown
@@ -276,7 +277,11 @@ def phases(run_dir: Path) -> None:
     manifest = step("read manifest, tasks, records", lambda: read_json(run_dir / "manifest.json"))
     records = step("read manifest, tasks, records", lambda: suite.read_records(run_dir, manifest))
     rows[-2:] = [(rows[-1][0], rows[-2][1] + rows[-1][1], rows[-2][2] + rows[-1][2])]
-    metrics = step("score + analyses", lambda: suite.score(records, manifest))
+    def score():  # as carebench.experiment.rerender scores: one BLAS thread
+        with single_threaded_blas():
+            return suite.score(records, manifest)
+
+    metrics = step("score + analyses", score)
     step("write metrics.json", lambda: write_json(run_dir / "metrics.json", metrics))
     figures.fig_to_png = timed_png
     try:

@@ -307,17 +307,19 @@ def _keys(tt: TaskTable, responses: ResponseTable, verdicts: VerdictTable, scope
         idx, conv = (has if rows is None else rows[has]), conv[has]
     del no_conv
 
-    # ---- (task, criterion id) -> global criterion, through a dense table over the pairs present
-    # (linear time: the pairs are bounded by tasks x criterion ids, the verdicts are not)
+    # ---- (task, criterion id) -> the criterion's place among its task's criteria (-1: the task
+    # has no such criterion), through a dense table over the pairs present (linear time: the
+    # pairs are bounded by tasks x criterion ids, the verdicts are not)
     C = max(len(verdicts.criteria), 1)
     pair = _take(v_task, idx).astype(np.int64)
     pair *= C
     pair += _take(verdicts.criterion, idx)
     upair = np.flatnonzero(np.bincount(pair, minlength=T * C)) if pair.size else np.zeros(0, np.int64)
     cpos = {(int(ct), cid): g for g, (ct, cid) in enumerate(zip(tt.crit_task.tolist(), tt.crit_ids, strict=True))}
-    g_of_pair = np.full(T * C, -1, np.int64)
-    g_of_pair[upair] = [cpos.get((int(p // C), verdicts.criteria[int(p % C)]), -1) for p in upair]
-    g = g_of_pair[pair]
+    g_of_pair = np.array([cpos.get((int(p // C), verdicts.criteria[int(p % C)]), -1) for p in upair], np.int64)
+    place_of_pair = np.full(T * C, -1, np.int64)
+    place_of_pair[upair] = np.where(g_of_pair >= 0, g_of_pair - tt.offset[tt.crit_task[g_of_pair]], -1)
+    place = place_of_pair[pair]
     del pair
 
     # ---- per (conversation, judge) counts
@@ -326,23 +328,24 @@ def _keys(tt: TaskTable, responses: ResponseTable, verdicts: VerdictTable, scope
     cj += judge
     n_cj = n_conv * J
 
-    def per_conv(where: np.ndarray | None = None) -> np.ndarray:
-        return np.bincount(cj if where is None else cj[where], minlength=n_cj).reshape(n_conv, J)
+    def per_conv(where: np.ndarray) -> np.ndarray:
+        return np.bincount(cj[where], minlength=n_cj).reshape(n_conv, J)
 
-    unknown = g < 0
-    conv_verdicts = per_conv()
+    unknown = place < 0
+    # one pass for the three vote values: (conversation, judge) x (failed, not met, met)
+    by_vote = np.bincount(cj * 3 + (met + 1), minlength=n_cj * 3).reshape(n_conv, J, 3)
+    conv_verdicts = by_vote.sum(axis=2)
     conv_unknown = per_conv(unknown)
-    conv_usable = conv_verdicts - per_conv(met == FAILED)
-    conv_met = per_conv(met == MET)
+    conv_usable = by_vote[:, :, 1] + by_vote[:, :, 2]
+    conv_met = by_vote[:, :, 2].copy()
     conv_error = per_conv(status == VERDICT_STATUSES.index("error")) > 0
 
     # ---- the first vote of each (cell, judge), for every judge
     if unknown.any():
         ok = np.flatnonzero(~unknown)
-        g, conv, judge, met, status = g[ok], conv[ok], judge[ok], met[ok], status[ok]
+        place, conv, judge, met, status = place[ok], conv[ok], judge[ok], met[ok], status[ok]
     vote_key = cell_offset[conv]
-    vote_key += g
-    vote_key -= tt.offset[tt.crit_task[g]]
+    vote_key += place
     vote_key *= J
     vote_key += judge
     vote = np.full(n_cells * J, FAILED, np.int8)
