@@ -84,11 +84,6 @@ class _Boot:
         """``W`` transposed, contiguous: the resamples of a subset of tasks are rows of it."""
         return np.ascontiguousarray(self.W.T)
 
-    def ratio_over(self, num: np.ndarray, resampled_den: np.ndarray) -> np.ndarray:
-        """:meth:`ratio` with the denominator's resampled sums ``(B, K)`` already known."""
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return ((self.W @ num) / resampled_den).T
-
     def mean_of(self, X: np.ndarray) -> np.ndarray:
         """Resampled mean over tasks of each column of ``X`` (T, K), NaN = task absent."""
         ok = ~np.isnan(X)
@@ -325,19 +320,26 @@ def _slice_differences(sc: Scored, gaps: _SliceGaps, lab: np.ndarray, values: li
     mi = _models(sc)
     boot, Xz, ok = gaps.boot, gaps.Xz, gaps.ok
     out: dict[str, Any] = {}
+    # The resampled sums inside and outside every value, as one matrix product: the same
+    # products column for column as one per value, with the resample matrix packed once.
+    # With two values, inside one is outside the other (the same operands bit for bit), so
+    # only the first value's are computed and the second swaps them.
+    M = Xz.shape[1]
+    own = values[:1] if len(values) == 2 else values
+    ins_of = {v: (lab == v).astype(float)[:, None] for v in values}
+    sums = boot.W @ np.concatenate([Xz * part for v in own for part in (ins_of[v], 1.0 - ins_of[v])], axis=1)
     inside_outside: tuple[np.ndarray, np.ndarray] | None = None
-    for v in values:
+    for k, v in enumerate(values):
         sel = lab == v
-        ins = sel.astype(float)[:, None]
+        ins = ins_of[v]
         outs = 1.0 - ins
         if len(values) == 2 and inside_outside is not None:
-            # two values: inside this one is outside the other (same operands bit for bit, so
-            # the same products): swap instead of multiplying again
             gout, gin = inside_outside
         else:
             tasks_in = gaps.tasks_in(sel)
-            gin = boot.ratio_over(Xz * ins, tasks_in)  # (M, B)
-            gout = boot.ratio_over(Xz * outs, gaps.tasks_all - tasks_in)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                gin = (sums[:, 2 * k * M:(2 * k + 1) * M] / tasks_in).T  # (M, B)
+                gout = (sums[:, (2 * k + 1) * M:(2 * k + 2) * M] / (gaps.tasks_all - tasks_in)).T
             inside_outside = gin, gout
         with np.errstate(invalid="ignore", divide="ignore"):
             full_gap = (Xz * ins).sum(0) / (ok * ins).sum(0) - (Xz * outs).sum(0) / (ok * outs).sum(0)
