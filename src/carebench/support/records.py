@@ -23,6 +23,7 @@ import numpy as np
 
 from carebench.datasets.files import ColumnarFallback as _ArrowFallback
 from carebench.datasets.files import arrow_codes as _arrow_codes
+from carebench.datasets.files import arrow_is_null as _arrow_is_null
 from carebench.datasets.files import arrow_to_numpy as _arrow_to_numpy
 from carebench.datasets.files import read_jsonl_table, read_rows
 from carebench.types import CarebenchError
@@ -448,7 +449,13 @@ def read_run_records(run_dir: str | Path) -> tuple[ResponseTable, VerdictTable]:
     """
     import pyarrow as pa
 
-    from carebench.records_parquet import LINE, fresh_parquet, jsonl_order, read_parquet_columns
+    from carebench.records_parquet import (
+        LINE,
+        fresh_parquet,
+        jsonl_order,
+        read_parquet_columns,
+        read_parquet_texts,
+    )
 
     jsonl = Path(run_dir) / "records.jsonl"
     path = fresh_parquet(Path(run_dir))
@@ -464,8 +471,7 @@ def read_run_records(run_dir: str | Path) -> tuple[ResponseTable, VerdictTable]:
         vt = _verdicts_from_arrow(tab, path, keep, order)
     except (_ArrowFallback, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return read_records(jsonl)
-    rows = read_parquet_columns(path, ["json"], where=("kind", ["response"]))["json"].to_pylist()
-    return responses_from_json(rows), vt
+    return responses_from_json(read_parquet_texts(path, "json", where=("kind", ["response"]))), vt
 
 
 def _as_slice(mask: np.ndarray) -> np.ndarray | slice:
@@ -498,20 +504,24 @@ def responses_from_json(rows: list[str]) -> ResponseTable:
     except (_ArrowFallback, pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         return ResponseTable.from_records([ResponseRecord.from_dict(json.loads(r)) for r in rows])
     final = tab["final_reply"].to_pylist()
+    # every row's turns: its segment of the list's values (a null list has none); read from
+    # the offsets, since flatten() would load pyarrow's compute module (0.02 s)
     turns = tab["turns"].combine_chunks()
-    offsets = _arrow_to_numpy(turns.value_lengths(), null=0).cumsum().tolist()
-    flat = turns.flatten()
-    roles, contents, states, latency = (flat.field(k).to_pylist() for k in ("role", "content", "status", "latency_s"))
-    recollected = flat.field("recollected_from").is_valid().to_pylist()
-    blanks, details, start = [], [], 0
-    for end in offsets if "assistant" in roles else ():  # no assistant turn recorded: nothing per turn
-        mine = [k for k in range(start, end) if roles[k] == "assistant"]
-        blanks.append(tuple(not (contents[k] or "").strip() for k in mine))
-        details.append(tuple((str(states[k] or "ok"), latency[k], recollected[k]) for k in mine))
-        start = end
+    bounds = _arrow_to_numpy(turns.offsets).tolist()
+    no_turns = _arrow_is_null(turns).tolist()
+    values = turns.values
+    roles, contents, states, latency = (values.field(k).to_pylist() for k in ("role", "content", "status",
+                                                                                "latency_s"))
+    recollected = (~_arrow_is_null(values.field("recollected_from"))).tolist()
+    blanks, details = [], []
+    if "assistant" in roles:  # else no assistant turn is recorded: nothing per turn
+        for i, none in enumerate(no_turns):
+            mine = [] if none else [k for k in range(bounds[i], bounds[i + 1]) if roles[k] == "assistant"]
+            blanks.append(tuple(not (contents[k] or "").strip() for k in mine))
+            details.append(tuple((str(states[k] or "ok"), latency[k], recollected[k]) for k in mine))
     # the codes as ResponseTable.from_columns gives them, without pandas (0.2 s to import)
-    task, tasks = _arrow_codes(tab["task_id"])
-    responder, responders = _arrow_codes(tab["responder"])
+    task, tasks = _sorted_codes(tab["task_id"].to_pylist())
+    responder, responders = _sorted_codes(tab["responder"].to_pylist())
     st_codes: dict[str, int] = {s: k for k, s in enumerate(RESPONSE_STATUSES)}
     st_names = [s or "ok" for s in tab["status"].to_pylist()]  # null or "": ok, as from_dict reads it
     unknown = sorted({s for s in st_names if s not in st_codes})
@@ -525,22 +535,17 @@ def responses_from_json(rows: list[str]) -> ResponseTable:
                           responders, blanks if any(blanks) else None)
     if any(blanks):
         table.assistant_turns = details
-    table.final_same = _same_arrow(tab["final_reply"])
+    table.final_same = _same_codes(f or "" for f in final)
     return table
 
 
-def _same_arrow(column: Any) -> np.ndarray:
-    """:func:`_same_codes` of a string column (a null counts as ""), hashed in C."""
-    enc = column.combine_chunks().dictionary_encode()
-    vocab = enc.dictionary.to_pylist()
-    codes = _arrow_to_numpy(enc.indices, null=-1).astype(np.int64)
-    if enc.null_count:  # null reads as "", as from_dict reads it
-        codes[codes < 0] = vocab.index("") if "" in vocab else len(vocab)
-    # number the distinct values in order of first appearance, as _same_codes does
-    _, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
-    rank = np.empty(first.size, np.int64)
-    rank[np.argsort(first, kind="stable")] = np.arange(first.size)
-    return rank[inverse.ravel()]
+def _sorted_codes(values: list[str]) -> tuple[np.ndarray, list[str]]:
+    """int32 codes over the sorted distinct values (what :func:`_codes` gives), in Python:
+    for one row per conversation that is as quick as arrow's dictionary encoding, which
+    would load pyarrow's compute module (0.02 s)."""
+    vocab = sorted(set(values))
+    pos = {v: i for i, v in enumerate(vocab)}
+    return np.array([pos[v] for v in values], np.int32), vocab
 
 
 _NULL_RECOLLECTED = re.compile(rb'"recollected_from"\s*:\s*null')
@@ -561,12 +566,11 @@ _ARROW_TYPES = {"attempt": "int64", "met": "bool_"}
 def read_run_rows(run_dir: str | Path, task_ids: set[str] | None = None) -> list[dict[str, Any]]:
     """Whole record rows of a run (optionally only some tasks), Parquet first."""
     from carebench.datasets.files import read_rows
-    from carebench.records_parquet import fresh_parquet, read_parquet_columns
+    from carebench.records_parquet import fresh_parquet, read_parquet_texts
 
     path = fresh_parquet(Path(run_dir))
     if path is not None:
-        where = None if task_ids is None else ("task_id", task_ids)
-        texts = read_parquet_columns(path, ["json"], where)["json"].to_pylist()
+        texts = read_parquet_texts(path, "json", None if task_ids is None else ("task_id", task_ids))
         return json.loads(f"[{','.join(texts)}]")  # one parse of them all: a third faster than one per row
     wanted = None
     if task_ids is not None:
@@ -583,13 +587,12 @@ _TASK_ID = re.compile(r'"task_id":\s*"((?:[^"\\]|\\.)*)"')
 def _verdicts_from_arrow(tab: Any, p: Path, keep: np.ndarray | slice | None = None,
                          order: np.ndarray | None = None) -> VerdictTable:
     """The verdict table of the rows ``keep`` selects (all rows: None), put in ``order``."""
-    import pyarrow.compute as pc
 
     def kept(a: np.ndarray) -> np.ndarray:
         return a if keep is None else a[keep]
 
     def nulls(col: str) -> np.ndarray:
-        return kept(_arrow_to_numpy(pc.is_null(tab[col])))
+        return kept(_arrow_is_null(tab[col]))
 
     for col in ("task_id", "responder", "attempt", "criterion_id", "judge"):
         if tab[col].null_count and nulls(col).any():
