@@ -37,6 +37,7 @@ State = Literal["met", "not_met", "undecided", "empty"]
 #: Cell state codes of the array form of the rule (scoring and calibration).
 S_NOT_MET, S_MET, S_UNDECIDED, S_EMPTY = 0, 1, 2, 3
 _STATE_NAMES: dict[int, State] = {S_NOT_MET: "not_met", S_MET: "met", S_UNDECIDED: "undecided", S_EMPTY: "empty"}
+_STATE_CODES: dict[str, int] = {name: code for code, name in _STATE_NAMES.items()}
 
 
 def panel_states(n_met: np.ndarray, n_not_met: np.ndarray, panel_size: int) -> np.ndarray:
@@ -98,8 +99,7 @@ def decide(votes: Mapping[str, bool | None], panel: Sequence[str], empty: bool =
 
 def earned(decision: PanelDecision, negative: bool) -> bool:
     """Whether the criterion's weight is earned under this decision."""
-    code = {v: k for k, v in _STATE_NAMES.items()}[decision.state]
-    return bool(credited(np.array(code), negative))
+    return bool(credited(np.array(_STATE_CODES[decision.state]), negative))
 
 
 CellKey = tuple[str, str, int, str, str]  # task, responder, attempt, criterion, scope
