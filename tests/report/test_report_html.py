@@ -14,7 +14,7 @@ import string
 from html.parser import HTMLParser
 from importlib import resources
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from carebench.report import Figure, Paragraph, Report, Section, Table, format_value, render_html
@@ -235,7 +235,7 @@ def test_markup_objects_never_make_equal_plain_text_unescaped():
 
 
 cell_text = st.text(
-    alphabet=st.characters(min_codepoint=32, max_codepoint=126) | st.sampled_from(["\n", "é", "\u2013"]),
+    alphabet=st.characters(min_codepoint=32, max_codepoint=126) | st.sampled_from(["\n", "é", "\u2013", "\0"]),
     max_size=20,
 )
 cell_value = st.one_of(cell_text, st.none(), st.integers(-10**6, 10**6),
@@ -243,6 +243,7 @@ cell_value = st.one_of(cell_text, st.none(), st.integers(-10**6, 10**6),
 
 
 @settings(max_examples=60, deadline=None)
+@example(rows=[["a\0<b>", 1, "\0"], ["&", None, "'\""]], sortable=True, bold=[(1, 0)])
 @given(st.lists(st.lists(cell_value, min_size=3, max_size=3), max_size=6), st.booleans(),
        st.lists(st.tuples(st.integers(0, 5), st.integers(0, 2)), max_size=3))
 def test_table_cells_round_trip_through_a_real_parser(rows, sortable, bold):

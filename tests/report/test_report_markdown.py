@@ -160,3 +160,25 @@ def test_table_cells_read_back_as_their_text(rows, bold):
     for k, (cell, text) in enumerate(zip(cells, want, strict=True)):
         if re.fullmatch(r"[\w.\u2013-]+", text):  # emphasis markers around plain words always work
             assert cell.startswith("<strong>") == (k in chosen)
+
+
+def reference_escape_text(text: str) -> str:
+    """escape_text's rules written as patterns (the form they were first written in)."""
+    s = text.replace("\r\n", "\n").replace("\r", "\n")
+    s = re.sub(r"([\\`*_\[~$])", r"\\\1", s)
+    s = re.sub(r"&(?=#?[A-Za-z0-9]+;)", "&amp;", s).replace("<", "&lt;")
+    lines = []
+    for line in s.split("\n"):
+        line = line.lstrip(" \t")
+        m = re.match(r"^(\s*)([#>+=-]|\d+[.)])", line)
+        if m:
+            marker = m.group(2)
+            line = (marker[:-1] + "\\" + marker[-1] if marker[0].isdigit() else "\\" + marker) + line[m.end():]
+        lines.append(line)
+    return "\n".join(lines)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("\\`*_[~$&#;<>|+=-.)1a \t\r\n\x0b")), max_size=30))
+def test_escape_text_follows_its_rules(text):
+    assert escape_text(text) == reference_escape_text(text)

@@ -43,7 +43,6 @@ from carebench.report.document import (
     format_value,
     is_numeric,
     iter_blocks,
-    map_texts,
 )
 
 __all__ = ["render_html"]
@@ -57,9 +56,10 @@ def _template_text(name: str) -> str:
 
 
 @lru_cache(maxsize=1)
-def _page() -> string.Template:
-    """The page shell: head, inline CSS and the ``$body`` slot."""
-    return string.Template(_template_text("report.html"))
+def _page() -> tuple[string.Template, str]:
+    """The page shell (head, inline CSS) up to its ``$body`` slot, and the constant rest."""
+    head, tail = _template_text("report.html").split("$body", 1)
+    return string.Template(head), tail
 
 
 @lru_cache(maxsize=1)
@@ -99,12 +99,27 @@ class _Html:
         self.memo: dict[str, str] = {}
 
     def esc(self, value: object) -> str:
-        if type(value) is str:  # only exact str is remembered (see map_texts)
+        # only exact str is remembered: an equal str subclass may escape differently
+        # (markupsafe.Markup has __html__ and is not escaped)
+        if type(value) is str:
             out = self.memo.get(value)
             if out is None:
                 out = self.memo[value] = _escape(value)
             return out
         return _escape(value)
+
+    def escape_column(self, texts: list[str]) -> list[str]:
+        """Each text escaped, a whole column in one ``escape`` call: escaping replaces single
+        characters (``&<>'"``), so escaping the texts joined by NUL and splitting there gives
+        each text's escape. Columns with a NUL inside a text, or not all exact ``str``, are
+        escaped text by text."""
+        if not texts:
+            return []
+        if set(map(type, texts)) == {str}:
+            joined = "\0".join(texts)
+            if joined.count("\0") == len(texts) - 1:
+                return _escape(joined).split("\0")
+        return [self.esc(x) for x in texts]
 
     def block(self, b: Block) -> None:
         e, put = self.esc, self.out.append
@@ -155,11 +170,11 @@ class _Html:
                     if t.sortable else "")
             put(f'<th scope="col" class="{align[j]}"{kind}>{e(c)}</th>')
         put("</tr></thead>\n<tbody>")
-        cells = [map_texts(_escape, column, self.memo) for column in shown.texts]
+        cells = [self.escape_column(column) for column in shown.texts]
         # a row format holds every '<td class="ALIGN"...</td>' of a row; in a sortable table
         # each cell's piece is ' data-sort="KEY">TEXT', else '>' is in the format
         if t.sortable:
-            attrs = [[f' data-sort="{k}"' for k in map_texts(_escape, column, self.memo)]
+            attrs = [[f' data-sort="{k}"' for k in self.escape_column(column)]
                      for column in t.sort_key_columns(shown)]
             pieces = [[f"{a}>{x}" for a, x in zip(column_attrs, column, strict=True)]
                       for column_attrs, column in zip(attrs, cells, strict=True)]
@@ -229,9 +244,9 @@ def render_html(report: Report) -> str:
     html = _Html()
     html.document(report, script, generator)
     e = html.esc
-    return _page().substitute(
+    head, tail = _page()
+    return "".join([head.substitute(
         script_policy=f"; script-src '{e(script_hash)}'" if script_hash else "",
         generator=e(generator),
         title=e(str(report.title)),
-        body="".join(html.out),
-    )
+    ), *html.out, tail])

@@ -29,7 +29,7 @@ from carebench.report.document import (
 
 __all__ = ["escape_cell", "escape_text", "render_markdown"]
 
-_INLINE = re.compile(r"([\\`*_\[~$])")
+_INLINE_CHARS = "\\`*_[~$"  # inline markers escape_text backslash-escapes (backslash first)
 _ENTITY = re.compile(r"&(?=#?[A-Za-z0-9]+;)")
 _LINE_START = re.compile(r"^(\s*)([#>+=-]|\d+[.)])")
 _ALERT = {"info": "NOTE", "warning": "WARNING"}
@@ -38,9 +38,16 @@ _RULE = {"left": ":---", "right": "---:", "center": ":---:"}
 
 def escape_text(text: object) -> str:
     """Escape plain text so a markdown renderer shows it literally and renders no HTML."""
-    s = str(text).replace("\r\n", "\n").replace("\r", "\n")
-    s = _INLINE.sub(r"\\\1", s)
-    s = _ENTITY.sub("&amp;", s)
+    s = str(text)
+    if "\r" in s:
+        s = s.replace("\r\n", "\n").replace("\r", "\n")
+    # one str.replace per marker, the backslash first so added ones are not doubled
+    # (a regex substitution with a group template costs a Python call per match)
+    for c in _INLINE_CHARS:
+        if c in s:
+            s = s.replace(c, "\\" + c)
+    if "&" in s:
+        s = _ENTITY.sub("&amp;", s)
     s = s.replace("<", "&lt;")
     lines = []
     for line in s.split("\n"):
