@@ -9,15 +9,18 @@ responder is NOT added (it would add 64,620 verdicts). Times, separately:
 3. scoring + every analysis (``analyze``, B = 2000 bootstrap resamples),
 4. optionally (``--jsonl``) writing and parsing a records.jsonl of that size,
 5. optionally (``--from-files``) ``carebench support rescore`` from a run directory on
-   disk with no earlier report in it (so every figure is drawn): phase by phase
-   (read, score + analyses, report tables and figures, markdown, HTML, writes; wall
-   and CPU seconds), end to end in this process, as the CLI in a new process
-   (imports included), and with the JSONL only (an older run); the three must write
-   the same metrics.json and report. The load average is printed beside the figures
-   (the machine may be shared). ``--tasks N`` shrinks the run for a quick check;
-   ``--keep DIR`` keeps the run directory (and reuses it on the next call).
+   disk: phase by phase in this process with no earlier report (read, score +
+   analyses, report tables and figures, markdown, HTML, writes; wall and CPU seconds);
+   as the CLI in a new process (imports and exit included, median of ``--repeat``
+   runs) with the run's figures in place (what a re-score of a finished run does:
+   charts whose inputs did not change are reused) and with figures/ removed (every
+   chart drawn); in this process; and with the JSONL only (an older run). All must
+   write the same metrics.json, task_scores.csv, report and figures. The load average
+   is printed beside the figures (the machine may be shared). ``--tasks N`` shrinks
+   the run for a quick check; ``--keep DIR`` keeps the run directory (and reuses it).
 
-Usage: ``python benchmarks/support_rescore.py [--jsonl] [--from-files [--keep DIR]] [--tasks 718] [--B 2000]``.
+Usage: ``python benchmarks/support_rescore.py [--jsonl] [--from-files [--keep DIR] [--repeat 3]] [--tasks 718]
+[--B 2000]``.
 """
 
 from __future__ import annotations
@@ -118,6 +121,7 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=718, help="tasks in the synthetic run (seed scale: 718)")
     ap.add_argument("--keep", metavar="DIR", help="with --from-files: write the run directory here (or reuse "
                     "the one there) and keep it")
+    ap.add_argument("--repeat", type=int, default=3, help="with --from-files: CLI runs per case (median shown)")
     args = ap.parse_args()
 
     t0 = time.perf_counter()
@@ -180,59 +184,93 @@ def main() -> None:
 
 
     if args.from_files:
-        from_files(tasks, rt, vt, strings, args.B, args.keep)
+        from_files(tasks, rt, vt, strings, args.B, args.keep, args.repeat)
 
 
-def from_files(tasks, rt, vt, strings, B: int, keep: str | None = None) -> None:
-    """Write a support run directory of this size, then time ``rescore`` from disk:
-    end to end, split by phase, as the CLI (a fresh process, imports included), and
-    from records.jsonl alone."""
+def from_files(tasks, rt, vt, strings, B: int, keep: str | None = None, repeat: int = 3) -> None:
+    """Write a support run directory of this size, then time ``rescore`` from disk: phase by
+    phase in this process (every figure drawn), then as the CLI in a new process (imports
+    and interpreter exit included; the median of ``repeat`` runs, wall and CPU seconds):
+    once as a re-score of the run usually is, with the run's figures in place (charts
+    whose inputs did not change are reused), once with figures/ removed (every chart
+    drawn); then in process, and from records.jsonl alone. All must write the same bytes."""
     import os
     import shutil
-    import subprocess
-    import sys
 
     run_dir = Path(keep) if keep else Path(tempfile.mkdtemp())
+    outputs = ("metrics.json", "report.md", "report.html", "task_scores.csv")
     try:
         t0 = time.perf_counter()
         if not (run_dir / "manifest.json").is_file():
             write_run_dir(run_dir, tasks, rt, vt, strings, B)
             print(f"run directory written in {time.perf_counter() - t0:.1f} s")
-        for name in ("metrics.json", "report.md", "report.html", "task_scores.csv"):
+        for name in outputs:
             (run_dir / name).unlink(missing_ok=True)  # no earlier report: everything is drawn
         shutil.rmtree(run_dir / "figures", ignore_errors=True)
         mb = {n: (run_dir / n).stat().st_size / 1e6 for n in ("records.jsonl", "records.parquet")}
         print(f"records.jsonl {mb['records.jsonl']:.0f} MB, records.parquet {mb['records.parquet']:.0f} MB; "
               f"load average before: {_load()}")
         phases(run_dir)
+        first = _outputs(run_dir, outputs)
+        reused = [_cli(run_dir) for _ in range(repeat)]
+        same_reused = _outputs(run_dir, outputs) == first
+        drawn = []
+        for _ in range(repeat):
+            shutil.rmtree(run_dir / "figures")
+            drawn.append(_cli(run_dir))
+        same_drawn = _outputs(run_dir, outputs) == first
         t0 = time.perf_counter()
         rescore_run(run_dir)
         t_pq = time.perf_counter() - t0
-        first = {n: (run_dir / n).read_bytes() for n in ("metrics.json", "report.md", "report.html")}
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1] / "src"),
-                                                            os.environ.get("PYTHONPATH", "")])}
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "carebench", "support", "rescore", str(run_dir)], check=True,
-                       env=env, stdout=subprocess.DEVNULL)
-        t_cli = time.perf_counter() - t0
-        same_cli = all((run_dir / n).read_bytes() == b for n, b in first.items())
         parquet = (run_dir / "records.parquet").read_bytes()
         os.remove(run_dir / "records.parquet")
         t0 = time.perf_counter()
         rescore_run(run_dir)
         t_js = time.perf_counter() - t0
-        same_js = all((run_dir / n).read_bytes() == b for n, b in first.items())
+        same_js = _outputs(run_dir, outputs) == first
         (run_dir / "records.parquet").write_bytes(parquet)
         if keep:  # the restored copy must still count as written with this records.jsonl
             st = (run_dir / "records.jsonl").stat()
             os.utime(run_dir / "records.jsonl", ns=(st.st_atime_ns, st.st_mtime_ns))
-        print(f"support rescore from disk (B={B}): {t_pq:.2f} s with records.parquet (in process); "
-              f"{t_cli:.2f} s as `carebench support rescore` (new process, imports included); "
-              f"{t_js:.2f} s from records.jsonl only; same metrics.json and report: CLI {same_cli}, "
-              f"JSONL {same_js}; load average after: {_load()}")
+        print(f"`carebench support rescore` (new process, B={B}, median of {repeat}):")
+        print(f"  run's figures in place (unchanged charts reused): {_median(reused)}")
+        print(f"  figures/ removed (every chart drawn):             {_median(drawn)}")
+        print(f"in process, figures reused: {t_pq:.2f} s; from records.jsonl only: {t_js:.2f} s")
+        print(f"same metrics.json, task_scores.csv and report: figures reused {same_reused}, every chart drawn "
+              f"{same_drawn}, JSONL only {same_js}; load average after: {_load()}")
     finally:
         if not keep:
             shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _outputs(run_dir: Path, names: tuple[str, ...]) -> dict[str, bytes]:
+    out = {n: (run_dir / n).read_bytes() for n in names}
+    out.update({f"figures/{p.name}": p.read_bytes() for p in sorted((run_dir / "figures").glob("*.png"))})
+    return out
+
+
+def _cli(run_dir: Path) -> tuple[float, float]:
+    """Wall and CPU (user + system) seconds of ``python -m carebench support rescore``."""
+    import os
+    import resource
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1] / "src"),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "carebench", "support", "rescore", str(run_dir)], check=True,
+                   env=env, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def _median(runs: list[tuple[float, float]]) -> str:
+    walls, cpus = sorted(w for w, _ in runs), sorted(c for _, c in runs)
+    return (f"{walls[len(walls) // 2]:.2f} s wall, {cpus[len(cpus) // 2]:.2f} s CPU "
+            f"(wall {', '.join(f'{w:.2f}' for w, _ in runs)})")
 
 
 def rescore_run(run_dir: Path) -> None:
@@ -245,6 +283,7 @@ def phases(run_dir: Path) -> None:
     """One rescore, phase by phase (the steps ``carebench.experiment.rerender`` takes), with
     wall and CPU seconds (CPU counts every thread, e.g. BLAS)."""
     import carebench.support.report as support_report
+    from carebench.experiment import cycle_collector_paused, single_threaded_blas
     from carebench.report import figures
     from carebench.report.html import render_html
     from carebench.report.markdown import render_markdown
@@ -273,20 +312,22 @@ def phases(run_dir: Path) -> None:
 
     suite = SupportSuite()
     t_all, c_all = time.perf_counter(), time.process_time()
-    manifest = step("read manifest, tasks, records", lambda: read_json(run_dir / "manifest.json"))
-    records = step("read manifest, tasks, records", lambda: suite.read_records(run_dir, manifest))
-    rows[-2:] = [(rows[-1][0], rows[-2][1] + rows[-1][1], rows[-2][2] + rows[-1][2])]
-    metrics = step("score + analyses", lambda: suite.score(records, manifest))
-    step("write metrics.json", lambda: write_json(run_dir / "metrics.json", metrics))
-    figures.fig_to_png = timed_png
-    try:
-        report = step("build report (tables + figures)", lambda: suite.render(metrics, records, manifest))
-    finally:
-        figures.fig_to_png = to_png
-    rows.append(("  of which drawing figures", drawn[0], drawn[1]))
-    step("render markdown (timed apart)", lambda: render_markdown(report))
-    step("render HTML (timed apart)", lambda: render_html(report))
-    step("write report (markdown, HTML, figures)", lambda: write_report(report, run_dir))
+    with cycle_collector_paused():  # as experiment.rerender
+        manifest = step("read manifest, tasks, records", lambda: read_json(run_dir / "manifest.json"))
+        records = step("read manifest, tasks, records", lambda: suite.read_records(run_dir, manifest))
+        rows[-2:] = [(rows[-1][0], rows[-2][1] + rows[-1][1], rows[-2][2] + rows[-1][2])]
+        with single_threaded_blas():
+            metrics = step("score + analyses", lambda: suite.score(records, manifest))
+        step("write metrics.json", lambda: write_json(run_dir / "metrics.json", metrics))
+        figures.fig_to_png = timed_png
+        try:
+            report = step("build report (tables + figures)", lambda: suite.render(metrics, records, manifest))
+        finally:
+            figures.fig_to_png = to_png
+        rows.append(("  of which drawing figures", drawn[0], drawn[1]))
+        step("render markdown (timed apart)", lambda: render_markdown(report))
+        step("render HTML (timed apart)", lambda: render_html(report))
+        step("write report (markdown, HTML, figures)", lambda: write_report(report, run_dir))
     total = (time.perf_counter() - t_all, time.process_time() - c_all)
     print("phase                                      wall s   CPU s")
     for name, w, c in rows:

@@ -15,16 +15,30 @@ from support.scripted_stub import Script
 OUTPUTS = ("metrics.json", "report.md", "report.html")
 
 
-def _reproduced(run_dir) -> None:
+def _reproduced(run_dir, monkeypatch) -> None:
+    """Re-rendered twice: reusing the run's figures (nothing may be drawn), then with
+    ``figures/`` removed (every chart drawn anew); both give the run's bytes."""
+    import shutil
+
+    from matplotlib.figure import Figure as MplFigure
+
     before = {n: (run_dir / n).read_bytes() for n in OUTPUTS}
+    figures = {p.name: p.read_bytes() for p in (run_dir / "figures").glob("*.png")}
     for n in OUTPUTS:
         (run_dir / n).unlink()
+    with monkeypatch.context() as m:
+        m.setattr(MplFigure, "savefig", lambda *a, **k: (_ for _ in ()).throw(AssertionError("drawn")))
+        assert main(["report", str(run_dir)]) == 0
+    for n in OUTPUTS:
+        assert (run_dir / n).read_bytes() == before[n], n
+    shutil.rmtree(run_dir / "figures", ignore_errors=True)
     assert main(["report", str(run_dir)]) == 0
     for n in OUTPUTS:
         assert (run_dir / n).read_bytes() == before[n], n
+    assert {p.name: p.read_bytes() for p in (run_dir / "figures").glob("*.png")} == figures
 
 
-def test_report_reproduces_risk_support_and_sweep_runs(tmp_path):
+def test_report_reproduces_risk_support_and_sweep_runs(tmp_path, monkeypatch):
     tasks = load_tasks("builtin:sample")
     with StubServer() as stub:
         stub.handler = answer
@@ -55,7 +69,7 @@ def test_report_reproduces_risk_support_and_sweep_runs(tmp_path):
     assert "Few-shot scaling (Appendix G)" in (sweep / "report.md").read_text()
     assert json.loads((sweep / "manifest.json").read_text())["sweep"]["ks"] == [0, 2, 4]
     for run_dir in (risk, sweep, support):
-        _reproduced(run_dir)
+        _reproduced(run_dir, monkeypatch)
     assert (sweep / "figures" / "fig4_fewshot_sweep.png").is_file()
 
 

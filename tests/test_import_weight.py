@@ -1,8 +1,8 @@
 """Heavy imports stay off the paths that do not need them.
 
 Why: ``carebench support rescore`` on a paper-size run has a budget of seconds, and
-importing every suite (risk pulls in the sweep) or ``scipy.stats`` (0.6-0.9 s) or
-pandas (0.2 s) cost a third of it. These checks run in a fresh interpreter, so what
+importing every suite (risk pulls in the sweep), ``scipy.stats`` (0.6-0.9 s), pandas
+(0.2 s), aiohttp or matplotlib's drawing modules cost a third of it. These checks run in a fresh interpreter, so what
 other tests imported does not hide a regression.
 """
 
@@ -33,9 +33,17 @@ def test_the_top_level_help_still_lists_every_suite():
         assert f" {name} " in out.stdout
 
 
-def test_support_rescoring_modules_import_neither_scipy_stats_nor_pandas():
+def test_support_rescoring_modules_import_no_library_they_do_not_use():
     mods = _modules_after("import carebench.support.experiment, carebench.support.analyses, "
-                          "carebench.support.report, carebench.stats")
+                          "carebench.support.report, carebench.stats, carebench.experiment")
     assert "carebench.support.analyses" in mods
     assert "scipy.stats" not in mods
     assert "pandas" not in mods
+    assert "aiohttp" not in mods  # the HTTP client: no model is called when re-scoring
+    assert "matplotlib.figure" not in mods  # loaded only when a chart is actually drawn
+
+
+def test_a_chart_still_draws_when_matplotlib_is_loaded_late():
+    mods = _modules_after("from carebench.report import bar_chart\n"
+                          "assert bar_chart(['a'], {'s': [1.0]}, 't', 'y')[:4] == b'\\x89PNG'")
+    assert "matplotlib.figure" in mods

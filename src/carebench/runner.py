@@ -18,8 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from carebench.cache import CompletionCache, cache_key
-from carebench.models.base import ChatModel, PermanentError, TransientError
-from carebench.models.http import Unreachable
+from carebench.models.base import ChatModel, PermanentError, TransientError, Unreachable
 from carebench.types import CarebenchError, ChatRequest, Completion
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import struct
 
 import matplotlib
@@ -83,11 +84,25 @@ def test_identical_data_gives_identical_bytes(rendered, name):
     assert MAKERS[name](scale=0.5) != rendered[name]  # and the bytes do depend on the data
 
 
+def text_chunks(png: bytes) -> list[bytes]:
+    out, pos = [], 8
+    while pos < len(png):
+        (length,) = struct.unpack(">I", png[pos:pos + 4])
+        if png[pos + 4:pos + 8] == b"tEXt":
+            out.append(png[pos + 8:pos + 8 + length])
+        pos += 12 + length
+    return out
+
+
 @pytest.mark.parametrize("name", list(MAKERS))
 def test_no_timestamp_or_software_metadata(rendered, name):
     kinds = chunk_types(rendered[name])
     assert kinds[0] == b"IHDR" and kinds[-1] == b"IEND"
-    assert not {b"tEXt", b"iTXt", b"zTXt", b"tIME"} & set(kinds)
+    assert not {b"iTXt", b"zTXt", b"tIME"} & set(kinds)
+    # one text chunk only: the chart's key (a SHA-256 of its inputs), no software or date
+    texts = text_chunks(rendered[name])
+    assert len(texts) == 1 and texts[0].startswith(b"carebench-figure\0")
+    assert re.fullmatch(rb"[0-9a-f]{64}", texts[0].split(b"\0", 1)[1])
 
 
 def test_dpi_scales_the_image():

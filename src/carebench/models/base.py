@@ -23,6 +23,10 @@ class TransientError(Exception):
         self.retry_after = retry_after
 
 
+class Unreachable(TransientError):
+    """The server could not be connected to at all (refused, DNS failure)."""
+
+
 class PermanentError(Exception):
     """A failure retrying cannot fix (4xx other than 429, malformed request, replay miss).
 

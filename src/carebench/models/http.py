@@ -15,12 +15,8 @@ from typing import Any
 
 import aiohttp
 
-from carebench.models.base import PermanentError, TransientError
+from carebench.models.base import PermanentError, TransientError, Unreachable
 from carebench.types import CarebenchError
-
-
-class Unreachable(TransientError):
-    """The server could not be connected to at all (refused, DNS failure)."""
 
 
 class AuthError(CarebenchError):

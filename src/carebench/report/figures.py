@@ -5,7 +5,9 @@ the caller's global state (backend, open figures).  Figures here are built as ba
 ``matplotlib.figure.Figure`` objects on an Agg canvas, styled inside an
 ``rc_context`` that is undone on exit, and never registered with pyplot.  PNGs are
 written without the ``Software`` metadata chunk so identical data gives identical
-bytes (reports can be diffed and cached).
+bytes (reports can be diffed and cached). Each chart helper is wrapped by
+:func:`~carebench.report.figure_reuse.reusable`: its PNG carries a key of its inputs,
+so re-rendering a report redraws only the charts whose inputs changed.
 """
 
 from __future__ import annotations
@@ -15,12 +17,15 @@ import math
 import sys
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure as MplFigure
+
+from carebench.report.figure_reuse import KEY_CHUNK, current_key, reusable
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure as MplFigure
 
 __all__ = [
     "PALETTE",
@@ -68,20 +73,28 @@ def _styled():
 
 
 def _new_figure(width: float, height: float) -> MplFigure:
+    # imported here: a re-render whose charts are all reused never loads matplotlib's
+    # drawing modules (0.2 s)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure as MplFigure
+
     fig = MplFigure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(fig)  # attaches itself to fig; no pyplot, no global backend switch
     return fig
 
 
 def fig_to_png(fig: MplFigure, dpi: int = 120, *, close: bool = True) -> bytes:
-    """Render a figure to PNG bytes with no timestamp or version metadata.
+    """Render a figure to PNG bytes with no timestamp or version metadata (only the
+    chart's key, when a chart helper is drawing it).
 
     A figure that pyplot manages is closed afterwards (``close=True``) so report
     generation does not accumulate open figures.
     """
     buf = io.BytesIO()
     with _styled():
-        fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
+        key = current_key()
+        fig.savefig(buf, format="png", dpi=dpi,
+                    metadata={"Software": None, **({KEY_CHUNK: key} if key else {})})
     if close and getattr(fig.canvas, "manager", None) is not None and "matplotlib.pyplot" in (
         sys.modules
     ):
@@ -117,6 +130,7 @@ def _label_bar_axes(ax: Any, x: np.ndarray, cats: Sequence[str], title: str, yla
         ax.set_ylim(*ylim)
 
 
+@reusable
 def bar_chart(
     categories: Sequence[str],
     series: Mapping[str, Sequence[float]],
@@ -165,6 +179,7 @@ def bar_chart(
         return fig_to_png(fig, dpi)
 
 
+@reusable
 def heatmap(
     matrix: Any,
     row_labels: Sequence[str],
@@ -240,6 +255,7 @@ def row_normalise(counts: Any) -> np.ndarray:
         return np.where(totals > 0, c / np.where(totals > 0, totals, 1.0), np.nan)
 
 
+@reusable
 def confusion_heatmap(
     counts: Any,
     labels: Sequence[str],
@@ -263,6 +279,7 @@ def _fmt_annotation(a: Any) -> str:
     return str(a)
 
 
+@reusable
 def line_chart(
     x: Sequence[Any],
     series: Mapping[str, Sequence[float]],
@@ -315,6 +332,7 @@ def line_chart(
         return fig_to_png(fig, dpi)
 
 
+@reusable
 def dot_interval_chart(
     labels: Sequence[str],
     values: Sequence[float],
@@ -380,6 +398,7 @@ def dot_interval_chart(
         return fig_to_png(fig, dpi)
 
 
+@reusable
 def box_chart(
     groups: Mapping[str, Sequence[float]],
     title: str,
@@ -410,6 +429,7 @@ def box_chart(
         return fig_to_png(fig, dpi)
 
 
+@reusable
 def scatter_chart(
     labels: Sequence[str],
     x: Sequence[float],
@@ -448,6 +468,7 @@ def scatter_chart(
         return fig_to_png(fig, dpi)
 
 
+@reusable
 def stacked_bar_chart(
     categories: Sequence[str],
     stacks: Mapping[str, Sequence[float]],

@@ -109,10 +109,10 @@ def _exit_if_incomplete(run_dir: Path) -> None:
         raise typer.Exit(1)
 
 
-def _summary(run_dir: Path) -> None:
+def _summary(run_dir: Path, metrics: dict | None = None) -> None:
     from carebench.rundir import read_json
 
-    m = read_json(run_dir / "metrics.json")
+    m = metrics if metrics is not None else read_json(run_dir / "metrics.json")
     for row in m.get("leaderboard", {}).get("rows", []):
         lo, hi = row["ci"] if row.get("ci") else (float("nan"), float("nan"))
         typer.echo(f"{row['rank']:>3}  {row['score']:.3f} [{lo:.3f}, {hi:.3f}]  band {row['band']}  {row['responder']}")
@@ -175,9 +175,9 @@ def rescore(
     """Recompute metrics.json and the report from recorded verdicts (no model call)."""
     from carebench.support.experiment import rescore as do_rescore
 
-    do_rescore(run_dir, panel=list(panel) if panel else None, scope=scope, out_dir=out,
-               family=parse_family_overrides(family))
-    _summary(Path(out or run_dir))
+    metrics = do_rescore(run_dir, panel=list(panel) if panel else None, scope=scope, out_dir=out,
+                         family=parse_family_overrides(family))
+    _summary(Path(out or run_dir), metrics)
 
 
 @app.command("calibration-sample")
