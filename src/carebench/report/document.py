@@ -205,13 +205,8 @@ class Table:
     def __post_init__(self) -> None:
         self.columns = [str(c) for c in self.columns]
         self.rows = [list(r) for r in self.rows]
+        self._check_rows()
         n = len(self.columns)
-        for i, row in enumerate(self.rows):
-            if len(row) != n:
-                raise ValueError(
-                    f"Table {self.caption or self.columns!r}: row {i} has {len(row)} cells, "
-                    f"expected {n}"
-                )
         if not isinstance(self.number_format, str) and len(self.number_format) != n:
             raise ValueError(f"Table: number_format needs one spec per column ({n})")
         if self.align is not None:
@@ -223,6 +218,15 @@ class Table:
                 raise ValueError(f"Table: unknown alignment {exc.args[0]!r}") from None
         for c in (*self.highlight_max_cols, *self.highlight_min_cols):
             self._column_index(c)
+
+    def _check_rows(self) -> None:
+        n = len(self.columns)
+        for i, row in enumerate(self.rows):
+            if len(row) != n:
+                raise ValueError(
+                    f"Table {self.caption or self.columns!r}: row {i} has {len(row)} cells, "
+                    f"expected {n}"
+                )
 
     def _column_index(self, col: str | int) -> int:
         if isinstance(col, int) and not isinstance(col, bool):
@@ -239,22 +243,17 @@ class Table:
 
     def shown(self) -> ShownTable:
         """Every cell's text and kind in one pass per column (see :class:`ShownTable`)."""
+        self._check_rows()  # rows are a public list: checked again after any change
         n = len(self.columns)
         rows = self.rows
-        for i, row in enumerate(rows):  # rows are a public list: re-check after any mutation
-            if len(row) != n:
-                raise ValueError(
-                    f"Table {self.caption or self.columns!r}: row {i} has {len(row)} cells, "
-                    f"expected {n}"
-                )
         values = list(zip(*rows, strict=True)) if rows else [() for _ in range(n)]
         texts: list[list[str]] = []
         plain: list[list[bool]] = []
         numeric: list[bool] = []
         align: list[Align] = []
         for j, column in enumerate(values):
-            shown, flags, filled = _shown_column(column, self.column_format(j))
-            texts.append(shown)
+            column_texts, flags, filled = _shown_column(column, self.column_format(j))
+            texts.append(column_texts)
             plain.append(flags)
             numeric.append(all(flags))
             align.append("right" if filled and numeric[-1] else "left")
