@@ -41,6 +41,7 @@ def test_support_rescoring_modules_import_no_library_they_do_not_use():
     assert "pandas" not in mods
     assert "aiohttp" not in mods  # the HTTP client: no model is called when re-scoring
     assert "matplotlib.figure" not in mods  # loaded only when a chart is actually drawn
+    assert "jinja2" not in mods  # reports are assembled with markupsafe; only annotate uses templates
 
 
 def test_a_chart_still_draws_when_matplotlib_is_loaded_late():

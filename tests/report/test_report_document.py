@@ -137,3 +137,23 @@ def test_non_blocks_are_rejected():
 def test_nan_sort_key_is_not_a_maximum():
     t = Table(["v"], [[float("nan")], [1.0]], highlight_max_cols=["v"])
     assert t.highlighted() == {(1, 0)}
+
+
+def test_cells_out_of_the_table_are_never_emphasised():
+    """bold_cells are (row, column) positions: a negative or too-large one matches no cell
+    (it is not a Python index from the end)."""
+    from carebench.report import render_html, render_markdown
+
+    t = Table(["a", "b"], [["x", 1], ["y", 2]], bold_cells=[(-1, 0), (0, -1), (2, 0), (0, 5)])
+    report = Report("t", sections=[Section("s", [t])])
+    html = render_html(report)
+    assert "<td" in html and ' best"' not in html and "<strong>x" not in html
+    md = render_markdown(report)
+    assert "| x | 1 |" in md and "| y | 2 |" in md
+
+
+def test_rows_changed_after_construction_are_checked_again():
+    t = Table(["a", "b"], [[1, 2]])
+    t.rows.append([3])
+    with pytest.raises(ValueError, match="row 1 has 1 cells"):
+        t.formatted_rows()

@@ -7,11 +7,17 @@ reader: it must see exactly the tags we emit and get back the original text.
 from __future__ import annotations
 
 import base64
+import html as htmllib
+import math
 import re
+import string
 from html.parser import HTMLParser
 from importlib import resources
 
-from carebench.report import Figure, Paragraph, Report, Section, Table, render_html
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from carebench.report import Figure, Paragraph, Report, Section, Table, format_value, render_html
 
 ALLOWED_TAGS = {
     "html", "head", "meta", "title", "style", "body", "header", "h1", "h2", "p", "ul", "ol",
@@ -144,10 +150,12 @@ def test_print_css_and_csp_present(payload_report):
     assert csp and "default-src 'none'" in csp[0]["content"]
 
 
-def test_template_never_disables_escaping():
-    text = (resources.files("carebench.report") / "templates" / "report.html.j2").read_text()
-    assert "|safe" not in text.replace(" ", "")
-    assert "autoescape false" not in text
+def test_page_shell_takes_only_escaped_slots():
+    """The page shell is filled by string.Template: a new slot would be a new way in for raw
+    text, so the slots are pinned (the body is built from escaped pieces in html.py)."""
+    text = (resources.files("carebench.report") / "templates" / "report.html").read_text()
+    assert string.Template(text).get_identifiers() == ["script_policy", "generator", "title", "body"]
+    assert "<script" not in text.lower()
 
 
 def test_details_become_collapsible_elements(payload_report):
@@ -177,3 +185,87 @@ def test_sortable_table_adds_only_the_hash_pinned_sorter(payload):
     assert heads == ["text", "number"]
     # a table that is not sortable keeps the page script-free
     assert "<script" not in render_html(Report("t", sections=[Section("s", [Table(["a"], [[1]])])]))
+
+
+def test_every_table_path_escapes_text(payload):
+    """Plain, highlighted (best and second) and sortable rows are written by different code
+    paths: each must escape cell text, headers, the caption and sort keys."""
+    columns = [f"name {payload}", "score", f"note {payload}"]
+    rows = [[f"a {payload}", 0.9, f"x {payload}"], [f"b {payload}", 0.5, None],
+            [f"c {payload}", 0.1, "{0} {}"]]
+    for sortable in (False, True):
+        table = Table(columns, rows, caption=f"cap {payload}", highlight_max_cols=["score"],
+                      highlight_second=True, bold_cells=[(2, 2)], sortable=sortable)
+        html = render_html(Report("t", sections=[Section("s", [table])]))
+        c = parse(html)
+        assert payload not in html
+        assert {t for t, _ in c.tags} <= ALLOWED_TAGS | {"u", "script"}
+        assert [a for t, a in c.tags if t == "script"] == ([{}] if sortable else [])
+        assert "".join(c.text["caption"]) == f"cap {payload}"
+        assert "".join(c.text["th"]) == "".join(columns)
+        cells = [a for t, a in c.tags if t == "td"]
+        assert [x["class"] for x in cells] == ["left", "right best", "left", "left", "right second",
+                                               "left", "left", "right", "left best"]
+        # the td text, tag by tag: HTMLParser reports the text inside <strong>/<u> too
+        bodies = re.findall(r"<td[^>]*>(.*?)</td>", html, flags=re.DOTALL)
+        texts = [htmllib.unescape(re.sub(r"</?(strong|u)>", "", b)) for b in bodies]
+        assert texts == [f"a {payload}", "0.900", f"x {payload}", f"b {payload}", "0.500", "\u2013",
+                         f"c {payload}", "0.100", "{0} {}"]
+        if sortable:
+            assert [x["data-sort"] for x in cells] == [f"a {payload}", "0.9", f"x {payload}",
+                                                       f"b {payload}", "0.5", "",
+                                                       f"c {payload}", "0.1", "{0} {}"]
+
+
+def test_markup_objects_never_make_equal_plain_text_unescaped():
+    """A str subclass with ``__html__`` (markupsafe.Markup) is rendered as its markup, as Jinja's
+    autoescaping would; the escape memo must not hand that unescaped form to an equal plain
+    string met later in the same page."""
+    from markupsafe import Markup
+
+    raw = "<i>x</i>"
+    report = Report("t", sections=[Section("s", [
+        Table(["a"], [[Markup(raw)]]), Table(["b"], [[raw]]), Table(["c"], [[Markup(raw)], [raw]]),
+        Paragraph(Markup(raw)),  # Paragraph text is str()-ed first: escaped
+    ])])
+    html = render_html(report)
+    bodies = re.findall(r"<td[^>]*>(.*?)</td>", html)
+    assert bodies == [raw, "&lt;i&gt;x&lt;/i&gt;", raw, "&lt;i&gt;x&lt;/i&gt;"]
+    assert "<p>&lt;i&gt;x&lt;/i&gt;</p>" in html
+
+
+cell_text = st.text(
+    alphabet=st.characters(min_codepoint=32, max_codepoint=126) | st.sampled_from(["\n", "é", "\u2013", "\0"]),
+    max_size=20,
+)
+cell_value = st.one_of(cell_text, st.none(), st.integers(-10**6, 10**6),
+                       st.floats(allow_nan=True, allow_infinity=False, width=64))
+
+
+@settings(max_examples=60, deadline=None)
+@example(rows=[["a\0<b>", 1, "\0"], ["&", None, "'\""]], sortable=True, bold=[(1, 0)])
+@given(st.lists(st.lists(cell_value, min_size=3, max_size=3), max_size=6), st.booleans(),
+       st.lists(st.tuples(st.integers(0, 5), st.integers(0, 2)), max_size=3))
+def test_table_cells_round_trip_through_a_real_parser(rows, sortable, bold):
+    """Any cells: a parser reads back each cell's formatted text (and its sort key), and the
+    only tags in the body are the table's own."""
+    table = Table(["a", "b", "c"], rows, sortable=sortable, bold_cells=bold)
+    html = render_html(Report("t", sections=[Section("s", [table])]))
+    c = parse(html)
+    assert {t for t, _ in c.tags} <= ALLOWED_TAGS | {"script"}
+    bodies = re.findall(r"<td[^>]*>(.*?)</td>", html, flags=re.DOTALL)
+    want = [format_value(v) for row in rows for v in row]
+    assert [htmllib.unescape(re.sub(r"</?strong>", "", b)) for b in bodies] == want
+    strong = [i for i, b in enumerate(bodies) if b.startswith("<strong>")]
+    assert strong == sorted({i * 3 + j for i, j in bold if i < len(rows)})
+    if sortable:
+        def numeric(j):
+            return all(isinstance(r[j], (int, float)) for r in rows if r[j] is not None)
+
+        def key(v, j):
+            if v is None or (numeric(j) and math.isnan(v)):
+                return ""
+            return repr(float(v)) if numeric(j) else format_value(v)
+
+        keys = [a["data-sort"] for t, a in c.tags if t == "td"]
+        assert keys == [key(v, j) for row in rows for j, v in enumerate(row)]

@@ -21,6 +21,7 @@ from carebench.report import (
     Report,
     Section,
     Table,
+    format_value,
     render_markdown,
 )
 from carebench.report.markdown import escape_cell, escape_text
@@ -138,3 +139,46 @@ def test_escaped_cell_stays_one_cell(text):
         return
     assert len(cells) == 1
     assert visible_text(cells[0]) == " ".join(text.split())
+
+
+table_cell = st.one_of(printable, st.none(), st.integers(-10**6, 10**6),
+                       st.floats(allow_nan=True, allow_infinity=False, width=64))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(table_cell, min_size=3, max_size=3), min_size=1, max_size=5),
+       st.lists(st.tuples(st.integers(0, 5), st.integers(0, 2)), max_size=3))
+def test_table_cells_read_back_as_their_text(rows, bold):
+    """Any mix of text, numbers and empty cells: a GFM viewer shows one cell per value with
+    its formatted text, and emphasises the chosen cells."""
+    t = Table(["a", "b", "c"], rows, bold_cells=bold)
+    rendered = to_html(render_markdown(Report("t", sections=[Section("s", [t])])))
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", rendered, flags=re.DOTALL)
+    want = [format_value(v) for row in rows for v in row]
+    assert [visible_text(c) for c in cells] == [" ".join(w.split()) for w in want]
+    chosen = {i * 3 + j for i, j in bold if i < len(rows)}
+    for k, (cell, text) in enumerate(zip(cells, want, strict=True)):
+        if re.fullmatch(r"[\w.\u2013-]+", text):  # emphasis markers around plain words always work
+            assert cell.startswith("<strong>") == (k in chosen)
+
+
+def reference_escape_text(text: str) -> str:
+    """escape_text's rules written as patterns (the form they were first written in)."""
+    s = text.replace("\r\n", "\n").replace("\r", "\n")
+    s = re.sub(r"([\\`*_\[~$])", r"\\\1", s)
+    s = re.sub(r"&(?=#?[A-Za-z0-9]+;)", "&amp;", s).replace("<", "&lt;")
+    lines = []
+    for line in s.split("\n"):
+        line = line.lstrip(" \t")
+        m = re.match(r"^(\s*)([#>+=-]|\d+[.)])", line)
+        if m:
+            marker = m.group(2)
+            line = (marker[:-1] + "\\" + marker[-1] if marker[0].isdigit() else "\\" + marker) + line[m.end():]
+        lines.append(line)
+    return "\n".join(lines)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("\\`*_[~$&#;<>|+=-.)1a \t\r\n\x0b")), max_size=30))
+def test_escape_text_follows_its_rules(text):
+    assert escape_text(text) == reference_escape_text(text)

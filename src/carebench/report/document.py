@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -28,12 +28,14 @@ __all__ = [
     "Pre",
     "Report",
     "Section",
+    "ShownTable",
     "Table",
     "figure_name",
     "format_number",
     "format_value",
     "is_numeric",
     "iter_blocks",
+    "map_texts",
     "slugify",
     "sort_key",
 ]
@@ -203,13 +205,8 @@ class Table:
     def __post_init__(self) -> None:
         self.columns = [str(c) for c in self.columns]
         self.rows = [list(r) for r in self.rows]
+        self._check_rows()
         n = len(self.columns)
-        for i, row in enumerate(self.rows):
-            if len(row) != n:
-                raise ValueError(
-                    f"Table {self.caption or self.columns!r}: row {i} has {len(row)} cells, "
-                    f"expected {n}"
-                )
         if not isinstance(self.number_format, str) and len(self.number_format) != n:
             raise ValueError(f"Table: number_format needs one spec per column ({n})")
         if self.align is not None:
@@ -221,6 +218,15 @@ class Table:
                 raise ValueError(f"Table: unknown alignment {exc.args[0]!r}") from None
         for c in (*self.highlight_max_cols, *self.highlight_min_cols):
             self._column_index(c)
+
+    def _check_rows(self) -> None:
+        n = len(self.columns)
+        for i, row in enumerate(self.rows):
+            if len(row) != n:
+                raise ValueError(
+                    f"Table {self.caption or self.columns!r}: row {i} has {len(row)} cells, "
+                    f"expected {n}"
+                )
 
     def _column_index(self, col: str | int) -> int:
         if isinstance(col, int) and not isinstance(col, bool):
@@ -235,15 +241,31 @@ class Table:
     def column_format(self, j: int) -> str:
         return self.number_format if isinstance(self.number_format, str) else self.number_format[j]
 
+    def shown(self) -> ShownTable:
+        """Every cell's text and kind in one pass per column (see :class:`ShownTable`)."""
+        self._check_rows()  # rows are a public list: checked again after any change
+        n = len(self.columns)
+        rows = self.rows
+        values = list(zip(*rows, strict=True)) if rows else [() for _ in range(n)]
+        texts: list[list[str]] = []
+        plain: list[list[bool]] = []
+        numeric: list[bool] = []
+        align: list[Align] = []
+        for j, column in enumerate(values):
+            column_texts, flags, filled = _shown_column(column, self.column_format(j))
+            texts.append(column_texts)
+            plain.append(flags)
+            numeric.append(all(flags))
+            align.append("right" if filled and numeric[-1] else "left")
+        if self.align is not None:
+            align = list(self.align)  # type: ignore[arg-type]
+        return ShownTable(texts, plain, numeric, align, len(rows))
+
     def alignments(self) -> list[Align]:
         """Per-column alignment: explicit, else right for all-numeric columns."""
         if self.align is not None:
             return list(self.align)  # type: ignore[arg-type]
-        out: list[Align] = []
-        for j in range(len(self.columns)):
-            cells = [r[j] for r in self.rows if r[j] is not None]
-            out.append("right" if cells and all(is_numeric(c) for c in cells) else "left")
-        return out
+        return self.shown().align
 
     def ranks(self) -> dict[tuple[int, int], int]:
         """(row, column) -> 1 for each highlighted column's best value, 2 for the second
@@ -253,10 +275,12 @@ class Table:
         for cols, lower in ((self.highlight_max_cols, False), (self.highlight_min_cols, True)):
             for col in cols:
                 j = self._column_index(col)
-                scored = [
-                    (i, sort_key(r[j])) for i, r in enumerate(self.rows)
-                    if i not in skip and is_numeric(r[j]) and not math.isnan(sort_key(r[j]))
-                ]
+                scored = []
+                for i, r in enumerate(self.rows):
+                    if i not in skip and is_numeric(r[j]):
+                        v = sort_key(r[j])
+                        if not math.isnan(v):
+                            scored.append((i, v))
                 order = sorted({v for _, v in scored}, reverse=not lower)
                 for rank, value in enumerate(order[: 2 if self.highlight_second else 1], 1):
                     out.update(((i, j), rank) for i, v in scored if v == value)
@@ -264,27 +288,33 @@ class Table:
 
     def numeric_columns(self) -> list[bool]:
         """Per column: every non-empty cell is a number (sorted numerically, else as text)."""
-        return [all(is_numeric(r[j]) for r in self.rows if r[j] is not None)
-                for j in range(len(self.columns))]
+        return self.shown().numeric
 
     def sort_keys(self) -> list[list[str]]:
         """Per cell, the text a sortable table compares: the full-precision number of a
         numeric column (``repr``, so the order is the values' order), the formatted text
         otherwise, and "" for an empty cell (NaN or None), which always sorts last."""
-        numeric = self.numeric_columns()
-        out = []
-        for r, shown in zip(self.rows, self.formatted_rows(), strict=True):
-            keys = []
-            for j, c in enumerate(r):
-                if c is None:
-                    keys.append("")
-                elif numeric[j]:
-                    v = sort_key(c)
-                    keys.append("" if math.isnan(v) else repr(v))
-                else:
-                    keys.append(shown[j])
-            out.append(keys)
-        return out
+        shown = self.shown()
+        return shown.rows_of(self.sort_key_columns(shown))
+
+    def sort_key_columns(self, shown: ShownTable) -> list[list[str]]:
+        """:meth:`sort_keys` column by column, from this table's :meth:`shown` cells."""
+        columns = []
+        for j, numeric in enumerate(shown.numeric):
+            if numeric:
+                keys = []
+                for row in self.rows:
+                    c = row[j]
+                    if c is None:
+                        keys.append("")
+                    else:
+                        v = sort_key(c)
+                        keys.append("" if math.isnan(v) else repr(v))
+            else:
+                keys = ["" if row[j] is None else text
+                        for row, text in zip(self.rows, shown.texts[j], strict=True)]
+            columns.append(keys)
+        return columns
 
     def highlighted(self) -> set[tuple[int, int]]:
         """(row, column) positions of each highlighted column's best value, ties included."""
@@ -292,9 +322,82 @@ class Table:
 
     def formatted_rows(self) -> list[list[str]]:
         """Cells as plain (unescaped) text; the renderers escape them."""
-        return [
-            [format_value(c, self.column_format(j)) for j, c in enumerate(r)] for r in self.rows
-        ]
+        shown = self.shown()
+        return shown.rows_of(shown.texts)
+
+
+@dataclass(frozen=True, slots=True)
+class ShownTable:
+    """A table's cells as both renderers show them, column by column.
+
+    Why one pass: a report can hold tables of 100,000 cells, and formatting, alignment
+    and the markdown escaping decision all look at the same cell; doing it once per
+    column (the format spec is per column) keeps rendering a large report fast.
+    """
+
+    texts: list[list[str]]  # per column: each cell's plain (unescaped) text
+    plain: list[list[bool]]  # per column: the cell is a number or empty (shown as formatted)
+    numeric: list[bool]  # per column: every non-empty cell is a number
+    align: list[Align]  # per column: explicit, else right for an all-numeric column with a value
+    n_rows: int
+
+    def rows_of(self, columns: list[list[str]]) -> list[list[str]]:
+        """Column lists turned into row lists."""
+        if not columns:
+            return [[] for _ in range(self.n_rows)]
+        return [list(r) for r in zip(*columns, strict=True)]
+
+
+def map_texts(fn: Callable[[str], str], texts: list[str], memo: dict[str, str]) -> list[str]:
+    """``[fn(x) for x in texts]``, calling ``fn`` once per distinct text across a rendering.
+
+    Table cells repeat ("met", "yes", task ids), so the renderers escape each distinct
+    cell once. Only exact ``str`` is remembered: a ``str`` subclass equal to a remembered
+    text may escape differently (``markupsafe.Markup`` does)."""
+    if not set(map(type, texts)) <= {str}:
+        return [fn(x) for x in texts]
+    for x in set(texts).difference(memo):
+        memo[x] = fn(x)
+    return list(map(memo.__getitem__, texts))
+
+
+def _shown_column(values: Sequence[Any], fmt: str) -> tuple[list[str], list[bool], bool]:
+    """One column's texts (as :func:`format_value`), plain flags (as :func:`is_numeric`
+    or None) and whether any cell has a value; the common cell types are inlined."""
+    if set(map(type, values)) == {str}:  # a text column: shown as it is
+        return list(values), [False] * len(values), True
+    texts: list[str] = []
+    plain: list[bool] = []
+    text, flag = texts.append, plain.append
+    filled = False
+    for v in values:
+        kind = type(v)
+        if kind is str:
+            text(v)
+            flag(False)
+            filled = True
+        elif kind is float:
+            if math.isnan(v):
+                text(MISSING)
+            else:
+                s = format(v, fmt)
+                if s[0] == "-" and (m := _NEG_ZERO.match(s)):
+                    s = m.group(1) + m.group(2)
+                text(s)
+            flag(True)
+            filled = True
+        elif kind is int:
+            text(str(v))
+            flag(True)
+            filled = True
+        elif v is None:
+            text(MISSING)
+            flag(True)
+        else:
+            text(format_value(v, fmt))
+            flag(is_numeric(v))
+            filled = True
+    return texts, plain, filled
 
 
 @dataclass(slots=True)

@@ -2,9 +2,15 @@
 
 Why this shape: the page must open anywhere (e-mail attachment, air-gapped review
 machine) and must never execute anything that came from a dataset or a model.  So
-CSS is inline, figures are base64 data URIs, a Content-Security-Policy forbids
-remote loads and every script but one, and jinja2 autoescaping is on with no ``|safe``
-anywhere: the Python side hands the template plain strings only.
+CSS is inline, figures are base64 data URIs, and a Content-Security-Policy forbids
+remote loads and every script but one.
+
+Every piece of text from the report (dataset and model text included) passes through
+``markupsafe.escape`` (the function Jinja's autoescaping calls) before it meets markup;
+the only markup is the constant tags written here and the page shell in
+``templates/report.html`` (a :class:`string.Template`, filled with escaped values only).
+The page is built in Python rather than by a Jinja macro because a paper-scale report
+holds about 100,000 table cells, and a per-cell macro call cost most of its render time.
 
 The one script is carebench's own table sorter (``templates/sort_table.js``), included
 only when a table is ``sortable``. The policy admits it by its SHA-256 hash, so no other
@@ -17,13 +23,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import string
 import struct
 from functools import lru_cache
 from importlib import metadata, resources
-from typing import Any
 
-import jinja2
-from markupsafe import Markup
+from markupsafe import escape
 
 from carebench.report.document import (
     Block,
@@ -43,28 +48,29 @@ from carebench.report.document import (
 __all__ = ["render_html"]
 
 _CALLOUT_LABELS = {"info": "Note:", "warning": "Warning:"}
+_RANK_CLASS = {1: " best", 2: " second"}
+
+
+def _template_text(name: str) -> str:
+    return (resources.files("carebench.report") / "templates" / name).read_text("utf-8")
 
 
 @lru_cache(maxsize=1)
-def _environment() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.PackageLoader("carebench.report", "templates"),
-        autoescape=True,  # unconditional: the template is .j2, not .html
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=False,
-        lstrip_blocks=False,
-        keep_trailing_newline=True,
-    )
+def _page() -> tuple[string.Template, str]:
+    """The page shell (head, inline CSS) up to its ``$body`` slot, and the constant rest."""
+    head, tail = _template_text("report.html").split("$body", 1)
+    return string.Template(head), tail
 
 
 @lru_cache(maxsize=1)
 def _sort_script() -> tuple[str, str]:
-    """The table sorter's source and its CSP hash source (``sha256-...``, quoted by the template)."""
-    js = (resources.files("carebench.report") / "templates" / "sort_table.js").read_text("utf-8")
+    """The table sorter's source and its CSP hash source (``sha256-...``, quoted by the page)."""
+    js = _template_text("sort_table.js")
     digest = base64.b64encode(hashlib.sha256(js.encode("utf-8")).digest()).decode("ascii")
     return js, f"sha256-{digest}"
 
 
+@lru_cache(maxsize=1)
 def _generator() -> str:
     try:
         return f"carebench {metadata.version('carebench')}"
@@ -79,69 +85,168 @@ def _png_size(png: bytes) -> tuple[int, int] | None:
     return None
 
 
-def _view(block: Block) -> dict[str, Any]:
-    """Turn a block into plain strings and flags for the template (no markup here)."""
-    if isinstance(block, Paragraph):
-        return {"type": "paragraph", "text": str(block.text)}
-    if isinstance(block, Callout):
-        return {"type": "callout", "kind": block.kind, "label": _CALLOUT_LABELS[block.kind],
-                "text": str(block.text)}
-    if isinstance(block, Pre):
-        return {"type": "pre", "text": str(block.text)}
-    if isinstance(block, KeyValue):
-        return {"type": "keyvalue", "pairs": [
-            (str(k), format_value(v, block.number_format), is_numeric(v)) for k, v in block.pairs
-        ]}
-    if isinstance(block, Table):
-        ranks = block.ranks()
-        keys = block.sort_keys() if block.sortable else None
-        return {
-            "type": "table",
-            "caption": block.caption,
-            "columns": block.columns,
-            "align": block.alignments(),
-            "sortable": block.sortable,
-            "numeric": block.numeric_columns(),
-            "rows": [
-                [(cell, ranks.get((i, j), 0), keys[i][j] if keys else None) for j, cell in enumerate(row)]
-                for i, row in enumerate(block.formatted_rows())
-            ],
-        }
-    if isinstance(block, Figure):
-        size = _png_size(block.png)
-        return {
-            "type": "figure",
-            "id": f"fig-{block.name}",
-            "caption": str(block.caption),
-            "data": base64.b64encode(block.png).decode("ascii"),
-            "width": size[0] if size else None,
-            "height": size[1] if size else None,
-        }
-    if isinstance(block, Details):
-        return {"type": "details", "summary": str(block.summary), "open": block.open,
-                "blocks": [_view(b) for b in block.blocks]}
-    raise TypeError(f"{type(block).__name__} is not a report block")
+def _escape(value: object) -> str:
+    """``markupsafe.escape`` (what Jinja's autoescaping calls) as a plain ``str``: a
+    ``Markup`` would escape whatever is later added to it."""
+    return str(escape(value))
+
+
+class _Html:
+    """One rendering: the output pieces and each distinct text's escaped form."""
+
+    def __init__(self) -> None:
+        self.out: list[str] = []
+        self.memo: dict[str, str] = {}
+
+    def esc(self, value: object) -> str:
+        # only exact str is remembered: an equal str subclass may escape differently
+        # (markupsafe.Markup has __html__ and is not escaped)
+        if type(value) is str:
+            out = self.memo.get(value)
+            if out is None:
+                out = self.memo[value] = _escape(value)
+            return out
+        return _escape(value)
+
+    def escape_column(self, texts: list[str]) -> list[str]:
+        """Each text escaped, a whole column in one ``escape`` call: escaping replaces single
+        characters (``&<>'"``), so escaping the texts joined by NUL and splitting there gives
+        each text's escape. Columns with a NUL inside a text, or not all exact ``str``, are
+        escaped text by text."""
+        if not texts:
+            return []
+        if set(map(type, texts)) == {str}:
+            joined = "\0".join(texts)
+            if joined.count("\0") == len(texts) - 1:
+                return _escape(joined).split("\0")
+        return [self.esc(x) for x in texts]
+
+    def block(self, b: Block) -> None:
+        e, put = self.esc, self.out.append
+        if isinstance(b, Paragraph):
+            put(f"\n<p>{e(str(b.text))}</p>")
+        elif isinstance(b, Callout):
+            put(f'\n<div class="callout {e(b.kind)}" role="note"><strong>'
+                f"{e(_CALLOUT_LABELS[b.kind])}</strong> {e(str(b.text))}</div>")
+        elif isinstance(b, Pre):
+            put(f"\n<pre>{e(str(b.text))}</pre>")
+        elif isinstance(b, KeyValue):
+            put('\n<table class="kv">')
+            for k, v in b.pairs:
+                num = ' class="num"' if is_numeric(v) else ""
+                put(f'\n<tr><th scope="row">{e(str(k))}</th><td{num}>'
+                    f"{e(format_value(v, b.number_format))}</td></tr>")
+            put("\n</table>")
+        elif isinstance(b, Table):
+            self.table(b)
+        elif isinstance(b, Figure):
+            size = _png_size(b.png)
+            caption = e(str(b.caption))
+            dims = f' width="{e(size[0])}" height="{e(size[1])}"' if size and size[0] else ""
+            data = e(base64.b64encode(b.png).decode("ascii"))
+            put(f'\n<figure id="{e(f"fig-{b.name}")}">\n<img src="data:image/png;base64,{data}" '
+                f'alt="{caption}"{dims}>\n<figcaption>{caption}</figcaption>\n</figure>')
+        elif isinstance(b, Details):
+            put(f"\n<details{' open' if b.open else ''}>\n<summary>{e(str(b.summary))}</summary>"
+                '\n<div class="details-body">')
+            for child in b.blocks:
+                self.block(child)
+            put("\n</div>\n</details>")
+        else:
+            raise TypeError(f"{type(b).__name__} is not a report block")
+
+    def table(self, t: Table) -> None:
+        """Rows without a highlighted cell go through one format string per table; the
+        few highlighted rows are written cell by cell."""
+        e, put = self.esc, self.out.append
+        shown = t.shown()
+        align = [e(a) for a in shown.align]
+        put(f'\n<div class="table-wrap">\n<table class="data{" sortable" if t.sortable else ""}">')
+        if t.caption:
+            put(f"\n<caption>{e(t.caption)}</caption>")
+        put("\n<thead><tr>")
+        for j, c in enumerate(t.columns):
+            kind = (f' data-sort-type="{"number" if shown.numeric[j] else "text"}"'
+                    if t.sortable else "")
+            put(f'<th scope="col" class="{align[j]}"{kind}>{e(c)}</th>')
+        put("</tr></thead>\n<tbody>")
+        cells = [self.escape_column(column) for column in shown.texts]
+        # a row format holds every '<td class="ALIGN"...</td>' of a row; in a sortable table
+        # each cell's piece is ' data-sort="KEY">TEXT', else '>' is in the format
+        if t.sortable:
+            attrs = [[f' data-sort="{k}"' for k in self.escape_column(column)]
+                     for column in t.sort_key_columns(shown)]
+            pieces = [[f"{a}>{x}" for a, x in zip(column_attrs, column, strict=True)]
+                      for column_attrs, column in zip(attrs, cells, strict=True)]
+            cell_format = '<td class="{}"{{}}</td>'
+        else:
+            attrs, pieces = None, cells
+            cell_format = '<td class="{}">{{}}</td>'
+        ranks = t.ranks()
+        ranked = {i for i, _ in ranks}
+        row_format = "\n<tr>" + "".join(
+            cell_format.format(a.replace("{", "{{").replace("}", "}}")) for a in align) + "</tr>"
+        rows = zip(*pieces, strict=True) if pieces else ((),) * shown.n_rows
+        for i, row in enumerate(rows):
+            if i not in ranked:
+                put(row_format.format(*row))
+                continue
+            put("\n<tr>")
+            for j, column in enumerate(cells):
+                rank = ranks.get((i, j), 0)
+                x = column[i]
+                if rank == 1:
+                    x = f"<strong>{x}</strong>"
+                elif rank == 2:
+                    x = f"<u>{x}</u>"
+                attr = attrs[j][i] if attrs is not None else ""
+                put(f'<td class="{align[j]}{_RANK_CLASS.get(rank, "")}"{attr}>{x}</td>')
+            put("</tr>")
+        put("\n</tbody>\n</table>\n</div>")
+
+    def document(self, report: Report, script: str, generator: str) -> None:
+        e, put = self.esc, self.out.append
+        put(f"<header>\n<h1>{e(str(report.title))}</h1>")
+        if report.subtitle:
+            put(f'\n<p class="subtitle">{e(report.subtitle)}</p>')
+        if report.notes:
+            put('\n<ul class="notes">')
+            for n in report.notes:
+                put(f"\n<li>{e(str(n))}</li>")
+            put("\n</ul>")
+        put("\n</header>")
+        anchors = report.anchors()
+        if report.sections:
+            put('\n<nav class="toc" aria-label="Contents">\n<strong>Contents</strong>\n<ol>')
+            for s, a in zip(report.sections, anchors, strict=True):
+                put(f'\n<li><a href="#{e(a)}">{e(str(s.title))}</a></li>')
+            put("\n</ol>\n</nav>")
+        put("\n<main>")
+        for s, a in zip(report.sections, anchors, strict=True):
+            put(f'\n<section id="{e(a)}">\n<h2>{e(str(s.title))}</h2>')
+            for b in s.blocks:
+                self.block(b)
+            put("\n</section>")
+        put(f"\n</main>\n<footer>{e(generator)}</footer>")
+        if script:
+            # carebench's own constant script, never data, inserted verbatim (inside <script>
+            # the browser does not decode entities); the CSP pins its hash
+            put(f"\n<script>{script}</script>")
 
 
 def render_html(report: Report) -> str:
     """The whole report as one HTML document (UTF-8 text)."""
     report.figures()  # reject two different figures sharing one name before rendering
-    sections = [
-        {"title": str(s.title), "anchor": a, "blocks": [_view(b) for b in s.blocks]}
-        for s, a in zip(report.sections, report.anchors(), strict=True)
-    ]
     sortable = any(isinstance(b, Table) and b.sortable
                    for s in report.sections for b in iter_blocks(s.blocks))
     script, script_hash = _sort_script() if sortable else ("", "")
-    template = _environment().get_template("report.html.j2")
-    return template.render(
-        # carebench's own constant script, never data: marked safe so its quotes survive
-        # (inside <script> the browser does not decode entities); the CSP pins its hash
-        script=Markup(script),
-        script_src=script_hash,
-        title=str(report.title),
-        subtitle=report.subtitle,
-        notes=[str(n) for n in report.notes],
-        sections=sections,
-        generator=_generator(),
-    )
+    generator = _generator()
+    html = _Html()
+    html.document(report, script, generator)
+    e = html.esc
+    head, tail = _page()
+    return "".join([head.substitute(
+        script_policy=f"; script-src '{e(script_hash)}'" if script_hash else "",
+        generator=e(generator),
+        title=e(str(report.title)),
+    ), *html.out, tail])

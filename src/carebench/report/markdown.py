@@ -24,11 +24,12 @@ from carebench.report.document import (
     Table,
     format_value,
     is_numeric,
+    map_texts,
 )
 
 __all__ = ["escape_cell", "escape_text", "render_markdown"]
 
-_INLINE = re.compile(r"([\\`*_\[~$])")
+_INLINE_CHARS = "\\`*_[~$"  # inline markers escape_text backslash-escapes (backslash first)
 _ENTITY = re.compile(r"&(?=#?[A-Za-z0-9]+;)")
 _LINE_START = re.compile(r"^(\s*)([#>+=-]|\d+[.)])")
 _ALERT = {"info": "NOTE", "warning": "WARNING"}
@@ -37,9 +38,16 @@ _RULE = {"left": ":---", "right": "---:", "center": ":---:"}
 
 def escape_text(text: object) -> str:
     """Escape plain text so a markdown renderer shows it literally and renders no HTML."""
-    s = str(text).replace("\r\n", "\n").replace("\r", "\n")
-    s = _INLINE.sub(r"\\\1", s)
-    s = _ENTITY.sub("&amp;", s)
+    s = str(text)
+    if "\r" in s:
+        s = s.replace("\r\n", "\n").replace("\r", "\n")
+    # one str.replace per marker, the backslash first so added ones are not doubled
+    # (a regex substitution with a group template costs a Python call per match)
+    for c in _INLINE_CHARS:
+        if c in s:
+            s = s.replace(c, "\\" + c)
+    if "&" in s:
+        s = _ENTITY.sub("&amp;", s)
     s = s.replace("<", "&lt;")
     lines = []
     for line in s.split("\n"):
@@ -69,31 +77,31 @@ def _fence(text: str) -> str:
     return "`" * max(3, max(runs, default=0) + 1)
 
 
-def _table(t: Table) -> str:
+def _table(t: Table, memo: dict[str, str]) -> str:
     if not t.columns:
         return ""
-    ranks = t.ranks()
-    rows = []
-    for i, (raw, shown) in enumerate(zip(t.rows, t.formatted_rows(), strict=True)):
-        cells = []
-        for j, (value, text) in enumerate(zip(raw, shown, strict=True)):
-            cell = text if is_numeric(value) or value is None else escape_cell(text)
-            rank = ranks.get((i, j))
-            if cell and rank == 1:
-                cell = f"**{cell}**"
-            elif cell and rank == 2:
-                cell = f"<u>{cell}</u>"
-            cells.append(cell)
-        rows.append("| " + " | ".join(cells) + " |")
-    head = "| " + " | ".join(escape_cell(c) for c in t.columns) + " |"
-    rule = "| " + " | ".join(_RULE[a] for a in t.alignments()) + " |"
-    out = [head, rule, *rows]
+    shown = t.shown()
+    columns = []
+    for texts, plain in zip(shown.texts, shown.plain, strict=True):
+        if all(plain):  # numbers and empty cells are shown as formatted
+            columns.append(list(texts))
+        elif not any(plain):
+            columns.append(map_texts(escape_cell, texts, memo))
+        else:
+            columns.append([x if p else escape_cell(x) for x, p in zip(texts, plain, strict=True)])
+    for (i, j), rank in t.ranks().items():
+        if 0 <= i < shown.n_rows and 0 <= j < len(columns) and (cell := columns[j][i]):
+            columns[j][i] = f"**{cell}**" if rank == 1 else f"<u>{cell}</u>" if rank == 2 else cell
+    head = "| " + " | ".join(map_texts(escape_cell, t.columns, memo)) + " |"
+    rule = "| " + " | ".join(_RULE[a] for a in shown.align) + " |"
+    out = [head, rule, *("| " + " | ".join(row) + " |" for row in zip(*columns, strict=True))]
     if t.caption:
         out = [f"**{_one_line(t.caption)}**", "", *out]
     return "\n".join(out)
 
 
-def _block(b: Block) -> str:
+def _block(b: Block, memo: dict[str, str]) -> str:
+    """One block's markdown; ``memo`` holds each distinct table cell's escaped text."""
     if isinstance(b, Paragraph):
         return escape_text(b.text).strip()
     if isinstance(b, Callout):
@@ -110,14 +118,14 @@ def _block(b: Block) -> str:
             for k, v in b.pairs
         )
     if isinstance(b, Table):
-        return _table(b)
+        return _table(b, memo)
     if isinstance(b, Figure):
         alt = _one_line(b.caption).replace("]", "\\]")
         return f"![{alt}](figures/{b.filename})\n\n*{_one_line(b.caption)}*"
     if isinstance(b, Details):
         items = [f"- **{_one_line(b.summary)}**"]
         for child in b.blocks:
-            text = _block(child)
+            text = _block(child, memo)
             if not text:
                 continue
             if isinstance(child, (Details, KeyValue)):  # already a list: nest it, no extra bullet
@@ -148,7 +156,8 @@ def render_markdown(report: Report) -> str:
         toc = [f"{k}. [{_one_line(s.title).replace(']', chr(92) + ']')}](#{a})"
                for k, (s, a) in enumerate(zip(report.sections, anchors, strict=True), 1)]
         parts.append("**Contents**\n\n" + "\n".join(toc))
+    memo: dict[str, str] = {}
     for s, a in zip(report.sections, anchors, strict=True):
         parts.append(f'<a id="{a}"></a>\n\n## {_one_line(s.title)}')
-        parts.extend(text for b in s.blocks if (text := _block(b)))
+        parts.extend(text for b in s.blocks if (text := _block(b, memo)))
     return "\n\n".join(parts) + "\n"
