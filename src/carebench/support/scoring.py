@@ -296,7 +296,7 @@ def _keys(tt: TaskTable, responses: ResponseTable, verdicts: VerdictTable, scope
     conv = lookup[key]
     del key
     J = len(verdicts.judges)
-    judge_in_scope = np.bincount(verdicts.judge[in_scope], minlength=J)
+    judge_in_scope = np.bincount(verdicts.judge if rows is None else verdicts.judge[in_scope], minlength=J)
     no_conv = conv < 0
     judge_no_conversation = np.bincount(_take(verdicts.judge, rows)[no_conv], minlength=J)
     if rows is not None:  # in scope, but of an unknown task or responder
