@@ -98,20 +98,10 @@ def read_parquet_columns(path: Path, columns: Sequence[str], where: tuple[str, C
     row). With ``ordered`` the rows come in ``records.jsonl`` order; otherwise in
     stored order, with column ``line`` (when the file has it) for :func:`jsonl_order`.
     """
-    import pyarrow.parquet as pq
 
-    names = pq.read_schema(path).names
-    cols = list(columns) + ([LINE] if LINE in names and LINE not in columns else [])
-    coded = [*dictionary, *([where[0]] if where is not None and where[0] not in cols else [])]  # tested, not returned
-    pf = pq.ParquetFile(path, read_dictionary=[c for c in coded if c in names] or None)
-    rows = None
-    if where is None:
-        table = pf.read(columns=cols)
-    else:
-        table, rows = _read_where(pf, cols, *where)
-    if ordered and LINE in names:
-        line = arrow_to_numpy(table[LINE])
-        order = jsonl_order(line if rows is None else line[rows])
+    table, rows = _read(path, columns, where, dictionary)
+    if ordered:
+        order = _file_order(table, rows)
         if order is not None:
             rows = order if rows is None else rows[order]
     return table if rows is None else table.take(numpy_to_arrow_indices(rows))  # one take: the JSON is copied once
@@ -122,24 +112,35 @@ def read_parquet_texts(path: Path, column: str, where: tuple[str, Collection[str
     ``where`` as for :func:`read_parquet_columns`. The wanted rows are converted run by
     run and put in order in Python (an arrow ``take`` would load pyarrow's compute
     module, 0.02 s of a re-score, to copy strings that are converted anyway)."""
+    table, rows = _read(path, [column], where)
+    texts = table[column].to_pylist() if rows is None else [
+        t for run in _runs(rows) for t in table[column].slice(int(run[0]), run.size).to_pylist()]
+    order = _file_order(table, rows)
+    return texts if order is None else [texts[i] for i in order.tolist()]
+
+
+def _read(path: Path, columns: Sequence[str], where: tuple[str, Collection[str]] | None,
+          dictionary: Sequence[str] = ()) -> tuple[Any, np.ndarray | None]:
+    """The row groups to read, as a table of ``columns`` (and ``line`` when the file has
+    it), and with ``where`` the positions of the wanted rows in that table."""
     import pyarrow.parquet as pq
 
     names = pq.read_schema(path).names
-    cols = [column] + ([LINE] if LINE in names else [])
-    coded = [where[0]] if where is not None and where[0] not in cols else []
+    cols = list(columns) + ([LINE] if LINE in names and LINE not in columns else [])
+    coded = [*dictionary, *([where[0]] if where is not None and where[0] not in cols else [])]  # tested, not returned
     pf = pq.ParquetFile(path, read_dictionary=[c for c in coded if c in names] or None)
     if where is None:
-        table, rows = pf.read(columns=cols), None
-    else:
-        table, rows = _read_where(pf, cols, *where)
-    texts = table[column].to_pylist() if rows is None else [
-        t for run in _runs(rows) for t in table[column].slice(int(run[0]), run.size).to_pylist()]
-    if LINE in names:
-        line = arrow_to_numpy(table[LINE])
-        order = jsonl_order(line if rows is None else line[rows])
-        if order is not None:
-            texts = [texts[i] for i in order.tolist()]
-    return texts
+        return pf.read(columns=cols), None
+    return _read_where(pf, cols, *where)
+
+
+def _file_order(table: Any, rows: np.ndarray | None) -> np.ndarray | None:
+    """Positions (among ``rows``, or all rows) that put them in ``records.jsonl`` order;
+    None when they are in it already or the file predates column ``line``."""
+    if LINE not in table.column_names:
+        return None
+    line = arrow_to_numpy(table[LINE])
+    return jsonl_order(line if rows is None else line[rows])
 
 
 def _runs(rows: np.ndarray) -> list[np.ndarray]:
