@@ -197,3 +197,21 @@ def test_reading_a_run_from_parquet_imports_neither_pandas_nor_the_dataset_modul
             "'pyarrow.compute' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False", "False"]
+
+
+def test_string_codes_equal_pandas_factorize_sorted():
+    # the support tables code strings without pandas; pandas is the reference
+    import numpy as np
+    import pandas as pd
+
+    from carebench.support.records import _codes
+
+    rng = np.random.default_rng(3)
+    values = [f"m{int(i)}" for i in rng.integers(0, 40, 5000)] + ["é", "Z", "a b"]
+    codes, vocab = _codes(values)
+    ref_codes, ref_vocab = pd.factorize(np.asarray(values, dtype=object), sort=True)
+    assert vocab == list(ref_vocab) and np.array_equal(codes, ref_codes) and codes.dtype == np.int32
+    empty_codes, empty_vocab = _codes([])
+    assert empty_vocab == [] and empty_codes.size == 0
+    fixed, given = _codes(["b", "a", "b"], ["a", "b", "c"])
+    assert given == ["a", "b", "c"] and fixed.tolist() == [1, 0, 1]

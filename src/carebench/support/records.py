@@ -185,14 +185,21 @@ class VerdictRecord:
 
 
 def _codes(values: Sequence[Any] | np.ndarray, vocab: Sequence[str] | None = None) -> tuple[np.ndarray, list[str]]:
-    """Factorize strings into int32 codes over a sorted vocabulary (or a given one)."""
-    import pandas as pd  # here: re-scoring from records.parquet never needs it (0.2 s to import)
+    """Factorize strings into int32 codes over a sorted vocabulary (or a given one).
 
-    arr = np.asarray(values, dtype=object) if not isinstance(values, np.ndarray) else values
-    codes, uniques = pd.factorize(arr, sort=True)
-    uniques = [str(u) for u in uniques]
+    A dict numbers the values in order of first appearance, then the numbers are
+    re-ranked by the sorted values: as quick as pandas' factorize on 1.6 M strings
+    (0.10 s against 0.09 s per column), without importing pandas (0.2 s)."""
+    items = values.tolist() if isinstance(values, np.ndarray) else list(values)
+    first: dict[Any, int] = {}
+    seen = np.fromiter((first.setdefault(v, len(first)) for v in items), np.int64, count=len(items))
+    order = sorted(first, key=str)
+    uniques = [str(u) for u in order]
+    rank = np.empty(len(first), np.int32)
+    rank[[first[u] for u in order]] = np.arange(len(order), dtype=np.int32)
+    codes = rank[seen] if len(first) else seen.astype(np.int32)
     if vocab is None:
-        return codes.astype(np.int32), uniques
+        return codes, uniques
     pos = {v: i for i, v in enumerate(vocab)}
     unknown = [u for u in uniques if u not in pos]
     if unknown:
@@ -519,33 +526,15 @@ def responses_from_json(rows: list[str]) -> ResponseTable:
             mine = [] if none else [k for k in range(bounds[i], bounds[i + 1]) if roles[k] == "assistant"]
             blanks.append(tuple(not (contents[k] or "").strip() for k in mine))
             details.append(tuple((str(states[k] or "ok"), latency[k], recollected[k]) for k in mine))
-    # the codes as ResponseTable.from_columns gives them, without pandas (0.2 s to import)
-    task, tasks = _sorted_codes(tab["task_id"].to_pylist())
-    responder, responders = _sorted_codes(tab["responder"].to_pylist())
-    st_codes: dict[str, int] = {s: k for k, s in enumerate(RESPONSE_STATUSES)}
-    st_names = [s or "ok" for s in tab["status"].to_pylist()]  # null or "": ok, as from_dict reads it
-    unknown = sorted({s for s in st_names if s not in st_codes})
-    if unknown:
-        raise CarebenchError(f"unknown value(s) {unknown[:5]}; expected one of {list(RESPONSE_STATUSES)}")
-    status = np.array([st_codes[s] for s in st_names], np.int8)
-    harness = np.isin(status, [RESPONSE_STATUSES.index(v) for v in HARNESS_FAILURE_STATUSES])
-    blank = np.array([not (f or "").strip() for f in final], bool)
-    empty = ~harness & ((status == RESPONSE_STATUSES.index("empty")) | blank)  # is_empty_reply, per column
-    table = ResponseTable(task, responder, _arrow_to_numpy(tab["attempt"]).astype(np.int64), status, empty, tasks,
-                          responders, blanks if any(blanks) else None)
+    table = ResponseTable.from_columns(
+        tab["task_id"].to_pylist(), tab["responder"].to_pylist(), _arrow_to_numpy(tab["attempt"]),
+        [s or "ok" for s in tab["status"].to_pylist()],  # null or "": ok, as from_dict reads it
+        final_reply=final, assistant_blank=blanks if any(blanks) else None,
+    )
     if any(blanks):
         table.assistant_turns = details
     table.final_same = _same_codes(f or "" for f in final)
     return table
-
-
-def _sorted_codes(values: list[str]) -> tuple[np.ndarray, list[str]]:
-    """int32 codes over the sorted distinct values (what :func:`_codes` gives), in Python:
-    for one row per conversation that is as quick as arrow's dictionary encoding, which
-    would load pyarrow's compute module (0.02 s)."""
-    vocab = sorted(set(values))
-    pos = {v: i for i, v in enumerate(vocab)}
-    return np.array([pos[v] for v in values], np.int32), vocab
 
 
 _NULL_RECOLLECTED = re.compile(rb'"recollected_from"\s*:\s*null')
