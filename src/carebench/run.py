@@ -23,7 +23,8 @@ from carebench.types import Completion, RunStopped
 
 @dataclass
 class RunOptions:
-    """The command-line knobs every suite's run shares."""
+    """The command-line knobs every suite's run shares (built from the flags by
+    :func:`carebench.run_options.run_options`; suite configs hold one as ``run``)."""
 
     budget_usd: float | None = None
     use_cache: bool = True
@@ -31,8 +32,10 @@ class RunOptions:
     concurrency: int | None = None
     progress: bool = True
     timeout_s: float = 120.0
-    #: a dry run: models are built without credentials (nothing is called)
-    planning: bool = False
+    #: a dry run: models are built without credentials and nothing is called
+    dry_run: bool = False
+    #: the run directory to write (None: ``runs/<suite>-<time>``)
+    out: Path | None = None
     #: model spec -> carebench.models.options.RequestOptions (reasoning models, extra fields)
     model_options: dict[str, Any] = field(default_factory=dict)
 
@@ -72,7 +75,7 @@ class Run:
             from carebench.models import get_model
 
             model = get_model(spec, timeout_s=self.options.timeout_s,
-                              concurrency=self.options.concurrency, planning=self.options.planning)
+                              concurrency=self.options.concurrency, planning=self.options.dry_run)
             if self.options.budget_usd is not None:
                 from carebench.models.pricing import is_priced, unpriced_note
                 from carebench.types import CarebenchError

@@ -50,7 +50,7 @@ class ConstructOptions:
         if not calls:
             return RunOptions(use_cache=False, progress=False)
         return RunOptions(budget_usd=self.budget_usd, use_cache=self.use_cache, cache_path=self.cache_path,
-                          concurrency=self.concurrency, progress=self.progress, planning=planning)
+                          concurrency=self.concurrency, progress=self.progress, dry_run=planning)
 
 
 @dataclass

@@ -71,7 +71,7 @@ class CommandOptions:
 def run_options(cfg: Any) -> RunOptions:
     """The run context's settings from a plural command's options."""
     return RunOptions(budget_usd=cfg.budget_usd, use_cache=cfg.use_cache, cache_path=cfg.cache_path,
-                      concurrency=cfg.concurrency, progress=cfg.progress, planning=cfg.dry_run)
+                      concurrency=cfg.concurrency, progress=cfg.progress, dry_run=cfg.dry_run)
 
 
 def out_dir(command: str, out: str | None) -> Path:

@@ -305,7 +305,7 @@ class RiskSuite:
 
 def run_options(cfg: RunConfig) -> RunOptions:
     return RunOptions(budget_usd=cfg.budget, use_cache=cfg.use_cache, cache_path=cfg.cache_path,
-                      concurrency=cfg.concurrency, progress=cfg.progress, planning=cfg.dry_run,
+                      concurrency=cfg.concurrency, progress=cfg.progress, dry_run=cfg.dry_run,
                       model_options=collect_model_options(None, cfg.model_options))
 
 

@@ -340,7 +340,7 @@ class SupportRecords:
 def run_support(cfg: SupportRunConfig, cache: CompletionCache | None = None) -> Path | Plan:
     """Run the suite; returns the run directory (or the call plan for a dry run)."""
     options = RunOptions(budget_usd=cfg.budget_usd, use_cache=cfg.use_cache, cache_path=cfg.cache_path,
-                         concurrency=cfg.concurrency, progress=cfg.progress, planning=cfg.dry_run)
+                         concurrency=cfg.concurrency, progress=cfg.progress, dry_run=cfg.dry_run)
     return run_suite(SupportSuite(cfg), options, out=cfg.out, dry_run=cfg.dry_run, cache=cache)
 
 

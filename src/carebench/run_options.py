@@ -1,0 +1,69 @@
+"""The run flags every model-calling command shares, and the one builder of ``RunOptions``.
+
+Each command used to declare ``--budget``, ``--cache``, ``--concurrency`` ... on its own,
+and they drifted: one command had no ``--concurrency``, another called the budget
+field by another name. A command now declares these aliases as its parameters and
+hands them to :func:`run_options`; suite configs hold the result as ``run``.
+
+Usage in a Typer command::
+
+    def run(..., out: Out = None, cache: Cache = None, no_cache: NoCache = False,
+            budget: Budget = None, dry_run: DryRun = False, concurrency: Concurrency = None,
+            model_option: ModelOption = None, timeout: Timeout = 120.0):
+        opts = run_options(out=out, cache=cache, no_cache=no_cache, budget=budget,
+                           dry_run=dry_run, concurrency=concurrency,
+                           model_option=model_option, timeout=timeout)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from carebench.run import RunOptions
+
+Out = Annotated[Path | None, typer.Option(
+    "--out", help="Run directory to write (default: runs/<suite>-<time>).")]
+Cache = Annotated[Path | None, typer.Option(
+    "--cache", help="Cache file (default: CAREBENCH_CACHE, else the user cache directory).")]
+NoCache = Annotated[bool, typer.Option(
+    "--no-cache", help="Neither read nor write the cache (a re-run pays for every call again).")]
+Budget = Annotated[float | None, typer.Option(
+    "--budget", help="USD cap for the whole command: no call starts whose worst case would pass "
+                     "it; a stopped run exits 3 and resumes from the cache.")]
+DryRun = Annotated[bool, typer.Option(
+    "--dry-run", help="Print the call plan and its estimated cost; call nothing.")]
+Concurrency = Annotated[int | None, typer.Option(
+    "--concurrency", min=1, help="Concurrent calls per model (default: the provider's).")]
+ModelOption = Annotated[list[str] | None, typer.Option(
+    "--model-option", help="Per-model request option SPEC:key=value, repeatable: reasoning=true, "
+    "reasoning_effort=low, max_tokens=N, token_param=max_completion_tokens, temperature=omit, "
+    "logprobs=false, extra.FIELD=value.")]
+Timeout = Annotated[float, typer.Option(
+    "--timeout", min=0.001, help="Seconds one try of a call may take before it is retried.")]
+
+#: the defaults the aliases above are declared with, for commands built without Typer
+DEFAULT_TIMEOUT_S = 120.0
+
+
+def run_options(*, out: str | Path | None = None, cache: str | Path | None = None,
+                no_cache: bool = False, budget: float | None = None, dry_run: bool = False,
+                concurrency: int | None = None, model_option: list[str] | None = None,
+                timeout: float = DEFAULT_TIMEOUT_S, progress: bool = True,
+                model_options: dict[str, Any] | None = None) -> RunOptions:
+    """The one builder of :class:`RunOptions` from the shared flags.
+
+    ``model_option`` holds raw ``--model-option`` texts; ``model_options`` a config file's
+    ``{spec: {key: value}}`` table, which the flags override key by key. Both are
+    validated here, before any call."""
+    from carebench.models.options import collect_model_options
+
+    return RunOptions(
+        out=Path(out) if out is not None else None,
+        cache_path=Path(cache) if cache is not None else None,
+        use_cache=not no_cache, budget_usd=budget, dry_run=dry_run, concurrency=concurrency,
+        timeout_s=timeout, progress=progress,
+        model_options=collect_model_options(model_option, model_options),
+    )
