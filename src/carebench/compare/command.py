@@ -1,0 +1,156 @@
+"""``carebench compare BASE_RUN CANDIDATE_RUN``: from two run directories to a decision.
+
+Order: both run directories are opened and checked (finished, same suite, one the
+suite can compare) and read by the suite's comparer; comparability is checked before
+any number; then each pair is bootstrapped on its shared units, gates decide the exit
+code, and a run-like directory is written (``metrics.json``, the report, figures, the
+manifest last) that ``carebench report DIR`` re-renders byte for byte.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from carebench.compare.comparability import compare_keys, open_manifest, refuse
+from carebench.compare.measures import Comparer, RunView
+from carebench.compare.paired import Gate, apply_gates, choose_pairs, compare_pair
+from carebench.stats.bootstrap import DEFAULT_B, PAIRED_SEED
+from carebench.types import CarebenchError
+
+COMPARE = "compare"
+DRILL_LIMIT = 20
+
+
+@dataclass
+class CompareConfig:
+    base: str
+    candidate: str
+    out: str | None = None
+    pairs: list[tuple[str, str]] = field(default_factory=list)
+    gates: list[str] = field(default_factory=list)  # METRIC[:MARGIN]; none: the suite's defaults
+    margin: float = 0.0
+    allow_different: list[str] = field(default_factory=list)
+    B: int = DEFAULT_B
+    seed: int = PAIRED_SEED
+    alpha: float = 0.05
+    junit: str | None = None
+    summary: str | None = None
+    drill_limit: int = DRILL_LIMIT
+
+
+def read_run(run_dir: str | Path, comparer_of: Callable[[str], Comparer | None],
+             suite: str | None = None) -> tuple[RunView, Comparer]:
+    """Open one run directory and read it through its suite's comparer."""
+    manifest = open_manifest(run_dir)
+    name = str(manifest["suite"])
+    if suite is not None and name != suite:
+        raise CarebenchError(f"{run_dir} is a {name} run, the first run is a {suite} run: compare runs of one suite")
+    comparer = comparer_of(name)
+    if comparer is None:
+        raise CarebenchError(f"{run_dir} is a {name} run directory; compare and leaderboard take risk, support "
+                             "and plural runs")
+    return comparer.read(Path(run_dir), manifest), comparer
+
+
+def describe(view: RunView) -> dict[str, Any]:
+    m = view.manifest
+    return {"path": str(view.path), "created": m.get("created"), "command": m.get("command"),
+            "carebench": (m.get("versions") or {}).get("carebench"), "systems": sorted(view.systems)}
+
+
+def compare_runs(cfg: CompareConfig, comparer_of: Callable[[str], Comparer | None]) -> dict[str, Any]:
+    """The comparison as ``metrics.json`` data (no file written)."""
+    if cfg.B < 1:
+        raise CarebenchError("--bootstrap must be at least 1")
+    if cfg.margin < 0:
+        raise CarebenchError("--margin must be >= 0")
+    base_suite = open_manifest(cfg.base)["suite"]
+    open_manifest(cfg.candidate)  # both are checked before either is read
+    base, comparer = read_run(cfg.base, comparer_of)
+    cand, _ = read_run(cfg.candidate, comparer_of, suite=base_suite)
+    check = compare_keys(base.keys, cand.keys, cfg.allow_different, base.manifest, cand.manifest)
+    refuse(check)
+    gates = [Gate.parse(g) for g in cfg.gates] or [Gate(g) for g in comparer.default_gates]
+    pairs = choose_pairs(base, cand, cfg.pairs, comparer.pair_option)
+    results = [compare_pair(base, cand, p, B=cfg.B, seed=cfg.seed, alpha=cfg.alpha, margin=cfg.margin)
+               for p in pairs]
+    empty = [r for r in results if not r["n_units"]]
+    if empty:
+        raise CarebenchError(f"{empty[0]['base']} and {empty[0]['candidate']} share no {comparer.unit}: "
+                             "nothing to compare")
+    failed = apply_gates(results, gates, cfg.margin)
+    drills = comparer.drilldown(base, cand, pairs, cfg.drill_limit)
+    return {
+        "suite": base.suite,
+        "unit": comparer.unit,
+        "cluster": base.cluster,
+        "base": describe(base),
+        "candidate": describe(cand),
+        "settings": {"B": cfg.B, "seed": cfg.seed, "alpha": cfg.alpha, "margin": cfg.margin,
+                     "gates": [{"metric": g.pattern, "margin": cfg.margin if g.margin is None else g.margin}
+                               for g in gates],
+                     "gates_default": not cfg.gates,
+                     "pairs": [list(p) for p in pairs], "pair_option": comparer.pair_option,
+                     "p_worse": "share of resamples where the candidate is worse than the base (difference "
+                                "below 0, or above 0 for lower-is-better metrics)"},
+        "comparability": {**check.to_dict(), "allow_different": sorted(cfg.allow_different)},
+        "pairs": results,
+        "gate": {"failed": failed, "exit_code": 1 if failed else 0},
+        "drilldown": [d.to_dict() for d in drills],
+    }
+
+
+def run_compare(cfg: CompareConfig, comparer_of: Callable[[str], Comparer | None]) -> tuple[Path, dict[str, Any]]:
+    """Compare, write the directory (and the JUnit / summary files asked for); returns it and the metrics."""
+    from carebench.compare.ci_outputs import write_junit, write_summary
+    from carebench.compare.suite import CompareSuite
+    from carebench.rundir import run_dir_path
+
+    out = run_dir_path(COMPARE, cfg.out)  # checked before any work
+    metrics = compare_runs(cfg, comparer_of)
+    manifest = tool_manifest(COMPARE, {"base": metrics["base"], "candidate": metrics["candidate"],
+                                       "settings": metrics["settings"]})
+    write_tool_dir(out, CompareSuite(), metrics, manifest)
+    if cfg.junit:
+        write_junit(cfg.junit, metrics)
+    if cfg.summary:
+        write_summary(cfg.summary, metrics)
+    return out, metrics
+
+
+def tool_manifest(suite: str, extra: dict[str, Any]) -> dict[str, Any]:
+    from datetime import UTC, datetime
+
+    from carebench.rundir import versions
+
+    return {"suite": suite, "created": datetime.now(UTC).isoformat(timespec="seconds"),
+            "command": " ".join(["carebench", *(shlex.quote(a) for a in sys.argv[1:])]),
+            "versions": versions(), "status": "complete", **extra}
+
+
+def write_tool_dir(out: Path, suite: Any, metrics: dict[str, Any], manifest: dict[str, Any]) -> None:
+    """metrics.json, the report (through the same path as ``carebench report DIR``), manifest last."""
+    from carebench.experiment import rerender
+    from carebench.rundir import new_run_dir, write_json
+
+    import json
+
+    manifest = json.loads(json.dumps(manifest, default=str))  # rendered exactly as re-read from disk
+    out = new_run_dir(manifest["suite"], out)
+    write_json(out / "metrics.json", metrics)
+    rerender(out, suite, manifest=manifest)
+    write_json(out / "manifest.json", manifest)
+
+
+def pairs_from_options(*lists: Sequence[str]) -> list[tuple[str, str]]:
+    from carebench.compare.paired import parse_pairs
+
+    out: list[tuple[str, str]] = []
+    for option, values in zip(("--method", "--responder", "--system"), lists, strict=True):
+        out += parse_pairs(values, option)
+    return out
