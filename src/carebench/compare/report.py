@@ -20,6 +20,19 @@ from carebench.report import (
 )
 
 SECTIONS = (("headline", "Headline metrics"), ("safety", "Safety views"))
+#: pairs with a forest plot of every metric each; beyond this (a 25-responder run against
+#: another) the report draws one forest plot of the gated metrics of every pair, since each
+#: chart costs about half a second to draw
+MAX_PAIR_FORESTS = 3
+
+
+def _forest(rows: list[dict[str, Any]], labels: list[str], title: str, name: str, caption: str) -> Figure:
+    png = dot_interval_chart(
+        labels, [r["diff"] for r in rows],
+        [float("nan") if r["ci"][0] is None else r["ci"][0] for r in rows],
+        [float("nan") if r["ci"][1] is None else r["ci"][1] for r in rows],
+        title, xlabel="difference (95% paired CI)", sort=False, reference=0.0)
+    return Figure(figure_name(name), png, caption)
 
 
 def _iv(value: Any, ci: list[Any]) -> Interval | None:
@@ -64,6 +77,14 @@ def compare_report(m: Mapping[str, Any]) -> Report:
         "separable (for lower-is-better rates such as under-triage, worse means higher). P(worse) is the share "
         f"of resamples in which the candidate is worse than the base. Units ({m['unit']}s), not single "
         "judgments, are resampled: the judgments of one unit are not independent evidence."))
+    gated = [(p, r) for p in m["pairs"] for r in p["rows"] if r["gated"] and r["diff"] is not None]
+    if gated:
+        decision.append(_forest(
+            [r for _, r in gated], [f"{r['label']} ({p['candidate']})" if len(m["pairs"]) > 1 else r["label"]
+                                    for p, r in gated],
+            "gated metrics: candidate - base", "forest-gated",
+            "Forest plot of the gated metrics (dot: candidate - base; line: 95% paired interval; dotted "
+            "line: no difference)."))
     sections = [Section("Decision", decision, anchor="decision")]
     comp_blocks: list[Any] = []
     if comp["notes"]:
@@ -92,16 +113,11 @@ def compare_report(m: Mapping[str, Any]) -> Report:
                   _iv(r["diff"], r["ci"]), r["p_worse"], r["verdict"], "yes" if r["gated"] else ""] for r in rows],
                 caption=f"{title}: {p['base']} -> {p['candidate']}", number_format=".4f"))
         shown = [r for r in p["rows"] if r["diff"] is not None]
-        if shown:
-            png = dot_interval_chart(
-                [r["label"] for r in shown], [r["diff"] for r in shown],
-                [float("nan") if r["ci"][0] is None else r["ci"][0] for r in shown],
-                [float("nan") if r["ci"][1] is None else r["ci"][1] for r in shown],
-                f"candidate - base: {p['candidate']} vs {p['base']}", xlabel="difference (95% paired CI)",
-                sort=False, reference=0.0)
-            blocks.append(Figure(figure_name(f"forest-{k + 1}"), png,
-                                 "Forest plot of the paired differences (dot: candidate - base; line: 95% "
-                                 "interval; dotted line: no difference)."))
+        if shown and len(m["pairs"]) <= MAX_PAIR_FORESTS:
+            blocks.append(_forest(shown, [r["label"] for r in shown],
+                                  f"candidate - base: {p['candidate']} vs {p['base']}", f"forest-{k + 1}",
+                                  "Forest plot of every paired difference (dot: candidate - base; line: 95% "
+                                  "interval; dotted line: no difference)."))
         sections.append(Section(f"{p['base']} -> {p['candidate']}", blocks, anchor=f"pair-{k + 1}"))
     drill = []
     for d in m["drilldown"]:

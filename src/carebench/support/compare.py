@@ -121,25 +121,25 @@ class SupportComparer:
                   limit: int) -> list[Drill]:
         from carebench.support.experiment import load_records
 
+        flips = {(a, b): _flips(base, candidate, a, b)[:limit] for a, b in pairs}
+        wanted = {f[0] for rows in flips.values() for f in rows}
+        # one read per run of the few tasks shown (their row groups only), whatever the number of pairs
+        rb = _first_replies(load_records(base.path, task_ids=wanted)[0]) if wanted else {}
+        rc = _first_replies(load_records(candidate.path, task_ids=wanted)[0]) if wanted else {}
         out = []
         for a, b in pairs:
-            flips = _flips(base, candidate, a, b)[:limit]
-            if not flips:
-                out.append(Drill(f"Criteria met in the base run, not met in the candidate ({a} -> {b})", [], [],
-                                 "No criterion flipped from met to not met on the shared tasks."))
-                continue
-            wanted = {f[0] for f in flips}
-            rb = _first_replies(load_records(base.path, task_ids=wanted)[0], a)
-            rc = _first_replies(load_records(candidate.path, task_ids=wanted)[0], b)
-            rows = [[t, c, text, dim, w, pb, pc, _cut(rb.get(t, "")), _cut(rc.get(t, ""))]
-                    for t, c, text, dim, w, pb, pc in flips]
-            out.append(Drill(
-                f"Criteria met in the base run, not met in the candidate ({a} -> {b})",
-                ["task", "criterion", "text", "dimension", "weight", "base: share of attempts met",
-                 "candidate: share met", "base reply (first attempt)", "candidate reply (first attempt)"],
-                rows,
-                "Met = more than half of the task's attempts earned the criterion (panel vote, polarity "
-                "applied). Heaviest criteria first; replies cut at 600 characters."))
+            title = f"Criteria met in the base run, not met in the candidate ({a} -> {b})"
+            if not flips[a, b]:
+                out.append(Drill(title, [], [], "No criterion flipped from met to not met on the shared tasks."))
+            else:
+                rows = [[t, c, text, dim, w, pb, pc, _cut(rb.get((a, t), "")), _cut(rc.get((b, t), ""))]
+                        for t, c, text, dim, w, pb, pc in flips[a, b]]
+                out.append(Drill(
+                    title, ["task", "criterion", "text", "dimension", "weight", "base: share of attempts met",
+                            "candidate: share met", "base reply (first attempt)", "candidate reply (first attempt)"],
+                    rows,
+                    "Met = more than half of the task's attempts earned the criterion (panel vote, polarity "
+                    "applied). Heaviest criteria first; replies cut at 600 characters."))
             out.append(_task_changes(base, candidate, a, b, limit))
         return out
 
@@ -147,18 +147,24 @@ class SupportComparer:
 def _flips(base: RunView, cand: RunView, a: str, b: str) -> list[tuple[Any, ...]]:
     tb, tc = base.extra["tt"], cand.extra["tt"]
     ra, rb = base.extra["responders"].index(a), cand.extra["responders"].index(b)
-    pos_c = {(tc.ids[t], cid): g for g, (t, cid) in enumerate(zip(tc.crit_task.tolist(), tc.crit_ids, strict=True))}
+    if tb.ids == tc.ids and tb.crit_ids == tc.crit_ids and np.array_equal(tb.crit_task, tc.crit_task):
+        h_of = np.arange(len(tb.crit_ids))  # the same task table (the usual case)
+    else:
+        pos_c = {(tc.ids[t], cid): g for g, (t, cid) in enumerate(zip(tc.crit_task.tolist(), tc.crit_ids,
+                                                                     strict=True))}
+        h_of = np.array([pos_c.get((tb.ids[t], cid), -1) for t, cid in zip(tb.crit_task.tolist(), tb.crit_ids,
+                                                                            strict=True)], np.int64)
     shared = set(base.systems[a].units) & set(cand.systems[b].units)
+    in_shared = np.array([tb.ids[t] in shared for t in range(tb.n_tasks)])[tb.crit_task] & (h_of >= 0)
+    pb = base.extra["crit_pass"][ra]
+    pc = np.where(h_of >= 0, cand.extra["crit_pass"][rb][np.maximum(h_of, 0)], np.nan)
+    with np.errstate(invalid="ignore"):
+        hit = np.flatnonzero(in_shared & (pb > 0.5) & (pc <= 0.5))
     rows = []
-    for g, (t, cid) in enumerate(zip(tb.crit_task.tolist(), tb.crit_ids, strict=True)):
-        tid = tb.ids[t]
-        h = pos_c.get((tid, cid))
-        if h is None or tid not in shared:
-            continue
-        pb, pc = base.extra["crit_pass"][ra, g], cand.extra["crit_pass"][rb, h]
-        if pb > 0.5 and pc <= 0.5:
-            crit = next(c for c in base.extra["tasks"][tid].criteria if c.id == cid)
-            rows.append((tid, cid, crit.text, crit.dimension, int(crit.weight), float(pb), float(pc)))
+    for g in hit.tolist():
+        tid, cid = tb.ids[tb.crit_task[g]], tb.crit_ids[g]
+        crit = next(c for c in base.extra["tasks"][tid].criteria if c.id == cid)
+        rows.append((tid, cid, crit.text, crit.dimension, int(crit.weight), float(pb[g]), float(pc[g])))
     rows.sort(key=lambda r: (-r[4], -(r[5] - r[6]), r[0], r[1]))
     return rows
 
@@ -178,12 +184,14 @@ def _task_changes(base: RunView, cand: RunView, a: str, b: str, limit: int) -> D
                  "Task score = mean over attempts of the weighted score; largest absolute changes first.")
 
 
-def _first_replies(responses: Sequence[Any], responder: str) -> dict[str, str]:
-    out: dict[str, tuple[int, str]] = {}
+def _first_replies(responses: Sequence[Any]) -> dict[tuple[str, str], str]:
+    """(responder, task) -> the final reply of its first attempt."""
+    out: dict[tuple[str, str], tuple[int, str]] = {}
     for r in responses:
-        if r.responder == responder and (r.task_id not in out or r.attempt < out[r.task_id][0]):
-            out[r.task_id] = (r.attempt, r.final_reply)
-    return {t: v for t, (_, v) in out.items()}
+        key = (r.responder, r.task_id)
+        if key not in out or r.attempt < out[key][0]:
+            out[key] = (r.attempt, r.final_reply)
+    return {k: v for k, (_, v) in out.items()}
 
 
 def _cut(text: str) -> str:
