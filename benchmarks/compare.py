@@ -32,9 +32,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from support_rescore import make_run, write_run_dir  # noqa: E402
+from support_rescore import make_run, write_run_dir
 
-from carebench.support.records import ResponseTable, VerdictTable  # noqa: E402
+from carebench.support.records import ResponseTable, VerdictTable
 
 
 def _load() -> str:

@@ -194,7 +194,7 @@ def test_runs_with_different_judge_panels_are_refused_naming_the_difference(tmp_
     base = write_support_run(tmp_path / "b", tasks, ["m"], lambda *a: True)
     other = [*JUDGES[:2], "mistral:judge-d"]
     cand = write_support_run(tmp_path / "c", tasks, ["m"], lambda *a: True, judges=other)
-    rc, out, err = _run(["compare", str(base), str(cand), "--out", str(tmp_path / "cmp")], capsys)
+    rc, _out, err = _run(["compare", str(base), str(cand), "--out", str(tmp_path / "cmp")], capsys)
     assert rc == 2
     assert "not comparable" in err and "panel: base" in err and "mistral:judge-d" in err
     assert not (tmp_path / "cmp").exists()
@@ -339,7 +339,27 @@ def test_unknown_gate_and_bad_pair_are_usage_errors(support_pair, capsys):
 
 def test_the_paths_written_do_not_depend_on_the_cwd(support_pair, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    rc, out, _ = _run(["compare", *map(str, support_pair)], capsys)
+    rc, _out, _ = _run(["compare", *map(str, support_pair)], capsys)
     assert rc == 0
     made = [p for p in Path("runs").iterdir() if p.name.startswith("compare-")]
     assert len(made) == 1 and (made[0] / "manifest.json").is_file()
+
+
+def test_gate_parsing_and_the_ten_line_cap():
+    from carebench.compare.comparability import Check
+    from carebench.compare.paired import Gate, verdict
+
+    assert Gate.parse("score") == Gate("score", None)
+    assert Gate.parse("score:0.02") == Gate("score", 0.02)
+    assert Gate.parse("full:P1") == Gate("full:P1", None)
+    assert Gate.parse("full:P1:0.1") == Gate("full:P1", 0.1)
+    check = Check(differences=[(f"k{i:02d}", i, i + 1) for i in range(13)])
+    lines = check.lines()
+    assert len(lines) == 11 and lines[-1] == "... and 3 more difference(s)"
+    # verdicts by hand: higher is better, then lower is better (the interval is mirrored)
+    assert verdict(-0.3, -0.1, 0.0, True) == "regression"
+    assert verdict(-0.3, -0.1, 0.2, True) == "not separable"
+    assert verdict(0.1, 0.3, 0.0, True) == "improvement"
+    assert verdict(0.1, 0.3, 0.0, False) == "regression"
+    assert verdict(-0.3, -0.1, 0.0, False) == "improvement"
+    assert verdict(-0.1, 0.0, 0.0, True) == "not separable"

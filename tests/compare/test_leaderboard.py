@@ -44,7 +44,7 @@ def test_three_runs_on_different_days_equal_one_run_of_all_five(runs, capsys):
     d, _, one, parts = runs
     out = d / "lb"
     assert main(["leaderboard", *map(str, parts), "--out", str(out), "--bootstrap", "200"]) == 0
-    m, board = _board(out)
+    _m, board = _board(out)
     ref = json.loads((one / "metrics.json").read_text())["leaderboard"]
     assert board["n_common_units"] == ref["n_common_tasks"] == 30
     assert [r["system"] for r in board["rows"]] == [r["responder"] for r in ref["rows"]]
@@ -71,7 +71,7 @@ def test_three_runs_on_different_days_equal_one_run_of_all_five(runs, capsys):
 
 
 def test_a_run_on_different_tasks_is_excluded_with_its_reason(runs, capsys):
-    d, tasks, _, parts = runs
+    d, _tasks, _, parts = runs
     other = write_support_run(d / "other", support_tasks(31), ["openai:model-x"], lambda *a: True)
     out = d / "lb-ex"
     assert main(["leaderboard", *map(str, parts), str(other), "--out", str(out), "--bootstrap", "200"]) == 0

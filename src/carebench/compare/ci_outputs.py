@@ -56,8 +56,8 @@ def summary_markdown(metrics: Mapping[str, Any]) -> str:
     failed = [r for _, r in rows if r["verdict"] == "regression"]
     head = (f"**carebench compare ({metrics['suite']}): {'FAIL' if failed else 'pass'}** - "
             f"{len(failed)} of {len(rows)} gated metric(s) regressed.")
-    lines = [head, "", f"Base `{metrics['base']['path']}` vs candidate `{metrics['candidate']['path']}`; "
-             f"95% paired bootstrap (B = {metrics['settings']['B']}, seed {metrics['settings']['seed']}).", "",
+    lines = [head, "", (f"Base `{metrics['base']['path']}` vs candidate `{metrics['candidate']['path']}`; "
+             f"95% paired bootstrap (B = {metrics['settings']['B']}, seed {metrics['settings']['seed']})."), "",
              "| pair | metric | base | candidate | difference [95% CI] | P(worse) | verdict |",
              "|---|---|---:|---:|---|---:|---|"]
     for p, r in rows:

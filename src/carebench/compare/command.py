@@ -135,10 +135,10 @@ def tool_manifest(suite: str, extra: dict[str, Any]) -> dict[str, Any]:
 
 def write_tool_dir(out: Path, suite: Any, metrics: dict[str, Any], manifest: dict[str, Any]) -> None:
     """metrics.json, the report (through the same path as ``carebench report DIR``), manifest last."""
+    import json
+
     from carebench.experiment import rerender
     from carebench.rundir import new_run_dir, write_json
-
-    import json
 
     manifest = json.loads(json.dumps(manifest, default=str))  # rendered exactly as re-read from disk
     out = new_run_dir(manifest["suite"], out)

@@ -22,8 +22,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from carebench.compare.comparability import sha_of
 from carebench.compare.measures import SAFETY, Drill, Measure, RunView, SystemView
 from carebench.experiment import read_records
