@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from runs import JUDGES, support_tasks, write_plural_run, write_risk_run, write_support_run
+from run_dirs import JUDGES, support_tasks, write_plural_run, write_risk_run, write_support_run
 from sklearn.metrics import f1_score
 
 from carebench.cli import main

@@ -12,7 +12,7 @@ import io
 import json
 
 import pytest
-from runs import support_tasks, write_risk_run, write_support_run
+from run_dirs import support_tasks, write_risk_run, write_support_run
 
 from carebench.cli import main
 
