@@ -238,7 +238,10 @@ def test_compare_directory_rerenders_byte_for_byte(tmp_path, capsys):
         return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
 
     before = files()
-    assert "figures/forest-1.png" in before and "report.html" in before
+    assert "figures/forest-1.png" in before and "figures/forest-gated.png" in before
+    html = before["report.html"].decode()
+    # the flipped criterion's text is dataset text: escaped, never markup
+    assert "does the reply do &lt;resources&gt;?" in html and "<resources>" not in html
     (out / "report.md").unlink()
     (out / "report.html").write_text("stale")
     assert _run(["report", str(out)], capsys)[0] == 0
