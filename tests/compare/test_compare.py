@@ -142,6 +142,10 @@ def test_candidate_worse_on_three_of_ten_tasks_by_a_known_amount(tmp_path):
     assert flips["rows"][0][2] == "Criterion 6 of task 0: does the reply do <harmless>?"
     assert flips["rows"][0][7] == "reply of m1 to t00 attempt 0"
     assert flips["rows"][0][8] == "reply of m2 to t00 attempt 0"
+    # a run with records.jsonl only (no Parquet copy) gives the same comparison
+    (cand / "records.parquet").unlink()
+    again = compare_runs(CompareConfig(str(base), str(cand)), comparer)
+    assert again["pairs"] == m["pairs"] and again["drilldown"] == m["drilldown"]
 
 
 def test_a_run_compared_with_itself_is_zero_not_separable_and_exit_0(tmp_path, capsys):

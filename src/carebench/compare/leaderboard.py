@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from carebench.compare.comparability import compare_keys, open_manifest
-from carebench.compare.measures import Comparer, RunView
+from carebench.compare.measures import Comparer, RunView, batch_samples
 from carebench.compare.paired import resampler
 from carebench.stats.bands import all_gaps, bands_from_samples
 from carebench.stats.bootstrap import DEFAULT_B, PAIRED_SEED, percentile_interval
@@ -132,13 +132,12 @@ def _board(pattern: str, included: Sequence[tuple[int, RunView]], owner: dict[st
             continue
         rs = resampler(units, first.clusters, cfg.B, cfg.seed)
         W = rs.weights()
-        values, samples = [], []
+        takes = []
         for _, sv in systems:
             pos = {u: i for i, u in enumerate(sv.units)}
-            m = sv.measures[metric].take(np.array([pos[u] for u in units], np.int64))
-            values.append(m.value())
-            samples.append(m.samples(W))
-        V, Smp = np.array(values), np.stack(samples)
+            takes.append(sv.measures[metric].take(np.array([pos[u] for u in units], np.int64)))
+        V = np.array([m.value() for m in takes])
+        Smp = np.stack(batch_samples(takes, W))
         lo, hi = percentile_interval(Smp, cfg.alpha)
         band_list = bands_from_samples([s for s, _ in systems], V, Smp, cfg.alpha, not m0.higher_is_better,
                                        rs.B, rs.seed)

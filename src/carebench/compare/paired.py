@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from carebench.compare.measures import RunView, SystemView
+from carebench.compare.measures import RunView, SystemView, batch_samples
 from carebench.stats.bootstrap import Resampler, percentile_interval
 from carebench.types import CarebenchError
 
@@ -134,6 +134,7 @@ def compare_pair(base: RunView, candidate: RunView, pair: tuple[str, str], *, B:
     rs = resampler(units, clusters, B, seed)
     out["n_clusters"] = rs.n_units if rs.inverse is not None else None
     W = rs.weights()
+    names, takes = [], []
     for name, ma in sa.measures.items():
         mb = sb.measures.get(name)
         if mb is None:
@@ -142,7 +143,11 @@ def compare_pair(base: RunView, candidate: RunView, pair: tuple[str, str], *, B:
         va, vb = a.value(), b.value()
         if not (np.isfinite(va) or np.isfinite(vb)):
             continue  # defined in neither run on these units (e.g. a subcategory with no task)
-        d = b.samples(W) - a.samples(W)
+        names.append((name, ma, va, vb))
+        takes += [a, b]
+    samples = batch_samples(takes, W)
+    for k, (name, ma, va, vb) in enumerate(names):
+        d = samples[2 * k + 1] - samples[2 * k]
         lo, hi = percentile_interval(d, alpha)
         ok = np.isfinite(d)
         od = oriented(d[ok], ma.higher_is_better)

@@ -119,13 +119,10 @@ class SupportComparer:
 
     def drilldown(self, base: RunView, candidate: RunView, pairs: Sequence[tuple[str, str]],
                   limit: int) -> list[Drill]:
-        from carebench.support.experiment import load_records
-
         flips = {(a, b): _flips(base, candidate, a, b)[:limit] for a, b in pairs}
-        wanted = {f[0] for rows in flips.values() for f in rows}
-        # one read per run of the few tasks shown (their row groups only), whatever the number of pairs
-        rb = _first_replies(load_records(base.path, task_ids=wanted)[0]) if wanted else {}
-        rc = _first_replies(load_records(candidate.path, task_ids=wanted)[0]) if wanted else {}
+        # one read per run of the shown conversations' replies, whatever the number of pairs
+        rb = _first_replies(base.path, {(a, f[0]) for a, b in pairs for f in flips[a, b]})
+        rc = _first_replies(candidate.path, {(b, f[0]) for a, b in pairs for f in flips[a, b]})
         out = []
         for a, b in pairs:
             title = f"Criteria met in the base run, not met in the candidate ({a} -> {b})"
@@ -184,13 +181,35 @@ def _task_changes(base: RunView, cand: RunView, a: str, b: str, limit: int) -> D
                  "Task score = mean over attempts of the weighted score; largest absolute changes first.")
 
 
-def _first_replies(responses: Sequence[Any]) -> dict[tuple[str, str], str]:
-    """(responder, task) -> the final reply of its first attempt."""
+def _first_replies(run_dir: Path, wanted: set[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """(responder, task) -> the final reply of its first attempt, for the ``wanted`` pairs only.
+
+    From Parquet only the response rows' key columns are read, and the JSON of just the
+    wanted conversations is parsed (reading every record of the shown tasks meant ~1.5 M
+    verdicts at DistressBench's scale); a run with only ``records.jsonl`` is filtered by task."""
+    import json
+
+    from carebench.records_parquet import fresh_parquet, read_parquet_columns
+    from carebench.support.records import read_run_rows
+
+    if not wanted:
+        return {}
+    path = fresh_parquet(Path(run_dir))
+    rows: list[dict[str, Any]]
+    if path is not None:
+        tab = read_parquet_columns(path, ["task_id", "responder", "attempt", "json"], where=("kind", ["response"]))
+        keys = list(zip(tab["responder"].to_pylist(), tab["task_id"].to_pylist(), strict=True))
+        hit = [i for i, k in enumerate(keys) if k in wanted]
+        texts = tab["json"]
+        rows = [json.loads(texts[i].as_py()) for i in hit]
+    else:
+        rows = [r for r in read_run_rows(run_dir, {t for _, t in wanted}) if r.get("kind") == "response"]
     out: dict[tuple[str, str], tuple[int, str]] = {}
-    for r in responses:
-        key = (r.responder, r.task_id)
-        if key not in out or r.attempt < out[key][0]:
-            out[key] = (r.attempt, r.final_reply)
+    for r in rows:
+        key = (str(r.get("responder")), str(r.get("task_id")))
+        attempt = int(r.get("attempt") or 0)
+        if key in wanted and (key not in out or attempt < out[key][0]):
+            out[key] = (attempt, str(r.get("final_reply") or ""))
     return {k: v for k, (_, v) in out.items()}
 
 
