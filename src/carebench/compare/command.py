@@ -44,13 +44,14 @@ class CompareConfig:
 
 
 def read_run(run_dir: str | Path, comparer_of: Callable[[str], Comparer | None],
-             suite: str | None = None) -> tuple[RunView, Comparer]:
-    """Open one run directory and read it through its suite's comparer."""
+             suite: str | None = None, comparer: Comparer | None = None) -> tuple[RunView, Comparer]:
+    """Open one run directory and read it through its suite's comparer (``comparer``: one
+    already made for this command, so what it caches, e.g. a task file read once, is shared)."""
     manifest = open_manifest(run_dir)
     name = str(manifest["suite"])
     if suite is not None and name != suite:
         raise CarebenchError(f"{run_dir} is a {name} run, the first run is a {suite} run: compare runs of one suite")
-    comparer = comparer_of(name)
+    comparer = comparer if comparer is not None else comparer_of(name)
     if comparer is None:
         raise CarebenchError(f"{run_dir} is a {name} run directory; compare and leaderboard take risk, support "
                              "and plural runs")
@@ -72,7 +73,7 @@ def compare_runs(cfg: CompareConfig, comparer_of: Callable[[str], Comparer | Non
     base_suite = open_manifest(cfg.base)["suite"]
     open_manifest(cfg.candidate)  # both are checked before either is read
     base, comparer = read_run(cfg.base, comparer_of)
-    cand, _ = read_run(cfg.candidate, comparer_of, suite=base_suite)
+    cand, _ = read_run(cfg.candidate, comparer_of, suite=base_suite, comparer=comparer)
     check = compare_keys(base.keys, cand.keys, cfg.allow_different, base.manifest, cand.manifest)
     refuse(check)
     gates = [Gate.parse(g) for g in cfg.gates] or [Gate(g) for g in comparer.default_gates]

@@ -125,8 +125,4 @@ def sha_of(rows: Sequence[Any]) -> str:
     """A stable SHA-256 of JSON-able rows (a unit set, criteria), for a comparability key."""
     import hashlib
 
-    h = hashlib.sha256()
-    for r in rows:
-        h.update(_canonical(r).encode("utf-8"))
-        h.update(b"\n")
-    return h.hexdigest()
+    return hashlib.sha256(_canonical(list(rows)).encode("utf-8")).hexdigest()  # one encode: 7,180 criteria

@@ -66,7 +66,7 @@ def build_leaderboard(cfg: LeaderboardConfig, comparer_of: Callable[[str], Compa
     views: list[RunView] = []
     comparer: Comparer | None = None
     for r in cfg.runs:
-        v, comparer = read_run(r, comparer_of, suite=suite)
+        v, comparer = read_run(r, comparer_of, suite=suite, comparer=comparer)
         views.append(v)
     assert comparer is not None
     first = views[0]

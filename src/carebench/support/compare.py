@@ -40,18 +40,33 @@ class SupportComparer:
     default_gates = ("score",)
     leaderboard_measures = ("score",)
 
+    def __init__(self) -> None:
+        #: task files already read in this command, by SHA-256: runs of one task file (a
+        #: leaderboard of 25 runs) parse and index it once
+        self._task_files: dict[str, tuple[list[Any], TaskTable, str]] = {}
+
+    def _tasks(self, path: Path) -> tuple[list[Any], TaskTable, str]:
+        from carebench.rundir import file_sha256
+        from carebench.support.tasks import load_tasks
+
+        digest = file_sha256(path)
+        if digest not in self._task_files:
+            tasks = load_tasks(path)
+            criteria = [[t.id, c.id, c.text, c.dimension, c.weight, c.negative, c.applicable]
+                        for t in sorted(tasks, key=lambda t: t.id) for c in t.criteria]
+            self._task_files[digest] = (tasks, TaskTable.from_tasks(tasks), sha_of(criteria))
+        return self._task_files[digest]
+
     def read(self, run_dir: Path, manifest: Mapping[str, Any]) -> RunView:
         from carebench.support.analyses import _conv_dim
         from carebench.support.records import read_run_records
-        from carebench.support.tasks import load_tasks
 
         run_dir = Path(run_dir)
         if manifest.get("kind") in ("calibration", "coherence"):
             raise CarebenchError(f"{run_dir} is a support {manifest['kind']} run, not a run of responders")
         if not (run_dir / "tasks.jsonl").is_file():
             raise CarebenchError(f"{run_dir} is a partial run directory (tasks.jsonl is missing)")
-        tasks = load_tasks(run_dir / "tasks.jsonl")
-        tt = TaskTable.from_tasks(tasks)
+        tasks, tt, criteria_sha = self._tasks(run_dir / "tasks.jsonl")
         rt, vt = read_run_records(run_dir)
         settings = manifest.get("scoring") or {}
         sc = score(tt, rt, vt, panel=settings.get("panel"), scope=settings.get("scope", "final"))
@@ -100,13 +115,11 @@ class SupportComparer:
             systems[name] = SystemView(name, units, {m.name: m for m in ms}, model=name)
         for m in systems.values():  # headline rows first, in a stable order
             m.measures = dict(sorted(m.measures.items(), key=lambda kv: (kv[1].section != HEADLINE, 0)))
-        criteria = [[t.id, c.id, c.text, c.dimension, c.weight, c.negative, c.applicable]
-                    for t in sorted(tasks, key=lambda t: t.id) for c in t.criteria]
         dataset = manifest.get("dataset") or {}
         keys = {
             "dataset": dataset.get("sha256"),
             "tasks": sha_of(tt.ids),
-            "criteria": sha_of(criteria),
+            "criteria": criteria_sha,
             "panel": sorted(settings.get("panel") or sc.panel),
             "families": dict(sorted((settings.get("family") or {}).items())),
             "scoring.scope": settings.get("scope", "final"),
