@@ -78,8 +78,9 @@ def compare_runs(cfg: CompareConfig, comparer_of: Callable[[str], Comparer | Non
     refuse(check)
     gates = [Gate.parse(g) for g in cfg.gates] or [Gate(g) for g in comparer.default_gates]
     pairs = choose_pairs(base, cand, cfg.pairs, comparer.pair_option)
-    results = [compare_pair(base, cand, p, B=cfg.B, seed=cfg.seed, alpha=cfg.alpha, margin=cfg.margin)
-               for p in pairs]
+    weights: dict = {}
+    results = [compare_pair(base, cand, p, B=cfg.B, seed=cfg.seed, alpha=cfg.alpha, margin=cfg.margin,
+                            weights=weights) for p in pairs]
     empty = [r for r in results if not r["n_units"]]
     if empty:
         raise CarebenchError(f"{empty[0]['base']} and {empty[0]['candidate']} share no {comparer.unit}: "

@@ -121,8 +121,11 @@ def _f(x: Any) -> float | None:
 
 
 def compare_pair(base: RunView, candidate: RunView, pair: tuple[str, str], *, B: int, seed: int,
-                 alpha: float, margin: float) -> dict[str, Any]:
-    """Every measure of one pair: base, candidate, difference, interval, p_worse, verdict."""
+                 alpha: float, margin: float, weights: dict[Any, Any] | None = None) -> dict[str, Any]:
+    """Every measure of one pair: base, candidate, difference, interval, p_worse, verdict.
+
+    ``weights`` caches resample matrices by unit set across the pairs of one comparison
+    (25 responders scored on the same tasks share one matrix; it is the same draw anyway)."""
     sa, sb = base.systems[pair[0]], candidate.systems[pair[1]]
     units, ia, ib = shared_units(sa, sb)
     out: dict[str, Any] = {"base": pair[0], "candidate": pair[1], "n_units": len(units),
@@ -131,9 +134,15 @@ def compare_pair(base: RunView, candidate: RunView, pair: tuple[str, str], *, B:
     if not units:
         return out
     clusters = base.clusters
-    rs = resampler(units, clusters, B, seed)
+    key = tuple(units)
+    if weights is not None and key in weights:
+        rs, W = weights[key]
+    else:
+        rs = resampler(units, clusters, B, seed)
+        W = rs.weights()
+        if weights is not None:
+            weights[key] = (rs, W)
     out["n_clusters"] = rs.n_units if rs.inverse is not None else None
-    W = rs.weights()
     names, takes = [], []
     for name, ma in sa.measures.items():
         mb = sb.measures.get(name)
