@@ -38,6 +38,8 @@ class RunOptions:
     out: Path | None = None
     #: model spec -> carebench.models.options.RequestOptions (reasoning models, extra fields)
     model_options: dict[str, Any] = field(default_factory=dict)
+    #: retries of a transiently failed call (None: the runner's default)
+    max_retries: int | None = None
 
 
 class Run:
@@ -54,9 +56,15 @@ class Run:
         self.cache = cache if opts.use_cache else None
         self.ledger = Ledger(budget_usd=opts.budget_usd)
         self.call_rows: list[dict[str, Any]] = []
+        if opts.max_retries is not None and opts.max_retries < 0:
+            from carebench.types import CarebenchError
+
+            raise CarebenchError(f"--retries must be zero or more, got {opts.max_retries}")
+        retries = {} if opts.max_retries is None else {"max_retries": opts.max_retries}
         self.runner = Runner(
             RunnerConfig(concurrency=opts.concurrency, budget_usd=opts.budget_usd,
-                         use_cache=opts.use_cache, progress=opts.progress, timeout_s=opts.timeout_s),
+                         use_cache=opts.use_cache, progress=opts.progress, timeout_s=opts.timeout_s,
+                         **retries),
             cache=self.cache, on_complete=self._log_call, ledger=self.ledger,
         )
         self._models: dict[str, Any] = {}

@@ -109,7 +109,7 @@ def build(cfg: BuildConfig, opts: ConstructOptions) -> Path | Plan:
     literals = anon.load_phrase_list(cfg.literals)
     names = anon.load_phrase_list(cfg.names)
     backend = anon.make_backend(cfg.anonymizer, names=names)
-    run = Run(opts.run_options(planning=opts.dry_run))
+    run = Run(opts.run_options())
     try:  # every model spec checked before the run directory exists
         configs = [parse_config(s, run.model) for s in dict.fromkeys(cfg.rewriters)]
         router = run.model(cfg.router)  # type: ignore[arg-type]
@@ -139,7 +139,7 @@ def build(cfg: BuildConfig, opts: ConstructOptions) -> Path | Plan:
         write_models(run_dir / "prompts.jsonl", final)
 
     return run_command("build", opts, cfg.model_dump(mode="json"), dataset, body, run=run,
-                       manifest_extra={"attributes_mode": cfg.attributes, "budget_usd": opts.budget_usd})
+                       manifest_extra={"attributes_mode": cfg.attributes, "budget_usd": opts.run.budget_usd})
 
 
 def _chain(cfg, opts, sources, personas, lexicon, contracts, expressions, reversals, literals, backend, configs,
