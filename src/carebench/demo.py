@@ -65,7 +65,7 @@ def run_demo(
                  tag=item_id)
             for item_id, text in PROBE_ITEMS
         ]
-        res = run.calls(calls, "pipeline probe")
+        res = run.calls(calls, "pipeline probe", stage="pipeline probe")
     records = [
         {"item_id": c.tag, "text": text, "answer": comp.text, "status": comp.status,
          "latency_s": comp.latency_s, "cached": comp.cached,

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from carebench.construct import anonymize as anon
-from carebench.construct.calls import StageRunner
+from carebench.construct.calls import embedding_calls
 from carebench.construct.command import ConstructOptions, Stages, run_command
 from carebench.construct.config import BuildConfig
 from carebench.construct.io import load_models, resolve, write_models
@@ -84,7 +84,7 @@ def get_embedder(spec: str, run: Run) -> Any:
     """The configured embedder; API embeddings go through the run (stage ``embeddings``)."""
     from carebench.construct.personas import get_embedder as load
 
-    embedder = load(spec, runner=StageRunner(run, "embeddings"))
+    embedder = load(spec, run=run, calls=embedding_calls(run, "embeddings"))
     if isinstance(run, PlanningRun) and isinstance(embedder, APIEmbedder):
         return PlanningEmbedder(embedder)  # its vectors may be placeholders: kept out of the cache
     return embedder

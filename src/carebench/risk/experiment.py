@@ -132,8 +132,9 @@ def _context(spec: MethodSpec, cfg: RunConfig, run: Run, train: RiskDataset | No
     for i, voter in enumerate(spec.voter_models, 1):
         roles[f"voter{i}"] = run.model(voter)
     return MethodContext(
-        runner=run.runner, models=roles, seed=cfg.seed,
+        run=run, models=roles, seed=cfg.seed,
         train=None if train is None else train.items, n_folds=cfg.n_folds, get_model=run.model,
+        stage=spec.name,
     )
 
 

@@ -133,9 +133,9 @@ class SweepSuite:
 
         data = load_dataset(self.data, self.format)
         train = load_dataset(self.train, self.train_format) if self.train else None
-        ctx = MethodContext(runner=run.runner, models={"default": run.model(self.model)},
+        ctx = MethodContext(run=run, models={"default": run.model(self.model)},
                             seed=self.seed, train=None if train is None else train.items,
-                            get_model=run.model)
+                            get_model=run.model, stage="few-shot sweep")
         return data, ctx
 
     def plan(self, run: Run) -> Plan:

@@ -158,10 +158,10 @@ def run_coherence(cfg: CoherenceConfig, cache_obj: Any = None) -> Path | Plan:
         judge = panel_seats([cfg.judge], [run.model(cfg.judge)])
         if cfg.run.dry_run:
             return plan_coherence(run, tasks, models, judge, cfg)
-        gen = generate(tasks, models, run.runner, GenerationConfig(attempts=1, seed=cfg.seed))
+        gen = generate(tasks, models, run, GenerationConfig(attempts=1, seed=cfg.seed))
         questions, meta = transition_questions(tasks, gen.responses)
-        run.runner.config.description = "coherence verdicts"
-        answers, _ = ask(questions, judge, run.runner, temperature=0.0, max_tokens=JUDGE_MAX_TOKENS)
+        answers, _ = ask(questions, judge, run, stage="coherence verdicts", temperature=0.0,
+                         max_tokens=JUDGE_MAX_TOKENS)
     rows = [{"kind": "transition", "task": t, "model": m, "after_turn": k, "judge": a.judge,
              "follows": getattr(a.value, "met", None) if a.status == "ok" else None,
              "status": a.status, "rationale": a.rationale}

@@ -217,7 +217,7 @@ class SupportSuite:
     def execute(self, run: Run) -> Execution:
         cfg = self.cfg
         tasks, responders, judges, gcfg, system_prompt = self._prepare(run)
-        gen = generate(tasks, responders, run.runner, gcfg)
+        gen = generate(tasks, responders, run, gcfg)
         responses = list(gen.responses)
         if cfg.include_reference:
             responses.extend(reference_responses(tasks))
@@ -226,9 +226,8 @@ class SupportSuite:
             run.mark_incomplete("generation", gen.calls_skipped)
             run.mark_incomplete("judging")
         else:
-            run.runner.config.description = "judge verdicts"
             judged = judge_responses(
-                tasks, responses, judges, run.runner, scopes=judged_scopes(cfg.scope),  # type: ignore[arg-type]
+                tasks, responses, judges, run, scopes=judged_scopes(cfg.scope),  # type: ignore[arg-type]
                 temperature=cfg.judge_temperature, max_tokens=cfg.judge_max_tokens,
             )
             verdicts = judged.verdicts
@@ -525,8 +524,8 @@ def run_calibration(cfg: CalibrationConfig, cache: CompletionCache | None = None
                 return Plan(SUITE, [stage(run, "candidate verdicts", judge_calls(
                     questions, judges, temperature=cfg.judge_temperature, max_tokens=cfg.judge_max_tokens))],
                     ["command: support calibrate"])
-            run.runner.config.description = "candidate judge verdicts"
-            answers, _ = ask(questions, judges, run.runner, temperature=cfg.judge_temperature,
+            answers, _ = ask(questions, judges, run, stage="candidate verdicts",
+                             description="candidate judge verdicts", temperature=cfg.judge_temperature,
                              max_tokens=cfg.judge_max_tokens)
         if run.stopped:  # calibration compares every candidate on every label: no partial result
             run.finish()
