@@ -43,7 +43,6 @@ Choices the paper leaves open are documented in docs/support.md.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -496,7 +495,3 @@ def _pooled_conversion(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         out[name] = {"rate": conv / n if n else None, "converted": conv, "criteria": n}
     return out
 
-
-def probe_json(run_dir: Path) -> dict[str, Any] | None:
-    p = Path(run_dir) / "probe" / "probe.json"
-    return json.loads(p.read_text("utf-8")) if p.is_file() else None
