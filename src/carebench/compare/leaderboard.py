@@ -27,6 +27,7 @@ import numpy as np
 from carebench.compare.comparability import compare_keys, open_manifest
 from carebench.compare.measures import Comparer, RunView, batch_samples
 from carebench.compare.paired import resampler
+from carebench.compare.rundirs import read_run, tool_manifest, write_tool_dir
 from carebench.stats.bands import all_gaps, bands_from_samples
 from carebench.stats.bootstrap import DEFAULT_B, PAIRED_SEED, percentile_interval
 from carebench.types import CarebenchError
@@ -52,8 +53,6 @@ def _f(x: Any) -> float | None:
 
 
 def build_leaderboard(cfg: LeaderboardConfig, comparer_of: Callable[[str], Comparer | None]) -> dict[str, Any]:
-    from carebench.compare.command import read_run
-
     if len(cfg.runs) < 1:
         raise CarebenchError("give at least one run directory")
     if cfg.prefer is not None and cfg.prefer not in PREFER:
@@ -161,26 +160,7 @@ def _board(pattern: str, included: Sequence[tuple[int, RunView]], owner: dict[st
     return out
 
 
-def leaderboard_csv(metrics: dict[str, Any]) -> str:
-    import csv
-    import io
-
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["metric", "rank", "system", "value", "ci_low", "ci_high", "band", "run"])
-    for b in metrics["boards"]:
-        for r in b["rows"]:
-            w.writerow([b["metric"], r["rank"], r["system"], _csv(r["value"]), _csv(r["ci"][0]), _csv(r["ci"][1]),
-                        r["band"], r["run"]])
-    return buf.getvalue()
-
-
-def _csv(x: Any) -> str:
-    return "" if x is None else repr(float(x))
-
-
 def run_leaderboard(cfg: LeaderboardConfig, comparer_of: Callable[[str], Comparer | None]) -> tuple[Path, dict]:
-    from carebench.compare.command import tool_manifest, write_tool_dir
     from carebench.compare.suite import LeaderboardSuite
     from carebench.rundir import run_dir_path
 

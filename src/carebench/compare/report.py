@@ -133,8 +133,6 @@ def compare_report(m: Mapping[str, Any]) -> Report:
 
 
 def leaderboard_report(m: Mapping[str, Any]) -> Report:
-    from carebench.compare.leaderboard import leaderboard_csv
-
     s = m["settings"]
     runs = m["runs"]
     excluded = [r for r in runs if not r["included"]]
@@ -178,3 +176,21 @@ def leaderboard_report(m: Mapping[str, Any]) -> Report:
         sections.append(Section(f"Leaderboard: {b['label']}", blocks, anchor=f"board-{k + 1}"))
     return Report(title=f"Leaderboard ({m['suite']})", subtitle=f"{len(runs)} run(s)", sections=sections,
                   attachments={"leaderboard.csv": leaderboard_csv(dict(m))})
+
+
+def leaderboard_csv(metrics: dict[str, Any]) -> str:
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["metric", "rank", "system", "value", "ci_low", "ci_high", "band", "run"])
+    for b in metrics["boards"]:
+        for r in b["rows"]:
+            w.writerow([b["metric"], r["rank"], r["system"], _csv(r["value"]), _csv(r["ci"][0]), _csv(r["ci"][1]),
+                        r["band"], r["run"]])
+    return buf.getvalue()
+
+
+def _csv(x: Any) -> str:
+    return "" if x is None else repr(float(x))
