@@ -78,3 +78,37 @@ def test_risk_runs_of_offline_baselines(tmp_path, capsys):
     assert m["pairs"][0]["n_units"] == ma["n_scored"]
     gated = [(r["metric"], r["verdict"] == "regression") for r in m["pairs"][0]["rows"] if r["gated"]]
     assert [g for g, _ in gated] == ["macro_f1", "qwk"]
+
+
+def test_a_plural_run_of_the_scripted_jury(tmp_path, capsys):
+    from jury_stub import Scripted, write_release
+
+    from carebench.plural.experiment import PluralRunConfig, run_plural
+
+    release = write_release(tmp_path / "release")
+    with StubServer() as stub:
+        stub.handler = Scripted()
+        spec = {n: f"openai:{n}@{stub.base_url}" for n in ("sys-a", "sys-b", "judge-a", "judge-b", "judge-c")}
+        cfg = PluralRunConfig(release=str(release), systems=[spec["sys-a"], spec["sys-b"]],
+                              judges=[spec["judge-a"], spec["judge-b"], spec["judge-c"]],
+                              run=run_options(out=tmp_path / "run", progress=False), sample_size=3, bootstrap=200)
+        run_dir = run_plural(cfg, cache=CompletionCache(tmp_path / "c.sqlite"))
+    capsys.readouterr()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    if manifest.get("status") == "incomplete":  # the script's failed calls are harness failures
+        rc = main(["compare", str(run_dir), str(run_dir)])
+        assert rc == 2 and "incomplete run" in capsys.readouterr().err
+        manifest = {**manifest, "status": "complete", "incomplete": []}
+        (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    a, b = spec["sys-a"], spec["sys-b"]
+    rc = main(["compare", str(run_dir), str(run_dir), "--system", f"{a}={b}", "--out", str(tmp_path / "cmp"),
+               "--bootstrap", "200"])
+    m = json.loads((tmp_path / "cmp" / "metrics.json").read_text())
+    rows = {r["metric"]: r for r in m["pairs"][0]["rows"]}
+    # hand-worked in tests/plural/test_plural_run.py: sys-a x P1 full 5/9, sys-b x C1 full 8/9
+    assert rows["full:P1"]["base"] == pytest.approx(5 / 9)
+    assert rows["full:C1"]["candidate"] == pytest.approx(8 / 9)
+    assert rows["coverage:P1"]["base"] == pytest.approx(7 / 9)
+    assert {k for k, r in rows.items() if r["gated"]} == {"full:P1", "full:P2", "full:C1"}
+    assert m["pairs"][0]["n_clusters"] == 2  # q1, q2 from source s1; q3 from s2
+    assert rc in (0, 1)
