@@ -91,6 +91,24 @@ def _construct_suite():
     return ConstructSuite()
 
 
+def _converse_app():
+    from carebench.converse.cli import app
+
+    return app
+
+
+def _converse_suite():
+    from carebench.converse.suite import ConverseSuite
+
+    return ConverseSuite()
+
+
+def _converse_demo():
+    from carebench.converse.demo import run_demo
+
+    return run_demo
+
+
 def _annotate_app():
     from carebench.annotate.cli import app
 
@@ -104,6 +122,8 @@ SUITES: dict[str, SuiteEntry] = {
     "plural": SuiteEntry("practitioner-calibrated reference policies and jury scoring (VEILED-SH)",
                          _plural_app, _plural_suite, _plural_demo),
     "construct": SuiteEntry("dataset construction (VEILED-SH §4)", _construct_app, _construct_suite),
+    "converse": SuiteEntry("simulated conversations judged with decision-tree rubrics (VERA-MH)",
+                           _converse_app, _converse_suite, _converse_demo),
 }
 
 #: tools beside the suites, mounted the same way

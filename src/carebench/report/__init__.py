@@ -29,6 +29,7 @@ from carebench.report.figures import (
     heatmap,
     line_chart,
     scatter_chart,
+    stacked_bar_chart,
 )
 from carebench.report.html import render_html
 from carebench.report.markdown import render_markdown
@@ -49,6 +50,7 @@ __all__ = [
     "Table",
     "atomic_write_bytes",
     "bar_chart",
+    "stacked_bar_chart",
     "box_chart",
     "confusion_heatmap",
     "dot_interval_chart",
