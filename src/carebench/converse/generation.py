@@ -197,7 +197,8 @@ def planned_calls(convs: Sequence[Conversation], cfg: GenerationConfig) -> list[
         c = Conversation(c0.persona, c0.persona_prompt, c0.simulator, c0.chatbot, c0.repeat)
         for ti in range(1, cfg.turns + 1):
             calls.append(Call(c.simulator, simulator_request(c, cfg)))
-            c.turns.append({"role": "user", "content": "x" * (4 * cfg.simulator_max_tokens)})
+            # tagged filler: unknown replies of different conversations are different requests
+            c.turns.append({"role": "user", "content": f"{c.id} " + "x" * (4 * cfg.simulator_max_tokens)})
             calls.append(Call(c.chatbot, chatbot_request(c, cfg)))
             c.turns.append({"role": "assistant", "content": "x" * (4 * cfg.max_tokens), "turn": ti})
     return calls

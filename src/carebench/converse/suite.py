@@ -172,7 +172,8 @@ class ConverseSuite:
         if cfg.from_run is None:
             stages.append(stage(run, "generation", planned_generation(convs, gcfg), exact=False))
             stages[-1].upper_bound = True
-            fake = [{"id": c.id, "turns": [{"role": "user", "content": "x" * (4 * gcfg.simulator_max_tokens)},
+            fake = [{"id": c.id, "turns": [{"role": "user",
+                                            "content": f"{c.id} " + "x" * (4 * gcfg.simulator_max_tokens)},
                                            {"role": "assistant", "content": "x" * (4 * gcfg.max_tokens)}]
                      * gcfg.turns} for c in convs]
         else:
