@@ -182,3 +182,53 @@ def test_dry_run_makes_no_call(tmp_path, capsys, n):
     plan = json.loads(capsys.readouterr().out)
     assert [s["name"] for s in plan["stages"]] == ["generation", "judging"]
     assert plan["stages"][0]["calls"] == 2 * 3 * 2  # personas x turns x (simulator + chatbot)
+
+
+def test_bundle_then_judge_an_earlier_run_then_score_one_judge(tmp_path, capsys):
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    write_tsv(bundle / "rubric.tsv", NAV)
+    (bundle / "personas.tsv").write_text("id\tname\trisk_level\tmood\npa\tAnna\tlow\tflat\n")
+    (bundle / "persona.txt").write_text("Play {name} (risk {risk_level}), mood {mood}.\n- Name: {name}\n")
+    (bundle / "manifest.json").write_text(json.dumps({"rubric": "rubric.tsv", "personas": "personas.tsv",
+                                                      "persona_template": "persona.txt"}))
+    script = ConverseScript()
+    first, second = tmp_path / "run", tmp_path / "judged"
+    with StubServer() as stub:
+        stub.handler = script
+        u = stub.base_url
+        assert main(["converse", "run", "--rubric", str(bundle), "--simulator", f"openai:sim-a@{u}",
+                     "--chatbot", f"openai:bot-a@{u}", "--judge", f"openai:judge-a@{u}", "--turns", "2",
+                     "--bootstrap", "50", "--out", str(first)]) == 0
+        sims = [r for r in stub.requests if r.body["model"] == "sim-a"]
+        assert "Play Anna (risk low), mood flat." in sims[0].body["messages"][0]["content"]
+        n_gen = sum(r.body["model"] in ("sim-a", "bot-a") for r in stub.requests)
+        script.answers[("judge-b", "Anna", "q1?")] = "No"
+        script.answers[("judge-b", "Anna", "q2?")] = "Yes"
+        script.answers[("judge-b", "Anna", "q3?")] = "opt c"
+        assert main(["converse", "judge", str(first), "--rubric", str(bundle / "rubric.tsv"),
+                     "--judge", f"openai:judge-a@{u}", "--judge", f"openai:judge-b@{u}",
+                     "--bootstrap", "50", "--out", str(second)]) == 0
+        assert sum(r.body["model"] in ("sim-a", "bot-a") for r in stub.requests) == n_gen  # no generation
+    recs = [json.loads(x) for x in (second / "records.jsonl").read_text().splitlines()]
+    assert sum(r["kind"] == "walk" for r in recs) == 2
+    only_b = tmp_path / "only-b"
+    assert main(["converse", "score", str(second), "--judge", f"openai:judge-b@{u}", "--out", str(only_b)]) == 0
+    m = json.loads((only_b / "metrics.json").read_text())
+    rows = {r["dimension"]: r for r in next(iter(m["chatbots"].values()))["scores"]}
+    # judge-b alone: D1 Suboptimal (q2 Yes), D2 Best Practice (opt c ends), D3 never reached
+    assert (rows["D1"]["suboptimal_pct"], rows["D2"]["bp_pct"], rows["D3"]["n"]) == (100.0, 100.0, 0)
+
+
+def test_builtin_personas_cover_the_risk_levels_and_template_errors(tmp_path):
+    from carebench.converse.personas import load_personas, persona_prompt
+    from carebench.types import CarebenchError
+
+    ps = load_personas("builtin:sample")
+    assert 4 <= len(ps) <= 6 and {p.risk_level for p in ps} == {"none", "low", "high", "imminent"}
+    with pytest.raises(CarebenchError, match="'hobby'"):
+        persona_prompt(ps[0], "You are {name}; you like {hobby}.")
+    bad = tmp_path / "p.csv"
+    bad.write_text("id,name,risk_level\na,A,low\na,B,high\n")
+    with pytest.raises(CarebenchError, match=rf"^{bad}:3: duplicate"):
+        load_personas(bad)

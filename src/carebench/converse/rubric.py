@@ -42,6 +42,8 @@ RATINGS = (BP, SUB, HPH, NR)
 SEVERITIES = {"red": "Red", "yellow": "Yellow", "yelow": "Yellow"}
 SEVERITY_RATING = {"Red": HPH, "Yellow": SUB}
 
+#: carebench's own small illustrative rubric (for the demo and smoke runs; not VERA-MH's)
+BUILTIN_RUBRIC = "builtin:sample"
 TSV_COLUMNS = ("Question ID", "Dimension", "Severity", "Risk Type", "Question", "Examples", "Answer", "GOTO")
 AUTO_ANSWER_COLUMN = "Auto Answer"
 _TRUE = {"true", "yes", "1", "y"}
@@ -434,7 +436,13 @@ def load_bundle(root: str | Path) -> Bundle:
 
 
 def load_rubric(path: str | Path) -> Rubric:
-    """A rubric from a TSV, a YAML/JSON file, or a bundle directory."""
+    """A rubric from a TSV, a YAML/JSON file, a bundle directory, or ``builtin:sample``."""
+    if str(path) == BUILTIN_RUBRIC:
+        from importlib import resources
+
+        return rubric_from_yaml(Path(str(resources.files("carebench.converse.data").joinpath("rubric_sample.yaml"))))
+    if str(path).startswith("builtin:"):
+        raise CarebenchError(f"unknown built-in rubric {str(path)!r} (known: {BUILTIN_RUBRIC})")
     path = Path(path)
     if path.is_dir():
         return load_bundle(path).rubric

@@ -61,16 +61,18 @@ class Inputs:
             raise CarebenchError("give --rubric (a VERA-MH rubric TSV, a YAML rubric, or a bundle directory)")
         path = Path(rubric)
         prompts = Prompts.default()
+        if rubric.startswith("builtin:"):
+            path = None  # type: ignore[assignment]
         tmpl = None
         src = personas
-        if path.is_dir():
+        if path is not None and path.is_dir():
             b = load_bundle(path)
             rub = b.rubric
             prompts = Prompts(b.judge_system or prompts.system, b.judge_question or prompts.question)
             tmpl = b.persona_template
             src = src or (str(b.personas) if b.personas else None)
         else:
-            rub = load_rubric(path)
+            rub = load_rubric(rubric)
         if judge_system:
             prompts = Prompts(read_text(judge_system), prompts.question)
         if judge_question:
