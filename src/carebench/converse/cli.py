@@ -67,6 +67,9 @@ def run(
     judge: Judge = None,
     personas: Annotated[str | None, typer.Option(
         help="Persona file (.tsv/.csv/.jsonl) or builtin:sample (default; or the bundle's).")] = None,
+    personas_from: Annotated[str | None, typer.Option(
+        help="Build personas from the seeds' cases: support-tasks or plural-prompts (--personas is "
+             "then that file; default builtin:sample). Each opens with the case's first message.")] = None,
     persona_template: Annotated[Path | None, typer.Option(help="Persona prompt template file.")] = None,
     persona: Annotated[list[str] | None, typer.Option(help="Only this persona id (repeatable).")] = None,
     system_prompt: Annotated[Path | None, typer.Option(help="The chatbot's system prompt file.")] = None,
@@ -88,7 +91,7 @@ def run(
     from carebench.converse.suite import ConverseConfig
 
     cfg = ConverseConfig(
-        rubric=rubric, personas=personas, persona_template=str(persona_template) if persona_template else None,
+        rubric=rubric, personas=personas, personas_from=personas_from, persona_template=str(persona_template) if persona_template else None,
         judge_system=str(judge_system) if judge_system else None,
         judge_question=str(judge_question) if judge_question else None,
         simulators=list(simulator or []), chatbots=list(chatbot or []), judges=list(judge or []),

@@ -16,6 +16,8 @@ repeating a completed turn.
   not asked again.
 - A call that fails after every retry (simulator or chatbot) makes the conversation a
   *harness failure*: it stops there, is never judged, and is counted and reported.
+- A persona with an ``opening_message`` field (the seeds' cases: ``--personas-from``)
+  opens with that text verbatim; the simulator writes the user's turns from the second on.
 - The repeat index goes into ``ChatRequest.attempt`` and the sampling seed, so repeats
   are separate samples with separate cache entries.
 """
@@ -26,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from carebench.converse.personas import PROMPTS, Persona
+from carebench.converse.personas import OPENING, PROMPTS, Persona
 from carebench.runner import Call
 from carebench.templates import fill, package_template
 from carebench.types import ChatRequest, Completion, Message
@@ -146,11 +148,20 @@ def generate(run: Any, convs: Sequence[Conversation], cfg: GenerationConfig) -> 
         active = [c for c in convs if c.active]
         if not active:
             break
-        res = run.calls([Call(c.simulator, simulator_request(c, cfg),
-                              {"conversation": c.id, "turn": ti, "role": "simulator"}) for c in active],
-                        f"simulated users, turn {ti}/{cfg.turns}", stage="simulator")
-        replying = []
-        for c, comp in zip(active, res.completions, strict=True):
+        if ti == 1:  # a persona with its own opening message says it verbatim: no simulator call
+            for c in active:
+                if c.persona.fields.get(OPENING):
+                    c.turns.append({"role": "user", "content": c.persona.fields[OPENING], "status": "ok",
+                                    "turn": 1, "scripted": True})
+            opened = [c for c in active if c.turns]
+            active = [c for c in active if not c.turns]
+        else:
+            opened = []
+        comps = run.calls([Call(c.simulator, simulator_request(c, cfg),
+                                {"conversation": c.id, "turn": ti, "role": "simulator"}) for c in active],
+                          f"simulated users, turn {ti}/{cfg.turns}", stage="simulator").completions if active else []
+        replying = list(opened)
+        for c, comp in zip(active, comps, strict=True):
             if comp is None:
                 c.cut = True
                 out.calls_skipped += 2 * (cfg.turns - ti) + 1
@@ -196,6 +207,11 @@ def planned_calls(convs: Sequence[Conversation], cfg: GenerationConfig) -> list[
     for c0 in convs:
         c = Conversation(c0.persona, c0.persona_prompt, c0.simulator, c0.chatbot, c0.repeat)
         for ti in range(1, cfg.turns + 1):
+            if ti == 1 and c.persona.fields.get(OPENING):
+                c.turns.append({"role": "user", "content": c.persona.fields[OPENING]})
+                calls.append(Call(c.chatbot, chatbot_request(c, cfg)))
+                c.turns.append({"role": "assistant", "content": "x" * (4 * cfg.max_tokens), "turn": ti})
+                continue
             calls.append(Call(c.simulator, simulator_request(c, cfg)))
             # tagged filler: unknown replies of different conversations are different requests
             c.turns.append({"role": "user", "content": f"{c.id} " + "x" * (4 * cfg.simulator_max_tokens)})

@@ -26,6 +26,9 @@ from carebench.templates import fill, package_template, placeholders
 from carebench.types import CarebenchError
 
 BUILTIN = "builtin:sample"
+#: the field whose text, when a persona has it, is the user's first message verbatim (the
+#: simulator takes over from the second turn): how a seed case's own opening is played out
+OPENING = "opening_message"
 PROMPTS = "carebench.converse.prompts"
 
 _ID_KEYS = ("id", "persona_id", "persona id")
@@ -107,7 +110,7 @@ def persona_prompt(p: Persona, template: str) -> str:
     """The persona template filled with one persona's fields."""
     values = {"name": p.name, "risk_level": p.risk_level, "id": p.id,
               "profile": "\n".join(f"- {k[:1].upper() + k[1:].replace('_', ' ')}: {v}"
-                                   for k, v in p.fields.items() if v)}
+                                   for k, v in p.fields.items() if v and k != OPENING)}
     for k, v in p.fields.items():
         values.setdefault(snake(k), v)
     missing = placeholders(template) - values.keys()
@@ -115,3 +118,80 @@ def persona_prompt(p: Persona, template: str) -> str:
         raise CarebenchError(f"{p.line or p.id}: the persona template needs {sorted(missing)[0]!r}, "
                              f"which persona {p.id!r} does not have")
     return fill(template, values, "persona")
+
+
+# -- the seeds' cases as personas ------------------------------------------------------------
+
+PERSONAS_FROM = ("support-tasks", "plural-prompts")
+#: DistressBench task metadata -> a VERA-style current risk level (carebench's mapping)
+_STAGE_RISK = {"ideation": "low", "planning": "high", "action": "imminent", "post_action": "imminent"}
+
+
+def _builtin(kind: str, source: str) -> Path:
+    from carebench.datasets.builtin import builtin_name, package_file
+
+    name = builtin_name(source)
+    if name is None:
+        return Path(source)
+    if name != "sample":
+        raise CarebenchError(f"unknown built-in {kind} {source!r} (known: builtin:sample)")
+    return package_file("support", "sample.jsonl") if kind == "support-tasks" else package_file(
+        "plural", "prompts.jsonl")
+
+
+def _first_user_turn(turns: Any, where: str) -> str:
+    if isinstance(turns, str):
+        import json
+
+        try:
+            turns = json.loads(turns)
+        except ValueError:
+            turns = [turns]
+    for t in turns or []:
+        if isinstance(t, str) and t.strip():
+            return t.strip()
+        if isinstance(t, Mapping) and t.get("role") == "user" and str(t.get("content") or "").strip():
+            return str(t["content"]).strip()
+    raise CarebenchError(f"{where}: field 'turns': no user turn")
+
+
+def personas_from(kind: str, source: str | Path) -> list[Persona]:
+    """Personas built from support tasks (metadata and first user turn) or plural prompts
+    (context, persona, prompt text); each opens with the case's own first message."""
+    if kind not in PERSONAS_FROM:
+        raise CarebenchError(f"--personas-from must be one of {', '.join(PERSONAS_FROM)}, got {kind!r}")
+    path = _builtin(kind, str(source))
+    if not path.is_file():
+        raise CarebenchError(f"{path}: file not found")
+    out: list[Persona] = []
+    if kind == "plural-prompts":
+        from carebench.datasets.prompts import load_prompts
+
+        for i, p in enumerate(load_prompts(path), 1):
+            attrs = {snake(k): str(v) for k, v in (p.persona.attributes or {}).items()}
+            out.append(Persona(p.id, p.id, "unknown", {
+                "context": p.context, "persona": p.persona.text, **attrs, OPENING: p.text}, f"{path}: record {i}"))
+        return out
+    fmt = "jsonl" if path.suffix.lower() == ".jsonl" else "csv"
+    for loc, row in read_rows(path, fmt):
+        where = f"{path}:{loc.removeprefix('line ')}"
+        tid = str(row.get("id") or "").strip()
+        if not tid:
+            raise CarebenchError(f"{where}: field 'id': a support task needs an id")
+        meta = row.get("metadata") or {}
+        if isinstance(meta, str):
+            import json
+
+            try:
+                meta = json.loads(meta) if meta.strip() else {}
+            except ValueError:
+                raise CarebenchError(f"{where}: field 'metadata': not a JSON object") from None
+        meta = {str(k): str(v) for k, v in dict(meta).items()}
+        stage = meta.get("progression_stage", "")
+        risk = "none" if meta.get("harm_intent") == "benign" else _STAGE_RISK.get(stage, stage or "unknown")
+        fields = {"subcategory": str(row.get("subcategory") or ""), **meta,
+                  OPENING: _first_user_turn(row.get("turns"), where)}
+        out.append(Persona(tid, tid, risk, fields, where))
+    if not out:
+        raise CarebenchError(f"{path}: no tasks")
+    return out

@@ -86,6 +86,9 @@ class Inputs:
 class ConverseConfig:
     rubric: str | None = None
     personas: str | None = None
+    #: build personas from the seeds' cases: "support-tasks" or "plural-prompts" (``personas``
+    #: is then that file, default builtin:sample)
+    personas_from: str | None = None
     persona_template: str | None = None
     judge_system: str | None = None
     judge_question: str | None = None
@@ -153,7 +156,13 @@ class ConverseSuite:
                                 if cfg.system_prompt_file else None)
         if cfg.from_run is not None:
             return inputs, judges, gcfg, [], _earlier_conversations(Path(cfg.from_run))
-        personas = load_personas(inputs.personas_source)
+        if cfg.personas_from:
+            from carebench.converse.personas import personas_from
+
+            inputs.personas_source = cfg.personas or BUILTIN
+            personas = personas_from(cfg.personas_from, inputs.personas_source)
+        else:
+            personas = load_personas(inputs.personas_source)
         if cfg.persona_ids:
             by_id = {p.id: p for p in personas}
             missing = [i for i in cfg.persona_ids if i not in by_id]
@@ -225,6 +234,7 @@ class ConverseSuite:
             dataset={"rubric": cfg.rubric, "rubric_sha256": data_sha256([inputs.rubric.to_dict()]),
                      "personas": inputs.personas_source if cfg.from_run is None else cfg.from_run,
                      "conversations": len(conv_records),
+                     "personas_from": cfg.personas_from,
                      "illustrative": inputs.personas_source == BUILTIN},
             seeds={"bootstrap": cfg.seed, "generation": cfg.seed},
             extra={"scoring": {"dimensions": inputs.rubric.dimensions, "seed": cfg.seed,
