@@ -49,6 +49,16 @@ class ConverseScript:
             return StubReply(content=f"[{model}] reply {k}", delay=self.delay)
         prompt = msgs[-1]["content"]
         name = _TAG.search(prompt).group(1)
+        if "Answer every question below about the dimension" in prompt:
+            out = {}
+            for block in prompt.split("\nQuestion ")[1:]:
+                qid, rest = block.split(": ", 1)
+                question = rest.split("\nGuidance:", 1)[0]
+                options = [x.strip()[2:] for x in rest.split("Options:\n", 1)[1].split("\n\n")[0].splitlines()]
+                self.log.append({"role": "judge", "judge": model, "name": name, "question": question})
+                out[qid] = {"answer": self.answers.get((model, name, question), options[0]), "reason": "s"}
+            self.log.append({"role": "dimension-call", "judge": model, "name": name})
+            return StubReply(content=json.dumps(out))
         question = prompt.split("\nQUESTION (", 1)[1].split("):\n", 1)[1].split("\n\nGUIDANCE", 1)[0]
         options = [line[2:] for line in prompt.split("ANSWER OPTIONS (choose exactly one):\n", 1)[1]
                    .split("\n\nReply with", 1)[0].splitlines()]

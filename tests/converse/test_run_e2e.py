@@ -262,3 +262,28 @@ def test_personas_from_support_tasks_open_with_the_task_turn(tmp_path, capsys):
 
     assert {p.risk_level for p in personas_from("support-tasks", "builtin:sample")} >= {"low", "high", "imminent"}
     assert len(personas_from("plural-prompts", "builtin:sample")) > 0
+
+
+def test_dimension_mode_gives_the_same_ratings_in_fewer_calls(tmp_path, capsys):
+    answers = {("judge-a", "Anna", "q1?"): "No", ("judge-a", "Anna", "q2?"): "Yes",
+               ("judge-a", "Anna", "q3?"): "opt b", ("judge-a", "Anna", "q4?"): "No",
+               ("judge-a", "Anna", "q5?"): "No", ("judge-a", "Ben", "q3?"): "opt c"}
+    ratings = {}
+    for mode in ("question", "dimension"):
+        script = ConverseScript(answers=dict(answers))
+        out = tmp_path / mode
+        with StubServer() as stub:
+            stub.handler = script
+            args = _args(tmp_path, stub.base_url, "--out", str(out), "--judge-mode", mode,
+                         "--no-cache")
+            i = args.index(f"openai:judge-b@{stub.base_url}")
+            del args[i - 1:i + 1]  # judge-a only
+            assert main(args) == 0
+        recs = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+        ratings[mode] = {r["persona"]: r["ratings"] for r in recs if r["kind"] == "walk"}
+        if mode == "dimension":
+            # Anna: D1, D2, D3 (one call each); Ben: D1, D2 (opt c ends the walk)
+            assert sum(e["role"] == "dimension-call" for e in script.log) == 5
+    assert ratings["question"] == ratings["dimension"]
+    assert ratings["question"]["pa"] == {"D1": "Suboptimal but Low Potential for Harm", "D2": "Not Relevant",
+                                         "D3": "High Potential for Harm"}

@@ -39,10 +39,11 @@ def _finish(run_dir: Path) -> None:
     m = read_json(run_dir / "manifest.json")
     typer.echo(f"wrote {run_dir / 'report.html'} and {run_dir / 'scores.csv'}")
     f = m.get("failures") or {}
-    if f.get("harness"):
-        typer.echo(f"carebench: run incomplete: {f['harness']} conversation(s) had a call that failed "
-                   "after every retry (harness failures): never judged, counted in the report. Re-run the "
-                   "same command to retry them", err=True)
+    if f.get("harness") or f.get("judge_calls"):
+        typer.echo(f"carebench: run incomplete: {f.get('harness', 0)} conversation(s) and "
+                   f"{f.get('judge_calls', 0)} walk(s) had a call that failed after every retry (harness "
+                   "failures): never rated, counted in the report. Re-run the same command to retry them",
+                   err=True)
         raise typer.Exit(1)
 
 
@@ -81,6 +82,8 @@ def run(
     max_tokens: Annotated[int, typer.Option(help="Chatbot output cap (tokens).")] = 1024,
     simulator_max_tokens: Annotated[int, typer.Option(help="Simulator output cap (tokens).")] = 512,
     judge_max_tokens: Annotated[int, typer.Option(help="Judge output cap (tokens).")] = 400,
+    judge_mode: Annotated[str, typer.Option(
+        help="question (one call per rubric question, default) or dimension (one call per dimension).")] = "question",
     max_retries: Annotated[int | None, typer.Option(help="Retries of a failed call.")] = None,
     seed: Seed = 12345, bootstrap: Bootstrap = 2000,
     out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
@@ -98,7 +101,7 @@ def run(
         system_prompt_file=str(system_prompt) if system_prompt else None, turns=turns, repeats=repeats,
         persona_ids=list(persona) if persona else None, seed=seed, bootstrap=bootstrap,
         temperature=temperature, max_tokens=max_tokens, simulator_max_tokens=simulator_max_tokens,
-        judge_max_tokens=judge_max_tokens, max_retries=max_retries)
+        judge_max_tokens=judge_max_tokens, judge_mode=judge_mode, max_retries=max_retries)
     _go(cfg, out, cache, no_cache, budget, dry_run, concurrency, model_option, timeout)
 
 
@@ -109,6 +112,8 @@ def judge_cmd(
     judge_system: Annotated[Path | None, typer.Option(help="Judge system prompt file.")] = None,
     judge_question: Annotated[Path | None, typer.Option(help="Judge question template file.")] = None,
     judge_max_tokens: Annotated[int, typer.Option(help="Judge output cap (tokens).")] = 400,
+    judge_mode: Annotated[str, typer.Option(
+        help="question (one call per rubric question, default) or dimension (one call per dimension).")] = "question",
     seed: Seed = 12345, bootstrap: Bootstrap = 2000,
     out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
     dry_run: DryRun = False, concurrency: Concurrency = None, model_option: ModelOption = None,
@@ -120,7 +125,8 @@ def judge_cmd(
     cfg = ConverseConfig(rubric=rubric, judges=list(judge or []), from_run=str(run_dir),
                          judge_system=str(judge_system) if judge_system else None,
                          judge_question=str(judge_question) if judge_question else None,
-                         judge_max_tokens=judge_max_tokens, seed=seed, bootstrap=bootstrap)
+                         judge_max_tokens=judge_max_tokens, judge_mode=judge_mode, seed=seed,
+                         bootstrap=bootstrap)
     _go(cfg, out, cache, no_cache, budget, dry_run, concurrency, model_option, timeout)
 
 

@@ -10,7 +10,13 @@ structured output enforce it, and the answer is validated strictly either way).
 
 An answer that does not parse, or names no option, is a *judge failure* for that
 transcript: the walk stops, it is counted, and it never becomes a rating. A call that
-failed after every retry is a judge failure too (recorded as ``error``).
+failed after every retry is a judge failure too (``failure: call``; it also marks the run
+incomplete, as a harness failure does, and a re-run retries it).
+
+``mode="dimension"`` asks all of a dimension's questions in one call instead (one JSON
+entry per question id); the walk then follows the rubric through those answers, and a
+GOTO into another dimension asks that dimension next. Fewer calls, but the judge answers
+questions the walk may never reach, and sees them all at once.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from carebench.types import Message
 
 JUDGE_MAX_TOKENS = 400
 OK, JUDGE_FAILURE = "ok", "judge_failure"
+MODES = ("question", "dimension")
 
 
 @cache
@@ -38,6 +45,14 @@ def answer_model(labels: tuple[str, ...]) -> type[BaseModel]:
     """A pydantic model whose ``answer`` must be one of ``labels`` (an enum in its schema)."""
     return create_model("RubricAnswer", answer=(Literal[labels], ...),  # type: ignore[valid-type]
                         reason=(str, Field(default="")))
+
+
+@cache
+def dimension_model(qids: tuple[str, ...], labels: tuple[tuple[str, ...], ...]) -> type[BaseModel]:
+    """One entry per question id, each an :func:`answer_model` of that question's options."""
+    fields = {f"q_{k}": (answer_model(lab), Field(alias=qid))
+              for k, (qid, lab) in enumerate(zip(qids, labels, strict=True))}
+    return create_model("DimensionAnswers", **fields)  # type: ignore[call-overload]
 
 
 def transcript_text(turns: Sequence[Mapping[str, Any]]) -> str:
@@ -52,10 +67,27 @@ def transcript_text(turns: Sequence[Mapping[str, Any]]) -> str:
 class Prompts:
     system: str
     question: str
+    dimension: str = ""
 
     @classmethod
     def default(cls) -> Prompts:
-        return cls(package_template(PROMPTS, "judge_system"), package_template(PROMPTS, "judge_question"))
+        return cls(package_template(PROMPTS, "judge_system"), package_template(PROMPTS, "judge_question"),
+                   package_template(PROMPTS, "judge_dimension"))
+
+
+def dimension_questions(rubric: Rubric, dimension: str) -> list[Question]:
+    return [q for q in rubric.questions if q.dimension == dimension and not q.auto_answer]
+
+
+def dimension_messages(qs: Sequence[Question], transcript: str, prompts: Prompts) -> tuple[Message, ...]:
+    blocks = []
+    for q in qs:
+        opts = "\n".join(f"  - {lab}" for lab in q.labels)
+        blocks.append(f"Question {q.id}: {q.text}\nGuidance: {q.examples or '(none)'}\nOptions:\n{opts}")
+    user = fill(prompts.dimension or package_template(PROMPTS, "judge_dimension"), {
+        "transcript": transcript, "dimension": qs[0].dimension, "questions": "\n\n".join(blocks)},
+        "judge_dimension")
+    return (Message("system", prompts.system), Message("user", user))
 
 
 def question_messages(q: Question, transcript: str, prompts: Prompts) -> tuple[Message, ...]:
@@ -74,7 +106,9 @@ class _Walk:
     transcript: str
     status: str = OK
     error: str | None = None
+    failure: str | None = None  # "parse" | "call"
     cut: bool = False
+    given: dict[str, tuple[str, str]] | None = None  # dimension mode: question id -> (answer, reason)
 
 
 @dataclass
@@ -85,13 +119,17 @@ class JudgingResult:
 
 def judge_conversations(run: Any, rubric: Rubric, conversations: Sequence[Mapping[str, Any]],
                         judges: Sequence[Judge], *, prompts: Prompts | None = None,
-                        temperature: float = 0.0, max_tokens: int = JUDGE_MAX_TOKENS) -> JudgingResult:
+                        temperature: float = 0.0, max_tokens: int = JUDGE_MAX_TOKENS,
+                        mode: str = "question") -> JudgingResult:
     """Walk the rubric for every conversation with every judge (see the module docstring)."""
     prompts = prompts or Prompts.default()
-    walks = [_Walk(c, j, WalkState(rubric), transcript_text(c["turns"]))
+    walks = [_Walk(c, j, WalkState(rubric), transcript_text(c["turns"]), given={} if mode == "dimension" else None)
              for c in conversations for j in judges]
     rnd = 0
     while True:
+        if mode == "dimension":
+            for w in walks:
+                _follow_given(w)
         todo = [w for w in walks if not w.state.done and not w.cut]
         if not todo:
             break
@@ -100,8 +138,14 @@ def judge_conversations(run: Any, rubric: Rubric, conversations: Sequence[Mappin
         for w in todo:
             q = w.state.pending()
             assert q is not None
-            questions.append(JudgeQuestion((w.conversation["id"], w.judge.label, q.id),
-                                           question_messages(q, w.transcript, prompts), answer_model(q.labels)))
+            key = (w.conversation["id"], w.judge.label, q.id)
+            if mode == "dimension":
+                qs = dimension_questions(rubric, q.dimension)
+                model = dimension_model(tuple(x.id for x in qs), tuple(x.labels for x in qs))
+                questions.append(JudgeQuestion(key, dimension_messages(qs, w.transcript, prompts), model))
+            else:
+                questions.append(JudgeQuestion(key, question_messages(q, w.transcript, prompts),
+                                               answer_model(q.labels)))
             seats.append(w.judge)
         # one call per (walk, its question): questions and judges are paired, not crossed
         calls = [c for qq, j in zip(questions, seats, strict=True)
@@ -114,11 +158,26 @@ def judge_conversations(run: Any, rubric: Rubric, conversations: Sequence[Mappin
             ans = read_answers([qq], [j], [comp])[0]
             if ans.status != "ok":
                 w.status = JUDGE_FAILURE
+                w.failure = "call" if ans.status == "error" else "parse"
                 w.error = f"question {qq.key[2]}: {ans.status}: {ans.error}"
                 w.state.fail(w.error)
                 continue
+            if w.given is not None:  # dimension mode: keep every answer, follow them next round
+                for qid, sub in ans.value.model_dump(by_alias=True).items():  # type: ignore[union-attr]
+                    w.given[qid] = (sub["answer"], sub.get("reason", ""))
+                continue
             w.state.give(ans.value.answer, ans.value.reason)  # type: ignore[union-attr]
     return JudgingResult([walk_record(w) for w in walks if not w.cut], run.stopped)
+
+
+def _follow_given(w: _Walk) -> None:
+    """Dimension mode: advance a walk through the answers already given."""
+    while not w.state.done and not w.cut:
+        q = w.state.pending()
+        assert q is not None and w.given is not None
+        if q.id not in w.given:
+            return
+        w.state.give(*w.given[q.id])
 
 
 def walk_record(w: _Walk) -> dict[str, Any]:
@@ -127,20 +186,28 @@ def walk_record(w: _Walk) -> dict[str, Any]:
     return {"kind": "walk", "conversation_id": c["id"], "persona": c["persona"],
             "risk_level": c.get("risk_level", "unknown"), "simulator": c.get("simulator"),
             "chatbot": c["chatbot"], "repeat": c.get("repeat", 0), "judge": w.judge.label,
-            "status": w.status, "error": w.error, "steps": [s.to_dict() for s in w.state.steps],
+            "status": w.status, "failure": w.failure, "error": w.error, "steps": [s.to_dict() for s in w.state.steps],
             "ratings": w.state.ratings() if ok else {}, "triggers": w.state.triggers() if ok else {}}
 
 
 def planned_calls(rubric: Rubric, conversations: Sequence[Mapping[str, Any]], judges: Sequence[Judge],
                   *, prompts: Prompts | None = None, temperature: float = 0.0,
-                  max_tokens: int = JUDGE_MAX_TOKENS) -> list[Any]:
-    """An upper bound for a dry run: every non-auto question for every transcript and judge
-    (a walk asks only the questions its answers lead to)."""
+                  max_tokens: int = JUDGE_MAX_TOKENS, mode: str = "question") -> list[Any]:
+    """An upper bound for a dry run: every non-auto question (or dimension) for every
+    transcript and judge (a walk asks only the questions its answers lead to)."""
     prompts = prompts or Prompts.default()
     out = []
     for c in conversations:
         text = transcript_text(c["turns"])
-        qs = [JudgeQuestion(q.id, question_messages(q, text, prompts), answer_model(q.labels))
-              for q in rubric.questions if not q.auto_answer]
+        if mode == "dimension":
+            qs = []
+            for d in rubric.dimensions:
+                dq = dimension_questions(rubric, d)
+                if dq:
+                    qs.append(JudgeQuestion(d, dimension_messages(dq, text, prompts), dimension_model(
+                        tuple(x.id for x in dq), tuple(x.labels for x in dq))))
+        else:
+            qs = [JudgeQuestion(q.id, question_messages(q, text, prompts), answer_model(q.labels))
+                  for q in rubric.questions if not q.auto_answer]
         out.extend(judge_calls(qs, judges, temperature=temperature, max_tokens=max_tokens))
     return out

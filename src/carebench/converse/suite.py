@@ -29,7 +29,7 @@ from carebench.converse.generation import (
     generate,
 )
 from carebench.converse.generation import planned_calls as planned_generation
-from carebench.converse.judging import JUDGE_MAX_TOKENS, Prompts, judge_conversations
+from carebench.converse.judging import JUDGE_MAX_TOKENS, MODES, Prompts, judge_conversations
 from carebench.converse.judging import planned_calls as planned_judging
 from carebench.converse.personas import BUILTIN, default_template, load_personas, persona_prompt
 from carebench.converse.rubric import Rubric, load_bundle, load_rubric
@@ -106,6 +106,8 @@ class ConverseConfig:
     simulator_max_tokens: int = 512
     judge_temperature: float = 0.0
     judge_max_tokens: int = JUDGE_MAX_TOKENS
+    #: "question" (one call per question, VERA-MH's protocol) or "dimension" (one per dimension)
+    judge_mode: str = "question"
     max_retries: int | None = None
     #: judge an earlier run's conversations instead of generating (``converse judge``)
     from_run: str | None = None
@@ -120,6 +122,8 @@ class ConverseConfig:
                 raise CarebenchError("give at least one --simulator (the model that plays the user)")
             if not self.chatbots:
                 raise CarebenchError("give at least one --chatbot (the model under test)")
+        if self.judge_mode not in MODES:
+            raise CarebenchError(f"--judge-mode must be one of {', '.join(MODES)}, got {self.judge_mode!r}")
         if self.turns < 1:
             raise CarebenchError(f"--turns must be at least 1, got {self.turns}")
         if self.repeats < 1:
@@ -191,7 +195,7 @@ class ConverseSuite:
             fake = [c for c in convs if c["status"] == "ok"]
         js = stage(run, "judging", planned_judging(inputs.rubric, fake, judges, prompts=inputs.prompts,
                                                    temperature=cfg.judge_temperature,
-                                                   max_tokens=cfg.judge_max_tokens),
+                                                   max_tokens=cfg.judge_max_tokens, mode=cfg.judge_mode),
                    exact=cfg.from_run is not None)
         js.upper_bound = True
         stages.append(js)
@@ -217,12 +221,13 @@ class ConverseSuite:
         else:
             judged = judge_conversations(run, inputs.rubric, [c for c in conv_records if c["status"] == "ok"],
                                          judges, prompts=inputs.prompts, temperature=cfg.judge_temperature,
-                                         max_tokens=cfg.judge_max_tokens)
+                                         max_tokens=cfg.judge_max_tokens, mode=cfg.judge_mode)
             walks = judged.walks
             if judged.stopped:
                 run.mark_incomplete("judging", open_ended=True)
         harness = sum(c["status"] == HARNESS_FAILURE for c in conv_records)
         judge_fail = sum(w["status"] != "ok" for w in walks)
+        judge_calls_failed = sum(w.get("failure") == "call" for w in walks)
         config = {k: v for k, v in asdict(cfg).items() if k != "notes"}
         config["system_prompt"] = gcfg.system_prompt
         config["stop_marker"] = STOP_MARKER
@@ -239,9 +244,9 @@ class ConverseSuite:
             seeds={"bootstrap": cfg.seed, "generation": cfg.seed},
             extra={"scoring": {"dimensions": inputs.rubric.dimensions, "seed": cfg.seed,
                                "bootstrap": cfg.bootstrap, "judges": [j.label for j in judges]},
-                   "failures": {"harness": harness, "judge": judge_fail},
+                   "failures": {"harness": harness, "judge": judge_fail, "judge_calls": judge_calls_failed},
                    "title": cfg.title, "notes": list(cfg.notes)},
-            failed_calls=harness,
+            failed_calls=harness + judge_calls_failed,
         )
 
     # -- scoring and rendering --------------------------------------------------------------
