@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from carebench.converse.rubric import BP, HPH, NR, SUB
-from carebench.converse.scoring import count_matrix, resampled_scores, score_table, summarize, vera_score
+from carebench.converse.scoring import (
+    count_matrix,
+    resampled_scores,
+    score_table,
+    summarize,
+    vera_score,
+)
 
 
 def test_formula_reference_points():

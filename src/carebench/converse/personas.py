@@ -115,7 +115,7 @@ def persona_prompt(p: Persona, template: str) -> str:
         values.setdefault(snake(k), v)
     missing = placeholders(template) - values.keys()
     if missing:
-        raise CarebenchError(f"{p.line or p.id}: the persona template needs {sorted(missing)[0]!r}, "
+        raise CarebenchError(f"{p.line or p.id}: the persona template needs {min(missing)!r}, "
                              f"which persona {p.id!r} does not have")
     return fill(template, values, "persona")
 

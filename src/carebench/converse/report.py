@@ -73,7 +73,8 @@ def _shares_figure(cb: str, rows: Sequence[Mapping[str, Any]]) -> Figure:
     for label, key in zip(RATINGS[:3], _SHARE_KEYS, strict=True):
         series[label] = [0.0 if r[key] is None else r[key] * (1 - (r["nr_pct"] or 0) / 100) for r in rows]
     series[RATINGS[3]] = [r["nr_pct"] or 0.0 for r in rows]
-    png = stacked_bar_chart(cats, series, f"Ratings per dimension: {cb}", "% of all ratings")
+    png = stacked_bar_chart(cats, series, f"Ratings per dimension: {cb}", "% of all ratings",
+                            ylim=(0.0, 100.0))
     return Figure(figure_name(f"shares-{cb}"), png,
                   f"Share of each rating per dimension for {cb} (all ratings, Not Relevant included).")
 
@@ -153,8 +154,8 @@ def build_report(metrics: Mapping[str, Any], records: Sequence[Mapping[str, Any]
         ("walks (conversation x judge)", counts.get("walks", 0)),
         ("judge failures (never rated)", counts.get("judge_failures", 0)),
         ("judges", ", ".join(metrics.get("judges") or []) or "none"),
-        ("bootstrap", f"B = {metrics['bootstrap']['B']}, seed {metrics['bootstrap']['seed']}, "
-                      "resampling personas"),
+        ("bootstrap", (f"B = {metrics['bootstrap']['B']}, seed {metrics['bootstrap']['seed']}, "
+                      "resampling personas")),
     ])], anchor="run")]
     if counts.get("harness_failures") or counts.get("judge_failures"):
         sections[0].blocks.append(Callout(

@@ -357,7 +357,7 @@ def _yaml_with_lines(text: str, path: Path) -> Any:
 
     Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
     try:
-        return yaml.load(text, Loader=Loader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=Loader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f"{mark.line + 1}:{mark.column + 1}" if mark is not None else "1:1"

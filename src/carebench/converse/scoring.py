@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from carebench.converse.rubric import BP, HPH, NR, RATINGS, SUB
+from carebench.converse.rubric import HPH, NR, RATINGS, SUB
 from carebench.stats.bootstrap import Resampler, percentile_interval
 
 B_DEFAULT = 2000

@@ -199,9 +199,9 @@ class ConverseSuite:
                    exact=cfg.from_run is not None)
         js.upper_bound = True
         stages.append(js)
-        return Plan(self.name, stages, ["generation assumes every conversation runs all its turns with "
+        return Plan(self.name, stages, [("generation assumes every conversation runs all its turns with "
                                         "replies at their output caps, and judging assumes every question "
-                                        "of the rubric is asked: both are upper bounds"])
+                                        "of the rubric is asked: both are upper bounds")])
 
     # -- execution ------------------------------------------------------------------------
     def execute(self, run: Run) -> Execution:
@@ -323,6 +323,6 @@ class ImportSuite(ConverseSuite):
                                                  "bootstrap": self.bootstrap, "judges": None},
                    "failures": {"harness": 0, "judge": 0},
                    "title": "Converse: VERA-MH results, scored with persona-resampling intervals",
-                   "notes": ["Ratings read from VERA-MH results files; the conversations are not "
-                             "part of this run."]},
+                   "notes": [("Ratings read from VERA-MH results files; the conversations are not "
+                             "part of this run.")]},
         )

@@ -50,7 +50,6 @@ __all__ = [
     "Table",
     "atomic_write_bytes",
     "bar_chart",
-    "stacked_bar_chart",
     "box_chart",
     "confusion_heatmap",
     "dot_interval_chart",
@@ -62,5 +61,6 @@ __all__ = [
     "render_html",
     "render_markdown",
     "scatter_chart",
+    "stacked_bar_chart",
     "write_report",
 ]

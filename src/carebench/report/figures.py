@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 __all__ = [
     "PALETTE",
     "bar_chart",
-    "stacked_bar_chart",
     "box_chart",
     "confusion_heatmap",
     "dot_interval_chart",
@@ -177,39 +176,6 @@ def bar_chart(
         if k > 1:
             ax.legend(frameon=False, fontsize=8, ncols=min(k, 4), loc="upper left",
                       bbox_to_anchor=(0, -0.12) if n > 6 else None)
-        return fig_to_png(fig, dpi)
-
-
-@reusable
-def stacked_bar_chart(
-    categories: Sequence[str],
-    series: Mapping[str, Sequence[float]],
-    title: str,
-    xlabel: str,
-    *,
-    dpi: int = 120,
-) -> bytes:
-    """Horizontal stacked bars: one bar per category, one segment per series (e.g. the
-    shares of each rating per dimension, summing to 100). Missing values draw nothing."""
-    cats = [_tx(c) for c in categories]
-    n, k = len(cats), len(series)
-    if k == 0:
-        raise ValueError("stacked_bar_chart: no series")
-    with _styled():
-        fig = _new_figure(8.0, max(2.0, 0.9 + 0.42 * n))
-        ax = fig.add_subplot()
-        y = np.arange(n, dtype=float)
-        left = np.zeros(n)
-        for s, (name, values) in enumerate(series.items()):
-            v = np.nan_to_num(_as_float(values, n, f"stacked_bar_chart series {name!r}"))
-            ax.barh(y, v, 0.7, left=left, color=PALETTE[s % len(PALETTE)], label=_tx(name))
-            left = left + v
-        ax.set_yticks(y, cats)
-        ax.invert_yaxis()
-        ax.grid(axis="y", visible=False)
-        ax.set_title(_tx(title))
-        ax.set_xlabel(_tx(xlabel))
-        ax.legend(frameon=False, fontsize=8, ncols=min(k, 2), loc="upper left", bbox_to_anchor=(0, -0.18))
         return fig_to_png(fig, dpi)
 
 
