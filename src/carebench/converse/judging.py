@@ -32,7 +32,7 @@ from carebench.converse.personas import PROMPTS
 from carebench.converse.rubric import Question, Rubric
 from carebench.converse.walker import WalkState
 from carebench.judging import Judge, JudgeQuestion, judge_calls, read_answers
-from carebench.templates import fill, package_template
+from carebench.templates import fill, package_template, placeholders
 from carebench.types import Message
 
 JUDGE_MAX_TOKENS = 400
@@ -90,8 +90,17 @@ def dimension_messages(qs: Sequence[Question], transcript: str, prompts: Prompts
     return (Message("system", prompts.system), Message("user", user))
 
 
+#: what a judge question template must show (a bundle's template may leave out the rest)
+REQUIRED_SLOTS = ("transcript", "question", "options")
+
+
+def _fill_used(template: str, values: dict[str, str], name: str) -> str:
+    slots = placeholders(template)
+    return fill(template, {k: v for k, v in values.items() if k in slots}, name)
+
+
 def question_messages(q: Question, transcript: str, prompts: Prompts) -> tuple[Message, ...]:
-    user = fill(prompts.question, {
+    user = _fill_used(prompts.question, {
         "transcript": transcript, "dimension": q.dimension, "question": q.text,
         "examples": q.examples or "(none)", "options": "\n".join(f"- {lab}" for lab in q.labels),
     }, "judge_question")

@@ -117,7 +117,8 @@ def persona_prompt(p: Persona, template: str) -> str:
     if missing:
         raise CarebenchError(f"{p.line or p.id}: the persona template needs {min(missing)!r}, "
                              f"which persona {p.id!r} does not have")
-    return fill(template, values, "persona")
+    slots = placeholders(template)  # a template uses the fields it wants
+    return fill(template, {k: v for k, v in values.items() if k in slots}, "persona")
 
 
 # -- the seeds' cases as personas ------------------------------------------------------------

@@ -79,6 +79,13 @@ class Inputs:
             prompts = Prompts(prompts.system, read_text(judge_question))
         if persona_template:
             tmpl = read_text(persona_template)
+        from carebench.converse.judging import REQUIRED_SLOTS
+        from carebench.templates import placeholders
+
+        lacking = [s for s in REQUIRED_SLOTS if s not in placeholders(prompts.question)]
+        if lacking:
+            raise CarebenchError(f"the judge question template has no {{{lacking[0]}}} placeholder "
+                                 f"(it needs {', '.join('{' + s + '}' for s in REQUIRED_SLOTS)})")
         return cls(rub, prompts, src or BUILTIN, tmpl or default_template())
 
 
