@@ -166,6 +166,15 @@ def test_budget_stop_exits_3_incomplete_then_resumes(tmp_path, capsys, price_per
 
 
 def test_user_errors_exit_2(tmp_path, capsys):
+    bad = write_tsv(tmp_path / "bad.tsv", [["1", "D", "", "", "q?", "", "back", "1", ""]])
+    with StubServer() as stub:
+        assert main(["converse", "run", "--rubric", str(bad), "--simulator", f"openai:s@{stub.base_url}",
+                     "--chatbot", f"openai:c@{stub.base_url}", "--judge", f"openai:j@{stub.base_url}",
+                     "--out", str(tmp_path / "never")]) == 2
+        assert len(stub.requests) == 0  # validated before any call
+    err = capsys.readouterr().err
+    assert err.startswith(f"carebench: error: {bad}:2:") and "cycle" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "never").exists()
     assert main(["converse", "run", "--rubric", str(tmp_path / "none.tsv"), "--simulator", "openai:s",
                  "--chatbot", "openai:c", "--judge", "openai:j"]) == 2
     assert main(["converse", "run", "--simulator", "openai:s", "--chatbot", "openai:c"]) == 2
