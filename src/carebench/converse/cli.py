@@ -159,6 +159,13 @@ def _rescore(run_dir: Path, judges, seed, bootstrap, out) -> None:
         raise CarebenchError(f"{run_dir} is a {manifest.get('suite')!r} run, not a converse run")
     settings = dict(manifest.get("scoring") or {})
     if judges:
+        from carebench.rundir import read_jsonl
+
+        recorded = sorted({r["judge"] for r in read_jsonl(Path(run_dir) / "records.jsonl")
+                           if r.get("kind") == "walk"})
+        unknown = [j for j in judges if j not in recorded]
+        if unknown:
+            raise CarebenchError(f"{run_dir}: no walks by judge {unknown[0]!r}; recorded: {', '.join(recorded)}")
         settings["judges"] = list(judges)
     if seed is not None:
         settings["seed"] = seed

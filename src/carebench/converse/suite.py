@@ -267,8 +267,7 @@ class ConverseSuite:
             return incomplete_metrics(manifest, {"conversations": len(convs), "walks": len(walks)})
         settings = manifest.get("scoring") or {}
         keep = settings.get("judges")
-        rated = [w for w in walks if w["status"] == "ok" and (not keep or w["judge"] in keep
-                                                               or manifest.get("kind") == "import")]
+        rated = [w for w in walks if w["status"] == "ok" and (not keep or w["judge"] in keep)]
         dims = list(settings.get("dimensions") or [])
         for w in rated:
             dims.extend(d for d in w["ratings"] if d not in dims)
