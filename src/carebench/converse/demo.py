@@ -23,8 +23,14 @@ DEMO_NOTE = (
 
 
 def run_demo(out_dir: Path, model_spec: str = "llamacpp:builtin", quick: bool = True) -> Path:
+    from importlib import resources
+
+    # quick: a one-line persona prompt keeps the small model's prompts short (the demo's time
+    # goes into prompt processing); --full uses the regular persona template
+    short = resources.files("carebench.converse.prompts").joinpath("persona_demo.txt")
     cfg = ConverseConfig(
         rubric="builtin:sample", personas="builtin:sample",
+        persona_template=str(short) if quick else None,
         persona_ids=list(DEMO_PERSONAS) if quick else None,
         simulators=[model_spec], chatbots=[model_spec], judges=[model_spec],
         turns=4 if quick else 8, max_tokens=32 if quick else 200, simulator_max_tokens=24 if quick else 120,
