@@ -252,6 +252,8 @@ class ConverseSuite:
             extra={"scoring": {"dimensions": inputs.rubric.dimensions, "seed": cfg.seed,
                                "bootstrap": cfg.bootstrap, "judges": [j.label for j in judges]},
                    "failures": {"harness": harness, "judge": judge_fail, "judge_calls": judge_calls_failed},
+                   # how each judge's answers were constrained (JSON schema, grammar, or the parser only)
+                   "output_modes": run.output_modes(),
                    "title": cfg.title, "notes": list(cfg.notes)},
             failed_calls=harness + judge_calls_failed,
         )
