@@ -173,8 +173,11 @@ def _rescore(run_dir: Path, judges, seed, bootstrap, out) -> None:
         settings["bootstrap"] = bootstrap
     manifest = {**manifest, "scoring": settings}
     target = Path(out) if out else Path(run_dir)
-    rerender(run_dir, ConverseSuite(), out_dir=target, manifest=manifest)
-    typer.echo(f"wrote {target / 'scores.csv'} and {target / 'report.html'}")
+    metrics = rerender(run_dir, ConverseSuite(), out_dir=target, manifest=manifest)
+    if metrics.get("status") == "incomplete":
+        typer.echo(f"wrote {target / 'report.html'} (the run is incomplete: nothing is scored)")
+    else:
+        typer.echo(f"wrote {target / 'scores.csv'} and {target / 'report.html'}")
 
 
 @app.command("import-vera")
