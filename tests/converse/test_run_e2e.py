@@ -135,7 +135,7 @@ def test_harness_failure_is_counted_never_judged(tmp_path, capsys):
     out = tmp_path / "run"
     with StubServer() as stub:
         stub.handler = script
-        assert main(_args(tmp_path, stub.base_url, "--out", str(out), "--max-retries", "0")) == 1
+        assert main(_args(tmp_path, stub.base_url, "--out", str(out), "--retries", "0")) == 1
     assert "harness failure" in capsys.readouterr().err
     records = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
     ben = next(r for r in records if r["kind"] == "conversation" and r["persona"] == "pb")

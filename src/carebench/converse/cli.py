@@ -47,12 +47,14 @@ def _finish(run_dir: Path) -> None:
         raise typer.Exit(1)
 
 
-def _go(cfg, out, cache, no_cache, budget, dry_run, concurrency, model_option, timeout) -> None:
+def _go(cfg, out, cache, no_cache, budget, dry_run, concurrency, model_option, timeout,
+        retries=None) -> None:
     from carebench.converse.suite import ConverseSuite
     from carebench.experiment import echo_plan, run_suite
 
     opts = run_options(out=out, cache=cache, no_cache=no_cache, budget=budget, dry_run=dry_run,
-                       concurrency=concurrency, model_option=model_option, timeout=timeout)
+                       concurrency=concurrency, model_option=model_option, timeout=timeout,
+                       retries=retries)
     res = run_suite(ConverseSuite(cfg), opts, out=out, dry_run=dry_run)
     if dry_run:
         echo_plan(res)  # type: ignore[arg-type]
@@ -84,7 +86,8 @@ def run(
     judge_max_tokens: Annotated[int, typer.Option(help="Judge output cap (tokens).")] = 400,
     judge_mode: Annotated[str, typer.Option(
         help="question (one call per rubric question, default) or dimension (one call per dimension).")] = "question",
-    max_retries: Annotated[int | None, typer.Option(help="Retries of a failed call.")] = None,
+    retries: Annotated[int | None, typer.Option(
+        help="Retries of a failed call before it is a harness failure (default: the runner's).")] = None,
     seed: Seed = 12345, bootstrap: Bootstrap = 2000,
     out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
     dry_run: DryRun = False, concurrency: Concurrency = None, model_option: ModelOption = None,
@@ -101,8 +104,8 @@ def run(
         system_prompt_file=str(system_prompt) if system_prompt else None, turns=turns, repeats=repeats,
         persona_ids=list(persona) if persona else None, seed=seed, bootstrap=bootstrap,
         temperature=temperature, max_tokens=max_tokens, simulator_max_tokens=simulator_max_tokens,
-        judge_max_tokens=judge_max_tokens, judge_mode=judge_mode, max_retries=max_retries)
-    _go(cfg, out, cache, no_cache, budget, dry_run, concurrency, model_option, timeout)
+        judge_max_tokens=judge_max_tokens, judge_mode=judge_mode)
+    _go(cfg, out, cache, no_cache, budget, dry_run, concurrency, model_option, timeout, retries)
 
 
 @app.command("judge")

@@ -115,7 +115,6 @@ class ConverseConfig:
     judge_max_tokens: int = JUDGE_MAX_TOKENS
     #: "question" (one call per question, VERA-MH's protocol) or "dimension" (one per dimension)
     judge_mode: str = "question"
-    max_retries: int | None = None
     #: judge an earlier run's conversations instead of generating (``converse judge``)
     from_run: str | None = None
     title: str = "Converse: simulated conversations judged with a decision-tree rubric"
@@ -156,8 +155,6 @@ class ConverseSuite:
         cfg.validate()
         inputs = Inputs.load(cfg.rubric, cfg.personas, cfg.persona_template, cfg.judge_system,
                              cfg.judge_question)
-        if cfg.max_retries is not None:
-            run.runner.config.max_retries = cfg.max_retries
         judge_models = [run.model(s) for s in cfg.judges]
         judges = panel_seats([str(m.spec) for m in judge_models], judge_models)
         gcfg = GenerationConfig(turns=cfg.turns, repeats=cfg.repeats, temperature=cfg.temperature,
