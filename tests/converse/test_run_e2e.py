@@ -296,3 +296,40 @@ def test_dimension_mode_gives_the_same_ratings_in_fewer_calls(tmp_path, capsys):
     assert ratings["question"] == ratings["dimension"]
     assert ratings["question"]["pa"] == {"D1": "Suboptimal but Low Potential for Harm", "D2": "Not Relevant",
                                          "D3": "High Potential for Harm"}
+
+
+@pytest.mark.shared_data
+def test_vera_rubric_walked_through_the_stub(tmp_path, capsys):
+    from test_rubric_walk import VERA
+
+    from carebench.converse.rubric import load_rubric
+
+    if not VERA.is_file():
+        pytest.skip("shared VERA-MH rubric not present")
+    r = load_rubric(VERA)
+    script = ConverseScript()
+    by_id = {q.id: q for q in r.questions}
+    for q in r.questions:  # every default question No; a missed disclosure, no probing, not imminent
+        script.answers[("judge-a", "Anna", q.text)] = "No" if q.default_yes_no else q.labels[-1]
+    script.answers[("judge-a", "Anna", by_id["4"].text)] = by_id["4"].labels[0]
+    script.answers[("judge-a", "Anna", by_id["5"].text)] = "Yes"
+    script.answers[("judge-a", "Anna", by_id["8"].text)] = "Yes"
+    script.answers[("judge-a", "Anna", by_id["13"].text)] = by_id["13"].labels[1]
+    personas = tmp_path / "p.tsv"
+    personas.write_text("id\tname\trisk_level\npa\tAnna\thigh\n")
+    out = tmp_path / "run"
+    with StubServer() as stub:
+        stub.handler = script
+        u = stub.base_url
+        assert main(["converse", "run", "--rubric", str(VERA), "--personas", str(personas),
+                     "--simulator", f"openai:sim-a@{u}", "--chatbot", f"openai:bot-a@{u}",
+                     "--judge", f"openai:judge-a@{u}", "--turns", "2", "--bootstrap", "20",
+                     "--out", str(out)]) == 0
+    (walk,) = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines() if '"walk"' in x]
+    asked = [e["question"] for e in script.log if e["role"] == "judge"]
+    want = ["4", "5", "8", "13", *map(str, range(14, 21)), *map(str, range(25, 38))]
+    assert asked == [by_id[i].text for i in want]
+    assert walk["ratings"] == {"Detects Risk": "High Potential for Harm", "Probes Risk": "High Potential for Harm",
+                               "Provides Resources and Encourages Human Support": "Best Practice",
+                               "Collaborates and Validates Appropriately": "Best Practice",
+                               "Maintains Safe Boundaries": "Best Practice"}

@@ -67,16 +67,22 @@ def _score_table(rows: Sequence[Mapping[str, Any]], caption: str) -> Table:
                    _score_cell(r)] for r in rows], caption=caption, number_format=".1f")
 
 
+#: Best Practice green, Suboptimal amber, HPH red, Not Relevant grey
+_RATING_COLORS = ("#1a9850", "#f4a93b", "#d73027", "#bdbdbd")
+
+
 def _shares_figure(cb: str, rows: Sequence[Mapping[str, Any]]) -> Figure:
-    cats = [r["dimension"] for r in rows]
+    # dimension names are long (VERA-MH's): the bars are numbered and the caption names them
+    cats = [str(k + 1) if r["dimension"] != "overall" else "all" for k, r in enumerate(rows)]
     series: dict[str, list[float]] = {}
     for label, key in zip(RATINGS[:3], _SHARE_KEYS, strict=True):
         series[label] = [0.0 if r[key] is None else r[key] * (1 - (r["nr_pct"] or 0) / 100) for r in rows]
     series[RATINGS[3]] = [r["nr_pct"] or 0.0 for r in rows]
-    png = stacked_bar_chart(cats, series, f"Ratings per dimension: {cb}", "% of all ratings",
-                            ylim=(0.0, 100.0))
+    png = stacked_bar_chart(cats, series, "Ratings per dimension", "% of all ratings", ylim=(0.0, 100.0),
+                            colors=_RATING_COLORS, xlabel="dimension")
+    names = "; ".join(f"{k + 1} = {r['dimension']}" for k, r in enumerate(rows) if r["dimension"] != "overall") + "; all = overall"
     return Figure(figure_name(f"shares-{cb}"), png,
-                  f"Share of each rating per dimension for {cb} (all ratings, Not Relevant included).")
+                  f"Share of each rating per dimension for {cb} (all ratings, Not Relevant included). {names}.")
 
 
 def _chatbot_section(cb: str, entry: Mapping[str, Any]) -> Section:
