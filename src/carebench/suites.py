@@ -111,6 +111,24 @@ def _plural_comparer():
     return PluralComparer()
 
 
+def _converse_app():
+    from carebench.converse.cli import app
+
+    return app
+
+
+def _converse_suite():
+    from carebench.converse.suite import ConverseSuite
+
+    return ConverseSuite()
+
+
+def _converse_demo():
+    from carebench.converse.demo import run_demo
+
+    return run_demo
+
+
 def _annotate_app():
     from carebench.annotate.cli import app
 
@@ -125,6 +143,8 @@ SUITES: dict[str, SuiteEntry] = {
     "plural": SuiteEntry("practitioner-calibrated reference policies and jury scoring (VEILED-SH)",
                          _plural_app, _plural_suite, _plural_demo, _plural_comparer),
     "construct": SuiteEntry("dataset construction (VEILED-SH §4)", _construct_app, _construct_suite),
+    "converse": SuiteEntry("simulated conversations judged with decision-tree rubrics (VERA-MH)",
+                           _converse_app, _converse_suite, _converse_demo),
 }
 
 #: tools beside the suites, mounted the same way
