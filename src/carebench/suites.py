@@ -106,8 +106,14 @@ SUITES: dict[str, SuiteEntry] = {
     "construct": SuiteEntry("dataset construction (VEILED-SH §4)", _construct_app, _construct_suite),
 }
 
+def _batch_app():
+    from carebench.batch.cli import app
+
+    return app
+
+
 #: tools beside the suites, mounted the same way
-TOOLS: dict[str, Callable[[], Any]] = {"annotate": _annotate_app}
+TOOLS: dict[str, Callable[[], Any]] = {"annotate": _annotate_app, "batch": _batch_app}
 
 
 def _entry(name: str | None, where: Path | str = "") -> SuiteEntry:
