@@ -43,3 +43,25 @@ def test_risk_llm_and_vote_round_trip(tmp_path, monkeypatch):
     calls = [json.loads(x) for x in (tmp_path / "batch" / "calls.jsonl").read_text().splitlines()]
     assert calls and all(c.get("batch") is True and c["completion"]["batch"] is True for c in calls)
     assert n_live >= len({c["completion"]["text"] + json.dumps(c["request"]) for c in calls})
+
+
+def test_support_multi_turn_three_judges_round_trip(tmp_path, monkeypatch):
+    from carebench.support.tasks import load_tasks
+    from support.scripted_stub import Script
+
+    tasks = load_tasks("builtin:sample")[:4]  # 1, 3, 1 and 2 user turns
+    with StubServer() as stub:
+        stub.handler = Script(tasks)
+        u = stub.base_url
+        args = ["support", "run", "--responder", f"openai:resp-a@{u}",
+                *(x for j in "abc" for x in ("--judge", f"openai:judge-{j}@{u}")),
+                "--attempts", "2", "--limit", "4", "--bootstrap", "50"]
+        live(args, tmp_path / "live", tmp_path / "live.sqlite")
+        n_live = len(stub.requests)
+        rounds = batch_rounds(args, tmp_path / "batch", tmp_path / "batch.sqlite", tmp_path / "bdir",
+                              Script(tasks), monkeypatch)
+        assert len(stub.requests) == n_live
+    assert rounds == 3 + 1  # one round per user turn (3 at most), then the panel's verdicts
+    assert metrics(tmp_path / "batch") == metrics(tmp_path / "live")
+    live_records = (tmp_path / "live" / "records.jsonl").read_text().count("\n")
+    assert (tmp_path / "batch" / "records.jsonl").read_text().count("\n") == live_records
