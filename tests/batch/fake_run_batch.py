@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from stub_server import StubServer  # noqa: E402
+from stub_server import StubServer
 
 
 def answer_file(stub: StubServer, src: Path, dst: Path) -> int:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from batch.fake_run_batch import fake_run_batch
 from carebench.batch.manifest import Manifest
 from carebench.cli import main
-from batch.fake_run_batch import fake_run_batch
 
 
 def live(args: list[str], out: Path, cache: Path) -> None:
@@ -21,14 +21,13 @@ def batch_rounds(args: list[str], out: Path, cache: Path, bdir: Path, handler, m
     returns the number of rounds that wrote requests."""
     monkeypatch.setenv("CAREBENCH_BATCH_DIR", str(bdir))
     monkeypatch.setenv("CAREBENCH_BATCH_FORMAT", "vllm")
-    rounds = 0
-    for _ in range(max_rounds):
+    for done in range(max_rounds + 1):
         rc = main([*args, "--out", str(out), "--cache", str(cache)])
         if rc == 0:
             monkeypatch.delenv("CAREBENCH_BATCH_DIR")
-            return rounds
+            return done
         assert rc == 4, rc
-        rounds += 1
+        rounds = done + 1  # this run wrote round number `rounds`
         m = Manifest.load(bdir, must_exist=True)
         last = m.rounds[-1]
         assert last["round"] == rounds

@@ -59,7 +59,7 @@ def export(tmp_path: Path, monkeypatch, base_url: str | None = None, fresh: bool
 
 
 def test_export_writes_each_request_once_with_manifest_last(tmp_path, monkeypatch):
-    run, calls, line = export(tmp_path, monkeypatch)
+    _, calls, line = export(tmp_path, monkeypatch)
     assert line.startswith("7 requests in 2 files pending in ") and "carebench batch submit" in line
     m = Manifest.load(tmp_path / "bdir", must_exist=True)
     (rnd,) = m.rounds
@@ -162,7 +162,7 @@ def test_errors_are_written_again_next_round_and_answers_are_batch_priced(tmp_pa
     out, err, ant, o, a = _fixtures(tmp_path, monkeypatch)
     assert main(["batch", "import", str(out), str(err), str(ant), "--dir", str(tmp_path / "bdir"),
                  "--cache", str(tmp_path / "c.sqlite")]) == 0
-    run2, calls, line = export(tmp_path, monkeypatch, fresh=False)  # the same command again
+    run2, _, line = export(tmp_path, monkeypatch, fresh=False)  # the same command again
     assert line.startswith("5 requests in 2 files pending") and "(round 2)" in line
     r2 = Manifest.load(tmp_path / "bdir").rounds[1]
     ids2 = {i for f in r2["files"] for i in Manifest.load(tmp_path / "bdir").ids(f)}
@@ -180,7 +180,7 @@ def test_rerun_before_import_writes_nothing_again(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("case", ["other_batch", "truncated", "unknown_id", "wrong_shape", "not_a_result"])
 def test_bad_input_one_line_nothing_imported(tmp_path, monkeypatch, capsys, case):
-    out, err, ant, o, a = _fixtures(tmp_path, monkeypatch)
+    out, _, ant, o, _ = _fixtures(tmp_path, monkeypatch)
     good = json.loads(out.read_text())
     if case == "other_batch":  # a whole file of another batch's ids
         rows = [dict(good, custom_id=hashlib.sha256(str(i).encode()).hexdigest()) for i in range(3)]

@@ -13,7 +13,7 @@ twice is harmless. Errors (and canceled or expired requests) are recorded in
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,8 @@ class ImportCounts:
     errors: int = 0
     unknown: int = 0
     already_cached: int = 0
+    #: custom_ids with a result (answer or error) in the files read
+    seen: set[str] = field(default_factory=set, repr=False)
 
     def line(self) -> str:
         return (f"imported {self.imported}, errors {self.errors}, unknown {self.unknown}, "
@@ -99,5 +101,6 @@ def import_results(dir: str | Path, files: list[str | Path], cache: Any,
     counts.imported = new
     counts.already_cached = len(answers) - new
     counts.errors = len(errors)
+    counts.seen = seen
     m.record_errors(errors)
     return counts
