@@ -65,3 +65,55 @@ def test_support_multi_turn_three_judges_round_trip(tmp_path, monkeypatch):
     assert metrics(tmp_path / "batch") == metrics(tmp_path / "live")
     live_records = (tmp_path / "live" / "records.jsonl").read_text().count("\n")
     assert (tmp_path / "batch" / "records.jsonl").read_text().count("\n") == live_records
+
+
+def test_plural_calibrate_e2_round_trip(tmp_path, monkeypatch):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plural"))
+    from labelling_stub import Labeller
+
+    from carebench.datasets.prompts import load_annotations, load_prompts
+    from carebench.plural.data import builtin_path
+
+    prompts = load_prompts(builtin_path("prompts.jsonl"))
+    annotations = load_annotations(builtin_path("annotations.jsonl"))
+    with StubServer() as stub:
+        stub.handler = Labeller(prompts, annotations)
+        args = ["plural", "calibrate", "--model", f"openai:labeller@{stub.base_url}", "--method", "E0",
+                "--method", "E2", "--bootstrap", "50"]
+        live(args, tmp_path / "live", tmp_path / "live.sqlite")
+        n_live = len(stub.requests)
+        rounds = batch_rounds(args, tmp_path / "batch", tmp_path / "batch.sqlite", tmp_path / "bdir",
+                              Labeller(prompts, annotations), monkeypatch)
+        assert len(stub.requests) == n_live
+    assert rounds == 2  # the zero-shot labels E2's demonstrations are drawn from, then E2's own
+    assert metrics(tmp_path / "batch") == metrics(tmp_path / "live")
+
+
+def test_construct_build_round_trip(tmp_path, monkeypatch):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "construct"))
+    from construct_stub import Pipeline
+
+    import yaml
+
+    with StubServer() as stub:
+        stub.handler = Pipeline()
+        m = lambda name: f"openai:{name}@{stub.base_url}"  # noqa: E731
+        (tmp_path / "literals.txt").write_text("forum_sg\n", "utf-8")
+        cfg = {"router": m("router"), "judge": m("judge"), "rewriters": [m("good"), m("leaky"), m("plain")],
+               "literals": str(tmp_path / "literals.txt"), "embedder": "hashing", "topics": 3}
+        (tmp_path / "build.yaml").write_text(yaml.safe_dump(cfg), "utf-8")
+        args = ["construct", "build", "--config", str(tmp_path / "build.yaml")]
+        live(args, tmp_path / "live", tmp_path / "live.sqlite")
+        n_live = len(stub.requests)
+        rounds = batch_rounds(args, tmp_path / "batch", tmp_path / "batch.sqlite", tmp_path / "bdir",
+                              Pipeline(), monkeypatch)
+        assert len(stub.requests) == n_live
+    assert rounds == 4  # persona sketches, persona picks, rewrites, then the construction judge
+    assert metrics(tmp_path / "batch") == metrics(tmp_path / "live")
+    assert (tmp_path / "batch" / "prompts.jsonl").read_text() == (tmp_path / "live" / "prompts.jsonl").read_text()
