@@ -97,13 +97,14 @@ def test_construct_build_round_trip(tmp_path, monkeypatch):
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "construct"))
-    from construct_stub import Pipeline
-
     import yaml
+    from construct_stub import Pipeline
 
     with StubServer() as stub:
         stub.handler = Pipeline()
-        m = lambda name: f"openai:{name}@{stub.base_url}"  # noqa: E731
+        def m(name: str) -> str:
+            return f"openai:{name}@{stub.base_url}"
+
         (tmp_path / "literals.txt").write_text("forum_sg\n", "utf-8")
         cfg = {"router": m("router"), "judge": m("judge"), "rewriters": [m("good"), m("leaky"), m("plain")],
                "literals": str(tmp_path / "literals.txt"), "embedder": "hashing", "topics": 3}
