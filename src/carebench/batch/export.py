@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from carebench.batch.formats import file_format, request_body, request_line
+from carebench.batch.formats import body_builder, file_format, request_line
 from carebench.batch.manifest import Manifest
 from carebench.batch.options import BatchOptions
 from carebench.runner import BATCH_PENDING  # noqa: F401 - the reason calls wait, for callers
@@ -39,13 +39,12 @@ class BatchSink:
         if self.dir.exists() and not self.dir.is_dir():
             raise CarebenchError(f"--batch {self.dir}: not a directory")
         self._manifest: Manifest | None = None
-        self._formats: dict[str, str | None] = {}
+        self._formats: dict[int, str | None] = {}  # id(model) -> its file format
         #: key -> (format, model, request) of the requests this round writes
         self.calls: dict[str, tuple[str, Any, ChatRequest]] = {}
         #: keys still waiting for results from an earlier round (not written again)
         self.awaiting: set[str] = set()
         self._outstanding: set[str] | None = None
-        self.worst_usd = 0.0  # the round's worst case at batch prices, for --budget
 
     @property
     def manifest(self) -> Manifest:
@@ -56,23 +55,28 @@ class BatchSink:
     # -- the runner's seam -------------------------------------------------------------
     def add(self, call: Any, key: str) -> bool:
         """Take a call the cache cannot answer; False if its model is called live instead."""
-        spec = str(call.model.spec)
-        fmt = self._formats.get(spec, "?")
+        model = call.model
+        fmt = self._formats.get(id(model), "?")
         if fmt == "?":
-            fmt = self._formats[spec] = file_format(call.model.spec, self.options.format)
+            fmt = self._formats[id(model)] = file_format(model.spec, self.options.format)
         if fmt is None:
             return False
-        if key in self.calls or key in self.awaiting:
+        calls = self.calls
+        if key in calls or key in self.awaiting:
             return True
-        if key in self._outstanding_keys():
+        if key in (self._outstanding if self._outstanding is not None else self._outstanding_keys()):
             self.awaiting.add(key)
             return True
-        from carebench.models.pricing import call_cost_bound
-        from carebench.runner import capped_request
-
-        self.calls[key] = (fmt, call.model, call.request)
-        self.worst_usd += call_cost_bound(spec, capped_request(call), batch=True)
+        calls[key] = (fmt, model, call.request)
         return True
+
+    def worst_usd(self) -> float:
+        """The round's worst case at batch prices (each request's prompt and output cap)."""
+        from carebench.models.pricing import call_cost_bound
+        from carebench.runner import Call, capped_request
+
+        return sum(call_cost_bound(str(m.spec), capped_request(Call(m, r)), batch=True)
+                   for _, m, r in self.calls.values())
 
     @property
     def pending(self) -> int:
@@ -93,9 +97,10 @@ class BatchSink:
         Raises RunStopped (exit 3), writing nothing, if the round's worst case would pass
         the budget. ``on_file`` is called after each file is complete (tests use it to
         kill an export midway)."""
-        if budget_left is not None and self.worst_usd > budget_left + 1e-12:
+        worst = self.worst_usd() if budget_left is not None else None
+        if worst is not None and worst > budget_left + 1e-12:
             raise RunStopped(
-                f"batch round not written: its worst case at batch prices (${self.worst_usd:.2f} for "
+                f"batch round not written: its worst case at batch prices (${worst:.2f} for "
                 f"{len(self.calls)} requests) would pass the budget (${max(budget_left, 0.0):.2f} left); "
                 "nothing was written; re-run with a larger --budget")
         if not self.calls:
@@ -117,7 +122,7 @@ class BatchSink:
         m.rounds.append({"round": rnd, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                          "command": list(command) if command is not None else command_line(),
                          "requests": len(self.calls), "awaiting_earlier": len(self.awaiting),
-                         "worst_case_usd": round(self.worst_usd, 6), "files": entries})
+                         "worst_case_usd": None if worst is None else round(worst, 6), "files": entries})
         m.save()
         k = len(entries)
         more = f" (and {len(self.awaiting)} of earlier rounds still waiting)" if self.awaiting else ""
@@ -150,11 +155,14 @@ def write_files(tmp: Path, round_name: str, calls: dict[str, tuple[str, Any, Cha
     the format's limits; returns their manifest entries."""
     groups: dict[tuple[str, str, str], list[tuple[str, dict[str, Any]]]] = {}
     models: dict[str, Any] = {}
+    builders: dict[int, Callable[[ChatRequest], tuple[str, dict[str, Any]]]] = {}
     for key, (fmt, model, request) in calls.items():
-        spec = str(model.spec)
-        models[spec] = model
-        endpoint, body = request_body(model, request)
-        groups.setdefault((fmt, spec, endpoint), []).append((key, request_line(fmt, key, endpoint, body)))
+        build = builders.get(id(model))
+        if build is None:
+            build = builders[id(model)] = body_builder(model)
+            models[str(model.spec)] = model
+        endpoint, body = build(request)
+        groups.setdefault((fmt, str(model.spec), endpoint), []).append((key, request_line(fmt, key, endpoint, body)))
     entries: list[dict[str, Any]] = []
     dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
     for (fmt, spec, endpoint), lines in sorted(groups.items(), key=lambda kv: kv[0]):

@@ -11,6 +11,7 @@ for the same response body; only the price (the batch rate), latency (none) and 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,23 +42,30 @@ def file_format(spec: ModelSpec, requested: str | None) -> str | None:
 
 def request_body(model: Any, request: ChatRequest) -> tuple[str, dict[str, Any]]:
     """(endpoint, body) of one call, exactly as the live client would send it."""
+    return body_builder(model)(request)
+
+
+def body_builder(model: Any) -> Callable[[ChatRequest], tuple[str, dict[str, Any]]]:
+    """``request -> (endpoint, body)`` for one model (its options looked up once)."""
     spec: ModelSpec = model.spec
-    opts = getattr(model, "request_options", None)
+    opts = getattr(model, "request_options", None) or None
+    name = spec.model
     if spec.provider == "anthropic":
         from carebench.models.anthropic_native import messages_body
 
-        return MESSAGES, messages_body(spec.model, request, opts)
+        return lambda request: (MESSAGES, messages_body(name, request, opts))
     if spec.provider == "openai-embed":
         from carebench.models.openai_compat import embedding_body
 
-        text = request.messages[-1].content if request.messages else ""
-        return EMBEDDINGS, embedding_body(spec.model, [text], request.max_tokens)
+        return lambda request: (EMBEDDINGS, embedding_body(
+            name, [request.messages[-1].content if request.messages else ""], request.max_tokens))
     from carebench.models.openai_compat import chat_body
 
     # no capability probe in a batch: a model that already decided keeps its mode; else
     # json_schema, which OpenAI's Batch API and vLLM both take
-    mode = "none" if request.structured is None else (getattr(model, "structured_mode", None) or "json_schema")
-    return CHAT, chat_body(spec.model, request, mode, opts)
+    structured = getattr(model, "structured_mode", None) or "json_schema"
+    return lambda request: (CHAT, chat_body(name, request, "none" if request.structured is None else structured,
+                                            opts))
 
 
 def request_line(fmt: str, custom_id: str, endpoint: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -52,6 +52,7 @@ def import_results(dir: str | Path, files: list[str | Path], cache: Any,
     in ``cache`` and record the errors (see the module docstring)."""
     m = Manifest.load(dir, must_exist=True)
     index = m.index() if index is None else index
+    loads = json.JSONDecoder().decode
     answers: list[tuple[str, Completion]] = []
     errors: list[dict[str, Any]] = []
     counts = ImportCounts()
@@ -59,17 +60,17 @@ def import_results(dir: str | Path, files: list[str | Path], cache: Any,
     for f in files:
         path = Path(f)
         try:
-            fh = path.open("rb")
+            fh = path.open(encoding="utf-8", errors="replace")
         except OSError as e:
             raise CarebenchError(f"cannot read {path}: {e.strerror}") from None
         with fh:
             for lineno, raw in enumerate(fh, 1):
-                if not raw.strip():
+                if not raw or raw.isspace():
                     continue
                 try:
-                    obj = json.loads(raw)
+                    obj = loads(raw)
                 except ValueError:
-                    cut = "truncated" if not raw.endswith(b"\n") else "malformed"
+                    cut = "truncated" if not raw.endswith("\n") else "malformed"
                     raise CarebenchError(f"{path}:{lineno}: {cut} line (not JSON); nothing imported") from None
                 res = read_result(obj)
                 if res is None:

@@ -36,6 +36,8 @@ class PriceTable:
     prices: dict[str, Price]  # model name -> price
     aliases: dict[str, str]  # alias -> model name in ``prices``
     batch: dict[str, Price] = field(default_factory=dict)  # model name -> batch price
+    #: (spec, batch) -> resolved price, filled on first use (a spec's price is looked up per call)
+    memo: dict[tuple[str, bool], Price | None] = field(default_factory=dict, compare=False, repr=False)
 
 
 def _read(text: str, where: str, table: PriceTable) -> None:
@@ -87,6 +89,14 @@ def model_name(spec: str) -> tuple[str, str]:
 
 def _prices(spec: str, batch: bool = False) -> Price | None:
     """The live price of a spec, or with ``batch`` its batch price (default half the live one)."""
+    memo = price_table().memo
+    k = (spec, batch)
+    if k not in memo:
+        memo[k] = _resolve(spec, batch)
+    return memo[k]
+
+
+def _resolve(spec: str, batch: bool) -> Price | None:
     provider, model = model_name(spec)
     if provider in LOCAL_PROVIDERS:
         return (0.0, 0.0, 0.0)
