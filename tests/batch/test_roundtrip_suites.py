@@ -68,10 +68,6 @@ def test_support_multi_turn_three_judges_round_trip(tmp_path, monkeypatch):
 
 
 def test_plural_calibrate_e2_round_trip(tmp_path, monkeypatch):
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plural"))
     from labelling_stub import Labeller
 
     from carebench.datasets.prompts import load_annotations, load_prompts
@@ -93,10 +89,6 @@ def test_plural_calibrate_e2_round_trip(tmp_path, monkeypatch):
 
 
 def test_construct_build_round_trip(tmp_path, monkeypatch):
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "construct"))
     import yaml
     from construct_stub import Pipeline
 
