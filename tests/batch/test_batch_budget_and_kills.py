@@ -84,20 +84,25 @@ def test_killed_import_stores_nothing_and_a_second_import_finishes(tmp_path, mon
     out, err, ant, _, _ = _fixtures(tmp_path, monkeypatch)
     import carebench.batch.import_ as imp
 
-    real = imp.completion_from
+    real = imp.parser_for
     n = {"k": 0}
 
     def die_on_second(*args):
-        n["k"] += 1
-        if n["k"] == 2:
-            raise KeyboardInterrupt
-        return real(*args)
+        parse = real(*args)
 
-    monkeypatch.setattr(imp, "completion_from", die_on_second)
+        def dying(body):
+            n["k"] += 1
+            if n["k"] == 2:  # killed while the second answer is parsed
+                raise KeyboardInterrupt
+            return parse(body)
+
+        return dying
+
+    monkeypatch.setattr(imp, "parser_for", die_on_second)
     cache = tmp_path / "c.sqlite"
     with pytest.raises(KeyboardInterrupt):
         imp.import_results(tmp_path / "bdir", [out, err, ant], CompletionCache(cache))
     assert len(CompletionCache(cache)) == 0 and not (tmp_path / "bdir" / "errors.jsonl").exists()
-    monkeypatch.setattr(imp, "completion_from", real)
+    monkeypatch.setattr(imp, "parser_for", real)
     counts = imp.import_results(tmp_path / "bdir", [out, err, ant], CompletionCache(cache))
     assert (counts.imported, counts.errors, counts.already_cached) == (2, 5, 0)

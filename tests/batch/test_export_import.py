@@ -222,3 +222,16 @@ def test_batch_completion_equals_the_live_clients(tmp_path, monkeypatch):
             assert {k: v for k, v in b.to_dict().items() if k not in skip} == \
                    {k: v for k, v in comp.to_dict().items() if k not in skip}
             assert b.batch and b.cost_usd == pytest.approx(comp.cost_usd / 2)
+
+
+def test_batch_price_from_a_user_price_file(tmp_path, monkeypatch):
+    from carebench.models.pricing import price_table
+
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[models]\n"my-model" = [2.0, 8.0]\n[batch]\n"my-model" = [0.5, 1.0, 0.001]\n')
+    monkeypatch.setenv("CAREBENCH_PRICES", str(prices))
+    price_table.cache_clear()
+    b = completion_from("/v1/chat/completions", "openai:my-model@http://h/v1", CHAT_BODY)
+    assert b.cost_usd == pytest.approx((22 * 0.5 + 2 * 1.0) / 1e6 + 0.001) and b.priced
+    b = completion_from("/v1/chat/completions", "openai:unknown-model@http://h/v1", CHAT_BODY)
+    assert not b.priced and b.to_dict()["cost_usd"] is None  # unpriced stays unpriced, never $0

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from carebench.models.base import ModelSpec, TransientError
+from carebench.models.base import ModelSpec
 from carebench.types import CarebenchError, ChatRequest, Completion
 
 CHAT, EMBEDDINGS, MESSAGES = "/v1/chat/completions", "/v1/embeddings", "/v1/messages"
@@ -133,23 +133,42 @@ def completion_from(endpoint: str, spec: str, body: dict[str, Any]) -> Completio
     """The completion of a successful result, parsed as the live client parses a response,
     priced at the model's batch rate and marked ``batch``. Raises TransientError when the
     body is not a usable response (recorded as the call's error, retried next round)."""
-    from carebench.models.pricing import batch_cost_fields
+    return parser_for(endpoint, spec)(body)
+
+
+def parser_for(endpoint: str, spec: str) -> Callable[[dict[str, Any]], Completion]:
+    """``body -> Completion`` for one request file's results (see :func:`completion_from`),
+    with the parser and the batch price looked up once."""
+    from carebench.models.pricing import batch_price
 
     if endpoint == MESSAGES:
         from carebench.models.anthropic_native import parse_messages
 
-        comp = parse_messages(body, spec, 0.0)
+        def parse(body: dict[str, Any]) -> Completion:
+            return parse_messages(body, spec, 0.0)
     elif endpoint == EMBEDDINGS:
         from carebench.models.openai_compat import parse_embeddings
 
-        comp = parse_embeddings(body, 1, spec, 0.0)[0]
+        def parse(body: dict[str, Any]) -> Completion:
+            return parse_embeddings(body, 1, spec, 0.0)[0]
     elif endpoint == CHAT:
         from carebench.models.openai_compat import parse_chat
 
-        comp = parse_chat(body, spec, 0.0)
+        def parse(body: dict[str, Any]) -> Completion:
+            return parse_chat(body, spec, 0.0)
     else:
-        raise TransientError(f"no parser for endpoint {endpoint}")
-    cost = batch_cost_fields(spec, comp.usage)
-    comp.cost_usd, comp.priced = float(cost["cost_usd"]), bool(cost["priced"])
-    comp.batch = True
-    return comp
+        raise CarebenchError(f"no parser for batch endpoint {endpoint}")
+    price = batch_price(spec)
+
+    def batch_completion(body: dict[str, Any]) -> Completion:
+        comp = parse(body)
+        u = comp.usage
+        if price is None:
+            comp.cost_usd, comp.priced = 0.0, False
+        else:
+            comp.cost_usd = (u.prompt_tokens * price[0] + u.completion_tokens * price[1]) / 1e6 + price[2]
+            comp.priced = True
+        comp.batch = True
+        return comp
+
+    return batch_completion

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from carebench.batch.formats import RESULT_SHAPE, completion_from, read_result
+from carebench.batch.formats import RESULT_SHAPE, parser_for, read_result
 from carebench.batch.manifest import MANIFEST, Manifest
 from carebench.models.base import TransientError
 from carebench.types import CarebenchError, Completion
@@ -53,6 +53,7 @@ def import_results(dir: str | Path, files: list[str | Path], cache: Any,
     m = Manifest.load(dir, must_exist=True)
     index = m.index() if index is None else index
     loads = json.JSONDecoder().decode
+    parsers: dict[int, Any] = {}  # id(file entry) -> its results' parser
     answers: list[tuple[str, Completion]] = []
     errors: list[dict[str, Any]] = []
     counts = ImportCounts()
@@ -90,9 +91,11 @@ def import_results(dir: str | Path, files: list[str | Path], cache: Any,
                     continue
                 seen.add(res.custom_id)
                 if res.body is not None:
+                    parse = parsers.get(id(entry))
+                    if parse is None:
+                        parse = parsers[id(entry)] = parser_for(entry["endpoint"], entry["model"])
                     try:
-                        answers.append((res.custom_id, completion_from(entry["endpoint"], entry["model"],
-                                                                       res.body)))
+                        answers.append((res.custom_id, parse(res.body)))
                         continue
                     except TransientError as e:
                         res.error = f"unusable batch response: {e}"

@@ -110,19 +110,9 @@ def _resolve(spec: str, batch: bool) -> Price | None:
     return table.prices[name]
 
 
-def batch_price_for(spec: str) -> tuple[float, float] | None:
-    """(input, output) USD per 1M tokens through a batch endpoint; None when unpriced."""
-    p = _prices(spec, batch=True)
-    return None if p is None else p[:2]
-
-
-def batch_cost_fields(spec: str, usage: Usage) -> dict[str, float | bool]:
-    """Like :func:`cost_fields`, at the model's batch price (a call answered by a batch)."""
-    p = _prices(spec, batch=True)
-    if p is None:
-        return {"cost_usd": 0.0, "priced": False}
-    return {"cost_usd": (usage.prompt_tokens * p[0] + usage.completion_tokens * p[1]) / 1e6 + p[2],
-            "priced": True}
+def batch_price(spec: str) -> Price | None:
+    """(input, output per 1M tokens, per call) USD through a batch endpoint; None when unpriced."""
+    return _prices(spec, batch=True)
 
 
 def price_for(spec: str) -> tuple[float, float] | None:
