@@ -67,7 +67,7 @@ def fetch_cmd(
     typer.echo(fetch(dir, _cache(cache)))
 
 
-@app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@app.command("run", context_settings={"allow_extra_args": True})
 def run_cmd(
     ctx: typer.Context,
     dir: Annotated[Path, typer.Option("--dir", help="The batch directory.")],
