@@ -57,23 +57,24 @@ class Run:
         self.cache = cache if opts.use_cache else None
         self.ledger = Ledger(budget_usd=opts.budget_usd)
         self.call_rows: list[dict[str, Any]] = []
-        if opts.batch is None:  # a command not (yet) given --batch: CAREBENCH_BATCH_DIR, if set
+        batch = opts.batch
+        if batch is None:  # a command not (yet) given --batch: CAREBENCH_BATCH_DIR, if set
             from carebench.batch.options import batch_options
 
-            opts.batch = batch_options(None)
+            batch = batch_options(None)
         self.batch = None  # the batch sink (carebench.batch.export.BatchSink) in batch mode
-        if opts.batch is not None and not opts.dry_run:
+        if batch is not None and not opts.dry_run:
             if self.cache is None:
                 from carebench.types import CarebenchError
 
                 raise CarebenchError("--batch needs the cache (results are imported into it); drop --no-cache")
             from carebench.batch.export import BatchSink
 
-            self.batch = BatchSink(opts.batch)
+            self.batch = BatchSink(batch)
         self.runner = Runner(
             RunnerConfig(concurrency=opts.concurrency, budget_usd=opts.budget_usd,
                          use_cache=opts.use_cache, progress=opts.progress, timeout_s=opts.timeout_s,
-                         batch_prices=opts.batch is not None),
+                         batch_prices=batch is not None),
             cache=self.cache, on_complete=self._log_call, ledger=self.ledger, batch=self.batch,
         )
         self._models: dict[str, Any] = {}

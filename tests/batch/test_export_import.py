@@ -17,6 +17,7 @@ from carebench.cache import CompletionCache
 from carebench.cli import main
 from carebench.models.options import request_options
 from carebench.run import Run, RunOptions
+from carebench.run_options import Batch, BatchFormat
 from carebench.runner import Call
 from carebench.types import BatchPending, ChatRequest, StructuredSpec, messages
 from stub_server import StubReply, StubServer
@@ -235,3 +236,52 @@ def test_batch_price_from_a_user_price_file(tmp_path, monkeypatch):
     assert b.cost_usd == pytest.approx((22 * 0.5 + 2 * 1.0) / 1e6 + 0.001) and b.priced
     b = completion_from("/v1/chat/completions", "openai:unknown-model@http://h/v1", CHAT_BODY)
     assert not b.priced and b.to_dict()["cost_usd"] is None  # unpriced stays unpriced, never $0
+
+
+def test_shared_flags_build_batch_options(tmp_path):
+    import typer
+    from typer.testing import CliRunner
+
+    from carebench.run_options import run_options
+    from carebench.types import CarebenchError
+
+    opts = run_options(batch=tmp_path / "b", batch_format="vllm")
+    assert opts.batch.dir == tmp_path / "b" and opts.batch.format == "vllm"
+    assert run_options().batch is None
+    with pytest.raises(CarebenchError, match="--batch-format needs --batch"):
+        run_options(batch_format="vllm")
+    with pytest.raises(CarebenchError, match="--batch-format must be one of"):
+        run_options(batch=tmp_path, batch_format="bedrock")
+    seen = {}
+    app = typer.Typer()
+
+    @app.command()
+    def cmd(batch: Batch = None, batch_format: BatchFormat = None) -> None:
+        seen["opts"] = run_options(batch=batch, batch_format=batch_format)
+
+    assert CliRunner().invoke(app, ["--batch", str(tmp_path / "d"), "--batch-format", "openai"]).exit_code == 0
+    assert seen["opts"].batch.format == "openai"
+
+
+def test_limits_split_files(tmp_path, monkeypatch):
+    monkeypatch.setenv("CAREBENCH_BATCH_LIMITS", "openai.requests=2,anthropic.mb=0.0005")
+    from carebench.batch.options import batch_options
+
+    opts = batch_options(tmp_path / "bdir")
+    assert opts.limits["openai"][0] == 2 and opts.limits["anthropic"][1] == int(0.0005 * 1024 * 1024)
+    monkeypatch.setenv("CAREBENCH_BATCH_DIR", str(tmp_path / "bdir"))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    run = Run(RunOptions(cache_path=tmp_path / "c.sqlite", progress=False))  # batch mode from the environment
+    oa, an = run.model("openai:gpt-4o-mini"), run.model("anthropic:claude-haiku-4-5")
+    run.calls([Call(oa, _req(f"o{i}")) for i in range(5)] + [Call(an, _req(f"a{i}")) for i in range(3)])
+    with pytest.raises(BatchPending, match="8 requests in"):
+        run.finish()
+    files = Manifest.load(tmp_path / "bdir").rounds[0]["files"]
+    assert [f["requests"] for f in files if f["format"] == "openai"] == [2, 2, 1]
+    ant = [f for f in files if f["format"] == "anthropic"]
+    assert sum(f["requests"] for f in ant) == 3 and len(ant) > 1
+    assert all(f["bytes"] <= int(0.0005 * 1024 * 1024) for f in ant)
+    for f in files:  # every file still holds whole lines and says so
+        data = (tmp_path / "bdir" / f["path"]).read_bytes()
+        assert len(data.splitlines()) == f["requests"] and data.endswith(b"\n")
