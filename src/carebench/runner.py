@@ -39,7 +39,6 @@ class RunnerConfig:
     timeout_s: float = 120.0  # per try
     backoff_base_s: float = 0.5
     backoff_max_s: float = 30.0
-    budget_usd: float | None = None  # run-wide cap (see Ledger)
     batch_prices: bool = False  # plans priced at the models' batch rates (--dry-run --batch)
     use_cache: bool = True
     progress: bool = True
@@ -174,7 +173,7 @@ class Runner:
         self.batch = batch
         self.cache = cache if self.config.use_cache else None
         self.on_complete = on_complete
-        self.ledger = ledger or Ledger(budget_usd=self.config.budget_usd)
+        self.ledger = ledger or Ledger()  # the run's (which holds the budget), else an uncapped one
         self._sems: dict[str, asyncio.Semaphore] = {}
         self._sems_loop: asyncio.AbstractEventLoop | None = None
         self._reached: set[str] = set()  # models that answered at least once
@@ -304,15 +303,12 @@ class Runner:
     async def _provider_call(self, call: Call, spec: str, key: str, res: RunResult) -> Completion | None:
         """One call through the model's semaphore, retries and the cache; None if the
         run's budget does not allow starting it."""
-        from carebench.models.pricing import call_cost_bound, is_priced
+        from carebench.models.pricing import call_cost_bound
 
         if self.batch is not None and self.batch.add(call, key):
             return None  # written to the batch directory; answered by a later round
+        # an unpriced model's spend cannot be capped: the run refuses it in Run.model, before any call
         async with self._semaphore(call.model):
-            if self.ledger.budget_usd is not None and not is_priced(spec):
-                # an unpriced model's spend cannot be capped: never start its calls
-                self.ledger.stopped = self.ledger.stopped or f"budget cannot cap unpriced {spec}"
-                return None
             worst = call_cost_bound(spec, capped_request(call))
             if not self.ledger.reserve(worst):
                 return None
