@@ -17,14 +17,12 @@ def live(args: list[str], out: Path, cache: Path) -> None:
 
 def batch_rounds(args: list[str], out: Path, cache: Path, bdir: Path, handler, monkeypatch,
                  max_rounds: int = 12) -> int:
-    """Rounds of (command -> exit 4 -> fake run_batch -> import) until the command exits 0;
-    returns the number of rounds that wrote requests."""
-    monkeypatch.setenv("CAREBENCH_BATCH_DIR", str(bdir))
-    monkeypatch.setenv("CAREBENCH_BATCH_FORMAT", "vllm")
+    """Rounds of (command --batch DIR --batch-format vllm -> exit 4 -> fake run_batch ->
+    import) until the command exits 0; returns the number of rounds that wrote requests."""
     for done in range(max_rounds + 1):
-        rc = main([*args, "--out", str(out), "--cache", str(cache)])
+        rc = main([*args, "--out", str(out), "--cache", str(cache), "--batch", str(bdir),
+                   "--batch-format", "vllm"])
         if rc == 0:
-            monkeypatch.delenv("CAREBENCH_BATCH_DIR")
             return done
         assert rc == 4, rc
         rounds = done + 1  # this run wrote round number `rounds`
