@@ -134,17 +134,15 @@ def _show_usage_error(e: BaseException) -> None:
     print(f"carebench: error: {' '.join(msg.split())}{hint}", file=sys.stderr)
 
 
-#: the arguments of the command being run (batch request files record it)
-COMMAND_LINE: list[str] = []
-
 INTERRUPTED = "carebench: interrupted; completed model calls are cached, re-run to resume"
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; user mistakes end in at most a usage line and one error line, exit 2."""
-    global COMMAND_LINE
-    COMMAND_LINE = list(sys.argv[1:] if argv is None else argv)
-    _mount_suites(_command_name(COMMAND_LINE))
+    from carebench.batch import options as batch_options
+
+    batch_options.COMMAND_LINE = list(sys.argv[1:] if argv is None else argv)
+    _mount_suites(_command_name(batch_options.COMMAND_LINE))
     try:
         rc = app(args=argv, prog_name="carebench", standalone_mode=False)
     except BatchPending as e:  # before RunStopped: batch mode wrote what the run waits for

@@ -134,11 +134,9 @@ class BatchSink:
 
 def command_line() -> list[str]:
     """The carebench command being run (as typed; the CLI records it)."""
-    try:
-        from carebench.cli import COMMAND_LINE
-    except ImportError:  # pragma: no cover
-        COMMAND_LINE = None
-    return ["carebench", *COMMAND_LINE] if COMMAND_LINE else list(sys.argv)
+    from carebench.batch import options
+
+    return ["carebench", *options.COMMAND_LINE] if options.COMMAND_LINE else list(sys.argv)
 
 
 def _slug(text: str) -> str:

@@ -1,7 +1,7 @@
 """``carebench batch run --dir DIR -- COMMAND``: command, submit, wait, fetch and import,
 command ... until the command finishes.
 
-The loop keeps no state of its own: ``DIR/manifest.json`` says what was submitted and
+The command runs as its own ``carebench`` process each round. The loop keeps no state of its own: ``DIR/manifest.json`` says what was submitted and
 fetched, and the cache holds every answer, so the same invocation killed at any point
 resumes where it stopped (files not yet submitted are submitted, batches still running
 are waited for, the command is re-run, and nothing is done twice).
@@ -10,6 +10,7 @@ are waited for, the command is re-run, and nothing is done twice).
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from contextlib import contextmanager
@@ -67,7 +68,6 @@ def run_loop(dir: str | Path, args: list[str], *, poll_s: float = 30.0, max_poll
     """Drive ``args`` (a carebench command line) through batch rounds; its exit code at the end."""
     from carebench.batch.submit import fetch, status, submit
     from carebench.cache import CompletionCache
-    from carebench.cli import main
 
     if not args:
         raise CarebenchError("give the carebench command after --, e.g. carebench batch run --dir DIR -- "
@@ -95,8 +95,8 @@ def run_loop(dir: str | Path, args: list[str], *, poll_s: float = 30.0, max_poll
             fruitless = fruitless + 1 if line.split(": ", 1)[1].startswith("imported 0,") else 0
             if fruitless >= MAX_FRUITLESS_ROUNDS:
                 raise CarebenchError(f"{fruitless} rounds in a row brought no answer (see {dir}/errors.jsonl)")
-        with _batch_env(dir, batch_format):
-            rc = main(list(args))
+        with _batch_env(dir, batch_format):  # the command in its own process, as typed
+            rc = subprocess.run([sys.executable, "-m", "carebench", *args], check=False).returncode
         if rc != 4:
             return rc
 

@@ -23,6 +23,9 @@ DEFAULT_LIMITS: dict[str, tuple[int, int]] = {
     "anthropic": (100_000, 256 * 1024 * 1024),
 }
 
+#: the arguments of the carebench command being run (set by the CLI; request rounds record it)
+COMMAND_LINE: list[str] = []
+
 #: the environment variables a command falls back to when it has no ``--batch`` flag
 ENV_DIR, ENV_FORMAT, ENV_LIMITS = "CAREBENCH_BATCH_DIR", "CAREBENCH_BATCH_FORMAT", "CAREBENCH_BATCH_LIMITS"
 

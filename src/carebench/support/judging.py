@@ -134,7 +134,7 @@ def judge_responses(
     def cut() -> bool:
         """Ask nothing more once the budget stopped the run. Calls waiting for batch results
         (batch mode) stop nothing: every question of the round is written at once."""
-        return out.stopped is not None and runner.ledger.stopped is not None
+        return out.stopped is not None and run.ledger.stopped is not None
 
     for r in responses:
         if r.is_harness_failure:  # no reply to judge; excluded from scores and counted
