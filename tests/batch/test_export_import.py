@@ -285,3 +285,33 @@ def test_limits_split_files(tmp_path, monkeypatch):
     for f in files:  # every file still holds whole lines and says so
         data = (tmp_path / "bdir" / f["path"]).read_bytes()
         assert len(data.splitlines()) == f["requests"] and data.endswith(b"\n")
+
+
+def test_embeddings_round_trip_through_a_vllm_file(tmp_path):
+    """Embedding calls become /v1/embeddings lines (one text each); their results give the
+    vector the server computed for that text."""
+    from batch.fake_run_batch import fake_run_batch
+    from carebench.batch.import_ import import_results
+    from stub_server import stub_embedding
+
+    spec = "openai-embed:stub-embed@http://127.0.0.1:9/v1"
+    opts = RunOptions(cache_path=tmp_path / "c.sqlite", progress=False,
+                      batch=BatchOptions(tmp_path / "bdir", "vllm"))
+    run = Run(opts)
+    texts = ["first text", "second text", "first text"]
+    calls = [Call(run.model(spec), ChatRequest(messages(("user", t)), max_tokens=None)) for t in texts]
+    run.calls(calls)
+    with pytest.raises(BatchPending, match="2 requests in 1 file"):
+        run.finish()
+    (f,) = Manifest.load(tmp_path / "bdir").rounds[0]["files"]
+    assert f["format"] == "vllm" and f["endpoint"] == "/v1/embeddings"
+    lines = [json.loads(x) for x in (tmp_path / "bdir" / f["path"]).read_text().splitlines()]
+    assert [x["body"]["input"] for x in lines] == [["first text"], ["second text"]]
+    out = tmp_path / "out.jsonl"
+    fake_run_batch(tmp_path / "bdir" / f["path"], out, None)
+    counts = import_results(tmp_path / "bdir", [out], CompletionCache(tmp_path / "c.sqlite"))
+    assert (counts.imported, counts.errors) == (2, 0)
+    again = Run(RunOptions(cache_path=tmp_path / "c.sqlite", progress=False, batch=BatchOptions(tmp_path / "bdir")))
+    res = again.calls([Call(again.model(spec), c.request) for c in calls])
+    assert [c.extra["embedding"] for c in res.completions] == [stub_embedding(t) for t in texts]
+    again.finish()  # nothing pending: no exit 4
