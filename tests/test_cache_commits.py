@@ -18,10 +18,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from stub_server import StubReply, StubServer
 
 from carebench.cache import CompletionCache
 from carebench.types import Completion
+from stub_server import StubReply, StubServer
 
 N_ITEMS = 400
 CONCURRENCY = 48

@@ -143,15 +143,15 @@ class CallPlan:
 
 def call_key(call: Call) -> str:
     """The cache key of a call: its model spec, request and the model's request options."""
-    opts = getattr(call.model, "request_options", None)
-    return cache_key(str(call.model.spec), call.request, opts.to_dict() if opts else None)
+    opts = getattr(call.model, "request_options", None)  # cache_key leaves out empty options
+    return cache_key(str(call.model.spec), call.request, opts.to_dict() if opts is not None else None)
 
 
 def capped_request(call: Call) -> ChatRequest:
     """The request with the output cap the model will actually send (its options may raise
     it, e.g. room for a reasoning model's hidden tokens), for cost bounds."""
     opts = getattr(call.model, "request_options", None)
-    if not opts or opts.max_tokens is None:
+    if opts is None or opts.max_tokens is None:
         return call.request
     return replace(call.request, max_tokens=opts.max_tokens)
 
