@@ -249,10 +249,11 @@ class Runner:
                              spent=self.ledger.spent_usd)
 
         inflight: dict[str, asyncio.Future] = {}
+        keys: list[str] = [""] * len(calls)  # computed once per call, kept for the refused set
 
         async def one(i: int, call: Call) -> None:
             spec = str(call.model.spec)
-            key = call_key(call)
+            key = keys[i] = call_key(call)
             if self.cache is not None:
                 hit = self.cache.get(key)
                 if hit is not None:
@@ -295,8 +296,7 @@ class Runner:
         res.elapsed_s = time.perf_counter() - t0
         self.ledger.not_made += res.not_made
         if res.not_made:
-            self.ledger.refused |= {call_key(c) for c, comp in zip(calls, res.completions, strict=True)
-                                    if comp is None}
+            self.ledger.refused |= {k for k, comp in zip(keys, res.completions, strict=True) if comp is None}
             res.stopped = self.ledger.stopped
         return res
 
