@@ -13,8 +13,9 @@ rotates so none always runs first), each against the same stub:
   ``call_records()`` rows, so it does the same work.
 
 It prints each client's median wall time, median wall ratio to the raw loop of the same
-round, and CPU per call (``time.process_time`` of this process; the stub runs in a
-child process, so its CPU is not counted), with the load average beside each round.
+round, and CPU per call (median and minimum; ``time.process_time`` of this process; the
+stub runs in a child process, so its CPU is not counted), with the load average beside
+each round.
 The machine may be shared: read the ratios with the load average.
 
     python benchmarks/runner_throughput.py [--calls 2000] [--concurrency 64] [--latency 0.05]
@@ -207,7 +208,8 @@ def main() -> None:
           f"(min {min(loads):.2f}, max {max(loads):.2f}); now {la[0]:.2f} {la[1]:.2f} {la[2]:.2f} "
           f"on {os.cpu_count()} CPUs")
     raw_cpu = statistics.median(c for _, c, _ in results[names[0]]) / n
-    print(f"{'client':<22}{'wall s':>8}{'x raw':>8}{'(min-max)':>13}{'CPU us/call':>13}{'over raw':>10}")
+    print(f"{'client':<22}{'wall s':>8}{'x raw':>8}{'(min-max)':>13}{'CPU us/call':>13}{'over raw':>10}"
+          f"{'CPU min':>9}")
     for name in names:
         wall = statistics.median(w for w, _, _ in results[name])
         cpu = statistics.median(c for _, c, _ in results[name]) / n
@@ -216,7 +218,8 @@ def main() -> None:
             ratio = f"{statistics.median(rs):>8.3f}{f'({min(rs):.2f}-{max(rs):.2f})':>13}"
         else:
             ratio = f"{1.0:>8.3f}{'':>13}"
-        print(f"{name:<22}{wall:>8.2f}{ratio}{cpu * 1e6:>13.0f}{(cpu - raw_cpu) * 1e6:>10.0f}")
+        cpu_min = min(c for _, c, _ in results[name]) / n
+        print(f"{name:<22}{wall:>8.2f}{ratio}{cpu * 1e6:>13.0f}{(cpu - raw_cpu) * 1e6:>10.0f}{cpu_min * 1e6:>9.0f}")
 
 
 if __name__ == "__main__":
