@@ -19,7 +19,7 @@ from typing import Any
 
 from carebench.cache import CompletionCache, cache_key
 from carebench.models.base import ChatModel, PermanentError, TransientError, Unreachable
-from carebench.types import CarebenchError, ChatRequest, Completion
+from carebench.types import GAVE_UP, CarebenchError, ChatRequest, Completion
 
 
 @dataclass(slots=True)
@@ -367,7 +367,7 @@ class Runner:
                 delay = max(delay, min(retry_after, cfg.backoff_max_s * 4))
             await asyncio.sleep(delay)
         comp = Completion(
-            error=f"gave up after {cfg.max_retries + 1} tries: {last}",
+            error=f"{GAVE_UP} {cfg.max_retries + 1} tries: {last}",
             model=spec,
             attempts_made=cfg.max_retries + 1,
         )

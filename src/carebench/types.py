@@ -17,6 +17,23 @@ Role = Literal["system", "user", "assistant"]
 #: the rest are first-class outcomes with counts in every report.
 Status = Literal["ok", "empty", "content_filter", "truncated", "error"]
 
+#: how the runner's error text for a call that failed every retry begins (a connection
+#: failure, a timeout, HTTP 429/5xx, a malformed response): see :func:`is_harness_failure`
+GAVE_UP = "gave up after"
+
+
+def is_harness_failure(error: str | None) -> bool:
+    """Whether a call's recorded ``error`` is a harness failure rather than the model's answer.
+
+    Harness failures are the transient ones the runner retried until it gave up: the server
+    was down or unreachable, timed out, or answered HTTP 429/5xx. Nothing was learnt about
+    the model, so what the call fed is never scored; the run is incomplete and a re-run
+    retries the call (failed calls are never cached). Any other error is a permanent answer
+    to that request (HTTP 4xx such as a provider's content-policy rejection or a context
+    overflow, a llama.cpp error, a replay miss): it is the same on every try and is the
+    method's outcome, handled by the suite's failure policy like a refusal or a truncation."""
+    return error is not None and error.startswith(GAVE_UP)
+
 
 class CarebenchError(Exception):
     """An error a user can cause (bad file, bad spec, missing key, unreachable server).
@@ -181,6 +198,11 @@ class Completion:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def harness_failure(self) -> bool:
+        """Failed after every retry (see :func:`is_harness_failure`)."""
+        return is_harness_failure(self.error)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -30,7 +30,7 @@ from carebench.risk.scoring import (
 )
 from carebench.run import Run, RunOptions
 from carebench.rundir import read_json
-from carebench.types import CarebenchError
+from carebench.types import CarebenchError, is_harness_failure
 
 #: methods that need no chat model (fitted on the data or driven by moderation scores)
 DEFAULT_METHODS = ("tfidf-lr",)
@@ -258,13 +258,18 @@ class RiskSuite:
         cfg = self.cfg
         assert cfg is not None
         records: list[dict[str, Any]] = []
+        harness_failures: dict[str, int] = {}  # method -> calls that failed every retry
         t0 = time.perf_counter()
         for s, m, ctx in contexts:
             _log(cfg, f"risk: {s.name} on {len(data.items)} items")
-            not_made = run.ledger.not_made
+            not_made, logged = run.ledger.not_made, len(run.call_rows)
             preds = m.predict(data.items, ctx)
             model_spec = str(ctx.models["default"].spec) if "default" in ctx.models else None
             rows = collect(data.items, preds, s.name, model_spec)
+            failed = sum(is_harness_failure(c["completion"].get("error")) for c in run.call_rows[logged:])
+            if failed:  # the harness failed, not the model: the method is incomplete, never scored
+                harness_failures[s.name] = failed
+                run.incomplete[s.name] = f"{failed} call(s) failed after every retry"
             if run.ledger.not_made > not_made:  # cut short: keep only what finished
                 run.mark_incomplete(s.name)
                 rows = [r for r in rows if r["status"] != "budget"]
@@ -282,7 +287,10 @@ class RiskSuite:
                             for s in specs],
                 "output_modes": run.output_modes(),
                 "run": {"elapsed_s": round(elapsed, 3)},
+                "harness_failures": harness_failures,
             },
+            # a re-run of the same command retries exactly the failed calls (never cached)
+            failed_calls=sum(harness_failures.values()),
         )
 
     def read_records(self, run_dir: Path, manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -315,3 +323,15 @@ def run_experiment(cfg: RunConfig) -> RunOutcome:
     if isinstance(out, Plan):
         return RunOutcome(None, plan=out)
     return RunOutcome(out, metrics=read_json(out / "metrics.json"))
+
+
+def incomplete_message(run_dir: Path) -> str | None:
+    """One line for a run whose calls failed after every retry, or None when there were none."""
+    m = read_json(Path(run_dir) / "manifest.json")
+    failed = m.get("harness_failures") or {}
+    if not failed:
+        return None
+    parts = ", ".join(f"{name} ({n} call{'s' * (n != 1)})" for name, n in failed.items())
+    return (f"run incomplete: calls failed after every retry (the server or connection failed, "
+            f"not the model) for {parts}; those methods are not scored. Re-run the same command "
+            f"to retry them")

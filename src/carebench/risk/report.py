@@ -83,11 +83,21 @@ def build_risk_report(metrics: dict[str, Any], records: list[dict[str, Any]],
     overview = _overview(ds, manifest, st, _folds_text(metrics, manifest))
     overview.blocks.extend(_method_notes(records, manifest))
     overview.blocks.extend(panel_notes(metrics, names))
-    if incomplete:
+    failed_calls = manifest.get("harness_failures") or {}
+    failed = [n for n in incomplete if n in failed_calls]
+    stopped = [n for n in incomplete if n not in failed_calls]
+    if failed:
+        overview.blocks.append(Paragraph(
+            "Incomplete (calls failed after every retry: the server or the connection failed, "
+            "not the model; a harness failure is not scored and never counted as the method's "
+            "failures; re-run the same command to retry exactly those calls): "
+            + ", ".join(f"{n} ({failed_calls[n]} failed call{'s' * (failed_calls[n] != 1)})"
+                        for n in failed) + "."))
+    if stopped:
         overview.blocks.append(Paragraph(
             "Incomplete (the run's budget stopped it before these finished; not scored, never "
             "counted as failures; re-run without the budget to finish from the cache): "
-            + ", ".join(f"{n} ({metrics['methods'][n]['n_finished']} items finished)" for n in incomplete)
+            + ", ".join(f"{n} ({metrics['methods'][n]['n_finished']} items finished)" for n in stopped)
             + "."))
     warnings = _warnings(metrics, names, manifest)
     sections = [*warnings, overview, _table2(metrics, names), _table4(metrics, names),

@@ -16,7 +16,10 @@ from carebench.runner import Call, Runner
 from carebench.types import CarebenchError, Usage
 
 #: prediction statuses; only "ok" carries a level
-PREDICTION_STATUSES = ("ok", "parse_error", "empty", "content_filter", "truncated", "error", "budget")
+#: a call failed every retry (server down, timeout, HTTP 5xx): the method is incomplete
+HARNESS_FAILURE = "harness_failure"
+PREDICTION_STATUSES = ("ok", "parse_error", "empty", "content_filter", "truncated", "error", "budget",
+                       HARNESS_FAILURE)
 
 
 @dataclass(frozen=True, slots=True)

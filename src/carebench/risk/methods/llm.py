@@ -31,7 +31,7 @@ from typing import Any
 
 from carebench.models.structured import choice_spec
 from carebench.risk.answers import parse_final_line, parse_level_answer
-from carebench.risk.methods.base import MethodContext, Prediction, RiskItem, register
+from carebench.risk.methods.base import HARNESS_FAILURE, MethodContext, Prediction, RiskItem, register
 from carebench.risk.prompts import join, render
 from carebench.risk.scale import LETTERS, K, letter_to_level
 from carebench.runner import Call, Runner, RunnerConfig
@@ -70,8 +70,11 @@ def run_calls(ctx: MethodContext, calls: Sequence[Call]) -> list[Completion | No
 
 
 def call_status(comp: Completion | None) -> str:
-    """Prediction status of a call that produced no usable text (or ``ok``)."""
-    return "budget" if comp is None else comp.status
+    """Prediction status of a call that produced no usable text (or ``ok``); a call that
+    failed every retry is ``harness_failure`` (not the model's answer: never scored)."""
+    if comp is None:
+        return "budget"
+    return HARNESS_FAILURE if comp.harness_failure else comp.status
 
 
 def account(
