@@ -90,3 +90,39 @@ def test_reasoning_effort_reaches_the_systems_and_not_the_jury(tmp_path):
     assert all(b.get("reasoning_effort") == "medium" for b in system)
     assert not any("reasoning_effort" in b for b in jury)
     assert json.loads((out / "manifest.json").read_text())["warnings"] == []
+
+
+def test_calls_failed_after_retries_end_the_run_incomplete_with_one_line(tmp_path, capsys, monkeypatch):
+    """Two system calls answered HTTP 500 on every try: exit 1 and one line, as support does;
+    the manifest counts them and they are neither judged nor scored."""
+    from outage import fast_retries
+    from stub_server import StubReply
+
+    fast_retries(monkeypatch)
+    release = write_release(tmp_path / "release")
+    script = Scripted()
+
+    def handler(req):
+        body = req.body
+        if body["model"] == "sys-a" and "Q1:" in body["messages"][-1]["content"]:
+            return StubReply(status=500)  # both archetypes of one prompt
+        return script(req)
+
+    with StubServer() as stub:
+        stub.handler = handler
+        out = tmp_path / "run"
+        capsys.readouterr()
+        code = main(_run_args(release, stub.base_url, out, "--no-cache"))
+        five_hundreds = sum(1 for r in stub.requests if r.body.get("model") == "sys-a"
+                            and "Q1:" in r.body["messages"][-1]["content"])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("carebench:")]
+    assert code == 1
+    assert len(err) == 1 and "run incomplete: 2 calls failed after every retry" in err[0], err
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "incomplete" and manifest["failed_calls"] == 2
+    assert five_hundreds == 2 * 7  # two calls, seven tries each
+    assert "output_modes" in manifest
+    from carebench.rundir import read_jsonl
+
+    judged = {(r["system"], r["prompt_id"]) for r in read_jsonl(out / "records.jsonl") if r.get("kind") == "judgment"}
+    assert not any(p == "q1" and s.startswith("openai:sys-a") for s, p in judged)

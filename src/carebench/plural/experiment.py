@@ -45,7 +45,7 @@ from carebench.plural.scoring import ScoringRules
 from carebench.report import Report
 from carebench.run import Run
 from carebench.rundir import file_sha256, read_json, read_jsonl
-from carebench.types import CarebenchError, Completion
+from carebench.types import CarebenchError, Completion, is_harness_failure
 
 #: Judge questions per runner batch: bounds memory at paper scale (180,090 verdicts).
 JURY_BATCH = 20_000
@@ -418,8 +418,10 @@ class PluralRunSuite(CommandSuite):
             "alpha": cfg.alpha,
             "judges": [j.label for j in pre.judges],
         }
-        failures = {"response_calls": sum(r.status == "error" for r in responses),
-                    "jury_calls": sum(v.status == "error" for v in verdicts)}
+        # calls that failed every retry (server down, timeout, HTTP 5xx) make the run incomplete;
+        # a permanent rejection (HTTP 4xx) is the request's outcome. Both are left out and counted.
+        failures = {"response_calls": sum(r.status == "error" and is_harness_failure(r.error) for r in responses),
+                    "jury_calls": sum(v.status == "error" and is_harness_failure(v.rationale) for v in verdicts)}
         return Execution(
             records=[r.to_dict() for r in responses] + [v.to_dict() for v in _ordered(verdicts)],
             config=config,
@@ -427,7 +429,8 @@ class PluralRunSuite(CommandSuite):
             seeds={"bootstrap": cfg.seed, "sample": cfg.sample_seed},
             models=[*cfg.systems, *[j.label for j in pre.judges]],
             extra={"kind": "run", "scoring": settings, "warnings": pre.warnings, "notes": list(cfg.notes),
-                   "profiles": pre.profiles_of, "harness_failures": failures},
+                   "profiles": pre.profiles_of, "harness_failures": failures,
+                   "output_modes": run.output_modes()},
             # harness failures are counted and left out of the scores; a re-run retries them
             failed_calls=sum(failures.values()),
             files={"sample.jsonl": pre.sample_rows,

@@ -324,14 +324,3 @@ def run_experiment(cfg: RunConfig) -> RunOutcome:
         return RunOutcome(None, plan=out)
     return RunOutcome(out, metrics=read_json(out / "metrics.json"))
 
-
-def incomplete_message(run_dir: Path) -> str | None:
-    """One line for a run whose calls failed after every retry, or None when there were none."""
-    m = read_json(Path(run_dir) / "manifest.json")
-    failed = m.get("harness_failures") or {}
-    if not failed:
-        return None
-    parts = ", ".join(f"{name} ({n} call{'s' * (n != 1)})" for name, n in failed.items())
-    return (f"run incomplete: calls failed after every retry (the server or connection failed, "
-            f"not the model) for {parts}; those methods are not scored. Re-run the same command "
-            f"to retry them")
