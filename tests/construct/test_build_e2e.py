@@ -56,11 +56,13 @@ def test_build_end_to_end(tmp_path, stub, capsys, monkeypatch):
     contexts = {p.context for p in prompts}
     assert contexts == {"forum", "counselor_chat", "platform_search", "triage"}
     for p in prompts:
-        assert p.persona.text and p.source_id in sources
+        assert p.persona.text and p.row_id in sources
+        src = sources[p.row_id]  # provenance: the original post and the source dataset
+        assert p.source_id == src.get("source_id", src["id"]) and p.source_group == src["source"]
         if p.context == "forum":
-            assert sources[p.source_id]["forum"] and p.rewriter is None
+            assert sources[p.row_id]["forum"] and p.rewriter is None
     # forum posts keep their wording except planted identifiers (src-012 has a phone number)
-    forum = {p.source_id: p.text for p in prompts if p.context == "forum"}
+    forum = {p.row_id: p.text for p in prompts if p.context == "forum"}
     for sid, text in forum.items():
         if "9123 4567" in sources[sid]["text"]:
             assert "9123 4567" not in text and "[PHONE]" in text

@@ -262,8 +262,9 @@ def _anonymize(cfg, released: list[WorkRow], backend, reversals, literals, stage
         if r.id in bad:
             continue
         persona = PromptPersona(text=r.persona.text, attributes=dict(r.persona.attributes)) if r.persona else PromptPersona()
-        final.append(PromptRecord(id=f"{r.id}-{r.context}", source_id=r.id, source_group=r.group,
-                                  context=r.context, persona=persona, text=out.text, rewriter=r.rewriter))
+        final.append(PromptRecord(id=f"{r.id}-{r.context}", source_id=r.post_id, source_group=r.source,
+                                  row_id=r.id, context=r.context, persona=persona, text=out.text,
+                                  rewriter=r.rewriter))
     stages.add("anonymize", len(released), len(final), ("pattern recognizers only (no NER model)" if not backend.ner
                else f"with NER ({backend.name})") + (f"; {len(bad)} rows dropped for residual hits" if bad else ""),
                **summary)

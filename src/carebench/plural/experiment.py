@@ -511,7 +511,7 @@ class RunFiles:
                                    cols.appropriate[keep], cols.satisfied[keep], cols.response_counts,
                                    cols.examples)
         return build_jury_data(
-            [PromptInfo(p.id, p.source_id, p.context, p.source_group) for p in self.prompts],
+            [PromptInfo.of(p) for p in self.prompts],
             [PolicyInfo(p.prompt_id, p.profile, p.archetype, tuple(p.response), p.nssi_severity,
                         p.suicidal_severity) for p in self.policies],
             cols, self.categories,
