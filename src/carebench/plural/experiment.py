@@ -44,7 +44,7 @@ from carebench.plural.sample import SampleConfig, composition, draw_sample
 from carebench.plural.scoring import ScoringRules
 from carebench.report import Report
 from carebench.run import Run
-from carebench.rundir import file_sha256, read_json, read_jsonl
+from carebench.rundir import file_sha256, new_run_dir, read_json, read_jsonl
 from carebench.types import CarebenchError, Completion, is_harness_failure
 
 #: Judge questions per runner batch: bounds memory at paper scale (180,090 verdicts).
@@ -557,10 +557,48 @@ def rescore(run_dir: Path, *, judges: Sequence[str] | None = None, out_dir: Path
                              f"kind {manifest.get('kind')!r})")
     scoring = dict(manifest.get("scoring") or {})
     if judges:
-        scoring["scored_judges"] = list(judges)
+        known = list(scoring.get("judges") or [])
+        unknown = [j for j in judges if known and j not in known]
+        if unknown:
+            raise CarebenchError(f"--judge {unknown[0]!r} is not one of the run's judges ({', '.join(known)})")
+        scoring["scored_judges"] = list(dict.fromkeys(judges))
     if B is not None:
         scoring["bootstrap"] = B
-    return rerender(run_dir, PluralRunSuite(), out_dir=out_dir, manifest={**manifest, "scoring": scoring})
+    rescored = {**manifest, "scoring": scoring}
+    if out_dir is None or Path(out_dir).resolve() == Path(run_dir).resolve():
+        return rerender(run_dir, PluralRunSuite(), manifest=rescored)
+    return _rescore_into(Path(run_dir), Path(out_dir), rescored)
+
+
+#: what a re-score writes itself; every other file of the run is copied unchanged
+_RENDERED = ("manifest.json", "metrics.json", "report.md", "report.html", "figures")
+
+
+def _rescore_into(run_dir: Path, out_dir: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    """A re-score as a run directory of its own: the source run's records copied unchanged,
+    then metrics and the report, then (last) a manifest naming the source run and the judges
+    kept, so ``carebench report OUT`` re-renders it and the source run is left untouched."""
+    import shutil
+
+    from carebench.rundir import write_json
+
+    out_dir = new_run_dir(SUITE, out_dir)
+    (out_dir / "manifest.json").unlink(missing_ok=True)  # an older run there: no manifest until done
+    for f in sorted(run_dir.iterdir()):
+        if f.name in _RENDERED:
+            continue
+        if f.is_dir():
+            shutil.copytree(f, out_dir / f.name, dirs_exist_ok=True)
+        else:
+            shutil.copy2(f, out_dir / f.name)
+    scoring = manifest["scoring"]
+    manifest = {**manifest, "rescored_from": {
+        "run": str(run_dir), "created": manifest.get("created"),
+        "judges": list(scoring.get("judges") or []),
+        "judges_kept": list(scoring.get("scored_judges") or scoring.get("judges") or [])}}
+    metrics = rerender(out_dir, PluralRunSuite(), manifest=manifest)
+    write_json(out_dir / "manifest.json", manifest)
+    return metrics
 
 
 def rescore_plan(run_dir: Path, out_dir: Path | None = None) -> Plan:
