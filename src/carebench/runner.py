@@ -292,6 +292,7 @@ class Runner:
         run's budget does not allow starting it."""
         from carebench.models.pricing import call_cost_bound, is_priced
 
+        queued = time.perf_counter()  # the call's queue wait starts here
         async with self._semaphore(call.model):
             if self.ledger.budget_usd is not None and not is_priced(spec):
                 # an unpriced model's spend cannot be capped: never start its calls
@@ -301,7 +302,7 @@ class Runner:
             if not self.ledger.reserve(worst):
                 return None
             try:
-                comp, unreachable = await self._call_with_retries(call)
+                comp, unreachable = await self._call_with_retries(call, queued)
             except BaseException:
                 self.ledger.release(worst)
                 raise
@@ -334,22 +335,28 @@ class Runner:
             sem = self._sems[spec] = asyncio.Semaphore(max(1, n))
         return sem
 
-    async def _call_with_retries(self, call: Call) -> tuple[Completion, bool]:
-        """The completion (or recorded error) and whether every try failed to connect."""
+    async def _call_with_retries(self, call: Call, queued: float) -> tuple[Completion, bool]:
+        """The completion (or recorded error) and whether every try failed to connect;
+        ``queued``: when the call started waiting (its queue wait ends as a try is sent)."""
         cfg = self.config
         spec = str(call.model.spec)
         last = ""
         unreachable = True
+        sent = queued
         for attempt in range(cfg.max_retries + 1):
+            sent = time.perf_counter()
             try:
                 comp = await asyncio.wait_for(
                     call.model.complete(call.request), timeout=cfg.timeout_s
                 )
                 comp.attempts_made = attempt + 1
                 comp.model = comp.model or spec
+                comp.latency_s = comp.latency_s or time.perf_counter() - sent  # service time
+                comp.queue_wait_s = sent - queued
                 return comp, False
             except PermanentError as e:
-                return Completion(error=str(e), model=spec, attempts_made=attempt + 1), False
+                return Completion(error=str(e), model=spec, attempts_made=attempt + 1,
+                                  queue_wait_s=sent - queued), False
             except (TimeoutError, TransientError) as e:
                 retry_after = getattr(e, "retry_after", None)
                 last = str(e) or f"timed out after {cfg.timeout_s:g} s"
@@ -365,6 +372,7 @@ class Runner:
             error=f"{GAVE_UP} {cfg.max_retries + 1} tries: {last}",
             model=spec,
             attempts_made=cfg.max_retries + 1,
+            queue_wait_s=sent - queued,
         )
         return comp, unreachable
 

@@ -172,6 +172,8 @@ class Completion:
     text: str = ""
     finish_reason: str | None = None
     usage: Usage = field(default_factory=Usage)
+    #: service time: request sent to answer received (the provider's clock around its
+    #: request; the runner's when the provider keeps none). What reports call latency.
     latency_s: float = 0.0
     cost_usd: float = 0.0
     priced: bool = True  # False: the model has no price (cost_usd 0 is then not a real $0)
@@ -182,6 +184,9 @@ class Completion:
     cached: bool = False
     attempts_made: int = 1  # transport tries, including retries
     extra: dict[str, Any] = field(default_factory=dict)  # provider-specific (e.g. moderation scores)
+    #: time the call waited in this client before its answered try was sent: for a free
+    #: slot under the concurrency limit, and through earlier failed tries and back-off
+    queue_wait_s: float = 0.0
 
     @property
     def status(self) -> Status:
@@ -224,6 +229,8 @@ class Completion:
             "status": self.status,
             "attempts_made": self.attempts_made,
             "extra": self.extra,
+            # this run's wait, not the answer's: not read back (a cached answer waited for nothing)
+            "queue_wait_s": self.queue_wait_s,
         }
 
     @classmethod

@@ -100,3 +100,26 @@ def test_the_models_own_unusable_answers_follow_the_failure_policy(tmp_path, mon
     m = json.loads((tmp_path / "run" / "metrics.json").read_text())["methods"]["llm-conservative"]
     assert m["status"] == "complete" and m["failures"] == 2
     assert m["failures_by_status"] == {"content_filter": 1, "parse_error": 1}
+
+
+def test_latency_is_service_time_and_queue_wait_is_recorded_apart(tmp_path):
+    """48 calls through one slot to a server answering in 0.1 s: each call's service time is
+    ~0.1 s while the later ones wait seconds for the slot. Table 3's latency is the service
+    time; the wait is recorded per call (calls.jsonl) and per item, and shown apart."""
+    with StubServer(lambda req: StubReply(content="b", delay=0.1)) as stub:
+        res = _risk(stub.base_url, tmp_path / "run", tmp_path / "c.db")
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    calls = read_jsonl(tmp_path / "run" / "calls.jsonl")
+    service = np.array([c["completion"]["latency_s"] for c in calls])
+    waits = np.sort([c["completion"]["queue_wait_s"] for c in calls])
+    assert len(calls) == N_ITEMS
+    assert 0.09 <= np.median(service) < 0.3
+    # one slot: the k-th call waits for the k calls before it, about 0.1 s each
+    assert waits[0] < 0.05 and waits[-1] > 0.09 * (N_ITEMS - 1)
+    assert np.median(waits) > 1.0
+    cost = json.loads((tmp_path / "run" / "metrics.json").read_text())["methods"]["llm-conservative"]["cost"]
+    records = read_jsonl(tmp_path / "run" / "records.jsonl")
+    assert cost["median_latency_s"] == float(np.median([r["latency_s"] for r in records]))
+    assert cost["median_latency_s"] < 0.3
+    assert cost["median_queue_wait_s"] == float(np.median([r["queue_wait_s"] for r in records])) > 1.0
+    assert "Queue wait (median s)" in (tmp_path / "run" / "report.md").read_text()

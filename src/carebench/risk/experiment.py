@@ -157,7 +157,8 @@ def prediction_record(pred: Prediction, item: RiskItem, name: str, model: str | 
         "usage": {"prompt_tokens": pred.usage.prompt_tokens,
                   "completion_tokens": pred.usage.completion_tokens,
                   "reasoning_tokens": pred.usage.reasoning_tokens},
-        "latency_s": pred.latency_s,
+        "latency_s": pred.latency_s,  # service time (request sent to answer received)
+        "queue_wait_s": round(pred.queue_wait_s, 6),
         "cost_usd": pred.cost_usd if pred.priced else None,  # None: unpriced, not $0
         "n_calls": pred.n_calls,
         "raw": pred.raw,

@@ -371,14 +371,18 @@ def _cost(metrics: dict[str, Any], names: list[str], unpriced: list[str]) -> Sec
     for n in names:
         c = metrics["methods"][n]["cost"]
         usd = "unpriced" if c.get("unpriced") else c["usd_per_1k"]
-        rows.append([n, c["n_calls"], c["mean_tokens"], usd, c["median_latency_s"]])
+        rows.append([n, c["n_calls"], c["mean_tokens"], usd, c["median_latency_s"],
+                     c.get("median_queue_wait_s")])
     t = Table(["Method", "Model calls", "Tokens (mean per item)", "Cost ($ per 1,000 items)",
-               "Latency (median s)"], rows,
-              caption="Table 3: cost and latency per method. Fitted methods make no model call; "
+               "Latency (median s)", "Queue wait (median s)"], rows,
+              caption="Table 3: cost and latency per method. Latency is service time: request "
+              "sent to answer received, summed over an item's calls; the time a call waited in "
+              "this client for a free slot (or through retries) is the queue wait, shown apart. "
+              "Fitted methods make no model call; "
               "their latency is the per-item share of encoding (embeddings) plus fitting and "
               "predicting one fold. Costs "
               "use the price table at list prices; cached calls keep their original cost.",
-              number_format=["s", ".0f", ".0f", ".2f", ".3f"])
+              number_format=["s", ".0f", ".0f", ".2f", ".3f", ".3f"])
     blocks: list[Any] = [t]
     if unpriced:
         blocks.insert(0, Callout("Cost " + unpriced_note(unpriced) + ".", "warning"))

@@ -41,7 +41,8 @@ class Prediction:
     probs: list[float] | None = None  # per level, when the method gives them
     raw: str = ""  # raw model output (or a short description for fitted methods)
     usage: Usage = field(default_factory=Usage)
-    latency_s: float = 0.0  # critical path for multi-call methods
+    latency_s: float = 0.0  # service time; critical path for multi-call methods
+    queue_wait_s: float = 0.0  # time its calls waited in the client (slots, retries), summed
     cost_usd: float = 0.0
     priced: bool = True  # False when any call went to a model without a price
     n_calls: int = 0

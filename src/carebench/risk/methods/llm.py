@@ -90,6 +90,7 @@ def account(
     pred.priced = all(c.priced for c in made)
     pred.n_calls = len(made)
     pred.latency_s = sum(c.latency_s for c in made) if latency_s is None else latency_s
+    pred.queue_wait_s = sum(c.queue_wait_s for c in made if not c.cached)
     return pred
 
 
