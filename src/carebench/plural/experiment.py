@@ -99,6 +99,45 @@ def load_release(path: str | Path) -> Release:
     return Release(root, prompts, policies, meta if isinstance(meta, dict) else {})
 
 
+def release_profiles(release: Release) -> dict[str, str]:
+    """Profile alias -> archetype, as ``metadata.json`` declares them (a list of
+    ``{"alias", "archetype"}`` as ``plural label`` writes, or an alias -> fields map)."""
+    where = release.path / "metadata.json"
+    if not where.is_file():
+        raise CarebenchError(f"{release.path} is not a release directory: metadata.json is missing "
+                             "(it declares the profiles; write one with `carebench plural label`)")
+    listed = release.metadata.get("profiles")
+    if isinstance(listed, dict):
+        listed = [{"alias": k, **(v if isinstance(v, dict) else {})} for k, v in listed.items()]
+    if not isinstance(listed, list) or not all(isinstance(p, dict) and p.get("alias") for p in listed):
+        raise CarebenchError(f"{where}: 'profiles' must list each profile's alias and archetype")
+    return {str(p["alias"]): str(p.get("archetype") or "") for p in listed}
+
+
+def check_release(release: Release, taxonomy: Any, contexts: Mapping[str, Any]) -> None:
+    """The whole release checked before any call: every prompt's context has a contract,
+    every policy names a declared profile with its declared archetype and is a valid label
+    combination under the taxonomy (codes, exclusive codes, severities with their intent)."""
+    profiles = release_profiles(release)
+    for p in release.prompts:
+        if p.context not in contexts:
+            raise CarebenchError(f"{release.path / 'prompts.jsonl'}: prompt {p.id}: context {p.context!r} has no "
+                                 f"interaction contract; known: {', '.join(sorted(contexts))}")
+    where = release.path / "policies.jsonl"
+    for i, pol in enumerate(release.policies, 1):
+        at = f"{where}:{i}: policy of prompt {pol.prompt_id!r}, profile {pol.profile!r}"
+        if pol.profile not in profiles:
+            raise CarebenchError(f"{at}: the profile is not declared in metadata.json "
+                                 f"(declared: {', '.join(sorted(profiles)) or 'none'})")
+        if profiles[pol.profile] and profiles[pol.profile] != pol.archetype:
+            raise CarebenchError(f"{at}: archetype {pol.archetype!r}, but metadata.json declares "
+                                 f"{profiles[pol.profile]!r}")
+        problems = taxonomy.validate_policy(pol.intent, pol.function, pol.response, pol.nssi_severity,
+                                            pol.suicidal_severity)
+        if problems:
+            raise CarebenchError(f"{at}: {problems[0]}")
+
+
 def read_sample_ids(path: str | Path) -> list[str]:
     """Prompt ids of a sample: a ``plural sample`` run directory or its sample.jsonl."""
     p = Path(path)
@@ -334,6 +373,7 @@ class PluralRunSuite(CommandSuite):
         release = load_release(cfg.release)  # every row validated before any model call
         taxonomy = load_taxonomy(cfg.taxonomy)
         contexts = load_contexts(cfg.contexts)
+        check_release(release, taxonomy, contexts)
         prompts, policies, sample_rows = _select(release, cfg)
         profiles_of = {a: p for a, p in _profiles_of(policies).items() if a in cfg.archetypes}
         lacking = [a for a in cfg.archetypes if a not in profiles_of]
