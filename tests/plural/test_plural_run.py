@@ -156,3 +156,25 @@ def test_rescore_out_through_the_cli_writes_a_re_renderable_run(scripted_run, tm
     capsys.readouterr()
     assert main(["plural", "rescore", str(run_dir), "--judge", "openai:nobody", "--out", str(tmp_path / "x")]) == 2
     assert not (tmp_path / "x").exists()
+
+
+def test_reports_show_the_taxonomy_names_with_the_code_beside(scripted_run):
+    """Table 15 and the examples read "Clarify / Investigate", not RESPONSE_1: names from
+    the taxonomy file (read here with yaml), the code in its own column."""
+    from importlib import resources
+
+    import yaml
+
+    run_dir, *_ = scripted_run
+    tax = yaml.safe_load((resources.files("carebench") / "data" / "taxonomy.yaml").read_text("utf-8"))
+    names = {c["code"]: c["name"] for f in ("intent", "function", "response") for c in tax["fields"][f]}
+    md = (run_dir / "report.md").read_text()
+    m = json.loads((run_dir / "metrics.json").read_text())
+    codes = {c for t in m["categories"].values() for c in t["categories"]}
+    assert codes
+    md = md.replace("\\_", "_")  # markdown escapes the underscores of codes
+    for code in codes:
+        assert f"| {names[code]} | {code} |" in md, code
+    examples = md.rsplit("Example responses and verdicts", 1)[1]  # the section, not the contents
+    assert "RESPONSE_" not in examples
+    assert any(names[c] in examples for c in codes)

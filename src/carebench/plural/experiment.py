@@ -470,6 +470,7 @@ class PluralRunSuite(CommandSuite):
             models=[*cfg.systems, *[j.label for j in pre.judges]],
             extra={"kind": "run", "scoring": settings, "warnings": pre.warnings, "notes": list(cfg.notes),
                    "profiles": pre.profiles_of, "harness_failures": failures,
+                   "taxonomy_names": pre.taxonomy.names(),  # reports show names, not codes
                    "output_modes": run.output_modes()},
             # harness failures are counted and left out of the scores; a re-run retries them
             failed_calls=sum(failures.values()),
