@@ -43,7 +43,6 @@ Choices the paper leaves open are documented in docs/support.md.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -64,6 +63,7 @@ from carebench.judging import (
 )
 from carebench.models.families import family_of
 from carebench.run import Run, RunOptions
+from carebench.run_options import run_options
 from carebench.runner import Call
 from carebench.stats.bootstrap import Resampler, percentile_interval
 from carebench.support.judging import criterion_question, render_transcript
@@ -92,7 +92,7 @@ class Preference(BaseModel):
 
 @dataclass
 class ProbeConfig:
-    run: str
+    run_dir: str  # the support run probed
     #: responders to probe; empty = every responder of the run (the reference is not one)
     responders: list[str] = field(default_factory=list)
     alternative: str = "reference"  # reference | matched
@@ -104,11 +104,9 @@ class ProbeConfig:
     seed: int = SEED
     bootstrap: int = 2000
     max_tokens: int = 4096
-    use_cache: bool = True
-    cache_path: str | None = None
-    budget_usd: float | None = None
-    progress: bool = True
     families: dict[str, str] = field(default_factory=dict)
+    #: the shared run flags (--cache, --budget, --concurrency, ...)
+    run: RunOptions = field(default_factory=run_options)
 
 
 @dataclass(frozen=True)
@@ -262,8 +260,10 @@ def run_probe(cfg: ProbeConfig, cache_obj: Any = None) -> dict[str, Any]:
         raise CarebenchError(f"--question must be named or blind, got {cfg.question!r}")
     if not 0.0 <= cfg.competence_threshold < 1.0:
         raise CarebenchError(f"--competence-threshold must be in [0, 1), got {cfg.competence_threshold}")
+    if cfg.run.dry_run:
+        raise CarebenchError("support probe has no --dry-run yet")
     floor = floor_reply(cfg.floor_reply)
-    run_dir = Path(cfg.run)
+    run_dir = Path(cfg.run_dir)
     manifest, tasks, responses, verdicts = load_run(run_dir)
     panel = list((manifest.get("scoring") or {}).get("panel") or [])
     in_run = [r for r in dict.fromkeys(r.responder for r in responses) if r != REFERENCE]
@@ -278,8 +278,7 @@ def run_probe(cfg: ProbeConfig, cache_obj: Any = None) -> dict[str, Any]:
     probe_tasks = set(_sample({u.task_id for us in units_of.values() for u in us}, cfg.n_tasks, rng))
     matched = _alternatives(by_id, responses, verdicts, panel) if cfg.alternative == "matched" else {}
     named = cfg.question == "named"
-    run = Run(RunOptions(budget_usd=cfg.budget_usd, use_cache=cfg.use_cache, cache_path=cfg.cache_path,
-                         progress=cfg.progress), cache=cache_obj)
+    run = Run(cfg.run, cache=cache_obj)
     per: dict[str, dict[str, Any]] = {}
     outcome: dict[Unit, str] = {}
     records: list[dict[str, Any]] = []
@@ -496,7 +495,3 @@ def _pooled_conversion(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         out[name] = {"rate": conv / n if n else None, "converted": conv, "criteria": n}
     return out
 
-
-def probe_json(run_dir: Path) -> dict[str, Any] | None:
-    p = Path(run_dir) / "probe" / "probe.json"
-    return json.loads(p.read_text("utf-8")) if p.is_file() else None
