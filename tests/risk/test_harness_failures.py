@@ -39,7 +39,8 @@ def _gave_up(run_dir: Path) -> list[dict]:
 def test_server_stopped_and_restarted_mid_run_is_incomplete_not_wrong(tmp_path, monkeypatch):
     fast_retries(monkeypatch)
     cache = tmp_path / "c.db"
-    with Outage(lambda req: "b", after=8, down_s=1.0) as server:
+    # answers take 20 ms, so the run is still going when the server goes down
+    with Outage(lambda req: StubReply(content="b", delay=0.02), after=8, down_s=1.0) as server:
         res = _risk(server.base_url, tmp_path / "run1", cache)
         url = server.base_url
     assert res.exit_code == 1, res.output + repr(res.exception)
