@@ -14,7 +14,7 @@ import functools
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Self
 
 from stub_server import StubServer
 
@@ -61,7 +61,7 @@ class Outage:
         self.stubs.append(again)
         self.up_at = time.monotonic()
 
-    def __enter__(self) -> Outage:
+    def __enter__(self) -> Self:
         self.stubs.append(StubServer(self._answer).start())
         self._watch = threading.Thread(target=self._cycle, daemon=True)
         self._watch.start()

@@ -209,7 +209,6 @@ def test_calls_failed_after_retries_are_harness_failures_not_gate_failures(tmp_p
     judged on it (none is excluded for it), the row is not released, and the build ends
     incomplete with one line and exit 1."""
     from outage import fast_retries
-
     from stub_server import StubReply
 
     fast_retries(monkeypatch)

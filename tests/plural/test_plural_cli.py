@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from jury_stub import Scripted, write_release
 
 from carebench.cli import main
@@ -141,9 +142,6 @@ def _edit_meta(release, change):
     meta = json.loads(path.read_text())
     change(meta)
     path.write_text(json.dumps(meta))
-
-
-import pytest  # noqa: E402
 
 
 @pytest.mark.parametrize(("damage", "needle"), [

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import numpy as np
 import sklearn.metrics as skm
-from outage import Outage, fast_retries
-from stub_server import StubReply, StubServer
 from typer.testing import CliRunner
 
 from carebench.risk.cli import app
 from carebench.rundir import read_jsonl
+from outage import Outage, fast_retries
+from stub_server import StubReply, StubServer
 
 N_ITEMS = 48  # builtin:sample
 

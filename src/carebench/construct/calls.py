@@ -22,7 +22,6 @@ from carebench.run import Run
 from carebench.runner import Call, RunResult
 from carebench.types import ChatRequest, Completion, Message, RunStopped
 
-
 #: the status of a row whose call failed after every retry (the server, not the model):
 #: the row is neither judged nor released and never counts against a configuration
 HARNESS_FAILURE = "harness_failure"

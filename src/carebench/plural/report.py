@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from carebench.types import CarebenchError
 from carebench.report import (
     Block,
     Callout,
@@ -27,6 +26,7 @@ from carebench.report import (
     line_chart,
 )
 from carebench.report.figures import stacked_bar_chart
+from carebench.types import CarebenchError
 
 CLASS_COLORS = ("#009E73", "#E69F00", "#D55E00")  # full, partial, failed
 ILLUSTRATIVE_NOTE = (

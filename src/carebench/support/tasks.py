@@ -109,7 +109,7 @@ def normalize_subcategory(name: Any) -> str:
     slices never split one subcategory over two spellings.
     """
     if not isinstance(name, str):  # {"nested": true} once became "nested_true", 3 became "3"
-        raise ValueError(f"subcategory must be a name (text), got {type(name).__name__} {name!r}")
+        raise ValueError(f"subcategory must be a name (text), got {type(name).__name__} {name!r}")  # noqa: TRY004 - pydantic reports ValueError as the field error
     key = _NON_WORD.sub("_", name.strip().lower()).strip("_")
     if not key:
         raise ValueError(f"subcategory {name!r} is empty")

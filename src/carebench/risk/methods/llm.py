@@ -31,7 +31,13 @@ from typing import Any
 
 from carebench.models.structured import choice_spec
 from carebench.risk.answers import parse_final_line, parse_level_answer
-from carebench.risk.methods.base import HARNESS_FAILURE, MethodContext, Prediction, RiskItem, register
+from carebench.risk.methods.base import (
+    HARNESS_FAILURE,
+    MethodContext,
+    Prediction,
+    RiskItem,
+    register,
+)
 from carebench.risk.prompts import join, render
 from carebench.risk.scale import LETTERS, K, letter_to_level
 from carebench.runner import Call

@@ -23,7 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from carebench.risk.methods.base import HARNESS_FAILURE, MethodContext, Prediction, RiskItem, register
+from carebench.risk.methods.base import (
+    HARNESS_FAILURE,
+    MethodContext,
+    Prediction,
+    RiskItem,
+    register,
+)
 from carebench.risk.methods.folds import splits_for
 from carebench.runner import Call
 from carebench.types import CarebenchError, ChatRequest, Completion, messages
