@@ -69,6 +69,46 @@ def _command_paths() -> list[list[str]]:
     return out
 
 
+def _commands() -> list[tuple[list[str], object]]:
+    """(path, click command) for every command and group of the tree."""
+    import typer.main
+
+    from carebench import cli
+
+    cli._mount_suites()
+    out: list[tuple[list[str], object]] = []
+
+    def walk(cmd, path):
+        out.append((path, cmd))
+        for name, sub in sorted(getattr(cmd, "commands", {}).items()):
+            walk(sub, [*path, name])
+
+    walk(typer.main.get_command(cli.app), [])
+    return out
+
+
+def test_help_keeps_every_bracketed_term_of_its_source(capsys):
+    """Rich markup once swallowed "[mlflow]" in "pip install 'carebench[mlflow]'": every
+    ``[...]`` of a help string (option, argument or command) must reach ``--help``."""
+    import re
+
+    bracket = re.compile(r"\[[^\[\]]*\]")
+    squash = lambda t: re.sub(r"\s+", "", t)  # help is re-wrapped: compare without whitespace
+    checked = 0
+    for path, cmd in _commands():
+        sources = [cmd.help or ""] + [getattr(p, "help", None) or "" for p in cmd.params]
+        terms = [t for src in sources for t in bracket.findall(src)]
+        if not terms:
+            continue
+        rc, out, err = _run_main(capsys, [*path, "--help"])
+        assert rc == 0, (path, err)
+        shown = squash(out)
+        lost = [t for t in terms if squash(t) not in shown]
+        assert not lost, (" ".join(path), lost)
+        checked += len(terms)
+    assert checked >= 1  # "[mlflow]" at least
+
+
 def test_command_tree_is_walked():
     paths = {" ".join(p) for p in _command_paths()}
     # the walk reaches nested commands of every mounted suite, not just the root

@@ -187,6 +187,20 @@ def write_run(run_dir: Path, suite: str, ex: Execution, run: Run) -> dict[str, A
     )
 
 
+def failed_calls_message(run_dir: str | Path) -> str | None:
+    """One line for a run whose calls failed after every retry (harness failures: what
+    they fed is left out of the scores), or None; the CLI prints it and exits 1."""
+    m = read_json(Path(run_dir) / "manifest.json")
+    n = int(m.get("failed_calls") or 0)
+    if not n:
+        return None
+    by = {k: v for k, v in (m.get("harness_failures") or {}).items() if v}
+    parts = f" ({', '.join(f'{k}: {v}' for k, v in by.items())})" if by else ""
+    return (f"run incomplete: {n} call{'s' * (n != 1)} failed after every retry{parts} (the server "
+            f"or the connection failed, not the model); what they fed is not scored and is counted. "
+            f"Re-run the same command to retry them")
+
+
 def write_records(run_dir: Path, rows: Sequence[dict[str, Any]], parquet_columns: Sequence[str] = ()) -> None:
     """``records.jsonl`` (the readable record) and, given columns, ``records.parquet``
     (the same rows, secrets scrubbed and JSON-encoded once for both)."""

@@ -20,7 +20,7 @@ from typing import Any
 from carebench.cache import CompletionCache, cache_key
 from carebench.models.base import ChatModel, PermanentError, TransientError, Unreachable
 from carebench.models.pricing import call_cost_bound, is_priced
-from carebench.types import CarebenchError, ChatRequest, Completion
+from carebench.types import GAVE_UP, CarebenchError, ChatRequest, Completion
 
 
 @dataclass(slots=True)
@@ -313,13 +313,14 @@ class Runner:
         run's budget does not allow starting it."""
         if self.batch is not None and self.batch.add(call, key):
             return None  # written to the batch directory; answered by a later round
+        queued = time.perf_counter()  # the call's queue wait starts here
         # an unpriced model's spend cannot be capped: the run refuses it in Run.model, before any call
         async with self._semaphore(call.model):
             worst = call_cost_bound(spec, capped_request(call))
             if not self.ledger.reserve(worst):
                 return None
             try:
-                comp, unreachable = await self._call_with_retries(call)
+                comp, unreachable = await self._call_with_retries(call, queued)
             except BaseException:
                 self.ledger.release(worst)
                 raise
@@ -368,21 +369,27 @@ class Runner:
             sem = self._sems[spec] = asyncio.Semaphore(max(1, n))
         return sem
 
-    async def _call_with_retries(self, call: Call) -> tuple[Completion, bool]:
-        """The completion (or recorded error) and whether every try failed to connect."""
+    async def _call_with_retries(self, call: Call, queued: float) -> tuple[Completion, bool]:
+        """The completion (or recorded error) and whether every try failed to connect;
+        ``queued``: when the call started waiting (its queue wait ends as a try is sent)."""
         cfg = self.config
         spec = str(call.model.spec)
         last = ""
         unreachable = True
+        sent = queued
         for attempt in range(cfg.max_retries + 1):
+            sent = time.perf_counter()
             try:
                 async with asyncio.timeout(cfg.timeout_s):  # no extra task per try, unlike wait_for
                     comp = await call.model.complete(call.request)
                 comp.attempts_made = attempt + 1
                 comp.model = comp.model or spec
+                comp.latency_s = comp.latency_s or time.perf_counter() - sent  # service time
+                comp.queue_wait_s = sent - queued
                 return comp, False
             except PermanentError as e:
-                return Completion(error=str(e), model=spec, attempts_made=attempt + 1), False
+                return Completion(error=str(e), model=spec, attempts_made=attempt + 1,
+                                  queue_wait_s=sent - queued), False
             except (TimeoutError, TransientError) as e:
                 retry_after = getattr(e, "retry_after", None)
                 last = str(e) or f"timed out after {cfg.timeout_s:g} s"
@@ -395,9 +402,10 @@ class Runner:
                 delay = max(delay, min(retry_after, cfg.backoff_max_s * 4))
             await asyncio.sleep(delay)
         comp = Completion(
-            error=f"gave up after {cfg.max_retries + 1} tries: {last}",
+            error=f"{GAVE_UP} {cfg.max_retries + 1} tries: {last}",
             model=spec,
             attempts_made=cfg.max_retries + 1,
+            queue_wait_s=sent - queued,
         )
         return comp, unreachable
 

@@ -14,6 +14,7 @@ re-submitting a case replaces their own earlier answer.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -225,11 +226,25 @@ def _make_sqlite_durable(engine: Engine) -> None:
         conn.exec_driver_sql(f"BEGIN {mode}".strip())
 
 
+def _owner_only(path: Path) -> None:
+    """Create the SQLite file readable by its owner only (it holds the raw labels that
+    exports write 0600); SQLite gives its -wal and -shm files the database file's mode."""
+    if path.parent and not path.parent.exists():
+        return  # make_engine names the missing directory
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    os.close(fd)
+    for f in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        if f.exists():
+            os.chmod(f, 0o600)
+
+
 class Store:
     """All reads and writes the CLI and the web app make."""
 
     def __init__(self, db: str | Path, create: bool = True):
         self.db = str(db)
+        if create and not _is_url(self.db):
+            _owner_only(Path(self.db))
         self.engine = make_engine(db)
         self._writer = self.engine.execution_options(sqlite_begin="IMMEDIATE")
         self._write_lock = threading.Lock() if self.engine.dialect.name == "sqlite" else nullcontext()

@@ -218,6 +218,8 @@ def build(
     out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False,
     concurrency: Concurrency = None, model_option: ModelOption = None, timeout: Timeout = DEFAULT_TIMEOUT_S,
     batch: Batch = None, batch_format: BatchFormat = None,
+    allow_empty: Annotated[bool, typer.Option(
+        "--allow-empty", help="Exit 0 even when no prompt is released (e.g. no configuration passed the gates).")] = False,
 ) -> None:
     """Run the whole chain from a config file and write prompts.jsonl for `carebench plural`."""
     from carebench.construct.config import load_build_config
@@ -238,3 +240,24 @@ def build(
     for s in m["stages"]:
         typer.echo(f"{s['step']:<10} {s['in']:>5} -> {s['out']:<5} {s['note']}")
     _done(result, "built")
+    from carebench.experiment import failed_calls_message
+
+    msg = failed_calls_message(result)
+    if msg:
+        typer.echo(f"carebench: {msg}", err=True)
+        raise typer.Exit(1)
+    prompts = result / "prompts.jsonl"
+    released = sum(1 for line in prompts.read_text(encoding="utf-8").splitlines() if line.strip()) \
+        if prompts.is_file() else None  # None: nothing released yet (e.g. a batch round)
+    if released == 0 and not allow_empty:
+        typer.echo(f"carebench: warning: the build released 0 prompts ({_why_empty(m)}); "
+                   "pass --allow-empty to accept an empty release", err=True)
+        raise typer.Exit(1)
+
+
+def _why_empty(metrics: dict) -> str:
+    """The last step that had rows in and none out, with its note."""
+    for s in metrics.get("stages") or []:
+        if s.get("in") and not s.get("out"):
+            return f"{s['step']}: {s['note']}" if s.get("note") else s["step"]
+    return "no rows reached the release"

@@ -76,6 +76,12 @@ def build_report(metrics: dict[str, Any], manifest: dict[str, Any], prompts: lis
     """The report of a finished build (pure: the caller writes it)."""
     sections = [Section("Pipeline", [stage_table(metrics["stages"]),
                                      KeyValue(list(_accounting(metrics.get("accounting") or {}).items()))])]
+    if metrics.get("failed_calls"):
+        sections.insert(0, Section("Incomplete", [Callout(
+            f"{metrics['failed_calls']} calls failed after every retry (the server or the connection failed, "
+            "not a model). The rows and rewrites they fed are left out (never counted against a rewriter "
+            "configuration's gates) and counted in the pipeline table; re-run the same command to retry "
+            "exactly those calls from the cache.", kind="warning")], anchor="incomplete"))
     det = metrics.get("details", {})
     if "screen" in det:
         sections.append(Section("Screening", [screening_table(det["screen"]),

@@ -287,6 +287,12 @@ def run(
         echo_plan(result)
         return
     _summary(result)
+    from carebench.experiment import failed_calls_message
+
+    msg = failed_calls_message(result)
+    if msg:
+        typer.echo(f"carebench: {msg}", err=True)
+        raise typer.Exit(1)
 
 
 def _summary(run_dir: Path) -> None:

@@ -110,6 +110,12 @@ def run(
         return
     _summary(outcome.metrics or {})
     typer.echo(f"wrote {outcome.run_dir}/report.md, report.html, metrics.json, records.jsonl")
+    from carebench.experiment import failed_calls_message
+
+    msg = failed_calls_message(outcome.run_dir) if outcome.run_dir is not None else None
+    if msg:
+        typer.echo(f"carebench: {msg}", err=True)
+        raise typer.Exit(1)
 
 
 @app.command()

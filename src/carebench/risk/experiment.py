@@ -30,7 +30,7 @@ from carebench.risk.scoring import (
 from carebench.run import Run, RunOptions
 from carebench.run_options import run_options
 from carebench.rundir import read_json
-from carebench.types import CarebenchError
+from carebench.types import CarebenchError, is_harness_failure
 
 #: methods that need no chat model (fitted on the data or driven by moderation scores)
 DEFAULT_METHODS = ("tfidf-lr",)
@@ -153,7 +153,8 @@ def prediction_record(pred: Prediction, item: RiskItem, name: str, model: str | 
         "usage": {"prompt_tokens": pred.usage.prompt_tokens,
                   "completion_tokens": pred.usage.completion_tokens,
                   "reasoning_tokens": pred.usage.reasoning_tokens},
-        "latency_s": pred.latency_s,
+        "latency_s": pred.latency_s,  # service time (request sent to answer received)
+        "queue_wait_s": round(pred.queue_wait_s, 6),
         "cost_usd": pred.cost_usd if pred.priced else None,  # None: unpriced, not $0
         "n_calls": pred.n_calls,
         "raw": pred.raw,
@@ -254,13 +255,18 @@ class RiskSuite:
         cfg = self.cfg
         assert cfg is not None
         records: list[dict[str, Any]] = []
+        harness_failures: dict[str, int] = {}  # method -> calls that failed every retry
         t0 = time.perf_counter()
         for s, m, ctx in contexts:
             _log(cfg, f"risk: {s.name} on {len(data.items)} items")
-            not_made = run.ledger.not_made
+            not_made, logged = run.ledger.not_made, len(run.call_rows)
             preds = m.predict(data.items, ctx)
             model_spec = str(ctx.models["default"].spec) if "default" in ctx.models else None
             rows = collect(data.items, preds, s.name, model_spec)
+            failed = sum(is_harness_failure(c["completion"].get("error")) for c in run.call_rows[logged:])
+            if failed:  # the harness failed, not the model: the method is incomplete, never scored
+                harness_failures[s.name] = failed
+                run.incomplete[s.name] = f"{failed} call(s) failed after every retry"
             if run.ledger.not_made > not_made:  # cut short: keep only what finished
                 run.mark_incomplete(s.name)
                 rows = [r for r in rows if r["status"] != "budget"]
@@ -278,7 +284,10 @@ class RiskSuite:
                             for s in specs],
                 "output_modes": run.output_modes(),
                 "run": {"elapsed_s": round(elapsed, 3)},
+                "harness_failures": harness_failures,
             },
+            # a re-run of the same command retries exactly the failed calls (never cached)
+            failed_calls=sum(harness_failures.values()),
         )
 
     def read_records(self, run_dir: Path, manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -313,3 +322,4 @@ def run_experiment(cfg: RunConfig) -> RunOutcome:
     if isinstance(out, Plan):
         return RunOutcome(None, plan=out)
     return RunOutcome(out, metrics=read_json(out / "metrics.json"))
+

@@ -83,11 +83,21 @@ def build_risk_report(metrics: dict[str, Any], records: list[dict[str, Any]],
     overview = _overview(ds, manifest, st, _folds_text(metrics, manifest))
     overview.blocks.extend(_method_notes(records, manifest))
     overview.blocks.extend(panel_notes(metrics, names))
-    if incomplete:
+    failed_calls = manifest.get("harness_failures") or {}
+    failed = [n for n in incomplete if n in failed_calls]
+    stopped = [n for n in incomplete if n not in failed_calls]
+    if failed:
+        overview.blocks.append(Paragraph(
+            "Incomplete (calls failed after every retry: the server or the connection failed, "
+            "not the model; a harness failure is not scored and never counted as the method's "
+            "failures; re-run the same command to retry exactly those calls): "
+            + ", ".join(f"{n} ({failed_calls[n]} failed call{'s' * (failed_calls[n] != 1)})"
+                        for n in failed) + "."))
+    if stopped:
         overview.blocks.append(Paragraph(
             "Incomplete (the run's budget stopped it before these finished; not scored, never "
             "counted as failures; re-run without the budget to finish from the cache): "
-            + ", ".join(f"{n} ({metrics['methods'][n]['n_finished']} items finished)" for n in incomplete)
+            + ", ".join(f"{n} ({metrics['methods'][n]['n_finished']} items finished)" for n in stopped)
             + "."))
     warnings = _warnings(metrics, names, manifest)
     sections = [*warnings, overview, _table2(metrics, names), _table4(metrics, names),
@@ -361,14 +371,18 @@ def _cost(metrics: dict[str, Any], names: list[str], unpriced: list[str]) -> Sec
     for n in names:
         c = metrics["methods"][n]["cost"]
         usd = "unpriced" if c.get("unpriced") else c["usd_per_1k"]
-        rows.append([n, c["n_calls"], c["mean_tokens"], usd, c["median_latency_s"]])
+        rows.append([n, c["n_calls"], c["mean_tokens"], usd, c["median_latency_s"],
+                     c.get("median_queue_wait_s")])
     t = Table(["Method", "Model calls", "Tokens (mean per item)", "Cost ($ per 1,000 items)",
-               "Latency (median s)"], rows,
-              caption="Table 3: cost and latency per method. Fitted methods make no model call; "
+               "Latency (median s)", "Queue wait (median s)"], rows,
+              caption="Table 3: cost and latency per method. Latency is service time: request "
+              "sent to answer received, summed over an item's calls; the time a call waited in "
+              "this client for a free slot (or through retries) is the queue wait, shown apart. "
+              "Fitted methods make no model call; "
               "their latency is the per-item share of encoding (embeddings) plus fitting and "
               "predicting one fold. Costs "
               "use the price table at list prices; cached calls keep their original cost.",
-              number_format=["s", ".0f", ".0f", ".2f", ".3f"])
+              number_format=["s", ".0f", ".0f", ".2f", ".3f", ".3f"])
     blocks: list[Any] = [t]
     if unpriced:
         blocks.insert(0, Callout("Cost " + unpriced_note(unpriced) + ".", "warning"))

@@ -217,7 +217,7 @@ def build_support_report(
     sections.append(_ablation(metrics))
     if metrics.get("discrimination_probe"):
         sections.append(_probe(metrics["discrimination_probe"]))
-    sections.append(_judges(metrics))
+    sections.append(_judges(metrics, manifest.get("panel_warnings")))
     sections.append(_judge_agreement(metrics))
     sections.append(_task_table(tasks, metrics))
     sections.append(_counts(metrics))
@@ -576,8 +576,13 @@ def _ablation(metrics) -> Section:
     ])
 
 
-def _judges(metrics) -> Section:
+def _judges(metrics, panel_warnings: Sequence[str] | None = None) -> Section:
     blocks: list[Block] = []
+    if panel_warnings is not None:  # which self-preference case this panel is (none, or each one)
+        blocks.append(Callout("Panel independence: " + "; ".join(panel_warnings) + ".", "warning")
+                      if panel_warnings else Paragraph(
+                          "Panel independence: every judge seat is a distinct model, none is a responder "
+                          "and none shares a responder's vendor family."))
     lo = metrics.get("leave_one_judge_out") or {}
     if lo.get("applicable"):
         drop = lo.get("drop", {})

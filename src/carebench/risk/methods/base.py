@@ -17,7 +17,10 @@ from carebench.runner import Call, RunResult
 from carebench.types import CarebenchError, Usage
 
 #: prediction statuses; only "ok" carries a level
-PREDICTION_STATUSES = ("ok", "parse_error", "empty", "content_filter", "truncated", "error", "budget")
+#: a call failed every retry (server down, timeout, HTTP 5xx): the method is incomplete
+HARNESS_FAILURE = "harness_failure"
+PREDICTION_STATUSES = ("ok", "parse_error", "empty", "content_filter", "truncated", "error", "budget",
+                       HARNESS_FAILURE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +42,8 @@ class Prediction:
     probs: list[float] | None = None  # per level, when the method gives them
     raw: str = ""  # raw model output (or a short description for fitted methods)
     usage: Usage = field(default_factory=Usage)
-    latency_s: float = 0.0  # critical path for multi-call methods
+    latency_s: float = 0.0  # service time; critical path for multi-call methods
+    queue_wait_s: float = 0.0  # time its calls waited in the client (slots, retries), summed
     cost_usd: float = 0.0
     priced: bool = True  # False when any call went to a model without a price
     n_calls: int = 0
