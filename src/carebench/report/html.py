@@ -161,7 +161,9 @@ class _Html:
         e, put = self.esc, self.out.append
         shown = t.shown()
         align = [e(a) for a in shown.align]
-        put(f'\n<div class="table-wrap">\n<table class="data{" sortable" if t.sortable else ""}">')
+        # the cue's words are CSS content, shown only while the box can scroll (templates/report.html)
+        put(f'\n<div class="table-wrap">\n<div class="scroll-cue" aria-hidden="true"></div>'
+            f'\n<table class="data{" sortable" if t.sortable else ""}">')
         if t.caption:
             put(f"\n<caption>{e(t.caption)}</caption>")
         put("\n<thead><tr>")
