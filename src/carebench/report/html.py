@@ -36,6 +36,7 @@ from carebench.report.document import (
     Details,
     Figure,
     KeyValue,
+    Links,
     Paragraph,
     Pre,
     Report,
@@ -137,6 +138,11 @@ class _Html:
                 put(f'\n<tr><th scope="row">{e(str(k))}</th><td{num}>'
                     f"{e(format_value(v, b.number_format))}</td></tr>")
             put("\n</table>")
+        elif isinstance(b, Links):
+            put('\n<ul class="links">')
+            for text, href in b.items:
+                put(f'\n<li><a href="{e(href)}">{e(text)}</a></li>')
+            put("\n</ul>")
         elif isinstance(b, Table):
             self.table(b)
         elif isinstance(b, Figure):

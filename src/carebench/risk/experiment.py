@@ -164,7 +164,18 @@ def prediction_record(pred: Prediction, item: RiskItem, name: str, model: str | 
         "profile": pred.profile,
         "detail": pred.detail,
         "recovered": bool(item.meta.get("recovered", False)),
+        "excerpt": excerpt(item.text),
     }
+
+
+#: characters of an item's text kept in its records, for the report's per-item table
+EXCERPT_CHARS = 160
+
+
+def excerpt(text: str) -> str:
+    """The item's text with its whitespace collapsed, cut at :data:`EXCERPT_CHARS`."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= EXCERPT_CHARS else flat[: EXCERPT_CHARS - 1].rstrip() + "…"
 
 
 def excluded_record(item: RiskItem, name: str, model: str | None) -> dict[str, Any]:
@@ -174,7 +185,7 @@ def excluded_record(item: RiskItem, name: str, model: str | None) -> dict[str, A
             "usage": {"prompt_tokens": 0, "completion_tokens": 0}, "latency_s": 0.0,
             "cost_usd": 0.0, "n_calls": 0, "raw": "", "profile": None,
             "detail": {"reason": "held out by the method (e.g. few-shot exemplar pool)"},
-            "recovered": bool(item.meta.get("recovered", False))}
+            "recovered": bool(item.meta.get("recovered", False)), "excerpt": excerpt(item.text)}
 
 
 def collect(items: Sequence[RiskItem], preds: Sequence[Prediction], name: str,
