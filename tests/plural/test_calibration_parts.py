@@ -142,7 +142,7 @@ def test_dry_run_plans_without_writing(tmp_path, capsys):
     labeller = Labeller(PROMPTS, ANNOTATIONS)
     with StubServer() as stub:
         stub.handler = labeller
-        assert main(["plural", "calibrate", "--model", f"openai:m@{stub.base_url}", "--dry-run",
+        assert main(["plural", "calibrate", "--model", f"openai:m@{stub.base_url}", "--dry-run", "--json",
                      "--out", str(tmp_path / "x"), "--cache", str(tmp_path / "c.sqlite")]) == 0
     plan = json.loads(capsys.readouterr().out)
     stages = {s["name"].split(" ")[0]: s for s in plan["stages"]}

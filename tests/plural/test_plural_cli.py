@@ -21,7 +21,7 @@ def test_dry_runs_make_no_call_and_write_nothing(tmp_path, capsys):
     with StubServer() as stub:
         stub.handler = Scripted()
         out = tmp_path / "run"
-        assert main([*_run_args(release, stub.base_url, out), "--dry-run", "--no-cache",
+        assert main([*_run_args(release, stub.base_url, out), "--dry-run", "--json", "--no-cache",
                      "--reasoning-effort", "medium"]) == 0
         plan = json.loads(capsys.readouterr().out)
         assert not any("reasoning" in n for n in plan["notes"])  # an OpenAI-compatible system takes it
@@ -31,7 +31,7 @@ def test_dry_runs_make_no_call_and_write_nothing(tmp_path, capsys):
         assert jury["calls"] == (2 + 1) * 3 * 2 and not jury["exact"]  # replies not yet made: estimated
         assert plan["calls"] == plan["to_make"] == 6 + 18
         assert stub.requests == [] and not out.exists()
-    assert main(["plural", "sample", "--release", str(release), "--size", "2", "--dry-run"]) == 0
+    assert main(["plural", "sample", "--release", str(release), "--size", "2", "--dry-run", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["sample_size"] == 2
 
 

@@ -128,7 +128,10 @@ def test_construct_routing_reads_as_words(runs):
     md = (runs["construct"] / "report.md").read_text("utf-8")
     part = md.split("## Persona routing", 1)[1].split("\n## ", 1)[0]
     assert "embeddings\\_from\\_cache" not in part and "{}" not in part and "False" not in part
-    assert "**persona embeddings:** computed in this run" in part
+    cached = json.loads((runs["construct"] / "metrics.json").read_text("utf-8"))["details"]["route"][
+        "embeddings_from_cache"]
+    said = "read from the cache" if cached else "computed in this run"
+    assert f"**persona embeddings:** {said}" in part
     assert "**fallbacks:** none" in part
 
 

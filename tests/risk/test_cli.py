@@ -125,7 +125,7 @@ def test_dry_run_plans_moderation_calls_without_calling(tmp_path):
                             for i in range(8)))
     res = _invoke(["run", "--data", str(data), "--method", "moderation-fixed",
                    "--moderation-model", "openai-moderation:omni-moderation-latest@http://127.0.0.1:9/v1",
-                   "--dry-run", "--out", str(tmp_path / "r"), "--cache", str(tmp_path / "c.db")])
+                   "--dry-run", "--json", "--out", str(tmp_path / "r"), "--cache", str(tmp_path / "c.db")])
     assert res.exit_code == 0, repr(res.exception)
     plan = json.loads(res.output)
     assert (plan["calls"], plan["cached"], plan["to_make"]) == (8, 0, 8)

@@ -13,6 +13,8 @@ from typing import Annotated
 
 import typer
 
+from carebench.run_options import Json
+
 from carebench.construct.command import ConstructOptions
 
 app = typer.Typer(
@@ -56,7 +58,7 @@ def screen(
     threshold: Annotated[float, typer.Option(help="Classifier score that retains a row.")] = 0.5,
     uncertain_low: Annotated[float, typer.Option(help="Scores from here to the threshold are uncertain.")] = 0.3,
     keep_share: Annotated[float, typer.Option(help="Share of hard negatives and of uncertain rows kept.")] = 0.25,
-    seed: Seed = 42, out: Out = None, budget: Budget = None, dry_run: DryRun = False, no_cache: NoCache = False,
+    seed: Seed = 42, out: Out = None, budget: Budget = None, dry_run: DryRun = False, json_out: Json = False, no_cache: NoCache = False,
     cache: Cache = None, concurrency: Concurrency = None,
 ) -> None:
     """Screen source rows: lexicon, classifier, kept hard negatives (VEILED-SH §4.1)."""
@@ -76,7 +78,7 @@ def route(
     attributes: Annotated[str, typer.Option(help="Inferred attributes: inform (the picker) or filter (candidates).")] = "inform",
     id_field: Annotated[str, typer.Option(help="Persona table column with the id.")] = "id",
     text_field: Annotated[str, typer.Option(help="Persona table column with the description.")] = "text",
-    out: Out = None, budget: Budget = None, dry_run: DryRun = False, no_cache: NoCache = False,
+    out: Out = None, budget: Budget = None, dry_run: DryRun = False, json_out: Json = False, no_cache: NoCache = False,
     cache: Cache = None, concurrency: Concurrency = None,
 ) -> None:
     """Give each row a synthetic persona: sketch, embed, 10 nearest, pick (VEILED-SH §4.2)."""
@@ -95,7 +97,7 @@ def rewrite(
     forum_share: Annotated[float, typer.Option(help="Share of rows kept as forum posts.")] = 0.25,
     all_configs: Annotated[bool, typer.Option(help="Rewrite every row with every configuration (for selection).")] = False,
     expressions: Annotated[str | None, typer.Option(help="Optional reference expressions (JSONL).")] = "builtin:expressions",
-    seed: Seed = 42, out: Out = None, budget: Budget = None, dry_run: DryRun = False, no_cache: NoCache = False,
+    seed: Seed = 42, out: Out = None, budget: Budget = None, dry_run: DryRun = False, json_out: Json = False, no_cache: NoCache = False,
     cache: Cache = None, concurrency: Concurrency = None,
 ) -> None:
     """Keep a forum sample, assign contexts, rewrite with round-robin rewriters (VEILED-SH §4.3)."""
@@ -111,7 +113,7 @@ def judge(
     rows: Rows,
     judge_model: Annotated[str, typer.Option("--judge", help="Construction judge model spec (temperature 0).")],
     contexts: Annotated[str | None, typer.Option(help="Contexts YAML (default: the packaged contracts).")] = None,
-    out: Out = None, budget: Budget = None, dry_run: DryRun = False, no_cache: NoCache = False,
+    out: Out = None, budget: Budget = None, dry_run: DryRun = False, json_out: Json = False, no_cache: NoCache = False,
     cache: Cache = None, concurrency: Concurrency = None,
 ) -> None:
     """Judge every rewrite: three gates and five 1-5 scores (VEILED-SH Table 3)."""
@@ -196,7 +198,7 @@ def build(
     config: Annotated[str | None, typer.Option(help="Build config YAML (default: builtin:build, the illustrative set).")] = None,
     model: Annotated[str | None, typer.Option(help="Model spec for every role the config leaves unset.")] = None,
     limit: Annotated[int | None, typer.Option(help="Only the first N source rows (smoke runs).")] = None,
-    out: Out = None, budget: Budget = None, dry_run: DryRun = False, no_cache: NoCache = False,
+    out: Out = None, budget: Budget = None, dry_run: DryRun = False, json_out: Json = False, no_cache: NoCache = False,
     cache: Cache = None, concurrency: Concurrency = None,
 ) -> None:
     """Run the whole chain from a config file and write prompts.jsonl for `carebench plural`."""

@@ -11,6 +11,8 @@ from typing import Annotated
 
 import typer
 
+from carebench.run_options import Json
+
 from carebench.types import CarebenchError
 
 app = typer.Typer(
@@ -96,6 +98,7 @@ def calibrate(
     cache: Cache = None,
     budget: Budget = None,
     dry_run: DryRun = False,
+    json_out: Json = False,
     concurrency: Concurrency = None,
 ) -> None:
     """Fit every method on five fixed folds per practitioner, write Table 5 and select per archetype."""
@@ -125,6 +128,7 @@ def freeze(
     cache: Cache = None,
     budget: Budget = None,
     dry_run: DryRun = False,
+    json_out: Json = False,
     concurrency: Concurrency = None,
 ) -> None:
     """Refit the selected method once per practitioner on all calibration cases (profiles P1-P3, C1-C3)."""
@@ -150,6 +154,7 @@ def label(
     cache: Cache = None,
     budget: Budget = None,
     dry_run: DryRun = False,
+    json_out: Json = False,
     concurrency: Concurrency = None,
 ) -> None:
     """Label every non-calibration prompt with every profile and write the release."""
@@ -170,6 +175,7 @@ def agreement(
     out: Out = None,
     budget: Annotated[float | None, typer.Option(help="Accepted for symmetry: no model is called.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be compared and stop.")] = False,
+    json_out: Json = False,
 ) -> None:
     """Label prevalence, policy size, per-label AC1 and Jaccard: practitioners vs profiles (Appendix C)."""
     from carebench.plural.agreement import AgreementConfig, run_agreement
@@ -204,6 +210,7 @@ def sample(
     out: Annotated[Path | None, typer.Option(help="Run directory (default runs/plural-sample-<time>).")] = None,
     budget: Annotated[float | None, typer.Option(help="USD cap (drawing a sample makes no model call).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the sample's composition and write nothing.")] = False,
+    json_out: Json = False,
 ) -> None:
     """Draw the fixed diagnostic sample every system and archetype answers."""
     from carebench.plural.experiment import SampleRunConfig, run_sample
@@ -248,6 +255,7 @@ def run(
     cache: Annotated[Path | None, typer.Option(help="Cache file (default: user cache dir).")] = None,
     budget: Annotated[float | None, typer.Option(help="Stop starting calls once this many USD are spent.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the call plan and stop.")] = False,
+    json_out: Json = False,
     concurrency: Annotated[int | None, typer.Option(help="Concurrent calls per model.")] = None,
 ) -> None:
     """Responses under both archetype instructions, the jury, scoring and the report."""
@@ -303,6 +311,7 @@ def rescore(
     out: Annotated[Path | None, typer.Option(help="Write metrics and report here instead of the run directory.")] = None,
     budget: Annotated[float | None, typer.Option(help="USD cap (rescoring makes no model call).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be rescored and write nothing.")] = False,
+    json_out: Json = False,
 ) -> None:
     """Recompute metrics.json and the report from the recorded verdicts (no model call)."""
     from carebench.experiment import echo_plan

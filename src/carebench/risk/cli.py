@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from carebench.run_options import Json
+
 from carebench.types import CarebenchError
 
 app = typer.Typer(
@@ -55,6 +57,7 @@ def run(
              "and not ranked [default: 0.2].")] = None,
     config: Annotated[Path | None, typer.Option(help="YAML/TOML config file (see docs).")] = None,
     dry_run: Annotated[bool, typer.Option(help="Plan the model calls and cost; call nothing.")] = False,
+    json_out: Json = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the cache.")] = False,
     cache: Annotated[Path | None, typer.Option(help="Cache file (default: user cache dir).")] = None,
     budget: Annotated[float | None, typer.Option(help="Stop starting new calls beyond this USD spend.")] = None,

@@ -86,6 +86,7 @@ def build_risk_report(metrics: dict[str, Any], records: list[dict[str, Any]],
     # the headline table comes first, with what must be read beside it (illustrative data,
     # methods cut short, failing methods); the run's long metadata goes last
     headline = _table2(metrics, names)
+    headline.blocks[:0] = _flag_callouts(metrics, names)
     if ds.get("illustrative"):
         headline.blocks.insert(0, Callout(
             "Illustrative data: the built-in corpus was written to demonstrate the pipeline. "
@@ -159,11 +160,12 @@ def panel_notes(metrics: dict[str, Any], names: list[str]) -> list[Paragraph]:
     return out
 
 
-def _warnings(metrics: dict[str, Any], names: list[str], manifest: dict[str, Any]) -> list[Section]:
-    """What a reader must see before any number: methods that mostly failed."""
+def _flag_callouts(metrics: dict[str, Any], names: list[str]) -> list[Callout]:
+    """What a reader must see before any number: methods that mostly failed (shown just
+    above the headline table)."""
     st = metrics.get("settings") or {}
     limit = float(st.get("max_failure_share", DEFAULT_MAX_FAILURE_SHARE))
-    blocks: list[Any] = []
+    blocks: list[Callout] = []
     for n in names:
         e = metrics["methods"][n]
         if not e.get("flagged"):
@@ -174,6 +176,12 @@ def _warnings(metrics: dict[str, Any], names: list[str], manifest: dict[str, Any
             f"the {limit:.0%} limit. Its numbers are shown but marked, and it is left out of "
             f"'best by macro-F1' and the paired comparisons. Commonest failures: {reasons}.",
             "warning"))
+    return blocks
+
+
+def _warnings(metrics: dict[str, Any], names: list[str], manifest: dict[str, Any]) -> list[Section]:
+    """The other warnings (per-method notes, folds), right after the headline table."""
+    blocks: list[Any] = []
     for n in names:
         e = metrics["methods"][n]
         attempted = e.get("n_attempted")

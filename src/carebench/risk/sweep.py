@@ -24,6 +24,8 @@ from typing import Annotated, Any
 
 import typer
 
+from carebench.run_options import Json
+
 from carebench.experiment import Execution, Plan, rerender, run_suite, stage
 from carebench.risk.experiment import RiskSuite, prediction_record
 from carebench.risk.methods.base import MethodContext, Prediction, RiskItem
@@ -224,6 +226,7 @@ def sweep_command(
     ] = None,
     concurrency: Annotated[int | None, typer.Option(help="Concurrent calls per model.")] = None,
     dry_run: Annotated[bool, typer.Option(help="Plan the calls and cost; call nothing.")] = False,
+    json_out: Json = False,
 ) -> None:
     """Few-shot k sweep (Figure 4): every k scored on the same items outside the pool."""
     from carebench.experiment import echo_plan

@@ -10,6 +10,8 @@ from typing import Annotated
 
 import typer
 
+from carebench.run_options import Json
+
 from carebench.models.families import parse_family_overrides
 from carebench.types import CarebenchError
 
@@ -69,6 +71,7 @@ def run(
     cache: Annotated[Path | None, typer.Option(help="Cache file (default: user cache dir).")] = None,
     budget: Annotated[float | None, typer.Option(help="Stop starting calls once this many USD are spent.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the call plan and stop.")] = False,
+    json_out: Json = False,
     concurrency: Annotated[int | None, typer.Option(help="Concurrent calls per model.")] = None,
     retries: Annotated[int | None, typer.Option(help="Retries of a failed call before it counts as a harness failure.")] = None,
     family: Annotated[list[str] | None, typer.Option(
