@@ -116,12 +116,16 @@ def _summary(run_dir: Path, metrics: dict | None = None) -> None:
     from carebench.rundir import read_json
 
     m = metrics if metrics is not None else read_json(run_dir / "metrics.json")
-    for row in m.get("leaderboard", {}).get("rows", []):
-        lo, hi = row["ci"] if row.get("ci") else (float("nan"), float("nan"))
-        typer.echo(f"{row['rank']:>3}  {row['score']:.3f} [{lo:.3f}, {hi:.3f}]  band {row['band']}  {row['responder']}")
+    rows = m.get("leaderboard", {}).get("rows", [])
     ref = m.get("reference")
+    if rows or ref:  # the leaderboard under a header row, the reference ceiling as its last row
+        typer.echo(f"{'rank':>4}  {'score [95% CI]':<22}  {'band':>4}  responder")
+    for row in rows:
+        lo, hi = row["ci"] if row.get("ci") else (float("nan"), float("nan"))
+        score = f"{row['score']:.3f} [{lo:.3f}, {hi:.3f}]"
+        typer.echo(f"{row['rank']:>4}  {score:<22}  {row['band']:>4}  {row['responder']}")
     if ref:
-        typer.echo(f"  -  {ref['score']:.3f}  reference ceiling")
+        typer.echo(f"{'-':>4}  {ref['score']:<22.3f}  {'-':>4}  reference ceiling")
     typer.echo(f"wrote {run_dir}/report.html")
 
 
