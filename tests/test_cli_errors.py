@@ -197,3 +197,24 @@ def test_dry_run_needs_no_api_key():
     p = cb("risk", "run", "--data", "builtin:sample", "--method", "llm", "--model",
            "openai:gpt-4o-mini", env=env)
     assert p.returncode == 2 and "OPENAI_API_KEY is not set" in p.stderr
+
+
+def test_missing_model_names_the_method(capsys):
+    from carebench.cli import main
+
+    assert main(["risk", "run", "--data", "builtin:sample", "--method", "tfidf-lr", "--method", "llm",
+                 "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "carebench: error: method 'llm' needs a model: pass --model SPEC (role 'default')"
+
+
+def test_csv_without_a_mapping_suggests_columns_and_lists_them(tmp_path, capsys):
+    from carebench.cli import main
+
+    data = tmp_path / "mine.csv"
+    data.write_text("post_id,body,risk\np1,I feel fine,Indicator\n", encoding="utf-8")
+    assert main(["risk", "run", "--data", str(data), "--method", "tfidf-lr", "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0
+    assert "field 'text': Field required; name the column that holds it with --columns text=COLUMN " \
+           "(this file's columns: post_id, body, risk)" in err

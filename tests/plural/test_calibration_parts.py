@@ -131,6 +131,8 @@ def test_gepa_adapter_through_the_run_context(tmp_path):
     (["freeze", "--model", "openai:x@http://127.0.0.1:9/v1"], "no method for the peer archetype"),
     (["label", "--profiles", "/nonexistent"], "no frozen profiles"),
     (["agreement", "--release", "/nonexistent"], "is not a release directory"),
+    (["calibrate", "--method", "E0", "--folds", "31", "--dry-run"],
+     "30 calibration cases cannot make 31 folds; pass --folds 30 or fewer"),
 ])
 def test_user_errors_are_one_line(args, msg, capsys):
     assert main(["plural", *args]) == 2

@@ -139,6 +139,7 @@ def _context(spec: MethodSpec, cfg: RunConfig, run: Run, train: RiskDataset | No
     return MethodContext(
         runner=run.runner, models=roles, seed=cfg.seed,
         train=None if train is None else train.items, n_folds=cfg.n_folds, get_model=run.model,
+        method=spec.name,
     )
 
 
