@@ -44,17 +44,19 @@ def run(
         "--model-option", help="Per-model request option SPEC:key=value, repeatable: "
         "reasoning=true, reasoning_effort=low, max_tokens=N, token_param=max_completion_tokens, "
         "temperature=omit, logprobs=false, extra.FIELD=value.")] = None,
-    seed: Annotated[int | None, typer.Option(help="Seed for folds and bootstraps [default: 42].")] = None,
-    bootstrap: Annotated[int | None, typer.Option(help="Bootstrap resamples [default: 2000].")] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed for folds and bootstraps \\[default: 42]")] = None,
+    bootstrap: Annotated[int | None, typer.Option(help="Bootstrap resamples \\[default: 2000]")] = None,
+    limit: Annotated[int | None, typer.Option(
+        help="Use only the first N items of --data (a quick look, not a sample) \\[default: every item]")] = None,
     out: Annotated[Path | None, typer.Option(help="Run directory (default runs/risk-<time>).")] = None,
     train: Annotated[str | None, typer.Option(
         help="Fit supervised/calibrated methods on this corpus instead of cross-validating.")] = None,
     train_format: Annotated[str | None, typer.Option(help="Format of --train.")] = None,
     failures: Annotated[str | None, typer.Option(
-        help="Failed predictions: 'wrong' (scored as farthest level) or 'drop' [default: wrong].")] = None,
+        help="Failed predictions: 'wrong' (scored as farthest level) or 'drop' \\[default: wrong]")] = None,
     max_failure_share: Annotated[float | None, typer.Option(
         help="A method failing on more than this share of its items is flagged in the report "
-             "and not ranked [default: 0.2].")] = None,
+             "and not ranked \\[default: 0.2]")] = None,
     config: Annotated[Path | None, typer.Option(help="YAML/TOML config file (see docs).")] = None,
     dry_run: Annotated[bool, typer.Option(help="Plan the model calls and cost; call nothing.")] = False,
     json_out: Json = False,
@@ -73,7 +75,7 @@ def run(
             "data": data, "format": format, "moderation_model": moderation_model,
             "model": models[0] if len(models) == 1 else None,
             "models": models if len(models) > 1 else None,
-            "seed": seed, "bootstrap": bootstrap, "out": str(out) if out else None,
+            "seed": seed, "bootstrap": bootstrap, "limit": limit, "out": str(out) if out else None,
             "train": train, "train_format": train_format, "failures": failures,
             "max_failure_share": max_failure_share, "columns": columns,
             "train_columns": train_columns, "prompts": str(prompts) if prompts else None,
@@ -96,7 +98,7 @@ def run(
             seed=42 if seed is None else seed, bootstrap=2000 if bootstrap is None else bootstrap,
             out=out, train=train, train_format=train_format, failures=failures or "wrong",
             max_failure_share=0.2 if max_failure_share is None else max_failure_share,
-            columns=columns, train_columns=train_columns,
+            columns=columns, train_columns=train_columns, limit=limit,
             prompts=str(prompts) if prompts else None,
             model_options=merged_model_options(None, model_option),
             use_cache=not no_cache, cache_path=cache, budget=budget, concurrency=concurrency,

@@ -186,4 +186,5 @@ def config_from_file(path: str | Path, overrides: dict[str, Any]) -> RunConfig:
         use_cache=bool(data.get("use_cache", True)),
         cache_path=data.get("cache"), budget=data.get("budget"),
         concurrency=data.get("concurrency"), n_folds=int(data.get("n_folds", 5)),
+        limit=None if data.get("limit") is None else int(data["limit"]),
     )

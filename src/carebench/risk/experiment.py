@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +76,7 @@ class RunConfig:
     budget: float | None = None
     concurrency: int | None = None
     n_folds: int = 5
+    limit: int | None = None  # only the first N items of --data (a quick look, not a sample)
     progress: bool = True
     notes: list[str] = field(default_factory=list)  # shown in the report (e.g. skipped methods)
 
@@ -234,6 +235,13 @@ class RiskSuite:
         if cfg.bootstrap < 1:
             raise CarebenchError("--bootstrap must be at least 1")
         data = load_dataset(cfg.data, cfg.format, cfg.columns)
+        if cfg.limit is not None:
+            if cfg.limit < 1:
+                raise CarebenchError(f"--limit must be at least 1, got {cfg.limit}")
+            if cfg.limit < len(data.items):
+                data = replace(data, items=data.items[:cfg.limit], notes=[*data.notes, (
+                    f"--limit {cfg.limit}: only the first {cfg.limit} of {len(data.items)} items "
+                    "in file order (a quick look, not a sample).")])
         train = load_dataset(cfg.train, cfg.train_format, cfg.train_columns) if cfg.train else None
         self._prompt_files = read_prompt_dir(cfg.prompts) if cfg.prompts else None
         specs = resolve_labels(cfg.methods, cfg.model)
