@@ -103,7 +103,8 @@ def list_(db: DbOpt) -> None:
     for p in store.list_projects():
         typer.echo(f"project {p['name']}: {p['kind']}, {p['items']} items")
     for a in store.list_annotators():
-        typer.echo(f"annotator {a['name']}: {a['role']}, {a['status']}, {a['labels']} labels")
+        typer.echo(f"annotator {a['name']}: {a['role']}, {a['status']}, {a['labels']} labels, "
+                   f"{a['skipped']} skipped")
 
 
 @app.command()
