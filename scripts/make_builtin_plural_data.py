@@ -280,6 +280,9 @@ def main() -> None:
                 "persona": {"text": persona_text, "attributes": attrs},
                 "text": render(ctx, post, query, summary),
                 "rewriter": None if ctx == "forum" else "illustrative-template",
+                # the practitioners annotate these (VEILED-SH §5.1); `annotate load --project
+                # builtin:calibration-cases` loads them
+                "calibration": s_idx < N_CALIBRATION and j == 0,
             })
             if s_idx < N_CALIBRATION and j == 0:
                 calib_ids.append((pid, src))

@@ -51,3 +51,27 @@ def test_prompt_first_on_a_narrow_screen(tmp_path, playwright):
     narrow, wide = tops[390], tops[1200]
     assert narrow[".panel.prompt"] < narrow[".panel.context"] < narrow[".panel.persona"]
     assert wide[".panel.context"] < wide[".panel.prompt"]  # on a wide screen: context and persona first
+
+
+def test_load_builtin_calibration_cases(tmp_path, capsys):
+    """`annotate load --project builtin:calibration-cases` loads exactly the cases the built-in
+    practitioners annotated (their ids read from annotations.jsonl, not from the loader)."""
+    import json
+    import sqlite3
+    from pathlib import Path
+
+    import carebench
+
+    data = Path(carebench.__file__).parent / "data" / "plural"
+    want = {json.loads(x)["case_id"] for x in (data / "annotations.jsonl").read_text("utf-8").splitlines()}
+    marked = {r["id"] for r in map(json.loads, (data / "prompts.jsonl").read_text("utf-8").splitlines())
+              if r.get("calibration") is True}
+    assert len(want) == 30 and marked == want
+    db = tmp_path / "a.sqlite"
+    assert main(["annotate", "load", "--db", str(db), "--project", "builtin:calibration-cases"]) == 0
+    assert "loaded 30 policy items as project 'calibration-cases'" in capsys.readouterr().out
+    with sqlite3.connect(db) as con:
+        keys = {k for (k,) in con.execute("SELECT key FROM items")}
+    assert keys == want
+    assert main(["annotate", "load", "--db", str(db), "--project", "builtin:nope"]) == 2
+    assert "unknown built-in sheet 'nope'; known: calibration-cases" in capsys.readouterr().err
