@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from jury_stub import Scripted, write_release
 
@@ -90,3 +91,25 @@ def test_reasoning_effort_reaches_the_systems_and_not_the_jury(tmp_path):
     assert all(b.get("reasoning_effort") == "medium" for b in system)
     assert not any("reasoning_effort" in b for b in jury)
     assert json.loads((out / "manifest.json").read_text())["warnings"] == []
+
+
+def test_builtin_release_runs_without_calibrating_first(capsys):
+    """`plural run --release builtin` plans a run on the package's illustrative release: every
+    released prompt has one policy per profile, and the plan answers each sampled prompt once
+    per archetype and system, judged by every judge under each distinct policy."""
+    import carebench
+    from carebench.datasets.prompts import load_policies, load_prompts
+
+    root = Path(carebench.__file__).parent / "data" / "plural" / "release"
+    prompts, policies = load_prompts(root / "prompts.jsonl"), load_policies(root / "policies.jsonl")
+    assert len(policies) == 6 * len(prompts) == 6 * 85
+    meta = json.loads((root / "metadata.json").read_text())
+    assert meta["illustrative"] is True
+    u = "http://127.0.0.1:9/v1"
+    assert main(["plural", "run", "--release", "builtin", "--system", f"openai:s@{u}",
+                 *(x for j in "abc" for x in ("--judge", f"openai:j{j}@{u}")), "--limit", "4",
+                 "--dry-run", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    stages = {s["name"]: s["calls"] for s in plan["stages"]}
+    assert stages["responses"] == 4 * 2  # four prompts, two archetypes, one system
+    assert 3 * 8 <= stages["jury"] <= 3 * 8 * 3  # 3 judges x 8 replies x at most 3 distinct policies

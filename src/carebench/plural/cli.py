@@ -230,7 +230,8 @@ def sample(
 
 @app.command()
 def run(
-    release: Annotated[Path, typer.Option(help="Release directory written by `plural label`.")],
+    release: Annotated[Path, typer.Option(help="Release directory written by `plural label`, or builtin "
+                                               "(a small illustrative release, to try the command).")],
     system: Annotated[list[str] | None, typer.Option(help="System model spec to evaluate (repeatable).")] = None,
     judge: Annotated[list[str] | None, typer.Option(help="Jury model spec (repeat; the paper's jury has three).")] = None,
     sample_dir: Annotated[Path | None, typer.Option("--sample", help="A `plural sample` run directory or its sample.jsonl (default: draw one).")] = None,
