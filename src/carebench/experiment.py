@@ -214,7 +214,10 @@ def write_run(run_dir: Path, suite: str, ex: Execution, run: Run) -> dict[str, A
         run_dir, suite=suite, config=ex.config,
         models=ex.models if ex.models is not None else run.model_specs(),
         seeds=ex.seeds, dataset=ex.dataset,
-        extra={**ex.extra, "status": "incomplete" if run.incomplete or ex.failed_calls else "complete",
+        # how each model's structured requests were constrained (decided once per run and model
+        # by its capability probe), for every suite; a suite may say more under the same key
+        extra={"output_modes": run.output_modes(), **ex.extra,
+               "status": "incomplete" if run.incomplete or ex.failed_calls else "complete",
                "failed_calls": ex.failed_calls,
                "incomplete": sorted(run.incomplete), "accounting": run.accounting()},
     )
