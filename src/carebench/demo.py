@@ -12,7 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from carebench.run import Run, RunOptions
+from carebench.run import Run
+from carebench.run_options import run_options
 from carebench.rundir import (
     new_run_dir,
     read_json,
@@ -57,14 +58,14 @@ def run_demo(
     run_dir = new_run_dir("demo", out)
     _say(f"carebench demo ({'quick' if quick else 'full'}) -> {run_dir}\nNOTE: {DISCLAIMER}")
 
-    with Run(RunOptions()) as run:
+    with Run(run_options()) as run:
         model = run.model(model_spec)
         calls = [
             Call(model, ChatRequest(messages(("system", PROBE_SYSTEM), ("user", text)), max_tokens=PROBE_MAX_TOKENS),
                  tag=item_id)
             for item_id, text in PROBE_ITEMS
         ]
-        res = run.calls(calls, "pipeline probe")
+        res = run.calls(calls, "pipeline probe", stage="pipeline probe")
     records = [
         {"item_id": c.tag, "text": text, "answer": comp.text, "status": comp.status,
          "latency_s": comp.latency_s, "cached": comp.cached,

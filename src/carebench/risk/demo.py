@@ -20,6 +20,7 @@ from pathlib import Path
 
 from carebench.risk.experiment import MethodSpec, RunConfig, run_experiment
 from carebench.risk.methods import REGISTRY
+from carebench.run_options import run_options
 from carebench.rundir import write_jsonl
 
 #: quick demo: posts per level (5-fold stratified cross-validation needs 5 per level)
@@ -75,8 +76,8 @@ def run_demo(out_dir: Path, model_spec: str = "llamacpp:builtin", quick: bool = 
                      f"({QUICK_PER_LEVEL} per level); carebench demo --full runs all of them")
     for n in notes:
         print(f"risk demo: {n}", file=sys.stderr, flush=True)
-    cfg = RunConfig(data=data, methods=specs, out=Path(out_dir), seed=42,
-                    bootstrap=500 if quick else 2000, notes=notes)
+    cfg = RunConfig(data=data, methods=specs, seed=42, bootstrap=500 if quick else 2000, notes=notes,
+                    run=run_options(out=out_dir))
     outcome = run_experiment(cfg)
     assert outcome.run_dir is not None
     return outcome.run_dir
