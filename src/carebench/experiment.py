@@ -120,8 +120,8 @@ def plan_summary(plan: dict[str, Any]) -> str:
     """A dry-run plan (:meth:`Plan.to_dict`) in a few human lines: calls, how many the
     cache answers, the estimated cost, or which models have no price (never "$0")."""
     at_most = "at most " if plan.get("upper_bound") else ""
-    lines = [f"dry run ({plan['suite']}): {at_most}{count(plan['calls'], 'call')}, "
-             f"{plan['cached']} answered by the cache, {at_most}{plan['to_make']} to make"]
+    lines = [(f"dry run ({plan['suite']}): {at_most}{count(plan['calls'], 'call')}, "
+              f"{plan['cached']} answered by the cache, {at_most}{plan['to_make']} to make")]
     unpriced = list(plan.get("unpriced") or [])
     priced = [m for m in plan.get("by_model") or {} if m not in unpriced]
     if not plan["to_make"]:

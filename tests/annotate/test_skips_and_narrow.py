@@ -5,7 +5,6 @@ persona."""
 from __future__ import annotations
 
 from annotate.test_http import POLICY_OK, _make_env, aid
-
 from carebench.cli import main
 
 

@@ -11,6 +11,7 @@ from jury_stub import Scripted, write_release
 
 from carebench.cache import CompletionCache
 from carebench.plural.experiment import PluralRunConfig, run_plural
+from carebench.run_options import run_options
 from stub_server import StubServer
 
 
@@ -21,7 +22,7 @@ def test_output_mode_decided_once_per_model_and_recorded(tmp_path):
         u = stub.base_url
         judges = [f"openai:judge-{j}@{u}" for j in "abc"]
         cfg = PluralRunConfig(release=str(release), systems=[f"openai:sys-a@{u}"], judges=judges,
-                              out=str(tmp_path / "run"), sample_size=3, bootstrap=50, progress=False)
+                              run=run_options(out=tmp_path / "run", progress=False), sample_size=3, bootstrap=50)
         run_dir = run_plural(cfg, cache=CompletionCache(tmp_path / "c.sqlite"))
         requests = list(stub.requests)
     for name in ("judge-a", "judge-b", "judge-c"):

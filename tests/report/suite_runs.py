@@ -44,9 +44,11 @@ def support_run(root: Path) -> Path:
 
 
 def plural_run(root: Path, systems: tuple[str, ...] = ("sys-a", "sys-b"), name: str = "plural") -> Path:
+    from jury_stub import Scripted, write_release
+
     from carebench.cache import CompletionCache
     from carebench.plural.experiment import PluralRunConfig, run_plural
-    from jury_stub import Scripted, write_release
+    from carebench.run_options import run_options
     from stub_server import StubServer
 
     release = write_release(root / f"{name}-release")
@@ -55,21 +57,22 @@ def plural_run(root: Path, systems: tuple[str, ...] = ("sys-a", "sys-b"), name: 
         u = stub.base_url
         cfg = PluralRunConfig(
             release=str(release), systems=[f"openai:{s}@{u}" for s in systems],
-            judges=[f"openai:judge-{j}@{u}" for j in "abc"], out=str(root / name),
-            sample_size=3, bootstrap=200, progress=False)
+            judges=[f"openai:judge-{j}@{u}" for j in "abc"],
+            run=run_options(out=root / name, progress=False), sample_size=3, bootstrap=200)
         return run_plural(cfg, cache=CompletionCache(root / f"{name}.sqlite"))
 
 
 def construct_run(root: Path) -> Path:
     import yaml
-    from carebench.cli import main
     from construct_stub import Pipeline
+
+    from carebench.cli import main
     from stub_server import StubServer
 
     out = root / "construct"
     with StubServer() as stub:
         stub.handler = Pipeline()
-        m = lambda name: f"openai:{name}@{stub.base_url}"  # noqa: E731
+        m = lambda name: f"openai:{name}@{stub.base_url}"
         (root / "literals.txt").write_text("forum_sg\n", "utf-8")
         cfg = {"router": m("router"), "judge": m("judge"),
                "rewriters": [m("good"), m("leaky"), m("badformat"), m("plain")],

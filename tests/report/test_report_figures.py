@@ -159,7 +159,7 @@ def test_bar_chart_legend_never_sits_on_the_axis_labels(monkeypatch, n):
     """The support report's "Median vs best model per dimension" (seven rotated labels):
     the legend's box, measured by matplotlib's own renderer at save time, meets no tick
     label, axis label or title."""
-    import carebench.report.figures as figures
+    from carebench.report import figures
 
     boxes = {}
     real = figures.fig_to_png

@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from report.suite_runs import every_run
 
 CHECK = (Path(__file__).parent / "layout_check.js").read_text("utf-8")
@@ -119,8 +120,8 @@ def test_support_slices_are_labelled_and_small_slices_flagged(runs):
     metrics = json.loads((runs["support"] / "metrics.json").read_text("utf-8"))
     n = {v: x["n_tasks"] for v, x in metrics["slices"]["turn_structure"]["values"].items()}
     assert all(k < 5 for k in n.values())  # four tasks: every side is small
-    for v in n:
-        assert f"| {v} \u2020 | {n[v]} |" in md
+    for v, k in n.items():
+        assert f"| {v} \u2020 | {k} |" in md
     assert "Order unchanged: True" not in md and "Order unchanged" not in md
 
 

@@ -68,8 +68,8 @@ def detect_kind(path: Path) -> str:
 
 
 #: built-in sheets ``annotate load --project builtin:NAME`` takes: name -> (kind, what it is)
-BUILTIN_SHEETS = {"calibration-cases": ("policy", "the 30 illustrative calibration cases of the "
-                                                  "built-in plural prompts (VEILED-SH §5.1)")}
+BUILTIN_SHEETS = {"calibration-cases": (
+    "policy", "the 30 illustrative calibration cases of the built-in plural prompts (VEILED-SH §5.1)")}
 
 
 def builtin_sheet(name: str) -> tuple[str, list[tuple[str, dict[str, Any]]]]:

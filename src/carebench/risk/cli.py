@@ -13,10 +13,10 @@ from carebench.run_options import (
     Cache,
     Concurrency,
     DryRun,
+    Json,
     ModelOption,
     NoCache,
     Out,
-    Json,
     Timeout,
     run_options,
 )

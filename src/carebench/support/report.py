@@ -33,7 +33,7 @@ from carebench.report import (
 from carebench.support.panel import cell_votes, collapse, decide, earned
 from carebench.support.records import REFERENCE, ResponseRecord, VerdictRecord, is_empty_reply
 from carebench.support.tasks import DIMENSION_LABELS, DIMENSIONS, Task
-from carebench.wording import label
+from carebench.wording import label as key_label
 
 #: Per-task reply details cover at most this many tasks and replies (the rest stay in
 #: records.jsonl), so a seed-scale run still gives a report a browser can open.
@@ -438,7 +438,7 @@ def _slices(metrics) -> Section:
     unknown = [a for a, d in slices.items() if d.get("values") and set(d["values"]) <= {"unknown"}]
     if unknown:
         blocks.append(Paragraph(
-            "Not shown: " + ", ".join(label(a).lower() for a in unknown)
+            "Not shown: " + ", ".join(key_label(a).lower() for a in unknown)
             + f" (every task's value is {UNKNOWN!r}, so there is nothing to compare)."))
     for axis, data in slices.items():
         if axis in unknown:
@@ -448,7 +448,7 @@ def _slices(metrics) -> Section:
         rows = [[f"{v} {FEW_MARK}" if v in few else v, x.get("n_tasks"),
                  _iv(x.get("pooled"), x.get("pooled_ci")),
                  *[(x.get("per_model") or {}).get(r) for r in responders]] for v, x in values.items()]
-        caption = f"By {label(axis).lower()}."
+        caption = f"By {key_label(axis).lower()}."
         c = data.get("contrast")
         if c and c.get("diff") is not None:
             ci = c.get("ci") or [None, None]
@@ -459,7 +459,7 @@ def _slices(metrics) -> Section:
         if few:
             caption += (f" {FEW_MARK} fewer than {MIN_SLICE_TASKS} tasks: its interval is too narrow to "
                         "trust (a bootstrap over one or two tasks collapses to a point).")
-        blocks.append(Table([label(axis), "tasks", "pooled [95% CI]", *responders], rows, caption=caption))
+        blocks.append(Table([key_label(axis), "tasks", "pooled [95% CI]", *responders], rows, caption=caption))
         models = [r for r in responders if r != REFERENCE]
         if axis == "turn_structure" and {"single", "multi"} <= set(values) and models:
             sv, mv = values["single"].get("per_model") or {}, values["multi"].get("per_model") or {}
@@ -486,13 +486,13 @@ def _slices(metrics) -> Section:
                         or "none"] for v, d in diff.items()]
         if pooled_rows:
             blocks.append(Table(
-                [label(axis), "pooled gap vs other tasks [95% CI]", "models doing worse here"], pooled_rows,
-                caption=f"Do some models do worse on a {label(axis).lower()} slice? Gap = slice mean minus "
+                [key_label(axis), "pooled gap vs other tasks [95% CI]", "models doing worse here"], pooled_rows,
+                caption=f"Do some models do worse on a {key_label(axis).lower()} slice? Gap = slice mean minus "
                         "the mean over the other tasks; a model does worse when its gap minus the pooled gap "
                         "has an interval below zero (per-model values in metrics.json).",
             ))
         if flagged:
-            blocks.append(Table([label(axis), "model", "excess gap [95% CI]", "gap [95% CI]"], flagged,
+            blocks.append(Table([key_label(axis), "model", "excess gap [95% CI]", "gap [95% CI]"], flagged,
                                 caption="Models whose slice gap is below the pooled gap."))
     return Section("Slices: turn structure, metadata and subcategory", blocks)
 
