@@ -30,6 +30,7 @@ from carebench.report.figures import (
     heatmap,
     line_chart,
     scatter_chart,
+    stacked_bar_chart,
 )
 from carebench.report.html import render_html
 from carebench.report.markdown import render_markdown
@@ -62,5 +63,6 @@ __all__ = [
     "render_html",
     "render_markdown",
     "scatter_chart",
+    "stacked_bar_chart",
     "write_report",
 ]
