@@ -11,7 +11,9 @@ budget that reset per batch was no cap at all.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -289,7 +291,7 @@ class Runner:
             if comp is not None:
                 res.completions[i] = comp
                 self._deliver(call, comp)
-                progress.advance(comp.cost_usd)
+                progress.advance(comp.cost_usd, comp.priced)
 
         with progress:
             try:
@@ -385,7 +387,8 @@ class Runner:
                 comp.attempts_made = attempt + 1
                 comp.model = comp.model or spec
                 comp.latency_s = comp.latency_s or time.perf_counter() - sent  # service time
-                comp.queue_wait_s = sent - queued
+                if comp.queue_wait_s is None:  # a provider's own figure (replay's recorded one) is kept
+                    comp.queue_wait_s = sent - queued
                 return comp, False
             except PermanentError as e:
                 return Completion(error=str(e), model=spec, attempts_made=attempt + 1,
@@ -411,14 +414,30 @@ class Runner:
 
 
 class _Progress:
-    """Rich progress bar (done/total, rate, ETA, spend so far); silent when disabled."""
+    """Progress (done/total, rate, ETA, spend so far); silent when disabled.
+
+    On a terminal: a rich progress bar. Otherwise (a log file, CI, a pipe) a bar would
+    print nothing until the end, so one plain line goes to stderr at the start, at most
+    every ``CAREBENCH_PROGRESS_EVERY`` seconds (default 30) while calls finish, and at
+    the end. Spend reads "unpriced" for models without a price, never "$0.0000"."""
 
     def __init__(self, total: int, description: str, enabled: bool, spent: float = 0.0):
         self.enabled = enabled and total > 0
         self.total = total
         self.spent = spent  # the run's spend so far, not only this batch's
+        self.unpriced = False  # a finished call had no price: its cost is unknown, not $0
+        self.description = description
+        self._done = 0
         if self.enabled:
             from rich.console import Console
+
+            console = Console(stderr=True)
+            self._t0 = time.perf_counter()
+            self._lines = not console.is_terminal
+            if self._lines:
+                self._every = _progress_every()
+                self._last = self._t0
+                return
             from rich.progress import (
                 BarColumn,
                 MofNCompleteColumn,
@@ -436,32 +455,63 @@ class _Progress:
                 TimeElapsedColumn(),
                 TextColumn("ETA"),
                 TimeRemainingColumn(),
-                TextColumn("${task.fields[spent]:.4f}"),
-                console=Console(stderr=True),
+                TextColumn("{task.fields[spend]}"),
+                console=console,
                 transient=False,
                 refresh_per_second=4,
             )
-            self._task = self._p.add_task(description, total=total, spent=self.spent, rate="")
-            self._t0 = time.perf_counter()
+            self._task = self._p.add_task(description, total=total, spend="", rate="")
             self._next = 0.0  # when the bar is next handed the count
-            self._done = 0
+
+    def spend_text(self) -> str:
+        """``$0.0123``, ``unpriced`` (no priced spend) or ``$0.0123 + unpriced``; nothing
+        before the first call of a run has finished (its models' prices are not known yet)."""
+        if self._done == 0 and self.spent == 0:
+            return ""
+        if not self.unpriced:
+            return f"${self.spent:.4f}"
+        return "unpriced" if self.spent == 0 else f"${self.spent:.4f} + unpriced"
+
+    def line(self) -> str:
+        """One plain progress line: done/total, rate, elapsed, ETA, spend."""
+        dt = time.perf_counter() - self._t0
+        rate = self._done / dt if dt > 0 else 0.0
+        eta = f", ETA {(self.total - self._done) / rate:.0f} s" if rate > 0 and self._done < self.total else ""
+        spend = self.spend_text()
+        return (f"{self.description}: {self._done}/{self.total} ({rate:.1f}/s, {dt:.0f} s{eta})"
+                + (f", {spend}" if spend else ""))
+
+    def _say(self) -> None:
+        print(self.line(), file=sys.stderr, flush=True)
 
     def __enter__(self) -> _Progress:  # noqa: PYI034
         if self.enabled:
-            self._p.__enter__()
+            if self._lines:
+                self._say()
+            else:
+                self._p.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self.enabled:
-            self._p.update(self._task, completed=self._done, spent=self.spent)  # the last, if throttled
-            self._p.__exit__(*exc)
+            if self._lines:
+                self._say()
+            else:  # the last count, if the throttle held it back
+                self._p.update(self._task, completed=self._done, spend=self.spend_text())
+                self._p.__exit__(*exc)
 
-    def advance(self, cost: float) -> None:
+    def advance(self, cost: float, priced: bool = True) -> None:
         if not self.enabled:
             return
         self.spent += cost
+        self.unpriced = self.unpriced or not priced
         self._done += 1
         now = time.perf_counter()
+        if self._lines:
+            if now - self._last >= self._every and self._done < self.total:
+                self._last = now
+                self._say()
+            return
         # the bar redraws 4 times a second: hand it the count at most 10 times a second
         # (and the last call), not on every call
         if now < self._next and self._done < self.total:
@@ -469,5 +519,13 @@ class _Progress:
         self._next = now + 0.1
         dt = now - self._t0
         rate = f"{self._done / dt:.1f}/s" if dt > 0 else ""
-        self._p.update(self._task, completed=self._done, spent=self.spent, rate=rate)
+        self._p.update(self._task, completed=self._done, spend=self.spend_text(), rate=rate)
 
+
+def _progress_every() -> float:
+    """Seconds between plain progress lines (``CAREBENCH_PROGRESS_EVERY``, default 30)."""
+    raw = os.environ.get("CAREBENCH_PROGRESS_EVERY", "")
+    try:
+        return max(0.0, float(raw)) if raw.strip() else 30.0
+    except ValueError:
+        raise CarebenchError(f"CAREBENCH_PROGRESS_EVERY={raw!r} is not a number of seconds") from None

@@ -193,8 +193,10 @@ class Completion:
     #: answered through a provider's batch endpoint (``carebench batch``), at the batch price
     batch: bool = False
     #: time the call waited in this client before its answered try was sent: for a free
-    #: slot under the concurrency limit, and through earlier failed tries and back-off
-    queue_wait_s: float = 0.0
+    #: slot under the concurrency limit, and through earlier failed tries and back-off.
+    #: None until the runner measures it (a cache hit waited for nothing); a provider that
+    #: reproduces a recorded run (``replay:``) gives the recorded wait, which is kept
+    queue_wait_s: float | None = None
 
     @property
     def status(self) -> Status:

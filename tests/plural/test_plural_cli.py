@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from jury_stub import Scripted, write_release
@@ -22,7 +23,7 @@ def test_dry_runs_make_no_call_and_write_nothing(tmp_path, capsys):
     with StubServer() as stub:
         stub.handler = Scripted()
         out = tmp_path / "run"
-        assert main([*_run_args(release, stub.base_url, out), "--dry-run", "--no-cache",
+        assert main([*_run_args(release, stub.base_url, out), "--dry-run", "--json", "--no-cache",
                      "--reasoning-effort", "medium"]) == 0
         plan = json.loads(capsys.readouterr().out)
         assert not any("reasoning" in n for n in plan["notes"])  # an OpenAI-compatible system takes it
@@ -32,7 +33,7 @@ def test_dry_runs_make_no_call_and_write_nothing(tmp_path, capsys):
         assert jury["calls"] == (2 + 1) * 3 * 2 and not jury["exact"]  # replies not yet made: estimated
         assert plan["calls"] == plan["to_make"] == 6 + 18
         assert stub.requests == [] and not out.exists()
-    assert main(["plural", "sample", "--release", str(release), "--size", "2", "--dry-run"]) == 0
+    assert main(["plural", "sample", "--release", str(release), "--size", "2", "--dry-run", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["sample_size"] == 2
 
 
@@ -172,3 +173,25 @@ def test_a_bad_release_is_one_line_before_any_call(tmp_path, capsys, damage, nee
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("carebench: error:") and needle in err[0], err
     assert not out.exists()
+
+
+def test_builtin_release_runs_without_calibrating_first(capsys):
+    """`plural run --release builtin` plans a run on the package's illustrative release: every
+    released prompt has one policy per profile, and the plan answers each sampled prompt once
+    per archetype and system, judged by every judge under each distinct policy."""
+    import carebench
+    from carebench.datasets.prompts import load_policies, load_prompts
+
+    root = Path(carebench.__file__).parent / "data" / "plural" / "release"
+    prompts, policies = load_prompts(root / "prompts.jsonl"), load_policies(root / "policies.jsonl")
+    assert len(policies) == 6 * len(prompts) == 6 * 85
+    meta = json.loads((root / "metadata.json").read_text())
+    assert meta["illustrative"] is True
+    u = "http://127.0.0.1:9/v1"
+    assert main(["plural", "run", "--release", "builtin", "--system", f"openai:s@{u}",
+                 *(x for j in "abc" for x in ("--judge", f"openai:j{j}@{u}")), "--limit", "4",
+                 "--dry-run", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    stages = {s["name"]: s["calls"] for s in plan["stages"]}
+    assert stages["responses"] == 4 * 2  # four prompts, two archetypes, one system
+    assert 3 * 8 <= stages["jury"] <= 3 * 8 * 3  # 3 judges x 8 replies x at most 3 distinct policies

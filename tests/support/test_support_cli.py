@@ -54,7 +54,7 @@ def test_run_then_rescore_then_dry_run(tmp_path, capsys):
         assert (out / "metrics.json").read_bytes() == metrics
         # dry run: the whole run's plan; every call the run made is now cached, none is made
         capsys.readouterr()
-        assert main([*args, "--dry-run"]) == 0
+        assert main([*args, "--dry-run", "--json"]) == 0
         plan = json.loads(capsys.readouterr().out)
         assert (plan["suite"], plan["calls"], plan["cached"], plan["to_make"]) == ("support", n, n, 0)
         assert [s["name"] for s in plan["stages"]] == ["generation", "judging"]
@@ -260,7 +260,7 @@ def test_split_option_runs_one_half(tmp_path, capsys):
     private = [t for t in tasks if t.metadata.split == "private"]
     assert 0 < len(private) < len(tasks)
     assert main(["support", "run", "--responder", "openai:m@http://127.0.0.1:9/v1", "--judge", "openai:j@http://127.0.0.1:9/v1",
-                 "--split", "private", "--dry-run", "--attempts", "1", "--cache", str(tmp_path / "c.sqlite")]) == 0
+                 "--split", "private", "--dry-run", "--json", "--attempts", "1", "--cache", str(tmp_path / "c.sqlite")]) == 0
     plan = json.loads(capsys.readouterr().out)
     gen = next(s for s in plan["stages"] if s["name"] == "generation")
     assert gen["calls"] == sum(len(t.turns) for t in private)

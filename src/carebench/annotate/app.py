@@ -29,6 +29,7 @@ from carebench.annotate.forms import Form, FormError
 from carebench.annotate.settings import Settings
 from carebench.annotate.store import Case, Session, Store
 from carebench.taxonomy import Context, Taxonomy, load_contexts, load_taxonomy
+from carebench.wording import label
 
 SECURITY_HEADERS = {
     # no script of any kind, no framing, forms post only here, no referrer (links carry tokens)
@@ -53,6 +54,7 @@ def _templates() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
     )
     env.filters["paragraphs"] = _paragraphs
+    env.filters["label"] = label  # persona attribute keys: age_band -> Age band
     return env
 
 

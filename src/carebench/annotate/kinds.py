@@ -67,6 +67,25 @@ def detect_kind(path: Path) -> str:
     raise CarebenchError(f"{path}: the sheet is empty")
 
 
+#: built-in sheets ``annotate load --project builtin:NAME`` takes: name -> (kind, what it is)
+BUILTIN_SHEETS = {"calibration-cases": (
+    "policy", "the 30 illustrative calibration cases of the built-in plural prompts (VEILED-SH §5.1)")}
+
+
+def builtin_sheet(name: str) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
+    """A built-in sheet's kind and rows: the prompts the built-in ``prompts.jsonl`` marks
+    ``"calibration": true`` (the cases its illustrative practitioners annotated)."""
+    from carebench.datasets.builtin import package_file
+    from carebench.datasets.files import read_rows
+
+    if name not in BUILTIN_SHEETS:
+        raise CarebenchError(f"unknown built-in sheet {name!r}; known: {', '.join(BUILTIN_SHEETS)}")
+    path = package_file("plural", "prompts.jsonl")
+    marked = {str(row["id"]) for _, row in read_rows(path, "jsonl") if row.get("calibration") is True}
+    rows = [(key, row) for key, row in load_sheet(path, "policy") if key in marked]
+    return BUILTIN_SHEETS[name][0], rows
+
+
 def load_sheet(path: Path, kind: str) -> list[tuple[str, dict[str, Any]]]:
     """(item key, row as JSON-able dict) for every row, validated by the core loaders."""
     if kind == "policy":

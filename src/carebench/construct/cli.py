@@ -22,6 +22,7 @@ from carebench.run_options import (
     Cache,
     Concurrency,
     DryRun,
+    Json,
     ModelOption,
     NoCache,
     Out,
@@ -70,7 +71,7 @@ def screen(
     uncertain_low: Annotated[float, typer.Option(help="Scores from here to the threshold are uncertain.")] = 0.3,
     keep_share: Annotated[float, typer.Option(help="Share of hard negatives and of uncertain rows kept.")] = 0.25,
     seed: Seed = 42,
-    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False,
+    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False, json_out: Json = False,
     concurrency: Concurrency = None, model_option: ModelOption = None, timeout: Timeout = DEFAULT_TIMEOUT_S,
     batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
@@ -91,7 +92,7 @@ def route(
     attributes: Annotated[str, typer.Option(help="Inferred attributes: inform (the picker) or filter (candidates).")] = "inform",
     id_field: Annotated[str, typer.Option(help="Persona table column with the id.")] = "id",
     text_field: Annotated[str, typer.Option(help="Persona table column with the description.")] = "text",
-    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False,
+    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False, json_out: Json = False,
     concurrency: Concurrency = None, model_option: ModelOption = None, timeout: Timeout = DEFAULT_TIMEOUT_S,
     batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
@@ -112,7 +113,7 @@ def rewrite(
     all_configs: Annotated[bool, typer.Option(help="Rewrite every row with every configuration (for selection).")] = False,
     expressions: Annotated[str | None, typer.Option(help="Optional reference expressions (JSONL).")] = "builtin:expressions",
     seed: Seed = 42,
-    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False,
+    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False, json_out: Json = False,
     concurrency: Concurrency = None, model_option: ModelOption = None, timeout: Timeout = DEFAULT_TIMEOUT_S,
     batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
@@ -129,7 +130,7 @@ def judge(
     rows: Rows,
     judge_model: Annotated[str, typer.Option("--judge", help="Construction judge model spec (temperature 0).")],
     contexts: Annotated[str | None, typer.Option(help="Contexts YAML (default: the packaged contracts).")] = None,
-    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False,
+    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False, json_out: Json = False,
     concurrency: Concurrency = None, model_option: ModelOption = None, timeout: Timeout = DEFAULT_TIMEOUT_S,
     batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
@@ -215,7 +216,7 @@ def build(
     config: Annotated[str | None, typer.Option(help="Build config YAML (default: builtin:build, the illustrative set).")] = None,
     model: Annotated[str | None, typer.Option(help="Model spec for every role the config leaves unset.")] = None,
     limit: Annotated[int | None, typer.Option(help="Only the first N source rows (smoke runs).")] = None,
-    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False,
+    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False, json_out: Json = False,
     concurrency: Concurrency = None, model_option: ModelOption = None, timeout: Timeout = DEFAULT_TIMEOUT_S,
     batch: Batch = None, batch_format: BatchFormat = None,
     allow_empty: Annotated[bool, typer.Option(

@@ -81,8 +81,14 @@ class Release:
 
 
 def load_release(path: str | Path) -> Release:
-    """Read and validate a release directory; every policy must name a released prompt."""
+    """Read and validate a release directory; every policy must name a released prompt.
+    ``builtin`` (or ``builtin:release``) is the small illustrative release in the package,
+    so ``plural run`` can be tried before calibrate, freeze and label."""
     root = Path(path)
+    if str(path) in ("builtin", "builtin:release"):
+        from carebench.datasets.builtin import package_file
+
+        root = package_file("plural", "release")
     if not root.is_dir():
         raise CarebenchError(f"release directory {root} not found")
     for name in ("prompts.jsonl", "policies.jsonl"):

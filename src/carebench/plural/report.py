@@ -27,6 +27,10 @@ from carebench.report import (
 )
 from carebench.report.figures import stacked_bar_chart
 from carebench.types import CarebenchError
+from carebench.wording import count
+
+#: fewer source cases than this and the cluster bootstrap's intervals are flagged as not informative
+MIN_SOURCE_CASES = 10
 
 CLASS_COLORS = ("#009E73", "#E69F00", "#D55E00")  # full, partial, failed
 ILLUSTRATIVE_NOTE = (
@@ -119,8 +123,9 @@ def build_report(manifest: Mapping[str, Any], metrics: Mapping[str, Any],
         notes.insert(0, ILLUSTRATIVE_NOTE)
     return Report(
         title="Plural: alignment with practitioner-calibrated reference policies",
-        subtitle=(f"{len(st['systems'])} systems x {len(st['profiles'])} profiles, jury of {len(st['judges'])}, "
-                  f"{metrics['counts']['prompts']} prompts; VEILED-SH, §5.3 and Appendix D"),
+        subtitle=(f"{count(len(st['systems']), 'system')} x {count(len(st['profiles']), 'profile')}, "
+                  f"jury of {len(st['judges'])}, {count(metrics['counts']['prompts'], 'prompt')}; "
+                  "VEILED-SH, §5.3 and Appendix D"),
         notes=notes,
         sections=sections,
     )
@@ -186,6 +191,12 @@ def _alignment(metrics: Mapping[str, Any]) -> Section:
             labels, stacks, f"Proxy alignment, {arch} profiles", "share of responses (judge mean)",
             colors=CLASS_COLORS), f"Fig 3 ({arch}): full / partial / failed per profile and system, mean of "
                                  "the judges' rates."))
+    cases = (metrics.get("counts") or {}).get("source_cases")
+    if cases is not None and cases < MIN_SOURCE_CASES:
+        blocks.append(Callout(
+            f"The intervals below come from a bootstrap over {count(cases, 'source case')} (fewer than "
+            f"{MIN_SOURCE_CASES}): with so few clusters they collapse towards the point estimate and "
+            "understate the uncertainty. Read them as descriptive only.", "warning"))
     rows = [[sys_, *[_iv_pct(_cell(metrics, sys_, p).get("full") or {}) for p in st["profiles"]]]
             for sys_ in st["systems"]]
     blocks.append(Table(["system", *st["profiles"]], rows, number_format=".1f",

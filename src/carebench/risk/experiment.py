@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,7 @@ class RunConfig:
     train_columns: str | dict[str, str] | None = None  # the same for --train
     prompts: str | None = None  # directory replacing package prompt files
     n_folds: int = 5
+    limit: int | None = None  # only the first N items of --data (a quick look, not a sample)
     notes: list[str] = field(default_factory=list)  # shown in the report (e.g. skipped methods)
     #: the shared run flags (--out, --cache, --budget, --model-option, ...)
     run: RunOptions = field(default_factory=run_options)
@@ -134,7 +135,7 @@ def _context(spec: MethodSpec, cfg: RunConfig, run: Run, train: RiskDataset | No
     return MethodContext(
         run=run, models=roles, seed=cfg.seed,
         train=None if train is None else train.items, n_folds=cfg.n_folds, get_model=run.model,
-        stage=spec.name,
+        method=spec.name, stage=spec.name,
     )
 
 
@@ -161,7 +162,18 @@ def prediction_record(pred: Prediction, item: RiskItem, name: str, model: str | 
         "profile": pred.profile,
         "detail": pred.detail,
         "recovered": bool(item.meta.get("recovered", False)),
+        "excerpt": excerpt(item.text),
     }
+
+
+#: characters of an item's text kept in its records, for the report's per-item table
+EXCERPT_CHARS = 160
+
+
+def excerpt(text: str) -> str:
+    """The item's text with its whitespace collapsed, cut at :data:`EXCERPT_CHARS`."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= EXCERPT_CHARS else flat[: EXCERPT_CHARS - 1].rstrip() + "…"
 
 
 def excluded_record(item: RiskItem, name: str, model: str | None) -> dict[str, Any]:
@@ -171,7 +183,7 @@ def excluded_record(item: RiskItem, name: str, model: str | None) -> dict[str, A
             "usage": {"prompt_tokens": 0, "completion_tokens": 0}, "latency_s": 0.0,
             "cost_usd": 0.0, "n_calls": 0, "raw": "", "profile": None,
             "detail": {"reason": "held out by the method (e.g. few-shot exemplar pool)"},
-            "recovered": bool(item.meta.get("recovered", False))}
+            "recovered": bool(item.meta.get("recovered", False)), "excerpt": excerpt(item.text)}
 
 
 def collect(items: Sequence[RiskItem], preds: Sequence[Prediction], name: str,
@@ -219,6 +231,13 @@ class RiskSuite:
         if cfg.bootstrap < 1:
             raise CarebenchError("--bootstrap must be at least 1")
         data = load_dataset(cfg.data, cfg.format, cfg.columns)
+        if cfg.limit is not None:
+            if cfg.limit < 1:
+                raise CarebenchError(f"--limit must be at least 1, got {cfg.limit}")
+            if cfg.limit < len(data.items):
+                data = replace(data, items=data.items[:cfg.limit], notes=[*data.notes, (
+                    f"--limit {cfg.limit}: only the first {cfg.limit} of {len(data.items)} items "
+                    "in file order (a quick look, not a sample).")])
         train = load_dataset(cfg.train, cfg.train_format, cfg.train_columns) if cfg.train else None
         self._prompt_files = read_prompt_dir(cfg.prompts) if cfg.prompts else None
         specs = resolve_labels(cfg.methods, cfg.model)

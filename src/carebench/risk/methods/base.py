@@ -63,6 +63,8 @@ class MethodContext:
     n_folds: int = 5
     #: the run's model factory (one instance per spec, closed by the run); None -> ``run.model``
     get_model: Callable[[str], Any] | None = None
+    #: the method's name in this run (its label, e.g. "llm" or "fewshot-k8"), for messages
+    method: str | None = None
     #: the stage the method's calls are accounted under (manifest ``by_stage``, ``calls.jsonl``)
     stage: str = "predictions"
 
@@ -75,7 +77,8 @@ class MethodContext:
     def model(self, role: str = "default"):
         m = self.models.get(role) or self.models.get("default")
         if m is None:
-            raise CarebenchError(f"this method needs a model: pass --model SPEC (role {role!r})")
+            who = f"method {self.method!r}" if self.method else "this method"
+            raise CarebenchError(f"{who} needs a model: pass --model SPEC (role {role!r})")
         return m
 
 
