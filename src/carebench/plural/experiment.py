@@ -30,6 +30,7 @@ from carebench.experiment import (
 )
 from carebench.plural.jury import JUDGE_MAX_TOKENS, judgment_records, plan_jury
 from carebench.plural.records import (
+    PARQUET_COLUMNS,
     JudgmentColumns,
     JudgmentRecord,
     PolicyInfo,
@@ -430,6 +431,7 @@ class PluralRunSuite(CommandSuite):
                    "profiles": pre.profiles_of, "harness_failures": failures},
             # harness failures are counted and left out of the scores; a re-run retries them
             failed_calls=sum(failures.values()),
+            parquet_columns=PARQUET_COLUMNS,  # re-scoring reads these columns, not the JSON
             files={"sample.jsonl": pre.sample_rows,
                    "prompts.jsonl": [p.model_dump(mode="json") for p in pre.prompts],
                    "policies.jsonl": [p.model_dump(mode="json") for p in pre.policies]},
