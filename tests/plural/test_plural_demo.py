@@ -56,11 +56,13 @@ def test_run_writes_records_parquet_and_rescoring_from_it_matches_the_jsonl(tmp_
         if req.body.get("response_format"):
             return StubReply(content=json.dumps({"appropriate": True, "categories": ["RESPONSE_2"],
                                                  "rationale": "stub"}))
-        return StubReply(content="That sounds hard. I am here to listen.")
+        # a reply cut at the cap: a response status ("truncated") no verdict has
+        return StubReply(content="That sounds hard. I am here to listen.", finish_reason="length")
 
     with StubServer() as stub:
         stub.handler = handler
         run = run_demo(tmp_path / "plural", model_spec=f"openai:demo@{stub.base_url}")
+    assert "truncated" in (run / "records.jsonl").read_text()
     lines = (run / "records.jsonl").read_text().splitlines()
     table = pq.read_table(run / "records.parquet")
     assert table.num_rows == len(lines)

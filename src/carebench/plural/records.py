@@ -360,6 +360,7 @@ def _read_columns_parquet(p: Path, parquet: Path, categories: Sequence[str], exa
 def _columns_from_table(p: Path, tab: Any, categories: Sequence[str],
                         example_rows: tuple[list[dict[str, Any]], list[dict[str, Any]]]) -> JudgmentColumns:
     """Jury columns from a table of the scoring fields (JSONL or Parquet alike)."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     resp = tab.filter(pc.equal(tab["kind"], "response"))
@@ -372,7 +373,8 @@ def _columns_from_table(p: Path, tab: Any, categories: Sequence[str],
         grouped = resp.select(["system", "archetype", "status"]).to_pydict()
         counts = dict(Counter(zip(grouped["system"], grouped["archetype"],
                                   [s or "ok" for s in grouped["status"]], strict=True)))
-    st_codes, st_vocab = _arrow_codes(pc.fill_null(tab["status"], "ok"))
+    # a dictionary-coded column keeps the responses' values (e.g. "truncated") after the filter
+    st_codes, st_vocab = _arrow_codes(pc.fill_null(tab["status"].cast(pa.string()), "ok"))
     bad = [v for v in st_vocab if v not in JUDGMENT_STATUSES]
     if bad:
         raise CarebenchError(f"{p}: judgment field 'status' has unknown value(s) {bad[:5]}")
