@@ -10,7 +10,7 @@ import pytest
 from carebench.cache import CompletionCache
 from carebench.models import get_model
 from carebench.models.structured import choice_spec
-from carebench.runner import Call, Runner, RunnerConfig
+from carebench.runner import Call, Ledger, Runner, RunnerConfig
 from carebench.types import CarebenchError, ChatRequest, label_probabilities, messages
 from stub_server import StubReply, StubServer
 
@@ -19,10 +19,10 @@ def req(text: str, **kw) -> ChatRequest:
     return ChatRequest(messages(("user", text)), **kw)
 
 
-def make_runner(tmp_path, **cfg) -> Runner:
+def make_runner(tmp_path, budget_usd=None, **cfg) -> Runner:
     cfg.setdefault("progress", False)
     cfg.setdefault("backoff_base_s", 0.01)
-    return Runner(RunnerConfig(**cfg), cache=CompletionCache(tmp_path / "c.sqlite"))
+    return Runner(RunnerConfig(**cfg), cache=CompletionCache(tmp_path / "c.sqlite"), ledger=Ledger(budget_usd=budget_usd))
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ completed call, so re-running resumes).
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import sys
 from pathlib import Path
@@ -71,21 +70,16 @@ def models_check(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the answer.")] = 60.0,
 ) -> None:
     """Send one tiny request; print ok, latency and the model's answer."""
-    from carebench.models import get_model
-    from carebench.runner import Call, Runner, RunnerConfig
+    from carebench.run import Run
+    from carebench.run_options import run_options
+    from carebench.runner import Call
     from carebench.types import ChatRequest, messages
 
-    model = get_model(spec, timeout_s=timeout)
     req = ChatRequest(messages(("user", "Reply with the single word: ready")), max_tokens=16)
-    runner = Runner(RunnerConfig(max_retries=1, timeout_s=timeout, use_cache=False, progress=False))
-
-    async def go():
-        try:
-            return await runner.run([Call(model, req)])
-        finally:
-            await model.aclose()
-
-    res = asyncio.run(go())
+    # one try and one retry, never from the cache: the point is to reach the model now
+    with Run(run_options(no_cache=True, timeout=timeout, progress=False, retries=1)) as run:
+        model = run.model(spec)
+        res = run.calls([Call(model, req)], "models check", stage="models check")
     comp = res.completions[0]
     if comp is None or comp.error is not None:
         raise CarebenchError(f"{spec}: {comp.error if comp else 'no answer'}")

@@ -15,7 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from carebench.run import Run, RunOptions
+from carebench.run import Run
+from carebench.run_options import run_options
 from carebench.rundir import (
     new_run_dir,
     read_json,
@@ -178,7 +179,7 @@ def run_demo(
 
     part_names = [suite for suite, entry in SUITES.items() if entry.demo is not None]
 
-    with Run(RunOptions()) as run:
+    with Run(run_options()) as run:
         model = run.model(model_spec)
         with meter.phase("model load"):
             warm_up = getattr(model, "warm_up", None)
@@ -199,7 +200,7 @@ def run_demo(
             for item_id, text in PROBE_ITEMS
         ]
         with meter.phase("probe"):
-            res = run.calls(calls, "pipeline probe")
+            res = run.calls(calls, "pipeline probe", stage="pipeline probe")
     records = [
         {"item_id": c.tag, "text": text, "answer": comp.text, "status": comp.status,
          "latency_s": comp.latency_s, "cached": comp.cached,

@@ -149,9 +149,13 @@ class Suite(Protocol):
 
 
 def run_suite(suite: Suite, options: RunOptions, *, out: str | Path | None = None,
-              dry_run: bool = False, cache: Any = None) -> Path | Plan:
-    """Run a suite end to end (or plan it); raises ``RunStopped`` after writing what
-    finished if the budget stopped the run."""
+              dry_run: bool | None = None, cache: Any = None) -> Path | Plan:
+    """Run a suite end to end (or plan it: ``options.dry_run``); raises ``RunStopped``
+    after writing what finished if the budget stopped the run. The run directory is
+    ``options.out``; ``out`` overrides it (a command whose default differs, e.g.
+    ``runs/plural-freeze-<time>``), and so does ``dry_run``."""
+    out = out if out is not None else options.out
+    dry_run = options.dry_run if dry_run is None else dry_run
     run = Run(options, cache=cache)
     with run:
         if dry_run:

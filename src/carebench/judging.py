@@ -22,7 +22,8 @@ from pydantic import BaseModel, Field, ValidationError
 
 from carebench.models.base import ChatModel
 from carebench.models.structured import Parsed, json_spec, parse_model
-from carebench.runner import Call, Runner, RunResult
+from carebench.run import Run
+from carebench.runner import Call, RunResult
 from carebench.types import ChatRequest, Completion, Message
 
 AnswerStatus = Literal["ok", "parse_error", "error"]
@@ -216,18 +217,21 @@ _SALVAGE = {BinaryVerdict: _salvage_truncated, CategoryVerdict: _salvage_truncat
 def ask(
     questions: Sequence[JudgeQuestion],
     judges: Sequence[Judge],
-    runner: Runner,
+    run: Run,
     *,
+    stage: str,
+    description: str | None = None,
     temperature: float = 0.0,
     max_tokens: int = JUDGE_MAX_TOKENS,
 ) -> tuple[list[JudgeAnswer], RunResult]:
-    """Ask every question of every judge in one runner batch (question-major order).
+    """Ask every question of every judge in one batch of the run (question-major order),
+    accounted under ``stage`` (``description`` labels the progress bar; default the stage).
 
     Identical (model, request) pairs (the same reply judged twice, or repeated seats
     at temperature 0) are sent once by the runner, which shares the answer.
     """
     calls = judge_calls(questions, judges, temperature=temperature, max_tokens=max_tokens)
-    result = runner.run_sync(calls) if calls else RunResult(completions=[])
+    result = run.calls(calls, description or stage, stage=stage) if calls else RunResult(completions=[])
     return read_answers(questions, judges, result.completions), result
 
 

@@ -38,6 +38,8 @@ class RunOptions:
     out: Path | None = None
     #: model spec -> carebench.models.options.RequestOptions (reasoning models, extra fields)
     model_options: dict[str, Any] = field(default_factory=dict)
+    #: retries of a transiently failed call (None: the runner's default)
+    max_retries: int | None = None
 
 
 class Run:
@@ -54,9 +56,14 @@ class Run:
         self.cache = cache if opts.use_cache else None
         self.ledger = Ledger(budget_usd=opts.budget_usd)
         self.call_rows: list[dict[str, Any]] = []
+        if opts.max_retries is not None and opts.max_retries < 0:
+            from carebench.types import CarebenchError
+
+            raise CarebenchError(f"--retries must be zero or more, got {opts.max_retries}")
+        retries = {} if opts.max_retries is None else {"max_retries": opts.max_retries}
         self.runner = Runner(
-            RunnerConfig(concurrency=opts.concurrency, budget_usd=opts.budget_usd,
-                         use_cache=opts.use_cache, progress=opts.progress, timeout_s=opts.timeout_s),
+            RunnerConfig(concurrency=opts.concurrency, use_cache=opts.use_cache, progress=opts.progress, timeout_s=opts.timeout_s,
+                         **retries),
             cache=self.cache, on_complete=self._log_call, ledger=self.ledger,
         )
         self._models: dict[str, Any] = {}
@@ -69,13 +76,17 @@ class Run:
         self.by_stage: dict[str, dict[str, float]] = {}
 
     # -- models ---------------------------------------------------------------------
-    def model(self, spec: str) -> Any:
-        """One provider instance per spec string for the whole run."""
+    def model(self, spec: str, **options: Any) -> Any:
+        """One provider instance per spec string for the whole run (``options`` are the
+        provider's, e.g. an embedding model's ``batch_size``, used when it is first built).
+
+        A budgeted run refuses a model without a price here, before any call: its spend
+        could not be capped (the one place this is checked)."""
         if spec not in self._models:
             from carebench.models import get_model
 
-            model = get_model(spec, timeout_s=self.options.timeout_s,
-                              concurrency=self.options.concurrency, planning=self.options.dry_run)
+            model = get_model(spec, timeout_s=self.options.timeout_s, concurrency=self.options.concurrency,
+                              planning=self.options.dry_run, **options)
             if self.options.budget_usd is not None:
                 from carebench.models.pricing import is_priced, unpriced_note
                 from carebench.types import CarebenchError
@@ -116,11 +127,14 @@ class Run:
 
     # -- calls ------------------------------------------------------------------------
     def calls(self, calls: Sequence[Call], description: str = "model calls", *, stage: str | None = None) -> RunResult:
-        """Run one batch through the run's runner, cache and budget.
+        """Run one batch through the run's runner, cache and budget: the one way any
+        module outside the run and the runner makes model (and embedding) calls.
 
         ``stage`` names the pipeline step the batch belongs to, so the manifest can say
         where the money went (several batches may share a stage); its ``calls.jsonl`` rows
-        carry it too, so the per-stage figures can be checked from the call log."""
+        carry it too, so the per-stage figures can be checked from the call log. A batch
+        given no stage is accounted under its ``description``."""
+        stage = stage or description
         self._stage = stage
         try:
             res = self.runner.run_sync(calls, description=description)

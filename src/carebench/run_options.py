@@ -52,12 +52,13 @@ def run_options(*, out: str | Path | None = None, cache: str | Path | None = Non
                 no_cache: bool = False, budget: float | None = None, dry_run: bool = False,
                 concurrency: int | None = None, model_option: list[str] | None = None,
                 timeout: float = DEFAULT_TIMEOUT_S, progress: bool = True,
-                model_options: dict[str, Any] | None = None) -> RunOptions:
+                model_options: dict[str, Any] | None = None, retries: int | None = None) -> RunOptions:
     """The one builder of :class:`RunOptions` from the shared flags.
 
     ``model_option`` holds raw ``--model-option`` texts; ``model_options`` a config file's
     ``{spec: {key: value}}`` table, which the flags override key by key. Both are
-    validated here, before any call."""
+    validated here, before any call. ``retries``: a command's own retry setting (e.g.
+    ``support run --retries``); ``progress`` False keeps a command (or a test) quiet."""
     from carebench.models.options import collect_model_options
 
     return RunOptions(
@@ -65,5 +66,5 @@ def run_options(*, out: str | Path | None = None, cache: str | Path | None = Non
         cache_path=Path(cache) if cache is not None else None,
         use_cache=not no_cache, budget_usd=budget, dry_run=dry_run, concurrency=concurrency,
         timeout_s=timeout, progress=progress,
-        model_options=collect_model_options(model_option, model_options),
+        model_options=collect_model_options(model_option, model_options), max_retries=retries,
     )

@@ -39,7 +39,6 @@ class RunnerConfig:
     timeout_s: float = 120.0  # per try
     backoff_base_s: float = 0.5
     backoff_max_s: float = 30.0
-    budget_usd: float | None = None  # run-wide cap (see Ledger)
     use_cache: bool = True
     progress: bool = True
     description: str = "model calls"
@@ -116,11 +115,6 @@ class RunResult:
     def not_made(self) -> int:
         return sum(c is None for c in self.completions)
 
-    def call_records(self) -> list[dict[str, Any]]:
-        """One row per call made or answered from cache, for ``calls.jsonl`` (replayable)."""
-        return [call_row(c, comp) for c, comp in zip(self.calls, self.completions, strict=True)
-                if comp is not None]
-
 
 def call_row(call: Call, comp: Completion) -> dict[str, Any]:
     """A ``calls.jsonl`` line: enough for ``replay:`` to answer the same request again."""
@@ -166,7 +160,7 @@ class Runner:
         self.config = config or RunnerConfig()
         self.cache = cache if self.config.use_cache else None
         self.on_complete = on_complete
-        self.ledger = ledger or Ledger(budget_usd=self.config.budget_usd)
+        self.ledger = ledger or Ledger()  # the run's (which holds the budget), else an uncapped one
         self._sems: dict[str, asyncio.Semaphore] = {}
         self._sems_loop: asyncio.AbstractEventLoop | None = None
         self._reached: set[str] = set()  # models that answered at least once
@@ -295,13 +289,10 @@ class Runner:
     async def _provider_call(self, call: Call, spec: str, key: str, res: RunResult) -> Completion | None:
         """One call through the model's semaphore, retries and the cache; None if the
         run's budget does not allow starting it."""
-        from carebench.models.pricing import call_cost_bound, is_priced
+        from carebench.models.pricing import call_cost_bound
 
+        # an unpriced model's spend cannot be capped: the run refuses it in Run.model, before any call
         async with self._semaphore(call.model):
-            if self.ledger.budget_usd is not None and not is_priced(spec):
-                # an unpriced model's spend cannot be capped: never start its calls
-                self.ledger.stopped = self.ledger.stopped or f"budget cannot cap unpriced {spec}"
-                return None
             worst = call_cost_bound(spec, capped_request(call))
             if not self.ledger.reserve(worst):
                 return None

@@ -13,6 +13,7 @@ from jury_stub import ARCH, BROKEN, EMPTY, Scripted, write_release
 
 from carebench.cache import CompletionCache
 from carebench.plural.experiment import PluralRunConfig, rescore, run_plural
+from carebench.run_options import run_options
 from stub_server import StubServer
 
 
@@ -27,8 +28,8 @@ def scripted_run(tmp_path_factory):
         spec = {n: f"openai:{n}@{u}" for n in ("sys-a", "sys-b", "judge-a", "judge-b", "judge-c")}
         cfg = PluralRunConfig(
             release=str(release), systems=[spec["sys-a"], spec["sys-b"]],
-            judges=[spec["judge-a"], spec["judge-b"], spec["judge-c"]], out=str(tmp_path / "run"),
-            sample_size=3, bootstrap=200, progress=False, families={spec["judge-c"]: "acme", spec["sys-b"]: "acme"},
+            judges=[spec["judge-a"], spec["judge-b"], spec["judge-c"]], run=run_options(out=tmp_path / "run", progress=False),
+            sample_size=3, bootstrap=200, families={spec["judge-c"]: "acme", spec["sys-b"]: "acme"},
         )
         run_dir = run_plural(cfg, cache=CompletionCache(tmp_path / "c.sqlite"))
         yield run_dir, spec, script, stub

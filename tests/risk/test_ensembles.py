@@ -12,7 +12,6 @@ from sklearn.model_selection import StratifiedKFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from carebench.cache import CompletionCache
 from carebench.models import get_model
 from carebench.risk.methods import MethodContext, Prediction, RiskItem, make_method
 from carebench.risk.methods.ensembles import (
@@ -24,7 +23,8 @@ from carebench.risk.methods.ensembles import (
     moderation_level,
 )
 from carebench.risk.methods.schema import DIMENSIONS
-from carebench.runner import Runner, RunnerConfig
+from carebench.run import Run
+from carebench.run_options import run_options
 from carebench.types import Usage
 from stub_server import StubReply, StubServer
 
@@ -78,12 +78,10 @@ def stub():
 
 
 def make_ctx(stub, tmp_path, train=None, **roles) -> MethodContext:
-    runner = Runner(
-        RunnerConfig(progress=False, max_retries=0), cache=CompletionCache(tmp_path / "c.sqlite")
-    )
+    run = Run(run_options(cache=tmp_path / "c.sqlite", progress=False, retries=0))
     models = {"default": get_model(f"openai:stub-model@{stub.base_url}")}
     models.update({r: get_model(spec.format(url=stub.base_url)) for r, spec in roles.items()})
-    return MethodContext(runner=runner, models=models, train=train)
+    return MethodContext(run=run, models=models, train=train)
 
 
 def n_chats(stub) -> int:

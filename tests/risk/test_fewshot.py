@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 from sklearn.metrics import accuracy_score, cohen_kappa_score, f1_score
 
-from carebench.cache import CompletionCache
 from carebench.models import get_model
 from carebench.risk.methods import MethodContext, RiskItem, make_method
 from carebench.risk.methods.llm import interleave, select_pool
 from carebench.risk.sweep import fewshot_sweep, write_sweep
+from carebench.run import Run
+from carebench.run_options import run_options
 from carebench.rundir import read_jsonl
-from carebench.runner import Runner, RunnerConfig
 from carebench.types import CarebenchError
 from stub_server import StubServer
 
@@ -63,11 +63,9 @@ def stub():
 
 
 def make_ctx(stub, tmp_path, train=None) -> MethodContext:
-    runner = Runner(
-        RunnerConfig(progress=False, max_retries=0), cache=CompletionCache(tmp_path / "c.sqlite")
-    )
+    run = Run(run_options(cache=tmp_path / "c.sqlite", progress=False, retries=0))
     return MethodContext(
-        runner=runner,
+        run=run,
         models={"default": get_model(f"openai:stub-model@{stub.base_url}")},
         train=train,
     )

@@ -13,13 +13,13 @@ from collections import Counter
 
 import pytest
 
-from carebench.cache import CompletionCache
 from carebench.models import get_model
 from carebench.models.base import ModelSpec
 from carebench.risk.answers import parse_final_line as parse_final
 from carebench.risk.methods import MethodContext, RiskItem, make_method
 from carebench.risk.methods.schema import DIMENSIONS, profile_level
-from carebench.runner import Runner, RunnerConfig
+from carebench.run import Run
+from carebench.run_options import run_options
 from carebench.types import CarebenchError, Completion, TokenLogprob, Usage
 from stub_server import StubReply, StubServer
 
@@ -66,13 +66,10 @@ def stub():
 
 
 def make_ctx(stub, tmp_path, **roles) -> MethodContext:
-    runner = Runner(
-        RunnerConfig(progress=False, max_retries=0),
-        cache=CompletionCache(tmp_path / "cache.sqlite"),
-    )
+    run = Run(run_options(cache=tmp_path / "cache.sqlite", progress=False, retries=0))
     models = {"default": get_model(f"openai:stub-model@{stub.base_url}")}
     models.update({r: get_model(f"openai:{m}@{stub.base_url}") for r, m in roles.items()})
-    return MethodContext(runner=runner, models=models)
+    return MethodContext(run=run, models=models)
 
 
 # -- llm --------------------------------------------------------------------------------
@@ -242,7 +239,7 @@ class _FakeLocal:
 
 def test_choice_probabilities_never_replace_a_failed_parse():
     model = _FakeLocal({"alpha": "b", "bravo": "no idea"}, {"a": 1.0, "b": 2.0, "c": 5.0, "d": 2.0})
-    ctx = MethodContext(runner=Runner(RunnerConfig(progress=False)), models={"default": model})
+    ctx = MethodContext(run=Run(run_options(no_cache=True, progress=False)), models={"default": model})
     preds = make_method("llm").predict(items(2), ctx)
     assert preds[0].level == 1 and preds[0].probs == pytest.approx([0.1, 0.2, 0.5, 0.2])
     assert preds[1].level is None and preds[1].status == "parse_error" and preds[1].probs is None
@@ -261,7 +258,7 @@ def test_choice_probabilities_only_where_logprobs_miss_a_letter():
         {"a": 1.0, "b": 6.0, "c": 2.0, "d": 1.0},
         logprobs={"alpha": full, "bravo": partial},
     )
-    ctx = MethodContext(runner=Runner(RunnerConfig(progress=False)), models={"default": model})
+    ctx = MethodContext(run=Run(run_options(no_cache=True, progress=False)), models={"default": model})
     preds = make_method("llm").predict(items(2), ctx)
     assert preds[0].probs == pytest.approx([0.1, 0.4, 0.3, 0.2])  # from the logprobs, no extra call
     assert preds[1].probs == pytest.approx([0.1, 0.6, 0.2, 0.1])  # exact distribution asked for
@@ -343,7 +340,7 @@ def test_llamacpp_builtin_runs_llm_and_schema(tmp_path):
 
     model = get_model("llamacpp:builtin", reuse_prefix=True)  # shared rubric prefix: faster
     ctx = MethodContext(
-        runner=Runner(RunnerConfig(progress=False), cache=CompletionCache(tmp_path / "c.sqlite")),
+        run=Run(run_options(cache=tmp_path / "c.sqlite", progress=False)),
         models={"default": model},
     )
     its = list(load_builtin("sample").items)[:4]
@@ -368,11 +365,9 @@ def test_llamacpp_builtin_runs_llm_and_schema(tmp_path):
 def test_budget_stop_is_a_recorded_outcome(stub, tmp_path, price_per_call):
     price_per_call(1.0, "stub-model")
     stub.handler = lambda req: "a"
-    runner = Runner(  # no call fits: each may cost $1
-        RunnerConfig(progress=False, budget_usd=0.5), cache=CompletionCache(tmp_path / "c.sqlite")
-    )
+    run = Run(run_options(cache=tmp_path / "c.sqlite", progress=False, budget=0.5))  # no call fits: each may cost $1
     ctx = MethodContext(
-        runner=runner, models={"default": get_model(f"openai:stub-model@{stub.base_url}")}
+        run=run, models={"default": get_model(f"openai:stub-model@{stub.base_url}")}
     )
     preds = make_method("llm").predict(items(3), ctx)
     assert [(p.level, p.status, p.n_calls) for p in preds] == [(None, "budget", 0)] * 3

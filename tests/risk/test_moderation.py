@@ -76,10 +76,10 @@ def test_calibrated_thresholds_fitted_on_training_folds_only(monkeypatch):
         assert p.level == int(mod.cut([own], p.detail["thresholds"])[0])
 
 
-def test_scores_from_a_moderation_model_via_the_runner(tmp_path):
-    from carebench.cache import CompletionCache
+def test_scores_from_a_moderation_model_via_the_run(tmp_path):
     from carebench.models import get_model
-    from carebench.runner import Runner, RunnerConfig
+    from carebench.run import Run
+    from carebench.run_options import run_options
     from stub_server import StubReply, StubServer
 
     items = [RiskItem("a", "calm words", 0), RiskItem("b", "dark words", 3)]
@@ -88,8 +88,7 @@ def test_scores_from_a_moderation_model_via_the_runner(tmp_path):
         stub.on_text("dark", StubReply(moderation={"self-harm": 0.8, "self-harm/intent": 0.4,
                                                    "self-harm/instructions": 0.1}))
         model = get_model(f"openai-moderation:omni-moderation-latest@{stub.base_url}")
-        runner = Runner(RunnerConfig(progress=False), cache=CompletionCache(tmp_path / "c.db"))
-        ctx = MethodContext(runner, {"moderation": model})
+        ctx = MethodContext(Run(run_options(cache=tmp_path / "c.db", progress=False)), {"moderation": model})
         fixed = make_method("moderation-fixed")
         assert len(fixed.calls(items, ctx)) == 2
         preds = fixed.predict(items, ctx)

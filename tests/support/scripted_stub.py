@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from carebench.run_options import run_options
 from carebench.support.tasks import Task
 from stub_server import StubReply
 
@@ -110,6 +111,6 @@ def two_responder_run(tmp: Path, tasks_path: Path, handler: Callable[[Any], Any]
         stub.handler = handler
         spec = {n: f"openai:{n}@{stub.base_url}" for n in ("resp-a", "resp-b", "judge-a", "judge-b", "judge-c")}
         cfg = SupportRunConfig(tasks=str(tasks_path), responders=[spec["resp-a"], spec["resp-b"]],
-                               judges=[spec[f"judge-{k}"] for k in "abc"], attempts=1, out=str(tmp / "run"),
-                               bootstrap=50, progress=False)
+                               judges=[spec[f"judge-{k}"] for k in "abc"], attempts=1, bootstrap=50,
+                               run=run_options(out=tmp / "run", progress=False))
         yield run_support(cfg, cache=CompletionCache(tmp / "c.sqlite")), spec

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from carebench.cache import CompletionCache
 from carebench.models import get_model
-from carebench.runner import Runner, RunnerConfig
+from carebench.run import Run
+from carebench.run_options import run_options
 from carebench.support.generation import GenerationConfig, generate, reference_responses
 from carebench.support.tasks import load_tasks
 from stub_server import StubReply, StubServer
@@ -30,7 +30,7 @@ def test_turns_run_in_order_with_the_responders_own_history(tasks, tmp_path):
         stub.handler = _reply
         spec_a, spec_b = f"openai:a@{stub.base_url}", f"openai:b@{stub.base_url}"
         cfg = GenerationConfig(attempts=2, caps={spec_b: 77}, max_tokens=300, system_prompt="Be kind.")
-        runner = Runner(RunnerConfig(progress=False), cache=CompletionCache(tmp_path / "c.sqlite"))
+        runner = Run(run_options(cache=tmp_path / "c.sqlite", progress=False))
         res = generate(tasks, [get_model(spec_a), get_model(spec_b)], runner, cfg)
         reqs = list(stub.requests)
         # 2 responders x 2 attempts x (1 + 3) user turns
@@ -79,7 +79,7 @@ def test_empty_filtered_and_truncated_replies_are_recorded(tasks, tmp_path):
     with StubServer() as stub:
         stub.handler = handler
         spec = f"openai:m@{stub.base_url}"
-        res = generate(tasks, [get_model(spec)], Runner(RunnerConfig(progress=False), cache=None),
+        res = generate(tasks, [get_model(spec)], Run(run_options(no_cache=True, progress=False)),
                        GenerationConfig(attempts=1))
         last = stub.requests[-1].body["messages"]
     assert [m["content"] for m in last if m["role"] == "assistant"] == ["", "cut off"]
@@ -117,7 +117,7 @@ def test_reference_is_judged_after_the_scripted_conversation(tmp_path):
     with StubServer() as stub:
         stub.handler = _reply
         m = get_model(f"openai:resp@{stub.base_url}")
-        runner = Runner(RunnerConfig(progress=False), cache=CompletionCache(tmp_path / "c.sqlite"))
+        runner = Run(run_options(cache=tmp_path / "c.sqlite", progress=False))
         generate([task], [m], runner, GenerationConfig(attempts=1))
         assert all("SCRIPTED" not in str(r.body["messages"]) for r in stub.requests)
 
@@ -144,7 +144,7 @@ def test_truncated_replies_are_recollected_with_a_larger_cap_and_both_kept(tmp_p
         with StubServer() as stub:
             stub.handler = reply
             m = get_model(f"openai:resp@{stub.base_url}")
-            runner = Runner(RunnerConfig(progress=False), cache=CompletionCache(tmp_path / f"{recollect}.sqlite"))
+            runner = Run(run_options(cache=tmp_path / f"{recollect}.sqlite", progress=False))
             gen = generate([single, multi], [m], runner,
                            GenerationConfig(attempts=3, max_tokens=600, recollect_truncated=recollect))
             caps = [r.body["max_tokens"] for r in stub.requests]

@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from carebench.cache import CompletionCache
 from carebench.judging import (
     BinaryVerdict,
     CategoryVerdict,
@@ -17,7 +16,8 @@ from carebench.judging import (
     parse_answer,
 )
 from carebench.models import get_model
-from carebench.runner import Runner, RunnerConfig
+from carebench.run import Run
+from carebench.run_options import run_options
 from carebench.support.judging import criterion_prompt, criterion_question, judge_responses
 from carebench.support.records import ResponseRecord
 from carebench.support.tasks import Criterion, load_tasks
@@ -106,7 +106,7 @@ def test_empty_final_turn_is_recorded_without_any_judge_call(tmp_path):
     with StubServer() as stub:
         judges = panel_seats([f"openai:j@{stub.base_url}"] * 3, [get_model(f"openai:j@{stub.base_url}")] * 3)
         res = judge_responses([task], [empty], judges,
-                              Runner(RunnerConfig(progress=False), cache=CompletionCache(tmp_path / "c.sqlite")))
+                              Run(run_options(cache=tmp_path / "c.sqlite", progress=False)))
         assert stub.requests == []
     assert len(res.verdicts) == 3 * len(task.criteria) == res.not_judged
     assert {(v.status, v.met) for v in res.verdicts} == {("not_judged_empty", None)}
@@ -124,11 +124,11 @@ def test_repeated_seats_share_a_call_at_temperature_zero_and_sample_otherwise(tm
         model = get_model(spec)
         seats = panel_seats([spec] * 3, [model] * 3)
         assert [s.label for s in seats] == [spec, f"{spec}#2", f"{spec}#3"]
-        runner = Runner(RunnerConfig(progress=False), cache=CompletionCache(tmp_path / "c.sqlite"))
-        answers, _ = ask([q, q], seats, runner)  # the same question twice, three seats
+        runner = Run(run_options(cache=tmp_path / "c.sqlite", progress=False))
+        answers, _ = ask([q, q], seats, runner, stage="judging")  # the same question twice, three seats
         assert len(answers) == 6 and all(a.value.met for a in answers)
         assert len(stub.requests) == 1
-        ask([q], seats, Runner(RunnerConfig(progress=False), cache=None), temperature=0.7)
+        ask([q], seats, Run(run_options(no_cache=True, progress=False)), stage="judging", temperature=0.7)
         sampled = stub.requests[1:]
         assert len(sampled) == 3 and len({r.body.get("seed") for r in sampled}) == 3
 
@@ -141,7 +141,7 @@ def test_binary_verdict_schema_is_sent_as_structured_output(tmp_path):
         stub.handler = lambda req: StubReply(content='{"met": false, "rationale": "no"}')
         spec = f"openai:j@{stub.base_url}"
         res = judge_responses([task], [resp], panel_seats([spec], [get_model(spec)]),
-                              Runner(RunnerConfig(progress=False), cache=None))
+                              Run(run_options(no_cache=True, progress=False)))
         body = stub.requests[0].body
     assert "met" in json.dumps(body.get("response_format", {}))
     assert body["temperature"] == 0.0
@@ -172,9 +172,9 @@ def test_batched_judging_gives_the_same_verdicts(tmp_path):
             content=json.dumps({"met": len(req.text) % 2 == 0, "rationale": "parity"}))
         spec = f"openai:j@{stub.base_url}"
         seats = panel_seats([spec], [get_model(spec)])
-        one = judge_responses(tasks, resps, seats, Runner(RunnerConfig(progress=False), cache=None))
+        one = judge_responses(tasks, resps, seats, Run(run_options(no_cache=True, progress=False)))
         made = stub.count()
-        many = judge_responses(tasks, resps, seats, Runner(RunnerConfig(progress=False), cache=None), batch=7)
+        many = judge_responses(tasks, resps, seats, Run(run_options(no_cache=True, progress=False)), batch=7)
     assert [v.to_dict() for v in many.verdicts] == [v.to_dict() for v in one.verdicts]
     assert len(one.verdicts) == sum(2 * len(t.criteria) for t in tasks)
     assert stub.count() - made == made == len(one.verdicts)
@@ -187,7 +187,7 @@ def test_category_questions_go_through_the_same_machinery():
             {"appropriate": True, "categories": ["validate"], "rationale": "warm"}))
         specs = [f"openai:j{k}@{stub.base_url}" for k in range(3)]
         answers, _ = ask([q], panel_seats(specs, [get_model(s) for s in specs]),
-                         Runner(RunnerConfig(progress=False), cache=None))
+                         Run(run_options(no_cache=True, progress=False)), stage="judging")
         sent = stub.requests[0].body
     assert [a.value.categories for a in answers] == [["validate"]] * 3
     assert {a.judge for a in answers} == set(specs) and all(a.key == "case-1" for a in answers)

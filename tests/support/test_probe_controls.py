@@ -23,6 +23,7 @@ import pytest
 from scripted_stub import Script, single_turn_task, two_responder_run
 
 from carebench.cli import main
+from carebench.run_options import run_options
 from carebench.support.probe import ProbeConfig, floor_reply, run_probe
 from carebench.support.tasks import load_tasks
 
@@ -74,7 +75,7 @@ def probe_run(tmp_path_factory):
 
 
 def _probe(run_dir: Path, **kw):
-    return run_probe(ProbeConfig(run=str(run_dir), use_cache=False, progress=False, bootstrap=200,
+    return run_probe(ProbeConfig(run_dir=str(run_dir), run=run_options(no_cache=True, progress=False), bootstrap=200,
                                  n_conversations=1, **kw))
 
 

@@ -4,14 +4,14 @@ Every model call goes through :meth:`carebench.run.Run.calls` (cache, retries, t
 run-wide budget, ``calls.jsonl``, per-stage accounting): JSON answers through
 :func:`ask_json` (screening classifier, persona sketch and pick, construction judge),
 free text through :func:`generate` (rewrites) and API embeddings through
-:class:`StageRunner`. A batch the budget cut short raises :class:`StageStopped`:
+:func:`embedding_calls`. A batch the budget cut short raises :class:`StageStopped`:
 later prompts depend on earlier answers, so the step stops there and nothing it
 half-did is used; the command marks the step incomplete and exits 3.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -39,15 +39,10 @@ def run_batch(run: Run, stage: str, calls: Sequence[Call]) -> RunResult:
     return res
 
 
-class StageRunner:
-    """The run as a runner for an API embedder: its batches count under one stage
-    (budget, cache, ``calls.jsonl``) and a budget stop stops the step."""
-
-    def __init__(self, run: Run, stage: str = "embeddings"):
-        self.run, self.stage = run, stage
-
-    def run_sync(self, calls: Sequence[Call], description: str | None = None) -> RunResult:
-        return run_batch(self.run, self.stage, calls)
+def embedding_calls(run: Run, stage: str = "embeddings") -> Callable[[Sequence[Call], str], RunResult]:
+    """``Run.calls`` for an API embedder: its batches count under one stage (budget,
+    cache, ``calls.jsonl``) and a budget stop stops the step."""
+    return lambda calls, description: run_batch(run, stage, calls)
 
 
 def ask_json(

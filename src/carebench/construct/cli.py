@@ -14,6 +14,18 @@ from typing import Annotated
 import typer
 
 from carebench.construct.command import ConstructOptions
+from carebench.run_options import (
+    DEFAULT_TIMEOUT_S,
+    Budget,
+    Cache,
+    Concurrency,
+    DryRun,
+    ModelOption,
+    NoCache,
+    Out,
+    Timeout,
+    run_options,
+)
 
 app = typer.Typer(
     help="Build a context-specific prompt set: screen, route personas, rewrite, judge, select, anonymize, review "
@@ -22,19 +34,16 @@ app = typer.Typer(
     add_completion=False,
 )
 
-Out = Annotated[Path | None, typer.Option(help="Run directory (default runs/construct-<time>).")]
-Budget = Annotated[float | None, typer.Option(help="Hard cap in USD for the run's model calls.")]
-DryRun = Annotated[bool, typer.Option("--dry-run", help="Print the call plan and estimated cost (JSON) and stop.")]
-NoCache = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")]
-Cache = Annotated[Path | None, typer.Option(help="Cache file (default: user cache dir).")]
-Concurrency = Annotated[int | None, typer.Option(help="Concurrent calls per model.")]
 Rows = Annotated[str, typer.Option("--rows", help="Input rows (JSONL/CSV/Parquet) from the previous stage.")]
 Seed = Annotated[int, typer.Option(help="Seed for sampling and assignment.")]
 
 
-def _opts(out, budget, dry_run, no_cache, cache, concurrency) -> ConstructOptions:
-    return ConstructOptions(out=str(out) if out else None, budget_usd=budget, dry_run=dry_run, use_cache=not no_cache,
-                      cache_path=str(cache) if cache else None, concurrency=concurrency)
+def _opts(out=None, cache=None, no_cache=False, budget=None, dry_run=False, concurrency=None,
+          model_option=None, timeout=DEFAULT_TIMEOUT_S, **_: object) -> ConstructOptions:
+    """A command's shared run flags as its options (the rest of ``locals()`` is ignored)."""
+    return ConstructOptions(run=run_options(out=out, cache=cache, no_cache=no_cache, budget=budget,
+                                            dry_run=dry_run, concurrency=concurrency,
+                                            model_option=model_option, timeout=timeout))
 
 
 def _done(result, what: str) -> None:
@@ -56,14 +65,15 @@ def screen(
     threshold: Annotated[float, typer.Option(help="Classifier score that retains a row.")] = 0.5,
     uncertain_low: Annotated[float, typer.Option(help="Scores from here to the threshold are uncertain.")] = 0.3,
     keep_share: Annotated[float, typer.Option(help="Share of hard negatives and of uncertain rows kept.")] = 0.25,
-    seed: Seed = 42, out: Out = None, budget: Budget = None, dry_run: DryRun = False, no_cache: NoCache = False,
-    cache: Cache = None, concurrency: Concurrency = None,
+    seed: Seed = 42,
+    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False,
+    concurrency: Concurrency = None, model_option: ModelOption = None, timeout: Timeout = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Screen source rows: lexicon, classifier, kept hard negatives (VEILED-SH §4.1)."""
     from carebench.construct.stages import screen_stage
 
     _done(screen_stage(sources, list(lexicon or []), lexicon_replace, classifier, threshold, uncertain_low,
-                       keep_share, seed, _opts(out, budget, dry_run, no_cache, cache, concurrency)), "screened")
+                       keep_share, seed, _opts(**locals())), "screened")
 
 
 @app.command()
@@ -76,14 +86,14 @@ def route(
     attributes: Annotated[str, typer.Option(help="Inferred attributes: inform (the picker) or filter (candidates).")] = "inform",
     id_field: Annotated[str, typer.Option(help="Persona table column with the id.")] = "id",
     text_field: Annotated[str, typer.Option(help="Persona table column with the description.")] = "text",
-    out: Out = None, budget: Budget = None, dry_run: DryRun = False, no_cache: NoCache = False,
-    cache: Cache = None, concurrency: Concurrency = None,
+    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False,
+    concurrency: Concurrency = None, model_option: ModelOption = None, timeout: Timeout = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Give each row a synthetic persona: sketch, embed, 10 nearest, pick (VEILED-SH §4.2)."""
     from carebench.construct.stages import route_stage
 
     _done(route_stage(rows, personas, model, embedder, k, attributes,
-                      _opts(out, budget, dry_run, no_cache, cache, concurrency), id_field, text_field), "routed")
+                      _opts(**locals()), id_field, text_field), "routed")
 
 
 @app.command()
@@ -95,15 +105,16 @@ def rewrite(
     forum_share: Annotated[float, typer.Option(help="Share of rows kept as forum posts.")] = 0.25,
     all_configs: Annotated[bool, typer.Option(help="Rewrite every row with every configuration (for selection).")] = False,
     expressions: Annotated[str | None, typer.Option(help="Optional reference expressions (JSONL).")] = "builtin:expressions",
-    seed: Seed = 42, out: Out = None, budget: Budget = None, dry_run: DryRun = False, no_cache: NoCache = False,
-    cache: Cache = None, concurrency: Concurrency = None,
+    seed: Seed = 42,
+    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False,
+    concurrency: Concurrency = None, model_option: ModelOption = None, timeout: Timeout = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Keep a forum sample, assign contexts, rewrite with round-robin rewriters (VEILED-SH §4.3)."""
     from carebench.construct.stages import rewrite_stage
 
     ctxs = list(rewrite_context or ["counselor_chat", "platform_search", "triage"])
     _done(rewrite_stage(rows, list(rewriter), contexts, ctxs, forum_share, all_configs, expressions, seed,
-                        _opts(out, budget, dry_run, no_cache, cache, concurrency)), "rewritten")
+                        _opts(**locals())), "rewritten")
 
 
 @app.command()
@@ -111,13 +122,13 @@ def judge(
     rows: Rows,
     judge_model: Annotated[str, typer.Option("--judge", help="Construction judge model spec (temperature 0).")],
     contexts: Annotated[str | None, typer.Option(help="Contexts YAML (default: the packaged contracts).")] = None,
-    out: Out = None, budget: Budget = None, dry_run: DryRun = False, no_cache: NoCache = False,
-    cache: Cache = None, concurrency: Concurrency = None,
+    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False,
+    concurrency: Concurrency = None, model_option: ModelOption = None, timeout: Timeout = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Judge every rewrite: three gates and five 1-5 scores (VEILED-SH Table 3)."""
     from carebench.construct.stages import judge_stage
 
-    _done(judge_stage(rows, judge_model, contexts, _opts(out, budget, dry_run, no_cache, cache, concurrency)), "judged")
+    _done(judge_stage(rows, judge_model, contexts, _opts(**locals())), "judged")
 
 
 @app.command()
@@ -132,7 +143,7 @@ def select(
     from carebench.construct.stages import select_stage
 
     limits = {"severity_preserved": severity, "no_leakage": leakage, "format_ok": format_limit}
-    run_dir = select_stage(rows, limits, _opts(out, None, False, True, None, None))
+    run_dir = select_stage(rows, limits, _opts(out=out, no_cache=True))
     sel = json.loads((run_dir / "selection.json").read_text("utf-8"))
     typer.echo("selected: " + (", ".join(sel["selected"]) or "none"))
     _done(run_dir, "selection")
@@ -153,7 +164,7 @@ def anonymize(
     from carebench.construct.stages import anonymize_stage
 
     _done(anonymize_stage(rows, backend, names, reversals, literals, on_residual, not keep_gate_failures,
-                          _opts(out, None, False, True, None, None)), "prompts")
+                          _opts(out=out, no_cache=True)), "prompts")
 
 
 @app.command("review-sample")
@@ -173,7 +184,7 @@ def review_sample(
     if len(who) != 2:
         raise CarebenchError("give exactly two --reviewer names")
     _done(review_sample_stage(rows, total, per_reviewer, shared, who, seed,  # type: ignore[arg-type]
-                              _opts(out, None, False, True, None, None)), "review sheets")
+                              _opts(out=out, no_cache=True)), "review sheets")
 
 
 @app.command("review-stats")
@@ -187,7 +198,7 @@ def review_stats(
     """IPW failure rates and ratings with within-cell bootstrap intervals, and agreement (VEILED-SH A.5)."""
     from carebench.construct.stages import review_stats_stage
 
-    _done(review_stats_stage(key, list(reviews), bootstrap, seed, _opts(out, None, False, True, None, None)),
+    _done(review_stats_stage(key, list(reviews), bootstrap, seed, _opts(out=out, no_cache=True)),
           "review statistics")
 
 
@@ -196,8 +207,8 @@ def build(
     config: Annotated[str | None, typer.Option(help="Build config YAML (default: builtin:build, the illustrative set).")] = None,
     model: Annotated[str | None, typer.Option(help="Model spec for every role the config leaves unset.")] = None,
     limit: Annotated[int | None, typer.Option(help="Only the first N source rows (smoke runs).")] = None,
-    out: Out = None, budget: Budget = None, dry_run: DryRun = False, no_cache: NoCache = False,
-    cache: Cache = None, concurrency: Concurrency = None,
+    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False,
+    concurrency: Concurrency = None, model_option: ModelOption = None, timeout: Timeout = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Run the whole chain from a config file and write prompts.jsonl for `carebench plural`."""
     from carebench.construct.config import load_build_config
@@ -206,7 +217,7 @@ def build(
     cfg = load_build_config(config or "builtin:build")
     if limit is not None:
         cfg = cfg.model_copy(update={"limit": limit})
-    opts = _opts(out, budget, dry_run, no_cache, cache, concurrency)
+    opts = _opts(**locals())
     opts.model = model
     result = run_build(cfg, opts)
     if not isinstance(result, Path):

@@ -25,6 +25,7 @@ from carebench.construct.calls import StageStopped
 from carebench.construct.suite import ConstructSuite
 from carebench.experiment import Plan, rerender, write_records
 from carebench.run import Run, RunOptions
+from carebench.run_options import run_options
 from carebench.rundir import new_run_dir, write_jsonl, write_manifest
 from carebench.types import CarebenchError
 
@@ -35,22 +36,20 @@ SUITE = "construct"
 class ConstructOptions:
     """What every construct command takes from the command line."""
 
-    out: str | None = None
     model: str | None = None
-    budget_usd: float | None = None
-    dry_run: bool = False
-    use_cache: bool = True
-    cache_path: str | None = None
-    concurrency: int | None = None
-    progress: bool = True
     embedding_cache: str | None = None
+    #: the shared run flags (--out, --cache, --budget, ...)
+    run: RunOptions = field(default_factory=run_options)
 
-    def run_options(self, *, calls: bool = True, planning: bool = False) -> RunOptions:
+    @property
+    def dry_run(self) -> bool:
+        return self.run.dry_run
+
+    def run_options(self, *, calls: bool = True) -> RunOptions:
         """The run's options; a command that makes no model call opens no cache."""
         if not calls:
-            return RunOptions(use_cache=False, progress=False)
-        return RunOptions(budget_usd=self.budget_usd, use_cache=self.use_cache, cache_path=self.cache_path,
-                          concurrency=self.concurrency, progress=self.progress, dry_run=planning)
+            return run_options(out=self.run.out, no_cache=True, progress=False)
+        return self.run
 
 
 @dataclass
@@ -98,11 +97,11 @@ def run_command(
     directory exists); it is closed here either way. With ``opts.dry_run`` nothing is
     written: the body runs against a :class:`~carebench.construct.plan.PlanningRun`
     and the plan comes back."""
-    run = run or Run(opts.run_options(calls=calls, planning=opts.dry_run))
+    run = run or Run(opts.run_options(calls=calls))
     if opts.dry_run:
         return plan_command(kind, opts, body, run)
     with run:
-        run_dir = new_run_dir(SUITE, opts.out)
+        run_dir = new_run_dir(SUITE, opts.run.out)
         stages = Stages(current=kind)
 
         def manifest(status: str, **extra: Any) -> None:

@@ -200,12 +200,13 @@ class HashingEmbedder:
         return np.asarray(self._vec.transform(list(texts)).toarray(), dtype=np.float32)
 
 
-def get_embedder(spec: str | None, runner: Any = None) -> Any:
+def get_embedder(spec: str | None, run: Any = None, calls: Any = None) -> Any:
     """``hashing`` (bag of words, no model) or any spec the core embedder accepts
     (``builtin`` = the packaged MiniLM, a local encoder directory, or
-    ``openai-embed:MODEL[@URL]``, whose calls go through ``runner``: pass the run's)."""
+    ``openai-embed:MODEL[@URL]``, whose calls go through the command's ``run``, by
+    ``calls`` where given)."""
     if spec == "hashing":
         return HashingEmbedder()
     from carebench.models.embed import load_embedder
 
-    return load_embedder(spec, runner=runner)
+    return load_embedder(spec, run=run, calls=calls)

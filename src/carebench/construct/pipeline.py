@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from carebench.construct import anonymize as anon
-from carebench.construct.calls import StageRunner
+from carebench.construct.calls import embedding_calls
 from carebench.construct.command import ConstructOptions, Stages, run_command
 from carebench.construct.config import BuildConfig
 from carebench.construct.io import load_models, resolve, write_models
@@ -84,7 +84,7 @@ def get_embedder(spec: str, run: Run) -> Any:
     """The configured embedder; API embeddings go through the run (stage ``embeddings``)."""
     from carebench.construct.personas import get_embedder as load
 
-    embedder = load(spec, runner=StageRunner(run, "embeddings"))
+    embedder = load(spec, run=run, calls=embedding_calls(run, "embeddings"))
     if isinstance(run, PlanningRun) and isinstance(embedder, APIEmbedder):
         return PlanningEmbedder(embedder)  # its vectors may be placeholders: kept out of the cache
     return embedder
@@ -109,7 +109,7 @@ def build(cfg: BuildConfig, opts: ConstructOptions) -> Path | Plan:
     literals = anon.load_phrase_list(cfg.literals)
     names = anon.load_phrase_list(cfg.names)
     backend = anon.make_backend(cfg.anonymizer, names=names)
-    run = Run(opts.run_options(planning=opts.dry_run))
+    run = Run(opts.run_options())
     try:  # every model spec checked before the run directory exists
         configs = [parse_config(s, run.model) for s in dict.fromkeys(cfg.rewriters)]
         router = run.model(cfg.router)  # type: ignore[arg-type]
@@ -139,7 +139,7 @@ def build(cfg: BuildConfig, opts: ConstructOptions) -> Path | Plan:
         write_models(run_dir / "prompts.jsonl", final)
 
     return run_command("build", opts, cfg.model_dump(mode="json"), dataset, body, run=run,
-                       manifest_extra={"attributes_mode": cfg.attributes, "budget_usd": opts.budget_usd})
+                       manifest_extra={"attributes_mode": cfg.attributes, "budget_usd": opts.run.budget_usd})
 
 
 def _chain(cfg, opts, sources, personas, lexicon, contracts, expressions, reversals, literals, backend, configs,

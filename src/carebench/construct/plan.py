@@ -77,8 +77,8 @@ class PlanningRun:
         self._zeroed, self._width = False, 1  # API embeddings: placeholders given / vector width
         self._answered = 0  # worst-case replies given so far
 
-    def model(self, spec: str) -> Any:
-        return self.run.model(spec)
+    def model(self, spec: str, **options: Any) -> Any:
+        return self.run.model(spec, **options)
 
     def calls(self, calls: Sequence[Call], description: str = "", *, stage: str | None = None) -> RunResult:
         stage = stage or description

@@ -11,7 +11,7 @@ nothing downloads at run time.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -29,19 +29,21 @@ class Embedder(Protocol):
     def encode(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
-def load_embedder(spec: str | Path | None = None, *, runner: Any = None, dimensions: int | None = None,
+def load_embedder(spec: str | Path | None = None, *, run: Any = None, stage: str = "embeddings",
+                  calls: Callable[[Sequence[Any], str], Any] | None = None, dimensions: int | None = None,
                   **options) -> Embedder:
     """``None``/``"builtin"``: the packaged MiniLM; a directory: a local HF encoder;
     ``openai-embed:MODEL[@BASE_URL]``: an OpenAI-compatible ``/v1/embeddings`` server.
 
-    API embeddings go through ``runner`` (the run's, so they are cached, budgeted and
-    logged like completions; default: a runner on the default cache) and may ask for
-    ``dimensions`` where the API offers them.
+    API embeddings go through the command's ``run`` (:class:`carebench.run.Run`: its model,
+    and ``Run.calls`` under ``stage``, so they are cached, budgeted and logged like
+    completions) and may ask for ``dimensions`` where the API offers them. ``calls``
+    replaces ``run.calls`` (e.g. one that stops the caller's step on a budget stop).
     """
     if spec is None or str(spec) in ("", "builtin", "minilm"):
         return HFEncoder(None, **options)
     if str(spec).startswith("openai-embed:"):
-        return APIEmbedder(str(spec), runner=runner, dimensions=dimensions, **options)
+        return APIEmbedder(str(spec), run=run, stage=stage, calls=calls, dimensions=dimensions, **options)
     path = Path(str(spec)).expanduser()
     if path.is_dir():
         return HFEncoder(path, **options)
@@ -52,22 +54,19 @@ def load_embedder(spec: str | Path | None = None, *, runner: Any = None, dimensi
 
 
 class APIEmbedder:
-    """Embeddings from an OpenAI-compatible ``/v1/embeddings`` endpoint, one runner call
-    per text: each text is cached (the completion cache), retried, counted against the
+    """Embeddings from an OpenAI-compatible ``/v1/embeddings`` endpoint, one call of the
+    run per text: each text is cached (the completion cache), retried, counted against the
     run's budget and written to ``calls.jsonl``; the provider batches the HTTP requests."""
 
-    def __init__(self, spec: str, *, runner: Any = None, dimensions: int | None = None, batch_size: int = 64):
-        from carebench.models import get_model
-
+    def __init__(self, spec: str, *, run: Any, stage: str = "embeddings",
+                 calls: Callable[[Sequence[Any], str], Any] | None = None, dimensions: int | None = None,
+                 batch_size: int = 64):
+        if run is None:
+            raise CarebenchError(f"API embeddings ({spec}) are calls: they need the command's run")
         if dimensions is not None and dimensions < 1:
             raise CarebenchError(f"embedding dimensions must be positive, got {dimensions}")
-        self.model = get_model(spec, batch_size=batch_size)
-        if runner is None:
-            from carebench.cache import CompletionCache
-            from carebench.runner import Runner, RunnerConfig
-
-            runner = Runner(RunnerConfig(progress=False, description="embeddings"), cache=CompletionCache())
-        self.runner = runner
+        self.model = run.model(spec, batch_size=batch_size)  # one instance per spec, closed by the run
+        self._calls = calls or (lambda batch, description: run.calls(batch, description, stage=stage))
         self.dimensions = dimensions
         self.name = str(self.model.spec) + (f"#dim{dimensions}" if dimensions else "")
 
@@ -77,7 +76,7 @@ class APIEmbedder:
 
         calls = [Call(self.model, ChatRequest((Message("user", t),), max_tokens=self.dimensions), ("embed", i))
                  for i, t in enumerate(texts)]
-        res = self.runner.run_sync(calls, description="embeddings")
+        res = self._calls(calls, "embeddings")
         rows = []
         for c in res.completions:
             if c is None:

@@ -12,7 +12,7 @@ No model is called.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +21,9 @@ import numpy as np
 from carebench.experiment import Execution, Plan
 from carebench.plural.data import ARCHETYPES, is_builtin, load_vocabulary, resolve
 from carebench.plural.policy import Policy, label_space
-from carebench.plural.runs import CommandSuite, run_command
+from carebench.plural.runs import CommandSuite, no_call_options, run_command
 from carebench.report import Report
-from carebench.run import Run
+from carebench.run import Run, RunOptions
 from carebench.rundir import file_sha256, read_json
 from carebench.stats import gwet_ac1, mean_pairwise_jaccard
 from carebench.types import CarebenchError
@@ -53,14 +53,9 @@ class AgreementConfig:
     release: str
     annotations: str = "builtin"
     taxonomy: str | None = None
-    out: str | None = None
-    dry_run: bool = False
-    budget_usd: float | None = None  # accepted for symmetry: agreement makes no model call
-    # the run context's settings (agreement makes no call, but runs like every command)
-    use_cache: bool = False
-    cache_path: str | None = None
-    concurrency: int | None = None
-    progress: bool = False
+    #: the run context's settings (agreement makes no call, but runs like every command;
+    #: --budget is accepted for symmetry)
+    run: RunOptions = field(default_factory=no_call_options)
 
 
 def _rows(release: Path, annotations: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:

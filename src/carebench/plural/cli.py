@@ -11,6 +11,18 @@ from typing import Annotated
 
 import typer
 
+from carebench.run_options import (
+    DEFAULT_TIMEOUT_S,
+    Budget,
+    Cache,
+    Concurrency,
+    DryRun,
+    ModelOption,
+    NoCache,
+    Out,
+    Timeout,
+    run_options,
+)
 from carebench.types import CarebenchError
 
 app = typer.Typer(
@@ -26,37 +38,30 @@ app = typer.Typer(
 _MODEL = "Shared judge model spec (e.g. openai:gpt-4o-mini, llamacpp:builtin)."
 _TAX = "Taxonomy YAML (default: the packaged VEILED-SH taxonomy)."
 _CTX = "Application contexts YAML (default: the packaged contexts)."
-_OUT = "Run directory (default runs/plural-<command>-<time>)."
-_BUDGET = "Stop starting calls once this many USD are spent (one cap for the whole command; exit 3)."
-_DRY = "Print the call plan and stop."
 
-# options every model-calling calibration-side command takes
+# options every model-calling calibration-side command takes (the run flags are the shared ones)
 Embedder = Annotated[str | None, typer.Option(help="Embedder for retrieval (default: packaged MiniLM).")]
 Taxonomy = Annotated[Path | None, typer.Option(help=_TAX)]
 Contexts = Annotated[Path | None, typer.Option(help=_CTX)]
-Out = Annotated[Path | None, typer.Option(help=_OUT)]
-NoCache = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")]
-Cache = Annotated[Path | None, typer.Option(help="Cache file (default: user cache dir).")]
-Budget = Annotated[float | None, typer.Option(help=_BUDGET)]
-DryRun = Annotated[bool, typer.Option("--dry-run", help=_DRY)]
-Concurrency = Annotated[int | None, typer.Option(help="Concurrent calls per model.")]
 _BACKEND = ("E4/E5 guideline distillation: native, or mlflow (MLflow's MemAlignOptimizer, "
             "VEILED-SH Appendix B.2; pip install 'carebench[mlflow]').")
 
 
 def _opts(**kw):
+    """A calibration-side command's options: its own, and the shared run flags as ``run``."""
     return {
-        "out": str(kw["out"]) if kw.get("out") else None,
-        "cache_path": str(kw["cache"]) if kw.get("cache") else None,
-        "use_cache": not kw.get("no_cache", False),
-        "budget_usd": kw.get("budget"),
-        "dry_run": kw.get("dry_run", False),
-        "concurrency": kw.get("concurrency"),
         "embedder": kw.get("embedder"),
         "taxonomy": str(kw["taxonomy"]) if kw.get("taxonomy") else None,
         "contexts": str(kw["contexts"]) if kw.get("contexts") else None,
         "memalign_backend": kw.get("memalign_backend"),
+        "run": _run(**kw),
     }
+
+
+def _run(**kw):
+    """The shared run flags of a command's parameters."""
+    return run_options(**{k: kw[k] for k in ("out", "cache", "no_cache", "budget", "dry_run", "concurrency",
+                                             "model_option", "timeout") if k in kw})
 
 
 def _done(result, line) -> None:
@@ -92,11 +97,13 @@ def calibrate(
     taxonomy: Taxonomy = None,
     contexts: Contexts = None,
     out: Out = None,
-    no_cache: NoCache = False,
     cache: Cache = None,
+    no_cache: NoCache = False,
     budget: Budget = None,
     dry_run: DryRun = False,
     concurrency: Concurrency = None,
+    model_option: ModelOption = None,
+    timeout: Timeout = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Fit every method on five fixed folds per practitioner, write Table 5 and select per archetype."""
     from carebench.plural.calibration import METHOD_ORDER, CalibrateConfig, run_calibrate
@@ -121,11 +128,13 @@ def freeze(
     taxonomy: Taxonomy = None,
     contexts: Contexts = None,
     out: Out = None,
-    no_cache: NoCache = False,
     cache: Cache = None,
+    no_cache: NoCache = False,
     budget: Budget = None,
     dry_run: DryRun = False,
     concurrency: Concurrency = None,
+    model_option: ModelOption = None,
+    timeout: Timeout = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Refit the selected method once per practitioner on all calibration cases (profiles P1-P3, C1-C3)."""
     from carebench.plural.release import FreezeConfig, run_freeze
@@ -146,11 +155,13 @@ def label(
     taxonomy: Taxonomy = None,
     contexts: Contexts = None,
     out: Out = None,
-    no_cache: NoCache = False,
     cache: Cache = None,
+    no_cache: NoCache = False,
     budget: Budget = None,
     dry_run: DryRun = False,
     concurrency: Concurrency = None,
+    model_option: ModelOption = None,
+    timeout: Timeout = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Label every non-calibration prompt with every profile and write the release."""
     from carebench.plural.release import LabelConfig, run_label
@@ -167,7 +178,7 @@ def agreement(
     release: Annotated[Path, typer.Option(help="A release directory written by `plural label`.")],
     annotations: Annotated[str, typer.Option(help="Practitioner annotations file or 'builtin'.")] = "builtin",
     taxonomy: Taxonomy = None,
-    out: Out = None,
+    out: Annotated[Path | None, typer.Option(help="Run directory (default runs/plural-agreement-<time>).")] = None,
     budget: Annotated[float | None, typer.Option(help="Accepted for symmetry: no model is called.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be compared and stop.")] = False,
 ) -> None:
@@ -175,8 +186,8 @@ def agreement(
     from carebench.plural.agreement import AgreementConfig, run_agreement
 
     cfg = AgreementConfig(release=str(release), annotations=annotations,
-                          taxonomy=str(taxonomy) if taxonomy else None, out=str(out) if out else None,
-                          dry_run=dry_run, budget_usd=budget)
+                          taxonomy=str(taxonomy) if taxonomy else None,
+                          run=run_options(out=out, no_cache=True, budget=budget, dry_run=dry_run, progress=False))
     _done(run_agreement(cfg), lambda m: "mean pairwise Jaccard: " + ", ".join(
         f"{k} {v:.3f}" for k, v in m["jaccard"].items()))
 
@@ -208,9 +219,9 @@ def sample(
     """Draw the fixed diagnostic sample every system and archetype answers."""
     from carebench.plural.experiment import SampleRunConfig, run_sample
 
-    result = run_sample(SampleRunConfig(release=str(release), out=str(out) if out else None, size=size,
-                                        fraction=fraction, seed=seed, reserve=reserve, weighting=weighting,
-                                        budget_usd=budget, dry_run=dry_run))
+    result = run_sample(SampleRunConfig(
+        release=str(release), size=size, fraction=fraction, seed=seed, reserve=reserve, weighting=weighting,
+        run=run_options(out=out, no_cache=True, budget=budget, dry_run=dry_run, progress=False)))
     if isinstance(result, dict):  # a dry run: the composition (drawing a sample makes no call)
         typer.echo(json.dumps(result, indent=2))
         return
@@ -231,7 +242,6 @@ def run(
     sample_seed: Annotated[int, typer.Option(help="Seed of the sample drawn when --sample is not given.")] = 12345,
     limit: Annotated[int | None, typer.Option(help="Only the first N sampled prompts (smoke runs).")] = None,
     archetype: Annotated[list[str] | None, typer.Option(help="Responder archetype(s): peer, clinician (default both).")] = None,
-    out: Annotated[Path | None, typer.Option(help="Run directory (default runs/plural-<time>).")] = None,
     taxonomy: Annotated[Path | None, typer.Option(help="Taxonomy YAML overriding the built-in one.")] = None,
     contexts: Annotated[Path | None, typer.Option(help="Application contexts YAML overriding the built-in one.")] = None,
     max_tokens: Annotated[int, typer.Option(help="System output cap in tokens (VEILED-SH, §5.3: 1,024).")] = 1024,
@@ -244,11 +254,14 @@ def run(
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
     empty_policy: Annotated[str, typer.Option(help="Empty-policy rule: vacuous or exclude.")] = "vacuous",
     zero_coverage: Annotated[str, typer.Option(help="Appropriate but nothing satisfied: partial or failed.")] = "partial",
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")] = False,
-    cache: Annotated[Path | None, typer.Option(help="Cache file (default: user cache dir).")] = None,
-    budget: Annotated[float | None, typer.Option(help="Stop starting calls once this many USD are spent.")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the call plan and stop.")] = False,
-    concurrency: Annotated[int | None, typer.Option(help="Concurrent calls per model.")] = None,
+    out: Out = None,
+    cache: Cache = None,
+    no_cache: NoCache = False,
+    budget: Budget = None,
+    dry_run: DryRun = False,
+    concurrency: Concurrency = None,
+    model_option: ModelOption = None,
+    timeout: Timeout = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Responses under both archetype instructions, the jury, scoring and the report."""
     from carebench.plural.experiment import PluralRunConfig, run_plural
@@ -256,13 +269,14 @@ def run(
     cfg = PluralRunConfig(
         release=str(release), systems=list(system or []), judges=list(judge or []),
         sample=str(sample_dir) if sample_dir else None, sample_size=sample_size, sample_seed=sample_seed,
-        limit=limit, archetypes=list(archetype or ["peer", "clinician"]), out=str(out) if out else None,
+        limit=limit, archetypes=list(archetype or ["peer", "clinician"]),
         taxonomy=str(taxonomy) if taxonomy else None, contexts=str(contexts) if contexts else None,
         max_tokens=max_tokens, temperature=temperature, reasoning_effort=reasoning_effort,
         instruction_files=_pairs(instruction, "--instruction", "ARCHETYPE=FILE"),
         judge_max_tokens=judge_max_tokens, families=_pairs(family, "--family", "SPEC=FAMILY"), seed=seed,
-        bootstrap=bootstrap, empty_policy=empty_policy, zero_coverage=zero_coverage, use_cache=not no_cache,
-        cache_path=str(cache) if cache else None, budget_usd=budget, dry_run=dry_run, concurrency=concurrency,
+        bootstrap=bootstrap, empty_policy=empty_policy, zero_coverage=zero_coverage,
+        run=_run(out=out, cache=cache, no_cache=no_cache, budget=budget, dry_run=dry_run, concurrency=concurrency,
+                 model_option=model_option, timeout=timeout),
     )
     result = run_plural(cfg)
     from carebench.experiment import Plan, echo_plan

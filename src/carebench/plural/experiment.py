@@ -40,11 +40,12 @@ from carebench.plural.records import (
     read_jury_columns,
 )
 from carebench.plural.responses import ARCHETYPES, ResponseConfig, response_calls, response_records
-from carebench.plural.runs import SUITE, CommandSuite, run_command
+from carebench.plural.runs import SUITE, CommandSuite, no_call_options, run_command
 from carebench.plural.sample import SampleConfig, composition, draw_sample
 from carebench.plural.scoring import ScoringRules
 from carebench.report import Report
-from carebench.run import Run
+from carebench.run import Run, RunOptions
+from carebench.run_options import run_options
 from carebench.rundir import file_sha256, read_json, read_jsonl
 from carebench.types import CarebenchError, Completion
 
@@ -117,19 +118,14 @@ def read_sample_ids(path: str | Path) -> list[str]:
 @dataclass
 class SampleRunConfig:
     release: str
-    out: str | None = None
     size: int | None = None
     fraction: float = 0.2
     seed: int = 12345
     reserve: int = 3
     weighting: float = 1.0
-    budget_usd: float | None = None  # accepted for a uniform CLI; drawing a sample calls no model
-    dry_run: bool = False
-    # the run context's settings (a sample makes no call, but runs like every command)
-    use_cache: bool = False
-    cache_path: str | None = None
-    concurrency: int | None = None
-    progress: bool = False
+    #: the run context's settings (a sample makes no call, but runs like every command;
+    #: --budget is accepted for a uniform CLI)
+    run: RunOptions = field(default_factory=no_call_options)
 
     def sample_config(self) -> SampleConfig:
         return SampleConfig(size=self.size, fraction=self.fraction, seed=self.seed, reserve=self.reserve,
@@ -179,7 +175,7 @@ class SampleSuite(CommandSuite):
 def run_sample(cfg: SampleRunConfig) -> Path | dict[str, Any]:
     """Draw the diagnostic sample and write it as a run directory (or describe it: dry run,
     which prints the composition: there are no calls to plan)."""
-    if cfg.dry_run:
+    if cfg.run.dry_run:
         return SampleSuite(cfg).draw()[2]
     return run_command(SampleSuite(cfg), cfg, "sample")
 
@@ -197,7 +193,6 @@ class PluralRunConfig:
     sample_seed: int = 12345
     limit: int | None = None  # first N sampled prompts only (demo / smoke runs)
     archetypes: list[str] = field(default_factory=lambda: list(ARCHETYPES))
-    out: str | None = None
     taxonomy: str | None = None
     contexts: str | None = None
     max_tokens: int = 1024
@@ -212,13 +207,9 @@ class PluralRunConfig:
     alpha: float = 0.05
     empty_policy: str = "vacuous"
     zero_coverage: str = "partial"
-    use_cache: bool = True
-    cache_path: str | None = None
-    budget_usd: float | None = None
-    dry_run: bool = False
-    concurrency: int | None = None
-    progress: bool = True
     notes: list[str] = field(default_factory=list)  # shown at the top of the report
+    #: the shared run flags (--out, --cache, --budget, ...)
+    run: RunOptions = field(default_factory=run_options)
 
     def validate(self) -> None:
         if not self.systems:

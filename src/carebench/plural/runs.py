@@ -15,11 +15,12 @@ answer, and re-running retries it (completed calls come from the cache).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from carebench.run import RunOptions
+from carebench.run_options import run_options
 from carebench.rundir import run_dir_path
 from carebench.runner import RunResult
 from carebench.types import CarebenchError, Completion
@@ -54,37 +55,31 @@ class CommandOptions:
     """The options of the calibrate / freeze / label commands."""
 
     model: str | None = None
-    out: str | None = None
-    cache_path: str | None = None
-    use_cache: bool = True
-    budget_usd: float | None = None
-    dry_run: bool = False
-    concurrency: int | None = None
-    progress: bool = True
     seed: int = 12345
     embedder: str | None = None
     taxonomy: str | None = None
     contexts: str | None = None
     memalign_backend: str | None = None  # E4/E5 guideline distillation: native (default) or mlflow
+    #: the shared run flags (--out, --cache, --budget, ...)
+    run: RunOptions = field(default_factory=run_options)
 
 
-def run_options(cfg: Any) -> RunOptions:
-    """The run context's settings from a plural command's options."""
-    return RunOptions(budget_usd=cfg.budget_usd, use_cache=cfg.use_cache, cache_path=cfg.cache_path,
-                      concurrency=cfg.concurrency, progress=cfg.progress, dry_run=cfg.dry_run)
+def no_call_options() -> RunOptions:
+    """The run options of a command that calls no model (no cache opened, no progress bar)."""
+    return run_options(no_cache=True, progress=False)
 
 
-def out_dir(command: str, out: str | None) -> Path:
+def out_dir(command: str, out: str | Path | None) -> Path:
     """``--out`` or ``runs/plural-<command>-<time>`` (checked, not created)."""
     return run_dir_path(f"{SUITE}-{command}" if command != "run" else SUITE, out)
 
 
 def run_command(suite: Any, cfg: Any, command: str, cache: Any = None) -> Any:
-    """Run (or plan) one plural command on the skeleton: one run context, the run
-    directory, ``carebench report``-compatible metrics and report, exit 3 on a stop."""
+    """Run (or plan) one plural command on the skeleton: one run context (``cfg.run``), the
+    run directory, ``carebench report``-compatible metrics and report, exit 3 on a stop."""
     from carebench.experiment import run_suite
 
-    return run_suite(suite, run_options(cfg), out=out_dir(command, cfg.out), dry_run=cfg.dry_run, cache=cache)
+    return run_suite(suite, cfg.run, out=out_dir(command, cfg.run.out), cache=cache)
 
 
 def estimated_stage(name: str, like: Sequence[Any], n: int) -> Any:

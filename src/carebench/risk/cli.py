@@ -7,6 +7,18 @@ from typing import Annotated
 
 import typer
 
+from carebench.run_options import (
+    DEFAULT_TIMEOUT_S,
+    Budget,
+    Cache,
+    Concurrency,
+    DryRun,
+    ModelOption,
+    NoCache,
+    Out,
+    Timeout,
+    run_options,
+)
 from carebench.types import CarebenchError
 
 app = typer.Typer(
@@ -38,13 +50,8 @@ def run(
              "(Beyond the Flag §4.3: three models, one clinical prompt).")] = None,
     moderation_model: Annotated[str | None, typer.Option(
         help="Moderation model spec (e.g. openai-moderation:omni-moderation-latest).")] = None,
-    model_option: Annotated[list[str] | None, typer.Option(
-        "--model-option", help="Per-model request option SPEC:key=value, repeatable: "
-        "reasoning=true, reasoning_effort=low, max_tokens=N, token_param=max_completion_tokens, "
-        "temperature=omit, logprobs=false, extra.FIELD=value.")] = None,
     seed: Annotated[int | None, typer.Option(help="Seed for folds and bootstraps [default: 42].")] = None,
     bootstrap: Annotated[int | None, typer.Option(help="Bootstrap resamples [default: 2000].")] = None,
-    out: Annotated[Path | None, typer.Option(help="Run directory (default runs/risk-<time>).")] = None,
     train: Annotated[str | None, typer.Option(
         help="Fit supervised/calibrated methods on this corpus instead of cross-validating.")] = None,
     train_format: Annotated[str | None, typer.Option(help="Format of --train.")] = None,
@@ -54,33 +61,29 @@ def run(
         help="A method failing on more than this share of its items is flagged in the report "
              "and not ranked [default: 0.2].")] = None,
     config: Annotated[Path | None, typer.Option(help="YAML/TOML config file (see docs).")] = None,
-    dry_run: Annotated[bool, typer.Option(help="Plan the model calls and cost; call nothing.")] = False,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the cache.")] = False,
-    cache: Annotated[Path | None, typer.Option(help="Cache file (default: user cache dir).")] = None,
-    budget: Annotated[float | None, typer.Option(help="Stop starting new calls beyond this USD spend.")] = None,
-    concurrency: Annotated[int | None, typer.Option(help="Concurrent calls per model.")] = None,
+    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
+    dry_run: DryRun = False, concurrency: Concurrency = None, model_option: ModelOption = None,
+    timeout: Timeout = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Run methods on a labelled corpus and write metrics, records and the report."""
-    from carebench.risk.config import config_from_file, merged_model_options, method_specs
+    from carebench.risk.config import config_from_file, method_specs
     from carebench.risk.experiment import RunConfig, run_experiment
 
     models = list(model or [])
+    flags = {"out": out, "cache": cache, "no_cache": no_cache, "budget": budget, "dry_run": dry_run,
+             "concurrency": concurrency, "model_option": model_option, "timeout": timeout}
     if config is not None:
         overrides = {
             "data": data, "format": format, "moderation_model": moderation_model,
             "model": models[0] if len(models) == 1 else None,
             "models": models if len(models) > 1 else None,
-            "seed": seed, "bootstrap": bootstrap, "out": str(out) if out else None,
+            "seed": seed, "bootstrap": bootstrap,
             "train": train, "train_format": train_format, "failures": failures,
             "max_failure_share": max_failure_share, "columns": columns,
             "train_columns": train_columns, "prompts": str(prompts) if prompts else None,
-            "cache": str(cache) if cache else None, "budget": budget, "concurrency": concurrency,
             "methods": list(method) if method else None,
-            "model_option": list(model_option) if model_option else None,
         }
-        cfg = config_from_file(config, overrides)
-        if no_cache:
-            cfg.use_cache = False
+        cfg = config_from_file(config, overrides, flags)
     else:
         if not data:
             raise CarebenchError("pass --data PATH|builtin:NAME (or --config FILE)")
@@ -91,14 +94,11 @@ def run(
                                             "--method"), format=format,
             model=models[0] if len(models) == 1 else None, moderation_model=moderation_model,
             seed=42 if seed is None else seed, bootstrap=2000 if bootstrap is None else bootstrap,
-            out=out, train=train, train_format=train_format, failures=failures or "wrong",
+            train=train, train_format=train_format, failures=failures or "wrong",
             max_failure_share=0.2 if max_failure_share is None else max_failure_share,
             columns=columns, train_columns=train_columns,
-            prompts=str(prompts) if prompts else None,
-            model_options=merged_model_options(None, model_option),
-            use_cache=not no_cache, cache_path=cache, budget=budget, concurrency=concurrency,
+            prompts=str(prompts) if prompts else None, run=run_options(**flags),
         )
-    cfg.dry_run = dry_run
     outcome = run_experiment(cfg)
     if outcome.plan is not None:
         from carebench.experiment import echo_plan

@@ -34,9 +34,11 @@ from carebench.types import CarebenchError
 TOP_KEYS = {
     "data", "format", "model", "models", "moderation_model", "seed", "bootstrap", "out",
     "train", "train_format", "failures", "max_failure_share", "columns", "train_columns",
-    "prompts", "model_options", "use_cache", "cache", "budget", "concurrency",
+    "prompts", "model_options", "use_cache", "cache", "budget_usd", "budget", "concurrency",
     "n_folds", "methods",
 }
+#: the run-option keys of a config file (``budget`` is the older name of ``budget_usd``)
+RUN_KEYS = ("out", "use_cache", "cache", "budget_usd", "budget", "concurrency", "model_options")
 METHOD_KEYS = {"method", "label", "model", "models", "moderation_model", "options"}
 
 
@@ -139,20 +141,22 @@ def method_specs(entries: list[Any], models: list[str] | None, where: str) -> li
     return out
 
 
-def merged_model_options(config: Any, cli: list[str] | None) -> dict[str, dict[str, Any]]:
-    """Raw per-model options: the config file's ``model_options``, then ``--model-option``."""
-    from carebench.models.options import collect_model_options, parse_model_option
+def file_budget(data: dict[str, Any], where: str) -> float | None:
+    """``budget_usd`` (the shared name), or ``budget`` (the name risk configs used first)."""
+    new, old = data.get("budget_usd"), data.get("budget")
+    if new is not None and old is not None and new != old:
+        raise CarebenchError(f"{where}: 'budget' and 'budget_usd' disagree ({old} vs {new}); give one")
+    value = new if new is not None else old
+    if value is not None and not isinstance(value, int | float):
+        raise CarebenchError(f"{where}: 'budget_usd' must be a number of USD, got {value!r}")
+    return value
 
-    collect_model_options(cli, config)  # validate everything before any call
-    raw: dict[str, dict[str, Any]] = {str(k): dict(v) for k, v in (config or {}).items()}
-    for text in cli or []:
-        spec, key, value = parse_model_option(text)
-        raw.setdefault(spec, {})[key] = value
-    return raw
 
+def config_from_file(path: str | Path, overrides: dict[str, Any], run: dict[str, Any] | None = None) -> RunConfig:
+    """A RunConfig from a file, with explicitly given CLI values (not None) taking precedence.
 
-def config_from_file(path: str | Path, overrides: dict[str, Any]) -> RunConfig:
-    """A RunConfig from a file, with explicitly given CLI values (not None) taking precedence."""
+    ``run`` holds the shared run flags given on the command line (the keyword arguments of
+    :func:`carebench.run_options.run_options`); a flag left at None takes the file's value."""
     data = read_config(path)
     for k, v in overrides.items():
         if v is not None and k not in ("methods", "model_option"):
@@ -176,14 +180,26 @@ def config_from_file(path: str | Path, overrides: dict[str, Any]) -> RunConfig:
         data=str(data["data"]), methods=specs, format=data.get("format"),
         model=data.get("model") or (models[0] if models and len(models) == 1 else None),
         moderation_model=data.get("moderation_model"), seed=int(data.get("seed", 42)),
-        bootstrap=int(data.get("bootstrap", 2000)), out=data.get("out"),
+        bootstrap=int(data.get("bootstrap", 2000)),
         train=data.get("train"), train_format=data.get("train_format"),
         failures=str(data.get("failures", "wrong")),
         max_failure_share=float(data.get("max_failure_share", DEFAULT_MAX_FAILURE_SHARE)),
         columns=data.get("columns"), train_columns=data.get("train_columns"),
         prompts=None if data.get("prompts") is None else str(data["prompts"]),
-        model_options=merged_model_options(data.get("model_options"), overrides.get("model_option")),
-        use_cache=bool(data.get("use_cache", True)),
-        cache_path=data.get("cache"), budget=data.get("budget"),
-        concurrency=data.get("concurrency"), n_folds=int(data.get("n_folds", 5)),
+        n_folds=int(data.get("n_folds", 5)), run=_file_run_options(data, run or {}, str(path)),
     )
+
+
+def _file_run_options(data: dict[str, Any], flags: dict[str, Any], where: str) -> Any:
+    """The file's run settings under the command line's (a flag given wins)."""
+    from carebench.run_options import run_options
+
+    given = {k: v for k, v in flags.items() if v is not None}
+    budget = given.pop("budget", None)
+    return run_options(**{
+        "out": data.get("out"), "cache": data.get("cache"),
+        "concurrency": data.get("concurrency"), **given,
+        "no_cache": bool(given.get("no_cache")) or not bool(data.get("use_cache", True)),
+        "budget": budget if budget is not None else file_budget(data, where),
+        "model_options": data.get("model_options"),
+    })

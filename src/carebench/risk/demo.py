@@ -21,6 +21,7 @@ from pathlib import Path
 
 from carebench.risk.experiment import MethodSpec, RunConfig, run_experiment
 from carebench.risk.methods import REGISTRY
+from carebench.run_options import run_options
 from carebench.rundir import write_jsonl
 
 #: quick demo: posts per level, and as many stratified cross-validation folds (each fold
@@ -84,8 +85,8 @@ def run_demo(out_dir: Path, model_spec: str = "llamacpp:builtin", quick: bool = 
                      "paper's plain one-letter answer")
     for n in notes:
         print(f"risk demo: {n}", file=sys.stderr, flush=True)
-    cfg = RunConfig(data=data, methods=specs, out=Path(out_dir), seed=42, n_folds=QUICK_FOLDS if quick else 5,
-                    bootstrap=500 if quick else 2000, notes=notes)
+    cfg = RunConfig(data=data, methods=specs, seed=42, n_folds=QUICK_FOLDS if quick else 5,
+                    bootstrap=500 if quick else 2000, notes=notes, run=run_options(out=out_dir))
     outcome = run_experiment(cfg)
     assert outcome.run_dir is not None
     return outcome.run_dir

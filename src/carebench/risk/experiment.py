@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from carebench.experiment import Execution, Plan, read_records, run_suite, stage
-from carebench.models.options import collect_model_options
 from carebench.models.pricing import is_priced
 from carebench.report import Report
 from carebench.risk.data import RiskDataset, load_dataset
@@ -29,6 +28,7 @@ from carebench.risk.scoring import (
     score_records,
 )
 from carebench.run import Run, RunOptions
+from carebench.run_options import run_options
 from carebench.rundir import read_json
 from carebench.types import CarebenchError
 
@@ -61,7 +61,6 @@ class RunConfig:
     moderation_model: str | None = None
     seed: int = 42
     bootstrap: int = 2000
-    out: str | Path | None = None
     train: str | None = None
     train_format: str | None = None
     failures: str = "wrong"
@@ -69,20 +68,16 @@ class RunConfig:
     columns: str | dict[str, str] | None = None  # field=column mapping of --data
     train_columns: str | dict[str, str] | None = None  # the same for --train
     prompts: str | None = None  # directory replacing package prompt files
-    model_options: dict[str, dict[str, Any]] = field(default_factory=dict)  # spec -> options
-    dry_run: bool = False
-    use_cache: bool = True
-    cache_path: str | Path | None = None
-    budget: float | None = None
-    concurrency: int | None = None
     n_folds: int = 5
-    progress: bool = True
     notes: list[str] = field(default_factory=list)  # shown in the report (e.g. skipped methods)
+    #: the shared run flags (--out, --cache, --budget, --model-option, ...)
+    run: RunOptions = field(default_factory=run_options)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["out"] = None if self.out is None else str(self.out)
-        d["cache_path"] = None if self.cache_path is None else str(self.cache_path)
+        # per-model request options where a reader of risk manifests finds them (only what is set)
+        d["model_options"] = {spec: o.to_dict() for spec, o in self.run.model_options.items()}
+        d["run"]["model_options"] = d["model_options"]
         return d
 
 
@@ -94,7 +89,7 @@ class RunOutcome:
 
 
 def _log(cfg: RunConfig, msg: str) -> None:
-    if cfg.progress:
+    if cfg.run.progress:
         print(msg, file=sys.stderr, flush=True)
 
 
@@ -137,13 +132,14 @@ def _context(spec: MethodSpec, cfg: RunConfig, run: Run, train: RiskDataset | No
     for i, voter in enumerate(spec.voter_models, 1):
         roles[f"voter{i}"] = run.model(voter)
     return MethodContext(
-        runner=run.runner, models=roles, seed=cfg.seed,
+        run=run, models=roles, seed=cfg.seed,
         train=None if train is None else train.items, n_folds=cfg.n_folds, get_model=run.model,
+        stage=spec.name,
     )
 
 
 def prediction_record(pred: Prediction, item: RiskItem, name: str, model: str | None) -> dict[str, Any]:
-    """One ``records.jsonl`` line (issue 4: item_id, method, gold, pred, status, ...)."""
+    """One ``records.jsonl`` line (item_id, method, gold, pred, status, ...; see docs/risk.md)."""
     ok = pred.status == "ok" and pred.level is not None
     return {
         "item_id": item.id,
@@ -303,15 +299,9 @@ class RiskSuite:
         return build_risk_report(dict(metrics), records, dict(manifest))
 
 
-def run_options(cfg: RunConfig) -> RunOptions:
-    return RunOptions(budget_usd=cfg.budget, use_cache=cfg.use_cache, cache_path=cfg.cache_path,
-                      concurrency=cfg.concurrency, progress=cfg.progress, dry_run=cfg.dry_run,
-                      model_options=collect_model_options(None, cfg.model_options))
-
-
 def run_experiment(cfg: RunConfig) -> RunOutcome:
     """Validate, predict with every method, score, and write the run directory."""
-    out = run_suite(RiskSuite(cfg), run_options(cfg), out=cfg.out, dry_run=cfg.dry_run)
+    out = run_suite(RiskSuite(cfg), cfg.run)
     if isinstance(out, Plan):
         return RunOutcome(None, plan=out)
     return RunOutcome(out, metrics=read_json(out / "metrics.json"))

@@ -29,7 +29,19 @@ from carebench.risk.experiment import RiskSuite, prediction_record
 from carebench.risk.methods.base import MethodContext, Prediction, RiskItem
 from carebench.risk.methods.llm import POOL_PER_LEVEL, FewShotMethod, run_calls
 from carebench.risk.report import SWEEP_METRICS, arm_name, sweep_figure, sweep_rows
-from carebench.run import Run, RunOptions
+from carebench.run import Run
+from carebench.run_options import (
+    DEFAULT_TIMEOUT_S,
+    Budget,
+    Cache,
+    Concurrency,
+    DryRun,
+    ModelOption,
+    NoCache,
+    Out,
+    Timeout,
+    run_options,
+)
 from carebench.types import CarebenchError
 
 #: Appendix G: k in {2, 4, 8, 16, 32, 64}, plus the k=0 reference
@@ -121,9 +133,9 @@ class SweepSuite:
 
         data = load_dataset(self.data, self.format)
         train = load_dataset(self.train, self.train_format) if self.train else None
-        ctx = MethodContext(runner=run.runner, models={"default": run.model(self.model)},
+        ctx = MethodContext(run=run, models={"default": run.model(self.model)},
                             seed=self.seed, train=None if train is None else train.items,
-                            get_model=run.model)
+                            get_model=run.model, stage="few-shot sweep")
         return data, ctx
 
     def plan(self, run: Run) -> Plan:
@@ -210,20 +222,9 @@ def sweep_command(
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 42,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
     failures: Annotated[str, typer.Option(help="'wrong' (farthest level) or 'drop'.")] = "wrong",
-    out: Annotated[
-        Path | None, typer.Option(help="Run directory (default runs/risk-<time>).")
-    ] = None,
-    cache: Annotated[
-        Path | None, typer.Option(help="Cache file (default: user cache dir).")
-    ] = None,
-    no_cache: Annotated[
-        bool, typer.Option("--no-cache", help="Do not read or write the cache.")
-    ] = False,
-    budget: Annotated[
-        float | None, typer.Option(help="Stop starting new calls beyond this USD.")
-    ] = None,
-    concurrency: Annotated[int | None, typer.Option(help="Concurrent calls per model.")] = None,
-    dry_run: Annotated[bool, typer.Option(help="Plan the calls and cost; call nothing.")] = False,
+    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
+    dry_run: DryRun = False, concurrency: Concurrency = None, model_option: ModelOption = None,
+    timeout: Timeout = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Few-shot k sweep (Figure 4): every k scored on the same items outside the pool."""
     from carebench.experiment import echo_plan
@@ -232,9 +233,9 @@ def sweep_command(
     suite = SweepSuite(data, model, format=format, ks=list(k) if k else SWEEP_KS,
                        pool_per_level=pool_per_level, train=train, train_format=train_format,
                        seed=seed, bootstrap=bootstrap, failures=failures)
-    options = RunOptions(budget_usd=budget, use_cache=not no_cache, cache_path=cache,
-                         concurrency=concurrency)
-    result = run_suite(suite, options, out=out, dry_run=dry_run)
+    options = run_options(out=out, cache=cache, no_cache=no_cache, budget=budget, dry_run=dry_run,
+                          concurrency=concurrency, model_option=model_option, timeout=timeout)
+    result = run_suite(suite, options)
     if isinstance(result, Plan):
         echo_plan(result)
         return

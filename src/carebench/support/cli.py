@@ -11,6 +11,18 @@ from typing import Annotated
 import typer
 
 from carebench.models.families import parse_family_overrides
+from carebench.run_options import (
+    DEFAULT_TIMEOUT_S,
+    Budget,
+    Cache,
+    Concurrency,
+    DryRun,
+    ModelOption,
+    NoCache,
+    Out,
+    Timeout,
+    run_options,
+)
 from carebench.types import CarebenchError
 
 app = typer.Typer(
@@ -42,7 +54,6 @@ def run(
     scope: Annotated[str, typer.Option(help="final (default), anywhere, or both (judge both; metrics final).")] = "final",
     system_prompt: Annotated[Path | None, typer.Option(help="File with a system prompt for responders.")] = None,
     include_reference: Annotated[bool, typer.Option(help="Score the task references with the same panel.")] = False,
-    out: Annotated[Path | None, typer.Option(help="Run directory (default runs/support-<time>).")] = None,
     seed: Annotated[int, typer.Option(help="Seed for sampling and bootstrap.")] = 12345,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
     temperature: Annotated[float, typer.Option(help="Responder sampling temperature.")] = 0.7,
@@ -65,15 +76,13 @@ def run(
         help="public, private or all tasks (§A.3: the file's split, else a stratified 50/50 split).")] = "all",
     subcategories: Annotated[Path | None, typer.Option(
         help="File of expected subcategory names (one per line); tasks outside it are kept and warned about.")] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")] = False,
-    cache: Annotated[Path | None, typer.Option(help="Cache file (default: user cache dir).")] = None,
-    budget: Annotated[float | None, typer.Option(help="Stop starting calls once this many USD are spent.")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the call plan and stop.")] = False,
-    concurrency: Annotated[int | None, typer.Option(help="Concurrent calls per model.")] = None,
     retries: Annotated[int | None, typer.Option(help="Retries of a failed call before it counts as a harness failure.")] = None,
     family: Annotated[list[str] | None, typer.Option(
         help="Vendor family of a model, SPEC=NAME (repeatable); overrides the guess from the spec "
              "for models behind a proxy or local server (self-preference, DistressBench App. B.6-B.7).")] = None,
+    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
+    dry_run: DryRun = False, concurrency: Concurrency = None, model_option: ModelOption = None,
+    timeout: Timeout = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Regenerate replies, judge every criterion with the panel, score and report."""
     from carebench.experiment import Plan, echo_plan
@@ -82,15 +91,15 @@ def run(
     cfg = SupportRunConfig(
         tasks=tasks, responders=list(responder or []), judges=list(judge or []), attempts=attempts,
         scope=scope, system_prompt_file=str(system_prompt) if system_prompt else None,
-        include_reference=include_reference, out=str(out) if out else None, seed=seed,
-        bootstrap=bootstrap, use_cache=not no_cache, cache_path=str(cache) if cache else None,
-        budget_usd=budget, dry_run=dry_run, concurrency=concurrency, temperature=temperature,
+        include_reference=include_reference, seed=seed, bootstrap=bootstrap, temperature=temperature,
         max_tokens=max_tokens, caps=_caps(cap), task_limit=limit, columns=columns, split=split,
-        subcategories_file=str(subcategories) if subcategories else None, max_retries=retries,
+        subcategories_file=str(subcategories) if subcategories else None,
         responder_options=list(responder_option or []),
         responder_settings_file=str(responder_settings) if responder_settings else None,
         recollect_truncated=recollect_truncated, recollect_cap=recollect_cap,
         families=parse_family_overrides(family),
+        run=run_options(out=out, cache=cache, no_cache=no_cache, budget=budget, dry_run=dry_run,
+                        concurrency=concurrency, model_option=model_option, timeout=timeout, retries=retries),
     )
     result = run_support(cfg)
     if isinstance(result, Plan):
@@ -98,6 +107,16 @@ def run(
         return
     _summary(result)
     _exit_if_incomplete(result)
+
+
+def _echoed_plan(result: object) -> bool:
+    """A dry run's plan is printed (the JSON every suite prints); anything else is a result."""
+    from carebench.experiment import Plan, echo_plan
+
+    if isinstance(result, Plan):
+        echo_plan(result)
+        return True
+    return False
 
 
 def _exit_if_incomplete(run_dir: Path) -> None:
@@ -135,26 +154,26 @@ def calibrate(
         help="Bootstrap seed of the leader's-lead interval (carebench default; the paper's 20260714 "
         "draws the calibration tasks, see calibration-sample).")] = 12345,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
-    out: Annotated[Path | None, typer.Option(help="Output directory.")] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")] = False,
-    cache: Annotated[Path | None, typer.Option(help="Cache file.")] = None,
-    budget: Annotated[float | None, typer.Option(help="USD budget for judge calls.")] = None,
-    concurrency: Annotated[int | None, typer.Option(help="Concurrent calls per model.")] = None,
     family: Annotated[list[str] | None, typer.Option(
         help="Vendor family of a model, SPEC=NAME (repeatable); overrides the guess from the spec "
              "for models behind a proxy or local server (self-preference, DistressBench App. B.6-B.7).")] = None,
+    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
+    dry_run: DryRun = False, concurrency: Concurrency = None, model_option: ModelOption = None,
+    timeout: Timeout = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Compare candidate judges and every panel with clinician consensus; select the panel."""
     from carebench.support.experiment import CalibrationConfig, run_calibration
 
     cfg = CalibrationConfig(
-        labels=str(labels), candidates=list(candidate or []), run=str(run_dir) if run_dir else None,
+        labels=str(labels), candidates=list(candidate or []), run_dir=str(run_dir) if run_dir else None,
         verdicts=str(verdicts) if verdicts else None, panel_size=panel_size, seed=seed, scope=scope,
-        bootstrap=bootstrap, out=str(out) if out else None, use_cache=not no_cache,
-        cache_path=str(cache) if cache else None, budget_usd=budget, concurrency=concurrency,
-        families=parse_family_overrides(family),
+        bootstrap=bootstrap, families=parse_family_overrides(family),
+        run=run_options(out=out, cache=cache, no_cache=no_cache, budget=budget, dry_run=dry_run,
+                        concurrency=concurrency, model_option=model_option, timeout=timeout),
     )
     d = run_calibration(cfg)
+    if _echoed_plan(d):
+        return
     from carebench.rundir import read_json
 
     sel = read_json(d / "metrics.json").get("selection", {})
@@ -224,18 +243,20 @@ def coherence(
     n: Annotated[int, typer.Option(help="Multi-turn tasks to sample (A.5: 18).")] = 18,
     gate: Annotated[float, typer.Option(help="Share of acceptable transitions a task needs (A.5: 0.9).")] = 0.9,
     seed: Annotated[int, typer.Option(help="Sampling seed (carebench default).")] = 12345,
-    out: Annotated[Path | None, typer.Option(help="Output directory.")] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")] = False,
-    cache: Annotated[Path | None, typer.Option(help="Cache file.")] = None,
-    budget: Annotated[float | None, typer.Option(help="USD budget.")] = None,
+    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
+    dry_run: DryRun = False, concurrency: Concurrency = None, model_option: ModelOption = None,
+    timeout: Timeout = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Multi-turn coherence gate (A.5): do the scripted user turns still follow regenerated replies?"""
     from carebench.rundir import read_json
     from carebench.support.coherence import CoherenceConfig, run_coherence
 
     d = run_coherence(CoherenceConfig(
-        tasks=tasks, models=list(model), judge=judge, n=n, gate=gate, seed=seed, out=str(out) if out else None,
-        use_cache=not no_cache, cache_path=str(cache) if cache else None, budget_usd=budget))
+        tasks=tasks, models=list(model), judge=judge, n=n, gate=gate, seed=seed,
+        run=run_options(out=out, cache=cache, no_cache=no_cache, budget=budget, dry_run=dry_run,
+                        concurrency=concurrency, model_option=model_option, timeout=timeout)))
+    if _echoed_plan(d):
+        return
     m = read_json(d / "metrics.json")
     typer.echo(f"{m['overall_rate']:.1%} acceptable transitions; tasks below the gate: "
                f"{', '.join(m['failing_tasks']) or 'none'}")
@@ -262,18 +283,20 @@ def probe(
     conversations: Annotated[int, typer.Option(help="Conversations for elicitation, per responder (E.7: 300).")] = 300,
     seed: Annotated[int, typer.Option(help="Sampling and bootstrap seed (carebench default).")] = 12345,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")] = False,
-    cache: Annotated[Path | None, typer.Option(help="Cache file.")] = None,
-    budget: Annotated[float | None, typer.Option(help="USD budget.")] = None,
+    cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False,
+    concurrency: Concurrency = None, model_option: ModelOption = None, timeout: Timeout = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Discrimination probe, controls and elicitation (§4.3, E.7): why did the responders fail their criteria?"""
     from carebench.support.probe import ProbeConfig, run_probe
 
     res = run_probe(ProbeConfig(
-        run=str(run_dir), responders=list(responder or []), alternative=alternative, question=question,
+        run_dir=str(run_dir), responders=list(responder or []), alternative=alternative, question=question,
         competence_threshold=competence_threshold, floor_reply=str(floor_reply) if floor_reply else None,
-        n_tasks=n_tasks, n_conversations=conversations, seed=seed, bootstrap=bootstrap, use_cache=not no_cache,
-        cache_path=str(cache) if cache else None, budget_usd=budget))
+        n_tasks=n_tasks, n_conversations=conversations, seed=seed, bootstrap=bootstrap,
+        run=run_options(cache=cache, no_cache=no_cache, budget=budget, dry_run=dry_run, concurrency=concurrency,
+                        model_option=model_option, timeout=timeout)))
+    if _echoed_plan(res):
+        return
     for spec, p in res["per_responder"].items():
         c = p["controls"]
         rate = "no valid answer" if c["rate"] is None else f"{c['rate']:.3f}"

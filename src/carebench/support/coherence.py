@@ -19,19 +19,22 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from carebench.experiment import Plan
 from carebench.judging import JUDGE_MAX_TOKENS, BinaryVerdict, JudgeQuestion, ask, panel_seats
 from carebench.report import Paragraph, Report, Section, Table, write_report
 from carebench.run import Run, RunOptions
+from carebench.run_options import run_options
 from carebench.rundir import new_run_dir, write_json, write_jsonl, write_manifest
 from carebench.support.generation import GenerationConfig, generate
 from carebench.support.judging import render_transcript
+from carebench.support.records import ResponseRecord
 from carebench.support.tasks import Task, load_tasks
+from carebench.templates import fill, prompt
 from carebench.types import CarebenchError, Message
 
 DEFAULT_N = 18
@@ -47,18 +50,22 @@ class CoherenceConfig:
     n: int = DEFAULT_N
     gate: float = GATE
     seed: int = SAMPLE_SEED
-    out: str | None = None
-    use_cache: bool = True
-    cache_path: str | None = None
-    budget_usd: float | None = None
-    concurrency: int | None = None
-    progress: bool = True
     notes: list[str] = field(default_factory=list)
+    #: the shared run flags (--out, --cache, --budget, --concurrency, ...)
+    run: RunOptions = field(default_factory=run_options)
+
+
+_USER_HEAD = "CONVERSATION SO FAR\n"
 
 
 @cache
-def _template() -> str:
-    return (resources.files("carebench") / "prompts" / "support_coherence.txt").read_text("utf-8")
+def _templates() -> tuple[str, str]:
+    """The judge's system text and user template: the prompt file holds both, the user
+    part starting at its "CONVERSATION SO FAR" heading."""
+    system, sep, user = prompt("support_coherence", keep_newline=True).partition("\n\n" + _USER_HEAD)
+    if not sep:
+        raise CarebenchError("support_coherence prompt lacks its CONVERSATION SO FAR section")
+    return system.strip(), _USER_HEAD + user
 
 
 def sample_multi_turn(tasks: Sequence[Task], n: int, seed: int) -> list[Task]:
@@ -73,10 +80,9 @@ def sample_multi_turn(tasks: Sequence[Task], n: int, seed: int) -> list[Task]:
 
 
 def transition_question(key: Any, turns: Sequence[dict[str, Any]], next_user: str) -> JudgeQuestion:
-    text = _template().replace("{transcript}", render_transcript(turns)).replace("{next}", next_user)
-    system, _, user = text.partition("\n\nCONVERSATION SO FAR\n")
-    return JudgeQuestion(key, (Message("system", system.strip()), Message("user", "CONVERSATION SO FAR\n" + user)),
-                         BinaryVerdict)
+    system, user = _templates()
+    user = fill(user, {"transcript": render_transcript(turns), "next": next_user}, "support_coherence")
+    return JudgeQuestion(key, (Message("system", system), Message("user", user)), BinaryVerdict)
 
 
 def summarize(rows: Sequence[dict[str, Any]], gate: float) -> dict[str, Any]:
@@ -99,7 +105,53 @@ def summarize(rows: Sequence[dict[str, Any]], gate: float) -> dict[str, Any]:
     return out
 
 
-def run_coherence(cfg: CoherenceConfig, cache_obj: Any = None) -> Path:
+def transition_questions(tasks: Sequence[Task], responses: Sequence[ResponseRecord]
+                         ) -> tuple[list[JudgeQuestion], list[tuple[str, str, int]]]:
+    """One question per assistant reply followed by a scripted user turn, and its
+    (task, model, turn) key; conversations that failed (harness failures) have none."""
+    questions, meta = [], []
+    by_id = {t.id: t for t in tasks}
+    for r in responses:
+        if r.is_harness_failure:
+            continue
+        task = by_id[r.task_id]
+        for k in range(len(task.turns) - 1):  # the assistant reply to turn k, then user turn k + 1
+            upto = r.turns[: 2 * (k + 1)]
+            questions.append(transition_question((r.task_id, r.responder, k + 1), upto, task.turns[k + 1]))
+            meta.append((r.task_id, r.responder, k + 1))
+    return questions, meta
+
+
+def plan_coherence(run: Run, tasks: Sequence[Task], models: Sequence[Any], judge: Sequence[Any],
+                   cfg: CoherenceConfig) -> Plan:
+    """The dry run: every regeneration call (followed through the cache) and every
+    transition verdict; a reply not in the cache is assumed to fill its output cap."""
+    from carebench.experiment import stage
+    from carebench.judging import judge_calls
+    from carebench.support.generation import planned_generation
+
+    gcfg = GenerationConfig(attempts=1, seed=cfg.seed)
+    gen_calls, done, exact = planned_generation(tasks, models, run.cache, gcfg)
+    convs = [(m, t) for m in models for t in tasks]
+    responses = []
+    for r, (m, t) in zip(done, convs, strict=True):
+        if r is None:  # not yet known: a reply that fills the output cap, the longest judge prompt
+            text = "x" * (4 * gcfg.cap_for(str(m.spec)))
+            turns = [x for u in t.turns for x in ({"role": "user", "content": u},
+                                                  {"role": "assistant", "content": text})]
+            r = ResponseRecord(t.id, str(m.spec), 0, turns, text, "ok")
+        responses.append(r)
+    questions, _ = transition_questions(tasks, responses)
+    known = all(d is not None for d in done)
+    return Plan("support", [
+        stage(run, "generation", gen_calls, exact=exact),
+        stage(run, "coherence verdicts", judge_calls(questions, judge, temperature=0.0,
+                                                     max_tokens=JUDGE_MAX_TOKENS), exact=known),
+    ], ["command: support coherence"] + ([] if known else [
+        "replies not in the cache are assumed to fill their output cap, so the judge prompts are estimated"]))
+
+
+def run_coherence(cfg: CoherenceConfig, cache_obj: Any = None) -> Path | Plan:
     if not cfg.models:
         raise CarebenchError("give at least one --model whose replies test the scripts")
     if not 0 < cfg.gate <= 1:
@@ -107,24 +159,16 @@ def run_coherence(cfg: CoherenceConfig, cache_obj: Any = None) -> Path:
     if cfg.n < 1:
         raise CarebenchError(f"--n must be at least 1, got {cfg.n}")
     tasks = sample_multi_turn(load_tasks(cfg.tasks), cfg.n, cfg.seed)
-    run = Run(RunOptions(budget_usd=cfg.budget_usd, use_cache=cfg.use_cache, cache_path=cfg.cache_path,
-                         concurrency=cfg.concurrency, progress=cfg.progress), cache=cache_obj)
+    run = Run(cfg.run, cache=cache_obj)
     with run:
         models = [run.model(s) for s in cfg.models]
         judge = panel_seats([cfg.judge], [run.model(cfg.judge)])
-        gen = generate(tasks, models, run.runner, GenerationConfig(attempts=1, seed=cfg.seed))
-        questions, meta = [], []
-        by_id = {t.id: t for t in tasks}
-        for r in gen.responses:
-            if r.is_harness_failure:
-                continue
-            task = by_id[r.task_id]
-            for k in range(len(task.turns) - 1):  # the assistant reply to turn k, then user turn k + 1
-                upto = r.turns[: 2 * (k + 1)]
-                questions.append(transition_question((r.task_id, r.responder, k + 1), upto, task.turns[k + 1]))
-                meta.append((r.task_id, r.responder, k + 1))
-        run.runner.config.description = "coherence verdicts"
-        answers, _ = ask(questions, judge, run.runner, temperature=0.0, max_tokens=JUDGE_MAX_TOKENS)
+        if cfg.run.dry_run:
+            return plan_coherence(run, tasks, models, judge, cfg)
+        gen = generate(tasks, models, run, GenerationConfig(attempts=1, seed=cfg.seed))
+        questions, meta = transition_questions(tasks, gen.responses)
+        answers, _ = ask(questions, judge, run, stage="coherence verdicts", temperature=0.0,
+                         max_tokens=JUDGE_MAX_TOKENS)
     rows = [{"kind": "transition", "task": t, "model": m, "after_turn": k, "judge": a.judge,
              "follows": getattr(a.value, "met", None) if a.status == "ok" else None,
              "status": a.status, "rationale": a.rationale}
@@ -133,7 +177,7 @@ def run_coherence(cfg: CoherenceConfig, cache_obj: Any = None) -> Path:
     metrics = summarize(rows, cfg.gate)
     metrics["tasks_sampled"] = [t.id for t in tasks]
     metrics["replies_not_generated"] = failed_replies
-    run_dir = new_run_dir("support-coherence", cfg.out)
+    run_dir = new_run_dir("support-coherence", cfg.run.out)
     write_jsonl(run_dir / "records.jsonl", [r.to_dict() for r in gen.responses] + rows)
     write_jsonl(run_dir / "calls.jsonl", run.call_rows)
     write_manifest(run_dir, suite="support", config=asdict(cfg), models=[*cfg.models, cfg.judge],

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from carebench.run_options import run_options
 from carebench.support.experiment import SupportRunConfig, run_support
 
 #: Quick demo task: one two-turn conversation (8 criteria), so regeneration of every
@@ -37,7 +38,7 @@ def run_demo(out_dir: Path, model_spec: str = "llamacpp:builtin", quick: bool = 
         judges=[model_spec] * 3,
         attempts=1 if quick else 3,
         include_reference=not quick,
-        out=str(out_dir),
+        run=run_options(out=out_dir),
         max_tokens=QUICK_REPLY_TOKENS if quick else 400,
         # the verdict is the answer's first field: a short cap keeps it and cuts only the
         # rationale (counted as cut in the report), which keeps the quick demo within budget

@@ -33,6 +33,7 @@ from carebench.judging import JUDGE_MAX_TOKENS, panel_seats
 from carebench.models.settings import model_settings
 from carebench.report import Report
 from carebench.run import Run, RunOptions
+from carebench.run_options import run_options
 from carebench.rundir import (
     data_sha256,
     file_sha256,
@@ -80,15 +81,8 @@ class SupportRunConfig:
     scope: str = "final"  # final | anywhere | both (both judges twice; metrics use final)
     system_prompt_file: str | None = None
     include_reference: bool = False
-    out: str | None = None
     seed: int = 12345
     bootstrap: int = 2000
-    use_cache: bool = True
-    cache_path: str | None = None
-    budget_usd: float | None = None
-    dry_run: bool = False
-    concurrency: int | None = None
-    max_retries: int | None = None  # retries of a failed call (None: the runner's default)
     temperature: float = DEFAULT_TEMPERATURE
     max_tokens: int = DEFAULT_MAX_TOKENS
     caps: dict[str, int] = field(default_factory=dict)
@@ -103,10 +97,11 @@ class SupportRunConfig:
     columns: str | None = None  # field=column mapping of the task file (--columns)
     subcategories_file: str | None = None  # expected subcategory names; others are warned about
     split: str = "all"  # public | private | all (§A.3 stratified split when the file has none)
-    progress: bool = True
     title: str = "Support: rubric-scored crisis support"
     notes: list[str] = field(default_factory=list)
     families: dict[str, str] = field(default_factory=dict)  # --family SPEC=NAME overrides
+    #: the shared run flags (--out, --cache, --budget, ...; --retries is ``run.max_retries``)
+    run: RunOptions = field(default_factory=run_options)
 
     def validate(self) -> None:
         if not self.responders and not self.include_reference:
@@ -175,8 +170,6 @@ class SupportSuite:
                                     "--responder-option"),
             recollect_truncated=cfg.recollect_truncated, recollect_cap=cfg.recollect_cap,
         )
-        if cfg.max_retries is not None:
-            run.runner.config.max_retries = cfg.max_retries
         responders = [run.model(s) for s in cfg.responders]
         judge_models = [run.model(s) for s in cfg.judges]
         judges = panel_seats([str(m.spec) for m in judge_models], judge_models)
@@ -224,7 +217,7 @@ class SupportSuite:
     def execute(self, run: Run) -> Execution:
         cfg = self.cfg
         tasks, responders, judges, gcfg, system_prompt = self._prepare(run)
-        gen = generate(tasks, responders, run.runner, gcfg)
+        gen = generate(tasks, responders, run, gcfg)
         responses = list(gen.responses)
         if cfg.include_reference:
             responses.extend(reference_responses(tasks))
@@ -233,9 +226,8 @@ class SupportSuite:
             run.mark_incomplete("generation", gen.calls_skipped)
             run.mark_incomplete("judging")
         else:
-            run.runner.config.description = "judge verdicts"
             judged = judge_responses(
-                tasks, responses, judges, run.runner, scopes=judged_scopes(cfg.scope),  # type: ignore[arg-type]
+                tasks, responses, judges, run, scopes=judged_scopes(cfg.scope),  # type: ignore[arg-type]
                 temperature=cfg.judge_temperature, max_tokens=cfg.judge_max_tokens,
             )
             verdicts = judged.verdicts
@@ -286,7 +278,7 @@ class SupportSuite:
         per_task = dict(zip(rt.tasks, np.bincount(rt.task, minlength=len(rt.tasks)).tolist(), strict=True))
         shown = detail_task_ids(tasks, per_task)
         responses, verdicts = load_records(run_dir, task_ids=set(shown))
-        from carebench.support.probe import probe_json
+        from carebench.support.records import probe_json
 
         return SupportRecords(tasks, rt, vt, responses, verdicts, shown, probe=probe_json(run_dir))
 
@@ -339,9 +331,7 @@ class SupportRecords:
 
 def run_support(cfg: SupportRunConfig, cache: CompletionCache | None = None) -> Path | Plan:
     """Run the suite; returns the run directory (or the call plan for a dry run)."""
-    options = RunOptions(budget_usd=cfg.budget_usd, use_cache=cfg.use_cache, cache_path=cfg.cache_path,
-                         concurrency=cfg.concurrency, progress=cfg.progress, dry_run=cfg.dry_run)
-    return run_suite(SupportSuite(cfg), options, out=cfg.out, dry_run=cfg.dry_run, cache=cache)
+    return run_suite(SupportSuite(cfg), cfg.run, cache=cache)
 
 
 def _warn_unexpected_subcategories(cfg: SupportRunConfig, tasks: Sequence[Task]) -> None:
@@ -466,7 +456,7 @@ def load_records(run_dir: Path, task_ids: set[str] | None = None) -> tuple[list[
 class CalibrationConfig:
     labels: str
     candidates: list[str]
-    run: str | None = None  # support run directory holding the labelled responses and tasks
+    run_dir: str | None = None  # support run directory holding the labelled responses and tasks
     #: final (default), anywhere, or both: candidates asked in both scopes so the agreement
     #: of the two scoring rules with the clinicians can be compared (B.9); selection uses final
     scope: str = "final"
@@ -474,23 +464,20 @@ class CalibrationConfig:
     panel_size: int = 3
     seed: int = 12345  # bootstrap seed of the lead interval (carebench default)
     bootstrap: int = 2000
-    out: str | None = None
-    use_cache: bool = True
-    cache_path: str | None = None
-    budget_usd: float | None = None
-    concurrency: int | None = None
     judge_temperature: float = 0.0
     judge_max_tokens: int = JUDGE_MAX_TOKENS
-    progress: bool = True
     families: dict[str, str] = field(default_factory=dict)  # --family SPEC=NAME overrides
+    #: the shared run flags (--out, --cache, --budget, ...)
+    run: RunOptions = field(default_factory=run_options)
 
 
-def run_calibration(cfg: CalibrationConfig, cache: CompletionCache | None = None) -> Path:
+def run_calibration(cfg: CalibrationConfig, cache: CompletionCache | None = None) -> Path | Plan:
     """Ask every candidate judge about every clinician-labelled (task, response, criterion),
     then compare candidates and every panel with the clinician consensus.
 
     The responses and tasks come from a support run directory (``--run``): a label's
-    ``response_id`` is ``<responder>#<attempt>`` of a response recorded there.
+    ``response_id`` is ``<responder>#<attempt>`` of a response recorded there. A dry run
+    (``cfg.run.dry_run``) returns the plan of the candidate judges' calls.
     """
     from carebench.judging import ask
     from carebench.rundir import read_jsonl
@@ -505,11 +492,13 @@ def run_calibration(cfg: CalibrationConfig, cache: CompletionCache | None = None
     tasks: list[Task] | None = None
     verdicts: list[VerdictRecord] = []
     call_rows: list[dict[str, Any]] = []
-    if cfg.run:
-        _, tasks, responses, _ = load_run(Path(cfg.run))
+    if cfg.run_dir:
+        _, tasks, responses, _ = load_run(Path(cfg.run_dir))
     if cfg.verdicts:
         verdicts = [VerdictRecord.from_dict(r) for r in read_jsonl(Path(cfg.verdicts))
                     if r.get("kind", "verdict") == "verdict"]
+    if cfg.run.dry_run and not cfg.candidates:
+        return Plan(SUITE, [], ["recorded candidate verdicts (--verdicts): no model call"])
     if cfg.candidates:
         if tasks is None:
             raise CarebenchError("--run DIR is needed to ask candidate judges (it holds the labelled responses)")
@@ -520,19 +509,23 @@ def run_calibration(cfg: CalibrationConfig, cache: CompletionCache | None = None
         for task_id, rid, cid in wanted:
             r = by_key.get((task_id, rid))
             if r is None:
-                raise CarebenchError(f"{cfg.labels}: response {rid!r} of task {task_id!r} is not in {cfg.run}")
+                raise CarebenchError(f"{cfg.labels}: response {rid!r} of task {task_id!r} is not in {cfg.run_dir}")
             c = crit.get((task_id, cid))
             if c is None:
                 raise CarebenchError(f"{cfg.labels}: task {task_id!r} has no criterion {cid!r}")
             questions.extend(criterion_question(r, c, sc) for sc in judged_scopes(cfg.scope))
-        run = Run(RunOptions(budget_usd=cfg.budget_usd, use_cache=cfg.use_cache,
-                             cache_path=cfg.cache_path, concurrency=cfg.concurrency,
-                             progress=cfg.progress), cache=cache)
+        run = Run(cfg.run, cache=cache)
         with run:
             models = [run.model(s) for s in cfg.candidates]
             judges = panel_seats([str(m.spec) for m in models], models)
-            run.runner.config.description = "candidate judge verdicts"
-            answers, _ = ask(questions, judges, run.runner, temperature=cfg.judge_temperature,
+            if cfg.run.dry_run:
+                from carebench.judging import judge_calls
+
+                return Plan(SUITE, [stage(run, "candidate verdicts", judge_calls(
+                    questions, judges, temperature=cfg.judge_temperature, max_tokens=cfg.judge_max_tokens))],
+                    ["command: support calibrate"])
+            answers, _ = ask(questions, judges, run, stage="candidate verdicts",
+                             description="candidate judge verdicts", temperature=cfg.judge_temperature,
                              max_tokens=cfg.judge_max_tokens)
         if run.stopped:  # calibration compares every candidate on every label: no partial result
             run.finish()
@@ -545,13 +538,13 @@ def run_calibration(cfg: CalibrationConfig, cache: CompletionCache | None = None
     with single_threaded_blas():  # the kappa intervals must not depend on the core count
         result = calibrate_judges(labels, verdicts, panel_size=cfg.panel_size, seed=cfg.seed, B=cfg.bootstrap,
                                   tasks=tasks, scope=metrics_scope(cfg.scope), family=cfg.families or None)
-    run_dir = new_run_dir("support-calibration", cfg.out)
+    run_dir = new_run_dir("support-calibration", cfg.run.out)
     write_jsonl(run_dir / "records.jsonl", [v.to_dict() for v in verdicts])
     write_jsonl(run_dir / "calls.jsonl", call_rows)
     write_manifest(
         run_dir, suite=SUITE, config={k: v for k, v in asdict(cfg).items()},
         models=list(cfg.candidates), seeds={"bootstrap": cfg.seed},
-        dataset={"labels": cfg.labels, "sha256": file_sha256(Path(cfg.labels)), "run": cfg.run},
+        dataset={"labels": cfg.labels, "sha256": file_sha256(Path(cfg.labels)), "run": cfg.run_dir},
         extra={"kind": "calibration"},
     )
     write_json(run_dir / "metrics.json", result)

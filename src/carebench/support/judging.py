@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from carebench.judging import JUDGE_MAX_TOKENS, BinaryVerdict, Judge, JudgeQuestion, ask
-from carebench.runner import Runner
+from carebench.run import Run
 from carebench.support.records import ResponseRecord, VerdictRecord, is_empty_reply
 from carebench.support.tasks import Criterion, Task
 from carebench.templates import fill, package_template
@@ -64,7 +64,7 @@ def criterion_prompt(turns: Sequence[dict[str, str]], criterion: Criterion, scop
         slots = {"transcript": render_transcript(turns, True), "graded": final.strip() or NO_REPLY}
     else:
         template = _prompt("anywhere")
-        slots = {"transcript": render_transcript(turns, False), "graded": ""}
+        slots = {"transcript": render_transcript(turns, False)}
     slots["criterion"] = criterion.text
     return fill(template, slots, "support judge")
 
@@ -96,8 +96,10 @@ def judge_responses(
     tasks: Sequence[Task],
     responses: Sequence[ResponseRecord],
     judges: Sequence[Judge],
-    runner: Runner,
+    run: Run,
     *,
+    stage: str = "judging",
+    description: str = "judge verdicts",
     scopes: Sequence[Scope] = ("final",),
     temperature: float = 0.0,
     max_tokens: int = JUDGE_MAX_TOKENS,
@@ -107,7 +109,7 @@ def judge_responses(
 
     Empty final turns get ``not_judged_empty`` records (met None) and no call: they
     score zero (E.6). Everything else is asked in runner batches of about ``batch``
-    questions; a budget stop ends judging after the batch that hit it, keeping only
+    questions (each through ``run`` under ``stage``); a budget stop ends judging after the batch that hit it, keeping only
     the verdicts that were answered (an unasked question is never a verdict).
     """
     by_id = {t.id: t for t in tasks}
@@ -116,7 +118,8 @@ def judge_responses(
     questions: list[JudgeQuestion] = []
 
     def flush() -> None:
-        answers, run = ask(questions, judges, runner, temperature=temperature, max_tokens=max_tokens)
+        answers, res = ask(questions, judges, run, stage=stage, description=description,
+                           temperature=temperature, max_tokens=max_tokens)
         for a in answers:
             if a.completion is None:  # not asked: the budget stopped the run
                 continue
@@ -125,7 +128,7 @@ def judge_responses(
             verdicts.append(
                 VerdictRecord(task_id, responder, attempt, cid, a.judge, met, a.rationale, a.status, scope)
             )
-        out.stopped = out.stopped or run.stopped
+        out.stopped = out.stopped or res.stopped
         questions.clear()
 
     for r in responses:

@@ -43,12 +43,10 @@ Choices the paper leaves open are documented in docs/support.md.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -65,12 +63,14 @@ from carebench.judging import (
 )
 from carebench.models.families import family_of
 from carebench.run import Run, RunOptions
+from carebench.run_options import run_options
 from carebench.runner import Call
 from carebench.stats.bootstrap import Resampler, percentile_interval
 from carebench.support.judging import criterion_question, render_transcript
 from carebench.support.panel import S_MET, S_NOT_MET, credited, panel_states
 from carebench.support.records import REFERENCE, ResponseRecord
 from carebench.support.tasks import Task
+from carebench.templates import fill, prompt
 from carebench.types import CarebenchError, ChatRequest, Message
 
 DEFAULT_TASKS = 120
@@ -92,7 +92,7 @@ class Preference(BaseModel):
 
 @dataclass
 class ProbeConfig:
-    run: str
+    run_dir: str  # the support run probed
     #: responders to probe; empty = every responder of the run (the reference is not one)
     responders: list[str] = field(default_factory=list)
     alternative: str = "reference"  # reference | matched
@@ -104,11 +104,9 @@ class ProbeConfig:
     seed: int = SEED
     bootstrap: int = 2000
     max_tokens: int = 4096
-    use_cache: bool = True
-    cache_path: str | None = None
-    budget_usd: float | None = None
-    progress: bool = True
     families: dict[str, str] = field(default_factory=dict)
+    #: the shared run flags (--cache, --budget, --concurrency, ...)
+    run: RunOptions = field(default_factory=run_options)
 
 
 @dataclass(frozen=True)
@@ -122,7 +120,7 @@ class Unit:
 
 @cache
 def _prompt(name: str) -> str:
-    return (resources.files("carebench") / "prompts" / f"support_probe_{name}.txt").read_text("utf-8")
+    return prompt(f"support_probe_{name}", keep_newline=True)
 
 
 def _cells(tasks: Sequence[Task], responses: Sequence[ResponseRecord], verdicts: Sequence[Any], responder: str,
@@ -161,10 +159,17 @@ def _sample(ids: Sequence[Any], n: int, rng: np.random.Generator) -> list[Any]:
 def preference_question(key: Any, context: Sequence[dict[str, Any]], first: str, second: str,
                         aspect: str | None = None) -> JudgeQuestion:
     """Which of two replies is better; with ``aspect`` (a criterion's text) on that aspect only."""
-    template = _prompt("compare") if aspect is None else _prompt("compare_named").replace("{aspect}", aspect.strip())
-    user = (template.replace("{transcript}", render_transcript(context))
-            .replace("{first}", first.strip()).replace("{second}", second.strip()))
+    slots = {"transcript": render_transcript(context), "first": first.strip(), "second": second.strip()}
+    if aspect is None:
+        user = fill(_prompt("compare"), slots, "support_probe_compare")
+    else:
+        user = fill(_prompt("compare_named"), {**slots, "aspect": aspect.strip()}, "support_probe_compare_named")
     return JudgeQuestion(key, (Message("user", user),), Preference)
+
+
+def note_prompt(account: str) -> str:
+    """The system note that hands a model its own account back (elicitation, step 2)."""
+    return fill(_prompt("note"), {"account": account.strip()}, "support_probe_note")
 
 
 def floor_reply(path: str | None = None) -> str:
@@ -255,8 +260,10 @@ def run_probe(cfg: ProbeConfig, cache_obj: Any = None) -> dict[str, Any]:
         raise CarebenchError(f"--question must be named or blind, got {cfg.question!r}")
     if not 0.0 <= cfg.competence_threshold < 1.0:
         raise CarebenchError(f"--competence-threshold must be in [0, 1), got {cfg.competence_threshold}")
+    if cfg.run.dry_run:
+        raise CarebenchError("support probe has no --dry-run yet")
     floor = floor_reply(cfg.floor_reply)
-    run_dir = Path(cfg.run)
+    run_dir = Path(cfg.run_dir)
     manifest, tasks, responses, verdicts = load_run(run_dir)
     panel = list((manifest.get("scoring") or {}).get("panel") or [])
     in_run = [r for r in dict.fromkeys(r.responder for r in responses) if r != REFERENCE]
@@ -271,8 +278,7 @@ def run_probe(cfg: ProbeConfig, cache_obj: Any = None) -> dict[str, Any]:
     probe_tasks = set(_sample({u.task_id for us in units_of.values() for u in us}, cfg.n_tasks, rng))
     matched = _alternatives(by_id, responses, verdicts, panel) if cfg.alternative == "matched" else {}
     named = cfg.question == "named"
-    run = Run(RunOptions(budget_usd=cfg.budget_usd, use_cache=cfg.use_cache, cache_path=cfg.cache_path,
-                         progress=cfg.progress), cache=cache_obj)
+    run = Run(cfg.run, cache=cache_obj)
     per: dict[str, dict[str, Any]] = {}
     outcome: dict[Unit, str] = {}
     records: list[dict[str, Any]] = []
@@ -412,7 +418,7 @@ def _elicit(cfg: ProbeConfig, run: Run, model: Any, judges: Sequence[Any], panel
         if comp is None or comp.status == "error":
             continue
         r = resp[(t_id, spec, att)]
-        note = _prompt("note").replace("{account}", comp.text.strip())
+        note = note_prompt(comp.text)
         msgs = [Message("system", note)] + [Message(t["role"], t["content"]) for t in _context(r)]
         new_calls.append(Call(model, ChatRequest(tuple(msgs), temperature=0.0, max_tokens=cfg.max_tokens)))
         kept.append((t_id, att, comp.text))
@@ -489,7 +495,3 @@ def _pooled_conversion(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         out[name] = {"rate": conv / n if n else None, "converted": conv, "criteria": n}
     return out
 
-
-def probe_json(run_dir: Path) -> dict[str, Any] | None:
-    p = Path(run_dir) / "probe" / "probe.json"
-    return json.loads(p.read_text("utf-8")) if p.is_file() else None

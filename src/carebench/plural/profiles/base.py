@@ -148,12 +148,12 @@ _VECTORS: dict[tuple[str, str], np.ndarray] = {}
 
 
 def _embedder(spec: str | None, run: Run) -> Any:
-    """API embeddings go through the run's runner (cached, budgeted, logged); local
+    """API embeddings go through the run (stage ``embeddings``: cached, budgeted, logged); local
     encoders are loaded once per process."""
     from carebench.models.embed import load_embedder
 
     if spec is not None and str(spec).startswith("openai-embed:"):
-        return load_embedder(spec, runner=run.runner)
+        return load_embedder(spec, run=run, stage="embeddings")
     return _local_embedder(spec)
 
 

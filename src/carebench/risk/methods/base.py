@@ -1,8 +1,9 @@
 """The contract every risk method implements, and the registry that names them.
 
 A method turns items into per-item ``Prediction``s. Model-backed methods issue their
-calls through the shared ``Runner`` (so identical prompts are shared through the
-cache across methods); fitted methods predict out-of-fold or on a separate
+calls through the command's run (:meth:`MethodContext.calls`, i.e. ``Run.calls`` under
+the method's stage, so identical prompts are shared through the cache across methods
+and every call is budgeted and logged); fitted methods predict out-of-fold or on a separate
 training corpus. Failures are predictions with a non-ok status, never dropped.
 """
 
@@ -12,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from carebench.runner import Call, Runner
+from carebench.runner import Call, RunResult
 from carebench.types import CarebenchError, Usage
 
 #: prediction statuses; only "ok" carries a level
@@ -48,15 +49,24 @@ class Prediction:
 
 @dataclass
 class MethodContext:
-    """What a method may use: the runner, its models by role, seeds, optional training set."""
+    """What a method may use: the run (``carebench.run.Run``: calls, cache, budget, models),
+    its models by role, seeds, an optional training set and the stage its calls count under."""
 
-    runner: Runner | None
+    run: Any  # carebench.run.Run; None for fitted methods that call no model
     models: dict[str, Any]  # role -> ChatModel; role "default" is the --model
     seed: int = 42
     train: Sequence[RiskItem] | None = None  # set for transfer (--train); else cross-validate
     n_folds: int = 5
-    #: the run's model factory (one instance per spec, closed by the run); None -> own instances
+    #: the run's model factory (one instance per spec, closed by the run); None -> ``run.model``
     get_model: Callable[[str], Any] | None = None
+    #: the stage the method's calls are accounted under (manifest ``by_stage``, ``calls.jsonl``)
+    stage: str = "predictions"
+
+    def calls(self, calls: Sequence[Call], description: str | None = None) -> RunResult:
+        """One batch through the run (``Run.calls`` under this context's stage)."""
+        if self.run is None:
+            raise CarebenchError("this method calls a model: it needs the command's run")
+        return self.run.calls(calls, description or self.stage, stage=self.stage)
 
     def model(self, role: str = "default"):
         m = self.models.get(role) or self.models.get("default")

@@ -33,8 +33,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from carebench.risk.answers import parse_level_answer
-from carebench.risk.folds import fit_predict_oof
 from carebench.risk.methods.base import MethodContext, Prediction, RiskItem, register
+from carebench.risk.methods.folds import fit_predict_oof
 from carebench.risk.methods.llm import (
     LetterMethod,
     LLMMethod,
@@ -310,9 +310,9 @@ class _Ensemble:
     def _with_models(self, ctx: MethodContext) -> MethodContext:
         if not self.model_specs:
             return ctx
-        if ctx.get_model is not None:  # the run owns (and closes) the models
-            return replace(ctx, models={**ctx.models, **{r: ctx.get_model(str(s))
-                                                         for r, s in self.model_specs.items()}})
+        get = ctx.get_model or (ctx.run.model if ctx.run is not None else None)
+        if get is not None:  # the run owns (and closes) the models
+            return replace(ctx, models={**ctx.models, **{r: get(str(s)) for r, s in self.model_specs.items()}})
         from carebench.models import get_model
 
         for role, spec in self.model_specs.items():

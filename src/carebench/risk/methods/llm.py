@@ -34,7 +34,7 @@ from carebench.risk.answers import parse_final_line, parse_level_answer
 from carebench.risk.methods.base import MethodContext, Prediction, RiskItem, register
 from carebench.risk.prompts import join, render
 from carebench.risk.scale import LETTERS, K, letter_to_level
-from carebench.runner import Call, Runner, RunnerConfig
+from carebench.runner import Call
 from carebench.types import (
     CarebenchError,
     ChatRequest,
@@ -61,12 +61,11 @@ DEFAULT_K = 8
 
 # -- shared plumbing (also used by schema and ensembles) ------------------------------
 def run_calls(ctx: MethodContext, calls: Sequence[Call]) -> list[Completion | None]:
-    """Completions for ``calls`` in order through the run's runner (which makes each
-    distinct call once and counts it against the run's budget). ``None`` = not made (budget)."""
+    """Completions for ``calls`` in order through the run (which makes each distinct call
+    once and counts it against the run's budget). ``None`` = not made (budget)."""
     if not calls:
         return []
-    runner = ctx.runner or Runner(RunnerConfig(progress=False))
-    return runner.run_sync(calls).completions
+    return ctx.calls(calls).completions
 
 
 def call_status(comp: Completion | None) -> str:

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from carebench.risk.folds import splits_for
 from carebench.risk.methods.base import MethodContext, Prediction, RiskItem, register
+from carebench.risk.methods.folds import splits_for
 from carebench.runner import Call
 from carebench.types import CarebenchError, ChatRequest, Completion, messages
 
@@ -123,9 +123,7 @@ def moderation_scores(
     if _ScoreSource.from_columns(items):
         return [dict(it.scores) for it in items], [None] * len(items), "column"
     calls = _ScoreSource.calls(items, ctx, tag)
-    if ctx.runner is None:
-        raise CarebenchError("moderation scores from a model need a runner")
-    result = ctx.runner.run_sync(calls)
+    result = ctx.calls(calls)
     scores: list[dict[str, float] | None] = []
     for comp in result.completions:
         s = (comp.extra or {}).get("scores") if comp is not None and comp.ok else None
