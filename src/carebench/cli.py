@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from carebench.types import CarebenchError, RunStopped
+from carebench.types import BatchPending, CarebenchError, RunStopped
 
 app = typer.Typer(
     name="carebench",
@@ -213,9 +213,15 @@ INTERRUPTED = "carebench: interrupted; completed model calls are cached, re-run 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; user mistakes end in at most a usage line and one error line, exit 2."""
-    _mount_suites(_command_name(sys.argv[1:] if argv is None else argv))
+    from carebench.batch import options as batch_options
+
+    batch_options.COMMAND_LINE = list(sys.argv[1:] if argv is None else argv)
+    _mount_suites(_command_name(batch_options.COMMAND_LINE))
     try:
         rc = app(args=argv, prog_name="carebench", standalone_mode=False)
+    except BatchPending as e:  # before RunStopped: batch mode wrote what the run waits for
+        print(f"carebench: {e}", file=sys.stderr)
+        return 4
     except RunStopped as e:  # before CarebenchError: a suite's stop may be both
         print(f"carebench: {e}", file=sys.stderr)
         return 3

@@ -19,6 +19,7 @@ from typing import Any
 
 from carebench.cache import CompletionCache, cache_key
 from carebench.models.base import ChatModel, PermanentError, TransientError, Unreachable
+from carebench.models.pricing import call_cost_bound, is_priced
 from carebench.types import CarebenchError, ChatRequest, Completion
 
 
@@ -39,6 +40,7 @@ class RunnerConfig:
     timeout_s: float = 120.0  # per try
     backoff_base_s: float = 0.5
     backoff_max_s: float = 30.0
+    batch_prices: bool = False  # plans priced at the models' batch rates (--dry-run --batch)
     use_cache: bool = True
     progress: bool = True
     description: str = "model calls"
@@ -117,9 +119,13 @@ class RunResult:
 
 
 def call_row(call: Call, comp: Completion) -> dict[str, Any]:
-    """A ``calls.jsonl`` line: enough for ``replay:`` to answer the same request again."""
-    return {"model": str(call.model.spec), "tag": call.tag, "request": call.request.cache_payload(),
-            "completion": comp.to_dict()}
+    """A ``calls.jsonl`` line: enough for ``replay:`` to answer the same request again
+    (``batch``: answered through a provider's batch endpoint, at the batch price)."""
+    row = {"model": str(call.model.spec), "tag": call.tag, "request": call.request.cache_payload(),
+           "completion": comp.to_dict()}
+    if comp.batch:
+        row["batch"] = True
+    return row
 
 
 @dataclass
@@ -136,17 +142,21 @@ class CallPlan:
 
 def call_key(call: Call) -> str:
     """The cache key of a call: its model spec, request and the model's request options."""
-    opts = getattr(call.model, "request_options", None)
-    return cache_key(str(call.model.spec), call.request, opts.to_dict() if opts else None)
+    opts = getattr(call.model, "request_options", None)  # cache_key leaves out empty options
+    return cache_key(str(call.model.spec), call.request, opts.to_dict() if opts is not None else None)
 
 
 def capped_request(call: Call) -> ChatRequest:
     """The request with the output cap the model will actually send (its options may raise
     it, e.g. room for a reasoning model's hidden tokens), for cost bounds."""
     opts = getattr(call.model, "request_options", None)
-    if not opts or opts.max_tokens is None:
+    if opts is None or opts.max_tokens is None:
         return call.request
     return replace(call.request, max_tokens=opts.max_tokens)
+
+
+#: why a call handed to the batch sink was not made (see carebench.batch.export)
+BATCH_PENDING = "waiting for batch results"
 
 
 class Runner:
@@ -156,14 +166,20 @@ class Runner:
         cache: CompletionCache | None = None,
         on_complete: Callable[[Call, Completion], None] | None = None,
         ledger: Ledger | None = None,
+        batch: Any = None,
     ):
         self.config = config or RunnerConfig()
+        #: batch mode (carebench.batch.export.BatchSink): a call the cache cannot answer is
+        #: handed to it instead of the provider and not made now, like a budget-refused call
+        self.batch = batch
         self.cache = cache if self.config.use_cache else None
         self.on_complete = on_complete
         self.ledger = ledger or Ledger()  # the run's (which holds the budget), else an uncapped one
         self._sems: dict[str, asyncio.Semaphore] = {}
         self._sems_loop: asyncio.AbstractEventLoop | None = None
         self._reached: set[str] = set()  # models that answered at least once
+        #: answers waiting for their cache commit (see ``_store``)
+        self._unstored: list[tuple[str, Completion]] = []
 
     # -- planning -----------------------------------------------------------------
     def plan(self, calls: Sequence[Call]) -> CallPlan:
@@ -173,8 +189,6 @@ class Runner:
         plan where there are any (their mean), else from the request's output cap (the
         worst case); ``by_model[spec]["reply_lengths"]`` says which was used.
         """
-        from carebench.models.pricing import call_cost_bound, is_priced
-
         by_model: dict[str, dict[str, Any]] = {}
         todo: list[tuple[str, Call]] = []
         replied: dict[str, list[int]] = {}  # spec -> completion tokens of cached replies
@@ -206,7 +220,7 @@ class Runner:
                 if c.request.max_tokens:
                     out = min(out, c.request.max_tokens)
                 by_model[spec]["reply_lengths"] = "cached replies"
-            est = call_cost_bound(spec, capped_request(c), out)
+            est = call_cost_bound(spec, capped_request(c), out, batch=self.config.batch_prices)
             by_model[spec]["estimated_cost_usd"] += est
             cost += est
         cached = sum(int(m["cached"]) for m in by_model.values())
@@ -216,15 +230,20 @@ class Runner:
     # -- execution ----------------------------------------------------------------
     def run_sync(self, calls: Sequence[Call], description: str | None = None) -> RunResult:
         """Run on a fresh event loop, closing the models' connection pools before it ends."""
+        out: list[RunResult] = []
 
-        async def go() -> RunResult:
+        async def go() -> None:
+            # the result is handed over outside the task: asyncio.run's clean-up formats
+            # the main task's repr (signal.getsignal on its SIGINT handler), and that repr
+            # holds the full repr of its result, every call and completion (~40 us a call)
             try:
-                return await self.run(calls, description)
+                out.append(await self.run(calls, description))
             finally:
                 for model in {id(c.model): c.model for c in calls}.values():
                     await model.aclose()
 
-        return asyncio.run(go())
+        asyncio.run(go())
+        return out[0]
 
     async def run(self, calls: Sequence[Call], description: str | None = None) -> RunResult:
         calls = list(calls)
@@ -237,10 +256,11 @@ class Runner:
                              spent=self.ledger.spent_usd)
 
         inflight: dict[str, asyncio.Future] = {}
+        keys: list[str] = [""] * len(calls)  # computed once per call, kept for the refused set
 
         async def one(i: int, call: Call) -> None:
             spec = str(call.model.spec)
-            key = call_key(call)
+            key = keys[i] = call_key(call)
             if self.cache is not None:
                 hit = self.cache.get(key)
                 if hit is not None:
@@ -278,19 +298,21 @@ class Runner:
                         tg.create_task(one(i, c))
             except BaseExceptionGroup as eg:  # surface the first real cause, not the group
                 raise eg.exceptions[0] from None
+            finally:
+                self._commit()  # answers of a turn cut short by an error are kept too
         res.elapsed_s = time.perf_counter() - t0
         self.ledger.not_made += res.not_made
         if res.not_made:
-            self.ledger.refused |= {call_key(c) for c, comp in zip(calls, res.completions, strict=True)
-                                    if comp is None}
-            res.stopped = self.ledger.stopped
+            self.ledger.refused |= {k for k, comp in zip(keys, res.completions, strict=True) if comp is None}
+            res.stopped = self.ledger.stopped or (
+                BATCH_PENDING if self.batch is not None and self.batch.pending else None)
         return res
 
     async def _provider_call(self, call: Call, spec: str, key: str, res: RunResult) -> Completion | None:
         """One call through the model's semaphore, retries and the cache; None if the
         run's budget does not allow starting it."""
-        from carebench.models.pricing import call_cost_bound
-
+        if self.batch is not None and self.batch.add(call, key):
+            return None  # written to the batch directory; answered by a later round
         # an unpriced model's spend cannot be capped: the run refuses it in Run.model, before any call
         async with self._semaphore(call.model):
             worst = call_cost_bound(spec, capped_request(call))
@@ -311,8 +333,24 @@ class Runner:
             res.errors += 1
             self.ledger.errors += 1
         elif self.cache is not None:
-            self.cache.put(key, comp)  # committed at once: survives a kill
+            await self._store(key, comp)
         return comp
+
+    async def _store(self, key: str, comp: Completion) -> None:
+        """Commit an answer to the cache together with every other answer of this turn
+        of the event loop (one transaction; a commit per call was the runner's largest
+        cost). The first answer of a turn waits one turn for the others, then commits
+        them all, so an answer is committed at most one turn after it arrived and a kill
+        loses only the in-flight calls and that turn's, which the next run makes again."""
+        self._unstored.append((key, comp))
+        if len(self._unstored) == 1:
+            await asyncio.sleep(0)
+            self._commit()
+
+    def _commit(self) -> None:
+        if self._unstored:
+            items, self._unstored = self._unstored, []
+            self.cache.put_many(items)
 
     def _deliver(self, call: Call, comp: Completion) -> None:
         if self.on_complete is not None:
@@ -338,9 +376,8 @@ class Runner:
         unreachable = True
         for attempt in range(cfg.max_retries + 1):
             try:
-                comp = await asyncio.wait_for(
-                    call.model.complete(call.request), timeout=cfg.timeout_s
-                )
+                async with asyncio.timeout(cfg.timeout_s):  # no extra task per try, unlike wait_for
+                    comp = await call.model.complete(call.request)
                 comp.attempts_made = attempt + 1
                 comp.model = comp.model or spec
                 return comp, False
@@ -398,6 +435,7 @@ class _Progress:
             )
             self._task = self._p.add_task(description, total=total, spent=self.spent, rate="")
             self._t0 = time.perf_counter()
+            self._next = 0.0  # when the bar is next handed the count
             self._done = 0
 
     def __enter__(self) -> _Progress:  # noqa: PYI034
@@ -407,6 +445,7 @@ class _Progress:
 
     def __exit__(self, *exc: object) -> None:
         if self.enabled:
+            self._p.update(self._task, completed=self._done, spent=self.spent)  # the last, if throttled
             self._p.__exit__(*exc)
 
     def advance(self, cost: float) -> None:
@@ -414,7 +453,13 @@ class _Progress:
             return
         self.spent += cost
         self._done += 1
-        dt = time.perf_counter() - self._t0
+        now = time.perf_counter()
+        # the bar redraws 4 times a second: hand it the count at most 10 times a second
+        # (and the last call), not on every call
+        if now < self._next and self._done < self.total:
+            return
+        self._next = now + 0.1
+        dt = now - self._t0
         rate = f"{self._done / dt:.1f}/s" if dt > 0 else ""
-        self._p.update(self._task, advance=1, spent=self.spent, rate=rate)
+        self._p.update(self._task, completed=self._done, spent=self.spent, rate=rate)
 

@@ -153,8 +153,14 @@ SUITES: dict[str, SuiteEntry] = {
                            _converse_app, _converse_suite, _converse_demo, _converse_comparer),
 }
 
+def _batch_app():
+    from carebench.batch.cli import app
+
+    return app
+
+
 #: tools beside the suites, mounted the same way
-TOOLS: dict[str, Callable[[], Any]] = {"annotate": _annotate_app}
+TOOLS: dict[str, Callable[[], Any]] = {"annotate": _annotate_app, "batch": _batch_app}
 
 
 def _compare_suite():
