@@ -226,6 +226,9 @@ class Task(BaseModel):
     #: Scripted assistant replies between the user turns (``scripted_replies[i]`` follows
     #: ``turns[i]``), as authored; shown in reports and used for the reference conversation.
     scripted_replies: tuple[str, ...] = ()
+    #: The task's own system prompt (e.g. a HealthBench ``system`` message); responders get
+    #: it instead of the run's ``--system-prompt`` (support.generation.turn_request).
+    system_prompt: str = ""
     illustrative: bool = False
 
     @field_validator("subcategory", mode="before")
@@ -406,6 +409,11 @@ def load_tasks(source: str | Path, columns: str | dict[str, Any] | None = None) 
     see :mod:`carebench.datasets.columns`).
     Raises ``CarebenchError`` naming the file, line and field of the first bad row.
     """
+    read_own = getattr(source, "read_tasks", None)  # a file in another format (support.healthbench_tasks)
+    if callable(read_own):
+        if columns:
+            raise CarebenchError("--columns applies to carebench task files, not to --format healthbench")
+        return read_own()
     src = str(source)
     mapping = parse_columns(columns, mappable_fields())
     name = builtin_name(src)
