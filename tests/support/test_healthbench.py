@@ -224,3 +224,13 @@ def test_run_format_and_score_healthbench_end_to_end(tmp_path, capsys):
     assert main(["support", "rescore", str(out), "--score", "healthbench"]) == 0
     assert json.loads((out / "healthbench_score.json").read_text())["responders"][spec]["healthbench"] == (
         pytest.approx(hand))
+
+
+def test_calibration_sample_reads_healthbench_files(tmp_path, capsys):
+    hb = _write(tmp_path / "hb.jsonl", [_row(f"p{i}", theme=("a", "b")[i % 2]) for i in range(4)])
+    out = tmp_path / "cal"
+    assert main(["support", "calibration-sample", "--tasks", str(hb), "--format", "healthbench", "--n", "2",
+                 "--out", str(out)]) == 0
+    rows = [json.loads(x) for x in (out / "calibration_tasks.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 and {r["subcategory"] for r in rows} == {"a", "b"}  # one per theme stratum
+    assert all(r["system_prompt"] == "You are a careful health assistant." for r in rows)

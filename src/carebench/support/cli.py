@@ -280,12 +280,18 @@ def calibration_sample(
     = None,
     replies_per_task: Annotated[int, typer.Option(help="Recorded replies labelled per drawn task.")] = 4,
     out: Annotated[Path, typer.Option(help="Output directory.")] = Path("calibration-sample"),
+    task_format: Annotated[str, typer.Option("--format", help=(
+        "Task file format: carebench, or healthbench (HealthBench-style JSONL).")) ] = "carebench",
+    axes_map: Annotated[Path | None, typer.Option(
+        help="With --format healthbench: YAML map of rubric axes to the seven dimensions.")] = None,
+    subcategory_tag: Annotated[str, typer.Option(
+        help="With --format healthbench: the example tag prefix whose value is the subcategory.")] = "theme",
 ) -> None:
     """Draw the stratified calibration tasks and write the clinicians' labelling sheet."""
     from carebench.support.calibration_sample import draw_tasks, sheet_rows, write_sample
     from carebench.support.tasks import load_tasks
 
-    all_tasks = load_tasks(tasks)
+    all_tasks = load_tasks(_task_source(tasks, task_format, axes_map, subcategory_tag)[0])
     names = [s.strip() for s in strata.split(",") if s.strip()]
     drawn, info = draw_tasks(all_tasks, n=n, seed=seed, strata=names)
     info["source"] = tasks
