@@ -311,8 +311,13 @@ class Task(BaseModel):
         raise KeyError(cid)
 
     def to_row(self) -> dict[str, Any]:
-        """JSON-able row, the same shape the JSONL loader reads."""
-        return self.model_dump(mode="json")
+        """JSON-able row, the same shape the JSONL loader reads. A task without its own
+        system prompt has no such field, so rows (and the dataset hashes of task sets
+        without one) are what they were before the field existed."""
+        row = self.model_dump(mode="json")
+        if not row.get("system_prompt"):
+            del row["system_prompt"]
+        return row
 
 
 def _split_turns(turns: Sequence[Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
