@@ -117,7 +117,9 @@ def test_usage_error_from_the_installed_command_has_no_traceback():
     lines = [x for x in p.stderr.splitlines() if x.strip()]
     assert lines == [
         "Usage: carebench risk run [OPTIONS]",
-        "carebench: error: No such option: --limit (see 'carebench risk run --help')",
+        # Click suggests the closest option (risk run has the shared --timeout)
+        "carebench: error: No such option: --limit (Possible options: --timeout) "
+        "(see 'carebench risk run --help')",
     ]
 
 
