@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))  # `from stub_server import StubServer`
 
 #: native_isolation: embedded-model tests run forked (a native crash fails one test);
 #: pytester: lets a test run an inner pytest session (used to check that isolation);

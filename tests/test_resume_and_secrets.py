@@ -23,7 +23,7 @@ from pathlib import Path
 from carebench.cache import CompletionCache
 from carebench.models import get_model
 from carebench.rundir import new_run_dir, write_jsonl, write_manifest
-from carebench.runner import Call, Runner, RunnerConfig
+from carebench.runner import Call, Runner, RunnerConfig, call_row
 from carebench.types import ChatRequest, messages
 
 base_url, cache_path, out, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
@@ -36,7 +36,7 @@ write_manifest(run_dir, suite="test", config={"model": str(model.spec)}, models=
                seeds={}, dataset={})
 write_jsonl(run_dir / "records.jsonl",
             [{"item_id": c.tag, "text": comp.text} for c, comp in zip(calls, res.completions)])
-write_jsonl(run_dir / "calls.jsonl", res.call_records())
+write_jsonl(run_dir / "calls.jsonl", [call_row(c, comp) for c, comp in zip(calls, res.completions, strict=True)])
 """
 
 

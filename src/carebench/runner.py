@@ -115,11 +115,6 @@ class RunResult:
     def not_made(self) -> int:
         return sum(c is None for c in self.completions)
 
-    def call_records(self) -> list[dict[str, Any]]:
-        """One row per call made or answered from cache, for ``calls.jsonl`` (replayable)."""
-        return [call_row(c, comp) for c, comp in zip(self.calls, self.completions, strict=True)
-                if comp is not None]
-
 
 def call_row(call: Call, comp: Completion) -> dict[str, Any]:
     """A ``calls.jsonl`` line: enough for ``replay:`` to answer the same request again."""

@@ -68,12 +68,6 @@ class Taxonomy:
     def name_of(self, code: str) -> str:
         return self._names.get(code, code)
 
-    def field_of(self, code: str) -> str | None:
-        for f in FIELDS:
-            if code in self.codes(f):
-                return f
-        return None
-
     def normalize(self, field_name: str, value: str) -> str | None:
         """A code from a code or a category name (case and spacing ignored); None if unknown."""
         key = " ".join(str(value).replace("_", " ").split()).lower()

@@ -36,8 +36,20 @@ def placeholders(text: str) -> set[str]:
 
 
 def fill(text: str, values: Mapping[str, str], name: str = "template") -> str:
-    """Every placeholder of ``text`` replaced by its value, in one pass."""
-    missing = placeholders(text) - values.keys()
+    """Every placeholder of ``text`` replaced by its value, in one pass.
+
+    Strict both ways: a placeholder without a value and a value without a placeholder
+    are errors (the second is a renamed slot whose text would silently go missing)."""
+    slots = placeholders(text)
+    missing = slots - values.keys()
     if missing:
         raise CarebenchError(f"prompt {name!r} needs values for {sorted(missing)}")
+    unknown = values.keys() - slots
+    if unknown:
+        raise CarebenchError(f"prompt {name!r} has no placeholder for {sorted(unknown)}")
     return PLACEHOLDER.sub(lambda m: values[m.group(1)], text)
+
+
+def prompt(name: str, keep_newline: bool = False) -> str:
+    """A prompt file of the shared folder ``carebench/prompts`` (see :func:`package_template`)."""
+    return package_template("carebench.prompts", name, keep_newline)

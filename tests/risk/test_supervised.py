@@ -7,9 +7,9 @@ import pytest
 
 from carebench.models import embed
 from carebench.risk.data import load_dataset
-from carebench.risk.folds import stratified_folds
 from carebench.risk.methods import MethodContext, RiskItem, make_method
 from carebench.risk.methods import supervised as sup
+from carebench.risk.methods.folds import stratified_folds
 from carebench.risk.methods.ordinal import cumulative_to_levels, median_level
 from carebench.types import CarebenchError
 

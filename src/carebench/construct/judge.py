@@ -5,7 +5,7 @@ call per (source, persona, context, output) tuple, answered as a
 from __future__ import annotations
 
 from carebench.construct.calls import ask_json
-from carebench.construct.prompts import JUDGE_SYSTEM, persona_block
+from carebench.construct.prompts import row_persona, system_prompt, user_prompt
 from carebench.construct.quality import ConstructionVerdict
 from carebench.construct.sources import WorkRow
 from carebench.models.base import ChatModel
@@ -15,8 +15,7 @@ JUDGE_MAX_TOKENS = 400
 
 
 def judge_prompt(row: WorkRow, output: str, contract: str) -> str:
-    persona = persona_block(row.persona.text, row.persona.attributes) if row.persona else "(no persona)"
-    return f"SOURCE\n{row.text}\n\nPERSONA\n{persona}\n\nCONTEXT\n{contract}\n\nOUTPUT\n{output}"
+    return user_prompt("judge_user", source=row.text, persona=row_persona(row), contract=contract, output=output)
 
 
 def judge(
@@ -29,7 +28,7 @@ def judge(
     """(verdict or None, status) per (row, output); status is ``ok``, ``parse_error`` or ``error``."""
     answers = ask_json(
         run, stage, model,
-        [((r.id, r.rewriter or ""), JUDGE_SYSTEM, judge_prompt(r, out, contracts[r.context]))  # type: ignore[index]
+        [((r.id, r.rewriter or ""), system_prompt("judge"), judge_prompt(r, out, contracts[r.context]))  # type: ignore[index]
          for r, out in items],
         ConstructionVerdict, max_tokens=JUDGE_MAX_TOKENS, temperature=0.0,
     )

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from carebench.construct.calls import generate, usable_text
-from carebench.construct.prompts import REVISE_SYSTEM, REWRITE_SYSTEM, persona_block
+from carebench.construct.prompts import row_persona, system_prompt, user_prompt
 from carebench.construct.review import largest_remainder
 from carebench.construct.sources import WorkRow
 from carebench.models.base import ChatModel
@@ -101,13 +101,10 @@ def round_robin(rows: list[WorkRow], configs: list[str]) -> None:
 
 
 def rewrite_user_prompt(row: WorkRow, contract: str, expressions: list[str]) -> str:
-    persona = persona_block(row.persona.text, row.persona.attributes) if row.persona else "(no persona)"
-    parts = [f"TARGET CONTEXT\n{contract}", f"PERSONA\n{persona}"]
-    if expressions:
-        parts.append("OPTIONAL REFERENCES (local or practitioner expressions; use only if they fit the persona "
-                     "and context)\n" + "\n".join(f"- {e}" for e in expressions))
-    parts.append(f"SOURCE\n{row.text}")
-    return "\n\n".join(parts)
+    refs = ("\n\n" + user_prompt("rewrite_references", expressions="\n".join(f"- {e}" for e in expressions))
+            if expressions else "")
+    return user_prompt("rewrite_user", contract=contract, persona=row_persona(row), references=refs,
+                       source=row.text)
 
 
 def rewrite(
@@ -123,7 +120,7 @@ def rewrite(
     expressions = expressions or []
     users = [rewrite_user_prompt(r, contracts[r.context], expressions) for r, _ in jobs]  # type: ignore[index]
     drafts = generate(run, stage, [
-        ((r.id, cfg.name, "draft"), cfg.models[0], (Message("system", REWRITE_SYSTEM), Message("user", u)))
+        ((r.id, cfg.name, "draft"), cfg.models[0], (Message("system", system_prompt("rewrite")), Message("user", u)))
         for (r, cfg), u in zip(jobs, users, strict=True)
     ], max_tokens=REWRITE_MAX_TOKENS)
     out: list[tuple[str | None, str]] = []
@@ -134,7 +131,8 @@ def rewrite(
         idx = [i for i, (r, c) in enumerate(jobs) if len(c.models) > step and out[i][0] is not None]
         comps = generate(run, f"{stage} (revision {step})", [
             ((jobs[i][0].id, jobs[i][1].name, f"revise{step}"), jobs[i][1].models[step],
-             (Message("system", REVISE_SYSTEM), Message("user", f"{users[i]}\n\nDRAFT\n{out[i][0]}")))
+             (Message("system", system_prompt("revise")),
+              Message("user", user_prompt("revise_user", request=users[i], draft=out[i][0]))))
             for i in idx
         ], max_tokens=REWRITE_MAX_TOKENS)
         for i, comp in zip(idx, comps, strict=True):

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from carebench.construct.calls import ask_json
 from carebench.construct.personas import attribute_mask, nearest, normalise, persona_matrix
-from carebench.construct.prompts import PICK_SYSTEM, SKETCH_SYSTEM, persona_block
+from carebench.construct.prompts import pick_prompt, system_prompt, text_prompt
 from carebench.construct.sources import Persona, WorkRow
 from carebench.models.base import ChatModel
 from carebench.run import Run
@@ -55,7 +55,8 @@ def route(
     if not rows:
         return [], {"rows_in": 0, "rows_out": 0}
     table, cached = persona_matrix(personas, embedder, cache_dir)
-    answers = ask_json(run, "persona sketches", model, [(r.id, SKETCH_SYSTEM, f"TEXT:\n{r.text}") for r in rows],
+    sketch_system = system_prompt("sketch")
+    answers = ask_json(run, "persona sketches", model, [(r.id, sketch_system, text_prompt(r.text)) for r in rows],
                        Sketch, max_tokens=200)
     status: Counter = Counter()
     queries = []
@@ -81,15 +82,11 @@ def route(
         mask[empty] = True  # nobody fits every guess: fall back to the whole table
     idx, _ = nearest(qmat, table, k=k, mask=mask)
     items = []
+    pick_system = system_prompt("pick")
     for r, cand in zip(rows, idx, strict=True):
         r.candidates = [personas[int(i)].id for i in cand if i >= 0]
-        listing = "\n\n".join(
-            f"{j + 1}. {persona_block(personas[int(i)].text, personas[int(i)].attributes)}"
-            for j, i in enumerate(cand) if i >= 0
-        )
-        hint = "; ".join(f"{k_}: {v}" for k_, v in r.inferred.items())
-        user = f"TEXT:\n{r.text}\n\n" + (f"WHAT THE TEXT SUGGESTS: {hint}\n\n" if hint else "") + f"CANDIDATES:\n{listing}"
-        items.append((r.id, PICK_SYSTEM, user))
+        user = pick_prompt(r.text, [personas[int(i)] for i in cand if i >= 0], r.inferred)
+        items.append((r.id, pick_system, user))
     picks = ask_json(run, "persona picks", model, items, Pick, max_tokens=40)
     by_id = {p.id: p for p in personas}
     for r, a in zip(rows, picks, strict=True):

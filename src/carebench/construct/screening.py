@@ -160,11 +160,11 @@ def classify_llm(rows: list[SourceRow], model: Any, run: Any, taxonomy: Any) -> 
     an unparseable answer leaves the row ``uncertain``.
     """
     from carebench.construct.calls import ask_json
-    from carebench.construct.prompts import SCREEN_SYSTEM
+    from carebench.construct.prompts import system_prompt, text_prompt
 
     intent = "\n".join(f"- {c.code}: {c.name}. {c.description}".rstrip() for c in taxonomy.categories("intent"))
-    system = SCREEN_SYSTEM.format(intent=intent)
-    answers = ask_json(run, "screening classifier", model, [(r.id, system, f"TEXT:\n{r.text}") for r in rows],
+    system = system_prompt("screen", intent=intent)
+    answers = ask_json(run, "screening classifier", model, [(r.id, system, text_prompt(r.text)) for r in rows],
                        ScreenAnswer, max_tokens=120)
     known = set(taxonomy.codes("intent"))
     out = []

@@ -91,12 +91,6 @@ def price_for(spec: str) -> tuple[float, float] | None:
     return None if p is None else p[:2]
 
 
-def call_price(spec: str) -> float | None:
-    """Flat USD per call (0 unless the price file gives one); None when unpriced."""
-    p = _prices(spec)
-    return None if p is None else p[2]
-
-
 def is_priced(spec: str) -> bool:
     return _prices(spec) is not None
 

@@ -57,41 +57,6 @@ def extract_json(text: str) -> Any:
     raise ValueError("no JSON object found")
 
 
-def parse_choice(text: str, labels: tuple[str, ...] | list[str], final_marker: str = "FINAL") -> Parsed[str]:
-    """Find which label the answer names.
-
-    Order of evidence: a ``FINAL: X`` line (the last one), a JSON ``{"answer": X}``,
-    an answer that is just the label (optionally bracketed or with punctuation), a
-    leading ``X)`` / ``(X)`` / ``Answer: X``. Ambiguity is a parse failure.
-    """
-    raw = text
-    labels = tuple(labels)
-    low = {lab.lower(): lab for lab in labels}
-    pat = "|".join(re.escape(lab) for lab in sorted(labels, key=len, reverse=True))
-    finals = re.findall(rf"{final_marker}\s*[:=-]\s*\(?\s*({pat})\b", text, flags=re.IGNORECASE)
-    if finals:
-        return Parsed(low[finals[-1].lower()], raw)
-    try:
-        obj = extract_json(text)
-        if isinstance(obj, dict):
-            for key in ("answer", "level", "label", "choice"):
-                v = obj.get(key)
-                if isinstance(v, str) and v.strip().lower() in low:
-                    return Parsed(low[v.strip().lower()], raw)
-    except ValueError:
-        pass
-    stripped = text.strip().strip("*`'\".:()[] \n").lower()
-    if stripped in low:
-        return Parsed(low[stripped], raw)
-    m = re.match(rf"^\W*(?:answer|level|label)?\s*[:=-]?\s*\(?({pat})\)?(?:[\s.:)\]]|$)", text.strip(), re.IGNORECASE)
-    if m:
-        return Parsed(low[m.group(1).lower()], raw)
-    m = re.search(rf"(?:answer|level|classification|label)\s*(?:is|:)\s*\(?\**({pat})\b", text, re.IGNORECASE)
-    if m:
-        return Parsed(low[m.group(1).lower()], raw)
-    return Parsed(None, raw, f"no single label among {list(labels)} found in the answer")
-
-
 def parse_model(text: str, model: type[BaseModel]) -> Parsed[BaseModel]:
     """Validate the first JSON object in ``text`` against a pydantic model."""
     try:

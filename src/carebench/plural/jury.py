@@ -16,33 +16,27 @@ content-filtered response gets ``empty_response`` verdicts without a call.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from functools import cache
-from importlib import resources
 from typing import Any
 
 from carebench.judging import JudgeQuestion, category_question
 from carebench.plural.records import UNJUDGEABLE, JudgmentRecord, ResponseRecord
+from carebench.templates import fill, prompt
 
 #: Judge output cap: a verdict, a few codes and a short rationale.
 JUDGE_MAX_TOKENS = 600
-_SLOT = re.compile(r"\{(categories|context|archetype|persona|text|policy|response)\}")
 ARCHETYPE_NAMES = {"peer": "peer supporter", "clinician": "clinician"}
 
 
 @cache
 def _template(name: str) -> str:
-    return (resources.files("carebench") / "prompts" / f"plural_judge_{name}.txt").read_text("utf-8").strip()
-
-
-def _fill(template: str, slots: Mapping[str, str]) -> str:
-    return _SLOT.sub(lambda m: slots.get(m.group(1), m.group(0)), template)
+    return prompt(f"plural_judge_{name}")
 
 
 def jury_system_prompt(taxonomy: Any) -> str:
     cats = "\n".join(f"- {c.code}: {c.name}. {c.description}".rstrip() for c in taxonomy.response)
-    return _fill(_template("system"), {"categories": cats})
+    return fill(_template("system"), {"categories": cats}, "plural_judge_system")
 
 
 def _names(codes: Sequence[str], categories: Sequence[Any]) -> str:
@@ -65,14 +59,14 @@ def policy_text(policy: Any, taxonomy: Any) -> str:
 def jury_question(prompt: Any, response: ResponseRecord, policy: Any, taxonomy: Any,
                   contexts: Mapping[str, Any], system_prompt: str) -> JudgeQuestion:
     ctx = contexts[prompt.context]
-    user = _fill(_template("user"), {
+    user = fill(_template("user"), {
         "context": ctx.contract_text(),
         "archetype": ARCHETYPE_NAMES.get(response.archetype, response.archetype),
         "persona": prompt.persona.text or "(none given)",
         "text": prompt.text,
         "policy": policy_text(policy, taxonomy),
         "response": response.text,
-    })
+    }, "plural_judge_user")
     key = (response.system, response.archetype, response.prompt_id, policy.profile)
     return category_question(key, system_prompt, user, taxonomy.codes("response"))
 

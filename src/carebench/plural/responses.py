@@ -15,13 +15,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from carebench.models.base import ChatModel
 from carebench.plural.records import ResponseRecord
 from carebench.runner import Call
+from carebench.templates import fill, prompt
 from carebench.types import CarebenchError, ChatRequest, Completion, Message
 
 ARCHETYPES: tuple[str, ...] = ("peer", "clinician")
@@ -31,7 +31,7 @@ DEFAULT_TEMPERATURE = 0.0
 
 @cache
 def _builtin_instruction(archetype: str) -> str:
-    return (resources.files("carebench") / "prompts" / f"plural_responder_{archetype}.txt").read_text("utf-8").strip()
+    return prompt(f"plural_responder_{archetype}")
 
 
 @dataclass(frozen=True)
@@ -58,10 +58,11 @@ class ResponseConfig:
 
 def system_message(instruction: str, contract: str, persona: str) -> str:
     """The responder's system message: role, setting and its contract, persona as background only."""
-    parts = [instruction, f"Where the message arrives and what a reply must fit:\n{contract}".strip()]
+    parts = [instruction, fill(prompt("plural_responder_setting"), {"contract": contract},
+                               "plural_responder_setting").strip()]
     if persona.strip():
-        parts.append("Background on the person writing (context only; do not repeat it back unless they "
-                     f"raise it): {persona.strip()}")
+        parts.append(fill(prompt("plural_responder_background"), {"persona": persona.strip()},
+                          "plural_responder_background"))
     return "\n\n".join(parts)
 
 

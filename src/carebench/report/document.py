@@ -286,10 +286,6 @@ class Table:
                     out.update(((i, j), rank) for i, v in scored if v == value)
         return out
 
-    def numeric_columns(self) -> list[bool]:
-        """Per column: every non-empty cell is a number (sorted numerically, else as text)."""
-        return self.shown().numeric
-
     def sort_keys(self) -> list[list[str]]:
         """Per cell, the text a sortable table compares: the full-precision number of a
         numeric column (``repr``, so the order is the values' order), the formatted text

@@ -51,12 +51,14 @@ def reusable(fn: F) -> F:
     keyed (an object of another type) are drawn without a key and never reused.
     """
 
+    source = fn.__code__.co_filename  # the drawing code the key hashes (no import of it here)
+
     @functools.wraps(fn)
     def chart(*args: Any, **kwargs: Any) -> bytes:
         if _drawing.get() is not None:
             return fn(*args, **kwargs)
         try:
-            key = figure_key(fn.__name__, args, kwargs)
+            key = figure_key(fn.__name__, args, kwargs, source)
         except TypeError:
             return fn(*args, **kwargs)
         found = (_reuse.get() or {}).get(key)
@@ -92,33 +94,32 @@ def reusing_figures(directory: str | Path) -> Iterator[None]:
         _reuse.reset(token)
 
 
-def figure_key(name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
-    """SHA-256 of everything a chart's pixels depend on; TypeError for an argument it cannot key."""
-    h = hashlib.sha256(_environment())
+def figure_key(name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any], source: str) -> str:
+    """SHA-256 of everything a chart's pixels depend on; TypeError for an argument it cannot key.
+    ``source`` is the file of the chart's drawing code (recorded by :func:`reusable`)."""
+    h = hashlib.sha256(_environment(source))
     _feed(h, name)
     _feed(h, list(args))
     _feed(h, dict(sorted(kwargs.items())))
     return h.hexdigest()
 
 
-@functools.lru_cache(maxsize=1)
-def _code_and_versions() -> bytes:
+@functools.lru_cache(maxsize=8)
+def _code_and_versions(source_file: str) -> bytes:
     import matplotlib
     import PIL
 
-    from carebench.report import figures
-
-    source = Path(figures.__file__).read_bytes() if figures.__file__ else b""
+    source = Path(source_file).read_bytes() if Path(source_file).is_file() else b""
     return hashlib.sha256(b"\0".join([source, matplotlib.__version__.encode(), PIL.__version__.encode(),
                                       np.__version__.encode()])).digest()
 
 
-def _environment() -> bytes:
+def _environment(source_file: str) -> bytes:
     """The drawing code, library versions and matplotlib's current settings (a user's
     matplotlibrc changes what the styled charts leave unset)."""
     import matplotlib
 
-    h = hashlib.sha256(_code_and_versions())
+    h = hashlib.sha256(_code_and_versions(source_file))
     for k in sorted(matplotlib.rcParams):
         if k.startswith("backend"):  # charts draw on their own Agg canvas; reading it would pick a backend
             continue

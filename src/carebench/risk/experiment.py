@@ -139,7 +139,7 @@ def _context(spec: MethodSpec, cfg: RunConfig, run: Run, train: RiskDataset | No
 
 
 def prediction_record(pred: Prediction, item: RiskItem, name: str, model: str | None) -> dict[str, Any]:
-    """One ``records.jsonl`` line (issue 4: item_id, method, gold, pred, status, ...)."""
+    """One ``records.jsonl`` line (item_id, method, gold, pred, status, ...; see docs/risk.md)."""
     ok = pred.status == "ok" and pred.level is not None
     return {
         "item_id": item.id,

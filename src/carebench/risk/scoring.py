@@ -3,7 +3,7 @@
 Both a fresh run and ``carebench report DIR`` call :func:`score_records` on the records
 as written, so a re-rendered report reproduces the run's numbers exactly.
 
-Failure policy (issue 4): a failed prediction (parse failure, empty, filtered, error,
+Failure policy (docs/risk.md): a failed prediction (parse failure, empty, filtered, error,
 budget stop) is never dropped silently. ``wrong`` (default) scores it as wrong in every
 metric by giving it the level farthest from gold (the worst case for the ordinal
 metrics); ``drop`` leaves it out. Either way each method's failure count is reported.
@@ -150,7 +150,7 @@ def score_records(
     max_failure_share: float = DEFAULT_MAX_FAILURE_SHARE,
     incomplete: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Every reported number, in the ``metrics.json`` shape of issue 4 (plus extra keys).
+    """Every reported number, in the ``metrics.json`` shape docs/risk.md describes (plus extra keys).
 
     Methods in ``incomplete`` (cut short by the run's budget) are not scored: their
     entry says ``incomplete`` with how many items finished, and nothing else, so a

@@ -30,7 +30,7 @@ from carebench.stats.ordinal import (
 
 CmMetric = Callable[[np.ndarray], np.ndarray]
 
-#: Headline metrics of the risk suite (seed 001 Table 2 plus triage direction).
+#: Headline metrics of the risk suite (Beyond the Flag, Table 2, plus triage direction).
 RISK_METRIC_NAMES: tuple[str, ...] = (
     "accuracy",
     "macro_f1",

@@ -19,7 +19,6 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from carebench.support.generation import GenerationConfig, generate
 from carebench.support.judging import render_transcript
 from carebench.support.records import ResponseRecord
 from carebench.support.tasks import Task, load_tasks
+from carebench.templates import fill, prompt
 from carebench.types import CarebenchError, Message
 
 DEFAULT_N = 18
@@ -55,9 +55,17 @@ class CoherenceConfig:
     run: RunOptions = field(default_factory=run_options)
 
 
+_USER_HEAD = "CONVERSATION SO FAR\n"
+
+
 @cache
-def _template() -> str:
-    return (resources.files("carebench") / "prompts" / "support_coherence.txt").read_text("utf-8")
+def _templates() -> tuple[str, str]:
+    """The judge's system text and user template: the prompt file holds both, the user
+    part starting at its "CONVERSATION SO FAR" heading."""
+    system, sep, user = prompt("support_coherence", keep_newline=True).partition("\n\n" + _USER_HEAD)
+    if not sep:
+        raise CarebenchError("support_coherence prompt lacks its CONVERSATION SO FAR section")
+    return system.strip(), _USER_HEAD + user
 
 
 def sample_multi_turn(tasks: Sequence[Task], n: int, seed: int) -> list[Task]:
@@ -72,10 +80,9 @@ def sample_multi_turn(tasks: Sequence[Task], n: int, seed: int) -> list[Task]:
 
 
 def transition_question(key: Any, turns: Sequence[dict[str, Any]], next_user: str) -> JudgeQuestion:
-    text = _template().replace("{transcript}", render_transcript(turns)).replace("{next}", next_user)
-    system, _, user = text.partition("\n\nCONVERSATION SO FAR\n")
-    return JudgeQuestion(key, (Message("system", system.strip()), Message("user", "CONVERSATION SO FAR\n" + user)),
-                         BinaryVerdict)
+    system, user = _templates()
+    user = fill(user, {"transcript": render_transcript(turns), "next": next_user}, "support_coherence")
+    return JudgeQuestion(key, (Message("system", system), Message("user", user)), BinaryVerdict)
 
 
 def summarize(rows: Sequence[dict[str, Any]], gate: float) -> dict[str, Any]:

@@ -275,7 +275,7 @@ class SupportSuite:
         per_task = dict(zip(rt.tasks, np.bincount(rt.task, minlength=len(rt.tasks)).tolist(), strict=True))
         shown = detail_task_ids(tasks, per_task)
         responses, verdicts = load_records(run_dir, task_ids=set(shown))
-        from carebench.support.probe import probe_json
+        from carebench.support.records import probe_json
 
         return SupportRecords(tasks, rt, vt, responses, verdicts, shown, probe=probe_json(run_dir))
 

@@ -64,7 +64,7 @@ def criterion_prompt(turns: Sequence[dict[str, str]], criterion: Criterion, scop
         slots = {"transcript": render_transcript(turns, True), "graded": final.strip() or NO_REPLY}
     else:
         template = _prompt("anywhere")
-        slots = {"transcript": render_transcript(turns, False), "graded": ""}
+        slots = {"transcript": render_transcript(turns, False)}
     slots["criterion"] = criterion.text
     return fill(template, slots, "support judge")
 

@@ -43,12 +43,10 @@ Choices the paper leaves open are documented in docs/support.md.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -73,6 +71,7 @@ from carebench.support.judging import criterion_question, render_transcript
 from carebench.support.panel import S_MET, S_NOT_MET, credited, panel_states
 from carebench.support.records import REFERENCE, ResponseRecord
 from carebench.support.tasks import Task
+from carebench.templates import fill, prompt
 from carebench.types import CarebenchError, ChatRequest, Message
 
 DEFAULT_TASKS = 120
@@ -122,7 +121,7 @@ class Unit:
 
 @cache
 def _prompt(name: str) -> str:
-    return (resources.files("carebench") / "prompts" / f"support_probe_{name}.txt").read_text("utf-8")
+    return prompt(f"support_probe_{name}", keep_newline=True)
 
 
 def _cells(tasks: Sequence[Task], responses: Sequence[ResponseRecord], verdicts: Sequence[Any], responder: str,
@@ -161,10 +160,17 @@ def _sample(ids: Sequence[Any], n: int, rng: np.random.Generator) -> list[Any]:
 def preference_question(key: Any, context: Sequence[dict[str, Any]], first: str, second: str,
                         aspect: str | None = None) -> JudgeQuestion:
     """Which of two replies is better; with ``aspect`` (a criterion's text) on that aspect only."""
-    template = _prompt("compare") if aspect is None else _prompt("compare_named").replace("{aspect}", aspect.strip())
-    user = (template.replace("{transcript}", render_transcript(context))
-            .replace("{first}", first.strip()).replace("{second}", second.strip()))
+    slots = {"transcript": render_transcript(context), "first": first.strip(), "second": second.strip()}
+    if aspect is None:
+        user = fill(_prompt("compare"), slots, "support_probe_compare")
+    else:
+        user = fill(_prompt("compare_named"), {**slots, "aspect": aspect.strip()}, "support_probe_compare_named")
     return JudgeQuestion(key, (Message("user", user),), Preference)
+
+
+def note_prompt(account: str) -> str:
+    """The system note that hands a model its own account back (elicitation, step 2)."""
+    return fill(_prompt("note"), {"account": account.strip()}, "support_probe_note")
 
 
 def floor_reply(path: str | None = None) -> str:
@@ -427,7 +433,7 @@ def _elicit(cfg: ProbeConfig, run: Run, model: Any, judges: Sequence[Any], panel
         if comp is None or comp.status == "error":
             continue
         r = resp[(t_id, spec, att)]
-        note = _prompt("note").replace("{account}", comp.text.strip())
+        note = note_prompt(comp.text)
         msgs = [Message("system", note)] + [Message(t["role"], t["content"]) for t in _context(r)]
         new_calls.append(Call(model, ChatRequest(tuple(msgs), temperature=0.0, max_tokens=cfg.max_tokens)))
         kept.append((t_id, att, comp.text))
@@ -504,7 +510,3 @@ def _pooled_conversion(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         out[name] = {"rate": conv / n if n else None, "converted": conv, "criteria": n}
     return out
 
-
-def probe_json(run_dir: Path) -> dict[str, Any] | None:
-    p = Path(run_dir) / "probe" / "probe.json"
-    return json.loads(p.read_text("utf-8")) if p.is_file() else None

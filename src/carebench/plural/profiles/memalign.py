@@ -122,11 +122,12 @@ def distilled(env: Env, data: Sequence[FitData], stage: Stage, suffix: str = "")
     it also records which cases each guideline came from and the library versions."""
     if env.memalign_backend != "mlflow":
         return [(g, {f"distill_error{suffix}": err} if err else {}) for g, err in distill(env, data, stage)]
-    from carebench.plural.profiles import memalign_mlflow
+    from carebench.plural.profiles.memalign_mlflow import distill as mlflow_distill
+    from carebench.plural.profiles.memalign_mlflow import versions as mlflow_versions
 
-    backend = {"name": "mlflow", **memalign_mlflow.versions()}
+    backend = {"name": "mlflow", **mlflow_versions()}
     out = []
-    for g, sources, err in memalign_mlflow.distill(env, data, stage):
+    for g, sources, err in mlflow_distill(env, data, stage):
         extra = {"backend": backend, f"guideline_sources{suffix}": sources}
         out.append((g, extra | ({f"distill_error{suffix}": err} if err else {})))
     return out

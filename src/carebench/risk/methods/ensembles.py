@@ -33,8 +33,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from carebench.risk.answers import parse_level_answer
-from carebench.risk.folds import fit_predict_oof
 from carebench.risk.methods.base import MethodContext, Prediction, RiskItem, register
+from carebench.risk.methods.folds import fit_predict_oof
 from carebench.risk.methods.llm import (
     LetterMethod,
     LLMMethod,

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from carebench.risk.folds import splits_for
 from carebench.risk.methods.base import MethodContext, Prediction, RiskItem, register
+from carebench.risk.methods.folds import splits_for
 from carebench.runner import Call
 from carebench.types import CarebenchError, ChatRequest, Completion, messages
 

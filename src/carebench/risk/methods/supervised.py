@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from carebench.models.embed import HFEncoder, default_encoder_path
-from carebench.risk.folds import fit_predict_oof
 from carebench.risk.methods.base import MethodContext, Prediction, RiskItem, register
+from carebench.risk.methods.folds import fit_predict_oof
 from carebench.runner import Call
 from carebench.types import CarebenchError
 
