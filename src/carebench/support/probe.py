@@ -43,6 +43,7 @@ Choices the paper leaves open are documented in docs/support.md.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
