@@ -23,13 +23,14 @@ def test_a_suite_command_imports_only_that_suite():
                           "try:\n    main(['support', 'rescore', '--help'])\nexcept SystemExit:\n    pass")
     assert "carebench.support.cli" in mods
     assert not {m for m in mods if m.split(".")[:2] in (["carebench", "risk"], ["carebench", "plural"],
-                                                         ["carebench", "construct"], ["carebench", "annotate"])}
+                                                         ["carebench", "construct"], ["carebench", "annotate"],
+                                                         ["carebench", "converse"])}
 
 
 def test_the_top_level_help_still_lists_every_suite():
     out = subprocess.run([sys.executable, "-m", "carebench", "--help"], check=False, capture_output=True, text=True)
     assert out.returncode == 0
-    for name in ("risk", "support", "plural", "construct", "annotate", "demo", "report"):
+    for name in ("risk", "support", "plural", "construct", "converse", "annotate", "demo", "report"):
         assert f" {name} " in out.stdout
 
 

@@ -84,6 +84,24 @@ class CompletionCache:
                 (key, completion.model, blob),
             )
 
+    def put_many(self, rows: list[tuple[str, Completion]]) -> int:
+        """Store many completions in one transaction, keeping any entry already there
+        (importing the same results twice changes nothing); returns how many were new."""
+        dumps = json.JSONEncoder(ensure_ascii=False).encode  # what put writes, without dumps' set-up
+        data = [(k, c.model, dumps(c.to_dict())) for k, c in rows]
+        with self._lock:
+            before = self._conn.total_changes
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                self._conn.executemany(
+                    "INSERT OR IGNORE INTO completions (key, model, completion) VALUES (?, ?, ?)", data)
+                self._conn.execute("COMMIT")
+            except BaseException:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
+            return self._conn.total_changes - before
+
     def __len__(self) -> int:
         with self._lock:
             return self._conn.execute("SELECT COUNT(*) FROM completions").fetchone()[0]

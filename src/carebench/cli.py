@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from carebench.types import CarebenchError, RunStopped
+from carebench.types import BatchPending, CarebenchError, RunStopped
 
 app = typer.Typer(
     name="carebench",
@@ -27,6 +27,8 @@ models_app = typer.Typer(help="Model providers.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 
 _MOUNTED: set[str] = set()
+#: top-level commands that read run directories through the suite table, not a suite's app
+_OWN_COMMANDS = frozenset({"compare", "leaderboard"})
 
 
 def _mount_suites(only: str | None = None) -> None:
@@ -39,6 +41,8 @@ def _mount_suites(only: str | None = None) -> None:
     from carebench.suites import SUITES, TOOLS
 
     apps = {name: entry.app for name, entry in SUITES.items()} | dict(TOOLS)
+    if only in _OWN_COMMANDS:  # a command of this app that needs no suite's commands
+        return
     names = [only] if only in apps else list(apps)
     for name in names:
         if name not in _MOUNTED:
@@ -107,6 +111,75 @@ def report(run_dir: Annotated[Path, typer.Argument(help="A carebench run directo
     typer.echo(f"re-rendered {run_dir}/report.md and report.html")
 
 
+@app.command()
+def compare(
+    base: Annotated[Path, typer.Argument(help="The base run directory (e.g. what is deployed).")],
+    candidate: Annotated[Path, typer.Argument(help="The candidate run directory.")],
+    out: Annotated[Path | None, typer.Option(help="Output directory (default runs/compare-<time>).")] = None,
+    gate: Annotated[list[str] | None, typer.Option(
+        help="METRIC[:MARGIN] deciding the exit code (repeatable; globs such as 'full:*'). Default: risk "
+             "macro_f1 and qwk, support score, plural full:* (every profile).")] = None,
+    margin: Annotated[float, typer.Option(help="Verdict margin: regression when the whole 95% interval is "
+                                               "worse than -margin.")] = 0.0,
+    allow_different: Annotated[list[str] | None, typer.Option(
+        "--allow-different", help="Override one comparability check on purpose (repeatable; named in the "
+                                  "report).")] = None,
+    method: Annotated[list[str] | None, typer.Option(help="risk: pair BASE_NAME=CANDIDATE_NAME methods.")] = None,
+    responder: Annotated[list[str] | None, typer.Option(
+        help="support: pair BASE=CANDIDATE responders.")] = None,
+    system: Annotated[list[str] | None, typer.Option(help="plural: pair BASE=CANDIDATE systems.")] = None,
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples of the shared units.")] = 2000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 12345,
+    junit: Annotated[Path | None, typer.Option(help="Write JUnit XML: one test case per gated metric.")] = None,
+    summary: Annotated[Path | None, typer.Option(help="Write a short markdown summary (pull-request "
+                                                      "comment).")] = None,
+) -> None:
+    """Compare a candidate run with a base run of the same suite; exit 1 if a gated metric regresses."""
+    from carebench.compare.command import CompareConfig, pairs_from_options, run_compare
+    from carebench.suites import comparer
+
+    cfg = CompareConfig(str(base), str(candidate), out=None if out is None else str(out),
+                        pairs=pairs_from_options(method or [], responder or [], system or []),
+                        gates=list(gate or []), margin=margin, allow_different=list(allow_different or []),
+                        B=bootstrap, seed=seed, junit=None if junit is None else str(junit),
+                        summary=None if summary is None else str(summary))
+    out_dir, metrics = run_compare(cfg, comparer)
+    failed = metrics["gate"]["failed"]
+    n_gated = sum(r["gated"] for p in metrics["pairs"] for r in p["rows"])
+    typer.echo(f"{'FAIL' if failed else 'pass'}: {len(failed)} of {n_gated} gated metric(s) regressed; "
+               f"report in {out_dir}/report.md")
+    for f in failed:
+        typer.echo(f"  regression: {f['label']} ({f['pair']}) {f['diff']:+.4f}")
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def leaderboard(
+    runs: Annotated[list[Path], typer.Argument(help="Run directories of one suite (the first is the reference "
+                                                    "for comparability).")],
+    out: Annotated[Path | None, typer.Option(help="Output directory (default runs/leaderboard-<time>).")] = None,
+    prefer: Annotated[str | None, typer.Option(help="newest|oldest: which run supplies a system found in "
+                                                    "several runs (never averaged).")] = None,
+    allow_different: Annotated[list[str] | None, typer.Option(
+        "--allow-different", help="Override one comparability check on purpose (repeatable).")] = None,
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples of the shared units.")] = 2000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 12345,
+) -> None:
+    """Merge runs of one suite made at different times into one leaderboard with bands."""
+    from carebench.compare.leaderboard import LeaderboardConfig, run_leaderboard
+    from carebench.suites import comparer
+
+    cfg = LeaderboardConfig([str(r) for r in runs], out=None if out is None else str(out), prefer=prefer,
+                            allow_different=list(allow_different or []), B=bootstrap, seed=seed)
+    out_dir, metrics = run_leaderboard(cfg, comparer)
+    excluded = [r for r in metrics["runs"] if not r["included"]]
+    typer.echo(f"leaderboard of {len(metrics['runs']) - len(excluded)} run(s) in {out_dir}/report.md"
+               + (f"; {len(excluded)} excluded" if excluded else ""))
+    for r in excluded:
+        typer.echo(f"  excluded {r['path']}: {r['reason']}")
+
+
 def _click_classes(name: str) -> tuple[type[BaseException], ...]:
     """Click's exception class ``name``, wherever this Typer keeps it.
 
@@ -139,9 +212,15 @@ INTERRUPTED = "carebench: interrupted; completed model calls are cached, re-run 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; user mistakes end in at most a usage line and one error line, exit 2."""
-    _mount_suites(_command_name(sys.argv[1:] if argv is None else argv))
+    from carebench.batch import options as batch_options
+
+    batch_options.COMMAND_LINE = list(sys.argv[1:] if argv is None else argv)
+    _mount_suites(_command_name(batch_options.COMMAND_LINE))
     try:
         rc = app(args=argv, prog_name="carebench", standalone_mode=False)
+    except BatchPending as e:  # before RunStopped: batch mode wrote what the run waits for
+        print(f"carebench: {e}", file=sys.stderr)
+        return 4
     except RunStopped as e:  # before CarebenchError: a suite's stop may be both
         print(f"carebench: {e}", file=sys.stderr)
         return 3

@@ -274,10 +274,12 @@ def incomplete_report(title: str, metrics: Mapping[str, Any]) -> Report:
         title=title,
         subtitle="incomplete run",
         sections=[Section("Incomplete", [
-            Callout(f"The run's budget stopped it before it finished ({parts} incomplete). Nothing "
-                    "is scored: unfinished work is not counted as failures. Re-run the same "
-                    "command without --budget (or with a larger one) to finish it from the "
-                    "cache without repeating a completed call.", kind="warning"),
+            Callout(f"The run stopped before it finished ({parts} incomplete): its budget was "
+                    "reached, or in batch mode its calls wait for batch results. Nothing is "
+                    "scored: unfinished work is not counted as failures. Re-run the same command "
+                    "(without --budget or with a larger one; in batch mode after importing the "
+                    "results) to finish it from the cache without repeating a completed call.",
+                    kind="warning"),
             KeyValue([(f"{k} finished", v) for k, v in metrics["finished"].items()]),
         ], anchor="incomplete")],
     )

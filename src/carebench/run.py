@@ -18,7 +18,7 @@ from typing import Any, Self
 
 from carebench.cache import CompletionCache
 from carebench.runner import Call, CallPlan, Ledger, Runner, RunnerConfig, RunResult, call_row
-from carebench.types import Completion, RunStopped
+from carebench.types import BatchPending, Completion, RunStopped
 
 
 @dataclass
@@ -40,6 +40,9 @@ class RunOptions:
     model_options: dict[str, Any] = field(default_factory=dict)
     #: retries of a transiently failed call (None: the runner's default)
     max_retries: int | None = None
+    #: batch mode (carebench.batch.options.BatchOptions, from ``--batch DIR``): calls the cache
+    #: cannot answer are written to DIR as batch request files instead of being sent
+    batch: Any = None
 
 
 class Run:
@@ -61,10 +64,24 @@ class Run:
 
             raise CarebenchError(f"--retries must be zero or more, got {opts.max_retries}")
         retries = {} if opts.max_retries is None else {"max_retries": opts.max_retries}
+        batch = opts.batch
+        if batch is None:  # a command not (yet) given --batch: CAREBENCH_BATCH_DIR, if set
+            from carebench.batch.options import batch_options
+
+            batch = batch_options(None)
+        self.batch = None  # the batch sink (carebench.batch.export.BatchSink) in batch mode
+        if batch is not None and not opts.dry_run:
+            if self.cache is None:
+                from carebench.types import CarebenchError
+
+                raise CarebenchError("--batch needs the cache (results are imported into it); drop --no-cache")
+            from carebench.batch.export import BatchSink
+
+            self.batch = BatchSink(batch)
         self.runner = Runner(
-            RunnerConfig(concurrency=opts.concurrency, use_cache=opts.use_cache, progress=opts.progress, timeout_s=opts.timeout_s,
-                         **retries),
-            cache=self.cache, on_complete=self._log_call, ledger=self.ledger,
+            RunnerConfig(concurrency=opts.concurrency, use_cache=opts.use_cache, progress=opts.progress,
+                         timeout_s=opts.timeout_s, batch_prices=batch is not None, **retries),
+            cache=self.cache, on_complete=self._log_call, ledger=self.ledger, batch=self.batch,
         )
         self._models: dict[str, Any] = {}
         #: stage or method name -> why it was cut short (budget); shown as "incomplete"
@@ -163,14 +180,21 @@ class Run:
     # -- budget -----------------------------------------------------------------------
     @property
     def stopped(self) -> str | None:
-        return self.ledger.stopped
+        """Why calls were not made: the budget, or (batch mode) calls waiting for results."""
+        if self.ledger.stopped is not None:
+            return self.ledger.stopped
+        if self.batch is not None and self.batch.pending:
+            from carebench.runner import BATCH_PENDING
+
+            return BATCH_PENDING
+        return None
 
     def mark_incomplete(self, name: str, calls_skipped: int = 0, *, open_ended: bool = False) -> None:
         """Record that a stage or method was cut short by the budget; ``calls_skipped``
         counts calls of work never started (for the "calls left" figure). ``open_ended``:
         more work follows whose calls depend on answers not yet known, so the figure is
         only a lower bound."""
-        self.incomplete[name] = self.ledger.stopped or "stopped"
+        self.incomplete[name] = self.stopped or "stopped"
         self._calls_skipped += calls_skipped
         self._open_ended = self._open_ended or open_ended
 
@@ -181,7 +205,11 @@ class Run:
 
     def accounting(self) -> dict[str, Any]:
         """What the manifest records about the run's calls and spend."""
-        return {**self.ledger.to_dict(), "calls_recorded": len(self.call_rows),
+        batch = {} if self.batch is None else {"batch": {
+            "dir": str(self.batch.dir), "pending": len(self.batch.calls), "awaiting": len(self.batch.awaiting),
+            "answered": sum(1 for r in self.call_rows if r.get("batch")),
+            "answered_usd": sum(r["completion"]["cost_usd"] or 0.0 for r in self.call_rows if r.get("batch"))}}
+        return {**self.ledger.to_dict(), **batch, "calls_recorded": len(self.call_rows),
                 "calls_left": self.calls_left if self.stopped else 0,
                 "incomplete": sorted(self.incomplete),
                 **({"by_stage": self.by_stage} if self.by_stage else {})}
@@ -196,7 +224,11 @@ class Run:
         return msg + "re-run the same command without --budget (or with a larger one) to resume from the cache"
 
     def finish(self) -> None:
-        """End of the run: raise :class:`RunStopped` (exit code 3) if the budget stopped it.
-        Call after the finished results are written."""
+        """End of the run: raise :class:`RunStopped` (exit code 3) if the budget stopped it;
+        in batch mode with calls pending, write them to the batch directory and raise
+        :class:`BatchPending` (exit code 4). Call after the finished results are written."""
         if self.ledger.stopped is not None:
             raise RunStopped(self.stop_message())
+        if self.batch is not None and self.batch.pending:
+            b = self.options.budget_usd
+            raise BatchPending(self.batch.write(budget_left=None if b is None else b - self.ledger.spent_usd))

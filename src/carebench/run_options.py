@@ -9,10 +9,12 @@ Usage in a Typer command::
 
     def run(..., out: Out = None, cache: Cache = None, no_cache: NoCache = False,
             budget: Budget = None, dry_run: DryRun = False, concurrency: Concurrency = None,
-            model_option: ModelOption = None, timeout: Timeout = 120.0):
+            model_option: ModelOption = None, timeout: Timeout = 120.0,
+            batch: Batch = None, batch_format: BatchFormat = None):
         opts = run_options(out=out, cache=cache, no_cache=no_cache, budget=budget,
                            dry_run=dry_run, concurrency=concurrency,
-                           model_option=model_option, timeout=timeout)
+                           model_option=model_option, timeout=timeout,
+                           batch=batch, batch_format=batch_format)
 """
 
 from __future__ import annotations
@@ -44,6 +46,15 @@ ModelOption = Annotated[list[str] | None, typer.Option(
 Timeout = Annotated[float, typer.Option(
     "--timeout", min=0.001, help="Seconds one try of a call may take before it is retried.")]
 
+Batch = Annotated[Path | None, typer.Option(
+    "--batch", help="Batch mode: write the calls the cache cannot answer to this directory as "
+                    "provider batch request files instead of sending them; exits 4 while any wait "
+                    "(carebench batch submit/fetch/import, then re-run; see docs/batch.md).")]
+BatchFormat = Annotated[str | None, typer.Option(
+    "--batch-format", help="Request files for OpenAI-compatible models: openai (the Batch API) or "
+                           "vllm (vllm run-batch input, for openai:MODEL@URL models); Anthropic "
+                           "models always get Message Batches requests.")]
+
 #: the defaults the aliases above are declared with, for commands built without Typer
 DEFAULT_TIMEOUT_S = 120.0
 
@@ -52,16 +63,19 @@ def run_options(*, out: str | Path | None = None, cache: str | Path | None = Non
                 no_cache: bool = False, budget: float | None = None, dry_run: bool = False,
                 concurrency: int | None = None, model_option: list[str] | None = None,
                 timeout: float = DEFAULT_TIMEOUT_S, progress: bool = True,
-                model_options: dict[str, Any] | None = None, retries: int | None = None) -> RunOptions:
+                model_options: dict[str, Any] | None = None, retries: int | None = None,
+                batch: str | Path | None = None, batch_format: str | None = None) -> RunOptions:
     """The one builder of :class:`RunOptions` from the shared flags.
 
     ``model_option`` holds raw ``--model-option`` texts; ``model_options`` a config file's
     ``{spec: {key: value}}`` table, which the flags override key by key. Both are
     validated here, before any call. ``retries``: a command's own retry setting (e.g.
-    ``support run --retries``); ``progress`` False keeps a command (or a test) quiet."""
+    ``support run --retries``); ``progress`` False keeps a command (or a test) quiet.
+    ``batch``/``batch_format``: batch mode (``--batch DIR``, docs/batch.md)."""
+    from carebench.batch.options import batch_options
     from carebench.models.options import collect_model_options
 
-    return RunOptions(
+    return RunOptions(batch=batch_options(batch, batch_format),
         out=Path(out) if out is not None else None,
         cache_path=Path(cache) if cache is not None else None,
         use_cache=not no_cache, budget_usd=budget, dry_run=dry_run, concurrency=concurrency,

@@ -39,6 +39,7 @@ class RunnerConfig:
     timeout_s: float = 120.0  # per try
     backoff_base_s: float = 0.5
     backoff_max_s: float = 30.0
+    batch_prices: bool = False  # plans priced at the models' batch rates (--dry-run --batch)
     use_cache: bool = True
     progress: bool = True
     description: str = "model calls"
@@ -117,9 +118,13 @@ class RunResult:
 
 
 def call_row(call: Call, comp: Completion) -> dict[str, Any]:
-    """A ``calls.jsonl`` line: enough for ``replay:`` to answer the same request again."""
-    return {"model": str(call.model.spec), "tag": call.tag, "request": call.request.cache_payload(),
-            "completion": comp.to_dict()}
+    """A ``calls.jsonl`` line: enough for ``replay:`` to answer the same request again
+    (``batch``: answered through a provider's batch endpoint, at the batch price)."""
+    row = {"model": str(call.model.spec), "tag": call.tag, "request": call.request.cache_payload(),
+           "completion": comp.to_dict()}
+    if comp.batch:
+        row["batch"] = True
+    return row
 
 
 @dataclass
@@ -149,6 +154,10 @@ def capped_request(call: Call) -> ChatRequest:
     return replace(call.request, max_tokens=opts.max_tokens)
 
 
+#: why a call handed to the batch sink was not made (see carebench.batch.export)
+BATCH_PENDING = "waiting for batch results"
+
+
 class Runner:
     def __init__(
         self,
@@ -156,8 +165,12 @@ class Runner:
         cache: CompletionCache | None = None,
         on_complete: Callable[[Call, Completion], None] | None = None,
         ledger: Ledger | None = None,
+        batch: Any = None,
     ):
         self.config = config or RunnerConfig()
+        #: batch mode (carebench.batch.export.BatchSink): a call the cache cannot answer is
+        #: handed to it instead of the provider and not made now, like a budget-refused call
+        self.batch = batch
         self.cache = cache if self.config.use_cache else None
         self.on_complete = on_complete
         self.ledger = ledger or Ledger()  # the run's (which holds the budget), else an uncapped one
@@ -206,7 +219,7 @@ class Runner:
                 if c.request.max_tokens:
                     out = min(out, c.request.max_tokens)
                 by_model[spec]["reply_lengths"] = "cached replies"
-            est = call_cost_bound(spec, capped_request(c), out)
+            est = call_cost_bound(spec, capped_request(c), out, batch=self.config.batch_prices)
             by_model[spec]["estimated_cost_usd"] += est
             cost += est
         cached = sum(int(m["cached"]) for m in by_model.values())
@@ -283,7 +296,8 @@ class Runner:
         if res.not_made:
             self.ledger.refused |= {call_key(c) for c, comp in zip(calls, res.completions, strict=True)
                                     if comp is None}
-            res.stopped = self.ledger.stopped
+            res.stopped = self.ledger.stopped or (
+                BATCH_PENDING if self.batch is not None and self.batch.pending else None)
         return res
 
     async def _provider_call(self, call: Call, spec: str, key: str, res: RunResult) -> Completion | None:
@@ -291,6 +305,8 @@ class Runner:
         run's budget does not allow starting it."""
         from carebench.models.pricing import call_cost_bound
 
+        if self.batch is not None and self.batch.add(call, key):
+            return None  # written to the batch directory; answered by a later round
         # an unpriced model's spend cannot be capped: the run refuses it in Run.model, before any call
         async with self._semaphore(call.model):
             worst = call_cost_bound(spec, capped_request(call))

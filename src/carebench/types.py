@@ -32,6 +32,12 @@ class RunStopped(Exception):
     """
 
 
+class BatchPending(RunStopped):
+    """Batch mode wrote the calls the run still needs to a batch directory (after the
+    finished results were written). The CLI prints the one line (what waits, how to
+    submit, how to resume) and exits 4."""
+
+
 class BudgetReached(CarebenchError, RunStopped):
     """A budget stop inside a suite that writes what finished on its error path.
 
@@ -165,6 +171,8 @@ class Completion:
     cached: bool = False
     attempts_made: int = 1  # transport tries, including retries
     extra: dict[str, Any] = field(default_factory=dict)  # provider-specific (e.g. moderation scores)
+    #: answered through a provider's batch endpoint (``carebench batch``), at the batch price
+    batch: bool = False
 
     @property
     def status(self) -> Status:
@@ -183,6 +191,12 @@ class Completion:
         return self.status == "ok"
 
     def to_dict(self) -> dict[str, Any]:
+        d = self._fields_dict()
+        if self.batch:  # only then, so every other record keeps its shape
+            d["batch"] = True
+        return d
+
+    def _fields_dict(self) -> dict[str, Any]:
         return {
             "text": self.text,
             "finish_reason": self.finish_reason,
@@ -220,6 +234,7 @@ class Completion:
             model=d.get("model") or "",
             attempts_made=int(d.get("attempts_made") or 1),
             extra=dict(d.get("extra") or {}),
+            batch=bool(d.get("batch", False)),
         )
 
 

@@ -16,6 +16,8 @@ import typer
 from carebench.construct.command import ConstructOptions
 from carebench.run_options import (
     DEFAULT_TIMEOUT_S,
+    Batch,
+    BatchFormat,
     Budget,
     Cache,
     Concurrency,
@@ -39,11 +41,13 @@ Seed = Annotated[int, typer.Option(help="Seed for sampling and assignment.")]
 
 
 def _opts(out=None, cache=None, no_cache=False, budget=None, dry_run=False, concurrency=None,
-          model_option=None, timeout=DEFAULT_TIMEOUT_S, **_: object) -> ConstructOptions:
+          model_option=None, timeout=DEFAULT_TIMEOUT_S, batch=None, batch_format=None,
+          **_: object) -> ConstructOptions:
     """A command's shared run flags as its options (the rest of ``locals()`` is ignored)."""
     return ConstructOptions(run=run_options(out=out, cache=cache, no_cache=no_cache, budget=budget,
                                             dry_run=dry_run, concurrency=concurrency,
-                                            model_option=model_option, timeout=timeout))
+                                            model_option=model_option, timeout=timeout,
+                        batch=batch, batch_format=batch_format))
 
 
 def _done(result, what: str) -> None:
@@ -68,6 +72,7 @@ def screen(
     seed: Seed = 42,
     out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False,
     concurrency: Concurrency = None, model_option: ModelOption = None, timeout: Timeout = DEFAULT_TIMEOUT_S,
+    batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
     """Screen source rows: lexicon, classifier, kept hard negatives (VEILED-SH §4.1)."""
     from carebench.construct.stages import screen_stage
@@ -88,6 +93,7 @@ def route(
     text_field: Annotated[str, typer.Option(help="Persona table column with the description.")] = "text",
     out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False,
     concurrency: Concurrency = None, model_option: ModelOption = None, timeout: Timeout = DEFAULT_TIMEOUT_S,
+    batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
     """Give each row a synthetic persona: sketch, embed, 10 nearest, pick (VEILED-SH §4.2)."""
     from carebench.construct.stages import route_stage
@@ -108,6 +114,7 @@ def rewrite(
     seed: Seed = 42,
     out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False,
     concurrency: Concurrency = None, model_option: ModelOption = None, timeout: Timeout = DEFAULT_TIMEOUT_S,
+    batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
     """Keep a forum sample, assign contexts, rewrite with round-robin rewriters (VEILED-SH §4.3)."""
     from carebench.construct.stages import rewrite_stage
@@ -124,6 +131,7 @@ def judge(
     contexts: Annotated[str | None, typer.Option(help="Contexts YAML (default: the packaged contracts).")] = None,
     out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False,
     concurrency: Concurrency = None, model_option: ModelOption = None, timeout: Timeout = DEFAULT_TIMEOUT_S,
+    batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
     """Judge every rewrite: three gates and five 1-5 scores (VEILED-SH Table 3)."""
     from carebench.construct.stages import judge_stage
@@ -209,6 +217,7 @@ def build(
     limit: Annotated[int | None, typer.Option(help="Only the first N source rows (smoke runs).")] = None,
     out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False,
     concurrency: Concurrency = None, model_option: ModelOption = None, timeout: Timeout = DEFAULT_TIMEOUT_S,
+    batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
     """Run the whole chain from a config file and write prompts.jsonl for `carebench plural`."""
     from carebench.construct.config import load_build_config

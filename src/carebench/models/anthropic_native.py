@@ -40,40 +40,50 @@ class AnthropicModel:
         await self._http.aclose()
 
     def _payload(self, req: ChatRequest) -> dict[str, Any]:
-        system = "\n\n".join(m.content for m in req.messages if m.role == "system")
-        p: dict[str, Any] = {
-            "model": self.spec.model,
-            "messages": [{"role": m.role, "content": m.content} for m in req.messages if m.role != "system"],
-            "max_tokens": req.max_tokens or 1024,
-            "temperature": req.temperature,
-        }
-        if system:
-            p["system"] = system
-        if req.top_p is not None:
-            p["top_p"] = req.top_p
-        if req.stop:
-            p["stop_sequences"] = list(req.stop)
-        if self.request_options:
-            p = self.request_options.apply_anthropic(p)
-        return p
+        return messages_body(self.spec.model, req, self.request_options)
 
     async def complete(self, request: ChatRequest) -> Completion:
         t0 = time.perf_counter()
         data = await post_json(self._http.get(), self._url, self._payload(request), self._headers)
-        latency = time.perf_counter() - t0
-        try:
-            text = "".join(b.get("text", "") for b in data["content"] if b.get("type") == "text")
-        except (KeyError, TypeError, AttributeError):
-            raise TransientError("response has no content blocks") from None
-        finish = _STOP.get(data.get("stop_reason") or "", data.get("stop_reason"))
-        u = data.get("usage") or {}
-        usage = Usage(int(u.get("input_tokens") or 0), int(u.get("output_tokens") or 0))
-        return Completion(
-            text=text,
-            finish_reason=finish,
-            usage=usage,
-            latency_s=latency,
-            **cost_fields(str(self.spec), usage),
-            flags=flags_for(text, finish),
-            model=str(self.spec),
-        )
+        return parse_messages(data, str(self.spec), time.perf_counter() - t0)
+
+
+def messages_body(model: str, req: ChatRequest, options: RequestOptions | None = None) -> dict[str, Any]:
+    """The Messages API body for ``req``: what the live client POSTs and a Message Batches
+    request's ``params`` (one function, so the two cannot drift)."""
+    system = "\n\n".join(m.content for m in req.messages if m.role == "system")
+    p: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": m.role, "content": m.content} for m in req.messages if m.role != "system"],
+        "max_tokens": req.max_tokens or 1024,
+        "temperature": req.temperature,
+    }
+    if system:
+        p["system"] = system
+    if req.top_p is not None:
+        p["top_p"] = req.top_p
+    if req.stop:
+        p["stop_sequences"] = list(req.stop)
+    if options:
+        p = options.apply_anthropic(p)
+    return p
+
+
+def parse_messages(data: dict[str, Any], name: str, latency: float) -> Completion:
+    """The Completion for a Messages response body (live, or a batch result's ``message``)."""
+    try:
+        text = "".join(b.get("text", "") for b in data["content"] if b.get("type") == "text")
+    except (KeyError, TypeError, AttributeError):
+        raise TransientError("response has no content blocks") from None
+    finish = _STOP.get(data.get("stop_reason") or "", data.get("stop_reason"))
+    u = data.get("usage") or {}
+    usage = Usage(int(u.get("input_tokens") or 0), int(u.get("output_tokens") or 0))
+    return Completion(
+        text=text,
+        finish_reason=finish,
+        usage=usage,
+        latency_s=latency,
+        **cost_fields(name, usage),
+        flags=flags_for(text, finish),
+        model=name,
+    )

@@ -69,6 +69,85 @@ def schema_for(structured: StructuredSpec) -> dict[str, Any]:
     return json.loads(structured.schema_json or "{}")
 
 
+def chat_body(model: str, req: ChatRequest, mode: str,
+              options: RequestOptions | None = None) -> dict[str, Any]:
+    """The chat-completions body for ``req``: what the live client POSTs and what a batch
+    request file carries (one function, so the two cannot drift). ``mode`` is the
+    structured-output constraint (see ``STRUCTURED_MODES``); ``options`` the model's
+    request options (reasoning effort, output caps, extra fields)."""
+    p: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": m.role, "content": m.content} for m in req.messages],
+        "temperature": req.temperature,
+    }
+    if req.max_tokens is not None:
+        p["max_tokens"] = req.max_tokens
+    if req.top_p is not None:
+        p["top_p"] = req.top_p
+    if req.seed is not None:
+        p["seed"] = req.seed
+    if req.stop:
+        p["stop"] = list(req.stop)
+    if req.logprobs:
+        p["logprobs"] = True
+        if req.top_logprobs:
+            p["top_logprobs"] = req.top_logprobs
+    if req.structured is not None and mode != "none":
+        schema = schema_for(req.structured)
+        if mode == "json_schema":
+            p["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": req.structured.name, "schema": schema, "strict": True},
+            }
+        else:
+            p["response_format"] = {"type": "json_object", "schema": schema}
+            grammar = _gbnf(req.structured)
+            if grammar:
+                p["grammar"] = grammar
+    if options:
+        p = options.apply_openai(p, req.max_tokens)
+    return p
+
+
+def parse_chat(data: dict[str, Any], name: str, latency: float) -> Completion:
+    """The Completion for a chat-completions response body (live, or a batch result's
+    ``response.body``): one parser, so a batch answer equals the live one."""
+    try:
+        choice = data["choices"][0]
+        msg = choice.get("message") or {}
+        text = msg.get("content") or ""
+        if not isinstance(text, str):
+            raise TypeError
+        finish = choice.get("finish_reason")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        raise TransientError("response has no choices[0].message") from None
+    u = data.get("usage") or {}
+    details = u.get("completion_tokens_details") or {}
+    usage = Usage(int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0),
+                  int(details.get("reasoning_tokens") or 0) if isinstance(details, dict) else 0)
+    logprobs = None
+    lp = choice.get("logprobs")
+    if isinstance(lp, dict) and lp.get("content"):
+        logprobs = tuple(
+            TokenLogprob(
+                t.get("token", ""),
+                float(t.get("logprob", 0.0)),
+                {a.get("token", ""): float(a.get("logprob", 0.0)) for a in t.get("top_logprobs") or []},
+            )
+            for t in lp["content"]
+        )
+    return Completion(
+        text=text,
+        finish_reason=finish,
+        usage=usage,
+        latency_s=latency,
+        **cost_fields(name, usage),
+        flags=flags_for(text, finish),
+        logprobs=logprobs,
+        model=name,
+    )
+
+
 class _OpenAIBase:
     default_concurrency = 16
 
@@ -107,38 +186,7 @@ class OpenAIChatModel(_OpenAIBase):
         self._name = str(spec)
 
     def _payload(self, req: ChatRequest, mode: str) -> dict[str, Any]:
-        p: dict[str, Any] = {
-            "model": self.spec.model,
-            "messages": [{"role": m.role, "content": m.content} for m in req.messages],
-            "temperature": req.temperature,
-        }
-        if req.max_tokens is not None:
-            p["max_tokens"] = req.max_tokens
-        if req.top_p is not None:
-            p["top_p"] = req.top_p
-        if req.seed is not None:
-            p["seed"] = req.seed
-        if req.stop:
-            p["stop"] = list(req.stop)
-        if req.logprobs:
-            p["logprobs"] = True
-            if req.top_logprobs:
-                p["top_logprobs"] = req.top_logprobs
-        if req.structured is not None and mode != "none":
-            schema = schema_for(req.structured)
-            if mode == "json_schema":
-                p["response_format"] = {
-                    "type": "json_schema",
-                    "json_schema": {"name": req.structured.name, "schema": schema, "strict": True},
-                }
-            else:
-                p["response_format"] = {"type": "json_object", "schema": schema}
-                grammar = _gbnf(req.structured)
-                if grammar:
-                    p["grammar"] = grammar
-        if self.request_options:
-            p = self.request_options.apply_openai(p, req.max_tokens)
-        return p
+        return chat_body(self.spec.model, req, mode, self.request_options)
 
     async def complete(self, request: ChatRequest) -> Completion:
         if request.structured is not None and self.structured_mode is None:
@@ -181,40 +229,7 @@ class OpenAIChatModel(_OpenAIBase):
             raise AssertionError("unreachable: the unconstrained mode raises or returns")
 
     def _parse(self, data: dict[str, Any], latency: float) -> Completion:
-        try:
-            choice = data["choices"][0]
-            msg = choice.get("message") or {}
-            text = msg.get("content") or ""
-            if not isinstance(text, str):
-                raise TypeError
-            finish = choice.get("finish_reason")
-        except (KeyError, IndexError, TypeError, AttributeError):
-            raise TransientError("response has no choices[0].message") from None
-        u = data.get("usage") or {}
-        details = u.get("completion_tokens_details") or {}
-        usage = Usage(int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0),
-                      int(details.get("reasoning_tokens") or 0) if isinstance(details, dict) else 0)
-        logprobs = None
-        lp = choice.get("logprobs")
-        if isinstance(lp, dict) and lp.get("content"):
-            logprobs = tuple(
-                TokenLogprob(
-                    t.get("token", ""),
-                    float(t.get("logprob", 0.0)),
-                    {a.get("token", ""): float(a.get("logprob", 0.0)) for a in t.get("top_logprobs") or []},
-                )
-                for t in lp["content"]
-            )
-        return Completion(
-            text=text,
-            finish_reason=finish,
-            usage=usage,
-            latency_s=latency,
-            **cost_fields(self._name, usage),
-            flags=flags_for(text, finish),
-            logprobs=logprobs,
-            model=self._name,
-        )
+        return parse_chat(data, self._name, latency)
 
 
 #: our score name -> the category names a moderation response may use for it
@@ -313,36 +328,52 @@ class OpenAIEmbeddingModel(_OpenAIBase):
             asyncio.get_running_loop().create_task(self._send(dims, batch))
 
     async def _send(self, dims: int | None, batch: list[tuple[str, asyncio.Future]]) -> None:
-        payload: dict[str, Any] = {"model": self.spec.model, "input": [t for t, _ in batch],
-                                   "encoding_format": "float"}
-        if dims is not None:
-            payload["dimensions"] = dims
+        payload = embedding_body(self.spec.model, [t for t, _ in batch], dims)
         t0 = time.perf_counter()
         try:
             data = await post_json(self.client, self._url, payload, self._headers)
-            items = sorted(data["data"], key=lambda d: d.get("index", 0))
-            vectors = [[float(x) for x in d["embedding"]] for d in items]
-            if len(vectors) != len(batch):
-                raise TransientError(f"embeddings response has {len(vectors)} vectors for {len(batch)} inputs")
-        except (KeyError, TypeError, ValueError) as e:
-            exc: BaseException = TransientError(f"malformed embeddings response ({e})")
+            comps = parse_embeddings(data, len(batch), str(self.spec), 0.0)
         except BaseException as e:  # noqa: BLE001 - handed to every waiting call
             exc = e
         else:
             latency = time.perf_counter() - t0
-            tokens = int((data.get("usage") or {}).get("prompt_tokens") or 0)
-            share = [tokens // len(batch) + (i < tokens % len(batch)) for i in range(len(batch))]
-            for (_, fut), vec, n in zip(batch, vectors, share, strict=True):
+            for (_, fut), comp in zip(batch, comps, strict=True):
                 if not fut.done():
-                    usage = Usage(prompt_tokens=n, completion_tokens=0)
-                    fut.set_result(Completion(
-                        text=f"embedding[{len(vec)}]", finish_reason="stop", latency_s=latency,
-                        model=str(self.spec), usage=usage, **cost_fields(str(self.spec), usage),
-                        extra={"embedding": vec}))
+                    comp.latency_s = latency
+                    fut.set_result(comp)
             return
         for _, fut in batch:
             if not fut.done():
                 fut.set_exception(exc)
+
+
+def embedding_body(model: str, texts: list[str], dims: int | None) -> dict[str, Any]:
+    """The ``/v1/embeddings`` body (live, and in a batch request file: one text per line)."""
+    payload: dict[str, Any] = {"model": model, "input": texts, "encoding_format": "float"}
+    if dims is not None:
+        payload["dimensions"] = dims
+    return payload
+
+
+def parse_embeddings(data: dict[str, Any], n: int, name: str, latency: float) -> list[Completion]:
+    """One Completion per input of an embeddings response body (the vector in
+    ``extra["embedding"]``, the token usage shared evenly); TransientError if malformed."""
+    try:
+        items = sorted(data["data"], key=lambda d: d.get("index", 0))
+        vectors = [[float(x) for x in d["embedding"]] for d in items]
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise TransientError(f"malformed embeddings response ({e})") from None
+    if len(vectors) != n:
+        raise TransientError(f"embeddings response has {len(vectors)} vectors for {n} inputs")
+    tokens = int((data.get("usage") or {}).get("prompt_tokens") or 0)
+    share = [tokens // n + (i < tokens % n) for i in range(n)]
+    out = []
+    for vec, k in zip(vectors, share, strict=True):
+        usage = Usage(prompt_tokens=k, completion_tokens=0)
+        out.append(Completion(text=f"embedding[{len(vec)}]", finish_reason="stop", latency_s=latency,
+                              model=name, usage=usage, **cost_fields(name, usage),
+                              extra={"embedding": vec}))
+    return out
 
 
 def _gbnf(structured: StructuredSpec) -> str | None:

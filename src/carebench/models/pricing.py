@@ -9,13 +9,18 @@ A model is priced only by its exact name or by an alias the table lists (e.g. a
 dated snapshot): never by prefix, because ``gpt-5.5`` is not ``gpt-5``. An unknown
 remote model is *unpriced*: its cost is ``None`` (null in JSON, "unpriced" in
 reports), never an invented $0. In-process and replayed models cost nothing.
+
+Batch prices (what a call costs through a provider's batch endpoint, see
+``carebench batch``) default to half the live price, as OpenAI's Batch API and
+Anthropic's Message Batches bill; a ``[batch]`` table sets them per model
+(``"gpt-4o" = [1.25, 5.00]``), in the built-in file or ``CAREBENCH_PRICES``.
 """
 
 from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -30,6 +35,9 @@ Price = tuple[float, float, float]  # input, output USD per 1M tokens; USD per c
 class PriceTable:
     prices: dict[str, Price]  # model name -> price
     aliases: dict[str, str]  # alias -> model name in ``prices``
+    batch: dict[str, Price] = field(default_factory=dict)  # model name -> batch price
+    #: (spec, batch) -> resolved price, filled on first use (a spec's price is looked up per call)
+    memo: dict[tuple[str, bool], Price | None] = field(default_factory=dict, compare=False, repr=False)
 
 
 def _read(text: str, where: str, table: PriceTable) -> None:
@@ -37,15 +45,15 @@ def _read(text: str, where: str, table: PriceTable) -> None:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise CarebenchError(f"invalid price file {where}: {e}") from None
-    for name, pair in (data.get("models") or {}).items():
-        if not (isinstance(pair, list) and len(pair) in (2, 3)
-                and all(isinstance(x, int | float) for x in pair)):
-            raise CarebenchError(
-                f"{where}: price for {name!r} must be [input, output] per 1M tokens, optionally "
-                "followed by a price per call"
-            )
-        table.prices[name] = (float(pair[0]), float(pair[1]),
-                              float(pair[2]) if len(pair) == 3 else 0.0)
+    for section, into in (("models", table.prices), ("batch", table.batch)):
+        for name, pair in (data.get(section) or {}).items():
+            if not (isinstance(pair, list) and len(pair) in (2, 3)
+                    and all(isinstance(x, int | float) for x in pair)):
+                raise CarebenchError(
+                    f"{where}: {'batch ' * (section == 'batch')}price for {name!r} must be "
+                    "[input, output] per 1M tokens, optionally followed by a price per call"
+                )
+            into[name] = (float(pair[0]), float(pair[1]), float(pair[2]) if len(pair) == 3 else 0.0)
     for alias, name in (data.get("aliases") or {}).items():
         if not isinstance(name, str):
             raise CarebenchError(f"{where}: alias {alias!r} must name a model")
@@ -67,6 +75,9 @@ def price_table() -> PriceTable:
     for alias, name in table.aliases.items():
         if name not in table.prices:
             raise CarebenchError(f"price alias {alias!r} names {name!r}, which has no price")
+    for name in table.batch:
+        if name not in table.prices and name not in table.aliases:
+            raise CarebenchError(f"batch price for {name!r}, which has no live price")
     return table
 
 
@@ -76,13 +87,32 @@ def model_name(spec: str) -> tuple[str, str]:
     return provider, model.split("@", 1)[0]
 
 
-def _prices(spec: str) -> Price | None:
+def _prices(spec: str, batch: bool = False) -> Price | None:
+    """The live price of a spec, or with ``batch`` its batch price (default half the live one)."""
+    memo = price_table().memo
+    k = (spec, batch)
+    if k not in memo:
+        memo[k] = _resolve(spec, batch)
+    return memo[k]
+
+
+def _resolve(spec: str, batch: bool) -> Price | None:
     provider, model = model_name(spec)
     if provider in LOCAL_PROVIDERS:
         return (0.0, 0.0, 0.0)
     table = price_table()
     name = model if model in table.prices else table.aliases.get(model)
-    return None if name is None else table.prices[name]
+    if name is None:
+        return None
+    if batch:
+        own = table.batch.get(model) or table.batch.get(name)
+        return own if own is not None else tuple(x / 2 for x in table.prices[name])  # type: ignore[return-value]
+    return table.prices[name]
+
+
+def batch_price(spec: str) -> Price | None:
+    """(input, output per 1M tokens, per call) USD through a batch endpoint; None when unpriced."""
+    return _prices(spec, batch=True)
 
 
 def price_for(spec: str) -> tuple[float, float] | None:
@@ -125,11 +155,13 @@ def estimate_tokens(text: str) -> int:
 UNCAPPED_OUTPUT_TOKENS = 4096
 
 
-def call_cost_bound(spec: str, request: ChatRequest, output_tokens: int | None = None) -> float:
+def call_cost_bound(spec: str, request: ChatRequest, output_tokens: int | None = None,
+                    batch: bool = False) -> float:
     """A call's cost from its prompt length and ``output_tokens`` replied (default: the
-    request's output cap, i.e. the worst case the budget must reserve). An unpriced model
-    bounds at 0: callers that enforce a budget must refuse unpriced models (``is_priced``)."""
-    p = _prices(spec)
+    request's output cap, i.e. the worst case the budget must reserve), at the batch price
+    with ``batch``. An unpriced model bounds at 0: callers that enforce a budget must
+    refuse unpriced models (``is_priced``)."""
+    p = _prices(spec, batch)
     if p is None:
         return 0.0
     p_in, p_out, per_call = p

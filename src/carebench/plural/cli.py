@@ -13,6 +13,8 @@ import typer
 
 from carebench.run_options import (
     DEFAULT_TIMEOUT_S,
+    Batch,
+    BatchFormat,
     Budget,
     Cache,
     Concurrency,
@@ -61,7 +63,7 @@ def _opts(**kw):
 def _run(**kw):
     """The shared run flags of a command's parameters."""
     return run_options(**{k: kw[k] for k in ("out", "cache", "no_cache", "budget", "dry_run", "concurrency",
-                                             "model_option", "timeout") if k in kw})
+                                             "model_option", "timeout", "batch", "batch_format") if k in kw})
 
 
 def _done(result, line) -> None:
@@ -103,7 +105,7 @@ def calibrate(
     dry_run: DryRun = False,
     concurrency: Concurrency = None,
     model_option: ModelOption = None,
-    timeout: Timeout = DEFAULT_TIMEOUT_S,
+    timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
     """Fit every method on five fixed folds per practitioner, write Table 5 and select per archetype."""
     from carebench.plural.calibration import METHOD_ORDER, CalibrateConfig, run_calibrate
@@ -134,7 +136,7 @@ def freeze(
     dry_run: DryRun = False,
     concurrency: Concurrency = None,
     model_option: ModelOption = None,
-    timeout: Timeout = DEFAULT_TIMEOUT_S,
+    timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
     """Refit the selected method once per practitioner on all calibration cases (profiles P1-P3, C1-C3)."""
     from carebench.plural.release import FreezeConfig, run_freeze
@@ -161,7 +163,7 @@ def label(
     dry_run: DryRun = False,
     concurrency: Concurrency = None,
     model_option: ModelOption = None,
-    timeout: Timeout = DEFAULT_TIMEOUT_S,
+    timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
     """Label every non-calibration prompt with every profile and write the release."""
     from carebench.plural.release import LabelConfig, run_label
@@ -261,7 +263,7 @@ def run(
     dry_run: DryRun = False,
     concurrency: Concurrency = None,
     model_option: ModelOption = None,
-    timeout: Timeout = DEFAULT_TIMEOUT_S,
+    timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
     """Responses under both archetype instructions, the jury, scoring and the report."""
     from carebench.plural.experiment import PluralRunConfig, run_plural
@@ -276,7 +278,7 @@ def run(
         judge_max_tokens=judge_max_tokens, families=_pairs(family, "--family", "SPEC=FAMILY"), seed=seed,
         bootstrap=bootstrap, empty_policy=empty_policy, zero_coverage=zero_coverage,
         run=_run(out=out, cache=cache, no_cache=no_cache, budget=budget, dry_run=dry_run, concurrency=concurrency,
-                 model_option=model_option, timeout=timeout),
+                 model_option=model_option, timeout=timeout, batch=batch, batch_format=batch_format),
     )
     result = run_plural(cfg)
     from carebench.experiment import Plan, echo_plan

@@ -29,6 +29,7 @@ from carebench.report.figures import (
     heatmap,
     line_chart,
     scatter_chart,
+    stacked_bar_chart,
 )
 from carebench.report.html import render_html
 from carebench.report.markdown import render_markdown
@@ -60,5 +61,6 @@ __all__ = [
     "render_html",
     "render_markdown",
     "scatter_chart",
+    "stacked_bar_chart",
     "write_report",
 ]

@@ -9,6 +9,8 @@ import typer
 
 from carebench.run_options import (
     DEFAULT_TIMEOUT_S,
+    Batch,
+    BatchFormat,
     Budget,
     Cache,
     Concurrency,
@@ -63,7 +65,7 @@ def run(
     config: Annotated[Path | None, typer.Option(help="YAML/TOML config file (see docs).")] = None,
     out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
     dry_run: DryRun = False, concurrency: Concurrency = None, model_option: ModelOption = None,
-    timeout: Timeout = DEFAULT_TIMEOUT_S,
+    timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
     """Run methods on a labelled corpus and write metrics, records and the report."""
     from carebench.risk.config import config_from_file, method_specs
@@ -71,7 +73,8 @@ def run(
 
     models = list(model or [])
     flags = {"out": out, "cache": cache, "no_cache": no_cache, "budget": budget, "dry_run": dry_run,
-             "concurrency": concurrency, "model_option": model_option, "timeout": timeout}
+             "concurrency": concurrency, "model_option": model_option, "timeout": timeout,
+             "batch": batch, "batch_format": batch_format}
     if config is not None:
         overrides = {
             "data": data, "format": format, "moderation_model": moderation_model,

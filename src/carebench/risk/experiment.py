@@ -286,6 +286,10 @@ class RiskSuite:
 
     def score(self, records: list[dict[str, Any]], manifest: Mapping[str, Any]) -> dict[str, Any]:
         cfg = manifest.get("config") or {}
+        if not records and manifest.get("incomplete"):  # stopped before any method finished
+            from carebench.experiment import incomplete_metrics
+
+            return incomplete_metrics(manifest, {"predictions": 0})
         return score_records(
             records, failures=cfg.get("failures", "wrong"), B=int(cfg.get("bootstrap", 2000)),
             seed=int(cfg.get("seed", 42)), incomplete=manifest.get("incomplete") or [],
@@ -296,6 +300,10 @@ class RiskSuite:
                manifest: Mapping[str, Any]) -> Report:
         from carebench.risk.report import build_risk_report
 
+        if metrics.get("status") == "incomplete" and not records:
+            from carebench.experiment import incomplete_report
+
+            return incomplete_report("Risk: graded severity measurement", metrics)
         return build_risk_report(dict(metrics), records, dict(manifest))
 
 

@@ -32,6 +32,8 @@ from carebench.risk.report import SWEEP_METRICS, arm_name, sweep_figure, sweep_r
 from carebench.run import Run
 from carebench.run_options import (
     DEFAULT_TIMEOUT_S,
+    Batch,
+    BatchFormat,
     Budget,
     Cache,
     Concurrency,
@@ -224,7 +226,7 @@ def sweep_command(
     failures: Annotated[str, typer.Option(help="'wrong' (farthest level) or 'drop'.")] = "wrong",
     out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
     dry_run: DryRun = False, concurrency: Concurrency = None, model_option: ModelOption = None,
-    timeout: Timeout = DEFAULT_TIMEOUT_S,
+    timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
     """Few-shot k sweep (Figure 4): every k scored on the same items outside the pool."""
     from carebench.experiment import echo_plan
@@ -234,7 +236,8 @@ def sweep_command(
                        pool_per_level=pool_per_level, train=train, train_format=train_format,
                        seed=seed, bootstrap=bootstrap, failures=failures)
     options = run_options(out=out, cache=cache, no_cache=no_cache, budget=budget, dry_run=dry_run,
-                          concurrency=concurrency, model_option=model_option, timeout=timeout)
+                          concurrency=concurrency, model_option=model_option, timeout=timeout,
+                        batch=batch, batch_format=batch_format)
     result = run_suite(suite, options)
     if isinstance(result, Plan):
         echo_plan(result)

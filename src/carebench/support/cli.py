@@ -13,6 +13,8 @@ import typer
 from carebench.models.families import parse_family_overrides
 from carebench.run_options import (
     DEFAULT_TIMEOUT_S,
+    Batch,
+    BatchFormat,
     Budget,
     Cache,
     Concurrency,
@@ -82,7 +84,7 @@ def run(
              "for models behind a proxy or local server (self-preference, DistressBench App. B.6-B.7).")] = None,
     out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
     dry_run: DryRun = False, concurrency: Concurrency = None, model_option: ModelOption = None,
-    timeout: Timeout = DEFAULT_TIMEOUT_S,
+    timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
     """Regenerate replies, judge every criterion with the panel, score and report."""
     from carebench.experiment import Plan, echo_plan
@@ -99,7 +101,8 @@ def run(
         recollect_truncated=recollect_truncated, recollect_cap=recollect_cap,
         families=parse_family_overrides(family),
         run=run_options(out=out, cache=cache, no_cache=no_cache, budget=budget, dry_run=dry_run,
-                        concurrency=concurrency, model_option=model_option, timeout=timeout, retries=retries),
+                        concurrency=concurrency, model_option=model_option, timeout=timeout, retries=retries,
+                        batch=batch, batch_format=batch_format),
     )
     result = run_support(cfg)
     if isinstance(result, Plan):
@@ -159,7 +162,7 @@ def calibrate(
              "for models behind a proxy or local server (self-preference, DistressBench App. B.6-B.7).")] = None,
     out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
     dry_run: DryRun = False, concurrency: Concurrency = None, model_option: ModelOption = None,
-    timeout: Timeout = DEFAULT_TIMEOUT_S,
+    timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
     """Compare candidate judges and every panel with clinician consensus; select the panel."""
     from carebench.support.experiment import CalibrationConfig, run_calibration
@@ -169,7 +172,8 @@ def calibrate(
         verdicts=str(verdicts) if verdicts else None, panel_size=panel_size, seed=seed, scope=scope,
         bootstrap=bootstrap, families=parse_family_overrides(family),
         run=run_options(out=out, cache=cache, no_cache=no_cache, budget=budget, dry_run=dry_run,
-                        concurrency=concurrency, model_option=model_option, timeout=timeout),
+                        concurrency=concurrency, model_option=model_option, timeout=timeout,
+                        batch=batch, batch_format=batch_format),
     )
     d = run_calibration(cfg)
     if _echoed_plan(d):
@@ -245,7 +249,7 @@ def coherence(
     seed: Annotated[int, typer.Option(help="Sampling seed (carebench default).")] = 12345,
     out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
     dry_run: DryRun = False, concurrency: Concurrency = None, model_option: ModelOption = None,
-    timeout: Timeout = DEFAULT_TIMEOUT_S,
+    timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
     """Multi-turn coherence gate (A.5): do the scripted user turns still follow regenerated replies?"""
     from carebench.rundir import read_json
@@ -254,7 +258,8 @@ def coherence(
     d = run_coherence(CoherenceConfig(
         tasks=tasks, models=list(model), judge=judge, n=n, gate=gate, seed=seed,
         run=run_options(out=out, cache=cache, no_cache=no_cache, budget=budget, dry_run=dry_run,
-                        concurrency=concurrency, model_option=model_option, timeout=timeout)))
+                        concurrency=concurrency, model_option=model_option, timeout=timeout,
+                        batch=batch, batch_format=batch_format)))
     if _echoed_plan(d):
         return
     m = read_json(d / "metrics.json")
@@ -285,6 +290,7 @@ def probe(
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
     cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False,
     concurrency: Concurrency = None, model_option: ModelOption = None, timeout: Timeout = DEFAULT_TIMEOUT_S,
+    batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
     """Discrimination probe, controls and elicitation (§4.3, E.7): why did the responders fail their criteria?"""
     from carebench.support.probe import ProbeConfig, run_probe
@@ -294,7 +300,8 @@ def probe(
         competence_threshold=competence_threshold, floor_reply=str(floor_reply) if floor_reply else None,
         n_tasks=n_tasks, n_conversations=conversations, seed=seed, bootstrap=bootstrap,
         run=run_options(cache=cache, no_cache=no_cache, budget=budget, dry_run=dry_run, concurrency=concurrency,
-                        model_option=model_option, timeout=timeout)))
+                        model_option=model_option, timeout=timeout,
+                        batch=batch, batch_format=batch_format)))
     if _echoed_plan(res):
         return
     for spec, p in res["per_responder"].items():

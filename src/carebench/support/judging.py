@@ -131,6 +131,11 @@ def judge_responses(
         out.stopped = out.stopped or res.stopped
         questions.clear()
 
+    def cut() -> bool:
+        """Ask nothing more once the budget stopped the run. Calls waiting for batch results
+        (batch mode) stop nothing: every question of the round is written at once."""
+        return out.stopped is not None and run.ledger.stopped is not None
+
     for r in responses:
         if r.is_harness_failure:  # no reply to judge; excluded from scores and counted
             continue
@@ -151,12 +156,12 @@ def judge_responses(
                     )
                 else:
                     questions.append(criterion_question(r, c, scope))
-        if out.stopped:
+        if cut():
             out.calls_skipped += len(scopes) * len(task.criteria) * len(judges) * (not empty)
             continue
         if len(questions) >= batch:
             flush()
-    if questions and not out.stopped:
+    if questions and not cut():
         flush()
     order = {(r.task_id, r.responder, r.attempt): i for i, r in enumerate(responses)}
     verdicts.sort(key=lambda v: (order[(v.task_id, v.responder, v.attempt)], v.scope != "final"))

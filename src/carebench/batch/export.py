@@ -1,0 +1,210 @@
+"""The batch sink: calls the cache cannot answer are collected here instead of being
+sent, and written to ``DIR`` as one round of request files when the command ends.
+
+The runner hands a call to :meth:`BatchSink.add` where it would call the provider
+(``Runner._provider_call``), so every suite and stage gets batch mode through the
+run context alone. A round is written into a hidden temporary directory, renamed
+into place when complete, and only then listed in ``manifest.json`` (written last):
+a kill leaves either a complete, listed round or one the next run replaces.
+Identical requests are written once, and a request still waiting in an earlier
+round is not written again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from carebench.batch.formats import body_builder, file_format, request_line
+from carebench.batch.manifest import Manifest
+from carebench.batch.options import BatchOptions
+from carebench.runner import BATCH_PENDING  # noqa: F401 - the reason calls wait, for callers
+from carebench.types import CarebenchError, ChatRequest, RunStopped
+
+
+class BatchSink:
+    """Collects one command's pending calls (see the module docstring)."""
+
+    def __init__(self, options: BatchOptions):
+        self.options = options
+        self.dir = Path(options.dir)
+        if self.dir.exists() and not self.dir.is_dir():
+            raise CarebenchError(f"--batch {self.dir}: not a directory")
+        self._manifest: Manifest | None = None
+        self._formats: dict[int, str | None] = {}  # id(model) -> its file format
+        #: key -> (format, model, request) of the requests this round writes
+        self.calls: dict[str, tuple[str, Any, ChatRequest]] = {}
+        #: keys still waiting for results from an earlier round (not written again)
+        self.awaiting: set[str] = set()
+        self._outstanding: set[str] | None = None
+
+    @property
+    def manifest(self) -> Manifest:
+        if self._manifest is None:
+            self._manifest = Manifest.load(self.dir)
+        return self._manifest
+
+    # -- the runner's seam -------------------------------------------------------------
+    def add(self, call: Any, key: str) -> bool:
+        """Take a call the cache cannot answer; False if its model is called live instead."""
+        model = call.model
+        fmt = self._formats.get(id(model), "?")
+        if fmt == "?":
+            fmt = self._formats[id(model)] = file_format(model.spec, self.options.format)
+        if fmt is None:
+            return False
+        calls = self.calls
+        if key in calls or key in self.awaiting:
+            return True
+        if key in (self._outstanding if self._outstanding is not None else self._outstanding_keys()):
+            self.awaiting.add(key)
+            return True
+        calls[key] = (fmt, model, call.request)
+        return True
+
+    def worst_usd(self) -> float:
+        """The round's worst case at batch prices (each request's prompt and output cap)."""
+        from carebench.models.pricing import call_cost_bound
+        from carebench.runner import Call, capped_request
+
+        return sum(call_cost_bound(str(m.spec), capped_request(Call(m, r)), batch=True)
+                   for _, m, r in self.calls.values())
+
+    @property
+    def pending(self) -> int:
+        return len(self.calls) + len(self.awaiting)
+
+    def _outstanding_keys(self) -> set[str]:
+        """Keys in earlier rounds with no result yet (a recorded error releases a key)."""
+        if self._outstanding is None:
+            m = self.manifest
+            errored = m.errored()
+            self._outstanding = {k for k, (rnd, _) in m.index().items() if errored.get(k, 0) < rnd}
+        return self._outstanding
+
+    # -- the end of the command --------------------------------------------------------
+    def write(self, command: list[str] | None = None, budget_left: float | None = None,
+              on_file: Callable[[Path], None] | None = None) -> str:
+        """Write this round (manifest last) and return the one line that says what waits.
+        Raises RunStopped (exit 3), writing nothing, if the round's worst case would pass
+        the budget. ``on_file`` is called after each file is complete (tests use it to
+        kill an export midway)."""
+        worst = self.worst_usd() if budget_left is not None else None
+        if worst is not None and worst > budget_left + 1e-12:
+            raise RunStopped(
+                f"batch round not written: its worst case at batch prices (${worst:.2f} for "
+                f"{len(self.calls)} requests) would pass the budget (${max(budget_left, 0.0):.2f} left); "
+                "nothing was written; re-run with a larger --budget")
+        if not self.calls:
+            return (f"0 new requests; {len(self.awaiting)} requests of earlier rounds in {self.dir} still "
+                    f"wait for results: fetch or import them (carebench batch fetch {self.dir}), then "
+                    "re-run the same command")
+        m = self.manifest
+        rnd = max((r["round"] for r in m.rounds), default=0) + 1
+        name = f"round-{rnd:03d}"
+        final = self.dir / name
+        tmp = self.dir / f".{name}.tmp"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        for stale in (tmp, final):  # a round a killed export left unlisted
+            if stale.exists():
+                shutil.rmtree(stale)
+        tmp.mkdir()
+        entries = write_files(tmp, name, self.calls, self.options.limits, on_file)
+        tmp.rename(final)
+        m.rounds.append({"round": rnd, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                         "command": list(command) if command is not None else command_line(),
+                         "requests": len(self.calls), "awaiting_earlier": len(self.awaiting),
+                         "worst_case_usd": None if worst is None else round(worst, 6), "files": entries})
+        m.save()
+        k = len(entries)
+        more = f" (and {len(self.awaiting)} of earlier rounds still waiting)" if self.awaiting else ""
+        return (f"{len(self.calls)} requests in {k} file{'s' * (k != 1)} pending in {self.dir} (round {rnd}){more}; "
+                f"submit them with 'carebench batch submit {self.dir}' (vLLM: vllm run-batch, see "
+                f"docs/batch.md), load results with 'carebench batch fetch {self.dir}' or 'carebench batch "
+                "import', then re-run the same command to resume")
+
+
+def command_line() -> list[str]:
+    """The carebench command being run (as typed; the CLI records it)."""
+    from carebench.batch import options
+
+    return ["carebench", *options.COMMAND_LINE] if options.COMMAND_LINE else list(sys.argv)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")[:80] or "model"
+
+
+_ENDPOINT_NAME = {"/v1/chat/completions": "chat", "/v1/embeddings": "embeddings", "/v1/messages": "messages"}
+
+
+def write_files(tmp: Path, round_name: str, calls: dict[str, tuple[str, Any, ChatRequest]],
+                limits: dict[str, tuple[int, int]],
+                on_file: Callable[[Path], None] | None = None) -> list[dict[str, Any]]:
+    """The request files of one round, grouped by format, model and endpoint and split at
+    the format's limits; returns their manifest entries."""
+    groups: dict[tuple[str, str, str], list[tuple[str, dict[str, Any]]]] = {}
+    models: dict[str, Any] = {}
+    builders: dict[int, Callable[[ChatRequest], tuple[str, dict[str, Any]]]] = {}
+    for key, (fmt, model, request) in calls.items():
+        build = builders.get(id(model))
+        if build is None:
+            build = builders[id(model)] = body_builder(model)
+            models[str(model.spec)] = model
+        endpoint, body = build(request)
+        groups.setdefault((fmt, str(model.spec), endpoint), []).append((key, request_line(fmt, key, endpoint, body)))
+    entries: list[dict[str, Any]] = []
+    dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+    for (fmt, spec, endpoint), lines in sorted(groups.items(), key=lambda kv: kv[0]):
+        max_n, max_bytes = limits[fmt]
+        model = models[spec]
+        base = f"{fmt}--{_slug(model.spec.model)}--{_ENDPOINT_NAME.get(endpoint, 'calls')}"
+        part, i = 0, 0
+        while i < len(lines):
+            part += 1
+            fname = f"{base}--{part:03d}"
+            path = tmp / f"{fname}.jsonl"
+            h = hashlib.sha256()
+            n = size = 0
+            ids: list[str] = []
+            buf: list[bytes] = []
+            with path.open("wb") as fh:
+                while i < len(lines) and n < max_n:
+                    key, obj = lines[i]
+                    data = (dumps(obj) + "\n").encode("utf-8")
+                    if size + len(data) > max_bytes:
+                        if n == 0:
+                            raise CarebenchError(f"one {fmt} request for {spec} is larger than the "
+                                                 f"{max_bytes} byte file limit")
+                        break
+                    buf.append(data)
+                    ids.append(key)
+                    size += len(data)
+                    n += 1
+                    i += 1
+                    if len(buf) >= 4096:
+                        chunk = b"".join(buf)
+                        h.update(chunk)
+                        fh.write(chunk)
+                        buf.clear()
+                chunk = b"".join(buf)
+                h.update(chunk)
+                fh.write(chunk)
+                fh.flush()
+                os.fsync(fh.fileno())
+            (tmp / f"{fname}.ids").write_text("\n".join(ids) + "\n", "ascii")
+            entries.append({"path": f"{round_name}/{fname}.jsonl", "ids": f"{round_name}/{fname}.ids",
+                            "format": fmt, "provider": model.spec.provider, "endpoint": endpoint,
+                            "model": spec, "base_url": model.spec.base_url, "requests": n,
+                            "bytes": size, "sha256": h.hexdigest()})
+            if on_file is not None:
+                on_file(path)
+    return entries

@@ -1,0 +1,200 @@
+"""What a suite hands the comparison tools: per-unit data of each system, and how a
+statistic is computed from resampled units.
+
+The core never reads a suite's records. Each suite's *comparer* (registered in
+``carebench.suites``) turns one run directory into a :class:`RunView`: its systems
+(risk methods, support responders, plural systems), each with the units it was scored
+on (risk items, support tasks, plural prompts) and its :class:`Measure` s as arrays
+aligned with those units. Every statistic the comparison reports is one of two kinds,
+both sums over units, so a resample is a weight vector over units and all resamples
+are one matrix product:
+
+* ``ratio``: the judge mean (equal weight, judges with no unit skipped) of
+  ``sum(w * num[:, j]) / sum(w * den[:, j])``. With one column this is a ratio of
+  sums: a mean over units (``den`` = 1), a mean over the units that have a value
+  (``den`` = 0 elsewhere), a subset mean, or a rate such as "recognized but not
+  routed" (failures / recognized conversations per task);
+* ``confusion``: a metric of ``carebench.stats.metrics.CM_METRICS`` of the resampled
+  confusion matrix of gold and predicted levels (the risk metrics).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from carebench.stats.metrics import CM_METRICS
+
+HEADLINE, SAFETY = "headline", "safety"
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One statistic of one system, as per-unit arrays (see the module docstring)."""
+
+    name: str  # stable key, e.g. "score", "dimension:recognition", "macro_f1", "full:P1"
+    label: str  # what the report shows
+    section: str = HEADLINE  # HEADLINE or SAFETY
+    higher_is_better: bool = True
+    num: np.ndarray | None = None  # (n, J) for a ratio
+    den: np.ndarray | None = None
+    gold: np.ndarray | None = None  # (n,) ints for a confusion metric
+    pred: np.ndarray | None = None
+    metric: str | None = None
+    k: int = 0
+
+    @classmethod
+    def ratio(cls, name: str, label: str, num: Any, den: Any, **kw: Any) -> Measure:
+        n, d = np.asarray(num, float), np.asarray(den, float)
+        if n.ndim == 1:
+            n, d = n[:, None], d[:, None]
+        if n.shape != d.shape:
+            raise ValueError(f"measure {name}: num {n.shape} and den {d.shape} differ")
+        return cls(name, label, num=n, den=d, **kw)
+
+    @classmethod
+    def confusion(cls, name: str, label: str, gold: Any, pred: Any, k: int, metric: str, **kw: Any) -> Measure:
+        if metric not in CM_METRICS:
+            raise ValueError(f"measure {name}: unknown metric {metric!r}")
+        return cls(name, label, gold=np.asarray(gold, np.int64), pred=np.asarray(pred, np.int64), metric=metric,
+                   k=int(k), **kw)
+
+    @property
+    def kind(self) -> str:
+        return "ratio" if self.num is not None else "confusion"
+
+    def take(self, idx: np.ndarray) -> Measure:
+        """The same measure on the units ``idx`` (positions, in that order)."""
+        if self.num is not None:
+            return replace(self, num=self.num[idx], den=self.den[idx])
+        return replace(self, gold=self.gold[idx], pred=self.pred[idx])
+
+    def samples(self, W: np.ndarray) -> np.ndarray:
+        """The statistic under each row of unit weights ``W`` (B, n) -> (B,); NaN where undefined."""
+        if self.num is not None:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                per_judge = (W @ self.num) / (W @ self.den)  # (B, J)
+            return judge_mean(per_judge)
+        k = self.k
+        E = np.zeros((self.gold.size, k * k))
+        E[np.arange(self.gold.size), self.gold * k + self.pred] = 1.0
+        cms = (W @ E).reshape(W.shape[0], k, k)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.asarray(CM_METRICS[self.metric](cms), float)
+
+    def value(self) -> float:
+        """The statistic on the units as they are (every weight 1)."""
+        n = self.num.shape[0] if self.num is not None else self.gold.size
+        return float(self.samples(np.ones((1, n)))[0])
+
+
+def batch_samples(measures: Sequence[Measure], W: np.ndarray) -> list[np.ndarray]:
+    """``[m.samples(W) for m in measures]`` with one pass over ``W``: the ratio measures'
+    columns are stacked into one matrix product and measures sharing their gold and
+    predicted levels share one resampled confusion matrix. Why: ``W`` (B x units) is the
+    large operand; a product per measure streamed it from memory thousands of times
+    (25 responder pairs x 33 measures x 2 runs at DistressBench's scale)."""
+    out: list[np.ndarray | None] = [None] * len(measures)
+    ratios = [i for i, m in enumerate(measures) if m.num is not None]
+    if ratios:
+        cols = [measures[i].num.shape[1] for i in ratios]
+        X = np.concatenate([np.concatenate([measures[i].num for i in ratios], axis=1),
+                            np.concatenate([measures[i].den for i in ratios], axis=1)], axis=1)
+        P = W @ X
+        half = sum(cols)
+        start = 0
+        for i, c in zip(ratios, cols, strict=True):
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out[i] = judge_mean(P[:, start:start + c] / P[:, half + start:half + start + c])
+            start += c
+    shared: dict[tuple[bytes, bytes, int], np.ndarray] = {}
+    for i, m in enumerate(measures):
+        if m.num is not None:
+            continue
+        key = (m.gold.tobytes(), m.pred.tobytes(), m.k)
+        if key not in shared:
+            E = np.zeros((m.gold.size, m.k * m.k))
+            E[np.arange(m.gold.size), m.gold * m.k + m.pred] = 1.0
+            shared[key] = (W @ E).reshape(W.shape[0], m.k, m.k)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[i] = np.asarray(CM_METRICS[m.metric](shared[key]), float)
+    return out  # type: ignore[return-value]
+
+
+def judge_mean(per_judge: np.ndarray) -> np.ndarray:
+    """Mean over the last axis, skipping NaN columns (a judge with no unit); NaN if all are."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmean(per_judge, axis=-1)
+
+
+@dataclass
+class SystemView:
+    """One system of a run: the units it was scored on and its measures over them."""
+
+    name: str
+    units: list[str]
+    measures: dict[str, Measure]
+    model: str | None = None  # the model spec behind the system (for duplicate detection)
+
+
+@dataclass
+class RunView:
+    """What a suite's comparer reads from one run directory."""
+
+    suite: str
+    path: Path
+    manifest: dict[str, Any]
+    systems: dict[str, SystemView]
+    #: comparability keys: name -> a JSON-able value that must match between runs
+    keys: dict[str, Any]
+    unit: str  # "item", "task", "prompt"
+    #: the cluster each unit belongs to (resampled together), or None: units are resampled alone
+    clusters: dict[str, str] | None = None
+    cluster: str | None = None  # what a cluster is, e.g. "source case"
+    extra: dict[str, Any] = field(default_factory=dict)  # anything the suite's drill-down needs
+
+    @property
+    def created(self) -> str:
+        return str(self.manifest.get("created") or "")
+
+
+@dataclass
+class Drill:
+    """One drill-down table: the units that changed most (plain, JSON-able cells)."""
+
+    title: str
+    columns: list[str]
+    rows: list[list[Any]]
+    caption: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"title": self.title, "columns": list(self.columns), "rows": [list(r) for r in self.rows],
+                "caption": self.caption}
+
+
+class Comparer(Protocol):
+    """What a suite contributes to ``carebench compare`` and ``carebench leaderboard``.
+
+    Registered as ``SuiteEntry.comparer`` in ``carebench.suites``; a new suite (e.g.
+    converse) plugs in by providing one. Everything else (checks, pairing, bootstrap,
+    verdicts, gates, outputs, bands) is the core's.
+    """
+
+    suite: str
+    unit: str  # what is resampled, e.g. "task"
+    pair_option: str  # the CLI option that pairs differently named systems, e.g. "--responder"
+    #: measure names (globs) gated by default, e.g. ("score",) or ("full:*",)
+    default_gates: tuple[str, ...]
+    #: measure names (globs) a leaderboard ranks by
+    leaderboard_measures: tuple[str, ...]
+
+    def read(self, run_dir: Path, manifest: Mapping[str, Any]) -> RunView: ...
+
+    def drilldown(self, base: RunView, candidate: RunView, pairs: Sequence[tuple[str, str]],
+                  limit: int) -> list[Drill]: ...

@@ -1,0 +1,196 @@
+"""Reports of a comparison and of a leaderboard, pure functions of their ``metrics.json``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from carebench.report import (
+    Callout,
+    Details,
+    Figure,
+    Interval,
+    KeyValue,
+    Paragraph,
+    Report,
+    Section,
+    Table,
+    dot_interval_chart,
+    figure_name,
+)
+
+SECTIONS = (("headline", "Headline metrics"), ("safety", "Safety views"))
+#: pairs with a forest plot of every metric each; beyond this (a 25-responder run against
+#: another) the report draws one forest plot of the gated metrics of every pair, since each
+#: chart costs about half a second to draw
+MAX_PAIR_FORESTS = 3
+
+
+def _forest(rows: list[dict[str, Any]], labels: list[str], title: str, name: str, caption: str) -> Figure:
+    png = dot_interval_chart(
+        labels, [r["diff"] for r in rows],
+        [float("nan") if r["ci"][0] is None else r["ci"][0] for r in rows],
+        [float("nan") if r["ci"][1] is None else r["ci"][1] for r in rows],
+        title, xlabel="difference (95% paired CI)", sort=False, reference=0.0)
+    return Figure(figure_name(name), png, caption)
+
+
+def _iv(value: Any, ci: list[Any]) -> Interval | None:
+    if value is None:
+        return None
+    return Interval(float(value), ci[0], ci[1])
+
+
+def _override_lines(over: list[dict[str, Any]]) -> list[str]:
+    return [f"{o['key']}: base {o['base']!r}, candidate {o['candidate']!r}" for o in over]
+
+
+def compare_report(m: Mapping[str, Any]) -> Report:
+    s = m["settings"]
+    failed = m["gate"]["failed"]
+    comp = m["comparability"]
+    notes = []
+    decision: list[Any] = []
+    if failed:
+        decision.append(Callout(f"Gate failed: {len(failed)} gated metric(s) regressed (exit code 1): "
+                                + "; ".join(f"{f['label']} ({f['pair']})" for f in failed), kind="warning"))
+    else:
+        decision.append(Callout("Gate passed: no gated metric regressed (exit code 0)."))
+    if comp["overridden"]:
+        decision.append(Callout("Comparability checks overridden on purpose (--allow-different): "
+                                + "; ".join(_override_lines(comp["overridden"])), kind="warning"))
+    decision.append(KeyValue([
+        ("suite", m["suite"]),
+        ("base run", m["base"]["path"]), ("base created", m["base"]["created"]),
+        ("candidate run", m["candidate"]["path"]), ("candidate created", m["candidate"]["created"]),
+        ("pairs", ", ".join(f"{a} -> {b}" for a, b in s["pairs"])),
+        ("gated metrics", ", ".join(f"{g['metric']} (margin {g['margin']})" for g in s["gates"])
+         + (" (the suite's defaults)" if s["gates_default"] else "")),
+        ("bootstrap", f"paired percentile bootstrap, B = {s['B']}, seed {s['seed']}, {100 * (1 - s['alpha']):.0f}% "
+                      f"intervals, resampling shared {m['unit']}s"
+                      + (f" by {m['cluster']}" if m.get("cluster") else "")),
+        ("margin", s["margin"]),
+    ]))
+    decision.append(Paragraph(
+        "Difference = candidate - base on the units both runs scored. Verdict: regression when the whole "
+        "interval is worse than -margin, improvement when it is wholly better than +margin, otherwise not "
+        "separable (for lower-is-better rates such as under-triage, worse means higher). P(worse) is the share "
+        f"of resamples in which the candidate is worse than the base. Units ({m['unit']}s), not single "
+        "judgments, are resampled: the judgments of one unit are not independent evidence."))
+    gated = [(p, r) for p in m["pairs"] for r in p["rows"] if r["gated"] and r["diff"] is not None]
+    if gated:
+        decision.append(_forest(
+            [r for _, r in gated], [f"{r['label']} ({p['candidate']})" if len(m["pairs"]) > 1 else r["label"]
+                                    for p, r in gated],
+            "gated metrics: candidate - base", "forest-gated",
+            "Forest plot of the gated metrics (dot: candidate - base; line: 95% paired interval; dotted "
+            "line: no difference)."))
+    sections = [Section("Decision", decision, anchor="decision")]
+    comp_blocks: list[Any] = []
+    if comp["notes"]:
+        comp_blocks += [Paragraph(n) for n in comp["notes"]]
+    comp_blocks.append(Paragraph("Every comparability key is equal" if not comp["overridden"] else
+                                 f"{len(comp['overridden'])} key(s) differ and were overridden; every other "
+                                 "key is equal."))
+    if comp["overridden"]:
+        comp_blocks.append(Table(["key", "base", "candidate"],
+                                 [[o["key"], repr(o["base"]), repr(o["candidate"])] for o in comp["overridden"]],
+                                 caption="Overridden comparability checks"))
+    sections.append(Section("Comparability", comp_blocks, anchor="comparability"))
+    for k, p in enumerate(m["pairs"]):
+        blocks: list[Any] = [Paragraph(
+            f"{p['n_units']} shared {m['unit']}s"
+            + (f" in {p['n_clusters']} {m['cluster']}s" if p.get("n_clusters") else "")
+            + f"; {p['n_base_only']} only in the base run, {p['n_candidate_only']} only in the candidate run "
+            "(left out).")]
+        for key, title in SECTIONS:
+            rows = [r for r in p["rows"] if r["section"] == key]
+            if not rows:
+                continue
+            blocks.append(Table(
+                ["metric", "base", "candidate", "difference [95% CI]", "P(worse)", "verdict", "gated"],
+                [[r["label"] + ("" if r["higher_is_better"] else " (lower is better)"), r["base"], r["candidate"],
+                  _iv(r["diff"], r["ci"]), r["p_worse"], r["verdict"], "yes" if r["gated"] else ""] for r in rows],
+                caption=f"{title}: {p['base']} -> {p['candidate']}", number_format=".4f"))
+        shown = [r for r in p["rows"] if r["diff"] is not None]
+        if shown and len(m["pairs"]) <= MAX_PAIR_FORESTS:
+            blocks.append(_forest(shown, [r["label"] for r in shown],
+                                  f"candidate - base: {p['candidate']} vs {p['base']}", f"forest-{k + 1}",
+                                  "Forest plot of every paired difference (dot: candidate - base; line: 95% "
+                                  "interval; dotted line: no difference)."))
+        sections.append(Section(f"{p['base']} -> {p['candidate']}", blocks, anchor=f"pair-{k + 1}"))
+    drill = []
+    for d in m["drilldown"]:
+        if d["rows"]:
+            drill.append(Details(d["title"], [Table(d["columns"], d["rows"], caption=d["caption"],
+                                                    number_format=".3f")], open=True))
+        else:
+            drill.append(Paragraph(f"{d['title']}: {d['caption'] or 'none.'}"))
+    if drill:
+        sections.append(Section("What changed most", drill, anchor="drilldown"))
+    return Report(title=f"Compare ({m['suite']}): candidate vs base", subtitle=f"{m['candidate']['path']} vs "
+                  f"{m['base']['path']}", notes=notes, sections=sections)
+
+
+def leaderboard_report(m: Mapping[str, Any]) -> Report:
+    s = m["settings"]
+    runs = m["runs"]
+    excluded = [r for r in runs if not r["included"]]
+    head: list[Any] = [Paragraph(
+        f"{sum(r['included'] for r in runs)} of {len(runs)} runs merged; every run is checked against the first "
+        "with the comparability rules of carebench compare. Systems are scored on the "
+        f"{m['unit']}s all of them share; bands as DistressBench §4.1/E.1: adjacent systems are separated when "
+        f"the {100 * (1 - s['alpha']):.0f}% paired-bootstrap interval of their gap excludes 0 (B = {s['B']}, "
+        f"seed {s['seed']}, resampling {m['unit']}s" + (f" by {m['cluster']}" if m.get("cluster") else "") + ").")]
+    if excluded:
+        head.append(Callout(f"{len(excluded)} run(s) excluded: "
+                            + "; ".join(f"{r['path']} ({r['reason']})" for r in excluded), kind="warning"))
+    if m["duplicates"]:
+        head.append(Callout("Systems found in several runs (never averaged): " + "; ".join(
+            f"{d['system']} in {len(d['runs'])} runs, kept {d['chosen']} (--prefer {d['rule']})"
+            for d in m["duplicates"]), kind="warning"))
+    head.append(Table(["run", "created", "systems", "included", "reason"],
+                      [[r["path"], r["created"], len(r["systems"]), "yes" if r["included"] else "no",
+                        r["reason"] or ""] for r in runs], caption="Runs"))
+    sections = [Section("Runs", head, anchor="runs")]
+    for k, b in enumerate(m["boards"]):
+        blocks: list[Any] = [Paragraph(
+            f"{len(b['rows'])} systems on {b['n_common_units']} shared {m['unit']}s; "
+            f"{b.get('n_separated', 0)} of {len(b['gaps'])} adjacent gaps separated, {b.get('n_bands', 0)} band(s).")]
+        if b["rows"]:
+            blocks.append(Table(["rank", "band", "system", b["label"] + " [95% CI]", "run"],
+                                [[r["rank"], r["band"], r["system"], _iv(r["value"], r["ci"]), r["run"]]
+                                 for r in b["rows"]], caption=f"Leaderboard: {b['label']}", number_format=".4f",
+                                sortable=True))
+            png = dot_interval_chart([r["system"] for r in b["rows"]], [r["value"] for r in b["rows"]],
+                                     [float("nan") if r["ci"][0] is None else r["ci"][0] for r in b["rows"]],
+                                     [float("nan") if r["ci"][1] is None else r["ci"][1] for r in b["rows"]],
+                                     b["label"], xlabel=b["label"], bands=[f"band {r['band']}" for r in b["rows"]],
+                                     sort=False)
+            blocks.append(Figure(figure_name(f"leaderboard-{k + 1}"), png,
+                                 "Scores with 95% intervals; shading alternates by band."))
+            blocks.append(Details("Adjacent gaps", [Table(
+                ["upper", "lower", "difference [95% CI]", "separated"],
+                [[g["upper"], g["lower"], _iv(g["diff"], g["ci"]), "yes" if g["separated"] else "no"]
+                 for g in b["gaps"]], number_format=".4f")]))
+        sections.append(Section(f"Leaderboard: {b['label']}", blocks, anchor=f"board-{k + 1}"))
+    return Report(title=f"Leaderboard ({m['suite']})", subtitle=f"{len(runs)} run(s)", sections=sections,
+                  attachments={"leaderboard.csv": leaderboard_csv(dict(m))})
+
+
+def leaderboard_csv(metrics: dict[str, Any]) -> str:
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["metric", "rank", "system", "value", "ci_low", "ci_high", "band", "run"])
+    for b in metrics["boards"]:
+        for r in b["rows"]:
+            w.writerow([b["metric"], r["rank"], r["system"], _csv(r["value"]), _csv(r["ci"][0]), _csv(r["ci"][1]),
+                        r["band"], r["run"]])
+    return buf.getvalue()
+
+
+def _csv(x: Any) -> str:
+    return "" if x is None else repr(float(x))

@@ -1,0 +1,198 @@
+"""``carebench converse run | judge | score | rescore | import-vera``.
+
+User errors raise ``CarebenchError``; the top-level CLI prints one line and exits 2. A run
+with harness failures is written, scored without them, and exits 1; a budget stop exits 3.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from carebench.run_options import (
+    Budget,
+    Cache,
+    Concurrency,
+    DryRun,
+    ModelOption,
+    NoCache,
+    Out,
+    Timeout,
+    run_options,
+)
+
+app = typer.Typer(help="Simulated multi-turn conversations judged with decision-tree rubrics (VERA-MH).",
+                  no_args_is_help=True, add_completion=False)
+
+Rubric = Annotated[str | None, typer.Option(
+    help="Rubric: a VERA-MH TSV, a YAML rubric, or a bundle directory with manifest.json.")]
+Judge = Annotated[list[str] | None, typer.Option(help="Judge model spec (repeatable: several judges).")]
+Seed = Annotated[int, typer.Option(help="Seed of sampling and of the bootstrap.")]
+Bootstrap = Annotated[int, typer.Option(help="Bootstrap resamples (personas resampled).")]
+
+
+def _finish(run_dir: Path) -> None:
+    from carebench.rundir import read_json
+
+    m = read_json(run_dir / "manifest.json")
+    typer.echo(f"wrote {run_dir / 'report.html'} and {run_dir / 'scores.csv'}")
+    f = m.get("failures") or {}
+    if f.get("harness") or f.get("judge_calls"):
+        typer.echo(f"carebench: run incomplete: {f.get('harness', 0)} conversation(s) and "
+                   f"{f.get('judge_calls', 0)} walk(s) had a call that failed after every retry (harness "
+                   "failures): never rated, counted in the report. Re-run the same command to retry them",
+                   err=True)
+        raise typer.Exit(1)
+
+
+def _go(cfg, out, cache, no_cache, budget, dry_run, concurrency, model_option, timeout,
+        retries=None) -> None:
+    from carebench.converse.suite import ConverseSuite
+    from carebench.experiment import echo_plan, run_suite
+
+    opts = run_options(out=out, cache=cache, no_cache=no_cache, budget=budget, dry_run=dry_run,
+                       concurrency=concurrency, model_option=model_option, timeout=timeout,
+                       retries=retries)
+    res = run_suite(ConverseSuite(cfg), opts, out=out, dry_run=dry_run)
+    if dry_run:
+        echo_plan(res)  # type: ignore[arg-type]
+        return
+    _finish(Path(res))  # type: ignore[arg-type]
+
+
+@app.command()
+def run(
+    rubric: Rubric = None,
+    simulator: Annotated[list[str] | None, typer.Option(help="User-simulator model spec (repeatable).")] = None,
+    chatbot: Annotated[list[str] | None, typer.Option(help="Chatbot under test (repeatable).")] = None,
+    judge: Judge = None,
+    personas: Annotated[str | None, typer.Option(
+        help="Persona file (.tsv/.csv/.jsonl) or builtin:sample (default; or the bundle's).")] = None,
+    personas_from: Annotated[str | None, typer.Option(
+        help="Build personas from the seeds' cases: support-tasks or plural-prompts (--personas is "
+             "then that file; default builtin:sample). Each opens with the case's first message.")] = None,
+    persona_template: Annotated[Path | None, typer.Option(help="Persona prompt template file.")] = None,
+    persona: Annotated[list[str] | None, typer.Option(help="Only this persona id (repeatable).")] = None,
+    system_prompt: Annotated[Path | None, typer.Option(help="The chatbot's system prompt file.")] = None,
+    judge_system: Annotated[Path | None, typer.Option(help="Judge system prompt file.")] = None,
+    judge_question: Annotated[Path | None, typer.Option(help="Judge question template file.")] = None,
+    turns: Annotated[int, typer.Option(help="Most exchanges per conversation.")] = 20,
+    repeats: Annotated[int, typer.Option(help="Conversations per simulator x chatbot x persona.")] = 1,
+    temperature: Annotated[float, typer.Option(help="Chatbot and simulator temperature.")] = 0.7,
+    max_tokens: Annotated[int, typer.Option(help="Chatbot output cap (tokens).")] = 1024,
+    simulator_max_tokens: Annotated[int, typer.Option(help="Simulator output cap (tokens).")] = 512,
+    judge_max_tokens: Annotated[int, typer.Option(help="Judge output cap (tokens).")] = 400,
+    judge_mode: Annotated[str, typer.Option(
+        help="question (one call per rubric question, default) or dimension (one call per dimension).")] = "question",
+    retries: Annotated[int | None, typer.Option(
+        help="Retries of a failed call before it is a harness failure (default: the runner's).")] = None,
+    seed: Seed = 12345, bootstrap: Bootstrap = 2000,
+    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
+    dry_run: DryRun = False, concurrency: Concurrency = None, model_option: ModelOption = None,
+    timeout: Timeout = 120.0,
+) -> None:
+    """Simulate conversations, walk the rubric over each with each judge, score, report."""
+    from carebench.converse.suite import ConverseConfig
+
+    cfg = ConverseConfig(
+        rubric=rubric, personas=personas, personas_from=personas_from, persona_template=str(persona_template) if persona_template else None,
+        judge_system=str(judge_system) if judge_system else None,
+        judge_question=str(judge_question) if judge_question else None,
+        simulators=list(simulator or []), chatbots=list(chatbot or []), judges=list(judge or []),
+        system_prompt_file=str(system_prompt) if system_prompt else None, turns=turns, repeats=repeats,
+        persona_ids=list(persona) if persona else None, seed=seed, bootstrap=bootstrap,
+        temperature=temperature, max_tokens=max_tokens, simulator_max_tokens=simulator_max_tokens,
+        judge_max_tokens=judge_max_tokens, judge_mode=judge_mode)
+    _go(cfg, out, cache, no_cache, budget, dry_run, concurrency, model_option, timeout, retries)
+
+
+@app.command("judge")
+def judge_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="A converse run directory whose conversations to judge.")],
+    rubric: Rubric = None, judge: Judge = None,
+    judge_system: Annotated[Path | None, typer.Option(help="Judge system prompt file.")] = None,
+    judge_question: Annotated[Path | None, typer.Option(help="Judge question template file.")] = None,
+    judge_max_tokens: Annotated[int, typer.Option(help="Judge output cap (tokens).")] = 400,
+    judge_mode: Annotated[str, typer.Option(
+        help="question (one call per rubric question, default) or dimension (one call per dimension).")] = "question",
+    seed: Seed = 12345, bootstrap: Bootstrap = 2000,
+    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
+    dry_run: DryRun = False, concurrency: Concurrency = None, model_option: ModelOption = None,
+    timeout: Timeout = 120.0,
+) -> None:
+    """Walk the rubric over an earlier run's conversations (other judges or rubric), in a new directory."""
+    from carebench.converse.suite import ConverseConfig
+
+    cfg = ConverseConfig(rubric=rubric, judges=list(judge or []), from_run=str(run_dir),
+                         judge_system=str(judge_system) if judge_system else None,
+                         judge_question=str(judge_question) if judge_question else None,
+                         judge_max_tokens=judge_max_tokens, judge_mode=judge_mode, seed=seed,
+                         bootstrap=bootstrap)
+    _go(cfg, out, cache, no_cache, budget, dry_run, concurrency, model_option, timeout)
+
+
+@app.command()
+def score(
+    run_dir: Annotated[Path, typer.Argument(help="A converse run directory.")],
+    judge: Annotated[list[str] | None, typer.Option(help="Score only these judges' walks (repeatable).")] = None,
+    seed: Annotated[int | None, typer.Option(help="Bootstrap seed (default: the run's).")] = None,
+    bootstrap: Annotated[int | None, typer.Option(help="Bootstrap resamples (default: the run's).")] = None,
+    out: Out = None,
+) -> None:
+    """Score a run from its records (optionally a subset of judges) into --out (default: in place)."""
+    _rescore(run_dir, judge, seed, bootstrap, out)
+
+
+@app.command()
+def rescore(run_dir: Annotated[Path, typer.Argument(help="A converse run directory.")]) -> None:
+    """Recompute metrics.json, scores.csv and the report from the records, with the run's settings."""
+    _rescore(run_dir, None, None, None, None)
+
+
+def _rescore(run_dir: Path, judges, seed, bootstrap, out) -> None:
+    from carebench.converse.suite import SUITE, ConverseSuite
+    from carebench.experiment import rerender
+    from carebench.rundir import read_json
+    from carebench.types import CarebenchError
+
+    manifest = read_json(Path(run_dir) / "manifest.json")
+    if manifest.get("suite") != SUITE:
+        raise CarebenchError(f"{run_dir} is a {manifest.get('suite')!r} run, not a converse run")
+    settings = dict(manifest.get("scoring") or {})
+    if judges:
+        from carebench.rundir import read_jsonl
+
+        recorded = sorted({r["judge"] for r in read_jsonl(Path(run_dir) / "records.jsonl")
+                           if r.get("kind") == "walk"})
+        unknown = [j for j in judges if j not in recorded]
+        if unknown:
+            raise CarebenchError(f"{run_dir}: no walks by judge {unknown[0]!r}; recorded: {', '.join(recorded)}")
+        settings["judges"] = list(judges)
+    if seed is not None:
+        settings["seed"] = seed
+    if bootstrap is not None:
+        settings["bootstrap"] = bootstrap
+    manifest = {**manifest, "scoring": settings}
+    target = Path(out) if out else Path(run_dir)
+    metrics = rerender(run_dir, ConverseSuite(), out_dir=target, manifest=manifest)
+    if metrics.get("status") == "incomplete":
+        typer.echo(f"wrote {target / 'report.html'} (the run is incomplete: nothing is scored)")
+    else:
+        typer.echo(f"wrote {target / 'scores.csv'} and {target / 'report.html'}")
+
+
+@app.command("import-vera")
+def import_vera(
+    results: Annotated[list[Path], typer.Argument(help="VERA-MH results.csv files (pooled).")],
+    chatbot: Annotated[str, typer.Option(help="Name for the evaluated chatbot in the report.")] = "imported",
+    seed: Seed = 12345, bootstrap: Bootstrap = 2000, out: Out = None,
+) -> None:
+    """Score VERA-MH results files with persona-resampling intervals (no model calls)."""
+    from carebench.converse.suite import ImportSuite
+    from carebench.experiment import run_suite
+
+    res = run_suite(ImportSuite([str(p) for p in results], chatbot, seed, bootstrap),
+                    run_options(out=out, no_cache=True, progress=False), out=out)
+    typer.echo(f"wrote {Path(res) / 'scores.csv'} and {Path(res) / 'report.html'}")  # type: ignore[arg-type]

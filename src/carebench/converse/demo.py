@@ -1,0 +1,42 @@
+"""The converse part of ``carebench demo``: two built-in personas, four turns, offline.
+
+One model (by default the embedded llama.cpp model) plays the user, the chatbot and the
+judge, and the judge walks carebench's small illustrative rubric. A 135M-parameter model
+can do none of these jobs well; the part shows every stage (simulation, the tree walk,
+scoring with intervals, the report) running end to end without a network.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from carebench.converse.suite import ConverseConfig, ConverseSuite
+from carebench.experiment import run_suite
+from carebench.run import RunOptions
+
+DEMO_PERSONAS = ("p-low-1", "p-imminent-1")
+DEMO_NOTE = (
+    "Demonstration only: the same small embedded model played the user, the chatbot and the judge, "
+    "on carebench's illustrative rubric and personas. Its ratings demonstrate the pipeline and say "
+    "nothing about any chatbot; use VERA-MH's rubric and capable judges for real measurements."
+)
+
+
+def run_demo(out_dir: Path, model_spec: str = "llamacpp:builtin", quick: bool = True) -> Path:
+    from importlib import resources
+
+    # quick: a one-line persona prompt keeps the small model's prompts short (the demo's time
+    # goes into prompt processing); --full uses the regular persona template
+    short = resources.files("carebench.converse.prompts").joinpath("persona_demo.txt")
+    cfg = ConverseConfig(
+        rubric="builtin:sample", personas="builtin:sample",
+        persona_template=str(short) if quick else None,
+        persona_ids=list(DEMO_PERSONAS) if quick else None,
+        simulators=[model_spec], chatbots=[model_spec], judges=[model_spec],
+        turns=4 if quick else 8, max_tokens=32 if quick else 200, simulator_max_tokens=24 if quick else 120,
+        judge_max_tokens=40 if quick else 80, bootstrap=500 if quick else 2000,
+        title="Converse suite demo (embedded model, illustrative rubric and personas)", notes=[DEMO_NOTE],
+    )
+    res = run_suite(ConverseSuite(cfg), RunOptions(), out=out_dir)
+    assert isinstance(res, Path)
+    return res

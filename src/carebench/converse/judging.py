@@ -1,0 +1,222 @@
+"""Judging a transcript by walking the rubric: one call per question, per judge.
+
+Every (transcript, judge) pair is one walk (:class:`carebench.converse.walker.WalkState`).
+Walks advance in rounds: each round asks every unfinished walk its pending question in
+one batch through :meth:`carebench.run.Run.calls` (stage ``judging``), so the calls are
+cached, budgeted and concurrent. A question's request carries the transcript, the
+question, its examples and its options, and asks for JSON whose ``answer`` is
+constrained to the options (a JSON schema with an enum: providers that support
+structured output enforce it, and the answer is validated strictly either way).
+
+An answer that does not parse, or names no option, is a *judge failure* for that
+transcript: the walk stops, it is counted, and it never becomes a rating. A call that
+failed after every retry is a judge failure too (``failure: call``; it also marks the run
+incomplete, as a harness failure does, and a re-run retries it).
+
+``mode="dimension"`` asks all of a dimension's questions in one call instead (one JSON
+entry per question id); the walk then follows the rubric through those answers, and a
+GOTO into another dimension asks that dimension next. Fewer calls, but the judge answers
+questions the walk may never reach, and sees them all at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, create_model
+
+from carebench.converse.personas import PROMPTS
+from carebench.converse.rubric import Question, Rubric
+from carebench.converse.walker import WalkState
+from carebench.judging import Judge, JudgeQuestion, judge_calls, read_answers
+from carebench.templates import fill, package_template, placeholders
+from carebench.types import Message
+
+JUDGE_MAX_TOKENS = 400
+OK, JUDGE_FAILURE = "ok", "judge_failure"
+MODES = ("question", "dimension")
+
+
+@cache
+def answer_model(labels: tuple[str, ...]) -> type[BaseModel]:
+    """A pydantic model whose ``answer`` must be one of ``labels`` (an enum in its schema)."""
+    return create_model("RubricAnswer", answer=(Literal[labels], ...),  # type: ignore[valid-type]
+                        reason=(str, Field(default="")))
+
+
+@cache
+def dimension_model(qids: tuple[str, ...], labels: tuple[tuple[str, ...], ...]) -> type[BaseModel]:
+    """One entry per question id, each an :func:`answer_model` of that question's options."""
+    fields = {f"q_{k}": (answer_model(lab), Field(alias=qid))
+              for k, (qid, lab) in enumerate(zip(qids, labels, strict=True))}
+    return create_model("DimensionAnswers", **fields)  # type: ignore[call-overload]
+
+
+def transcript_text(turns: Sequence[Mapping[str, Any]]) -> str:
+    lines = []
+    for t in turns:
+        who = "User" if t["role"] == "user" else "Chatbot"
+        lines.append(f"{who}: {t['content']}")
+    return "\n\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Prompts:
+    system: str
+    question: str
+    dimension: str = ""
+
+    @classmethod
+    def default(cls) -> Prompts:
+        return cls(package_template(PROMPTS, "judge_system"), package_template(PROMPTS, "judge_question"),
+                   package_template(PROMPTS, "judge_dimension"))
+
+
+def dimension_questions(rubric: Rubric, dimension: str) -> list[Question]:
+    return [q for q in rubric.questions if q.dimension == dimension and not q.auto_answer]
+
+
+def dimension_messages(qs: Sequence[Question], transcript: str, prompts: Prompts) -> tuple[Message, ...]:
+    blocks = []
+    for q in qs:
+        opts = "\n".join(f"  - {lab}" for lab in q.labels)
+        blocks.append(f"Question {q.id}: {q.text}\nGuidance: {q.examples or '(none)'}\nOptions:\n{opts}")
+    user = fill(prompts.dimension or package_template(PROMPTS, "judge_dimension"), {
+        "transcript": transcript, "dimension": qs[0].dimension, "questions": "\n\n".join(blocks)},
+        "judge_dimension")
+    return (Message("system", prompts.system), Message("user", user))
+
+
+#: what a judge question template must show (a bundle's template may leave out the rest)
+REQUIRED_SLOTS = ("transcript", "question", "options")
+
+
+def _fill_used(template: str, values: dict[str, str], name: str) -> str:
+    slots = placeholders(template)
+    return fill(template, {k: v for k, v in values.items() if k in slots}, name)
+
+
+def question_messages(q: Question, transcript: str, prompts: Prompts) -> tuple[Message, ...]:
+    user = _fill_used(prompts.question, {
+        "transcript": transcript, "dimension": q.dimension, "question": q.text,
+        "examples": q.examples or "(none)", "options": "\n".join(f"- {lab}" for lab in q.labels),
+    }, "judge_question")
+    return (Message("system", prompts.system), Message("user", user))
+
+
+@dataclass
+class _Walk:
+    conversation: Mapping[str, Any]
+    judge: Judge
+    state: WalkState
+    transcript: str
+    status: str = OK
+    error: str | None = None
+    failure: str | None = None  # "parse" | "call"
+    cut: bool = False
+    given: dict[str, tuple[str, str]] | None = None  # dimension mode: question id -> (answer, reason)
+
+
+@dataclass
+class JudgingResult:
+    walks: list[dict[str, Any]]
+    stopped: str | None = None
+
+
+def judge_conversations(run: Any, rubric: Rubric, conversations: Sequence[Mapping[str, Any]],
+                        judges: Sequence[Judge], *, prompts: Prompts | None = None,
+                        temperature: float = 0.0, max_tokens: int = JUDGE_MAX_TOKENS,
+                        mode: str = "question") -> JudgingResult:
+    """Walk the rubric for every conversation with every judge (see the module docstring)."""
+    prompts = prompts or Prompts.default()
+    walks = [_Walk(c, j, WalkState(rubric), transcript_text(c["turns"]), given={} if mode == "dimension" else None)
+             for c in conversations for j in judges]
+    rnd = 0
+    while True:
+        if mode == "dimension":
+            for w in walks:
+                _follow_given(w)
+        todo = [w for w in walks if not w.state.done and not w.cut]
+        if not todo:
+            break
+        rnd += 1
+        questions, seats = [], []
+        for w in todo:
+            q = w.state.pending()
+            assert q is not None
+            key = (w.conversation["id"], w.judge.label, q.id)
+            if mode == "dimension":
+                qs = dimension_questions(rubric, q.dimension)
+                model = dimension_model(tuple(x.id for x in qs), tuple(x.labels for x in qs))
+                questions.append(JudgeQuestion(key, dimension_messages(qs, w.transcript, prompts), model))
+            else:
+                questions.append(JudgeQuestion(key, question_messages(q, w.transcript, prompts),
+                                               answer_model(q.labels)))
+            seats.append(w.judge)
+        # one call per (walk, its question): questions and judges are paired, not crossed
+        calls = [c for qq, j in zip(questions, seats, strict=True)
+                 for c in judge_calls([qq], [j], temperature=temperature, max_tokens=max_tokens)]
+        res = run.calls(calls, f"rubric questions, round {rnd}", stage="judging")
+        for w, qq, j, comp in zip(todo, questions, seats, res.completions, strict=True):
+            if comp is None:
+                w.cut = True
+                continue
+            ans = read_answers([qq], [j], [comp])[0]
+            if ans.status != "ok":
+                w.status = JUDGE_FAILURE
+                w.failure = "call" if ans.status == "error" else "parse"
+                w.error = f"question {qq.key[2]}: {ans.status}: {ans.error}"
+                w.state.fail(w.error)
+                continue
+            if w.given is not None:  # dimension mode: keep every answer, follow them next round
+                for qid, sub in ans.value.model_dump(by_alias=True).items():  # type: ignore[union-attr]
+                    w.given[qid] = (sub["answer"], sub.get("reason", ""))
+                continue
+            w.state.give(ans.value.answer, ans.value.reason)  # type: ignore[union-attr]
+    return JudgingResult([walk_record(w) for w in walks if not w.cut], run.stopped)
+
+
+def _follow_given(w: _Walk) -> None:
+    """Dimension mode: advance a walk through the answers already given."""
+    while not w.state.done and not w.cut:
+        q = w.state.pending()
+        assert q is not None and w.given is not None
+        if q.id not in w.given:
+            return
+        w.state.give(*w.given[q.id])
+
+
+def walk_record(w: _Walk) -> dict[str, Any]:
+    c = w.conversation
+    ok = w.status == OK
+    return {"kind": "walk", "conversation_id": c["id"], "persona": c["persona"],
+            "risk_level": c.get("risk_level", "unknown"), "simulator": c.get("simulator"),
+            "chatbot": c["chatbot"], "repeat": c.get("repeat", 0), "judge": w.judge.label,
+            "status": w.status, "failure": w.failure, "error": w.error, "steps": [s.to_dict() for s in w.state.steps],
+            "ratings": w.state.ratings() if ok else {}, "triggers": w.state.triggers() if ok else {}}
+
+
+def planned_calls(rubric: Rubric, conversations: Sequence[Mapping[str, Any]], judges: Sequence[Judge],
+                  *, prompts: Prompts | None = None, temperature: float = 0.0,
+                  max_tokens: int = JUDGE_MAX_TOKENS, mode: str = "question") -> list[Any]:
+    """An upper bound for a dry run: every non-auto question (or dimension) for every
+    transcript and judge (a walk asks only the questions its answers lead to)."""
+    prompts = prompts or Prompts.default()
+    out = []
+    for c in conversations:
+        text = transcript_text(c["turns"])
+        if mode == "dimension":
+            qs = []
+            for d in rubric.dimensions:
+                dq = dimension_questions(rubric, d)
+                if dq:
+                    qs.append(JudgeQuestion(d, dimension_messages(dq, text, prompts), dimension_model(
+                        tuple(x.id for x in dq), tuple(x.labels for x in dq))))
+        else:
+            qs = [JudgeQuestion(q.id, question_messages(q, text, prompts), answer_model(q.labels))
+                  for q in rubric.questions if not q.auto_answer]
+        out.extend(judge_calls(qs, judges, temperature=temperature, max_tokens=max_tokens))
+    return out

@@ -1,0 +1,198 @@
+"""Personas the user simulator plays, and the prompt that turns one into instructions.
+
+A persona file is TSV, CSV or JSONL with an id, a name, a current risk level and any
+free fields (background, behaviour notes...). Column names are matched loosely, so
+VERA-MH's own persona sheet (``Name``, ``Current Risk Level``...) loads as is. The
+persona template is a text file with ``{placeholders}``: ``{name}``, ``{risk_level}``,
+``{id}``, ``{profile}`` (every free field as a "- Field: value" line) and each free
+field by its snake-case name (``{background}``...). A placeholder no persona field
+fills is an error naming the persona and its line.
+
+The built-in set (``builtin:sample``) is five short illustrative personas written
+for carebench, covering the risk levels none, low, high and imminent.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from carebench.datasets.files import read_rows
+from carebench.templates import fill, package_template, placeholders
+from carebench.types import CarebenchError
+
+BUILTIN = "builtin:sample"
+#: the field whose text, when a persona has it, is the user's first message verbatim (the
+#: simulator takes over from the second turn): how a seed case's own opening is played out
+OPENING = "opening_message"
+PROMPTS = "carebench.converse.prompts"
+
+_ID_KEYS = ("id", "persona_id", "persona id")
+_NAME_KEYS = ("name", "persona", "persona name")
+_RISK_KEYS = ("risk_level", "current risk level", "risk level", "current_risk_level", "risk")
+
+
+@dataclass(frozen=True)
+class Persona:
+    id: str
+    name: str
+    risk_level: str
+    fields: dict[str, str] = field(default_factory=dict)
+    line: str = ""  # where it was read ("path: line N")
+
+    def to_row(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "risk_level": self.risk_level, **self.fields}
+
+
+def snake(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", name.strip().lower()).strip("_")
+
+
+def _pick(row: Mapping[str, Any], keys: tuple[str, ...]) -> tuple[str | None, str]:
+    low = {k.strip().lower(): k for k in row}
+    for k in keys:
+        if k in low:
+            v = row[low[k]]
+            return low[k], "" if v is None else str(v).strip()
+    return None, ""
+
+
+def persona_from_row(row: Mapping[str, Any], where: str) -> Persona:
+    id_key, pid = _pick(row, _ID_KEYS)
+    name_key, name = _pick(row, _NAME_KEYS)
+    risk_key, risk = _pick(row, _RISK_KEYS)
+    if not name and not pid:
+        raise CarebenchError(f"{where}: a persona needs a name (or an id)")
+    used = {id_key, name_key, risk_key}
+    free = {str(k).strip(): "" if v is None else str(v).strip() for k, v in row.items()
+            if k not in used and k is not None and str(k).strip()}
+    return Persona(pid or name, name or pid, risk or "unknown", free, where)
+
+
+def load_personas(source: str | Path) -> list[Persona]:
+    """Personas from a file (.tsv/.csv/.jsonl) or ``builtin:sample``; ids must be unique."""
+    src = str(source)
+    if src == BUILTIN:
+        path = Path(str(resources.files("carebench.converse.data").joinpath("personas.jsonl")))
+    elif src.startswith("builtin:"):
+        raise CarebenchError(f"unknown built-in persona set {src!r} (known: {BUILTIN})")
+    else:
+        path = Path(src)
+        if not path.is_file():
+            raise CarebenchError(f"{path}: persona file not found")
+    suffix = path.suffix.lower()
+    fmt = {".tsv": "csv", ".csv": "csv", ".jsonl": "jsonl"}.get(suffix)
+    if fmt is None:
+        raise CarebenchError(f"{path}: unsupported persona file (use .tsv, .csv or .jsonl)")
+    out: list[Persona] = []
+    seen: dict[str, str] = {}
+    for loc, row in read_rows(path, fmt):
+        where = f"{path}:{loc.removeprefix('line ')}"
+        p = persona_from_row(row, where)
+        if p.id in seen:
+            raise CarebenchError(f"{where}: duplicate persona id {p.id!r} (first at {seen[p.id]})")
+        seen[p.id] = where
+        out.append(p)
+    if not out:
+        raise CarebenchError(f"{path}: no personas")
+    return out
+
+
+def default_template() -> str:
+    return package_template(PROMPTS, "persona")
+
+
+def persona_prompt(p: Persona, template: str) -> str:
+    """The persona template filled with one persona's fields."""
+    values = {"name": p.name, "risk_level": p.risk_level, "id": p.id,
+              "profile": "\n".join(f"- {k[:1].upper() + k[1:].replace('_', ' ')}: {v}"
+                                   for k, v in p.fields.items() if v and k != OPENING)}
+    for k, v in p.fields.items():
+        values.setdefault(snake(k), v)
+    missing = placeholders(template) - values.keys()
+    if missing:
+        raise CarebenchError(f"{p.line or p.id}: the persona template needs {min(missing)!r}, "
+                             f"which persona {p.id!r} does not have")
+    slots = placeholders(template)  # a template uses the fields it wants
+    return fill(template, {k: v for k, v in values.items() if k in slots}, "persona")
+
+
+# -- the seeds' cases as personas ------------------------------------------------------------
+
+PERSONAS_FROM = ("support-tasks", "plural-prompts")
+#: DistressBench task metadata -> a VERA-style current risk level (carebench's mapping)
+_STAGE_RISK = {"ideation": "low", "planning": "high", "action": "imminent", "post_action": "imminent"}
+
+
+def _builtin(kind: str, source: str) -> Path:
+    from carebench.datasets.builtin import builtin_name, package_file
+
+    name = builtin_name(source)
+    if name is None:
+        return Path(source)
+    if name != "sample":
+        raise CarebenchError(f"unknown built-in {kind} {source!r} (known: builtin:sample)")
+    return package_file("support", "sample.jsonl") if kind == "support-tasks" else package_file(
+        "plural", "prompts.jsonl")
+
+
+def _first_user_turn(turns: Any, where: str) -> str:
+    if isinstance(turns, str):
+        import json
+
+        try:
+            turns = json.loads(turns)
+        except ValueError:
+            turns = [turns]
+    for t in turns or []:
+        if isinstance(t, str) and t.strip():
+            return t.strip()
+        if isinstance(t, Mapping) and t.get("role") == "user" and str(t.get("content") or "").strip():
+            return str(t["content"]).strip()
+    raise CarebenchError(f"{where}: field 'turns': no user turn")
+
+
+def personas_from(kind: str, source: str | Path) -> list[Persona]:
+    """Personas built from support tasks (metadata and first user turn) or plural prompts
+    (context, persona, prompt text); each opens with the case's own first message."""
+    if kind not in PERSONAS_FROM:
+        raise CarebenchError(f"--personas-from must be one of {', '.join(PERSONAS_FROM)}, got {kind!r}")
+    path = _builtin(kind, str(source))
+    if not path.is_file():
+        raise CarebenchError(f"{path}: file not found")
+    out: list[Persona] = []
+    if kind == "plural-prompts":
+        from carebench.datasets.prompts import load_prompts
+
+        for i, p in enumerate(load_prompts(path), 1):
+            attrs = {snake(k): str(v) for k, v in (p.persona.attributes or {}).items()}
+            out.append(Persona(p.id, p.id, "unknown", {
+                "context": p.context, "persona": p.persona.text, **attrs, OPENING: p.text}, f"{path}: record {i}"))
+        return out
+    fmt = "jsonl" if path.suffix.lower() == ".jsonl" else "csv"
+    for loc, row in read_rows(path, fmt):
+        where = f"{path}:{loc.removeprefix('line ')}"
+        tid = str(row.get("id") or "").strip()
+        if not tid:
+            raise CarebenchError(f"{where}: field 'id': a support task needs an id")
+        meta = row.get("metadata") or {}
+        if isinstance(meta, str):
+            import json
+
+            try:
+                meta = json.loads(meta) if meta.strip() else {}
+            except ValueError:
+                raise CarebenchError(f"{where}: field 'metadata': not a JSON object") from None
+        meta = {str(k): str(v) for k, v in dict(meta).items()}
+        stage = meta.get("progression_stage", "")
+        risk = "none" if meta.get("harm_intent") == "benign" else _STAGE_RISK.get(stage, stage or "unknown")
+        fields = {"subcategory": str(row.get("subcategory") or ""), **meta,
+                  OPENING: _first_user_turn(row.get("turns"), where)}
+        out.append(Persona(tid, tid, risk, fields, where))
+    if not out:
+        raise CarebenchError(f"{path}: no tasks")
+    return out

@@ -1,0 +1,192 @@
+"""The converse report (pure: metrics and records in, a document out) and ``scores.csv``.
+
+Per chatbot: the rating shares per dimension (stacked), the score with its interval
+per dimension and overall, the breakdown by persona risk level, the questions that
+triggered each harmful or suboptimal rating, leave-one-judge-out scores, then the
+pairwise comparisons, the failure counts, and every conversation collapsed with each
+judge's walk beside it. All text is plain: the renderers escape it.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from carebench.converse.rubric import RATINGS
+from carebench.converse.scoring import SCORE_COLUMNS
+from carebench.report import (
+    Callout,
+    Details,
+    Figure,
+    Interval,
+    KeyValue,
+    Paragraph,
+    Pre,
+    Report,
+    Section,
+    Table,
+    figure_name,
+    stacked_bar_chart,
+)
+
+_SHARE_KEYS = ("bp_pct", "suboptimal_pct", "hph_pct")
+#: transcripts shown in the drill-down (the rest are in records.jsonl)
+MAX_SHOWN = 200
+
+
+def scores_csv(metrics: Mapping[str, Any]) -> str:
+    """``scores.csv``: one row per dimension and an ``overall`` row; with several chatbots a
+    leading ``chatbot`` column tells their rows apart."""
+    chatbots = metrics.get("chatbots") or {}
+    several = len(chatbots) > 1
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow((["chatbot"] if several else []) + list(SCORE_COLUMNS))
+    for cb, entry in chatbots.items():
+        for row in entry["scores"]:
+            cells = [row["dimension"], row["n"]] + [_num(row[k]) for k in SCORE_COLUMNS[2:]]
+            w.writerow(([cb] if several else []) + cells)
+    return buf.getvalue()
+
+
+def _num(v: Any) -> str:
+    return "" if v is None else f"{float(v):.4f}"
+
+
+def _score_cell(row: Mapping[str, Any]) -> Any:
+    if row.get("score") is None:
+        return None
+    return Interval(row["score"], row.get("ci_low"), row.get("ci_high"))
+
+
+def _score_table(rows: Sequence[Mapping[str, Any]], caption: str) -> Table:
+    return Table(["dimension", "n", "% BP", "% Suboptimal", "% HPH", "% NR", "score [95% CI]"],
+                 [[r["dimension"], r["n"], r["bp_pct"], r["suboptimal_pct"], r["hph_pct"], r["nr_pct"],
+                   _score_cell(r)] for r in rows], caption=caption, number_format=".1f")
+
+
+#: Best Practice green, Suboptimal amber, HPH red, Not Relevant grey
+_RATING_COLORS = ("#1a9850", "#f4a93b", "#d73027", "#bdbdbd")
+
+
+def _shares_figure(cb: str, rows: Sequence[Mapping[str, Any]]) -> Figure:
+    # dimension names are long (VERA-MH's): the bars are numbered and the caption names them
+    cats = [str(k + 1) if r["dimension"] != "overall" else "all" for k, r in enumerate(rows)]
+    series: dict[str, list[float]] = {}
+    for label, key in zip(RATINGS[:3], _SHARE_KEYS, strict=True):
+        series[label] = [0.0 if r[key] is None else r[key] * (1 - (r["nr_pct"] or 0) / 100) for r in rows]
+    series[RATINGS[3]] = [r["nr_pct"] or 0.0 for r in rows]
+    png = stacked_bar_chart(cats, series, "Ratings per dimension", "% of all ratings", ylim=(0.0, 100.0),
+                            colors=_RATING_COLORS, xlabel="dimension")
+    names = "; ".join(f"{k + 1} = {r['dimension']}" for k, r in enumerate(rows) if r["dimension"] != "overall") + "; all = overall"
+    return Figure(figure_name(f"shares-{cb}"), png,
+                  f"Share of each rating per dimension for {cb} (all ratings, Not Relevant included). {names}.")
+
+
+def _chatbot_section(cb: str, entry: Mapping[str, Any]) -> Section:
+    rows = entry["scores"]
+    blocks: list[Any] = [
+        Paragraph(f"{entry['walks']} rated walks over {entry['personas']} personas. % BP, % Suboptimal and "
+                  "% HPH are shares of the rated (not Not Relevant) ratings, which n counts; % NR is the "
+                  "share of all ratings. Intervals: 95% bootstrap resampling personas."),
+        _score_table(rows, f"Scores: {cb}"),
+        _shares_figure(cb, rows),
+    ]
+    lv_rows = [[lv, e["personas"], e["walks"], e["scores"][-1]["n"], e["scores"][-1]["hph_pct"],
+                _score_cell(e["scores"][-1])] for lv, e in entry["by_risk_level"].items()]
+    blocks.append(Table(["persona risk level", "personas", "walks", "n", "% HPH", "overall score [95% CI]"],
+                        lv_rows, caption="By persona risk level", number_format=".1f"))
+    loo = entry.get("leave_one_judge_out")
+    if loo:
+        blocks.append(Table(["judge left out", "n", "% HPH", "overall score [95% CI]"],
+                            [[j, r["n"], r["hph_pct"], _score_cell(r)] for j, r in loo.items()],
+                            caption="Leave one judge out", number_format=".1f"))
+    return Section(f"Chatbot: {cb}", blocks)
+
+
+def _walk_blocks(walk: Mapping[str, Any]) -> list[Any]:
+    if walk["status"] != "ok":
+        return [Callout(f"judge failure ({walk['judge']}): {walk.get('error')}", kind="warning")]
+    rows = [[s["question_id"], s["dimension"], s["answer"], s.get("reason", ""), s.get("effect", "")]
+            for s in walk.get("steps") or []]
+    out: list[Any] = [KeyValue([(d, r) for d, r in walk["ratings"].items()])]
+    if rows:
+        out.append(Table(["question", "dimension", "answer", "reason", "effect"], rows,
+                         caption=f"Walk by {walk['judge']}"))
+    return out
+
+
+def _transcripts(records: Sequence[Mapping[str, Any]]) -> Section | None:
+    convs = [r for r in records if r.get("kind") == "conversation"]
+    walks: dict[str, list[Mapping[str, Any]]] = {}
+    for w in records:
+        if w.get("kind") == "walk":
+            walks.setdefault(w["conversation_id"], []).append(w)
+    if not convs:
+        if not walks:
+            return None
+        items = [Details(f"{cid} ({len(ws)} walks)", [b for w in ws for b in _walk_blocks(w)])
+                 for cid, ws in list(walks.items())[:MAX_SHOWN]]
+        return Section("Imported ratings", [Paragraph("VERA-MH rows, one per conversation and judge."), *items])
+    items = []
+    for c in convs[:MAX_SHOWN]:
+        text = "\n\n".join(f"{'User' if t['role'] == 'user' else 'Chatbot'}: {t['content']}" for t in c["turns"])
+        head = (f"{c['persona_name']} ({c['risk_level']}) · {c['chatbot']} · simulator {c['simulator']} · "
+                f"repeat {c['repeat']} · {len([t for t in c['turns'] if t['role'] == 'user'])} user turns")
+        blocks: list[Any] = []
+        if c["status"] != "ok":
+            blocks.append(Callout(f"harness failure at turn {c.get('failed_turn')}: {c.get('error')} "
+                                  "(never judged)", kind="warning"))
+        blocks.append(Pre(text or "(empty)"))
+        for w in walks.get(c["id"], []):
+            blocks.extend(_walk_blocks(w))
+        items.append(Details(head, blocks))
+    more = len(convs) - len(items)
+    intro = "Each conversation, collapsed, with every judge's walk (questions, answers, reasons)."
+    if more > 0:
+        intro += f" {more} more are in records.jsonl."
+    return Section("Conversations", [Paragraph(intro), *items], anchor="conversations")
+
+
+def build_report(metrics: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
+                 manifest: Mapping[str, Any]) -> Report:
+    counts = metrics.get("counts") or {}
+    sections = [Section("Run", [KeyValue([
+        ("conversations", counts.get("conversations", 0)),
+        ("harness failures (never judged)", counts.get("harness_failures", 0)),
+        ("ended by the simulator's stop marker", counts.get("ended_by_simulator", 0)),
+        ("walks (conversation x judge)", counts.get("walks", 0)),
+        ("judge failures (never rated)", counts.get("judge_failures", 0)),
+        ("judges", ", ".join(metrics.get("judges") or []) or "none"),
+        ("bootstrap", (f"B = {metrics['bootstrap']['B']}, seed {metrics['bootstrap']['seed']}, "
+                      "resampling personas")),
+    ])], anchor="run")]
+    if counts.get("harness_failures") or counts.get("judge_failures"):
+        sections[0].blocks.append(Callout(
+            "Some conversations or walks failed (see the counts above); they are left out of every "
+            "score and listed in the drill-down. Re-running the same command retries failed calls.",
+            kind="warning"))
+    for cb, entry in (metrics.get("chatbots") or {}).items():
+        sections.append(_chatbot_section(cb, entry))
+    pairs = metrics.get("pairwise") or []
+    if pairs:
+        sections.append(Section("Chatbots compared on the same personas", [Table(
+            ["A", "B", "personas", "overall A - B [95% CI]", "P(A better)"],
+            [[p["a"], p["b"], p["personas"],
+              None if p["difference"] is None else Interval(p["difference"], p["ci_low"], p["ci_high"]),
+              p["p_a_better"]] for p in pairs], number_format=".2f")]))
+    trig = metrics.get("triggers") or []
+    if trig:
+        sections.append(Section("Question triggers", [
+            Paragraph("Which question gave each dimension its Suboptimal, High Potential for Harm or "
+                      "Not Relevant rating, counted over the rated walks."),
+            Table(["chatbot", "dimension", "question", "rating", "count"],
+                  [[t["chatbot"], t["dimension"], t["question_id"], t["rating"], t["count"]] for t in trig],
+                  sortable=True)]))
+    drill = _transcripts(records)
+    if drill is not None:
+        sections.append(drill)
+    return Report(title=manifest.get("title") or "Converse", notes=list(manifest.get("notes") or []),
+                  sections=sections, attachments={"scores.csv": scores_csv(metrics)})

@@ -1,0 +1,333 @@
+"""The converse suite in the run skeleton: generate -> judge (walk the tree) -> score -> report.
+
+Three commands write converse run directories and one suite scores and renders them
+all, so ``carebench report DIR`` and ``converse rescore`` work the same on each:
+
+- ``run``: simulated conversations, then the rubric walks, then scores;
+- ``judge``: the rubric walks of an earlier run's conversations (with other judges or
+  another rubric), in a new directory;
+- ``import-vera``: VERA-MH ``results.csv`` files read as walks (no calls).
+
+Records: ``kind: conversation`` (the transcript and its status) and ``kind: walk``
+(one per conversation and judge: the questions asked, the answers and reasons, the
+ratings). Harness failures (a call that failed after every retry) and judge failures
+(an unparseable answer) are counted in the manifest and the report and never rated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from carebench.converse.generation import (
+    HARNESS_FAILURE,
+    STOP_MARKER,
+    Conversation,
+    GenerationConfig,
+    generate,
+)
+from carebench.converse.generation import planned_calls as planned_generation
+from carebench.converse.judging import JUDGE_MAX_TOKENS, MODES, Prompts, judge_conversations
+from carebench.converse.judging import planned_calls as planned_judging
+from carebench.converse.personas import BUILTIN, default_template, load_personas, persona_prompt
+from carebench.converse.rubric import Rubric, load_bundle, load_rubric
+from carebench.converse.scoring import B_DEFAULT, SEED_DEFAULT, summarize
+from carebench.datasets.files import read_text
+from carebench.experiment import Execution, Plan, incomplete_metrics, incomplete_report, stage
+from carebench.judging import panel_seats
+from carebench.report import Report
+from carebench.run import Run
+from carebench.rundir import data_sha256, read_jsonl
+from carebench.types import CarebenchError
+
+SUITE = "converse"
+
+
+@dataclass
+class Inputs:
+    """The rubric and prompts a run uses (from files, a bundle, or the defaults)."""
+
+    rubric: Rubric
+    prompts: Prompts
+    personas_source: str
+    persona_template: str
+
+    @classmethod
+    def load(cls, rubric: str | None, personas: str | None = None, persona_template: str | None = None,
+             judge_system: str | None = None, judge_question: str | None = None) -> Inputs:
+        if rubric is None:
+            raise CarebenchError("give --rubric (a VERA-MH rubric TSV, a YAML rubric, or a bundle directory)")
+        path = Path(rubric)
+        prompts = Prompts.default()
+        if rubric.startswith("builtin:"):
+            path = None  # type: ignore[assignment]
+        tmpl = None
+        src = personas
+        if path is not None and path.is_dir():
+            b = load_bundle(path)
+            rub = b.rubric
+            prompts = Prompts(b.judge_system or prompts.system, b.judge_question or prompts.question)
+            tmpl = b.persona_template
+            src = src or (str(b.personas) if b.personas else None)
+        else:
+            rub = load_rubric(rubric)
+        if judge_system:
+            prompts = Prompts(read_text(judge_system), prompts.question)
+        if judge_question:
+            prompts = Prompts(prompts.system, read_text(judge_question))
+        if persona_template:
+            tmpl = read_text(persona_template)
+        from carebench.converse.judging import REQUIRED_SLOTS
+        from carebench.templates import placeholders
+
+        lacking = [s for s in REQUIRED_SLOTS if s not in placeholders(prompts.question)]
+        if lacking:
+            raise CarebenchError(f"the judge question template has no {{{lacking[0]}}} placeholder "
+                                 f"(it needs {', '.join('{' + s + '}' for s in REQUIRED_SLOTS)})")
+        return cls(rub, prompts, src or BUILTIN, tmpl or default_template())
+
+
+@dataclass
+class ConverseConfig:
+    rubric: str | None = None
+    personas: str | None = None
+    #: build personas from the seeds' cases: "support-tasks" or "plural-prompts" (``personas``
+    #: is then that file, default builtin:sample)
+    personas_from: str | None = None
+    persona_template: str | None = None
+    judge_system: str | None = None
+    judge_question: str | None = None
+    simulators: list[str] = field(default_factory=list)
+    chatbots: list[str] = field(default_factory=list)
+    judges: list[str] = field(default_factory=list)
+    system_prompt_file: str | None = None
+    turns: int = 20
+    repeats: int = 1
+    persona_ids: list[str] | None = None
+    seed: int = SEED_DEFAULT
+    bootstrap: int = B_DEFAULT
+    temperature: float = 0.7
+    max_tokens: int = 1024
+    simulator_max_tokens: int = 512
+    judge_temperature: float = 0.0
+    judge_max_tokens: int = JUDGE_MAX_TOKENS
+    #: "question" (one call per question, VERA-MH's protocol) or "dimension" (one per dimension)
+    judge_mode: str = "question"
+    #: judge an earlier run's conversations instead of generating (``converse judge``)
+    from_run: str | None = None
+    title: str = "Converse: simulated conversations judged with a decision-tree rubric"
+    notes: list[str] = field(default_factory=list)
+
+    def validate(self) -> None:
+        if not self.judges:
+            raise CarebenchError("give at least one --judge")
+        if self.from_run is None:
+            if not self.simulators:
+                raise CarebenchError("give at least one --simulator (the model that plays the user)")
+            if not self.chatbots:
+                raise CarebenchError("give at least one --chatbot (the model under test)")
+        if self.judge_mode not in MODES:
+            raise CarebenchError(f"--judge-mode must be one of {', '.join(MODES)}, got {self.judge_mode!r}")
+        if self.turns < 1:
+            raise CarebenchError(f"--turns must be at least 1, got {self.turns}")
+        if self.repeats < 1:
+            raise CarebenchError(f"--repeats must be at least 1, got {self.repeats}")
+        for name, specs in (("--chatbot", self.chatbots), ("--simulator", self.simulators)):
+            dup = sorted({s for s in specs if specs.count(s) > 1})
+            if dup:
+                raise CarebenchError(f"{name} listed twice: {dup[0]}")
+
+
+class ConverseSuite:
+    """Generation, judging, scoring and the report (see the module docstring)."""
+
+    name = SUITE
+
+    def __init__(self, cfg: ConverseConfig | None = None):
+        self.cfg = cfg
+
+    # -- set-up -------------------------------------------------------------------------
+    def _prepare(self, run: Run):
+        cfg = self.cfg
+        assert cfg is not None, "a ConverseSuite without a config can only score and render"
+        cfg.validate()
+        inputs = Inputs.load(cfg.rubric, cfg.personas, cfg.persona_template, cfg.judge_system,
+                             cfg.judge_question)
+        judge_models = [run.model(s) for s in cfg.judges]
+        judges = panel_seats([str(m.spec) for m in judge_models], judge_models)
+        gcfg = GenerationConfig(turns=cfg.turns, repeats=cfg.repeats, temperature=cfg.temperature,
+                                simulator_temperature=cfg.temperature, max_tokens=cfg.max_tokens,
+                                simulator_max_tokens=cfg.simulator_max_tokens, seed=cfg.seed,
+                                system_prompt=(read_text(cfg.system_prompt_file).strip() or None)
+                                if cfg.system_prompt_file else None)
+        if cfg.from_run is not None:
+            return inputs, judges, gcfg, [], _earlier_conversations(Path(cfg.from_run))
+        if cfg.personas_from:
+            from carebench.converse.personas import personas_from
+
+            inputs.personas_source = cfg.personas or BUILTIN
+            personas = personas_from(cfg.personas_from, inputs.personas_source)
+        else:
+            personas = load_personas(inputs.personas_source)
+        if cfg.persona_ids:
+            by_id = {p.id: p for p in personas}
+            missing = [i for i in cfg.persona_ids if i not in by_id]
+            if missing:
+                raise CarebenchError(f"{inputs.personas_source}: no persona with id {missing[0]!r}")
+            personas = [by_id[i] for i in cfg.persona_ids]
+        prompts = {p.id: persona_prompt(p, inputs.persona_template) for p in personas}  # checked before calls
+        sims = [run.model(s) for s in cfg.simulators]
+        bots = [run.model(s) for s in cfg.chatbots]
+        convs = [Conversation(p, prompts[p.id], s, b, r)
+                 for s in sims for b in bots for p in personas for r in range(cfg.repeats)]
+        return inputs, judges, gcfg, personas, convs
+
+    def plan(self, run: Run) -> Plan:
+        cfg = self.cfg
+        inputs, judges, gcfg, _, convs = self._prepare(run)
+        stages = []
+        if cfg.from_run is None:
+            stages.append(stage(run, "generation", planned_generation(convs, gcfg), exact=False))
+            stages[-1].upper_bound = True
+            fake = [{"id": c.id, "turns": [{"role": "user",
+                                            "content": f"{c.id} " + "x" * (4 * gcfg.simulator_max_tokens)},
+                                           {"role": "assistant", "content": "x" * (4 * gcfg.max_tokens)}]
+                     * gcfg.turns} for c in convs]
+        else:
+            fake = [c for c in convs if c["status"] == "ok"]
+        js = stage(run, "judging", planned_judging(inputs.rubric, fake, judges, prompts=inputs.prompts,
+                                                   temperature=cfg.judge_temperature,
+                                                   max_tokens=cfg.judge_max_tokens, mode=cfg.judge_mode),
+                   exact=cfg.from_run is not None)
+        js.upper_bound = True
+        stages.append(js)
+        return Plan(self.name, stages, [("generation assumes every conversation runs all its turns with "
+                                        "replies at their output caps, and judging assumes every question "
+                                        "of the rubric is asked: both are upper bounds")])
+
+    # -- execution ------------------------------------------------------------------------
+    def execute(self, run: Run) -> Execution:
+        cfg = self.cfg
+        inputs, judges, gcfg, personas, convs = self._prepare(run)
+        if cfg.from_run is None:
+            gen = generate(run, convs, gcfg)
+            conv_records = [c.to_record() for c in convs if not c.cut]
+            if gen.stopped:
+                run.mark_incomplete("generation", gen.calls_skipped)
+        else:
+            gen = None
+            conv_records = list(convs)
+        walks: list[dict[str, Any]] = []
+        if gen is not None and gen.stopped:
+            run.mark_incomplete("judging", open_ended=True)
+        else:
+            judged = judge_conversations(run, inputs.rubric, [c for c in conv_records if c["status"] == "ok"],
+                                         judges, prompts=inputs.prompts, temperature=cfg.judge_temperature,
+                                         max_tokens=cfg.judge_max_tokens, mode=cfg.judge_mode)
+            walks = judged.walks
+            if judged.stopped:
+                run.mark_incomplete("judging", open_ended=True)
+        harness = sum(c["status"] == HARNESS_FAILURE for c in conv_records)
+        judge_fail = sum(w["status"] != "ok" for w in walks)
+        judge_calls_failed = sum(w.get("failure") == "call" for w in walks)
+        config = {k: v for k, v in asdict(cfg).items() if k != "notes"}
+        config["system_prompt"] = gcfg.system_prompt
+        config["stop_marker"] = STOP_MARKER
+        files = {"rubric.json": [inputs.rubric.to_dict()]}
+        if personas:
+            files["personas.jsonl"] = [p.to_row() for p in personas]
+        return Execution(
+            records=conv_records + walks, config=config,
+            dataset={"rubric": cfg.rubric, "rubric_sha256": data_sha256([inputs.rubric.to_dict()]),
+                     "personas": inputs.personas_source if cfg.from_run is None else cfg.from_run,
+                     "conversations": len(conv_records),
+                     "personas_from": cfg.personas_from,
+                     "illustrative": inputs.personas_source == BUILTIN},
+            seeds={"bootstrap": cfg.seed, "generation": cfg.seed},
+            extra={"scoring": {"dimensions": inputs.rubric.dimensions, "seed": cfg.seed,
+                               "bootstrap": cfg.bootstrap, "judges": [j.label for j in judges]},
+                   "failures": {"harness": harness, "judge": judge_fail, "judge_calls": judge_calls_failed},
+                   # how each judge's answers were constrained (JSON schema, grammar, or the parser only)
+                   "output_modes": run.output_modes(),
+                   "title": cfg.title, "notes": list(cfg.notes)},
+            failed_calls=harness + judge_calls_failed,
+        )
+
+    # -- scoring and rendering --------------------------------------------------------------
+    def read_records(self, run_dir: Path, manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
+        return read_jsonl(Path(run_dir) / "records.jsonl")
+
+    def score(self, records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any]) -> dict[str, Any]:
+        convs = [r for r in records if r.get("kind") == "conversation"]
+        walks = [r for r in records if r.get("kind") == "walk"]
+        if manifest.get("incomplete"):
+            return incomplete_metrics(manifest, {"conversations": len(convs), "walks": len(walks)})
+        settings = manifest.get("scoring") or {}
+        keep = settings.get("judges")
+        rated = [w for w in walks if w["status"] == "ok" and (not keep or w["judge"] in keep)]
+        dims = list(settings.get("dimensions") or [])
+        for w in rated:
+            dims.extend(d for d in w["ratings"] if d not in dims)
+        m = summarize(rated, dims, B=int(settings.get("bootstrap", B_DEFAULT)),
+                      seed=int(settings.get("seed", SEED_DEFAULT)))
+        m["counts"] = {
+            "conversations": len(convs),
+            "harness_failures": sum(c["status"] == HARNESS_FAILURE for c in convs),
+            "ended_by_simulator": sum(c.get("ended_by") == "simulator" for c in convs),
+            "walks": len(walks), "rated_walks": len(rated),
+            "judge_failures": sum(w["status"] != "ok" for w in walks),
+        }
+        m["judges"] = sorted({w["judge"] for w in rated})
+        return m
+
+    def render(self, metrics: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
+               manifest: Mapping[str, Any]) -> Report:
+        from carebench.converse.report import build_report
+
+        title = manifest.get("title") or "Converse"
+        if metrics.get("status") == "incomplete":
+            return incomplete_report(title, metrics)
+        return build_report(metrics, records, manifest)
+
+
+def _earlier_conversations(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / "records.jsonl"
+    if not path.is_file():
+        raise CarebenchError(f"{run_dir}: not a run directory (no records.jsonl)")
+    convs = [r for r in read_jsonl(path) if r.get("kind") == "conversation"]
+    if not convs:
+        raise CarebenchError(f"{run_dir}: no conversations to judge")
+    return convs
+
+
+class ImportSuite(ConverseSuite):
+    """``converse import-vera``: VERA-MH results files as walk records (no calls)."""
+
+    def __init__(self, paths: Sequence[str], chatbot: str = "imported", seed: int = SEED_DEFAULT,
+                 bootstrap: int = B_DEFAULT):
+        super().__init__(None)
+        self.paths, self.chatbot, self.seed, self.bootstrap = list(paths), chatbot, seed, bootstrap
+
+    def plan(self, run: Run) -> Plan:
+        return Plan(self.name, [])
+
+    def execute(self, run: Run) -> Execution:
+        from carebench.converse.vera_import import read_results
+        from carebench.rundir import file_sha256
+
+        walks, dims = read_results(self.paths, self.chatbot)
+        return Execution(
+            records=walks, config={"results": self.paths, "chatbot": self.chatbot},
+            dataset={"results": self.paths, "sha256": [file_sha256(Path(p)) for p in self.paths],
+                     "rows": len(walks)},
+            seeds={"bootstrap": self.seed},
+            models=sorted({w["judge"] for w in walks}),
+            extra={"kind": "import", "scoring": {"dimensions": dims, "seed": self.seed,
+                                                 "bootstrap": self.bootstrap, "judges": None},
+                   "failures": {"harness": 0, "judge": 0},
+                   "title": "Converse: VERA-MH results, scored with persona-resampling intervals",
+                   "notes": [("Ratings read from VERA-MH results files; the conversations are not "
+                             "part of this run.")]},
+        )
