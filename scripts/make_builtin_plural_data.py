@@ -256,6 +256,7 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     prompts, annotations = [], []
     calib_ids = []
+    released = []  # the prompts of the built-in illustrative release (every non-calibration prompt)
     n = 0
     for s_idx, src in enumerate(SOURCES):
         post, query, summary = src[6], src[7], src[8]
@@ -280,9 +281,14 @@ def main() -> None:
                 "persona": {"text": persona_text, "attributes": attrs},
                 "text": render(ctx, post, query, summary),
                 "rewriter": None if ctx == "forum" else "illustrative-template",
+                # the practitioners annotate these (VEILED-SH §5.1); `annotate load --project
+                # builtin:calibration-cases` loads them
+                "calibration": s_idx < N_CALIBRATION and j == 0,
             })
             if s_idx < N_CALIBRATION and j == 0:
                 calib_ids.append((pid, src))
+            else:
+                released.append((pid, src))
     practitioners = [("prac-a", "peer"), ("prac-b", "peer"), ("prac-c", "peer"),
                      ("prac-d", "clinician"), ("prac-e", "clinician"), ("prac-f", "clinician")]
     for prac, arch in practitioners:
@@ -306,7 +312,46 @@ def main() -> None:
         "generator": "scripts/make_builtin_plural_data.py",
     }
     (OUT / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", "utf-8")
-    print(f"{len(prompts)} prompts, {len(calib_ids)} calibration cases, {len(annotations)} annotations")
+    write_release(prompts, released)
+    print(f"{len(prompts)} prompts, {len(calib_ids)} calibration cases, {len(annotations)} annotations, "
+          f"{len(released)} released prompts")
+
+
+#: the built-in release's profiles: alias -> archetype (three of each, as VEILED-SH §5.3)
+RELEASE_PROFILES = {"P1": "peer", "P2": "peer", "P3": "peer",
+                    "C1": "clinician", "C2": "clinician", "C3": "clinician"}
+
+
+def write_release(prompts, released) -> None:
+    """data/plural/release/: the non-calibration prompts with one policy per profile, so that
+    `plural run --release builtin` works without calibrate, freeze and label. The policies
+    are simulated like the practitioners' labels (their own seed, so the rest of the data
+    stays as it was); no fitted profile produced them."""
+    rng = np.random.default_rng(SEED + 1)
+    root = OUT / "release"
+    root.mkdir(parents=True, exist_ok=True)
+    keep = {pid for pid, _ in released}
+    rows = [{k: v for k, v in p.items() if k != "calibration"} for p in prompts if p["id"] in keep]
+    policies = []
+    for pid, src in released:
+        for alias, arch in RELEASE_PROFILES.items():
+            intent, nssi, sui, function, response = practitioner_policy(rng, src, arch)
+            policies.append({"prompt_id": pid, "profile": alias, "archetype": arch, "intent": intent,
+                             "nssi_severity": nssi, "suicidal_severity": sui, "function": function,
+                             "response": response})
+    for name, out in (("prompts.jsonl", rows), ("policies.jsonl", policies)):
+        (root / name).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in out), "utf-8")
+    meta = {
+        "description": "Built-in illustrative release: prompts written for carebench and reference policies "
+                       "simulated by scripts/make_builtin_plural_data.py. Neither human annotations nor "
+                       "policies of fitted profiles; for trying `plural run` only.",
+        "illustrative": True,
+        "profiles": [{"alias": a, "archetype": arch, "method": "simulated", "model": None,
+                      "policies": len(released)} for a, arch in RELEASE_PROFILES.items()],
+        "counts": {"prompts": len(rows), "released": len(rows)},
+        "seed": SEED + 1,
+    }
+    (root / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n", "utf-8")
 
 
 if __name__ == "__main__":

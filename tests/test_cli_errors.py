@@ -69,6 +69,46 @@ def _command_paths() -> list[list[str]]:
     return out
 
 
+def _commands() -> list[tuple[list[str], object]]:
+    """(path, click command) for every command and group of the tree."""
+    import typer.main
+
+    from carebench import cli
+
+    cli._mount_suites()
+    out: list[tuple[list[str], object]] = []
+
+    def walk(cmd, path):
+        out.append((path, cmd))
+        for name, sub in sorted(getattr(cmd, "commands", {}).items()):
+            walk(sub, [*path, name])
+
+    walk(typer.main.get_command(cli.app), [])
+    return out
+
+
+def test_help_keeps_every_bracketed_term_of_its_source(capsys):
+    """Rich markup once swallowed "[mlflow]" in "pip install 'carebench[mlflow]'": every
+    ``[...]`` of a help string (option, argument or command) must reach ``--help``."""
+    import re
+
+    bracket = re.compile(r"\[[^\[\]]*\]")
+    squash = lambda t: re.sub(r"\s+", "", t)  # help is re-wrapped: compare without whitespace
+    checked = 0
+    for path, cmd in _commands():
+        sources = [cmd.help or ""] + [getattr(p, "help", None) or "" for p in cmd.params]
+        terms = [t for src in sources for t in bracket.findall(src)]
+        if not terms:
+            continue
+        rc, out, err = _run_main(capsys, [*path, "--help"])
+        assert rc == 0, (path, err)
+        shown = squash(out)
+        lost = [t for t in terms if squash(t) not in shown]
+        assert not lost, (" ".join(path), lost)
+        checked += len(terms)
+    assert checked >= 1  # "[mlflow]" at least
+
+
 def test_command_tree_is_walked():
     paths = {" ".join(p) for p in _command_paths()}
     # the walk reaches nested commands of every mounted suite, not just the root
@@ -135,7 +175,7 @@ def test_usage_error_from_the_installed_command_has_no_traceback():
         (["support", "run", "--responder", "replay:/nowhere", "--judge", "replay:/nowhere",
           "--tasks"], "tasks.jsonl", b"\xff\xfe{}\n", 0, 1),
         (["support", "run", "--tasks", "builtin:sample", "--responder", "openai:x@http://127.0.0.1:9/v1",
-          "--judge", "openai:y@http://127.0.0.1:9/v1", "--dry-run", "--system-prompt"], "system.txt",
+          "--judge", "openai:y@http://127.0.0.1:9/v1", "--dry-run", "--json", "--system-prompt"], "system.txt",
          b"Be kind.\nAlways caf\xe9.\n", len(b"Be kind.\nAlways caf"), 2),
         (["support", "calibrate", "--run", "/nowhere", "--candidate", "openai:x@http://127.0.0.1:9/v1",
           "--labels"], "labels.csv", b"task_id,criterion_id,rater,met\nt1,c1,r\xe9,1\n",
@@ -183,17 +223,38 @@ def test_dry_run_needs_no_api_key():
     env = {k: v for k, v in os.environ.items()
            if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "CAREBENCH_API_KEY")}
     p = cb("risk", "run", "--data", "builtin:sample", "--method", "llm", "--model",
-           "openai:gpt-4o-mini", "--dry-run", env=env)
+           "openai:gpt-4o-mini", "--dry-run", "--json", env=env)
     assert p.returncode == 0, p.stderr
     import json
 
     assert json.loads(p.stdout)["calls"] == 48  # one call per built-in item
     p = cb("support", "run", "--tasks", "builtin:sample", "--responder", "openai:gpt-4o-mini",
            "--judge", "anthropic:claude-haiku-4-5", "--judge", "openai:gpt-4o", "--judge",
-           "openai:gpt-4.1", "--dry-run", env=env)
+           "openai:gpt-4.1", "--dry-run", "--json", env=env)
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["calls"] > 0
     # without --dry-run the missing key is still a one-line error
     p = cb("risk", "run", "--data", "builtin:sample", "--method", "llm", "--model",
            "openai:gpt-4o-mini", env=env)
     assert p.returncode == 2 and "OPENAI_API_KEY is not set" in p.stderr
+
+
+def test_missing_model_names_the_method(capsys):
+    from carebench.cli import main
+
+    assert main(["risk", "run", "--data", "builtin:sample", "--method", "tfidf-lr", "--method", "llm",
+                 "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "carebench: error: method 'llm' needs a model: pass --model SPEC (role 'default')"
+
+
+def test_csv_without_a_mapping_suggests_columns_and_lists_them(tmp_path, capsys):
+    from carebench.cli import main
+
+    data = tmp_path / "mine.csv"
+    data.write_text("post_id,body,risk\np1,I feel fine,Indicator\n", encoding="utf-8")
+    assert main(["risk", "run", "--data", str(data), "--method", "tfidf-lr", "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0
+    assert "field 'text': Field required; name the column that holds it with --columns text=COLUMN " \
+           "(this file's columns: post_id, body, risk)" in err

@@ -320,3 +320,15 @@ def test_run_accounts_spend_per_stage(stub, tmp_path, price_per_call):
                                          "errors": 0, "spent_usd": 3.0}
     assert acc["by_stage"]["judge"] == {"calls": 1, "provider_calls": 1, "cache_hits": 0,
                                         "errors": 0, "spent_usd": 1.0}
+
+
+def test_404_from_a_base_url_without_v1_suggests_v1(tmp_path):
+    """llama.cpp's server answers {"detail":"Not Found"} at /chat/completions without /v1."""
+    with StubServer() as s:
+        s.handler = lambda r: StubReply(status=404, raw_body=b'{"detail":"Not Found"}')
+        root = s.base_url.removesuffix("/v1")
+        bare = make_runner(tmp_path).run_sync([Call(get_model(f"openai:m@{root}"), req("x"))]).completions[0]
+        with_v1 = make_runner(tmp_path).run_sync([Call(get_model(f"openai:m@{s.base_url}"), req("y"))]).completions[0]
+    assert bare.status == "error"
+    assert f"try the base URL {root}/v1, e.g. openai:MODEL@{root}/v1" in bare.error
+    assert with_v1.status == "error" and "try the base URL" not in with_v1.error

@@ -1,9 +1,11 @@
 """SQLite completion cache: makes every run resumable after a crash and free to re-run.
 
-Each completed call is committed at once (WAL mode, autocommit), so a run killed with
-SIGKILL loses at most its in-flight calls. The key hashes provider, base URL, model
-and the whole request (messages, sampling parameters, structured spec, attempt
-index); API keys never enter it.
+Completed calls are committed as they finish (WAL mode): the runner writes the calls
+that finished in one turn of its event loop in one transaction (``put_many``), so a
+run killed with SIGKILL loses at most its in-flight calls and those of that one turn,
+which the next run makes again; a transaction is all or nothing, so no half-written
+entry survives. The key hashes provider, base URL, model and the whole request
+(messages, sampling parameters, structured spec, attempt index); API keys never enter it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,12 @@ from carebench.types import CarebenchError, ChatRequest, Completion
 
 SCHEMA_VERSION = 1
 
+# built once: ``json.dumps`` with any option builds a new encoder per call (same bytes)
+_encode_key = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode
+_encode_completion = json.JSONEncoder(ensure_ascii=False).encode
+_PUT = "INSERT OR REPLACE INTO completions (key, model, completion) VALUES (?, ?, ?)"
+_PUT_NEW = "INSERT OR IGNORE INTO completions (key, model, completion) VALUES (?, ?, ?)"
+
 
 def default_cache_path() -> Path:
     """``$CAREBENCH_CACHE`` if set, else the user cache directory."""
@@ -37,8 +45,7 @@ def cache_key(spec: str, request: ChatRequest, options: dict[str, Any] | None = 
     payload: dict[str, Any] = {"v": SCHEMA_VERSION, "model": spec, "request": request.cache_payload()}
     if options:
         payload["options"] = options
-    blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    return hashlib.sha256(_encode_key(payload).encode("utf-8")).hexdigest()
 
 
 class CompletionCache:
@@ -77,29 +84,29 @@ class CompletionCache:
         return c
 
     def put(self, key: str, completion: Completion) -> None:
-        blob = json.dumps(completion.to_dict(), ensure_ascii=False)
+        blob = _encode_completion(completion.to_dict())
         with self._lock:
-            self._conn.execute(
-                "INSERT OR REPLACE INTO completions (key, model, completion) VALUES (?, ?, ?)",
-                (key, completion.model, blob),
-            )
+            self._conn.execute(_PUT, (key, completion.model, blob))
 
-    def put_many(self, rows: list[tuple[str, Completion]]) -> int:
-        """Store many completions in one transaction, keeping any entry already there
-        (importing the same results twice changes nothing); returns how many were new."""
-        dumps = json.JSONEncoder(ensure_ascii=False).encode  # what put writes, without dumps' set-up
-        data = [(k, c.model, dumps(c.to_dict())) for k, c in rows]
+    def put_many(self, items: list[tuple[str, Completion]], *, keep_existing: bool = False) -> int:
+        """Store several completions in one transaction: all of them or, if the process
+        dies or a row fails first, none. Returns how many rows were written.
+
+        The runner commits the answers of one event-loop turn this way (a commit per call
+        cost 33-40 us of CPU: WAL frames and file locks, the largest part of its per-call
+        cost). ``keep_existing`` leaves entries already cached untouched, so importing the
+        same batch results twice changes nothing."""
+        sql = _PUT_NEW if keep_existing else _PUT
+        rows = [(key, c.model, _encode_completion(c.to_dict())) for key, c in items]
         with self._lock:
             before = self._conn.total_changes
+            self._conn.execute("BEGIN IMMEDIATE")
             try:
-                self._conn.execute("BEGIN IMMEDIATE")
-                self._conn.executemany(
-                    "INSERT OR IGNORE INTO completions (key, model, completion) VALUES (?, ?, ?)", data)
-                self._conn.execute("COMMIT")
+                self._conn.executemany(sql, rows)
             except BaseException:
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
+                self._conn.execute("ROLLBACK")
                 raise
+            self._conn.execute("COMMIT")
             return self._conn.total_changes - before
 
     def __len__(self) -> int:

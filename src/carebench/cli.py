@@ -22,6 +22,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # help is shown exactly as written: Rich markup swallowed "[mlflow]" in
+    # "pip install 'carebench[mlflow]'" (every sub-app inherits the root's mode)
+    rich_markup_mode=None,
 )
 models_app = typer.Typer(help="Model providers.", no_args_is_help=True)
 app.add_typer(models_app, name="models")

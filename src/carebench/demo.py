@@ -111,7 +111,7 @@ def run_demo(
 
 def rerender(run_dir: Path) -> dict:
     """Rebuild the demo's index report (and each suite part's) from the records alone."""
-    from carebench.report import Callout, Paragraph, Report, Section, Table, write_report
+    from carebench.report import Callout, Links, Paragraph, Report, Section, Table, write_report
 
     run_dir = Path(run_dir)
     records = read_jsonl(run_dir / "records.jsonl")
@@ -130,10 +130,12 @@ def rerender(run_dir: Path) -> dict:
                 Paragraph("Three illustrative statements sent through the runner and the cache."),
                 Table(["item", "text", "model answer", "status", "latency (s)"], rows),
             ]),
-            Section("Suite runs", [Paragraph(
-                "Each suite part has its own run directory and report: "
-                + (", ".join(f"{p}/report.html" for p in metrics.get("parts", [])) or "none yet")
-            )]),
+            Section("Suite runs", [
+                Paragraph("Each suite part has its own run directory and report:"
+                          if metrics.get("parts") else "No suite part has run yet."),
+                *([Links([(f"{p} report ({p}/report.html)", f"{p}/report.html")
+                          for p in metrics["parts"]])] if metrics.get("parts") else []),
+            ]),
         ],
     )
     write_report(report, run_dir)

@@ -33,6 +33,7 @@ from carebench.rundir import (
     write_manifest,
 )
 from carebench.runner import Call, CallPlan
+from carebench.wording import count
 
 
 @dataclass
@@ -115,13 +116,49 @@ class Plan:
         }
 
 
-def echo_plan(plan: Plan) -> None:
-    """Print a dry-run plan (JSON, the same shape for every suite)."""
+def plan_summary(plan: dict[str, Any]) -> str:
+    """A dry-run plan (:meth:`Plan.to_dict`) in a few human lines: calls, how many the
+    cache answers, the estimated cost, or which models have no price (never "$0")."""
+    at_most = "at most " if plan.get("upper_bound") else ""
+    lines = [(f"dry run ({plan['suite']}): {at_most}{count(plan['calls'], 'call')}, "
+              f"{plan['cached']} answered by the cache, {at_most}{plan['to_make']} to make")]
+    unpriced = list(plan.get("unpriced") or [])
+    priced = [m for m in plan.get("by_model") or {} if m not in unpriced]
+    if not plan["to_make"]:
+        cost = "nothing to pay: every call is in the cache"
+    elif unpriced and not priced:
+        cost = "cost unknown (unpriced: " + ", ".join(unpriced) + ")"
+    else:
+        cost = f"estimated cost {at_most}${plan['estimated_cost_usd']:.4f}"
+        if unpriced:
+            cost += " for the priced models; unpriced: " + ", ".join(unpriced)
+    lines.append(cost)
+    width = max((len(s["name"]) for s in plan["stages"]), default=0)
+    for s in plan["stages"]:
+        est = "" if s["exact"] else " (estimated)"
+        bound = "at most " if s.get("upper_bound") else ""
+        lines.append(f"  {s['name']:<{width}}  {bound}{s['calls']} calls, {s['cached']} cached, "
+                     f"{s['to_make']} to make{est}")
+    if unpriced:
+        lines.append("add prices with CAREBENCH_PRICES=/path/prices.toml to see their cost")
+    lines.append("the whole plan as JSON: add --json")
+    return "\n".join(lines)
+
+
+def echo_plan(plan: Plan, as_json: bool | None = None) -> None:
+    """Print a dry-run plan: a short summary, or the JSON (the same shape for every
+    suite) with ``--json``. ``as_json=None`` follows the running command's ``--json``
+    flag (:data:`carebench.run_options.Json`), so a command only declares it."""
     import json
 
     import typer
 
-    typer.echo(json.dumps(plan.to_dict(), indent=2))
+    from carebench.run_options import JSON_OUTPUT
+
+    if as_json is None:
+        as_json = JSON_OUTPUT.get()
+    data = plan.to_dict()
+    typer.echo(json.dumps(data, indent=2) if as_json else plan_summary(data))
 
 
 def stage(run: Run, name: str, calls: Sequence[Call], exact: bool = True) -> Stage:
@@ -181,10 +218,27 @@ def write_run(run_dir: Path, suite: str, ex: Execution, run: Run) -> dict[str, A
         run_dir, suite=suite, config=ex.config,
         models=ex.models if ex.models is not None else run.model_specs(),
         seeds=ex.seeds, dataset=ex.dataset,
-        extra={**ex.extra, "status": "incomplete" if run.incomplete or ex.failed_calls else "complete",
+        # how each model's structured requests were constrained (decided once per run and model
+        # by its capability probe), for every suite; a suite may say more under the same key
+        extra={"output_modes": run.output_modes(), **ex.extra,
+               "status": "incomplete" if run.incomplete or ex.failed_calls else "complete",
                "failed_calls": ex.failed_calls,
                "incomplete": sorted(run.incomplete), "accounting": run.accounting()},
     )
+
+
+def failed_calls_message(run_dir: str | Path) -> str | None:
+    """One line for a run whose calls failed after every retry (harness failures: what
+    they fed is left out of the scores), or None; the CLI prints it and exits 1."""
+    m = read_json(Path(run_dir) / "manifest.json")
+    n = int(m.get("failed_calls") or 0)
+    if not n:
+        return None
+    by = {k: v for k, v in (m.get("harness_failures") or {}).items() if v}
+    parts = f" ({', '.join(f'{k}: {v}' for k, v in by.items())})" if by else ""
+    return (f"run incomplete: {n} call{'s' * (n != 1)} failed after every retry{parts} (the server "
+            f"or the connection failed, not the model); what they fed is not scored and is counted. "
+            f"Re-run the same command to retry them")
 
 
 def write_records(run_dir: Path, rows: Sequence[dict[str, Any]], parquet_columns: Sequence[str] = ()) -> None:

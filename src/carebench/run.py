@@ -91,6 +91,8 @@ class Run:
         self._stage: str | None = None  # the stage of the batch in progress (for calls.jsonl rows)
         #: stage name -> calls, provider calls, cache hits, errors and spend of its batches
         self.by_stage: dict[str, dict[str, float]] = {}
+        #: calls that failed after every retry (carebench.types.is_harness_failure), all batches
+        self.failed_calls = 0
 
     # -- models ---------------------------------------------------------------------
     def model(self, spec: str, **options: Any) -> Any:
@@ -157,6 +159,7 @@ class Run:
             res = self.runner.run_sync(calls, description=description)
         finally:
             self._stage = None
+        self.failed_calls += sum(1 for c in res.completions if c is not None and c.harness_failure)
         if stage is not None:
             s = self.by_stage.setdefault(stage, {"calls": 0, "provider_calls": 0, "cache_hits": 0,
                                                  "errors": 0, "spent_usd": 0.0})

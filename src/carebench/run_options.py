@@ -19,6 +19,7 @@ Usage in a Typer command::
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -37,6 +38,18 @@ Budget = Annotated[float | None, typer.Option(
                      "it; a stopped run exits 3 and resumes from the cache.")]
 DryRun = Annotated[bool, typer.Option(
     "--dry-run", help="Print the call plan and its estimated cost; call nothing.")]
+#: the running command's ``--json`` (set while its flags are parsed; read by ``echo_plan``)
+JSON_OUTPUT: ContextVar[bool] = ContextVar("carebench_json_output", default=False)
+
+
+def _json_output(value: bool) -> bool:
+    JSON_OUTPUT.set(bool(value))
+    return value
+
+
+Json = Annotated[bool, typer.Option(
+    "--json", callback=_json_output,
+    help="With --dry-run: print the whole plan as JSON instead of the summary.")]
 Concurrency = Annotated[int | None, typer.Option(
     "--concurrency", min=1, help="Concurrent calls per model (default: the provider's).")]
 ModelOption = Annotated[list[str] | None, typer.Option(

@@ -11,7 +11,9 @@ budget that reset per batch was no cap at all.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -19,7 +21,8 @@ from typing import Any
 
 from carebench.cache import CompletionCache, cache_key
 from carebench.models.base import ChatModel, PermanentError, TransientError, Unreachable
-from carebench.types import CarebenchError, ChatRequest, Completion
+from carebench.models.pricing import call_cost_bound, is_priced
+from carebench.types import GAVE_UP, CarebenchError, ChatRequest, Completion
 
 
 @dataclass(slots=True)
@@ -141,15 +144,15 @@ class CallPlan:
 
 def call_key(call: Call) -> str:
     """The cache key of a call: its model spec, request and the model's request options."""
-    opts = getattr(call.model, "request_options", None)
-    return cache_key(str(call.model.spec), call.request, opts.to_dict() if opts else None)
+    opts = getattr(call.model, "request_options", None)  # cache_key leaves out empty options
+    return cache_key(str(call.model.spec), call.request, opts.to_dict() if opts is not None else None)
 
 
 def capped_request(call: Call) -> ChatRequest:
     """The request with the output cap the model will actually send (its options may raise
     it, e.g. room for a reasoning model's hidden tokens), for cost bounds."""
     opts = getattr(call.model, "request_options", None)
-    if not opts or opts.max_tokens is None:
+    if opts is None or opts.max_tokens is None:
         return call.request
     return replace(call.request, max_tokens=opts.max_tokens)
 
@@ -177,6 +180,8 @@ class Runner:
         self._sems: dict[str, asyncio.Semaphore] = {}
         self._sems_loop: asyncio.AbstractEventLoop | None = None
         self._reached: set[str] = set()  # models that answered at least once
+        #: answers waiting for their cache commit (see ``_store``)
+        self._unstored: list[tuple[str, Completion]] = []
 
     # -- planning -----------------------------------------------------------------
     def plan(self, calls: Sequence[Call]) -> CallPlan:
@@ -186,8 +191,6 @@ class Runner:
         plan where there are any (their mean), else from the request's output cap (the
         worst case); ``by_model[spec]["reply_lengths"]`` says which was used.
         """
-        from carebench.models.pricing import call_cost_bound, is_priced
-
         by_model: dict[str, dict[str, Any]] = {}
         todo: list[tuple[str, Call]] = []
         replied: dict[str, list[int]] = {}  # spec -> completion tokens of cached replies
@@ -229,15 +232,20 @@ class Runner:
     # -- execution ----------------------------------------------------------------
     def run_sync(self, calls: Sequence[Call], description: str | None = None) -> RunResult:
         """Run on a fresh event loop, closing the models' connection pools before it ends."""
+        out: list[RunResult] = []
 
-        async def go() -> RunResult:
+        async def go() -> None:
+            # the result is handed over outside the task: asyncio.run's clean-up formats
+            # the main task's repr (signal.getsignal on its SIGINT handler), and that repr
+            # holds the full repr of its result, every call and completion (~40 us a call)
             try:
-                return await self.run(calls, description)
+                out.append(await self.run(calls, description))
             finally:
                 for model in {id(c.model): c.model for c in calls}.values():
                     await model.aclose()
 
-        return asyncio.run(go())
+        asyncio.run(go())
+        return out[0]
 
     async def run(self, calls: Sequence[Call], description: str | None = None) -> RunResult:
         calls = list(calls)
@@ -250,10 +258,11 @@ class Runner:
                              spent=self.ledger.spent_usd)
 
         inflight: dict[str, asyncio.Future] = {}
+        keys: list[str] = [""] * len(calls)  # computed once per call, kept for the refused set
 
         async def one(i: int, call: Call) -> None:
             spec = str(call.model.spec)
-            key = call_key(call)
+            key = keys[i] = call_key(call)
             if self.cache is not None:
                 hit = self.cache.get(key)
                 if hit is not None:
@@ -282,7 +291,7 @@ class Runner:
             if comp is not None:
                 res.completions[i] = comp
                 self._deliver(call, comp)
-                progress.advance(comp.cost_usd)
+                progress.advance(comp.cost_usd, comp.priced)
 
         with progress:
             try:
@@ -291,11 +300,12 @@ class Runner:
                         tg.create_task(one(i, c))
             except BaseExceptionGroup as eg:  # surface the first real cause, not the group
                 raise eg.exceptions[0] from None
+            finally:
+                self._commit()  # answers of a turn cut short by an error are kept too
         res.elapsed_s = time.perf_counter() - t0
         self.ledger.not_made += res.not_made
         if res.not_made:
-            self.ledger.refused |= {call_key(c) for c, comp in zip(calls, res.completions, strict=True)
-                                    if comp is None}
+            self.ledger.refused |= {k for k, comp in zip(keys, res.completions, strict=True) if comp is None}
             res.stopped = self.ledger.stopped or (
                 BATCH_PENDING if self.batch is not None and self.batch.pending else None)
         return res
@@ -303,17 +313,16 @@ class Runner:
     async def _provider_call(self, call: Call, spec: str, key: str, res: RunResult) -> Completion | None:
         """One call through the model's semaphore, retries and the cache; None if the
         run's budget does not allow starting it."""
-        from carebench.models.pricing import call_cost_bound
-
         if self.batch is not None and self.batch.add(call, key):
             return None  # written to the batch directory; answered by a later round
+        queued = time.perf_counter()  # the call's queue wait starts here
         # an unpriced model's spend cannot be capped: the run refuses it in Run.model, before any call
         async with self._semaphore(call.model):
             worst = call_cost_bound(spec, capped_request(call))
             if not self.ledger.reserve(worst):
                 return None
             try:
-                comp, unreachable = await self._call_with_retries(call)
+                comp, unreachable = await self._call_with_retries(call, queued)
             except BaseException:
                 self.ledger.release(worst)
                 raise
@@ -327,8 +336,24 @@ class Runner:
             res.errors += 1
             self.ledger.errors += 1
         elif self.cache is not None:
-            self.cache.put(key, comp)  # committed at once: survives a kill
+            await self._store(key, comp)
         return comp
+
+    async def _store(self, key: str, comp: Completion) -> None:
+        """Commit an answer to the cache together with every other answer of this turn
+        of the event loop (one transaction; a commit per call was the runner's largest
+        cost). The first answer of a turn waits one turn for the others, then commits
+        them all, so an answer is committed at most one turn after it arrived and a kill
+        loses only the in-flight calls and that turn's, which the next run makes again."""
+        self._unstored.append((key, comp))
+        if len(self._unstored) == 1:
+            await asyncio.sleep(0)
+            self._commit()
+
+    def _commit(self) -> None:
+        if self._unstored:
+            items, self._unstored = self._unstored, []
+            self.cache.put_many(items)
 
     def _deliver(self, call: Call, comp: Completion) -> None:
         if self.on_complete is not None:
@@ -346,22 +371,28 @@ class Runner:
             sem = self._sems[spec] = asyncio.Semaphore(max(1, n))
         return sem
 
-    async def _call_with_retries(self, call: Call) -> tuple[Completion, bool]:
-        """The completion (or recorded error) and whether every try failed to connect."""
+    async def _call_with_retries(self, call: Call, queued: float) -> tuple[Completion, bool]:
+        """The completion (or recorded error) and whether every try failed to connect;
+        ``queued``: when the call started waiting (its queue wait ends as a try is sent)."""
         cfg = self.config
         spec = str(call.model.spec)
         last = ""
         unreachable = True
+        sent = queued
         for attempt in range(cfg.max_retries + 1):
+            sent = time.perf_counter()
             try:
-                comp = await asyncio.wait_for(
-                    call.model.complete(call.request), timeout=cfg.timeout_s
-                )
+                async with asyncio.timeout(cfg.timeout_s):  # no extra task per try, unlike wait_for
+                    comp = await call.model.complete(call.request)
                 comp.attempts_made = attempt + 1
                 comp.model = comp.model or spec
+                comp.latency_s = comp.latency_s or time.perf_counter() - sent  # service time
+                if comp.queue_wait_s is None:  # a provider's own figure (replay's recorded one) is kept
+                    comp.queue_wait_s = sent - queued
                 return comp, False
             except PermanentError as e:
-                return Completion(error=str(e), model=spec, attempts_made=attempt + 1), False
+                return Completion(error=str(e), model=spec, attempts_made=attempt + 1,
+                                  queue_wait_s=sent - queued), False
             except (TimeoutError, TransientError) as e:
                 retry_after = getattr(e, "retry_after", None)
                 last = str(e) or f"timed out after {cfg.timeout_s:g} s"
@@ -374,22 +405,39 @@ class Runner:
                 delay = max(delay, min(retry_after, cfg.backoff_max_s * 4))
             await asyncio.sleep(delay)
         comp = Completion(
-            error=f"gave up after {cfg.max_retries + 1} tries: {last}",
+            error=f"{GAVE_UP} {cfg.max_retries + 1} tries: {last}",
             model=spec,
             attempts_made=cfg.max_retries + 1,
+            queue_wait_s=sent - queued,
         )
         return comp, unreachable
 
 
 class _Progress:
-    """Rich progress bar (done/total, rate, ETA, spend so far); silent when disabled."""
+    """Progress (done/total, rate, ETA, spend so far); silent when disabled.
+
+    On a terminal: a rich progress bar. Otherwise (a log file, CI, a pipe) a bar would
+    print nothing until the end, so one plain line goes to stderr at the start, at most
+    every ``CAREBENCH_PROGRESS_EVERY`` seconds (default 30) while calls finish, and at
+    the end. Spend reads "unpriced" for models without a price, never "$0.0000"."""
 
     def __init__(self, total: int, description: str, enabled: bool, spent: float = 0.0):
         self.enabled = enabled and total > 0
         self.total = total
         self.spent = spent  # the run's spend so far, not only this batch's
+        self.unpriced = False  # a finished call had no price: its cost is unknown, not $0
+        self.description = description
+        self._done = 0
         if self.enabled:
             from rich.console import Console
+
+            console = Console(stderr=True)
+            self._t0 = time.perf_counter()
+            self._lines = not console.is_terminal
+            if self._lines:
+                self._every = _progress_every()
+                self._last = self._t0
+                return
             from rich.progress import (
                 BarColumn,
                 MofNCompleteColumn,
@@ -407,30 +455,77 @@ class _Progress:
                 TimeElapsedColumn(),
                 TextColumn("ETA"),
                 TimeRemainingColumn(),
-                TextColumn("${task.fields[spent]:.4f}"),
-                console=Console(stderr=True),
+                TextColumn("{task.fields[spend]}"),
+                console=console,
                 transient=False,
                 refresh_per_second=4,
             )
-            self._task = self._p.add_task(description, total=total, spent=self.spent, rate="")
-            self._t0 = time.perf_counter()
-            self._done = 0
+            self._task = self._p.add_task(description, total=total, spend="", rate="")
+            self._next = 0.0  # when the bar is next handed the count
+
+    def spend_text(self) -> str:
+        """``$0.0123``, ``unpriced`` (no priced spend) or ``$0.0123 + unpriced``; nothing
+        before the first call of a run has finished (its models' prices are not known yet)."""
+        if self._done == 0 and self.spent == 0:
+            return ""
+        if not self.unpriced:
+            return f"${self.spent:.4f}"
+        return "unpriced" if self.spent == 0 else f"${self.spent:.4f} + unpriced"
+
+    def line(self) -> str:
+        """One plain progress line: done/total, rate, elapsed, ETA, spend."""
+        dt = time.perf_counter() - self._t0
+        rate = self._done / dt if dt > 0 else 0.0
+        eta = f", ETA {(self.total - self._done) / rate:.0f} s" if rate > 0 and self._done < self.total else ""
+        spend = self.spend_text()
+        return (f"{self.description}: {self._done}/{self.total} ({rate:.1f}/s, {dt:.0f} s{eta})"
+                + (f", {spend}" if spend else ""))
+
+    def _say(self) -> None:
+        print(self.line(), file=sys.stderr, flush=True)
 
     def __enter__(self) -> _Progress:  # noqa: PYI034
         if self.enabled:
-            self._p.__enter__()
+            if self._lines:
+                self._say()
+            else:
+                self._p.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self.enabled:
-            self._p.__exit__(*exc)
+            if self._lines:
+                self._say()
+            else:  # the last count, if the throttle held it back
+                self._p.update(self._task, completed=self._done, spend=self.spend_text())
+                self._p.__exit__(*exc)
 
-    def advance(self, cost: float) -> None:
+    def advance(self, cost: float, priced: bool = True) -> None:
         if not self.enabled:
             return
         self.spent += cost
+        self.unpriced = self.unpriced or not priced
         self._done += 1
-        dt = time.perf_counter() - self._t0
+        now = time.perf_counter()
+        if self._lines:
+            if now - self._last >= self._every and self._done < self.total:
+                self._last = now
+                self._say()
+            return
+        # the bar redraws 4 times a second: hand it the count at most 10 times a second
+        # (and the last call), not on every call
+        if now < self._next and self._done < self.total:
+            return
+        self._next = now + 0.1
+        dt = now - self._t0
         rate = f"{self._done / dt:.1f}/s" if dt > 0 else ""
-        self._p.update(self._task, advance=1, spent=self.spent, rate=rate)
+        self._p.update(self._task, completed=self._done, spend=self.spend_text(), rate=rate)
 
+
+def _progress_every() -> float:
+    """Seconds between plain progress lines (``CAREBENCH_PROGRESS_EVERY``, default 30)."""
+    raw = os.environ.get("CAREBENCH_PROGRESS_EVERY", "")
+    try:
+        return max(0.0, float(raw)) if raw.strip() else 30.0
+    except ValueError:
+        raise CarebenchError(f"CAREBENCH_PROGRESS_EVERY={raw!r} is not a number of seconds") from None

@@ -68,6 +68,10 @@ class Taxonomy:
     def name_of(self, code: str) -> str:
         return self._names.get(code, code)
 
+    def names(self) -> dict[str, str]:
+        """Code -> name of every category, field by field (what reports show a person)."""
+        return {c.code: c.name for f in FIELDS for c in self.categories(f)}
+
     def normalize(self, field_name: str, value: str) -> str | None:
         """A code from a code or a category name (case and spacing ignored); None if unknown."""
         key = " ".join(str(value).replace("_", " ").split()).lower()

@@ -17,6 +17,23 @@ Role = Literal["system", "user", "assistant"]
 #: the rest are first-class outcomes with counts in every report.
 Status = Literal["ok", "empty", "content_filter", "truncated", "error"]
 
+#: how the runner's error text for a call that failed every retry begins (a connection
+#: failure, a timeout, HTTP 429/5xx, a malformed response): see :func:`is_harness_failure`
+GAVE_UP = "gave up after"
+
+
+def is_harness_failure(error: str | None) -> bool:
+    """Whether a call's recorded ``error`` is a harness failure rather than the model's answer.
+
+    Harness failures are the transient ones the runner retried until it gave up: the server
+    was down or unreachable, timed out, or answered HTTP 429/5xx. Nothing was learnt about
+    the model, so what the call fed is never scored; the run is incomplete and a re-run
+    retries the call (failed calls are never cached). Any other error is a permanent answer
+    to that request (HTTP 4xx such as a provider's content-policy rejection or a context
+    overflow, a llama.cpp error, a replay miss): it is the same on every try and is the
+    method's outcome, handled by the suite's failure policy like a refusal or a truncation."""
+    return error is not None and error.startswith(GAVE_UP)
+
 
 class CarebenchError(Exception):
     """An error a user can cause (bad file, bad spec, missing key, unreachable server).
@@ -161,6 +178,8 @@ class Completion:
     text: str = ""
     finish_reason: str | None = None
     usage: Usage = field(default_factory=Usage)
+    #: service time: request sent to answer received (the provider's clock around its
+    #: request; the runner's when the provider keeps none). What reports call latency.
     latency_s: float = 0.0
     cost_usd: float = 0.0
     priced: bool = True  # False: the model has no price (cost_usd 0 is then not a real $0)
@@ -173,6 +192,11 @@ class Completion:
     extra: dict[str, Any] = field(default_factory=dict)  # provider-specific (e.g. moderation scores)
     #: answered through a provider's batch endpoint (``carebench batch``), at the batch price
     batch: bool = False
+    #: time the call waited in this client before its answered try was sent: for a free
+    #: slot under the concurrency limit, and through earlier failed tries and back-off.
+    #: None until the runner measures it (a cache hit waited for nothing); a provider that
+    #: reproduces a recorded run (``replay:``) gives the recorded wait, which is kept
+    queue_wait_s: float | None = None
 
     @property
     def status(self) -> Status:
@@ -189,6 +213,11 @@ class Completion:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def harness_failure(self) -> bool:
+        """Failed after every retry (see :func:`is_harness_failure`)."""
+        return is_harness_failure(self.error)
 
     def to_dict(self) -> dict[str, Any]:
         d = self._fields_dict()
@@ -216,6 +245,8 @@ class Completion:
             "status": self.status,
             "attempts_made": self.attempts_made,
             "extra": self.extra,
+            # this run's wait, not the answer's: not read back (a cached answer waited for nothing)
+            "queue_wait_s": self.queue_wait_s,
         }
 
     @classmethod

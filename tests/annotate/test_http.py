@@ -262,7 +262,7 @@ def test_notice_break_and_support_link_on_every_page(tmp_path):
         r = c1.post("/break", [])
         assert (r.status_code, r.headers["location"]) == (303, "/")
         pages.append(c1.http.get(f"/a/{aid(env.db, 'C1', keys[2])}"))  # a new block
-        assert "2 of 3 done" in pages[-1].text
+        assert "1 of 3 done, 1 skipped" in pages[-1].text  # a skipped case is not done
         pages += [c1.http.get("/"), c1.http.get("/withdraw"), c1.http.get("/a/424242"),
                   TestClient(env.app).get("/"), TestClient(env.app).get("/login/nope")]
         for page in pages:
@@ -390,3 +390,64 @@ def test_assignments_follow_roles_whichever_comes_first(tmp_path):
         assert late == 7
     finally:
         store.close()
+
+
+# ---- methods, bad ids, error pages and file modes ----------------------------------------
+
+
+def test_head_is_answered_like_get_and_never_stores(env):
+    """HEAD once took the save branch: with a form body and a valid token it stored a label."""
+    p1 = env.client("P1")
+    case = aid(env.db, "P1", "case-1")
+    from urllib.parse import urlencode
+
+    body = urlencode([("csrf_token", p1.csrf), *POLICY_OK]).encode()
+    r = p1.http.request("HEAD", f"/a/{case}", content=body,
+                        headers={"content-type": "application/x-www-form-urlencoded"})
+    assert r.status_code == 200 and r.content == b""
+    assert r.headers["content-security-policy"].startswith("default-src 'none'")
+    assert n_labels(env.db) == 0
+    assert p1.http.get(f"/a/{case}").status_code == 200
+    assert p1.http.request("PUT", f"/a/{case}", content=body).status_code == 405
+    assert n_labels(env.db) == 0
+    assert p1.submit(case, POLICY_OK).status_code == 303  # POST still saves
+    assert n_labels(env.db) == 1
+
+
+@pytest.mark.parametrize("path", ["/a/9223372036854775808", "/a/99999999999999999999999", "/a/-1", "/a/0",
+                                  "/a/abc"])
+def test_case_ids_beyond_the_database_are_404_with_the_security_headers(env, path):
+    p1 = env.client("P1")
+    r = p1.http.get(path)
+    assert r.status_code == 404
+    assert r.headers["content-security-policy"].startswith("default-src 'none'")
+    assert r.headers["x-content-type-options"] == "nosniff"
+
+
+def test_error_pages_carry_the_security_headers(env, monkeypatch):
+    client = TestClient(env.app, base_url="http://127.0.0.1", raise_server_exceptions=False)
+    r = client.get("/no/such/page")
+    assert r.status_code == 404
+    for h in ("content-security-policy", "x-content-type-options"):
+        assert h in r.headers, h
+    r = client.post("/healthz")
+    assert r.status_code == 405 and "x-content-type-options" in r.headers and "GET" in r.headers["allow"]
+    p1 = WebClient(client, env.tokens["P1"])
+
+    def broken(*a, **k):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(env.store, "case", broken)
+    r = p1.http.get(f"/a/{aid(env.db, 'P1', 'case-1')}")
+    assert r.status_code == 500 and "disk on fire" not in r.text
+    assert r.headers["content-security-policy"].startswith("default-src 'none'")
+    assert r.headers["x-content-type-options"] == "nosniff"
+
+
+def test_database_and_its_wal_files_are_owner_only(env):
+    p1 = env.client("P1")
+    assert p1.submit(aid(env.db, "P1", "case-1"), POLICY_OK).status_code == 303  # WAL in use
+    files = [env.db, env.db.with_name(env.db.name + "-wal"), env.db.with_name(env.db.name + "-shm")]
+    assert all(f.exists() for f in files)
+    for f in files:
+        assert stat.S_IMODE(f.stat().st_mode) == 0o600, f

@@ -41,7 +41,7 @@ def batch_rounds(args: list[str], out: Path, cache: Path, bdir: Path, handler, m
 
 
 def metrics(run_dir: Path) -> dict:
-    """metrics.json without latency figures (a batch answer has no latency of its own, and
+    """metrics.json without latency and queue-wait figures (a batch answer has no latency of its own, and
     two live runs never share theirs) and without the run's call bookkeeping (construct
     copies its accounting into metrics: a resumed run answers from the cache, so its
     provider-call and cache-hit counts differ from a fresh live run's, as any resumed
@@ -49,7 +49,7 @@ def metrics(run_dir: Path) -> dict:
     def strip(x):
         if isinstance(x, dict):
             return {k: strip(v) for k, v in x.items()
-                    if "latency" not in k and k != "accounting" and not k.endswith("_from_cache")}
+                    if "latency" not in k and "queue_wait" not in k and k != "accounting" and not k.endswith("_from_cache")}
         if isinstance(x, list):
             return [strip(v) for v in x]
         return x

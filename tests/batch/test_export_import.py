@@ -219,7 +219,7 @@ def test_batch_completion_equals_the_live_clients(tmp_path, monkeypatch):
             comp = Runner(RunnerConfig(use_cache=False, progress=False)).run_sync([Call(model, _req("x"))]).completions[0]
             endpoint = "/v1/messages" if spec.startswith("anthropic") else "/v1/chat/completions"
             b = completion_from(endpoint, spec, body)
-            skip = {"latency_s", "cost_usd", "batch", "cached", "attempts_made"}
+            skip = {"latency_s", "queue_wait_s", "cost_usd", "batch", "cached", "attempts_made"}
             assert {k: v for k, v in b.to_dict().items() if k not in skip} == \
                    {k: v for k, v in comp.to_dict().items() if k not in skip}
             assert b.batch and b.cost_usd == pytest.approx(comp.cost_usd / 2)

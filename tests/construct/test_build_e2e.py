@@ -56,11 +56,13 @@ def test_build_end_to_end(tmp_path, stub, capsys, monkeypatch):
     contexts = {p.context for p in prompts}
     assert contexts == {"forum", "counselor_chat", "platform_search", "triage"}
     for p in prompts:
-        assert p.persona.text and p.source_id in sources
+        assert p.persona.text and p.row_id in sources
+        src = sources[p.row_id]  # provenance: the original post and the source dataset
+        assert p.source_id == src.get("source_id", src["id"]) and p.source_group == src["source"]
         if p.context == "forum":
-            assert sources[p.source_id]["forum"] and p.rewriter is None
+            assert sources[p.row_id]["forum"] and p.rewriter is None
     # forum posts keep their wording except planted identifiers (src-012 has a phone number)
-    forum = {p.source_id: p.text for p in prompts if p.context == "forum"}
+    forum = {p.row_id: p.text for p in prompts if p.context == "forum"}
     for sid, text in forum.items():
         if "9123 4567" in sources[sid]["text"]:
             assert "9123 4567" not in text and "[PHONE]" in text
@@ -200,3 +202,65 @@ def test_fusion_drafts_then_revises(tmp_path, stub):
     revisions = [q for q in new if q.body["model"] == "good"]
     assert len(drafts) == len(rows) == len(revisions)
     assert all("DRAFT\nRewrite: [q5]" in q.body["messages"][-1]["content"] for q in revisions)
+
+
+def test_calls_failed_after_retries_are_harness_failures_not_gate_failures(tmp_path, capsys, monkeypatch):
+    """One source row whose rewrite calls answer HTTP 500 on every try: no configuration is
+    judged on it (none is excluded for it), the row is not released, and the build ends
+    incomplete with one line and exit 1."""
+    from outage import fast_retries
+    from stub_server import StubReply
+
+    fast_retries(monkeypatch)
+    pipeline = Pipeline()
+    with StubServer() as clean:
+        clean.handler = pipeline
+        cfg = _config(tmp_path, clean.base_url)
+        assert main(["construct", "build", "--config", str(cfg), "--out", str(tmp_path / "ok"), "--no-cache"]) == 0
+        rows = read_jsonl(tmp_path / "ok" / "rows.jsonl")
+    victim = next(r for r in rows if r["context"] != "forum")
+    rewriters = {"good", "leaky", "badformat", "plain"}
+
+    def handler(req):
+        if req.body.get("model") in rewriters and victim["text"] in req.body["messages"][-1]["content"]:
+            return StubReply(status=500)
+        return pipeline(req)
+
+    with StubServer() as stub:
+        stub.handler = handler
+        cfg = _config(tmp_path, stub.base_url)
+        out = tmp_path / "run"
+        capsys.readouterr()
+        rc = main(["construct", "build", "--config", str(cfg), "--out", str(out), "--no-cache"])
+        tries = sum(1 for r in stub.requests if r.body.get("model") in rewriters
+                    and victim["text"] in r.body["messages"][-1]["content"])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("carebench:")]
+    assert rc == 1 and len(err) == 1 and "run incomplete" in err[0], err
+    # one selection rewrite per configuration and the row's own rewrite, seven tries each
+    assert tries == 5 * 7
+    manifest = read_json(out / "manifest.json")
+    assert manifest["status"] == "incomplete" and manifest["failed_calls"] == 5
+    by = {t["config"].split(":", 1)[1].split("@")[0]: t
+          for t in read_json(out / "metrics.json")["selection"]["table"]}
+    # the same gates as without the outage: the lost rewrites count against nobody
+    ok_by = {t["config"].split(":", 1)[1].split("@")[0]: t
+             for t in read_json(tmp_path / "ok" / "metrics.json")["selection"]["table"]}
+    assert all(t["failed_rewrites"] == 0 for t in by.values())
+    assert by["good"]["rank"] == 1 and by["plain"]["rank"] == 2
+    assert {k: t["excluded_by"] for k, t in by.items()} == {k: t["excluded_by"] for k, t in ok_by.items()}
+    assert all(not p.id.startswith(victim["id"] + "-") for p in load_prompts(out / "prompts.jsonl"))
+
+
+def test_a_build_that_releases_nothing_warns_and_exits_1(tmp_path, capsys):
+    """No configuration passes the gates and no forum post is kept: one warning line, exit 1;
+    --allow-empty accepts it."""
+    with StubServer() as stub:
+        stub.handler = Pipeline()
+        m = lambda name: f"openai:{name}@{stub.base_url}"
+        cfg = _config(tmp_path, stub.base_url, rewriters=[m("leaky"), m("badformat")], forum_share=0.0)
+        capsys.readouterr()
+        rc = main(["construct", "build", "--config", str(cfg), "--out", str(tmp_path / "a")])
+        err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("carebench:")]
+        assert rc == 1 and len(err) == 1 and "released 0 prompts" in err[0], err
+        assert read_jsonl(tmp_path / "a" / "prompts.jsonl") == []
+        assert main(["construct", "build", "--config", str(cfg), "--out", str(tmp_path / "b"), "--allow-empty"]) == 0

@@ -39,7 +39,7 @@ def test_unknown_classifier_and_config_key(tmp_path, capsys):
 def test_build_needs_models_and_dry_run_makes_no_call(tmp_path, capsys):
     rc, err = _err(capsys, ["construct", "build"])
     assert rc == 2 and "no model for router, judge, rewriters" in err
-    rc = main(["construct", "build", "--model", "openai:m@http://127.0.0.1:9/v1", "--dry-run"])
+    rc = main(["construct", "build", "--model", "openai:m@http://127.0.0.1:9/v1", "--dry-run", "--json"])
     plan = json.loads(capsys.readouterr().out)
     assert rc == 0 and plan["suite"] == "construct" and plan["upper_bound"]
     assert [s["name"] for s in plan["stages"]][:2] == ["persona sketches", "persona picks"]

@@ -21,7 +21,7 @@ from stub_server import StubServer
 
 def _plan(capsys, args) -> dict:
     capsys.readouterr()
-    assert main([*args, "--dry-run"]) == 0
+    assert main([*args, "--dry-run", "--json"]) == 0
     return json.loads(capsys.readouterr().out)
 
 

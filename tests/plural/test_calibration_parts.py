@@ -131,6 +131,8 @@ def test_gepa_adapter_through_the_run_context(tmp_path):
     (["freeze", "--model", "openai:x@http://127.0.0.1:9/v1"], "no method for the peer archetype"),
     (["label", "--profiles", "/nonexistent"], "no frozen profiles"),
     (["agreement", "--release", "/nonexistent"], "is not a release directory"),
+    (["calibrate", "--method", "E0", "--folds", "31", "--dry-run"],
+     "30 calibration cases cannot make 31 folds; pass --folds 30 or fewer"),
 ])
 def test_user_errors_are_one_line(args, msg, capsys):
     assert main(["plural", *args]) == 2
@@ -142,7 +144,7 @@ def test_dry_run_plans_without_writing(tmp_path, capsys):
     labeller = Labeller(PROMPTS, ANNOTATIONS)
     with StubServer() as stub:
         stub.handler = labeller
-        assert main(["plural", "calibrate", "--model", f"openai:m@{stub.base_url}", "--dry-run",
+        assert main(["plural", "calibrate", "--model", f"openai:m@{stub.base_url}", "--dry-run", "--json",
                      "--out", str(tmp_path / "x"), "--cache", str(tmp_path / "c.sqlite")]) == 0
     plan = json.loads(capsys.readouterr().out)
     stages = {s["name"].split(" ")[0]: s for s in plan["stages"]}

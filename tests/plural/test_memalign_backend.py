@@ -49,14 +49,14 @@ def test_mlflow_backend_without_mlflow_is_one_error_line(no_mlflow, capsys, tmp_
 
 def test_the_error_applies_only_when_e4_or_e5_runs(no_mlflow, capsys):
     rc = main(["plural", "calibrate", "--model", SPEC, "--method", "E0", "--method", "E1",
-               "--memalign-backend", "mlflow", "--dry-run"])
+               "--memalign-backend", "mlflow", "--dry-run", "--json"])
     assert rc == 0, capsys.readouterr().err
     plan = json.loads(capsys.readouterr().out)
     assert plan["suite"] == "plural" and plan["calls"] == 30  # E1's zero-shot round over the 30 cases
 
 
 def test_unknown_backend_is_one_error_line(capsys):
-    rc = main(["plural", "calibrate", "--model", SPEC, "--memalign-backend", "dspy", "--dry-run"])
+    rc = main(["plural", "calibrate", "--model", SPEC, "--memalign-backend", "dspy", "--dry-run", "--json"])
     assert rc == 2
     assert _one_error_line(capsys) == ("carebench: error: unknown --memalign-backend 'dspy' "
                                        "(choose from native, mlflow)")
@@ -76,14 +76,14 @@ def _calibration_dir(tmp_path, backend: str):
 
 def test_freeze_keeps_the_calibration_runs_backend(no_mlflow, capsys, tmp_path):
     cal = _calibration_dir(tmp_path, "mlflow")
-    rc = main(["plural", "freeze", "--calibration", str(cal), "--dry-run"])
+    rc = main(["plural", "freeze", "--calibration", str(cal), "--dry-run", "--json"])
     assert rc == 2
     assert _one_error_line(capsys).endswith("pip install 'carebench[mlflow]'")
     # an explicit --memalign-backend overrides it
-    rc = main(["plural", "freeze", "--calibration", str(cal), "--memalign-backend", "native", "--dry-run"])
+    rc = main(["plural", "freeze", "--calibration", str(cal), "--memalign-backend", "native", "--dry-run", "--json"])
     assert rc == 0, capsys.readouterr().err
     plan = json.loads(capsys.readouterr().out)
     assert "profiles: clinician=E4, peer=E5" in plan["notes"]
     # a native calibration run freezes natively without MLflow
-    rc = main(["plural", "freeze", "--calibration", str(_calibration_dir(tmp_path, "native")), "--dry-run"])
+    rc = main(["plural", "freeze", "--calibration", str(_calibration_dir(tmp_path, "native")), "--dry-run", "--json"])
     assert rc == 0, capsys.readouterr().err

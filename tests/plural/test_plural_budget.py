@@ -56,7 +56,7 @@ def test_plural_run_budget_stops_marks_incomplete_and_resumes(tmp_path, capsys, 
                 *(x for j in JUDGES for x in ("--judge", f"openai:{j}@{u}")), "--sample-size", "3",
                 "--out", str(out), "--bootstrap", "50", "--cache", str(tmp_path / "c.sqlite"), "--concurrency", "4"]
         # 0. the dry run prices the whole run: every distinct call at $1
-        assert main([*args, "--dry-run"]) == 0
+        assert main([*args, "--dry-run", "--json"]) == 0
         plan = json.loads(capsys.readouterr().out)
         assert plan["calls"] == plan["to_make"] == _distinct_run_calls()
         assert plan["estimated_cost_usd"] == _distinct_run_calls() * 1.0

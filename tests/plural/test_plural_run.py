@@ -7,6 +7,7 @@ judge mean), not taken from the code.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from jury_stub import ARCH, BROKEN, EMPTY, Scripted, write_release
@@ -122,3 +123,59 @@ def test_report_escapes_dataset_text(scripted_run):
                   "Alignment by context", "Alignment by severity", "Jury robustness", "Counts"):
         assert title in md
     assert (run_dir / "figures").is_dir() and any((run_dir / "figures").iterdir())
+
+
+def test_rescore_out_through_the_cli_writes_a_re_renderable_run(scripted_run, tmp_path, capsys):
+    """`plural rescore RUN --judge A --judge B --out DIR`: DIR is a complete run directory
+    (manifest naming the source run and the judges kept) that `carebench report DIR`
+    re-renders byte for byte; the source run is left byte-unchanged."""
+    from carebench.cli import main
+
+    run_dir, spec, _, stub = scripted_run
+    before = {p.relative_to(run_dir): p.read_bytes() for p in sorted(run_dir.rglob("*")) if p.is_file()}
+    n = len(stub.requests)
+    out = tmp_path / "loo"
+    kept = [spec["judge-a"], spec["judge-b"]]
+    assert main(["plural", "rescore", str(run_dir), "--judge", kept[0], "--judge", kept[1], "--out", str(out)]) == 0
+    after = {p.relative_to(run_dir): p.read_bytes() for p in sorted(run_dir.rglob("*")) if p.is_file()}
+    assert after == before
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["rescored_from"]["run"] == str(run_dir)
+    assert manifest["rescored_from"]["judges_kept"] == kept
+    assert manifest["scoring"]["scored_judges"] == kept
+    m = json.loads((out / "metrics.json").read_text())
+    # leave judge-c out: sys-a x P1 becomes (2/3 + 2/3) / 2, as hand-computed above
+    assert _cell(m, spec["sys-a"], "P1")["full"]["value"] == pytest.approx(2 / 3)
+    assert (out / "records.jsonl").read_bytes() == before[Path("records.jsonl")]
+    rendered = {f: (out / f).read_bytes() for f in ("metrics.json", "report.md", "report.html")}
+    for f in rendered:
+        (out / f).unlink()
+    assert main(["report", str(out)]) == 0
+    assert {f: (out / f).read_bytes() for f in rendered} == rendered
+    assert len(stub.requests) == n  # no model call
+    # a judge the run never had: one line, exit 2, nothing written
+    capsys.readouterr()
+    assert main(["plural", "rescore", str(run_dir), "--judge", "openai:nobody", "--out", str(tmp_path / "x")]) == 2
+    assert not (tmp_path / "x").exists()
+
+
+def test_reports_show_the_taxonomy_names_with_the_code_beside(scripted_run):
+    """Table 15 and the examples read "Clarify / Investigate", not RESPONSE_1: names from
+    the taxonomy file (read here with yaml), the code in its own column."""
+    from importlib import resources
+
+    import yaml
+
+    run_dir, *_ = scripted_run
+    tax = yaml.safe_load((resources.files("carebench") / "data" / "taxonomy.yaml").read_text("utf-8"))
+    names = {c["code"]: c["name"] for f in ("intent", "function", "response") for c in tax["fields"][f]}
+    md = (run_dir / "report.md").read_text()
+    m = json.loads((run_dir / "metrics.json").read_text())
+    codes = {c for t in m["categories"].values() for c in t["categories"]}
+    assert codes
+    md = md.replace("\\_", "_")  # markdown escapes the underscores of codes
+    for code in codes:
+        assert f"| {names[code]} | {code} |" in md, code
+    examples = md.rsplit("Example responses and verdicts", 1)[1]  # the section, not the contents
+    assert "RESPONSE_" not in examples
+    assert any(names[c] in examples for c in codes)

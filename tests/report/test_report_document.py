@@ -135,7 +135,7 @@ def test_non_blocks_are_rejected():
 
 
 def test_nan_sort_key_is_not_a_maximum():
-    t = Table(["v"], [[float("nan")], [1.0]], highlight_max_cols=["v"])
+    t = Table(["v"], [[float("nan")], [1.0], [0.5]], highlight_max_cols=["v"])
     assert t.highlighted() == {(1, 0)}
 
 
@@ -157,3 +157,18 @@ def test_rows_changed_after_construction_are_checked_again():
     t.rows.append([3])
     with pytest.raises(ValueError, match="row 1 has 1 cells"):
         t.formatted_rows()
+
+
+def test_no_best_when_every_value_ties_or_there_is_one_competitor():
+    from carebench.report import Interval
+
+    tied = Table(["system", "full"], [["a", Interval(0.0, 0.0, 0.0)], ["b", Interval(0.0, 0.0, 0.0)]],
+                 highlight_max_cols=["full"])
+    assert tied.ranks() == {}
+    single = Table(["system", "full"], [["a", 0.7]], highlight_max_cols=["full"])
+    assert single.ranks() == {}
+    # a chance row does not compete, so one real row left is still a single competitor
+    with_chance = Table(["m", "f1"], [["chance", 0.25], ["a", 0.5]], highlight_max_cols=["f1"], exclude_rows=[0])
+    assert with_chance.ranks() == {}
+    two = Table(["m", "f1"], [["a", 0.5], ["b", 0.5], ["c", 0.4]], highlight_max_cols=["f1"])
+    assert two.ranks() == {(0, 1): 1, (1, 1): 1}

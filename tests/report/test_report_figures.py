@@ -152,3 +152,33 @@ def test_row_normalise_hand_worked():
     np.testing.assert_allclose(got[0], [0.75, 0.25])
     assert np.isnan(got[1]).all()  # no items of that class: undefined, not 0
     np.testing.assert_allclose(got[2], [0.5, 0.5])
+
+
+@pytest.mark.parametrize("n", [3, 7, 12])
+def test_bar_chart_legend_never_sits_on_the_axis_labels(monkeypatch, n):
+    """The support report's "Median vs best model per dimension" (seven rotated labels):
+    the legend's box, measured by matplotlib's own renderer at save time, meets no tick
+    label, axis label or title."""
+    from carebench.report import figures
+
+    boxes = {}
+    real = figures.fig_to_png
+
+    def measured(fig, dpi=120, **kw):
+        fig.canvas.draw()  # lay out (constrained layout) exactly as savefig will
+        r = fig.canvas.get_renderer()
+        ax = fig.axes[0]
+        boxes["legend"] = ax.get_legend().get_window_extent(r)
+        boxes["texts"] = [t.get_window_extent(r) for t in
+                          (*ax.get_xticklabels(), *ax.get_yticklabels(), ax.xaxis.label, ax.yaxis.label, ax.title)
+                          if t.get_text()]
+        return real(fig, dpi, **kw)
+
+    monkeypatch.setattr(figures, "fig_to_png", measured)
+    cats = ["recognition", "compassion", "deescalation", "resources", "disclaimers", "safety planning",
+            "follow-up questions", "a", "b", "c", "d", "e"][:n]
+    figures.bar_chart.__wrapped__(cats, {"median model": [0.5] * n, "best model": [0.9] * n},
+                                  "Median vs best model per dimension", "pass rate", ylim=(0.0, 1.1))
+    legend = boxes["legend"]
+    hits = [b for b in boxes["texts"] if legend.overlaps(b)]
+    assert boxes["texts"] and not hits, f"legend {legend} overlaps {hits}"

@@ -125,7 +125,7 @@ def test_dry_run_plans_moderation_calls_without_calling(tmp_path):
                             for i in range(8)))
     res = _invoke(["run", "--data", str(data), "--method", "moderation-fixed",
                    "--moderation-model", "openai-moderation:omni-moderation-latest@http://127.0.0.1:9/v1",
-                   "--dry-run", "--out", str(tmp_path / "r"), "--cache", str(tmp_path / "c.db")])
+                   "--dry-run", "--json", "--out", str(tmp_path / "r"), "--cache", str(tmp_path / "c.db")])
     assert res.exit_code == 0, repr(res.exception)
     plan = json.loads(res.output)
     assert (plan["calls"], plan["cached"], plan["to_make"]) == (8, 0, 8)
@@ -256,3 +256,22 @@ def test_repeated_methods_get_distinct_labels():
     assert names == ["tfidf-ordinal", "tfidf-ordinal[decision=argmax]", "llm@p:a", "llm@p:b"]
     with pytest.raises(CarebenchError, match="unique"):
         resolve_labels([MethodSpec("tfidf-lr"), MethodSpec("tfidf-lr")], None)
+
+
+def test_limit_keeps_the_first_items_and_help_shows_every_default(tmp_path, capsys):
+    """`risk run --limit N` plans calls for the first N items of the file only; the help shows
+    the effective defaults of options declared None (for config overlays)."""
+    import json as _json
+
+    from carebench.cli import main as cli_main
+
+    assert cli_main(["risk", "run", "--data", "builtin:sample", "--method", "llm", "--model",
+                     "openai:x@http://127.0.0.1:9/v1", "--limit", "7", "--dry-run", "--json"]) == 0
+    plan = _json.loads(capsys.readouterr().out)
+    assert plan["calls"] == 7
+    assert cli_main(["risk", "run", "--help"]) == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    for shown in ("[default: 42]", "[default: 2000]", "[default: wrong]", "[default: 0.2]",
+                  "[default: every item]"):
+        assert shown in help_text, shown
+    assert "bootstraps ." not in help_text and "resamples ." not in help_text

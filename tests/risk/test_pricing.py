@@ -25,7 +25,7 @@ def test_unpriced_model_is_null_and_reported_priced_model_costs_tokens_times_pri
         spec = f"openai:gpt-5.5@{stub.base_url}"  # not gpt-5: unpriced
         common = ["--data", "builtin:sample", "--method", "llm", "--bootstrap", "50",
                   "--cache", str(tmp_path / "c.db")]
-        dry = _run(["run", *common, "--model", spec, "--dry-run"])
+        dry = _run(["run", *common, "--model", spec, "--dry-run", "--json"])
         assert dry.exit_code == 0, repr(dry.exception)
         assert "unpriced: " + spec in dry.output and "$0.0000" not in dry.output.split("\n", 1)[1]
         res = _run(["run", *common, "--model", spec, "--out", str(tmp_path / "u")])

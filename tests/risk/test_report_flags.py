@@ -53,8 +53,9 @@ def _row(md: str, start: str) -> list[str]:
 def test_failing_method_is_warned_first_marked_and_not_ranked():
     metrics, report, md = _md()
     assert metrics["methods"]["broken"]["flagged"] is True
-    assert report.sections[0].title == "Warnings"
-    warning = md[md.index("## Warnings"): md.index("## Run")]
+    # the headline table comes first, and the warning stands just above it
+    assert report.sections[0].title == "Main results (Table 2)"
+    warning = md[md.index("## Main results"): md.index("| Method")]
     assert "broken failed on 12 of 12 items (100%)" in warning
     assert "error: HTTP 404: model \\`x\\` does not exist (12)" in warning  # md-escaped
     row = _row(md, "⚠ broken (flagged")

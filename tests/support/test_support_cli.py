@@ -54,7 +54,7 @@ def test_run_then_rescore_then_dry_run(tmp_path, capsys):
         assert (out / "metrics.json").read_bytes() == metrics
         # dry run: the whole run's plan; every call the run made is now cached, none is made
         capsys.readouterr()
-        assert main([*args, "--dry-run"]) == 0
+        assert main([*args, "--dry-run", "--json"]) == 0
         plan = json.loads(capsys.readouterr().out)
         assert (plan["suite"], plan["calls"], plan["cached"], plan["to_make"]) == ("support", n, n, 0)
         assert [s["name"] for s in plan["stages"]] == ["generation", "judging"]
@@ -267,8 +267,36 @@ def test_split_option_runs_one_half(tmp_path, capsys):
     private = [t for t in tasks if t.metadata.split == "private"]
     assert 0 < len(private) < len(tasks)
     assert main(["support", "run", "--responder", "openai:m@http://127.0.0.1:9/v1", "--judge", "openai:j@http://127.0.0.1:9/v1",
-                 "--split", "private", "--dry-run", "--attempts", "1", "--cache", str(tmp_path / "c.sqlite")]) == 0
+                 "--split", "private", "--dry-run", "--json", "--attempts", "1", "--cache", str(tmp_path / "c.sqlite")]) == 0
     plan = json.loads(capsys.readouterr().out)
     gen = next(s for s in plan["stages"] if s["name"] == "generation")
     assert gen["calls"] == sum(len(t.turns) for t in private)
     assert main(["support", "run", "--responder", "openai:m", "--judge", "openai:j", "--split", "secret"]) == 2
+
+
+def test_a_panel_of_one_model_or_the_responders_family_is_warned(tmp_path, capsys):
+    """Three seats of one judge share one cached answer; a judge of the responder's family
+    may prefer its replies. Both are warned (stderr, manifest) and the self-preference
+    section says which case it is; a clean panel says so too."""
+    with StubServer() as stub:
+        stub.handler = Script(load_tasks("builtin:sample"))
+        u = stub.base_url
+        a, j, k = f"openai:resp-a@{u}", f"openai:judge-a@{u}", f"openai:judge-b@{u}"
+        common = ["support", "run", "--tasks", "builtin:sample", "--limit", "1", "--responder", a,
+                  "--attempts", "1", "--bootstrap", "20", "--no-cache"]
+        capsys.readouterr()
+        assert main([*common, "--judge", j, "--judge", j, "--judge", j, "--out", str(tmp_path / "same")]) == 0
+        err = capsys.readouterr().err
+        assert "carebench: warning: 3 of the 3 judge seats are the same model" in err
+        assert main([*common, "--judge", j, "--judge", k, "--family", f"{k}=acme", "--family", f"{a}=acme",
+                     "--out", str(tmp_path / "family")]) == 0
+        err = capsys.readouterr().err
+        assert f"judge {k} and responder {a} share the vendor family 'acme'" in err and "same model" not in err
+        assert main([*common, "--judge", j, "--judge", k, "--out", str(tmp_path / "clean")]) == 0
+        assert "warning" not in capsys.readouterr().err
+    same = (tmp_path / "same" / "report.md").read_text()
+    robustness = same.split("Judge robustness", 1)[1]
+    assert "Panel independence: 3 of the 3 judge seats are the same model" in robustness
+    fam = json.loads((tmp_path / "family" / "manifest.json").read_text())["panel_warnings"]
+    assert len(fam) == 1 and "share the vendor family 'acme'" in fam[0]
+    assert "none shares a responder's vendor family" in (tmp_path / "clean" / "report.md").read_text()

@@ -29,6 +29,7 @@ from carebench.annotate.forms import Form, FormError
 from carebench.annotate.settings import Settings
 from carebench.annotate.store import Case, Session, Store
 from carebench.taxonomy import Context, Taxonomy, load_contexts, load_taxonomy
+from carebench.wording import label
 
 SECURITY_HEADERS = {
     # no script of any kind, no framing, forms post only here, no referrer (links carry tokens)
@@ -53,6 +54,7 @@ def _templates() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
     )
     env.filters["paragraphs"] = _paragraphs
+    env.filters["label"] = label  # persona attribute keys: age_band -> Age band
     return env
 
 
@@ -199,6 +201,8 @@ class AnnotateApp:
         try:
             aid = int(request.path_params["aid"])
         except ValueError:
+            aid = 0
+        if not 0 < aid < 2**63:  # beyond SQLite's integers (an OverflowError, once a 500)
             return self.message(404, "No such case", "There is no case at this address.", s)
         case = await run_in_threadpool(self.store.case, aid)
         if case is None:
@@ -215,7 +219,7 @@ class AnnotateApp:
                 return f"/a/{p.next_assignment}"
         return "/"
 
-    async def case(self, request: Request) -> Response:
+    async def _signed_in_case(self, request: Request) -> tuple[Session, Case] | Response:
         s = await self.session(request)
         if s is None:
             return self.signed_out()
@@ -224,10 +228,25 @@ class AnnotateApp:
         case = await self._own_case(request, s)
         if isinstance(case, Response):
             return case
-        if request.method == "GET":
-            if s.block_done >= self.settings.session_cases:
-                return self.redirect("/break")
-            return self.case_page(s, case, case.label, [])
+        return s, case
+
+    async def case(self, request: Request) -> Response:
+        """GET (and HEAD, which Starlette routes here and answers without a body): the
+        case page. Never stores anything."""
+        got = await self._signed_in_case(request)
+        if isinstance(got, Response):
+            return got
+        s, case = got
+        if s.block_done >= self.settings.session_cases:
+            return self.redirect("/break")
+        return self.case_page(s, case, case.label, [])
+
+    async def save(self, request: Request) -> Response:
+        """POST only (routed by method): a submitted label, CSRF-checked."""
+        got = await self._signed_in_case(request)
+        if isinstance(got, Response):
+            return got
+        s, case = got
         form = await self.posted(request, s)
         if isinstance(form, Response):
             return form
@@ -293,7 +312,21 @@ def create_app(store: Store, settings: Settings, taxonomy: Taxonomy | None = Non
         Route("/break", a.rest, methods=["GET", "POST"]),
         Route("/withdraw", a.withdraw, methods=["GET", "POST"]),
         Route("/logout", a.logout, methods=["POST"]),
-        Route("/a/{aid}", a.case, methods=["GET", "POST"]),
+        Route("/a/{aid}", a.case, methods=["GET"]),  # HEAD is answered like GET
+        Route("/a/{aid}", a.save, methods=["POST"]),
         Route("/healthz", a.health, methods=["GET"]),
     ]
-    return Starlette(routes=routes)
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        status = getattr(exc, "status_code", 404)
+        title = "No such page" if status == 404 else "Not allowed"
+        resp = a.message(status, title, "There is nothing to do at this address with this request.")
+        resp.headers.update(getattr(exc, "headers", None) or {})  # e.g. Allow on a 405
+        return resp
+
+    async def server_error(request: Request, exc: Exception) -> Response:
+        return a.message(500, "Something went wrong", "The server could not answer. Your saved labels are safe; "
+                                                      "go back and try again.")
+
+    # error pages carry the same security headers as every other page
+    return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found, 500: server_error})

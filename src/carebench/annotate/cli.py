@@ -53,22 +53,31 @@ def serve(
 def load(
     db: DbOpt,
     project: Annotated[Path, typer.Option(help="A sheet: policy cases, review items or criterion items "
-                                               "(.jsonl, .csv or .parquet).")],
+                                               "(.jsonl, .csv or .parquet), or builtin:calibration-cases "
+                                               "(the built-in plural calibration cases).")],
     name: Annotated[str | None, typer.Option(help="Project name (default: the file's stem).")] = None,
     kind: Annotated[str | None, typer.Option(help="policy, review or criterion (default: detect).")] = None,
 ) -> None:
     """Load a sheet as a project and assign it to the eligible annotators."""
     store = _store(db, create=True)
-    from carebench.annotate.kinds import detect_kind, load_sheet
+    from carebench.annotate.kinds import builtin_sheet, detect_kind, load_sheet
+    from carebench.datasets.builtin import builtin_name
 
-    if not project.is_file():
-        raise CarebenchError(f"--project {project}: no such file")
-    kind = kind or detect_kind(project)
-    rows = load_sheet(project, kind)
+    builtin = builtin_name(str(project))
+    if builtin is not None:
+        sheet_kind, rows = builtin_sheet(builtin)
+        if kind is not None and kind != sheet_kind:
+            raise CarebenchError(f"--project builtin:{builtin} is a {sheet_kind} sheet, not --kind {kind}")
+        kind, stem = sheet_kind, builtin
+    else:
+        if not project.is_file():
+            raise CarebenchError(f"--project {project}: no such file")
+        kind = kind or detect_kind(project)
+        rows, stem = load_sheet(project, kind), project.stem
     if not rows:
         raise CarebenchError(f"{project}: the sheet is empty")
-    n_items, n_assigned = store.add_project(name or project.stem, kind, rows, source=str(project))
-    typer.echo(f"loaded {n_items} {kind} items as project {name or project.stem!r}; "
+    n_items, n_assigned = store.add_project(name or stem, kind, rows, source=str(project))
+    typer.echo(f"loaded {n_items} {kind} items as project {name or stem!r}; "
                f"{n_assigned} assignments to existing annotators")
 
 
@@ -103,7 +112,8 @@ def list_(db: DbOpt) -> None:
     for p in store.list_projects():
         typer.echo(f"project {p['name']}: {p['kind']}, {p['items']} items")
     for a in store.list_annotators():
-        typer.echo(f"annotator {a['name']}: {a['role']}, {a['status']}, {a['labels']} labels")
+        typer.echo(f"annotator {a['name']}: {a['role']}, {a['status']}, {a['labels']} labels, "
+                   f"{a['skipped']} skipped")
 
 
 @app.command()

@@ -67,19 +67,52 @@ def detect_kind(path: Path) -> str:
     raise CarebenchError(f"{path}: the sheet is empty")
 
 
+#: built-in sheets ``annotate load --project builtin:NAME`` takes: name -> (kind, what it is)
+BUILTIN_SHEETS = {"calibration-cases": (
+    "policy", "the 30 illustrative calibration cases of the built-in plural prompts (VEILED-SH §5.1)")}
+
+
+def builtin_sheet(name: str) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
+    """A built-in sheet's kind and rows: the prompts the built-in ``prompts.jsonl`` marks
+    ``"calibration": true`` (the cases its illustrative practitioners annotated)."""
+    from carebench.datasets.builtin import package_file
+    from carebench.datasets.files import read_rows
+
+    if name not in BUILTIN_SHEETS:
+        raise CarebenchError(f"unknown built-in sheet {name!r}; known: {', '.join(BUILTIN_SHEETS)}")
+    path = package_file("plural", "prompts.jsonl")
+    marked = {str(row["id"]) for _, row in read_rows(path, "jsonl") if row.get("calibration") is True}
+    rows = [(key, row) for key, row in load_sheet(path, "policy") if key in marked]
+    return BUILTIN_SHEETS[name][0], rows
+
+
 def load_sheet(path: Path, kind: str) -> list[tuple[str, dict[str, Any]]]:
     """(item key, row as JSON-able dict) for every row, validated by the core loaders."""
     if kind == "policy":
         rows = prompt_files.load_prompts(path)
+        _check_contexts(path, [(r.id, r.context) for r in rows])
         return [(r.id, r.model_dump(mode="json")) for r in rows]
     if kind == "review":
         # one rewrite may go to two reviewers (VEILED-SH, Appendix A.5: 90 shared prompts)
         rows = sheet_files.load_review_items(path)
+        _check_contexts(path, [(r.item_id, getattr(r, "context", None)) for r in rows])
         return [(f"{r.item_id}\u241f{r.reviewer}", r.model_dump(mode="json")) for r in rows]
     if kind == "criterion":
         rows = sheet_files.load_criterion_items(path)
         return [(r.item_id, r.model_dump(mode="json")) for r in rows]
     raise CarebenchError(f"--kind {kind!r}: use one of {', '.join(KINDS)}")
+
+
+def _check_contexts(path: Path, items: list[tuple[str, str | None]]) -> None:
+    """Every case's application context must be one the taxonomy's contexts define (the form
+    shows its interaction contract, and plural scores by it)."""
+    from carebench.taxonomy import load_contexts
+
+    known = load_contexts()
+    bad = next(((i, c) for i, c in items if c and c not in known), None)
+    if bad is not None:
+        raise CarebenchError(f"{path}: item {bad[0]!r}: context {bad[1]!r} is not defined; "
+                             f"known: {', '.join(sorted(known))}")
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ re-submitting a case replaces their own earlier answer.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -160,6 +161,7 @@ class Case:
     item: dict[str, Any]
     label: dict[str, Any] | None
     skipped: bool
+    n_skipped: int = 0  # this annotator's skipped cases in the project (not counted in done)
 
 
 @dataclass(frozen=True)
@@ -168,8 +170,9 @@ class ProjectProgress:
     name: str
     kind: str
     total: int
-    done: int
+    done: int  # answered; a skipped case is not done
     next_assignment: int | None
+    skipped: int = 0
 
 
 @dataclass(frozen=True)
@@ -225,11 +228,25 @@ def _make_sqlite_durable(engine: Engine) -> None:
         conn.exec_driver_sql(f"BEGIN {mode}".strip())
 
 
+def _owner_only(path: Path) -> None:
+    """Create the SQLite file readable by its owner only (it holds the raw labels that
+    exports write 0600); SQLite gives its -wal and -shm files the database file's mode."""
+    if path.parent and not path.parent.exists():
+        return  # make_engine names the missing directory
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    os.close(fd)
+    for f in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        if f.exists():
+            os.chmod(f, 0o600)
+
+
 class Store:
     """All reads and writes the CLI and the web app make."""
 
     def __init__(self, db: str | Path, create: bool = True):
         self.db = str(db)
+        if create and not _is_url(self.db):
+            _owner_only(Path(self.db))
         self.engine = make_engine(db)
         self._writer = self.engine.execution_options(sqlite_begin="IMMEDIATE")
         self._write_lock = threading.Lock() if self.engine.dialect.name == "sqlite" else nullcontext()
@@ -334,10 +351,12 @@ class Store:
             rows = conn.execute(select(annotators).order_by(annotators.c.id)).all()
             out = []
             for r in rows:
-                done = conn.execute(select(func.count()).select_from(labels.join(assignments))
-                                    .where(assignments.c.annotator_id == r.id)).scalar_one()
+                counts = dict(conn.execute(
+                    select(labels.c.skipped, func.count()).select_from(labels.join(assignments))
+                    .where(assignments.c.annotator_id == r.id).group_by(labels.c.skipped)).all())
                 status = "withdrawn" if r.withdrawn_at else "revoked" if r.revoked_at else "active"
-                out.append({"name": r.name, "role": r.role, "status": status, "labels": done})
+                out.append({"name": r.name, "role": r.role, "status": status,
+                            "labels": int(counts.get(False, 0)), "skipped": int(counts.get(True, 0))})
             return out
 
     def list_projects(self) -> list[dict[str, Any]]:
@@ -413,19 +432,20 @@ class Store:
         with self._read() as conn:
             rows = conn.execute(
                 select(projects.c.id, projects.c.name, projects.c.kind, assignments.c.id.label("aid"),
-                       labels.c.id.label("lid"))
+                       labels.c.id.label("lid"), labels.c.skipped)
                 .select_from(assignments.join(items).join(projects).join(labels, isouter=True))
                 .where(assignments.c.annotator_id == annotator_id)
                 .order_by(projects.c.id, items.c.position)).all()
         out: dict[int, dict[str, Any]] = {}
         for r in rows:
-            p = out.setdefault(r.id, {"name": r.name, "kind": r.kind, "total": 0, "done": 0, "next": None})
+            p = out.setdefault(r.id, {"name": r.name, "kind": r.kind, "total": 0, "done": 0, "skipped": 0,
+                                      "next": None})
             p["total"] += 1
             if r.lid is not None:
-                p["done"] += 1
+                p["skipped" if r.skipped else "done"] += 1
             elif p["next"] is None:
                 p["next"] = r.aid
-        return [ProjectProgress(pid, p["name"], p["kind"], p["total"], p["done"], p["next"])
+        return [ProjectProgress(pid, p["name"], p["kind"], p["total"], p["done"], p["next"], p["skipped"])
                 for pid, p in out.items()]
 
     def case(self, assignment_id: int) -> Case | None:
@@ -440,7 +460,7 @@ class Store:
             if r is None:
                 return None
             mine = conn.execute(
-                select(assignments.c.id, labels.c.id.label("lid"))
+                select(assignments.c.id, labels.c.id.label("lid"), labels.c.skipped)
                 .select_from(assignments.join(items).join(labels, isouter=True))
                 .where(assignments.c.annotator_id == r.annotator_id, items.c.project_id == r.project_id)
                 .order_by(items.c.position)).all()
@@ -448,8 +468,9 @@ class Store:
         return Case(
             assignment_id=r.id, annotator_id=r.annotator_id, project_id=r.project_id, project=r.name,
             kind=r.kind, key=r.key, position=order.index(r.id) + 1, total=len(order),
-            done=sum(m.lid is not None for m in mine), item=json.loads(r.payload),
-            label=json.loads(r.label) if r.label is not None else None, skipped=bool(r.skipped))
+            done=sum(m.lid is not None and not m.skipped for m in mine), item=json.loads(r.payload),
+            label=json.loads(r.label) if r.label is not None else None, skipped=bool(r.skipped),
+            n_skipped=sum(m.lid is not None and bool(m.skipped) for m in mine))
 
     def save_label(self, session_id: int, assignment_id: int, annotator_id: int,
                    payload: dict[str, Any], skipped: bool) -> None:

@@ -101,7 +101,7 @@ def import_results(dir: str | Path, files: list[str | Path], cache: Any,
                         res.error = f"unusable batch response: {e}"
                 errors.append({"custom_id": res.custom_id, "round": rnd, "file": entry["path"],
                                "error": res.error})
-    new = cache.put_many(answers) if answers else 0
+    new = cache.put_many(answers, keep_existing=True) if answers else 0
     counts.imported = new
     counts.already_cached = len(answers) - new
     counts.errors = len(errors)

@@ -22,6 +22,15 @@ from carebench.run import Run
 from carebench.runner import Call, RunResult
 from carebench.types import ChatRequest, Completion, Message, RunStopped
 
+#: the status of a row whose call failed after every retry (the server, not the model):
+#: the row is neither judged nor released and never counts against a configuration
+HARNESS_FAILURE = "harness_failure"
+
+
+def answer_status(a: JudgeAnswer) -> str:
+    """An answer's status, ``harness_failure`` for a call that failed every retry."""
+    return HARNESS_FAILURE if a.completion is not None and a.completion.harness_failure else a.status
+
 
 class StageStopped(RunStopped):
     """The run's budget cut a batch short; ``batch`` names it."""

@@ -22,6 +22,7 @@ from carebench.run_options import (
     Cache,
     Concurrency,
     DryRun,
+    Json,
     ModelOption,
     NoCache,
     Out,
@@ -70,7 +71,7 @@ def screen(
     uncertain_low: Annotated[float, typer.Option(help="Scores from here to the threshold are uncertain.")] = 0.3,
     keep_share: Annotated[float, typer.Option(help="Share of hard negatives and of uncertain rows kept.")] = 0.25,
     seed: Seed = 42,
-    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False,
+    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False, json_out: Json = False,
     concurrency: Concurrency = None, model_option: ModelOption = None, timeout: Timeout = DEFAULT_TIMEOUT_S,
     batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
@@ -91,7 +92,7 @@ def route(
     attributes: Annotated[str, typer.Option(help="Inferred attributes: inform (the picker) or filter (candidates).")] = "inform",
     id_field: Annotated[str, typer.Option(help="Persona table column with the id.")] = "id",
     text_field: Annotated[str, typer.Option(help="Persona table column with the description.")] = "text",
-    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False,
+    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False, json_out: Json = False,
     concurrency: Concurrency = None, model_option: ModelOption = None, timeout: Timeout = DEFAULT_TIMEOUT_S,
     batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
@@ -112,7 +113,7 @@ def rewrite(
     all_configs: Annotated[bool, typer.Option(help="Rewrite every row with every configuration (for selection).")] = False,
     expressions: Annotated[str | None, typer.Option(help="Optional reference expressions (JSONL).")] = "builtin:expressions",
     seed: Seed = 42,
-    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False,
+    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False, json_out: Json = False,
     concurrency: Concurrency = None, model_option: ModelOption = None, timeout: Timeout = DEFAULT_TIMEOUT_S,
     batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
@@ -129,7 +130,7 @@ def judge(
     rows: Rows,
     judge_model: Annotated[str, typer.Option("--judge", help="Construction judge model spec (temperature 0).")],
     contexts: Annotated[str | None, typer.Option(help="Contexts YAML (default: the packaged contracts).")] = None,
-    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False,
+    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False, json_out: Json = False,
     concurrency: Concurrency = None, model_option: ModelOption = None, timeout: Timeout = DEFAULT_TIMEOUT_S,
     batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
@@ -215,9 +216,11 @@ def build(
     config: Annotated[str | None, typer.Option(help="Build config YAML (default: builtin:build, the illustrative set).")] = None,
     model: Annotated[str | None, typer.Option(help="Model spec for every role the config leaves unset.")] = None,
     limit: Annotated[int | None, typer.Option(help="Only the first N source rows (smoke runs).")] = None,
-    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False,
+    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False, json_out: Json = False,
     concurrency: Concurrency = None, model_option: ModelOption = None, timeout: Timeout = DEFAULT_TIMEOUT_S,
     batch: Batch = None, batch_format: BatchFormat = None,
+    allow_empty: Annotated[bool, typer.Option(
+        "--allow-empty", help="Exit 0 even when no prompt is released (e.g. no configuration passed the gates).")] = False,
 ) -> None:
     """Run the whole chain from a config file and write prompts.jsonl for `carebench plural`."""
     from carebench.construct.config import load_build_config
@@ -238,3 +241,24 @@ def build(
     for s in m["stages"]:
         typer.echo(f"{s['step']:<10} {s['in']:>5} -> {s['out']:<5} {s['note']}")
     _done(result, "built")
+    from carebench.experiment import failed_calls_message
+
+    msg = failed_calls_message(result)
+    if msg:
+        typer.echo(f"carebench: {msg}", err=True)
+        raise typer.Exit(1)
+    prompts = result / "prompts.jsonl"
+    released = sum(1 for line in prompts.read_text(encoding="utf-8").splitlines() if line.strip()) \
+        if prompts.is_file() else None  # None: nothing released yet (e.g. a batch round)
+    if released == 0 and not allow_empty:
+        typer.echo(f"carebench: warning: the build released 0 prompts ({_why_empty(m)}); "
+                   "pass --allow-empty to accept an empty release", err=True)
+        raise typer.Exit(1)
+
+
+def _why_empty(metrics: dict) -> str:
+    """The last step that had rows in and none out, with its note."""
+    for s in metrics.get("stages") or []:
+        if s.get("in") and not s.get("out"):
+            return f"{s['step']}: {s['note']}" if s.get("note") else s["step"]
+    return "no rows reached the release"

@@ -131,7 +131,10 @@ def run_command(
         except CarebenchError:
             finish("stopped")  # e.g. residual identifiers: the report lists them
             raise
-        finish("complete")
+        if run.failed_calls:  # harness failures: left out and counted; a re-run retries them
+            finish("incomplete", failed_calls=run.failed_calls)
+        else:
+            finish("complete", failed_calls=0)
     return run_dir
 
 

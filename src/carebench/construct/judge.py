@@ -4,7 +4,7 @@ call per (source, persona, context, output) tuple, answered as a
 
 from __future__ import annotations
 
-from carebench.construct.calls import ask_json
+from carebench.construct.calls import answer_status, ask_json
 from carebench.construct.prompts import row_persona, system_prompt, user_prompt
 from carebench.construct.quality import ConstructionVerdict
 from carebench.construct.sources import WorkRow
@@ -32,4 +32,4 @@ def judge(
          for r, out in items],
         ConstructionVerdict, max_tokens=JUDGE_MAX_TOKENS, temperature=0.0,
     )
-    return [(a.value if a.status == "ok" else None, a.status) for a in answers]  # type: ignore[misc]
+    return [(a.value if a.status == "ok" else None, answer_status(a)) for a in answers]  # type: ignore[misc]

@@ -53,6 +53,10 @@ def load_personas(spec: str | Path, id_field: str = "id", text_field: str = "tex
             raise CarebenchError(f"{where}: duplicate persona id {pid!r}")
         seen.add(str(pid))
         attrs = {k: v for k, v in raw.items() if k not in (id_field, text_field, "illustrative") and v is not None}
+        nested = next((k for k, v in attrs.items() if not isinstance(v, str | int | float | bool)), None)
+        if nested is not None:  # an attribute is one value the rewriter and the figures show as is
+            raise CarebenchError(f"{where}: attribute {nested!r}: expected a single value (text or number), "
+                                 f"got {type(attrs[nested]).__name__}")
         out.append(Persona(id=str(pid), text=text.strip(), attributes=attrs))
     if not out:
         raise CarebenchError(f"{path}: empty persona table")

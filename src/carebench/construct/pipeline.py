@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from carebench.construct import anonymize as anon
-from carebench.construct.calls import embedding_calls
+from carebench.construct.calls import HARNESS_FAILURE, embedding_calls
 from carebench.construct.command import ConstructOptions, Stages, run_command
 from carebench.construct.config import BuildConfig
 from carebench.construct.io import load_models, resolve, write_models
@@ -154,7 +154,11 @@ def _chain(cfg, opts, sources, personas, lexicon, contracts, expressions, revers
     stages.begin("route")
     routed, route_rep = route(retained, personas, embedder, router, run, k=cfg.k, attributes=cfg.attributes,
                               cache_dir=opts.embedding_cache)
-    stages.add("route", len(retained), len(routed), f"attributes {cfg.attributes}", **route_rep)
+    lost = [r for r in routed if r.route_status == HARNESS_FAILURE]  # the server failed: left out, counted
+    routed = [r for r in routed if r.route_status != HARNESS_FAILURE]
+    stages.add("route", len(retained), len(routed), f"attributes {cfg.attributes}"
+               + (f"; {len(lost)} rows left out: their calls failed after every retry" if lost else ""),
+               harness_failures=len(lost), **route_rep)
     forum_ids = forum_sample(routed, cfg.forum_share, cfg.seed)
     assign(routed, tuple(cfg.rewrite_contexts), cfg.seed, forum_ids)
     to_rewrite = [r for r in routed if r.context != FORUM]
@@ -173,7 +177,9 @@ def _chain(cfg, opts, sources, personas, lexicon, contracts, expressions, revers
         for r, (text, status) in zip(to_rewrite, outs, strict=True):
             r.output, r.rewrite_status = text, status
         ok = [r for r in to_rewrite if r.output]
-        stages.add("rewrite", len(to_rewrite), len(ok), "round-robin over " + ", ".join(passing), **rewrite_report(to_rewrite))
+        failed = sum(r.rewrite_status == HARNESS_FAILURE for r in to_rewrite)
+        stages.add("rewrite", len(to_rewrite), len(ok), "round-robin over " + ", ".join(passing),
+                   harness_failures=failed, **rewrite_report(to_rewrite))
         stages.begin("judge")
         verdicts_j = judge([(r, r.output) for r in ok], contracts, judge_model, run)  # type: ignore[misc]
         dropped: dict[str, int] = {}
@@ -183,7 +189,8 @@ def _chain(cfg, opts, sources, personas, lexicon, contracts, expressions, revers
             if row_passes(v) or not cfg.drop_gate_failures:
                 kept.append(r)
                 continue
-            why = "unjudged" if v is None else "+".join(GATE_NAMES[g] for g in GATES if not getattr(v, g))
+            why = (HARNESS_FAILURE if status == HARNESS_FAILURE else "unjudged") if v is None \
+                else "+".join(GATE_NAMES[g] for g in GATES if not getattr(v, g))
             dropped[why] = dropped.get(why, 0) + 1
         stages.add("judge", len(ok), len(kept), "rewrites failing a gate are not released"
                    if cfg.drop_gate_failures else "gate failures kept (drop_gate_failures: false)", dropped=dropped)
@@ -212,13 +219,28 @@ def _select(cfg, to_rewrite, configs, contracts, expressions, judge_model, run, 
     done = [((r, c), text) for (r, c), (text, _) in zip(jobs, outs, strict=True) if text]
     verdicts = iter(judge([(r, text) for (r, _), text in done], contracts, judge_model, run,
                           stage="selection judge"))  # the judge never sees which configuration wrote it
-    outcomes = [Outcome(c.name, next(verdicts)[0]) if text else Outcome(c.name, None, rewrite_ok=False)
-                for (r, c), (text, _) in zip(jobs, outs, strict=True)]
+    # a configuration is judged only on the rewrites that were made and judged: a call that
+    # failed after every retry (the server, not the rewriter or the judge) is left out and counted
+    outcomes, harness_failures = [], 0
+    for (_, c), (text, status) in zip(jobs, outs, strict=True):
+        if not text:
+            if status == HARNESS_FAILURE:
+                harness_failures += 1
+            else:
+                outcomes.append(Outcome(c.name, None, rewrite_ok=False))
+            continue
+        v, vstatus = next(verdicts)
+        if vstatus == HARNESS_FAILURE:
+            harness_failures += 1
+        else:
+            outcomes.append(Outcome(c.name, v))
     result = selection(outcomes, limits, len(pilot))
     stages.record("selection", sample=len(pilot), limits=cfg.gate_limits.model_dump(),
                   outcomes=[o.to_dict() for o in outcomes])
     stages.add("select", len(configs), len(result["selected"]),
-               f"gate-first over {len(pilot)} sample rows per configuration")
+               f"gate-first over {len(pilot)} sample rows per configuration"
+               + (f"; {harness_failures} rewrites left out: their calls failed after every retry"
+                  if harness_failures else ""), harness_failures=harness_failures)
     return result
 
 
@@ -240,8 +262,9 @@ def _anonymize(cfg, released: list[WorkRow], backend, reversals, literals, stage
         if r.id in bad:
             continue
         persona = PromptPersona(text=r.persona.text, attributes=dict(r.persona.attributes)) if r.persona else PromptPersona()
-        final.append(PromptRecord(id=f"{r.id}-{r.context}", source_id=r.id, source_group=r.group,
-                                  context=r.context, persona=persona, text=out.text, rewriter=r.rewriter))
+        final.append(PromptRecord(id=f"{r.id}-{r.context}", source_id=r.post_id, source_group=r.source,
+                                  row_id=r.id, context=r.context, persona=persona, text=out.text,
+                                  rewriter=r.rewriter))
     stages.add("anonymize", len(released), len(final), ("pattern recognizers only (no NER model)" if not backend.ner
                else f"with NER ({backend.name})") + (f"; {len(bad)} rows dropped for residual hits" if bad else ""),
                **summary)

@@ -13,6 +13,7 @@ from typing import Any
 
 from carebench.construct.quality import GATE_NAMES, GATES, SCORES
 from carebench.report import Callout, KeyValue, Paragraph, Report, Section, Table
+from carebench.wording import label
 
 SCORE_LABELS = {"factual": "f", "persona_fit": "p", "style": "a", "context_fit": "c", "naturalness": "n"}
 
@@ -71,18 +72,47 @@ def screening_table(detail: dict[str, Any]) -> Table:
     return Table(["source", "rows", "retained"] + reasons, rows, caption="Screening: retained rows per source and reason.")
 
 
+#: the routing step's figures, as a reader names them (VEILED-SH §4.2)
+_ROUTING_LABELS = {
+    "rows_in": "rows in", "rows_out": "rows out", "personas": "personas in the pool",
+    "k": "candidate personas per row (k)", "attributes": "attributes filtered on",
+    "embeddings_from_cache": "persona embeddings", "filter_relaxed": "rows whose attribute filter was relaxed",
+    "fallbacks": "fallbacks", "distinct_personas": "distinct personas chosen",
+}
+
+
+def routing_pairs(route: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The routing figures as labelled, readable values (no raw ``False`` or ``{}``)."""
+    out: list[tuple[str, Any]] = []
+    for key, value in route.items():
+        if key == "embeddings_from_cache":
+            value = "read from the cache" if value else "computed in this run"
+        elif key == "fallbacks":
+            value = ", ".join(f"{label(k).lower()}: {v}" for k, v in sorted(value.items())) if value else "none"
+        elif key == "attributes":
+            value = ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else (value or "none")
+        out.append((_ROUTING_LABELS.get(key, label(key)), value))
+    return out
+
+
 def build_report(metrics: dict[str, Any], manifest: dict[str, Any], prompts: list[dict[str, Any]],
                  rows: list[dict[str, Any]]) -> Report:
     """The report of a finished build (pure: the caller writes it)."""
     sections = [Section("Pipeline", [stage_table(metrics["stages"]),
                                      KeyValue(list(_accounting(metrics.get("accounting") or {}).items()))])]
+    if metrics.get("failed_calls"):
+        sections.insert(0, Section("Incomplete", [Callout(
+            f"{metrics['failed_calls']} calls failed after every retry (the server or the connection failed, "
+            "not a model). The rows and rewrites they fed are left out (never counted against a rewriter "
+            "configuration's gates) and counted in the pipeline table; re-run the same command to retry "
+            "exactly those calls from the cache.", kind="warning")], anchor="incomplete"))
     det = metrics.get("details", {})
     if "screen" in det:
         sections.append(Section("Screening", [screening_table(det["screen"]),
                                               Paragraph("Proxy labels from screening are sampling aids only and "
                                                         "are not part of the released prompts.")]))
     if "route" in det:
-        sections.append(Section("Persona routing", [KeyValue([(k, str(v)) for k, v in det["route"].items()])]))
+        sections.append(Section("Persona routing", [KeyValue(routing_pairs(det["route"]))]))
     sel = metrics.get("selection") or {}
     if sel.get("table"):
         sections.append(Section("Rewriter selection", [selection_table(sel), Paragraph(

@@ -111,7 +111,7 @@ def draw_sample(rows: list[WorkRow], cfg: SampleConfig) -> tuple[list[dict[str, 
         else:
             who = [b]
         key_rows.append({
-            "item_id": item_ids[pos], "row_id": r.id, "source_id": r.group, "source": r.source,
+            "item_id": item_ids[pos], "row_id": r.id, "source_id": r.post_id, "source": r.source,
             "risk": r.risk, "context": ctx, "rewriter": rw, "cell": f"{ctx}|{rw}",
             "cell_population": len(cells[(ctx, rw)]), "cell_sample": len(picked[(ctx, rw)]),
             "weight": len(cells[(ctx, rw)]) / len(picked[(ctx, rw)]), "reviewers": who,

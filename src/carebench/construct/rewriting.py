@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from carebench.construct.calls import generate, usable_text
+from carebench.construct.calls import HARNESS_FAILURE, generate, usable_text
 from carebench.construct.prompts import row_persona, system_prompt, user_prompt
 from carebench.construct.review import largest_remainder
 from carebench.construct.sources import WorkRow
@@ -126,7 +126,7 @@ def rewrite(
     out: list[tuple[str | None, str]] = []
     for comp in drafts:
         text = usable_text(comp)
-        out.append((text, "ok" if text else f"draft_{comp.status}"))
+        out.append((text, "ok" if text else HARNESS_FAILURE if comp.harness_failure else f"draft_{comp.status}"))
     for step in range(1, max((len(c.models) for _, c in jobs), default=1)):
         idx = [i for i, (r, c) in enumerate(jobs) if len(c.models) > step and out[i][0] is not None]
         comps = generate(run, f"{stage} (revision {step})", [
@@ -137,7 +137,7 @@ def rewrite(
         ], max_tokens=REWRITE_MAX_TOKENS)
         for i, comp in zip(idx, comps, strict=True):
             text = usable_text(comp)
-            out[i] = (text, "ok" if text else f"revise_{comp.status}")
+            out[i] = (text, "ok" if text else HARNESS_FAILURE if comp.harness_failure else f"revise_{comp.status}")
     return out
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 
-from carebench.construct.calls import ask_json
+from carebench.construct.calls import HARNESS_FAILURE, answer_status, ask_json
 from carebench.construct.personas import attribute_mask, nearest, normalise, persona_matrix
 from carebench.construct.prompts import pick_prompt, system_prompt, text_prompt
 from carebench.construct.sources import Persona, WorkRow
@@ -69,8 +69,8 @@ def route(
             queries.append(s.sketch)
         else:
             r.sketch, r.inferred = None, {}
-            r.route_status = "sketch_failed"
-            status["sketch_failed"] += 1
+            r.route_status = "sketch_failed" if answer_status(a) != HARNESS_FAILURE else HARNESS_FAILURE
+            status[r.route_status] += 1
             queries.append(r.text)
     qmat = normalise(np.asarray(embedder.encode(queries), dtype=np.float32))
     mask = None
@@ -91,6 +91,13 @@ def route(
     by_id = {p.id: p for p in personas}
     for r, a in zip(rows, picks, strict=True):
         n = len(r.candidates)
+        if r.route_status == HARNESS_FAILURE or answer_status(a) == HARNESS_FAILURE:
+            # the server failed, not the router: no fallback; the row is left out and counted
+            if r.route_status != HARNESS_FAILURE:
+                r.route_status = HARNESS_FAILURE
+                status[HARNESS_FAILURE] += 1
+            r.persona = None
+            continue
         choice = a.value.choice if a.status == "ok" else None  # type: ignore[union-attr]
         if choice is not None and 1 <= choice <= n:
             r.persona = by_id[r.candidates[choice - 1]]

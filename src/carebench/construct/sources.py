@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 
 class SourceRow(BaseModel):
@@ -22,8 +22,10 @@ class SourceRow(BaseModel):
 
     id: str
     text: str = Field(min_length=1)
-    source: str
-    source_group: str | None = None  # original post id shared by rows of one post
+    source: str  # the source dataset (a released prompt's source_group)
+    #: the original post, shared by rows cut from one post (a released prompt's source_id;
+    #: default: the row id). ``source_group`` is accepted as its older name.
+    source_id: str | None = Field(None, validation_alias=AliasChoices("source_id", "source_group"))
     forum: bool = False
     year: int | None = None
     deidentified: bool = False
@@ -35,8 +37,9 @@ class SourceRow(BaseModel):
         return str(v) if isinstance(v, int) else v
 
     @property
-    def group(self) -> str:
-        return self.source_group or self.id
+    def post_id(self) -> str:
+        """The original post (the row itself when the source names none)."""
+        return self.source_id or self.id
 
 
 class Proxy(BaseModel):

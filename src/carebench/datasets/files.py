@@ -58,17 +58,30 @@ def read_text(path: Path | str) -> str:
 
 
 def csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line where the record starts, row) for each CSV record; quoted newlines allowed."""
+    """(line where the record starts, row) for each CSV record; quoted newlines allowed.
+
+    Parsed strictly: an unbalanced quote once swallowed every later line into one field
+    (20 items read as one); it is now an error naming the line where the record starts."""
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
     with io.StringIO(read_text(path), newline="") as fh:
         delim = "\t" if path.suffix.lower() == ".tsv" else ","
-        reader = csv.DictReader(fh, delimiter=delim)
-        if reader.fieldnames is None:
-            return
-        prev = reader.line_num
-        for row in reader:
-            yield prev + 1, row
+        reader = csv.DictReader(fh, delimiter=delim, strict=True)
+        prev = 0
+        try:
+            if reader.fieldnames is None:
+                return
             prev = reader.line_num
+            for row in reader:
+                if None in row:  # more cells than the header names
+                    raise CarebenchError(f"{path}:{prev + 1}: {len(reader.fieldnames) + len(row[None])} cells "
+                                         f"for {len(reader.fieldnames)} columns (an unquoted {delim!r} "
+                                         "in a field, or a stray quote?)")
+                yield prev + 1, row
+                prev = reader.line_num
+        except csv.Error as e:
+            why = ("a quoted field that starts in this record is never closed"
+                   if "end of data" in str(e) else str(e))
+            raise CarebenchError(f"{path}:{prev + 1}: malformed CSV: {why} (unbalanced quotes?)") from None
 
 
 def read_rows(

@@ -57,12 +57,24 @@ def _persona(v: Any) -> Any:
 
 
 class PromptRecord(BaseModel):
-    """One prompt as a system under test receives it, with where it came from."""
+    """One prompt as a system under test receives it, with where it came from.
+
+    The provenance fields mean the same in every suite that writes or reads them:
+
+    - ``id``: this prompt (unique in a file);
+    - ``source_id``: the original post it was made from, shared by every prompt made
+      from that post (the leakage exclusion drops a calibration case's siblings by it and
+      the bootstrap resamples clusters of it);
+    - ``source_group``: the source dataset the post came from (e.g. ``forum_sg``), used
+      by the sample's weight for uncommon sources;
+    - ``row_id``: the construction row it was built from (``construct``), when there is one.
+    """
 
     model_config = ConfigDict(extra="ignore")
     id: str = Field(min_length=1)
     source_id: str = Field(min_length=1)
     source_group: Text = ""
+    row_id: str | None = None
     context: str = Field(min_length=1)
     persona: Persona = Field(default_factory=Persona)
     text: str = Field(min_length=1)

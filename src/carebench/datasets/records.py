@@ -24,6 +24,19 @@ def _missing(v: Any) -> bool:
 
 
 def _code_list(v: Any) -> Any:
+    """A multi-label field: a list, a JSON list or a ``;``/``|``/``,``-separated string.
+    A code given twice is an error (a label set has each code once)."""
+    codes = _code_items(v)
+    if isinstance(codes, list):
+        seen: set[Any] = set()
+        for c in codes:
+            if isinstance(c, str | int) and c in seen:
+                raise ValueError(f"code {c!r} is repeated")
+            seen.add(c)
+    return codes
+
+
+def _code_items(v: Any) -> Any:
     if _missing(v):
         return []
     if isinstance(v, str):

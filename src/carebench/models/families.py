@@ -48,3 +48,26 @@ def parse_family_overrides(values: list[str] | None, option: str = "--family") -
             raise CarebenchError(f"{option} expects SPEC=NAME, got {v!r}")
         out[spec.strip()] = name.strip()
     return out
+
+
+def panel_independence(judges: list[str], responders: list[str], mapping: FamilyMap = None) -> list[str]:
+    """Why a judge panel is less independent than its size says, one sentence per case:
+    seats that are one model (at temperature 0 they share one cached answer), a judge that
+    is a responder, and a judge of a responder's vendor family. Empty when none applies."""
+    out = []
+    counts: dict[str, int] = {}
+    for j in judges:
+        counts[j] = counts.get(j, 0) + 1
+    for j, n in counts.items():
+        if n > 1:
+            out.append(f"{n} of the {len(judges)} judge seats are the same model {j}: at temperature 0 "
+                       "they give one shared answer, so the panel has fewer independent judges than seats")
+    for j in counts:
+        for r in responders:
+            if j == r:
+                out.append(f"judge {j} is also a responder: it grades its own replies (self-preference)")
+            elif family_of(j, mapping) == family_of(r, mapping):
+                out.append(f"judge {j} and responder {r} share the vendor family {family_of(j, mapping)!r}: "
+                           "the judge may prefer its own family's replies (self-preference); "
+                           "set --family SPEC=NAME if the guess is wrong")
+    return out

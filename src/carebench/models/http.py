@@ -69,6 +69,19 @@ def parse_retry_after(value: str | None) -> float | None:
         return None
 
 
+def _path_hint(status: int, url: str) -> str:
+    """A 404 from a base URL without ``/v1``: OpenAI-compatible servers (llama.cpp, vLLM,
+    Ollama, LM Studio) serve the API under ``/v1``, the usual cause of that 404."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if status != 404 or "/v1" in parts.path:
+        return ""
+    base = f"{parts.scheme}://{parts.netloc}"
+    return (f" (the URL has no /v1: OpenAI-compatible servers serve the API under /v1; "
+            f"try the base URL {base}/v1, e.g. openai:MODEL@{base}/v1)")
+
+
 async def post_json(
     session: aiohttp.ClientSession, url: str, payload: dict[str, Any], headers: dict[str, str]
 ) -> dict[str, Any]:
@@ -96,7 +109,7 @@ async def post_json(
             "(check OPENAI_API_KEY / CAREBENCH_API_KEY / ANTHROPIC_API_KEY)"
         )
     if status >= 400:
-        raise HTTPClientError(status, f"HTTP {status} from {url}: {_snippet(text)}")
+        raise HTTPClientError(status, f"HTTP {status} from {url}: {_snippet(text)}{_path_hint(status, url)}")
     try:
         data = json.loads(content)
     except ValueError:

@@ -57,6 +57,10 @@ class ReplayModel:
                 continue
             if comp.error is not None:
                 continue
+            # the recorded run's wait (not read back by from_dict: a cached answer waited for
+            # nothing), so a replay reproduces the recording's timing figures as its latency
+            # (none recorded: the recorded run had it from its cache and waited for nothing)
+            comp.queue_wait_s = (rec["completion"] if "request" in rec else rec).get("queue_wait_s") or 0.0
             k = replay_key(msgs, attempt)
             if k in owner and owner[k] != model:
                 ambiguous.add(k)
@@ -74,7 +78,9 @@ class ReplayModel:
         rec = self._answers.get(k)
         if rec is None:
             raise PermanentError("replay: no recorded completion for this request")
-        return Completion.from_dict(rec.to_dict() | {"model": str(self.spec)})
+        comp = Completion.from_dict(rec.to_dict() | {"model": str(self.spec)})
+        comp.queue_wait_s = rec.queue_wait_s
+        return comp
 
     async def aclose(self) -> None:
         return None

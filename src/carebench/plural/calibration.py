@@ -134,7 +134,10 @@ class CalibrateSuite(CommandSuite):
         try:
             folds = sel.make_folds([c.id for c in cal.cases], cfg.folds, cfg.fold_seed)
         except ValueError as e:
-            raise CarebenchError(str(e)) from None
+            n = len({c.id for c in cal.cases})
+            hint = (f"; pass --folds {n} or fewer (VEILED-SH §5.2 uses 5 folds), or annotate more cases"
+                    if n >= 2 else "; calibration needs at least two annotated cases")
+            raise CarebenchError(f"{e}{hint}") from None
         fits = fold_fits(cal, folds, practitioners)
         model = run.model(cfg.model) if cfg.model and any(m != "E0" for m in methods) else None
         env = Env(model, run, taxonomy, contexts, {p.id: p for p in prompts}, cfg.embedder, cfg.seed,

@@ -19,6 +19,7 @@ from carebench.run_options import (
     Cache,
     Concurrency,
     DryRun,
+    Json,
     ModelOption,
     NoCache,
     Out,
@@ -102,7 +103,7 @@ def calibrate(
     cache: Cache = None,
     no_cache: NoCache = False,
     budget: Budget = None,
-    dry_run: DryRun = False,
+    dry_run: DryRun = False, json_out: Json = False,
     concurrency: Concurrency = None,
     model_option: ModelOption = None,
     timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
@@ -133,7 +134,7 @@ def freeze(
     cache: Cache = None,
     no_cache: NoCache = False,
     budget: Budget = None,
-    dry_run: DryRun = False,
+    dry_run: DryRun = False, json_out: Json = False,
     concurrency: Concurrency = None,
     model_option: ModelOption = None,
     timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
@@ -160,7 +161,7 @@ def label(
     cache: Cache = None,
     no_cache: NoCache = False,
     budget: Budget = None,
-    dry_run: DryRun = False,
+    dry_run: DryRun = False, json_out: Json = False,
     concurrency: Concurrency = None,
     model_option: ModelOption = None,
     timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
@@ -183,6 +184,7 @@ def agreement(
     out: Annotated[Path | None, typer.Option(help="Run directory (default runs/plural-agreement-<time>).")] = None,
     budget: Annotated[float | None, typer.Option(help="Accepted for symmetry: no model is called.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be compared and stop.")] = False,
+    json_out: Json = False,
 ) -> None:
     """Label prevalence, policy size, per-label AC1 and Jaccard: practitioners vs profiles (Appendix C)."""
     from carebench.plural.agreement import AgreementConfig, run_agreement
@@ -217,6 +219,7 @@ def sample(
     out: Annotated[Path | None, typer.Option(help="Run directory (default runs/plural-sample-<time>).")] = None,
     budget: Annotated[float | None, typer.Option(help="USD cap (drawing a sample makes no model call).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the sample's composition and write nothing.")] = False,
+    json_out: Json = False,
 ) -> None:
     """Draw the fixed diagnostic sample every system and archetype answers."""
     from carebench.plural.experiment import SampleRunConfig, run_sample
@@ -236,7 +239,8 @@ def sample(
 
 @app.command()
 def run(
-    release: Annotated[Path, typer.Option(help="Release directory written by `plural label`.")],
+    release: Annotated[Path, typer.Option(help="Release directory written by `plural label`, or builtin "
+                                               "(a small illustrative release, to try the command).")],
     system: Annotated[list[str] | None, typer.Option(help="System model spec to evaluate (repeatable).")] = None,
     judge: Annotated[list[str] | None, typer.Option(help="Jury model spec (repeat; the paper's jury has three).")] = None,
     sample_dir: Annotated[Path | None, typer.Option("--sample", help="A `plural sample` run directory or its sample.jsonl (default: draw one).")] = None,
@@ -260,7 +264,7 @@ def run(
     cache: Cache = None,
     no_cache: NoCache = False,
     budget: Budget = None,
-    dry_run: DryRun = False,
+    dry_run: DryRun = False, json_out: Json = False,
     concurrency: Concurrency = None,
     model_option: ModelOption = None,
     timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
@@ -287,6 +291,12 @@ def run(
         echo_plan(result)
         return
     _summary(result)
+    from carebench.experiment import failed_calls_message
+
+    msg = failed_calls_message(result)
+    if msg:
+        typer.echo(f"carebench: {msg}", err=True)
+        raise typer.Exit(1)
 
 
 def _summary(run_dir: Path) -> None:
@@ -319,6 +329,7 @@ def rescore(
     out: Annotated[Path | None, typer.Option(help="Write metrics and report here instead of the run directory.")] = None,
     budget: Annotated[float | None, typer.Option(help="USD cap (rescoring makes no model call).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be rescored and write nothing.")] = False,
+    json_out: Json = False,
 ) -> None:
     """Recompute metrics.json and the report from the recorded verdicts (no model call)."""
     from carebench.experiment import echo_plan

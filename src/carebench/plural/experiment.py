@@ -45,8 +45,8 @@ from carebench.plural.scoring import ScoringRules
 from carebench.report import Report
 from carebench.run import Run, RunOptions
 from carebench.run_options import run_options
-from carebench.rundir import file_sha256, read_json, read_jsonl
-from carebench.types import CarebenchError, Completion
+from carebench.rundir import file_sha256, new_run_dir, read_json, read_jsonl
+from carebench.types import CarebenchError, Completion, is_harness_failure
 
 #: Judge questions per runner batch: bounds memory at paper scale (180,090 verdicts).
 JURY_BATCH = 20_000
@@ -81,8 +81,14 @@ class Release:
 
 
 def load_release(path: str | Path) -> Release:
-    """Read and validate a release directory; every policy must name a released prompt."""
+    """Read and validate a release directory; every policy must name a released prompt.
+    ``builtin`` (or ``builtin:release``) is the small illustrative release in the package,
+    so ``plural run`` can be tried before calibrate, freeze and label."""
     root = Path(path)
+    if str(path) in ("builtin", "builtin:release"):
+        from carebench.datasets.builtin import package_file
+
+        root = package_file("plural", "release")
     if not root.is_dir():
         raise CarebenchError(f"release directory {root} not found")
     for name in ("prompts.jsonl", "policies.jsonl"):
@@ -98,6 +104,45 @@ def load_release(path: str | Path) -> Release:
                              "which is not in prompts.jsonl")
     meta = read_json(root / "metadata.json") if (root / "metadata.json").is_file() else {}
     return Release(root, prompts, policies, meta if isinstance(meta, dict) else {})
+
+
+def release_profiles(release: Release) -> dict[str, str]:
+    """Profile alias -> archetype, as ``metadata.json`` declares them (a list of
+    ``{"alias", "archetype"}`` as ``plural label`` writes, or an alias -> fields map)."""
+    where = release.path / "metadata.json"
+    if not where.is_file():
+        raise CarebenchError(f"{release.path} is not a release directory: metadata.json is missing "
+                             "(it declares the profiles; write one with `carebench plural label`)")
+    listed = release.metadata.get("profiles")
+    if isinstance(listed, dict):
+        listed = [{"alias": k, **(v if isinstance(v, dict) else {})} for k, v in listed.items()]
+    if not isinstance(listed, list) or not all(isinstance(p, dict) and p.get("alias") for p in listed):
+        raise CarebenchError(f"{where}: 'profiles' must list each profile's alias and archetype")
+    return {str(p["alias"]): str(p.get("archetype") or "") for p in listed}
+
+
+def check_release(release: Release, taxonomy: Any, contexts: Mapping[str, Any]) -> None:
+    """The whole release checked before any call: every prompt's context has a contract,
+    every policy names a declared profile with its declared archetype and is a valid label
+    combination under the taxonomy (codes, exclusive codes, severities with their intent)."""
+    profiles = release_profiles(release)
+    for p in release.prompts:
+        if p.context not in contexts:
+            raise CarebenchError(f"{release.path / 'prompts.jsonl'}: prompt {p.id}: context {p.context!r} has no "
+                                 f"interaction contract; known: {', '.join(sorted(contexts))}")
+    where = release.path / "policies.jsonl"
+    for i, pol in enumerate(release.policies, 1):
+        at = f"{where}:{i}: policy of prompt {pol.prompt_id!r}, profile {pol.profile!r}"
+        if pol.profile not in profiles:
+            raise CarebenchError(f"{at}: the profile is not declared in metadata.json "
+                                 f"(declared: {', '.join(sorted(profiles)) or 'none'})")
+        if profiles[pol.profile] and profiles[pol.profile] != pol.archetype:
+            raise CarebenchError(f"{at}: archetype {pol.archetype!r}, but metadata.json declares "
+                                 f"{profiles[pol.profile]!r}")
+        problems = taxonomy.validate_policy(pol.intent, pol.function, pol.response, pol.nssi_severity,
+                                            pol.suicidal_severity)
+        if problems:
+            raise CarebenchError(f"{at}: {problems[0]}")
 
 
 def read_sample_ids(path: str | Path) -> list[str]:
@@ -325,6 +370,7 @@ class PluralRunSuite(CommandSuite):
         release = load_release(cfg.release)  # every row validated before any model call
         taxonomy = load_taxonomy(cfg.taxonomy)
         contexts = load_contexts(cfg.contexts)
+        check_release(release, taxonomy, contexts)
         prompts, policies, sample_rows = _select(release, cfg)
         profiles_of = {a: p for a, p in _profiles_of(policies).items() if a in cfg.archetypes}
         lacking = [a for a in cfg.archetypes if a not in profiles_of]
@@ -409,8 +455,10 @@ class PluralRunSuite(CommandSuite):
             "alpha": cfg.alpha,
             "judges": [j.label for j in pre.judges],
         }
-        failures = {"response_calls": sum(r.status == "error" for r in responses),
-                    "jury_calls": sum(v.status == "error" for v in verdicts)}
+        # calls that failed every retry (server down, timeout, HTTP 5xx) make the run incomplete;
+        # a permanent rejection (HTTP 4xx) is the request's outcome. Both are left out and counted.
+        failures = {"response_calls": sum(r.status == "error" and is_harness_failure(r.error) for r in responses),
+                    "jury_calls": sum(v.status == "error" and is_harness_failure(v.rationale) for v in verdicts)}
         return Execution(
             records=[r.to_dict() for r in responses] + [v.to_dict() for v in _ordered(verdicts)],
             config=config,
@@ -418,7 +466,9 @@ class PluralRunSuite(CommandSuite):
             seeds={"bootstrap": cfg.seed, "sample": cfg.sample_seed},
             models=[*cfg.systems, *[j.label for j in pre.judges]],
             extra={"kind": "run", "scoring": settings, "warnings": pre.warnings, "notes": list(cfg.notes),
-                   "profiles": pre.profiles_of, "harness_failures": failures},
+                   "profiles": pre.profiles_of, "harness_failures": failures,
+                   "taxonomy_names": pre.taxonomy.names(),  # reports show names, not codes
+                   "output_modes": run.output_modes()},
             # harness failures are counted and left out of the scores; a re-run retries them
             failed_calls=sum(failures.values()),
             files={"sample.jsonl": pre.sample_rows,
@@ -499,7 +549,7 @@ class RunFiles:
                                    cols.appropriate[keep], cols.satisfied[keep], cols.response_counts,
                                    cols.examples)
         return build_jury_data(
-            [PromptInfo(p.id, p.source_id, p.context, p.source_group) for p in self.prompts],
+            [PromptInfo.of(p) for p in self.prompts],
             [PolicyInfo(p.prompt_id, p.profile, p.archetype, tuple(p.response), p.nssi_severity,
                         p.suicidal_severity) for p in self.policies],
             cols, self.categories,
@@ -545,10 +595,48 @@ def rescore(run_dir: Path, *, judges: Sequence[str] | None = None, out_dir: Path
                              f"kind {manifest.get('kind')!r})")
     scoring = dict(manifest.get("scoring") or {})
     if judges:
-        scoring["scored_judges"] = list(judges)
+        known = list(scoring.get("judges") or [])
+        unknown = [j for j in judges if known and j not in known]
+        if unknown:
+            raise CarebenchError(f"--judge {unknown[0]!r} is not one of the run's judges ({', '.join(known)})")
+        scoring["scored_judges"] = list(dict.fromkeys(judges))
     if B is not None:
         scoring["bootstrap"] = B
-    return rerender(run_dir, PluralRunSuite(), out_dir=out_dir, manifest={**manifest, "scoring": scoring})
+    rescored = {**manifest, "scoring": scoring}
+    if out_dir is None or Path(out_dir).resolve() == Path(run_dir).resolve():
+        return rerender(run_dir, PluralRunSuite(), manifest=rescored)
+    return _rescore_into(Path(run_dir), Path(out_dir), rescored)
+
+
+#: what a re-score writes itself; every other file of the run is copied unchanged
+_RENDERED = ("manifest.json", "metrics.json", "report.md", "report.html", "figures")
+
+
+def _rescore_into(run_dir: Path, out_dir: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    """A re-score as a run directory of its own: the source run's records copied unchanged,
+    then metrics and the report, then (last) a manifest naming the source run and the judges
+    kept, so ``carebench report OUT`` re-renders it and the source run is left untouched."""
+    import shutil
+
+    from carebench.rundir import write_json
+
+    out_dir = new_run_dir(SUITE, out_dir)
+    (out_dir / "manifest.json").unlink(missing_ok=True)  # an older run there: no manifest until done
+    for f in sorted(run_dir.iterdir()):
+        if f.name in _RENDERED:
+            continue
+        if f.is_dir():
+            shutil.copytree(f, out_dir / f.name, dirs_exist_ok=True)
+        else:
+            shutil.copy2(f, out_dir / f.name)
+    scoring = manifest["scoring"]
+    manifest = {**manifest, "rescored_from": {
+        "run": str(run_dir), "created": manifest.get("created"),
+        "judges": list(scoring.get("judges") or []),
+        "judges_kept": list(scoring.get("scored_judges") or scoring.get("judges") or [])}}
+    metrics = rerender(out_dir, PluralRunSuite(), manifest=manifest)
+    write_json(out_dir / "manifest.json", manifest)
+    return metrics
 
 
 def rescore_plan(run_dir: Path, out_dir: Path | None = None) -> Plan:

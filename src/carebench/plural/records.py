@@ -95,6 +95,11 @@ class PromptInfo:
     context: str
     source_group: str = ""
 
+    @classmethod
+    def of(cls, prompt: Any) -> PromptInfo:
+        """From a :class:`carebench.datasets.prompts.PromptRecord` (the cluster is its post)."""
+        return cls(prompt.id, prompt.source_id, prompt.context, prompt.source_group)
+
 
 @dataclass(frozen=True, slots=True)
 class PolicyInfo:

@@ -168,6 +168,7 @@ class FreezeSuite(CommandSuite):
         frozen: dict[str, dict[str, Any]] = {}
         for pr in sorted(profiles, key=lambda p: alias[p.practitioner]):
             pr.alias = alias[pr.practitioner]
+            pr.calibration_cases = [c.id for c in cal.cases]  # skipped cases too (leakage)
             arch_m = cal_metrics.get("methods", {}).get(pr.method, {}).get("archetypes", {}).get(pr.archetype, {})
             pr.extra["fold_scores"] = {
                 "practitioner_out_of_fold_macro_f1": arch_m.get("practitioners", {}).get(pr.practitioner),
@@ -249,7 +250,8 @@ class Leakage:
 
 
 def leakage_exclusions(prompts: list[Any], calibration_ids: set[str]) -> Leakage:
-    """The calibration prompts and every other prompt sharing one of their source ids."""
+    """The calibration prompts and every other prompt made from the same original post
+    (``source_id``, see :class:`carebench.datasets.prompts.PromptRecord`)."""
     sources = {p.source_id for p in prompts if p.id in calibration_ids}
     cal = sorted(p.id for p in prompts if p.id in calibration_ids)
     sib = sorted(p.id for p in prompts if p.source_id in sources and p.id not in calibration_ids)
@@ -284,8 +286,10 @@ class LabelSuite(CommandSuite):
         prompts = load_prompt_file(cfg.prompts)
         check_contexts(prompts, contexts, cfg.prompts)
         by_id = {p.id: p for p in prompts}
-        cal_ids = {c for pr in profiles for c in pr.fit_cases}
-        missing = sorted(cal_ids - set(by_id))
+        # every calibration case, not only those a profile learnt from: a case every
+        # practitioner skipped was still part of the calibration set
+        cal_ids = {c for pr in profiles for c in [*pr.fit_cases, *pr.calibration_cases]}
+        missing = sorted({c for pr in profiles for c in pr.fit_cases} - set(by_id))
         if missing:
             raise CarebenchError(f"{cfg.prompts}: calibration case {missing[0]!r} of the profiles is not among "
                                  "the prompts (the profiles' memories need it)")

@@ -26,6 +26,11 @@ from carebench.report import (
     line_chart,
 )
 from carebench.report.figures import stacked_bar_chart
+from carebench.types import CarebenchError
+from carebench.wording import count
+
+#: fewer source cases than this and the cluster bootstrap's intervals are flagged as not informative
+MIN_SOURCE_CASES = 10
 
 CLASS_COLORS = ("#009E73", "#E69F00", "#D55E00")  # full, partial, failed
 ILLUSTRATIVE_NOTE = (
@@ -78,29 +83,49 @@ def _short(name: str) -> str:
     return _SHORT.get(name, name)
 
 
+def code_names(manifest: Mapping[str, Any]) -> dict[str, str]:
+    """Taxonomy code -> name for the report: as the run recorded them, else from the
+    run's taxonomy file, else the built-in taxonomy (an unknown code shows as itself)."""
+    recorded = manifest.get("taxonomy_names")
+    if isinstance(recorded, dict):
+        return {str(k): str(v) for k, v in recorded.items()}
+    from carebench.taxonomy import load_taxonomy
+
+    try:
+        return load_taxonomy((manifest.get("config") or {}).get("taxonomy")).names()
+    except CarebenchError:
+        return load_taxonomy().names()
+
+
+def _named(codes: Sequence[str], names: Mapping[str, str]) -> str:
+    return ", ".join(names.get(c, c) for c in codes) or "none"
+
+
 def build_report(manifest: Mapping[str, Any], metrics: Mapping[str, Any],
                  examples: Sequence[Mapping[str, Any]] = ()) -> Report:
     st = metrics["settings"]
     _set_labels([*st["systems"], *st["judges"]])
+    names = code_names(manifest)
     sections = [
         _overview(manifest, metrics),
         _alignment(metrics),
         _coverage(metrics),
-        _categories(metrics),
+        _categories(metrics, names),
         _contexts(metrics),
         _severity(metrics),
         _jury(metrics),
         _counts(metrics),
     ]
     if examples:
-        sections.append(_examples(examples, st))
+        sections.append(_examples(examples, st, names))
     notes = [*(manifest.get("notes") or []), PROXY_NOTE]
     if (manifest.get("dataset") or {}).get("illustrative"):
         notes.insert(0, ILLUSTRATIVE_NOTE)
     return Report(
         title="Plural: alignment with practitioner-calibrated reference policies",
-        subtitle=(f"{len(st['systems'])} systems x {len(st['profiles'])} profiles, jury of {len(st['judges'])}, "
-                  f"{metrics['counts']['prompts']} prompts; VEILED-SH, §5.3 and Appendix D"),
+        subtitle=(f"{count(len(st['systems']), 'system')} x {count(len(st['profiles']), 'profile')}, "
+                  f"jury of {len(st['judges'])}, {count(metrics['counts']['prompts'], 'prompt')}; "
+                  "VEILED-SH, §5.3 and Appendix D"),
         notes=notes,
         sections=sections,
     )
@@ -166,6 +191,12 @@ def _alignment(metrics: Mapping[str, Any]) -> Section:
             labels, stacks, f"Proxy alignment, {arch} profiles", "share of responses (judge mean)",
             colors=CLASS_COLORS), f"Fig 3 ({arch}): full / partial / failed per profile and system, mean of "
                                  "the judges' rates."))
+    cases = (metrics.get("counts") or {}).get("source_cases")
+    if cases is not None and cases < MIN_SOURCE_CASES:
+        blocks.append(Callout(
+            f"The intervals below come from a bootstrap over {count(cases, 'source case')} (fewer than "
+            f"{MIN_SOURCE_CASES}): with so few clusters they collapse towards the point estimate and "
+            "understate the uncertainty. Read them as descriptive only.", "warning"))
     rows = [[sys_, *[_iv_pct(_cell(metrics, sys_, p).get("full") or {}) for p in st["profiles"]]]
             for sys_ in st["systems"]]
     blocks.append(Table(["system", *st["profiles"]], rows, number_format=".1f",
@@ -193,15 +224,16 @@ def _coverage(metrics: Mapping[str, Any]) -> Section:
     ])
 
 
-def _categories(metrics: Mapping[str, Any]) -> Section:
+def _categories(metrics: Mapping[str, Any], names: Mapping[str, str]) -> Section:
     st = metrics["settings"]
     blocks: list[Block] = []
     for arch, t in metrics["categories"].items():
         rows = []
         for code, r in t["categories"].items():
-            rows.append([code, r["requests"], _pct(r["request_share"]),
+            rows.append([names.get(code, code), code, r["requests"], _pct(r["request_share"]),
                          *[_pct(r["satisfaction"].get(s)) for s in st["systems"]]])
-        blocks.append(Table(["category", "requests", "req. share", *st["systems"]], rows, number_format=".1f",
+        blocks.append(Table(["category", "code", "requests", "req. share", *st["systems"]], rows,
+                            number_format=".1f",
                             caption=f"Table 15 ({arch}, {t['policies']} policies): request share (%) and mean "
                                     "jury satisfaction (%) of each requested RESPONSE category. The archetype "
                                     "pools its profiles' category-requesting policies; each policy counts once "
@@ -321,18 +353,18 @@ def _counts(metrics: Mapping[str, Any]) -> Section:
     return Section("Counts", blocks)
 
 
-def _examples(examples: Sequence[Mapping[str, Any]], st: Mapping[str, Any]) -> Section:
+def _examples(examples: Sequence[Mapping[str, Any]], st: Mapping[str, Any], names: Mapping[str, str]) -> Section:
     blocks: list[Block] = []
     for ex in examples:
         inner: list[Block] = [KeyValue([("context", ex.get("context")), ("persona", ex.get("persona"))]),
                               Pre(ex.get("text", ""))]
         for pol in ex.get("policies", []):
-            inner.append(Paragraph(f"{pol['profile']} policy: {', '.join(pol['response']) or 'none'}"))
+            inner.append(Paragraph(f"{pol['profile']} policy: {_named(pol['response'], names)}"))
         for r in ex.get("responses", []):
             inner.append(Paragraph(f"{r['system']} ({r['archetype']} instruction, {r['status']}):"))
             inner.append(Pre(r.get("text") or ""))
             for j in r.get("judgments", []):
-                verdict = (f"appropriate={j['appropriate']}, satisfied: {', '.join(j['categories']) or 'none'}"
+                verdict = (f"appropriate={j['appropriate']}, satisfied: {_named(j['categories'], names)}"
                            if j["status"] == "ok" else j["status"])
                 inner.append(Paragraph(f"{j['judge']} on {j['profile']}: {verdict}. {j.get('rationale') or ''}"))
         blocks.append(Details(f"{ex['prompt_id']} ({ex.get('context')})", inner))
@@ -351,11 +383,14 @@ def build_sample_report(manifest: Mapping[str, Any], metrics: Mapping[str, Any])
                   "(rarest level first), then the rest are drawn without replacement with weights favouring "
                   "uncommon contexts, source groups, intents and functions."),
     ])]
+    names = code_names(manifest)
     for name, label in (("context", "Context"), ("source_group", "Source group"), ("intent", "Intent"),
                         ("function", "Function"), ("nssi", "NSSI severity"), ("suicidal", "Suicidal severity")):
-        rows = [[v, c["release"], c["sample"], _pct(c["sample"] / c["release"]) if c["release"] else None]
+        coded = name in ("intent", "function")  # taxonomy codes: the name, the code beside it
+        rows = [[*([names.get(v, v), v] if coded else [v]), c["release"], c["sample"],
+                 _pct(c["sample"] / c["release"]) if c["release"] else None]
                 for v, c in comp.get(name, {}).items()]
-        sections.append(Section(label, [Table([label.lower(), "release", "sample", "sampled (%)"], rows,
-                                              number_format=".1f")]))
+        sections.append(Section(label, [Table([label.lower(), *(["code"] if coded else []), "release", "sample",
+                                               "sampled (%)"], rows, number_format=".1f")]))
     notes = [ILLUSTRATIVE_NOTE] if (manifest.get("dataset") or {}).get("illustrative") else []
     return Report(title="Plural: diagnostic sample", subtitle="VEILED-SH, §5.3", notes=notes, sections=sections)

@@ -24,6 +24,7 @@ __all__ = [
     "Figure",
     "Interval",
     "KeyValue",
+    "Links",
     "Paragraph",
     "Pre",
     "Report",
@@ -149,6 +150,26 @@ class Callout:
             raise ValueError(f"Callout kind must be 'info' or 'warning', got {self.kind!r}")
 
 
+_RELATIVE_HREF = re.compile(r"^(?![A-Za-z][A-Za-z0-9+.-]*:)(?!/)(?!.*(?:^|/)\.\.(?:/|$))[^\s\\?#]+$")
+
+
+@dataclass(slots=True)
+class Links:
+    """A list of links to files beside the report (e.g. a demo's suite reports).
+
+    Only relative paths inside the run directory are allowed (no scheme, no leading ``/``,
+    no ``..``): a report stays self-contained and can never point a reader off the machine.
+    """
+
+    items: list[tuple[str, str]]  # (text, relative path)
+
+    def __post_init__(self) -> None:
+        self.items = [(str(t), str(h)) for t, h in self.items]
+        for _, href in self.items:
+            if not _RELATIVE_HREF.match(href):
+                raise ValueError(f"Links: {href!r} is not a relative path inside the run directory")
+
+
 @dataclass(slots=True)
 class Pre:
     """Preformatted text (a prompt, a raw model reply) shown verbatim."""
@@ -181,7 +202,8 @@ class Table:
 
     ``number_format`` is one format spec or one per column.  ``highlight_max_cols`` /
     ``highlight_min_cols`` name columns (by name or index) whose best value is emphasised
-    (all tied values are); with ``highlight_second`` the second-best value is underlined,
+    (all tied values are; a column where every competing value ties, or with one
+    competitor, emphasises none); with ``highlight_second`` the second-best value is underlined,
     as in the papers' result tables. Rows in ``exclude_rows`` (reference rows such as
     chance, or flagged methods) never compete. ``bold_cells`` emphasises given (row,
     column) cells, e.g. a selection. ``align`` defaults to right for numeric columns,
@@ -269,7 +291,8 @@ class Table:
 
     def ranks(self) -> dict[tuple[int, int], int]:
         """(row, column) -> 1 for each highlighted column's best value, 2 for the second
-        best (only with ``highlight_second``); ties share a rank."""
+        best (only with ``highlight_second``); ties share a rank. A column whose competing
+        values are all equal (or that has a single one) marks nothing: no value is best."""
         out: dict[tuple[int, int], int] = {(int(i), int(j)): 1 for i, j in self.bold_cells}
         skip = set(self.exclude_rows)
         for cols, lower in ((self.highlight_max_cols, False), (self.highlight_min_cols, True)):
@@ -282,6 +305,8 @@ class Table:
                         if not math.isnan(v):
                             scored.append((i, v))
                 order = sorted({v for _, v in scored}, reverse=not lower)
+                if len(order) < 2:  # one competitor, or all tied: nothing is best
+                    continue
                 for rank, value in enumerate(order[: 2 if self.highlight_second else 1], 1):
                     out.update(((i, j), rank) for i, v in scored if v == value)
         return out
@@ -430,8 +455,8 @@ class Details:
     open: bool = False
 
 
-Block: TypeAlias = Paragraph | Callout | Table | Figure | Details | Pre | KeyValue
-_BLOCK_TYPES = (Paragraph, Callout, Table, Figure, Details, Pre, KeyValue)
+Block: TypeAlias = Paragraph | Callout | Table | Figure | Details | Pre | KeyValue | Links
+_BLOCK_TYPES = (Paragraph, Callout, Table, Figure, Details, Pre, KeyValue, Links)
 
 
 @dataclass(slots=True)

@@ -173,9 +173,10 @@ def bar_chart(
                 error_kw={"elinewidth": 1, "ecolor": "#333333"},
             )
         _label_bar_axes(ax, x, cats, title, ylabel, xlabel, ylim)
-        if k > 1:
-            ax.legend(frameon=False, fontsize=8, ncols=min(k, 4), loc="upper left",
-                      bbox_to_anchor=(0, -0.12) if n > 6 else None)
+        if k > 1 and n > 6:  # many (rotated) labels below: the legend goes beside the bars
+            ax.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        elif k > 1:
+            ax.legend(frameon=False, fontsize=8, ncols=min(k, 4), loc="upper left")
         return fig_to_png(fig, dpi)
 
 

@@ -36,6 +36,7 @@ from carebench.report.document import (
     Details,
     Figure,
     KeyValue,
+    Links,
     Paragraph,
     Pre,
     Report,
@@ -137,6 +138,11 @@ class _Html:
                 put(f'\n<tr><th scope="row">{e(str(k))}</th><td{num}>'
                     f"{e(format_value(v, b.number_format))}</td></tr>")
             put("\n</table>")
+        elif isinstance(b, Links):
+            put('\n<ul class="links">')
+            for text, href in b.items:
+                put(f'\n<li><a href="{e(href)}">{e(text)}</a></li>')
+            put("\n</ul>")
         elif isinstance(b, Table):
             self.table(b)
         elif isinstance(b, Figure):
@@ -161,7 +167,9 @@ class _Html:
         e, put = self.esc, self.out.append
         shown = t.shown()
         align = [e(a) for a in shown.align]
-        put(f'\n<div class="table-wrap">\n<table class="data{" sortable" if t.sortable else ""}">')
+        # the cue's words are CSS content, shown only while the box can scroll (templates/report.html)
+        put(f'\n<div class="table-wrap">\n<div class="scroll-cue" aria-hidden="true"></div>'
+            f'\n<table class="data{" sortable" if t.sortable else ""}">')
         if t.caption:
             put(f"\n<caption>{e(t.caption)}</caption>")
         put("\n<thead><tr>")

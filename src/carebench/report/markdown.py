@@ -18,6 +18,7 @@ from carebench.report.document import (
     Details,
     Figure,
     KeyValue,
+    Links,
     Paragraph,
     Pre,
     Report,
@@ -117,6 +118,8 @@ def _block(b: Block, memo: dict[str, str]) -> str:
                else _one_line(format_value(v)))
             for k, v in b.pairs
         )
+    if isinstance(b, Links):  # hrefs are checked relative paths: only ')' and spaces need care
+        return "\n".join(f"- [{_one_line(t).replace(']', chr(92) + ']')}](<{h}>)" for t, h in b.items)
     if isinstance(b, Table):
         return _table(b, memo)
     if isinstance(b, Figure):

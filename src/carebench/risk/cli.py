@@ -15,6 +15,7 @@ from carebench.run_options import (
     Cache,
     Concurrency,
     DryRun,
+    Json,
     ModelOption,
     NoCache,
     Out,
@@ -52,19 +53,21 @@ def run(
              "(Beyond the Flag §4.3: three models, one clinical prompt).")] = None,
     moderation_model: Annotated[str | None, typer.Option(
         help="Moderation model spec (e.g. openai-moderation:omni-moderation-latest).")] = None,
-    seed: Annotated[int | None, typer.Option(help="Seed for folds and bootstraps [default: 42].")] = None,
-    bootstrap: Annotated[int | None, typer.Option(help="Bootstrap resamples [default: 2000].")] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed for folds and bootstraps \\[default: 42]")] = None,
+    bootstrap: Annotated[int | None, typer.Option(help="Bootstrap resamples \\[default: 2000]")] = None,
+    limit: Annotated[int | None, typer.Option(
+        help="Use only the first N items of --data (a quick look, not a sample) \\[default: every item]")] = None,
     train: Annotated[str | None, typer.Option(
         help="Fit supervised/calibrated methods on this corpus instead of cross-validating.")] = None,
     train_format: Annotated[str | None, typer.Option(help="Format of --train.")] = None,
     failures: Annotated[str | None, typer.Option(
-        help="Failed predictions: 'wrong' (scored as farthest level) or 'drop' [default: wrong].")] = None,
+        help="Failed predictions: 'wrong' (scored as farthest level) or 'drop' \\[default: wrong]")] = None,
     max_failure_share: Annotated[float | None, typer.Option(
         help="A method failing on more than this share of its items is flagged in the report "
-             "and not ranked [default: 0.2].")] = None,
+             "and not ranked \\[default: 0.2]")] = None,
     config: Annotated[Path | None, typer.Option(help="YAML/TOML config file (see docs).")] = None,
     out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
-    dry_run: DryRun = False, concurrency: Concurrency = None, model_option: ModelOption = None,
+    dry_run: DryRun = False, json_out: Json = False, concurrency: Concurrency = None, model_option: ModelOption = None,
     timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
     """Run methods on a labelled corpus and write metrics, records and the report."""
@@ -80,7 +83,7 @@ def run(
             "data": data, "format": format, "moderation_model": moderation_model,
             "model": models[0] if len(models) == 1 else None,
             "models": models if len(models) > 1 else None,
-            "seed": seed, "bootstrap": bootstrap,
+            "seed": seed, "bootstrap": bootstrap, "limit": limit,
             "train": train, "train_format": train_format, "failures": failures,
             "max_failure_share": max_failure_share, "columns": columns,
             "train_columns": train_columns, "prompts": str(prompts) if prompts else None,
@@ -99,7 +102,7 @@ def run(
             seed=42 if seed is None else seed, bootstrap=2000 if bootstrap is None else bootstrap,
             train=train, train_format=train_format, failures=failures or "wrong",
             max_failure_share=0.2 if max_failure_share is None else max_failure_share,
-            columns=columns, train_columns=train_columns,
+            columns=columns, train_columns=train_columns, limit=limit,
             prompts=str(prompts) if prompts else None, run=run_options(**flags),
         )
     outcome = run_experiment(cfg)
@@ -110,6 +113,12 @@ def run(
         return
     _summary(outcome.metrics or {})
     typer.echo(f"wrote {outcome.run_dir}/report.md, report.html, metrics.json, records.jsonl")
+    from carebench.experiment import failed_calls_message
+
+    msg = failed_calls_message(outcome.run_dir) if outcome.run_dir is not None else None
+    if msg:
+        typer.echo(f"carebench: {msg}", err=True)
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -187,6 +187,7 @@ def config_from_file(path: str | Path, overrides: dict[str, Any], run: dict[str,
         columns=data.get("columns"), train_columns=data.get("train_columns"),
         prompts=None if data.get("prompts") is None else str(data["prompts"]),
         n_folds=int(data.get("n_folds", 5)), run=_file_run_options(data, run or {}, str(path)),
+        limit=None if data.get("limit") is None else int(data["limit"]),
     )
 
 

@@ -215,20 +215,25 @@ def _check_unique(items: list[RiskItem], path: Path | str) -> None:
 
 def _load_generic(path: Path, fmt: str, mapping: dict[str, str] | None = None) -> list[RiskItem]:
     items = []
+    header = _csv_header(path) if fmt == "csv" else None  # named in a missing-field error
     for loc, raw in rename_rows(read_rows(path, fmt), mapping or {}, str(path)):
         if "level" not in raw and "label" in raw:
             raw = {**raw, "level": raw["label"]}
-        items.append(_validate(raw, path, loc))
+        items.append(_validate(raw, path, loc, columns=header))
     return items
 
 
-def _validate(raw: dict[str, Any], path: Path | str, loc: str, **meta: Any) -> RiskItem:
+def _validate(raw: dict[str, Any], path: Path | str, loc: str, *, columns: list[str] | None = None,
+              **meta: Any) -> RiskItem:
     try:
         row = RiskRow.model_validate(raw)
     except ValidationError as e:
         err = e.errors()[0]
         fld = ".".join(str(p) for p in err["loc"]) or "row"
         msg = err["msg"].removeprefix("Value error, ")
+        if err.get("type") == "missing" and len(err["loc"]) == 1:  # a column under another name?
+            msg += (f"; name the column that holds it with --columns {fld}=COLUMN "
+                    f"(this file's columns: {', '.join(map(str, columns if columns is not None else raw)) or 'none'})")
         raise CarebenchError(f"{path}: {loc}: field {fld!r}: {msg}") from None
     scores = {c: float(getattr(row, c)) for c in SCORE_COLUMNS if getattr(row, c) is not None}
     return RiskItem(id=row.id, text=row.text, level=row.level, group=row.group, scores=scores,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from carebench.risk.scoring import (
 from carebench.run import Run, RunOptions
 from carebench.run_options import run_options
 from carebench.rundir import read_json
-from carebench.types import CarebenchError
+from carebench.types import CarebenchError, is_harness_failure
 
 #: methods that need no chat model (fitted on the data or driven by moderation scores)
 DEFAULT_METHODS = ("tfidf-lr",)
@@ -69,6 +69,7 @@ class RunConfig:
     train_columns: str | dict[str, str] | None = None  # the same for --train
     prompts: str | None = None  # directory replacing package prompt files
     n_folds: int = 5
+    limit: int | None = None  # only the first N items of --data (a quick look, not a sample)
     notes: list[str] = field(default_factory=list)  # shown in the report (e.g. skipped methods)
     #: the shared run flags (--out, --cache, --budget, --model-option, ...)
     run: RunOptions = field(default_factory=run_options)
@@ -134,7 +135,7 @@ def _context(spec: MethodSpec, cfg: RunConfig, run: Run, train: RiskDataset | No
     return MethodContext(
         run=run, models=roles, seed=cfg.seed,
         train=None if train is None else train.items, n_folds=cfg.n_folds, get_model=run.model,
-        stage=spec.name,
+        method=spec.name, stage=spec.name,
     )
 
 
@@ -153,14 +154,26 @@ def prediction_record(pred: Prediction, item: RiskItem, name: str, model: str | 
         "usage": {"prompt_tokens": pred.usage.prompt_tokens,
                   "completion_tokens": pred.usage.completion_tokens,
                   "reasoning_tokens": pred.usage.reasoning_tokens},
-        "latency_s": pred.latency_s,
+        "latency_s": pred.latency_s,  # service time (request sent to answer received)
+        "queue_wait_s": round(pred.queue_wait_s, 6),
         "cost_usd": pred.cost_usd if pred.priced else None,  # None: unpriced, not $0
         "n_calls": pred.n_calls,
         "raw": pred.raw,
         "profile": pred.profile,
         "detail": pred.detail,
         "recovered": bool(item.meta.get("recovered", False)),
+        "excerpt": excerpt(item.text),
     }
+
+
+#: characters of an item's text kept in its records, for the report's per-item table
+EXCERPT_CHARS = 160
+
+
+def excerpt(text: str) -> str:
+    """The item's text with its whitespace collapsed, cut at :data:`EXCERPT_CHARS`."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= EXCERPT_CHARS else flat[: EXCERPT_CHARS - 1].rstrip() + "…"
 
 
 def excluded_record(item: RiskItem, name: str, model: str | None) -> dict[str, Any]:
@@ -170,7 +183,7 @@ def excluded_record(item: RiskItem, name: str, model: str | None) -> dict[str, A
             "usage": {"prompt_tokens": 0, "completion_tokens": 0}, "latency_s": 0.0,
             "cost_usd": 0.0, "n_calls": 0, "raw": "", "profile": None,
             "detail": {"reason": "held out by the method (e.g. few-shot exemplar pool)"},
-            "recovered": bool(item.meta.get("recovered", False))}
+            "recovered": bool(item.meta.get("recovered", False)), "excerpt": excerpt(item.text)}
 
 
 def collect(items: Sequence[RiskItem], preds: Sequence[Prediction], name: str,
@@ -218,6 +231,13 @@ class RiskSuite:
         if cfg.bootstrap < 1:
             raise CarebenchError("--bootstrap must be at least 1")
         data = load_dataset(cfg.data, cfg.format, cfg.columns)
+        if cfg.limit is not None:
+            if cfg.limit < 1:
+                raise CarebenchError(f"--limit must be at least 1, got {cfg.limit}")
+            if cfg.limit < len(data.items):
+                data = replace(data, items=data.items[:cfg.limit], notes=[*data.notes, (
+                    f"--limit {cfg.limit}: only the first {cfg.limit} of {len(data.items)} items "
+                    "in file order (a quick look, not a sample).")])
         train = load_dataset(cfg.train, cfg.train_format, cfg.train_columns) if cfg.train else None
         self._prompt_files = read_prompt_dir(cfg.prompts) if cfg.prompts else None
         specs = resolve_labels(cfg.methods, cfg.model)
@@ -254,13 +274,18 @@ class RiskSuite:
         cfg = self.cfg
         assert cfg is not None
         records: list[dict[str, Any]] = []
+        harness_failures: dict[str, int] = {}  # method -> calls that failed every retry
         t0 = time.perf_counter()
         for s, m, ctx in contexts:
             _log(cfg, f"risk: {s.name} on {len(data.items)} items")
-            not_made = run.ledger.not_made
+            not_made, logged = run.ledger.not_made, len(run.call_rows)
             preds = m.predict(data.items, ctx)
             model_spec = str(ctx.models["default"].spec) if "default" in ctx.models else None
             rows = collect(data.items, preds, s.name, model_spec)
+            failed = sum(is_harness_failure(c["completion"].get("error")) for c in run.call_rows[logged:])
+            if failed:  # the harness failed, not the model: the method is incomplete, never scored
+                harness_failures[s.name] = failed
+                run.incomplete[s.name] = f"{failed} call(s) failed after every retry"
             if run.ledger.not_made > not_made:  # cut short: keep only what finished
                 run.mark_incomplete(s.name)
                 rows = [r for r in rows if r["status"] != "budget"]
@@ -278,7 +303,10 @@ class RiskSuite:
                             for s in specs],
                 "output_modes": run.output_modes(),
                 "run": {"elapsed_s": round(elapsed, 3)},
+                "harness_failures": harness_failures,
             },
+            # a re-run of the same command retries exactly the failed calls (never cached)
+            failed_calls=sum(harness_failures.values()),
         )
 
     def read_records(self, run_dir: Path, manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -313,3 +341,4 @@ def run_experiment(cfg: RunConfig) -> RunOutcome:
     if isinstance(out, Plan):
         return RunOutcome(None, plan=out)
     return RunOutcome(out, metrics=read_json(out / "metrics.json"))
+

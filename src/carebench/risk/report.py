@@ -83,14 +83,33 @@ def build_risk_report(metrics: dict[str, Any], records: list[dict[str, Any]],
     overview = _overview(ds, manifest, st, _folds_text(metrics, manifest))
     overview.blocks.extend(_method_notes(records, manifest))
     overview.blocks.extend(panel_notes(metrics, names))
-    if incomplete:
-        overview.blocks.append(Paragraph(
+    # the headline table comes first, with what must be read beside it (illustrative data,
+    # methods cut short, failing methods); the run's long metadata goes last
+    headline = _table2(metrics, names)
+    headline.blocks[:0] = _flag_callouts(metrics, names)
+    if ds.get("illustrative"):
+        headline.blocks.insert(0, Callout(
+            "Illustrative data: the built-in corpus was written to demonstrate the pipeline. "
+            "It is not real user text and was not clinically annotated; these numbers say "
+            "nothing about any method's real performance.", "warning"))
+    failed_calls = manifest.get("harness_failures") or {}
+    failed = [n for n in incomplete if n in failed_calls]
+    stopped = [n for n in incomplete if n not in failed_calls]
+    if failed:
+        headline.blocks.append(Callout(
+            "Incomplete (calls failed after every retry: the server or the connection failed, "
+            "not the model; a harness failure is not scored and never counted as the method's "
+            "failures; re-run the same command to retry exactly those calls): "
+            + ", ".join(f"{n} ({failed_calls[n]} failed call{'s' * (failed_calls[n] != 1)})"
+                        for n in failed) + ".", "warning"))
+    if stopped:
+        headline.blocks.append(Callout(
             "Incomplete (the run's budget stopped it before these finished; not scored, never "
             "counted as failures; re-run without the budget to finish from the cache): "
-            + ", ".join(f"{n} ({metrics['methods'][n]['n_finished']} items finished)" for n in incomplete)
-            + "."))
+            + ", ".join(f"{n} ({metrics['methods'][n]['n_finished']} items finished)" for n in stopped)
+            + ".", "warning"))
     warnings = _warnings(metrics, names, manifest)
-    sections = [*warnings, overview, _table2(metrics, names), _table4(metrics, names),
+    sections = [headline, *warnings, _table4(metrics, names),
                 _per_class(metrics, names), _confusions(metrics, names), _triage(metrics, names),
                 _failures(metrics, names, records, st),
                 _cost(metrics, names, manifest.get("unpriced_models") or []),
@@ -99,6 +118,7 @@ def build_risk_report(metrics: dict[str, Any], records: list[dict[str, Any]],
     if mod is not None:
         sections.append(mod)
     sections.append(_items(records, names))
+    sections.append(overview)
     title = "carebench risk: graded suicide-risk measurement"
     sweep = manifest.get("sweep")
     if sweep:
@@ -150,11 +170,12 @@ def panel_notes(metrics: dict[str, Any], names: list[str]) -> list[Paragraph]:
     return out
 
 
-def _warnings(metrics: dict[str, Any], names: list[str], manifest: dict[str, Any]) -> list[Section]:
-    """What a reader must see before any number: methods that mostly failed."""
+def _flag_callouts(metrics: dict[str, Any], names: list[str]) -> list[Callout]:
+    """What a reader must see before any number: methods that mostly failed (shown just
+    above the headline table)."""
     st = metrics.get("settings") or {}
     limit = float(st.get("max_failure_share", DEFAULT_MAX_FAILURE_SHARE))
-    blocks: list[Any] = []
+    blocks: list[Callout] = []
     for n in names:
         e = metrics["methods"][n]
         if not e.get("flagged"):
@@ -165,6 +186,12 @@ def _warnings(metrics: dict[str, Any], names: list[str], manifest: dict[str, Any
             f"the {limit:.0%} limit. Its numbers are shown but marked, and it is left out of "
             f"'best by macro-F1' and the paired comparisons. Commonest failures: {reasons}.",
             "warning"))
+    return blocks
+
+
+def _warnings(metrics: dict[str, Any], names: list[str], manifest: dict[str, Any]) -> list[Section]:
+    """The other warnings (per-method notes, folds), right after the headline table."""
+    blocks: list[Any] = []
     for n in names:
         e = metrics["methods"][n]
         attempted = e.get("n_attempted")
@@ -192,11 +219,6 @@ def _folds_text(metrics: dict[str, Any], manifest: dict[str, Any]) -> str | None
 def _overview(ds: dict[str, Any], manifest: dict[str, Any], st: dict[str, Any],
               folds: str | None = None) -> Section:
     blocks: list[Any] = []
-    if ds.get("illustrative"):
-        blocks.append(Callout(
-            "Illustrative data: the built-in corpus was written to demonstrate the pipeline. "
-            "It is not real user text and was not clinically annotated; these numbers say "
-            "nothing about any method's real performance.", "warning"))
     for note in ds.get("notes") or []:
         blocks.append(Paragraph(note))
     for note in (manifest.get("config") or {}).get("notes") or []:
@@ -218,7 +240,7 @@ def _overview(ds: dict[str, Any], manifest: dict[str, Any], st: dict[str, Any],
         "Scale: Indicator (a) < Ideation (b) < Behavior (c) < Attempt (d). High-risk F1 is "
         "the F1 of the Behavior+Attempt side of the low/high severity split, not a "
         "self-harm detection score."))
-    return Section("Run", blocks, anchor="run")
+    return Section("Run details", blocks, anchor="run")
 
 
 def _prompt_text(prompts: dict[str, Any] | None) -> str | None:
@@ -361,14 +383,18 @@ def _cost(metrics: dict[str, Any], names: list[str], unpriced: list[str]) -> Sec
     for n in names:
         c = metrics["methods"][n]["cost"]
         usd = "unpriced" if c.get("unpriced") else c["usd_per_1k"]
-        rows.append([n, c["n_calls"], c["mean_tokens"], usd, c["median_latency_s"]])
+        rows.append([n, c["n_calls"], c["mean_tokens"], usd, c["median_latency_s"],
+                     c.get("median_queue_wait_s")])
     t = Table(["Method", "Model calls", "Tokens (mean per item)", "Cost ($ per 1,000 items)",
-               "Latency (median s)"], rows,
-              caption="Table 3: cost and latency per method. Fitted methods make no model call; "
+               "Latency (median s)", "Queue wait (median s)"], rows,
+              caption="Table 3: cost and latency per method. Latency is service time: request "
+              "sent to answer received, summed over an item's calls; the time a call waited in "
+              "this client for a free slot (or through retries) is the queue wait, shown apart. "
+              "Fitted methods make no model call; "
               "their latency is the per-item share of encoding (embeddings) plus fitting and "
               "predicting one fold. Costs "
               "use the price table at list prices; cached calls keep their original cost.",
-              number_format=["s", ".0f", ".0f", ".2f", ".3f"])
+              number_format=["s", ".0f", ".0f", ".2f", ".3f", ".3f"])
     blocks: list[Any] = [t]
     if unpriced:
         blocks.insert(0, Callout("Cost " + unpriced_note(unpriced) + ".", "warning"))
@@ -458,11 +484,24 @@ def _items(records: list[dict[str, Any]], names: list[str]) -> Section:
         return LEVEL_NAMES[int(r["pred"])]
 
     ids = list(by_item)[:MAX_ITEMS_SHOWN]
-    rows = [[i, LEVEL_NAMES[gold[i]], "yes" if recovered[i] else "",
+    texts = {i: next((r["excerpt"] for r in by_item[i].values() if r.get("excerpt") is not None), None)
+             for i in ids}
+    show_text = any(t is not None for t in texts.values())  # runs before excerpts were recorded: none
+    show_recovered = any(recovered[i] for i in ids)  # only a truncated source (gaur) recovers rows
+    columns = ["Item", *(["Text"] if show_text else []), "Gold",
+               *(["Recovered"] if show_recovered else []), *names]
+    rows = [[i, *([texts[i]] if show_text else []), LEVEL_NAMES[gold[i]],
+             *(["yes" if recovered[i] else "no"] if show_recovered else []),
              *(cell(by_item[i].get(n)) for n in names)] for i in ids]
+    caption = ("Text: the item's text, whitespace collapsed, first characters only."
+               if show_text else None)
+    if show_recovered:
+        caption = ((caption + " ") if caption else "") + (
+            "Recovered: the row was cut in the source file and its complete posts were recovered "
+            "(the partial last post dropped).")
     blocks: list[Any] = [Details(
         f"Predictions per item ({len(ids)} of {len(by_item)} items)",
-        [Table(["Item", "Gold", "Recovered", *names], rows)])]
+        [Table(columns, rows, caption=caption)])]
     profiles = [(i, n, by_item[i][n]["profile"]) for i in ids for n in names
                 if by_item[i].get(n) and by_item[i][n].get("profile")]
     if profiles:

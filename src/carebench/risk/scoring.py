@@ -112,7 +112,10 @@ def _cost(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "usd_per_1k": float(np.mean([float(r.get("cost_usd") or 0.0) for r in rows]) * 1000)
         if rows and not unpriced else None,
         "unpriced": unpriced,
+        # service time (request sent to answer received), never the wait for a free slot
         "median_latency_s": float(np.median(lat)) if rows and any(lat) else None,
+        "median_queue_wait_s": float(np.median([float(r.get("queue_wait_s") or 0.0) for r in called]))
+        if called else None,
     }
 
 

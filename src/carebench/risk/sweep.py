@@ -38,6 +38,7 @@ from carebench.run_options import (
     Cache,
     Concurrency,
     DryRun,
+    Json,
     ModelOption,
     NoCache,
     Out,
@@ -225,7 +226,7 @@ def sweep_command(
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
     failures: Annotated[str, typer.Option(help="'wrong' (farthest level) or 'drop'.")] = "wrong",
     out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
-    dry_run: DryRun = False, concurrency: Concurrency = None, model_option: ModelOption = None,
+    dry_run: DryRun = False, json_out: Json = False, concurrency: Concurrency = None, model_option: ModelOption = None,
     timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
     """Few-shot k sweep (Figure 4): every k scored on the same items outside the pool."""

@@ -19,6 +19,7 @@ from carebench.run_options import (
     Cache,
     Concurrency,
     DryRun,
+    Json,
     ModelOption,
     NoCache,
     Out,
@@ -83,7 +84,7 @@ def run(
         help="Vendor family of a model, SPEC=NAME (repeatable); overrides the guess from the spec "
              "for models behind a proxy or local server (self-preference, DistressBench App. B.6-B.7).")] = None,
     out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
-    dry_run: DryRun = False, concurrency: Concurrency = None, model_option: ModelOption = None,
+    dry_run: DryRun = False, json_out: Json = False, concurrency: Concurrency = None, model_option: ModelOption = None,
     timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
     """Regenerate replies, judge every criterion with the panel, score and report."""
@@ -135,12 +136,16 @@ def _summary(run_dir: Path, metrics: dict | None = None) -> None:
     from carebench.rundir import read_json
 
     m = metrics if metrics is not None else read_json(run_dir / "metrics.json")
-    for row in m.get("leaderboard", {}).get("rows", []):
-        lo, hi = row["ci"] if row.get("ci") else (float("nan"), float("nan"))
-        typer.echo(f"{row['rank']:>3}  {row['score']:.3f} [{lo:.3f}, {hi:.3f}]  band {row['band']}  {row['responder']}")
+    rows = m.get("leaderboard", {}).get("rows", [])
     ref = m.get("reference")
+    if rows or ref:  # the leaderboard under a header row, the reference ceiling as its last row
+        typer.echo(f"{'rank':>4}  {'score [95% CI]':<22}  {'band':>4}  responder")
+    for row in rows:
+        lo, hi = row["ci"] if row.get("ci") else (float("nan"), float("nan"))
+        score = f"{row['score']:.3f} [{lo:.3f}, {hi:.3f}]"
+        typer.echo(f"{row['rank']:>4}  {score:<22}  {row['band']:>4}  {row['responder']}")
     if ref:
-        typer.echo(f"  -  {ref['score']:.3f}  reference ceiling")
+        typer.echo(f"{'-':>4}  {ref['score']:<22.3f}  {'-':>4}  reference ceiling")
     typer.echo(f"wrote {run_dir}/report.html")
 
 
@@ -161,7 +166,7 @@ def calibrate(
         help="Vendor family of a model, SPEC=NAME (repeatable); overrides the guess from the spec "
              "for models behind a proxy or local server (self-preference, DistressBench App. B.6-B.7).")] = None,
     out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
-    dry_run: DryRun = False, concurrency: Concurrency = None, model_option: ModelOption = None,
+    dry_run: DryRun = False, json_out: Json = False, concurrency: Concurrency = None, model_option: ModelOption = None,
     timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
     """Compare candidate judges and every panel with clinician consensus; select the panel."""
@@ -248,7 +253,7 @@ def coherence(
     gate: Annotated[float, typer.Option(help="Share of acceptable transitions a task needs (A.5: 0.9).")] = 0.9,
     seed: Annotated[int, typer.Option(help="Sampling seed (carebench default).")] = 12345,
     out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
-    dry_run: DryRun = False, concurrency: Concurrency = None, model_option: ModelOption = None,
+    dry_run: DryRun = False, json_out: Json = False, concurrency: Concurrency = None, model_option: ModelOption = None,
     timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
     """Multi-turn coherence gate (A.5): do the scripted user turns still follow regenerated replies?"""
@@ -288,7 +293,7 @@ def probe(
     conversations: Annotated[int, typer.Option(help="Conversations for elicitation, per responder (E.7: 300).")] = 300,
     seed: Annotated[int, typer.Option(help="Sampling and bootstrap seed (carebench default).")] = 12345,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
-    cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False,
+    cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False, json_out: Json = False,
     concurrency: Concurrency = None, model_option: ModelOption = None, timeout: Timeout = DEFAULT_TIMEOUT_S,
     batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:

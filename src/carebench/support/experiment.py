@@ -30,6 +30,7 @@ from carebench.experiment import (
     stage,
 )
 from carebench.judging import JUDGE_MAX_TOKENS, panel_seats
+from carebench.models.families import panel_independence
 from carebench.models.settings import model_settings
 from carebench.report import Report
 from carebench.run import Run, RunOptions
@@ -144,6 +145,7 @@ class SupportSuite:
 
     def __init__(self, cfg: SupportRunConfig | None = None):
         self.cfg = cfg
+        self.panel_warnings: list[str] = []  # set by _prepare: why the panel is less independent
 
     def _prepare(self, run: Run):
         cfg = self.cfg
@@ -174,6 +176,10 @@ class SupportSuite:
         responders = [run.model(s) for s in cfg.responders]
         judge_models = [run.model(s) for s in cfg.judges]
         judges = panel_seats([str(m.spec) for m in judge_models], judge_models)
+        self.panel_warnings = panel_independence([str(m.spec) for m in judge_models],
+                                                 [str(m.spec) for m in responders], dict(cfg.families) or None)
+        for w in self.panel_warnings:
+            print(f"carebench: warning: {w}", file=sys.stderr, flush=True)
         return tasks, responders, judges, gcfg, system_prompt
 
     def plan(self, run: Run) -> Plan:
@@ -251,6 +257,7 @@ class SupportSuite:
                                "seed": cfg.seed, "bootstrap": cfg.bootstrap, "family": dict(cfg.families)},
                    "generation": {str(m.spec): gcfg.effective(str(m.spec)) for m in responders},
                    "harness_failures": failures,
+                   "panel_warnings": list(self.panel_warnings),
                    "notes": list(cfg.notes)},
             # a harness failure leaves the run incomplete but scored without those conversations;
             # a re-run of the same command retries exactly the failed calls (never cached)

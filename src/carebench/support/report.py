@@ -33,10 +33,15 @@ from carebench.report import (
 from carebench.support.panel import cell_votes, collapse, decide, earned
 from carebench.support.records import REFERENCE, ResponseRecord, VerdictRecord, is_empty_reply
 from carebench.support.tasks import DIMENSION_LABELS, DIMENSIONS, Task
+from carebench.wording import label as key_label
 
 #: Per-task reply details cover at most this many tasks and replies (the rest stay in
 #: records.jsonl), so a seed-scale run still gives a report a browser can open.
 MAX_DETAIL_TASKS = 60
+#: a slice with fewer tasks is marked: its bootstrap interval over so few tasks means little
+MIN_SLICE_TASKS = 5
+FEW_MARK = "\u2020"  # dagger
+UNKNOWN = "unknown"  # a task metadata value that was not given
 MAX_DETAIL_REPLIES = 400
 
 
@@ -217,7 +222,7 @@ def build_support_report(
     sections.append(_ablation(metrics))
     if metrics.get("discrimination_probe"):
         sections.append(_probe(metrics["discrimination_probe"]))
-    sections.append(_judges(metrics))
+    sections.append(_judges(metrics, manifest.get("panel_warnings")))
     sections.append(_judge_agreement(metrics))
     sections.append(_task_table(tasks, metrics))
     sections.append(_counts(metrics))
@@ -430,17 +435,31 @@ def _slices(metrics) -> Section:
         "Scores by turn structure, metadata axis and subcategory (§4.4-4.5, E.2, E.4). Pooled = mean "
         "over models (the reference excluded) of their task scores in the slice."
     )]
+    unknown = [a for a, d in slices.items() if d.get("values") and set(d["values"]) <= {"unknown"}]
+    if unknown:
+        blocks.append(Paragraph(
+            "Not shown: " + ", ".join(key_label(a).lower() for a in unknown)
+            + f" (every task's value is {UNKNOWN!r}, so there is nothing to compare)."))
     for axis, data in slices.items():
+        if axis in unknown:
+            continue
         values = data.get("values", {})
-        rows = [[v, x.get("n_tasks"), _iv(x.get("pooled"), x.get("pooled_ci")),
+        few = {v for v, x in values.items() if (x.get("n_tasks") or 0) < MIN_SLICE_TASKS}
+        rows = [[f"{v} {FEW_MARK}" if v in few else v, x.get("n_tasks"),
+                 _iv(x.get("pooled"), x.get("pooled_ci")),
                  *[(x.get("per_model") or {}).get(r) for r in responders]] for v, x in values.items()]
-        caption = f"By {axis.replace('_', ' ')}."
+        caption = f"By {key_label(axis).lower()}."
         c = data.get("contrast")
         if c and c.get("diff") is not None:
             ci = c.get("ci") or [None, None]
             caption += (f" {c['a']} - {c['b']}: {c['diff']:+.3f}"
                         + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]." if None not in ci else "."))
-        blocks.append(Table([axis, "tasks", "pooled [95% CI]", *responders], rows, caption=caption))
+            if {c["a"], c["b"]} & few:
+                caption += " The interval is not informative: a side has too few tasks."
+        if few:
+            caption += (f" {FEW_MARK} fewer than {MIN_SLICE_TASKS} tasks: its interval is too narrow to "
+                        "trust (a bootstrap over one or two tasks collapses to a point).")
+        blocks.append(Table([key_label(axis), "tasks", "pooled [95% CI]", *responders], rows, caption=caption))
         models = [r for r in responders if r != REFERENCE]
         if axis == "turn_structure" and {"single", "multi"} <= set(values) and models:
             sv, mv = values["single"].get("per_model") or {}, values["multi"].get("per_model") or {}
@@ -467,13 +486,13 @@ def _slices(metrics) -> Section:
                         or "none"] for v, d in diff.items()]
         if pooled_rows:
             blocks.append(Table(
-                [axis, "pooled gap vs other tasks [95% CI]", "models doing worse here"], pooled_rows,
-                caption=f"Do some models do worse on a {axis.replace('_', ' ')} slice? Gap = slice mean minus "
+                [key_label(axis), "pooled gap vs other tasks [95% CI]", "models doing worse here"], pooled_rows,
+                caption=f"Do some models do worse on a {key_label(axis).lower()} slice? Gap = slice mean minus "
                         "the mean over the other tasks; a model does worse when its gap minus the pooled gap "
                         "has an interval below zero (per-model values in metrics.json).",
             ))
         if flagged:
-            blocks.append(Table([axis, "model", "excess gap [95% CI]", "gap [95% CI]"], flagged,
+            blocks.append(Table([key_label(axis), "model", "excess gap [95% CI]", "gap [95% CI]"], flagged,
                                 caption="Models whose slice gap is below the pooled gap."))
     return Section("Slices: turn structure, metadata and subcategory", blocks)
 
@@ -562,6 +581,15 @@ def _truncation(metrics) -> Section:
     )])
 
 
+def _ablation_sentence(order: Any, bands: Any) -> str:
+    """What removing the disclaimer criteria did to the ranking, in words."""
+    if order is None and bands is None:
+        return "Not computed (no scored responders)."
+    said = {True: "unchanged", False: "changed"}
+    return (f"The order of the responders is {said.get(order, 'not known')}; their separability bands are "
+            f"{said.get(bands, 'not known')}.")
+
+
 def _ablation(metrics) -> Section:
     ab = metrics.get("disclaimers_ablation", {})
     models = metrics.get("models", {})
@@ -569,15 +597,20 @@ def _ablation(metrics) -> Section:
             for r, v in (ab.get("scores") or {}).items()]
     return Section("Disclaimers ablation", [
         Paragraph(
-            "Scores with the safety-disclaimer criteria removed (E.5). Order unchanged: "
-            f"{ab.get('order_unchanged')}; bands unchanged: {ab.get('bands_unchanged')}."
+            "Scores with the safety-disclaimer criteria removed (E.5). "
+            + _ablation_sentence(ab.get("order_unchanged"), ab.get("bands_unchanged"))
         ),
         Table(["responder", "score", "without disclaimers", "change", "rank shift"], rows),
     ])
 
 
-def _judges(metrics) -> Section:
+def _judges(metrics, panel_warnings: Sequence[str] | None = None) -> Section:
     blocks: list[Block] = []
+    if panel_warnings is not None:  # which self-preference case this panel is (none, or each one)
+        blocks.append(Callout("Panel independence: " + "; ".join(panel_warnings) + ".", "warning")
+                      if panel_warnings else Paragraph(
+                          "Panel independence: every judge seat is a distinct model, none is a responder "
+                          "and none shares a responder's vendor family."))
     lo = metrics.get("leave_one_judge_out") or {}
     if lo.get("applicable"):
         drop = lo.get("drop", {})

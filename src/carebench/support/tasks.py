@@ -108,7 +108,9 @@ def normalize_subcategory(name: Any) -> str:
     "Self Worth", "self-worth" and ``self_worth`` are the same subcategory, so
     slices never split one subcategory over two spellings.
     """
-    key = _NON_WORD.sub("_", str(name).strip().lower()).strip("_")
+    if not isinstance(name, str):  # {"nested": true} once became "nested_true", 3 became "3"
+        raise ValueError(f"subcategory must be a name (text), got {type(name).__name__} {name!r}")  # noqa: TRY004 - pydantic reports ValueError as the field error
+    key = _NON_WORD.sub("_", name.strip().lower()).strip("_")
     if not key:
         raise ValueError(f"subcategory {name!r} is empty")
     return key
@@ -425,7 +427,11 @@ def _load(path: Path, label: str, mapping: dict[str, str] | None = None) -> list
     if mapping:
         rows = ((loc.split()[-1], row) for loc, row in
                 rename_rows(((f"line {n}", r) for n, r in rows), mapping, label))
+    flat = path.suffix.lower() not in (".jsonl", ".json", ".ndjson")  # CSV/Parquet cells are text
     for line, raw in rows:
+        if not flat and isinstance(raw.get("turns"), str):
+            raise CarebenchError(f"{label}:{line}: field turns: expected a list of user turns "
+                                 "(or chat messages), got a string")
         try:
             task = Task.model_validate(_fill_defaults(raw))
         except ValidationError as e:

@@ -55,6 +55,9 @@ class Profile:
     fold: int | None = None
     alias: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: every case of the calibration set, skipped ones included (the leakage exclusion's set:
+    #: a case every practitioner skipped was still shown to them); empty in older profiles
+    calibration_cases: list[str] = field(default_factory=list)
 
     def gold_policy(self, case_id: str) -> Policy:
         return Policy.of(self.gold[case_id])
@@ -70,6 +73,8 @@ class Profile:
         """sha256 of the profile's content (what a frozen profile is identified by)."""
         d = self.to_dict()
         d.pop("alias", None)
+        if not d.get("calibration_cases"):
+            d.pop("calibration_cases", None)  # profiles frozen before the field keep their hash
         return hashlib.sha256(json.dumps(d, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 

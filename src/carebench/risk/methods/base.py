@@ -17,7 +17,10 @@ from carebench.runner import Call, RunResult
 from carebench.types import CarebenchError, Usage
 
 #: prediction statuses; only "ok" carries a level
-PREDICTION_STATUSES = ("ok", "parse_error", "empty", "content_filter", "truncated", "error", "budget")
+#: a call failed every retry (server down, timeout, HTTP 5xx): the method is incomplete
+HARNESS_FAILURE = "harness_failure"
+PREDICTION_STATUSES = ("ok", "parse_error", "empty", "content_filter", "truncated", "error", "budget",
+                       HARNESS_FAILURE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +42,8 @@ class Prediction:
     probs: list[float] | None = None  # per level, when the method gives them
     raw: str = ""  # raw model output (or a short description for fitted methods)
     usage: Usage = field(default_factory=Usage)
-    latency_s: float = 0.0  # critical path for multi-call methods
+    latency_s: float = 0.0  # service time; critical path for multi-call methods
+    queue_wait_s: float = 0.0  # time its calls waited in the client (slots, retries), summed
     cost_usd: float = 0.0
     priced: bool = True  # False when any call went to a model without a price
     n_calls: int = 0
@@ -59,6 +63,8 @@ class MethodContext:
     n_folds: int = 5
     #: the run's model factory (one instance per spec, closed by the run); None -> ``run.model``
     get_model: Callable[[str], Any] | None = None
+    #: the method's name in this run (its label, e.g. "llm" or "fewshot-k8"), for messages
+    method: str | None = None
     #: the stage the method's calls are accounted under (manifest ``by_stage``, ``calls.jsonl``)
     stage: str = "predictions"
 
@@ -71,7 +77,8 @@ class MethodContext:
     def model(self, role: str = "default"):
         m = self.models.get(role) or self.models.get("default")
         if m is None:
-            raise CarebenchError(f"this method needs a model: pass --model SPEC (role {role!r})")
+            who = f"method {self.method!r}" if self.method else "this method"
+            raise CarebenchError(f"{who} needs a model: pass --model SPEC (role {role!r})")
         return m
 
 

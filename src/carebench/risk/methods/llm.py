@@ -31,7 +31,13 @@ from typing import Any
 
 from carebench.models.structured import choice_spec
 from carebench.risk.answers import parse_final_line, parse_level_answer
-from carebench.risk.methods.base import MethodContext, Prediction, RiskItem, register
+from carebench.risk.methods.base import (
+    HARNESS_FAILURE,
+    MethodContext,
+    Prediction,
+    RiskItem,
+    register,
+)
 from carebench.risk.prompts import join, render
 from carebench.risk.scale import LETTERS, K, letter_to_level
 from carebench.runner import Call
@@ -69,8 +75,11 @@ def run_calls(ctx: MethodContext, calls: Sequence[Call]) -> list[Completion | No
 
 
 def call_status(comp: Completion | None) -> str:
-    """Prediction status of a call that produced no usable text (or ``ok``)."""
-    return "budget" if comp is None else comp.status
+    """Prediction status of a call that produced no usable text (or ``ok``); a call that
+    failed every retry is ``harness_failure`` (not the model's answer: never scored)."""
+    if comp is None:
+        return "budget"
+    return HARNESS_FAILURE if comp.harness_failure else comp.status
 
 
 def account(
@@ -86,6 +95,7 @@ def account(
     pred.priced = all(c.priced for c in made)
     pred.n_calls = len(made)
     pred.latency_s = sum(c.latency_s for c in made) if latency_s is None else latency_s
+    pred.queue_wait_s = sum(c.queue_wait_s for c in made if not c.cached)
     return pred
 
 

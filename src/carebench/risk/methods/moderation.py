@@ -23,7 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from carebench.risk.methods.base import MethodContext, Prediction, RiskItem, register
+from carebench.risk.methods.base import (
+    HARNESS_FAILURE,
+    MethodContext,
+    Prediction,
+    RiskItem,
+    register,
+)
 from carebench.risk.methods.folds import splits_for
 from carebench.runner import Call
 from carebench.types import CarebenchError, ChatRequest, Completion, messages
@@ -134,6 +140,8 @@ def moderation_scores(
 def _status(comp: Completion | None) -> str:
     if comp is None:
         return "budget"
+    if comp.harness_failure:
+        return HARNESS_FAILURE
     return comp.status if comp.status != "ok" else "error"
 
 
