@@ -75,14 +75,14 @@ def test_dry_run_plans_the_gate_and_is_exact_once_cached(tmp_path, capsys):
                 "--model", f"openai:resp-b@{u}", "--judge", f"openai:judge@{u}", "--n", "2",
                 "--cache", str(tmp_path / "c.sqlite"), "--concurrency", "2"]
         capsys.readouterr()
-        assert main([*args, "--dry-run"]) == 0
+        assert main([*args, "--dry-run", "--json"]) == 0
         plan = {s["name"]: s for s in json.loads(capsys.readouterr().out)["stages"]}
         assert stub.count() == 0 and plan["generation"]["calls"] == n_gen
         assert plan["coherence verdicts"]["calls"] == n_trans and not plan["coherence verdicts"]["exact"]
         assert main([*args, "--out", str(tmp_path / "gate")]) == 0
         assert stub.count() == n_gen + n_trans
         capsys.readouterr()
-        assert main([*args, "--dry-run"]) == 0
+        assert main([*args, "--dry-run", "--json"]) == 0
         again = json.loads(capsys.readouterr().out)
     assert again["to_make"] == 0 and again["cached"] == n_gen + n_trans
     assert all(s["exact"] for s in again["stages"])

@@ -118,7 +118,7 @@ def test_calibrate_selects_the_panel_closest_to_consensus(tmp_path, capsys):
             args += ["--candidate", c]
         before = len(stub.requests)
         capsys.readouterr()
-        assert main([*args, "--dry-run"]) == 0  # the plan: every candidate on every labelled criterion
+        assert main([*args, "--dry-run", "--json"]) == 0  # the plan: every candidate on every labelled criterion
         plan = json.loads(capsys.readouterr().out)
         assert [(s["name"], s["calls"]) for s in plan["stages"]] == [("candidate verdicts", 4 * len(truth))]
         assert len(stub.requests) == before and not cal.exists()  # nothing called, nothing written
