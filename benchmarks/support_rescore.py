@@ -285,6 +285,7 @@ def phases(run_dir: Path) -> None:
     import carebench.support.report as support_report
     from carebench.experiment import cycle_collector_paused, single_threaded_blas
     from carebench.report import figures
+    from carebench.report.figure_reuse import drawing_done
     from carebench.report.html import render_html
     from carebench.report.markdown import render_markdown
     from carebench.report.writer import write_report
@@ -333,6 +334,11 @@ def phases(run_dir: Path) -> None:
     for name, w, c in rows:
         print(f"{name:42s} {w:6.2f}  {c:6.2f}")
     print(f"{'total (markdown and HTML rendered twice)':42s} {total[0]:6.2f}  {total[1]:6.2f}")
+    print(f"drawing share: {drawn[0] / total[0]:.0%} of the wall time, {drawn[1] / max(total[1], 1e-9):.0%} of the "
+          f"CPU time; load average {_load()}")
+    per_chart = {name: d for name, d in drawing_done().items() if d[0]}
+    print("per chart helper (drawn, wall s): " + ", ".join(
+        f"{name} {d[0]} in {d[1]:.2f} s" for name, d in sorted(per_chart.items(), key=lambda kv: -kv[1][1])))
     del support_report
 
 

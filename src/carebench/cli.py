@@ -121,7 +121,7 @@ def compare(
     out: Annotated[Path | None, typer.Option(help="Output directory (default runs/compare-<time>).")] = None,
     gate: Annotated[list[str] | None, typer.Option(
         help="METRIC[:MARGIN] deciding the exit code (repeatable; globs such as 'full:*'). Default: risk "
-             "macro_f1 and qwk, support score, plural full:* (every profile).")] = None,
+             "macro_f1 and qwk, support score, plural full:* (every profile), converse score.")] = None,
     margin: Annotated[float, typer.Option(help="Verdict margin: regression when the whole 95% interval is "
                                                "worse than -margin.")] = 0.0,
     allow_different: Annotated[list[str] | None, typer.Option(
@@ -130,7 +130,8 @@ def compare(
     method: Annotated[list[str] | None, typer.Option(help="risk: pair BASE_NAME=CANDIDATE_NAME methods.")] = None,
     responder: Annotated[list[str] | None, typer.Option(
         help="support: pair BASE=CANDIDATE responders.")] = None,
-    system: Annotated[list[str] | None, typer.Option(help="plural: pair BASE=CANDIDATE systems.")] = None,
+    system: Annotated[list[str] | None, typer.Option(
+        help="plural: pair BASE=CANDIDATE systems; converse: BASE=CANDIDATE chatbots.")] = None,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples of the shared units.")] = 2000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 12345,
     junit: Annotated[Path | None, typer.Option(help="Write JUnit XML: one test case per gated metric.")] = None,

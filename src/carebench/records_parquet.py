@@ -6,8 +6,8 @@ touching the rest) and each whole row as JSON in column ``json`` (so any row can
 rebuilt exactly). Parsing a paper-scale support run's 332 MB of JSONL took 10.7 s;
 reading its verdict columns from Parquet takes a fraction of that.
 
-Rows are stored grouped by ``kind`` and then ``task_id`` (when the suite stores those
-columns) in row groups of :data:`ROW_GROUP_ROWS` rows, with column ``line`` holding
+Rows are stored grouped by ``kind`` and then ``task_id`` or ``prompt_id`` (when the suite
+stores those columns) in row groups of :data:`ROW_GROUP_ROWS` rows, with column ``line`` holding
 each row's index in ``records.jsonl``. Why: the JSON of a paper-scale run is hundreds
 of MB, and Parquet can skip whole row groups by their min/max statistics, so reading
 the JSON of the conversations (one kind) or of the few tasks a report shows in full
@@ -37,8 +37,9 @@ LINE = "line"
 #: rows per row group: small enough that a task filter skips most of a paper-scale
 #: run's JSON, large enough that reading a whole column stays a few large reads
 ROW_GROUP_ROWS = 65_536
-#: columns the rows are grouped by, when the suite stores them (then ``line``)
-GROUP_BY = ("kind", "task_id")
+#: columns the rows are grouped by, when the suite stores them (then ``line``): support's
+#: tasks, plural's prompts (a report's example prompts then sit in few row groups)
+GROUP_BY = ("kind", "task_id", "prompt_id")
 _META = b"carebench.records_jsonl"
 
 

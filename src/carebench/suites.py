@@ -111,6 +111,12 @@ def _plural_comparer():
     return PluralComparer()
 
 
+def _converse_comparer():
+    from carebench.converse.compare import ConverseComparer
+
+    return ConverseComparer()
+
+
 def _converse_app():
     from carebench.converse.cli import app
 
@@ -144,7 +150,7 @@ SUITES: dict[str, SuiteEntry] = {
                          _plural_app, _plural_suite, _plural_demo, _plural_comparer),
     "construct": SuiteEntry("dataset construction (VEILED-SH §4)", _construct_app, _construct_suite),
     "converse": SuiteEntry("simulated conversations judged with decision-tree rubrics (VERA-MH)",
-                           _converse_app, _converse_suite, _converse_demo),
+                           _converse_app, _converse_suite, _converse_demo, _converse_comparer),
 }
 
 def _batch_app():

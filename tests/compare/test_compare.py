@@ -333,7 +333,7 @@ def test_a_directory_that_is_not_a_run(support_pair, tmp_path, capsys):
     _one_line_exit_2(["compare", str(d), str(support_pair[0])], capsys, "not a carebench run directory")
     (d / "manifest.json").write_text(json.dumps({"suite": "construct", "status": "complete"}))
     (d / "records.jsonl").write_text("")
-    _one_line_exit_2(["compare", str(d), str(d)], capsys, "take risk, support and plural runs")
+    _one_line_exit_2(["compare", str(d), str(d)], capsys, "take risk, support, plural and converse runs")
     (d / "manifest.json").write_text("{not json")
     _one_line_exit_2(["compare", str(d), str(d)], capsys, "not valid JSON")
 

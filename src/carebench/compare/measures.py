@@ -5,9 +5,9 @@ The core never reads a suite's records. Each suite's *comparer* (registered in
 ``carebench.suites``) turns one run directory into a :class:`RunView`: its systems
 (risk methods, support responders, plural systems), each with the units it was scored
 on (risk items, support tasks, plural prompts) and its :class:`Measure` s as arrays
-aligned with those units. Every statistic the comparison reports is one of two kinds,
-both sums over units, so a resample is a weight vector over units and all resamples
-are one matrix product:
+aligned with those units. Every statistic the comparison reports is one of three kinds,
+all built on sums over units, so a resample is a weight vector over units and all
+resamples are one matrix product:
 
 * ``ratio``: the judge mean (equal weight, judges with no unit skipped) of
   ``sum(w * num[:, j]) / sum(w * den[:, j])``. With one column this is a ratio of
@@ -15,13 +15,17 @@ are one matrix product:
   (``den`` = 0 elsewhere), a subset mean, or a rate such as "recognized but not
   routed" (failures / recognized conversations per task);
 * ``confusion``: a metric of ``carebench.stats.metrics.CM_METRICS`` of the resampled
-  confusion matrix of gold and predicted levels (the risk metrics).
+  confusion matrix of gold and predicted levels (the risk metrics);
+* ``sums``: any function ``fn`` of the resampled column totals ``W @ sums`` of per-unit
+  sums ``(n, K)``, for a statistic that is a nonlinear function of pooled counts (the
+  VERA-MH score of pooled Best Practice and High Potential for Harm counts). ``fn`` maps
+  totals ``(B, K)`` to values ``(B,)`` (NaN where undefined).
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -47,6 +51,8 @@ class Measure:
     pred: np.ndarray | None = None
     metric: str | None = None
     k: int = 0
+    sums: np.ndarray | None = None  # (n, K) per-unit sums for a function of sums
+    fn: Callable[[np.ndarray], np.ndarray] | None = None  # totals (B, K) -> values (B,)
 
     @classmethod
     def ratio(cls, name: str, label: str, num: Any, den: Any, **kw: Any) -> Measure:
@@ -64,15 +70,38 @@ class Measure:
         return cls(name, label, gold=np.asarray(gold, np.int64), pred=np.asarray(pred, np.int64), metric=metric,
                    k=int(k), **kw)
 
+    @classmethod
+    def of_sums(cls, name: str, label: str, sums: Any, fn: Callable[[np.ndarray], np.ndarray],
+                **kw: Any) -> Measure:
+        """``fn`` of the totals over units of the per-unit sums ``sums`` (n, K)."""
+        x = np.asarray(sums, float)
+        if x.ndim == 1:
+            x = x[:, None]
+        if x.ndim != 2:
+            raise ValueError(f"measure {name}: sums must be (units, K), got {x.shape}")
+        return cls(name, label, sums=x, fn=fn, **kw)
+
     @property
     def kind(self) -> str:
-        return "ratio" if self.num is not None else "confusion"
+        return "ratio" if self.num is not None else "sums" if self.sums is not None else "confusion"
+
+    @property
+    def n_units(self) -> int:
+        return self.num.shape[0] if self.num is not None else self.sums.shape[0] if self.sums is not None \
+            else self.gold.size
 
     def take(self, idx: np.ndarray) -> Measure:
         """The same measure on the units ``idx`` (positions, in that order)."""
         if self.num is not None:
             return replace(self, num=self.num[idx], den=self.den[idx])
+        if self.sums is not None:
+            return replace(self, sums=self.sums[idx])
         return replace(self, gold=self.gold[idx], pred=self.pred[idx])
+
+    def of_totals(self, totals: np.ndarray) -> np.ndarray:
+        """A sums measure's statistic from resampled totals (B, K) -> (B,)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.asarray(self.fn(totals), float).reshape(totals.shape[0])
 
     def samples(self, W: np.ndarray) -> np.ndarray:
         """The statistic under each row of unit weights ``W`` (B, n) -> (B,); NaN where undefined."""
@@ -80,6 +109,8 @@ class Measure:
             with np.errstate(invalid="ignore", divide="ignore"):
                 per_judge = (W @ self.num) / (W @ self.den)  # (B, J)
             return judge_mean(per_judge)
+        if self.sums is not None:
+            return self.of_totals(W @ self.sums)
         k = self.k
         E = np.zeros((self.gold.size, k * k))
         E[np.arange(self.gold.size), self.gold * k + self.pred] = 1.0
@@ -89,32 +120,37 @@ class Measure:
 
     def value(self) -> float:
         """The statistic on the units as they are (every weight 1)."""
-        n = self.num.shape[0] if self.num is not None else self.gold.size
-        return float(self.samples(np.ones((1, n)))[0])
+        return float(self.samples(np.ones((1, self.n_units)))[0])
 
 
 def batch_samples(measures: Sequence[Measure], W: np.ndarray) -> list[np.ndarray]:
-    """``[m.samples(W) for m in measures]`` with one pass over ``W``: the ratio measures'
-    columns are stacked into one matrix product and measures sharing their gold and
+    """``[m.samples(W) for m in measures]`` with one pass over ``W``: the ratio and sums
+    measures' columns are stacked into one matrix product and measures sharing their gold and
     predicted levels share one resampled confusion matrix. Why: ``W`` (B x units) is the
     large operand; a product per measure streamed it from memory thousands of times
     (25 responder pairs x 33 measures x 2 runs at DistressBench's scale)."""
     out: list[np.ndarray | None] = [None] * len(measures)
     ratios = [i for i, m in enumerate(measures) if m.num is not None]
-    if ratios:
+    sums = [i for i, m in enumerate(measures) if m.sums is not None]
+    if ratios or sums:
+        blocks = [measures[i].num for i in ratios] + [measures[i].den for i in ratios] + \
+            [measures[i].sums for i in sums]
+        P = W @ np.concatenate(blocks, axis=1)
         cols = [measures[i].num.shape[1] for i in ratios]
-        X = np.concatenate([np.concatenate([measures[i].num for i in ratios], axis=1),
-                            np.concatenate([measures[i].den for i in ratios], axis=1)], axis=1)
-        P = W @ X
         half = sum(cols)
         start = 0
         for i, c in zip(ratios, cols, strict=True):
             with np.errstate(invalid="ignore", divide="ignore"):
                 out[i] = judge_mean(P[:, start:start + c] / P[:, half + start:half + start + c])
             start += c
+        start = 2 * half
+        for i in sums:
+            c = measures[i].sums.shape[1]
+            out[i] = measures[i].of_totals(P[:, start:start + c])
+            start += c
     shared: dict[tuple[bytes, bytes, int], np.ndarray] = {}
     for i, m in enumerate(measures):
-        if m.num is not None:
+        if m.num is not None or m.sums is not None:
             continue
         key = (m.gold.tobytes(), m.pred.tobytes(), m.k)
         if key not in shared:

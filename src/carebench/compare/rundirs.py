@@ -24,8 +24,8 @@ def read_run(run_dir: str | Path, comparer_of: Callable[[str], Comparer | None],
         raise CarebenchError(f"{run_dir} is a {name} run, the first run is a {suite} run: compare runs of one suite")
     comparer = comparer if comparer is not None else comparer_of(name)
     if comparer is None:
-        raise CarebenchError(f"{run_dir} is a {name} run directory; compare and leaderboard take risk, support "
-                             "and plural runs")
+        raise CarebenchError(f"{run_dir} is a {name} run directory; compare and leaderboard take risk, support, "
+                             "plural and converse runs")
     return comparer.read(Path(run_dir), manifest), comparer
 
 

@@ -265,11 +265,7 @@ class ConverseSuite:
         if manifest.get("incomplete"):
             return incomplete_metrics(manifest, {"conversations": len(convs), "walks": len(walks)})
         settings = manifest.get("scoring") or {}
-        keep = settings.get("judges")
-        rated = [w for w in walks if w["status"] == "ok" and (not keep or w["judge"] in keep)]
-        dims = list(settings.get("dimensions") or [])
-        for w in rated:
-            dims.extend(d for d in w["ratings"] if d not in dims)
+        rated, dims = rated_walks(walks, settings)
         m = summarize(rated, dims, B=int(settings.get("bootstrap", B_DEFAULT)),
                       seed=int(settings.get("seed", SEED_DEFAULT)))
         m["counts"] = {
@@ -290,6 +286,19 @@ class ConverseSuite:
         if metrics.get("status") == "incomplete":
             return incomplete_report(title, metrics)
         return build_report(metrics, records, manifest)
+
+
+def rated_walks(walks: Sequence[Mapping[str, Any]],
+                settings: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], list[str]]:
+    """The walks a run scores (rated, by the judges its scoring settings keep) and the
+    dimensions in rubric order (then any other dimension a walk rated)."""
+    keep = settings.get("judges")
+    rated = [w for w in walks if w.get("kind", "walk") == "walk" and w["status"] == "ok"
+             and (not keep or w["judge"] in keep)]
+    dims = list(settings.get("dimensions") or [])
+    for w in rated:
+        dims.extend(d for d in w["ratings"] if d not in dims)
+    return rated, dims
 
 
 def _earlier_conversations(run_dir: Path) -> list[dict[str, Any]]:

@@ -76,6 +76,8 @@ _LOCK = threading.RLock()
 _LOADED: dict[tuple[str, int, int, int], Any] = {}
 _LOAD_SECONDS: dict[tuple[str, int, int, int], float] = {}
 _VALID_GRAMMARS: set[tuple[int, str]] = set()
+#: every load this process made (count, seconds), kept across ``unload_all``
+_LOADS_MADE = {"loads": 0, "load_s": 0.0}
 
 
 def builtin_gguf_path() -> Path:
@@ -228,8 +230,34 @@ def load_llama(
         except (ValueError, RuntimeError, OSError) as e:
             raise CarebenchError(f"cannot load GGUF {path}: {e}") from None
         _LOAD_SECONDS[key] = time.perf_counter() - t0
+        _LOADS_MADE["loads"] += 1
+        _LOADS_MADE["load_s"] += _LOAD_SECONDS[key]
         _LOADED[key] = llama
         return llama
+
+
+def work_done() -> dict[str, float]:
+    """llama.cpp's own counters summed over every model this process loaded: model loads
+    and their seconds, prompt tokens evaluated (after prefix reuse) and tokens generated,
+    with the milliseconds each took. Take differences around a phase to see its work
+    (llama.cpp books a call's last decodes when their outputs are read: a token or two
+    per call may be counted late)."""
+    totals = {"loads": float(_LOADS_MADE["loads"]), "load_s": _LOADS_MADE["load_s"],
+              "prompt_tokens": 0.0, "prompt_s": 0.0, "generated_tokens": 0.0, "generate_s": 0.0}
+    if not _LOADED:
+        return totals
+    llama_cpp = _llama_cpp()
+    with _LOCK:
+        for llama in _LOADED.values():
+            ctx = getattr(getattr(llama, "_ctx", None), "ctx", None)
+            if ctx is None:  # internals changed: nothing to read
+                continue
+            perf = llama_cpp.llama_perf_context(ctx)
+            totals["prompt_tokens"] += perf.n_p_eval
+            totals["prompt_s"] += perf.t_p_eval_ms / 1000
+            totals["generated_tokens"] += perf.n_eval
+            totals["generate_s"] += perf.t_eval_ms / 1000
+    return totals
 
 
 def unload_all() -> None:

@@ -22,6 +22,11 @@ from carebench.rundir import write_json
 
 #: calibration cases in the quick demo (``--full``: 6); each gives 2 replies x 6 policies to judge
 DEMO_CASES = 1
+#: quick demo reply cap (generated tokens are the demo's main cost)
+QUICK_REPLY_TOKENS = 48
+#: quick demo jury cap: the decision and a list of up to three categories take at most 30
+#: SmolLM2 tokens and come first, so only the rationale is cut (and counted as cut)
+QUICK_JURY_TOKENS = 36
 DEMO_NOTE = (
     "Demonstration only: the reference policies here are the illustrative practitioners' own labels of "
     "built-in calibration cases (standing in for profile policies), and one small embedded model "
@@ -59,7 +64,8 @@ def run_demo(out_dir: Path, model_spec: str = "llamacpp:builtin", quick: bool = 
     release = demo_release(out_dir.parent / f"{out_dir.name}-release", DEMO_CASES if quick else 6)
     cfg = PluralRunConfig(
         release=str(release), systems=[model_spec], judges=[model_spec] * 3, sample_size=DEMO_CASES if quick else 6,
-        run=run_options(out=out_dir), max_tokens=96 if quick else 400, judge_max_tokens=64 if quick else 200,
+        run=run_options(out=out_dir), max_tokens=QUICK_REPLY_TOKENS if quick else 400,
+        judge_max_tokens=QUICK_JURY_TOKENS if quick else 200,
         bootstrap=500 if quick else 2000, notes=[DEMO_NOTE],
     )
     result = run_plural(cfg)

@@ -30,6 +30,7 @@ from carebench.experiment import (
 )
 from carebench.plural.jury import JUDGE_MAX_TOKENS, judgment_records, plan_jury
 from carebench.plural.records import (
+    PARQUET_COLUMNS,
     JudgmentColumns,
     JudgmentRecord,
     PolicyInfo,
@@ -471,6 +472,7 @@ class PluralRunSuite(CommandSuite):
                    "output_modes": run.output_modes()},
             # harness failures are counted and left out of the scores; a re-run retries them
             failed_calls=sum(failures.values()),
+            parquet_columns=PARQUET_COLUMNS,  # re-scoring reads these columns, not the JSON
             files={"sample.jsonl": pre.sample_rows,
                    "prompts.jsonl": [p.model_dump(mode="json") for p in pre.prompts],
                    "policies.jsonl": [p.model_dump(mode="json") for p in pre.policies]},

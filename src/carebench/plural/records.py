@@ -281,18 +281,34 @@ def build_jury_data(
                     appropriate, satisfied, policy, has_policy, nssi, suicidal, resp_status)
 
 
+#: the record fields a run stores as columns of records.parquet (see carebench.records_parquet)
+PARQUET_COLUMNS = ("kind", "system", "archetype", "prompt_id", "profile", "judge", "status", "appropriate",
+                   "categories")
+_CODED = ("kind", "system", "archetype", "prompt_id", "profile", "judge", "status")
+_RESPONSE_FIELDS = ("kind", "system", "archetype", "prompt_id", "status", "text", "error")
+_JUDGMENT_FIELDS = ("kind", "system", "archetype", "prompt_id", "profile", "judge", "status", "appropriate",
+                    "categories", "rationale")
+
+
 def read_jury_columns(path: Path, categories: Sequence[str], examples: set[str] | None = None) -> JudgmentColumns:
     """Scoring columns of a run's ``records.jsonl``.
 
-    The verdict lines (180,090 at paper scale) are read column-wise by pyarrow's
-    multithreaded JSON reader, skipping the free text; any file pyarrow rejects
-    is re-read line by line so the error names its line. The full rows of the
+    From ``records.parquet`` beside it when that matches the JSONL (a run written since
+    Parquet was added): the scoring fields are columns there, read without parsing any
+    JSON. Otherwise the verdict lines (180,090 at paper scale) are read column-wise by
+    pyarrow's multithreaded JSON reader, skipping the free text; any file pyarrow
+    rejects is re-read line by line so the error names its line. The full rows of the
     prompts in ``examples`` are kept (for the report).
     """
     p = Path(path)
     if not p.is_file():
         raise CarebenchError(f"{p}: records file not found")
     try:
+        from carebench.records_parquet import fresh_parquet
+
+        parquet = fresh_parquet(p.parent) if p.name == "records.jsonl" else None
+        if parquet is not None:
+            return _read_columns_parquet(p, parquet, categories, examples or set())
         return _read_columns_arrow(p, categories, examples or set())
     except _ArrowFallback:
         responses, judgments = read_records(p)
@@ -319,12 +335,39 @@ def _read_columns_arrow(p: Path, categories: Sequence[str], examples: set[str]) 
         raise _ArrowFallback  # the line reader names the line with the bad kind
     shown = tab.filter(pc.is_in(tab["prompt_id"], value_set=pa.array(sorted(examples), pa.string())))
     rows = shown.to_pylist()
-    resp_fields = ("kind", "system", "archetype", "prompt_id", "status", "text", "error")
-    judg_fields = ("kind", "system", "archetype", "prompt_id", "profile", "judge", "status", "appropriate",
-                   "categories", "rationale")
-    example_rows = ([{k: r[k] for k in resp_fields} for r in rows if r["kind"] == "response"],
-                    [{k: r[k] for k in judg_fields} for r in rows if r["kind"] == "judgment"])
-    tab = tab.drop_columns(["text", "rationale", "error"])
+    example_rows = ([{k: r[k] for k in _RESPONSE_FIELDS} for r in rows if r["kind"] == "response"],
+                    [{k: r[k] for k in _JUDGMENT_FIELDS} for r in rows if r["kind"] == "judgment"])
+    return _columns_from_table(p, tab.drop_columns(["text", "rationale", "error"]), categories, example_rows)
+
+
+def _read_columns_parquet(p: Path, parquet: Path, categories: Sequence[str], examples: set[str]) -> JudgmentColumns:
+    """The same columns from ``records.parquet``: the scoring fields as (dictionary-coded)
+    columns, and the JSON of only the example prompts' rows."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from carebench.records_parquet import read_parquet_columns, read_parquet_texts
+
+    types = {"appropriate": pa.bool_(), "categories": pa.list_(pa.string())}
+    tab = read_parquet_columns(parquet, PARQUET_COLUMNS, dictionary=_CODED)
+    tab = pa.table({c: tab[c].cast(types.get(c, pa.string())) if pa.types.is_null(tab[c].type) else tab[c]
+                    for c in PARQUET_COLUMNS})  # a column null in every row has no type
+    if not {str(k) for k in pc.unique(tab["kind"]).to_pylist()} <= {"response", "judgment"}:
+        raise _ArrowFallback
+    rows = [json.loads(t) for t in read_parquet_texts(parquet, "json", ("prompt_id", examples))] if examples else []
+    example_rows = ([{k: r.get(k) for k in _RESPONSE_FIELDS} for r in rows if r.get("kind") == "response"],
+                    [{k: r.get(k) for k in _JUDGMENT_FIELDS} for r in rows if r.get("kind") == "judgment"])
+    return _columns_from_table(p, tab, categories, example_rows)
+
+
+def _columns_from_table(p: Path, tab: Any, categories: Sequence[str],
+                        example_rows: tuple[list[dict[str, Any]], list[dict[str, Any]]]) -> JudgmentColumns:
+    """Jury columns from a table of the scoring fields (JSONL or Parquet alike)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     resp = tab.filter(pc.equal(tab["kind"], "response"))
     tab = tab.filter(pc.equal(tab["kind"], "judgment"))
     for col in ("system", "archetype", "prompt_id", "profile", "judge"):
@@ -335,7 +378,8 @@ def _read_columns_arrow(p: Path, categories: Sequence[str], examples: set[str]) 
         grouped = resp.select(["system", "archetype", "status"]).to_pydict()
         counts = dict(Counter(zip(grouped["system"], grouped["archetype"],
                                   [s or "ok" for s in grouped["status"]], strict=True)))
-    st_codes, st_vocab = _arrow_codes(pc.fill_null(tab["status"], "ok"))
+    # a dictionary-coded column keeps the responses' values (e.g. "truncated") after the filter
+    st_codes, st_vocab = _arrow_codes(pc.fill_null(tab["status"].cast(pa.string()), "ok"))
     bad = [v for v in st_vocab if v not in JUDGMENT_STATUSES]
     if bad:
         raise CarebenchError(f"{p}: judgment field 'status' has unknown value(s) {bad[:5]}")

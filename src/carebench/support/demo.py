@@ -17,6 +17,11 @@ from carebench.support.experiment import SupportRunConfig, run_support
 #: assistant turn, per-criterion judging and the panel vote all run within the demo's
 #: one-minute budget on two cores; --full runs every built-in task.
 QUICK_TASKS = ("ill-selfworth-04",)
+#: quick demo reply cap: a few sentences per turn (generated tokens are the demo's main cost)
+QUICK_REPLY_TOKENS = 48
+#: quick demo judge cap: ``{"met":true,"rationale":"`` is 8 SmolLM2 tokens, so 12 keeps the
+#: verdict and the first words of the reason (a cut reason is counted as cut in the report)
+QUICK_JUDGE_TOKENS = 12
 DEMO_NOTE = (
     "Demonstration only: the same small embedded model wrote every reply and filled all three "
     "judge seats (at temperature 0 the three seats repeat one answer). Its scores demonstrate "
@@ -34,10 +39,10 @@ def run_demo(out_dir: Path, model_spec: str = "llamacpp:builtin", quick: bool = 
         attempts=1 if quick else 3,
         include_reference=not quick,
         run=run_options(out=out_dir),
-        max_tokens=96 if quick else 400,
+        max_tokens=QUICK_REPLY_TOKENS if quick else 400,
         # the verdict is the answer's first field: a short cap keeps it and cuts only the
-        # rationale (counted as cut in the report), which keeps the quick demo near a minute
-        judge_max_tokens=32 if quick else 64,
+        # rationale (counted as cut in the report), which keeps the quick demo within budget
+        judge_max_tokens=QUICK_JUDGE_TOKENS if quick else 64,
         task_ids=list(QUICK_TASKS) if quick else None,
         bootstrap=500 if quick else 2000,
         title="Support suite demo (embedded model, illustrative tasks)",
