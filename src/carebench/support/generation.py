@@ -238,6 +238,15 @@ def reference_responses(tasks: Sequence[Task]) -> list[ResponseRecord]:
     return out
 
 
+def assumed_response(task: Task, spec: str, attempt: int, cap: int) -> ResponseRecord:
+    """A dry run's stand-in for a conversation not yet in the cache: every reply fills the
+    output cap (about four characters per token), the longest judge prompts. The replies
+    name their responder and attempt, so two stand-ins never look like one judge call."""
+    text = f"[{spec} #{attempt}] " + "x" * (4 * cap)
+    turns = [x for u in task.turns for x in ({"role": "user", "content": u}, {"role": "assistant", "content": text})]
+    return ResponseRecord(task.id, spec, attempt, turns, text, "ok")
+
+
 def planned_generation(
     tasks: Sequence[Task], responders: Sequence[ChatModel], cache: Any, cfg: GenerationConfig
 ) -> tuple[list[Call], list[ResponseRecord | None], bool]:
