@@ -75,14 +75,18 @@ def probe_run(tmp_path_factory):
 
 
 def _probe(run_dir: Path, **kw):
-    return run_probe(ProbeConfig(run_dir=str(run_dir), run=run_options(no_cache=True, progress=False), bootstrap=200,
-                                 n_conversations=1, **kw))
+    """The probe's own run directory and its metrics (the probe's results)."""
+    out = run_dir.parent / f"probe-{len(list(run_dir.parent.glob('probe-*')))}"
+    d = run_probe(ProbeConfig(run_dir=str(run_dir), run=run_options(out=out, no_cache=True, progress=False),
+                              bootstrap=200, n_conversations=1, **kw))
+    assert d == out
+    return d, json.loads((d / "metrics.json").read_text())
 
 
 def test_incompetent_evaluator_is_excluded_and_reported(probe_run):
     run_dir, spec = probe_run
     a, b = spec["resp-a"], spec["resp-b"]
-    res = _probe(run_dir)  # every responder of the run
+    probe_dir, res = _probe(run_dir)  # every responder of the run
     assert res["responders"] == [a, b]
     cb = res["per_responder"][b]["controls"]
     assert (cb["pairs"], cb["valid"], cb["prefers_alternative"]) == (4, 8, 2)
@@ -101,18 +105,18 @@ def test_incompetent_evaluator_is_excluded_and_reported(probe_run):
     # raw alternative preference on the real pairs: resp-b never picks the reference
     assert res["per_responder"][b]["real_pairs"]["rate"] == 0.0
     # the report says so, with the control figures
-    md = (run_dir / "report.md").read_text()
+    md = (probe_dir / "report.md").read_text()
     assert f"{b} is excluded from the decomposition as an uninformative evaluator" in md
     assert "in 2 of 8 valid answers (0.250" in md
-    html = (run_dir / "report.html").read_text()
+    html = (probe_dir / "report.html").read_text()
     assert "uninformative evaluator" in html
 
 
 def test_floor_pair_rate_recomputed_from_recorded_calls(probe_run):
     run_dir, spec = probe_run
-    res = _probe(run_dir)
+    probe_dir, res = _probe(run_dir)
     counts: dict[str, list[int]] = {}
-    for line in (run_dir / "probe" / "calls.jsonl").read_text().splitlines():
+    for line in (probe_dir / "calls.jsonl").read_text().splitlines():
         row = json.loads(line)
         prompt = row["request"]["messages"][-1]["content"]
         if floor_reply() not in prompt:
@@ -136,12 +140,12 @@ def test_threshold_and_floor_file_from_the_cli(probe_run, tmp_path, capsys):
     floor = tmp_path / "floor.txt"
     floor.write_text(CUSTOM_FLOOR + "\n", encoding="utf-8")
     args = ["support", "probe", str(run_dir), "--responder", a, "--no-cache", "--bootstrap", "50",
-            "--conversations", "1", "--floor-reply", str(floor)]
+            "--conversations", "1", "--floor-reply", str(floor), "--out", str(tmp_path / "probe")]
     # 7 of 8 = 0.875 is not above 0.9: excluded, so nothing is decomposed
     assert main([*args, "--competence-threshold", "0.9"]) == 0
     out = capsys.readouterr().out
     assert "floor pairs 7/8 prefer the compliant reply (0.875; threshold 0.9): EXCLUDED" in out
-    probe = json.loads((run_dir / "probe" / "probe.json").read_text())
+    probe = json.loads((tmp_path / "probe" / "probe.json").read_text())
     assert probe["excluded"] == [a] and probe["decomposition"]["units"] == 0
     assert probe["floor_reply"] == str(floor)
     assert main([*args, "--competence-threshold", "1.5"]) == 2
@@ -155,10 +159,10 @@ def test_no_matched_alternative_means_no_control_and_no_competence(probe_run):
     alternatives nothing can be probed, no floor pair is asked, and a responder that never
     showed competence is excluded rather than kept by default."""
     run_dir, spec = probe_run
-    res = _probe(run_dir, alternative="matched")
+    probe_dir, res = _probe(run_dir, alternative="matched")
     for s in (spec["resp-a"], spec["resp-b"]):
         r = res["per_responder"][s]
         assert (r["units_probed"], r["units_without_alternative"], r["controls"]["pairs"]) == (0, 4, 0)
         assert r["controls"]["rate"] is None and not r["competent"]
     assert res["decomposition"]["units"] == 0
-    assert "nothing is decomposed" in (run_dir / "report.md").read_text()
+    assert "nothing is decomposed" in (probe_dir / "report.md").read_text()

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -53,7 +53,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel
 
-from carebench.experiment import single_threaded_blas
+from carebench.experiment import Execution, run_suite, single_threaded_blas
 from carebench.judging import (
     JUDGE_MAX_TOKENS,
     JudgeQuestion,
@@ -64,8 +64,10 @@ from carebench.judging import (
 from carebench.models.families import family_of
 from carebench.run import Run, RunOptions
 from carebench.run_options import run_options
+from carebench.rundir import file_sha256, read_json, run_dir_path, write_json
 from carebench.runner import Call
 from carebench.stats.bootstrap import Resampler, percentile_interval
+from carebench.support.experiment import load_run
 from carebench.support.judging import criterion_question, render_transcript
 from carebench.support.panel import S_MET, S_NOT_MET, credited, panel_states
 from carebench.support.records import REFERENCE, ResponseRecord
@@ -248,12 +250,42 @@ def _control_aspect(task: Task, units: Sequence[Unit], cfg: ProbeConfig) -> tupl
     return None
 
 
-def run_probe(cfg: ProbeConfig, cache_obj: Any = None) -> dict[str, Any]:
-    """Probe, controls and elicitation for the responders of a support run; writes ``probe/``
-    in the run directory and re-renders the run's report with its own section."""
-    from carebench.rundir import write_json, write_jsonl
-    from carebench.support.experiment import load_run, rescore
+class ProbeSuite:
+    """``support probe`` in the run skeleton. It reads the probed support run and never
+    writes into it: its own run directory (default ``runs/support-probe-<time>``) names
+    the probed run in the manifest (``probes``: its path, creation time and manifest hash) and holds
+    the probe's records, calls, ``probe.json`` (the results, computed once with the
+    bootstrap) and its report; ``carebench report DIR`` re-renders it byte for byte."""
 
+    name = "support"
+
+    def __init__(self, cfg: ProbeConfig | None = None):
+        self.cfg = cfg
+
+    def plan(self, run: Run) -> Any:
+        raise CarebenchError("support probe has no --dry-run yet")
+
+    def execute(self, run: Run) -> Execution:
+        assert self.cfg is not None, "a ProbeSuite without a config can only score and render"
+        return _execute_probe(self.cfg, run)
+
+    def read_records(self, run_dir: Path, manifest: Mapping[str, Any]) -> dict[str, Any]:
+        return read_json(Path(run_dir) / PROBE_RESULT)
+
+    def score(self, records: dict[str, Any], manifest: Mapping[str, Any]) -> dict[str, Any]:
+        return records
+
+    def render(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Any:
+        from carebench.support.report import build_probe_report
+
+        return build_probe_report(manifest, metrics)
+
+
+PROBE_RESULT = "probe.json"
+
+
+def check_probe_config(cfg: ProbeConfig) -> None:
+    """Bad options: one line before any call."""
     if cfg.alternative not in ("reference", "matched"):
         raise CarebenchError(f"--alternative must be reference or matched, got {cfg.alternative!r}")
     if cfg.question not in QUESTIONS:
@@ -262,6 +294,23 @@ def run_probe(cfg: ProbeConfig, cache_obj: Any = None) -> dict[str, Any]:
         raise CarebenchError(f"--competence-threshold must be in [0, 1), got {cfg.competence_threshold}")
     if cfg.run.dry_run:
         raise CarebenchError("support probe has no --dry-run yet")
+
+
+def run_probe(cfg: ProbeConfig, cache_obj: Any = None) -> Path:
+    """Probe, controls and elicitation for the responders of a support run: the probe's own
+    run directory (``cfg.run.out``, default ``runs/support-probe-<time>``)."""
+    check_probe_config(cfg)
+    load_run(Path(cfg.run_dir))  # a missing or non-support run: one line before the output directory
+    out = cfg.run.out if cfg.run.out is not None else run_dir_path("support-probe")
+    if Path(out).resolve() == Path(cfg.run_dir).resolve():
+        raise CarebenchError(f"--out {out} is the probed run; the probe writes its own run directory")
+    result = run_suite(ProbeSuite(cfg), cfg.run, out=out, cache=cache_obj)
+    assert isinstance(result, Path)
+    return result
+
+
+def _execute_probe(cfg: ProbeConfig, run: Run) -> Execution:
+    check_probe_config(cfg)
     floor = floor_reply(cfg.floor_reply)
     run_dir = Path(cfg.run_dir)
     manifest, tasks, responses, verdicts = load_run(run_dir)
@@ -278,71 +327,69 @@ def run_probe(cfg: ProbeConfig, cache_obj: Any = None) -> dict[str, Any]:
     probe_tasks = set(_sample({u.task_id for us in units_of.values() for u in us}, cfg.n_tasks, rng))
     matched = _alternatives(by_id, responses, verdicts, panel) if cfg.alternative == "matched" else {}
     named = cfg.question == "named"
-    run = Run(cfg.run, cache=cache_obj)
     per: dict[str, dict[str, Any]] = {}
     outcome: dict[Unit, str] = {}
     records: list[dict[str, Any]] = []
-    with run:
-        judge_specs = [p.split("#", 1)[0] for p in panel]
-        judges = panel_seats(judge_specs, [run.model(s) for s in judge_specs])
-        for spec in responders:
-            units = units_of[spec]
-            probe_units = [u for u in units if u.task_id in probe_tasks]
-            questions, controls, seen_controls, probed = [], [], set(), []
-            by_conv: dict[tuple[str, int], list[Unit]] = defaultdict(list)
-            for u in probe_units:
-                alt = _alternative(cfg, by_id[u.task_id], u, matched)
-                if not alt.strip():
-                    continue
-                probed.append(u)
-                by_conv[(u.task_id, u.attempt)].append(u)
-                own = resp[(u.task_id, spec, u.attempt)]
-                ctx, aspect = _context(own), by_id[u.task_id].criterion(u.criterion_id).text if named else None
-                key = ("unit", spec, u.task_id, u.attempt, u.criterion_id)
-                questions.append(preference_question((*key, "own_first"), ctx, own.final_reply, alt, aspect))
-                questions.append(preference_question((*key, "alt_first"), ctx, alt, own.final_reply, aspect))
-            for (task_id, attempt), us in by_conv.items():
-                task = by_id[task_id]
-                picked = _control_aspect(task, us, cfg) if named else (None, us[0])
-                if picked is None:
-                    continue
-                cid, u = picked
-                ctx, alt = _context(resp[(task_id, spec, attempt)]), _alternative(cfg, task, u, matched)
-                aspect = task.criterion(cid).text if cid is not None else None
-                key = ("control", spec, task_id, attempt, cid)
-                pair = (preference_question((*key, "alt_first"), ctx, alt, floor, aspect),
-                        preference_question((*key, "floor_first"), ctx, floor, alt, aspect))
-                if pair[0].messages in seen_controls:  # e.g. two attempts of one single-turn task
-                    continue
-                seen_controls.add(pair[0].messages)
-                controls.extend(pair)
-            model = run.model(spec)
-            me = panel_seats([spec], [model])
-            answers = _ask(run, questions + controls, me, f"discrimination probe: {spec}", "probe")
-            real = [a for a in answers if a.key[0] == "unit"]
-            ctrl = [a for a in answers if a.key[0] == "control"]
-            outcome.update(_outcomes(probed, real))
-            competence = _competence(ctrl, len(controls) // 2, cfg.competence_threshold)
-            per[spec] = {
-                "failed_units": len(units),
-                "units_probed": len(probed),
-                "units_without_alternative": len(probe_units) - len(probed),
-                "controls": competence,
-                "competent": competence["competent"],
-                "real_pairs": _alternative_preference(real, first_alt="alt_first"),
-                "outcomes": {name: sum(1 for u in probed if outcome[u] == name) for name in OUTCOMES},
-                "decomposition": (decompose(probed, outcome, cfg.bootstrap, cfg.seed) if competence["competent"]
-                                  else {"units": 0, "excluded": "failed the evaluator-competence check"}),
-            }
-            records += [{"kind": "probe", "responder": spec, "task_id": u.task_id, "attempt": u.attempt,
-                         "criterion_id": u.criterion_id, "weight": u.weight, "outcome": outcome[u]} for u in probed]
-            records += [{"kind": "preference" if a.key[0] == "unit" else "control", "responder": spec,
-                         "task_id": a.key[2], "attempt": a.key[3], "criterion_id": a.key[4], "order": a.key[5],
-                         "choice": getattr(a.value, "choice", None), "status": a.status,
-                         "rationale": a.rationale} for a in answers]
-            elicitation, elicited = _elicit(cfg, run, model, judges, panel, spec, units, resp, by_id)
-            per[spec]["elicitation"] = elicitation
-            records += [{"kind": "elicitation", "responder": spec, **e} for e in elicited]
+    judge_specs = [p.split("#", 1)[0] for p in panel]
+    judges = panel_seats(judge_specs, [run.model(s) for s in judge_specs])
+    for spec in responders:
+        units = units_of[spec]
+        probe_units = [u for u in units if u.task_id in probe_tasks]
+        questions, controls, seen_controls, probed = [], [], set(), []
+        by_conv: dict[tuple[str, int], list[Unit]] = defaultdict(list)
+        for u in probe_units:
+            alt = _alternative(cfg, by_id[u.task_id], u, matched)
+            if not alt.strip():
+                continue
+            probed.append(u)
+            by_conv[(u.task_id, u.attempt)].append(u)
+            own = resp[(u.task_id, spec, u.attempt)]
+            ctx, aspect = _context(own), by_id[u.task_id].criterion(u.criterion_id).text if named else None
+            key = ("unit", spec, u.task_id, u.attempt, u.criterion_id)
+            questions.append(preference_question((*key, "own_first"), ctx, own.final_reply, alt, aspect))
+            questions.append(preference_question((*key, "alt_first"), ctx, alt, own.final_reply, aspect))
+        for (task_id, attempt), us in by_conv.items():
+            task = by_id[task_id]
+            picked = _control_aspect(task, us, cfg) if named else (None, us[0])
+            if picked is None:
+                continue
+            cid, u = picked
+            ctx, alt = _context(resp[(task_id, spec, attempt)]), _alternative(cfg, task, u, matched)
+            aspect = task.criterion(cid).text if cid is not None else None
+            key = ("control", spec, task_id, attempt, cid)
+            pair = (preference_question((*key, "alt_first"), ctx, alt, floor, aspect),
+                    preference_question((*key, "floor_first"), ctx, floor, alt, aspect))
+            if pair[0].messages in seen_controls:  # e.g. two attempts of one single-turn task
+                continue
+            seen_controls.add(pair[0].messages)
+            controls.extend(pair)
+        model = run.model(spec)
+        me = panel_seats([spec], [model])
+        answers = _ask(run, questions + controls, me, f"discrimination probe: {spec}", "probe")
+        real = [a for a in answers if a.key[0] == "unit"]
+        ctrl = [a for a in answers if a.key[0] == "control"]
+        outcome.update(_outcomes(probed, real))
+        competence = _competence(ctrl, len(controls) // 2, cfg.competence_threshold)
+        per[spec] = {
+            "failed_units": len(units),
+            "units_probed": len(probed),
+            "units_without_alternative": len(probe_units) - len(probed),
+            "controls": competence,
+            "competent": competence["competent"],
+            "real_pairs": _alternative_preference(real, first_alt="alt_first"),
+            "outcomes": {name: sum(1 for u in probed if outcome[u] == name) for name in OUTCOMES},
+            "decomposition": (decompose(probed, outcome, cfg.bootstrap, cfg.seed) if competence["competent"]
+                              else {"units": 0, "excluded": "failed the evaluator-competence check"}),
+        }
+        records += [{"kind": "probe", "responder": spec, "task_id": u.task_id, "attempt": u.attempt,
+                     "criterion_id": u.criterion_id, "weight": u.weight, "outcome": outcome[u]} for u in probed]
+        records += [{"kind": "preference" if a.key[0] == "unit" else "control", "responder": spec,
+                     "task_id": a.key[2], "attempt": a.key[3], "criterion_id": a.key[4], "order": a.key[5],
+                     "choice": getattr(a.value, "choice", None), "status": a.status,
+                     "rationale": a.rationale} for a in answers]
+        elicitation, elicited = _elicit(cfg, run, model, judges, panel, spec, units, resp, by_id)
+        per[spec]["elicitation"] = elicitation
+        records += [{"kind": "elicitation", "responder": spec, **e} for e in elicited]
     competent = [s for s in responders if per[s]["competent"]]
     pooled = [u for u in outcome if u.responder in competent]
     with single_threaded_blas():  # the intervals must not depend on the core count
@@ -362,14 +409,17 @@ def run_probe(cfg: ProbeConfig, cache_obj: Any = None) -> dict[str, Any]:
         "per_responder": per,
         "accounting": run.accounting(),
     }
-    out = run_dir / "probe"
-    out.mkdir(exist_ok=True)
-    write_jsonl(out / "records.jsonl", records)
-    write_jsonl(out / "calls.jsonl", run.call_rows)
-    write_json(out / "probe.json", result)
-    rescore(run_dir)  # the run's report gains its probe section
-    run.finish()
-    return result
+    return Execution(
+        records=records,
+        config=asdict(cfg),
+        dataset={"probed_run": str(run_dir), "tasks": len(tasks)},
+        seeds={"sample": cfg.seed, "bootstrap": cfg.seed},
+        models=responders + [j.label for j in judges],
+        extra={"kind": "probe", "probes": {
+            "path": str(run_dir), "created": manifest.get("created"),
+            "manifest_sha256": file_sha256(run_dir / "manifest.json")}},
+        artifacts=lambda d: write_json(d / PROBE_RESULT, result),
+    )
 
 
 def _ask(run: Run, questions: Sequence[JudgeQuestion], seats: Sequence[Any], description: str,
