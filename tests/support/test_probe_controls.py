@@ -16,10 +16,12 @@ orders: eight control answers per responder.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
 import pytest
+from rerender_bytes import assert_rerenders_byte_for_byte
 from scripted_stub import Script, single_turn_task, two_responder_run
 
 from carebench.cli import main
@@ -110,6 +112,26 @@ def test_incompetent_evaluator_is_excluded_and_reported(probe_run):
     assert "in 2 of 8 valid answers (0.250" in md
     html = (probe_dir / "report.html").read_text()
     assert "uninformative evaluator" in html
+    assert_rerenders_byte_for_byte(probe_dir)
+
+
+def test_probe_writes_its_own_run_and_leaves_the_probed_run_unchanged(probe_run):
+    run_dir, spec = probe_run
+    before = {p.relative_to(run_dir): p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    probe_dir, res = _probe(run_dir)
+    assert probe_dir.parent == run_dir.parent and not (run_dir / "probe").exists()
+    assert {p.relative_to(run_dir): p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
+    manifest = json.loads((probe_dir / "manifest.json").read_text())
+    assert (manifest["suite"], manifest["kind"], manifest["status"]) == ("support", "probe", "complete")
+    probed = manifest["probes"]
+    assert probed["path"] == str(run_dir)
+    assert probed["manifest_sha256"] == hashlib.sha256((run_dir / "manifest.json").read_bytes()).hexdigest()
+    assert probed["created"] == json.loads((run_dir / "manifest.json").read_text())["created"]
+    # calls.jsonl holds the probe's calls only, each with its stage
+    stages = [json.loads(x)["stage"] for x in (probe_dir / "calls.jsonl").read_text().splitlines()]
+    assert set(stages) == {"probe", "elicitation"}
+    assert len(stages) == sum(v["calls"] for v in res["accounting"]["by_stage"].values())
+    assert str(run_dir) in (probe_dir / "report.md").read_text()
 
 
 def test_floor_pair_rate_recomputed_from_recorded_calls(probe_run):

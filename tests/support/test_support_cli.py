@@ -6,6 +6,7 @@ import csv
 import json
 
 import pytest
+from rerender_bytes import assert_rerenders_byte_for_byte
 from scripted_stub import Script
 
 from carebench.cli import main
@@ -126,6 +127,11 @@ def test_calibrate_selects_the_panel_closest_to_consensus(tmp_path, capsys):
     assert sel["panels"][0]["kappa"] == 1.0
     assert res["candidates"][cands[3]]["kappa"] < 0 < res["candidates"][cands[2]]["kappa"] < 1.0
     assert (cal / "report.html").exists()
+    assert json.loads((cal / "manifest.json").read_text())["kind"] == "calibration"
+    # every candidate verdict was recorded: 4 candidates x every labelled criterion
+    verdicts = [json.loads(x) for x in (cal / "records.jsonl").read_text().splitlines()]
+    assert len(verdicts) == 4 * len(truth) and {v["judge"] for v in verdicts} == set(cands)
+    assert_rerenders_byte_for_byte(cal)
 
 
 def test_budget_stop_then_resume_from_cache(tmp_path, capsys, price_per_call):
