@@ -1,4 +1,4 @@
-"""``carebench support run | calibrate | rescore``.
+"""``carebench support run | calibrate | rescore | calibration-sample | coherence | probe``.
 
 User errors raise ``CarebenchError``; the top-level CLI prints one line and exits 2.
 """
