@@ -116,7 +116,7 @@ def test_incompetent_evaluator_is_excluded_and_reported(probe_run):
 
 
 def test_probe_writes_its_own_run_and_leaves_the_probed_run_unchanged(probe_run):
-    run_dir, spec = probe_run
+    run_dir, _ = probe_run
     before = {p.relative_to(run_dir): p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
     probe_dir, res = _probe(run_dir)
     assert probe_dir.parent == run_dir.parent and not (run_dir / "probe").exists()
