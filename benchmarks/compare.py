@@ -102,7 +102,7 @@ def main() -> None:
     from carebench.compare.command import CompareConfig, run_compare
     from carebench.compare.leaderboard import LeaderboardConfig, run_leaderboard
     from carebench.suites import comparer
-    from carebench.support.experiment import rescore
+    from carebench.support.suite import rescore
 
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp())
     root.mkdir(parents=True, exist_ok=True)

@@ -135,7 +135,7 @@ def synthetic_report(seed: int = 0) -> Report:
 def support_report(run_dir: Path) -> Report:
     from carebench.experiment import single_threaded_blas
     from carebench.rundir import read_json
-    from carebench.support.experiment import SupportSuite
+    from carebench.support.suite import SupportSuite
 
     suite = SupportSuite()
     manifest = read_json(run_dir / "manifest.json")

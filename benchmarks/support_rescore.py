@@ -274,7 +274,7 @@ def _median(runs: list[tuple[float, float]]) -> str:
 
 
 def rescore_run(run_dir: Path) -> None:
-    from carebench.support.experiment import rescore
+    from carebench.support.suite import rescore
 
     rescore(run_dir)
 
@@ -290,7 +290,7 @@ def phases(run_dir: Path) -> None:
     from carebench.report.markdown import render_markdown
     from carebench.report.writer import write_report
     from carebench.rundir import read_json, write_json
-    from carebench.support.experiment import SupportSuite
+    from carebench.support.suite import SupportSuite
 
     drawn = [0.0, 0.0]
     to_png = figures.fig_to_png

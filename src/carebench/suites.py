@@ -58,7 +58,7 @@ def _support_app():
 
 
 def _support_suite():
-    from carebench.support.experiment import SupportSuite
+    from carebench.support.suite import SupportSuite
 
     return SupportSuite()
 

@@ -23,7 +23,7 @@ def _risk(url: str) -> list[str]:
 def test_dry_run_prices_at_batch_rates(tmp_path, monkeypatch, capsys, price_per_call):
     price_per_call(1.0, "stub")  # $1 a call live, so $0.50 through a batch
     with StubServer() as stub:
-        args = [*_risk(stub.base_url), "--dry-run", "--cache", str(tmp_path / "c.sqlite")]
+        args = [*_risk(stub.base_url), "--dry-run", "--json", "--cache", str(tmp_path / "c.sqlite")]
         assert main(args) == 0
         live = json.loads(capsys.readouterr().out)
         monkeypatch.setenv("CAREBENCH_BATCH_DIR", str(tmp_path / "bdir"))

@@ -12,7 +12,8 @@ from test_run_e2e import _scripted, _write_tasks
 from carebench.cache import CompletionCache
 from carebench.cli import main
 from carebench.run_options import run_options
-from carebench.support.experiment import SupportRunConfig, run_support
+from carebench.support.experiment import SupportRunConfig
+from carebench.support.suite import run_support
 from carebench.support.tasks import load_tasks
 from stub_server import StubServer
 

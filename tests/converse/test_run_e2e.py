@@ -186,7 +186,7 @@ def test_user_errors_exit_2(tmp_path, capsys):
 def test_dry_run_makes_no_call(tmp_path, capsys, n):
     with StubServer() as stub:
         stub.handler = ConverseScript()
-        assert main([*_args(tmp_path, stub.base_url), "--dry-run"]) == 0
+        assert main([*_args(tmp_path, stub.base_url), "--dry-run", "--json"]) == 0
         assert len(stub.requests) == 0
     plan = json.loads(capsys.readouterr().out)
     assert [s["name"] for s in plan["stages"]] == ["generation", "judging"]

@@ -104,7 +104,8 @@ def two_responder_run(tmp: Path, tasks_path: Path, handler: Callable[[Any], Any]
     """A one-attempt support run of resp-a and resp-b judged by judge-a/b/c, all answered by
     ``handler`` on the loopback stub, which stays up while the caller uses the run."""
     from carebench.cache import CompletionCache
-    from carebench.support.experiment import SupportRunConfig, run_support
+    from carebench.support.experiment import SupportRunConfig
+    from carebench.support.suite import run_support
     from stub_server import StubServer
 
     with StubServer() as stub:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from rerender_bytes import assert_rerenders_byte_for_byte
 
 from carebench.cli import main
 from carebench.support.coherence import sample_multi_turn, summarize
@@ -53,6 +54,9 @@ def test_gate_rates_per_task_and_model(tmp_path, capsys):
     assert all("NEXT PREPARED MESSAGE" in p for p in seen)
     assert "below the gate" in capsys.readouterr().out
     assert main(["report", str(out)]) == 0  # re-rendered from what was recorded
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert (manifest["suite"], manifest["kind"]) == ("support", "coherence")
+    assert_rerenders_byte_for_byte(out)  # metrics recomputed from records.jsonl, same bytes
     assert len(multi) >= 2
 
 

@@ -16,10 +16,12 @@ orders: eight control answers per responder.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
 import pytest
+from rerender_bytes import assert_rerenders_byte_for_byte
 from scripted_stub import Script, single_turn_task, two_responder_run
 
 from carebench.cli import main
@@ -75,14 +77,18 @@ def probe_run(tmp_path_factory):
 
 
 def _probe(run_dir: Path, **kw):
-    return run_probe(ProbeConfig(run_dir=str(run_dir), run=run_options(no_cache=True, progress=False), bootstrap=200,
-                                 n_conversations=1, **kw))
+    """The probe's own run directory and its metrics (the probe's results)."""
+    out = run_dir.parent / f"probe-{len(list(run_dir.parent.glob('probe-*')))}"
+    d = run_probe(ProbeConfig(run_dir=str(run_dir), run=run_options(out=out, no_cache=True, progress=False),
+                              bootstrap=200, n_conversations=1, **kw))
+    assert d == out
+    return d, json.loads((d / "metrics.json").read_text())
 
 
 def test_incompetent_evaluator_is_excluded_and_reported(probe_run):
     run_dir, spec = probe_run
     a, b = spec["resp-a"], spec["resp-b"]
-    res = _probe(run_dir)  # every responder of the run
+    probe_dir, res = _probe(run_dir)  # every responder of the run
     assert res["responders"] == [a, b]
     cb = res["per_responder"][b]["controls"]
     assert (cb["pairs"], cb["valid"], cb["prefers_alternative"]) == (4, 8, 2)
@@ -101,18 +107,38 @@ def test_incompetent_evaluator_is_excluded_and_reported(probe_run):
     # raw alternative preference on the real pairs: resp-b never picks the reference
     assert res["per_responder"][b]["real_pairs"]["rate"] == 0.0
     # the report says so, with the control figures
-    md = (run_dir / "report.md").read_text()
+    md = (probe_dir / "report.md").read_text()
     assert f"{b} is excluded from the decomposition as an uninformative evaluator" in md
     assert "in 2 of 8 valid answers (0.250" in md
-    html = (run_dir / "report.html").read_text()
+    html = (probe_dir / "report.html").read_text()
     assert "uninformative evaluator" in html
+    assert_rerenders_byte_for_byte(probe_dir)
+
+
+def test_probe_writes_its_own_run_and_leaves_the_probed_run_unchanged(probe_run):
+    run_dir, _ = probe_run
+    before = {p.relative_to(run_dir): p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    probe_dir, res = _probe(run_dir)
+    assert probe_dir.parent == run_dir.parent and not (run_dir / "probe").exists()
+    assert {p.relative_to(run_dir): p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
+    manifest = json.loads((probe_dir / "manifest.json").read_text())
+    assert (manifest["suite"], manifest["kind"], manifest["status"]) == ("support", "probe", "complete")
+    probed = manifest["probes"]
+    assert probed["path"] == str(run_dir)
+    assert probed["manifest_sha256"] == hashlib.sha256((run_dir / "manifest.json").read_bytes()).hexdigest()
+    assert probed["created"] == json.loads((run_dir / "manifest.json").read_text())["created"]
+    # calls.jsonl holds the probe's calls only, each with its stage
+    stages = [json.loads(x)["stage"] for x in (probe_dir / "calls.jsonl").read_text().splitlines()]
+    assert set(stages) == {"probe", "elicitation"}
+    assert len(stages) == sum(v["calls"] for v in res["accounting"]["by_stage"].values())
+    assert str(run_dir) in (probe_dir / "report.md").read_text()
 
 
 def test_floor_pair_rate_recomputed_from_recorded_calls(probe_run):
     run_dir, spec = probe_run
-    res = _probe(run_dir)
+    probe_dir, res = _probe(run_dir)
     counts: dict[str, list[int]] = {}
-    for line in (run_dir / "probe" / "calls.jsonl").read_text().splitlines():
+    for line in (probe_dir / "calls.jsonl").read_text().splitlines():
         row = json.loads(line)
         prompt = row["request"]["messages"][-1]["content"]
         if floor_reply() not in prompt:
@@ -136,12 +162,12 @@ def test_threshold_and_floor_file_from_the_cli(probe_run, tmp_path, capsys):
     floor = tmp_path / "floor.txt"
     floor.write_text(CUSTOM_FLOOR + "\n", encoding="utf-8")
     args = ["support", "probe", str(run_dir), "--responder", a, "--no-cache", "--bootstrap", "50",
-            "--conversations", "1", "--floor-reply", str(floor)]
+            "--conversations", "1", "--floor-reply", str(floor), "--out", str(tmp_path / "probe")]
     # 7 of 8 = 0.875 is not above 0.9: excluded, so nothing is decomposed
     assert main([*args, "--competence-threshold", "0.9"]) == 0
     out = capsys.readouterr().out
     assert "floor pairs 7/8 prefer the compliant reply (0.875; threshold 0.9): EXCLUDED" in out
-    probe = json.loads((run_dir / "probe" / "probe.json").read_text())
+    probe = json.loads((tmp_path / "probe" / "probe.json").read_text())
     assert probe["excluded"] == [a] and probe["decomposition"]["units"] == 0
     assert probe["floor_reply"] == str(floor)
     assert main([*args, "--competence-threshold", "1.5"]) == 2
@@ -155,13 +181,13 @@ def test_no_matched_alternative_means_no_control_and_no_competence(probe_run):
     alternatives nothing can be probed, no floor pair is asked, and a responder that never
     showed competence is excluded rather than kept by default."""
     run_dir, spec = probe_run
-    res = _probe(run_dir, alternative="matched")
+    probe_dir, res = _probe(run_dir, alternative="matched")
     for s in (spec["resp-a"], spec["resp-b"]):
         r = res["per_responder"][s]
         assert (r["units_probed"], r["units_without_alternative"], r["controls"]["pairs"]) == (0, 4, 0)
         assert r["controls"]["rate"] is None and not r["competent"]
     assert res["decomposition"]["units"] == 0
-    assert "nothing is decomposed" in (run_dir / "report.md").read_text()
+    assert "nothing is decomposed" in (probe_dir / "report.md").read_text()
 
 
 def test_dry_run_plans_the_calls_the_probe_then_makes(probe_run, tmp_path):
@@ -173,16 +199,17 @@ def test_dry_run_plans_the_calls_the_probe_then_makes(probe_run, tmp_path):
     run_dir, _ = probe_run
     cache = tmp_path / "probe.sqlite"
 
-    def probe(dry_run: bool):
+    def probe(dry_run: bool, out=None):
         return run_probe(ProbeConfig(run_dir=str(run_dir), bootstrap=50, n_conversations=1,
-                                     run=run_options(cache=cache, dry_run=dry_run, progress=False)))
+                                     run=run_options(cache=cache, dry_run=dry_run, progress=False, out=out)))
 
     plan = probe(True)
     assert isinstance(plan, Plan)
     planned = {s["name"]: s for s in plan.to_dict()["stages"]}
     assert planned["probe"]["exact"] and not planned["elicitation"]["exact"]  # new replies follow the accounts
     assert planned["probe"]["cached"] == 0
-    made = probe(False)["accounting"]["by_stage"]
+    probe_dir = probe(False, tmp_path / "probe")
+    made = json.loads((probe_dir / "metrics.json").read_text())["accounting"]["by_stage"]
     assert {k: v["calls"] for k, v in planned.items()} == {k: v["calls"] for k, v in made.items()}
     again = probe(True).to_dict()
     assert again["to_make"] == 0 and all(s["exact"] for s in again["stages"])

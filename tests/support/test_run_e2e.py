@@ -6,6 +6,7 @@ quorum rule, negative criteria, empty replies), not taken from the code.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -15,7 +16,8 @@ from scripted_stub import Script
 
 from carebench.cache import CompletionCache
 from carebench.run_options import run_options
-from carebench.support.experiment import SupportRunConfig, rescore, run_support
+from carebench.support.experiment import SupportRunConfig
+from carebench.support.suite import rescore, run_support
 from carebench.support.tasks import load_tasks, write_tasks
 from stub_server import StubReply, StubServer
 
@@ -471,8 +473,11 @@ def test_discrimination_probe_and_elicitation(scripted_run):
 
     stub.handler = handler
     judges = [spec[f"judge-{k}"] for k in "abc"]
-    res = run_probe(ProbeConfig(run_dir=str(run_dir), responders=[a], run=run_options(no_cache=True, progress=False), bootstrap=100,
-                                families={a: "acme", judges[0]: "acme"}))
+    before = {p.relative_to(run_dir): p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    probe_dir = run_probe(ProbeConfig(run_dir=str(run_dir), responders=[a], bootstrap=100,
+                                      run=run_options(out=run_dir.parent / "probe", no_cache=True, progress=False),
+                                      families={a: "acme", judges[0]: "acme"}))
+    res = json.loads((probe_dir / "metrics.json").read_text())
     # two floor pairs, each in both orders: attempt 0 on c3 (its failed unit); attempt 1's only unit, c5,
     # is negative (a floor reply also avoids it), so its floor pair asks about c1, the first positive criterion
     assert res["per_responder"][a]["failed_units"] == 2 and seen["compare"] == 4 and seen["account"] == 2
@@ -488,6 +493,15 @@ def test_discrimination_probe_and_elicitation(scripted_run):
     # without judge-a (mapped to the responder's family) c3 splits 1-1: undecided, not converted
     assert e["without_own_family"]["panel"] == judges[1:]
     assert (e["without_own_family"]["converted"], e["without_own_family"]["rate"]) == (1, 0.5)
-    m = json.loads((run_dir / "metrics.json").read_text())
-    assert m["discrimination_probe"]["decomposition"]["units"] == 2
-    assert "Discrimination probe and elicitation" in (run_dir / "report.md").read_text()
+    # the probe has its own run directory, naming the run it probes; the probed run is unchanged
+    after = {p.relative_to(run_dir): p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    assert after == before
+    manifest = json.loads((probe_dir / "manifest.json").read_text())
+    assert (manifest["suite"], manifest["kind"]) == ("support", "probe")
+    assert manifest["probes"]["path"] == str(run_dir)
+    assert manifest["probes"]["manifest_sha256"] == hashlib.sha256((run_dir / "manifest.json").read_bytes()).hexdigest()
+    assert json.loads((probe_dir / "probe.json").read_text())["decomposition"]["units"] == 2
+    assert "Discrimination probe and elicitation" in (probe_dir / "report.md").read_text()
+    assert "Discrimination probe" not in (run_dir / "report.md").read_text()
+    assert sum(1 for _ in (probe_dir / "calls.jsonl").open()) == sum(
+        seen.values()) + 2 + 2 * 3  # compare, control and account calls + 2 new replies + 2 criteria x 3 judges

@@ -6,6 +6,7 @@ import csv
 import json
 
 import pytest
+from rerender_bytes import assert_rerenders_byte_for_byte
 from scripted_stub import Script
 
 from carebench.cli import main
@@ -133,6 +134,11 @@ def test_calibrate_selects_the_panel_closest_to_consensus(tmp_path, capsys):
     assert sel["panels"][0]["kappa"] == 1.0
     assert res["candidates"][cands[3]]["kappa"] < 0 < res["candidates"][cands[2]]["kappa"] < 1.0
     assert (cal / "report.html").exists()
+    assert json.loads((cal / "manifest.json").read_text())["kind"] == "calibration"
+    # every candidate verdict was recorded: 4 candidates x every labelled criterion
+    verdicts = [json.loads(x) for x in (cal / "records.jsonl").read_text().splitlines()]
+    assert len(verdicts) == 4 * len(truth) and {v["judge"] for v in verdicts} == set(cands)
+    assert_rerenders_byte_for_byte(cal)
 
 
 def test_budget_stop_then_resume_from_cache(tmp_path, capsys, price_per_call):
@@ -300,3 +306,39 @@ def test_a_panel_of_one_model_or_the_responders_family_is_warned(tmp_path, capsy
     fam = json.loads((tmp_path / "family" / "manifest.json").read_text())["panel_warnings"]
     assert len(fam) == 1 and "share the vendor family 'acme'" in fam[0]
     assert "none shares a responder's vendor family" in (tmp_path / "clean" / "report.md").read_text()
+
+
+def test_stopped_calibration_writes_nothing_then_finishes_from_the_cache(tmp_path, capsys, price_per_call):
+    """Calibration compares every candidate on every label: a budget stop exits 3 and leaves no
+    run directory (docs/architecture.md); the re-run finishes from the cache."""
+    price_per_call(1.0, "judge-a", "judge-b")
+    tasks = load_tasks("builtin:sample")[:1]
+    from carebench.support.tasks import write_tasks
+
+    tf = tmp_path / "tasks.jsonl"
+    write_tasks(tf, tasks)
+    script = Script(tasks)
+    with StubServer() as stub:
+        stub.handler = script
+        u = stub.base_url
+        out = _one_judge_run(tf, u, tmp_path / "run", "--no-cache")
+        labels = tmp_path / "labels.csv"
+        with labels.open("w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["task_id", "response_id", "criterion_id", "rater", "met"])
+            for c in tasks[0].criteria:
+                w.writerow([tasks[0].id, f"openai:resp-a@{u}#0", c.id, "r1", "true"])
+        cal = tmp_path / "cal"
+        args = ["support", "calibrate", "--labels", str(labels), "--run", str(out), "--out", str(cal),
+                "--candidate", f"openai:judge-a@{u}", "--candidate", f"openai:judge-b@{u}", "--panel-size", "1",
+                "--bootstrap", "20", "--cache", str(tmp_path / "c.sqlite"), "--concurrency", "1"]
+        before = len(stub.requests)
+        assert main([*args, "--budget", "1"]) == 3
+        assert "budget" in capsys.readouterr().err
+        assert len(stub.requests) - before == 1  # the first call spent the budget
+        assert not cal.exists()  # nothing written: no partial comparison
+        assert main(args) == 0
+        made = len(stub.requests) - before
+    assert made == 2 * len(tasks[0].criteria)  # every candidate on every label, the first one not repeated
+    assert json.loads((cal / "manifest.json").read_text())["status"] == "complete"
+    assert_rerenders_byte_for_byte(cal)

@@ -233,8 +233,14 @@ def _owner_only(path: Path) -> None:
     exports write 0600); SQLite gives its -wal and -shm files the database file's mode."""
     if path.parent and not path.parent.exists():
         return  # make_engine names the missing directory
-    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
-    os.close(fd)
+    if not path.exists():
+        # created here, owner-only, and never opened again by this function: closing any
+        # descriptor of a file drops every POSIX lock this process holds on it, SQLite's
+        # own included, which once left another process reading a stale snapshot
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600))
+        except FileExistsError:
+            pass
     for f in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
         if f.exists():
             os.chmod(f, 0o600)

@@ -16,6 +16,7 @@ from carebench.run_options import (
     Cache,
     Concurrency,
     DryRun,
+    Json,
     ModelOption,
     NoCache,
     Out,
@@ -90,7 +91,8 @@ def run(
         help="Retries of a failed call before it is a harness failure (default: the runner's).")] = None,
     seed: Seed = 12345, bootstrap: Bootstrap = 2000,
     out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
-    dry_run: DryRun = False, concurrency: Concurrency = None, model_option: ModelOption = None,
+    dry_run: DryRun = False, json_out: Json = False, concurrency: Concurrency = None,
+    model_option: ModelOption = None,
     timeout: Timeout = 120.0,
 ) -> None:
     """Simulate conversations, walk the rubric over each with each judge, score, report."""
@@ -119,7 +121,8 @@ def judge_cmd(
         help="question (one call per rubric question, default) or dimension (one call per dimension).")] = "question",
     seed: Seed = 12345, bootstrap: Bootstrap = 2000,
     out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
-    dry_run: DryRun = False, concurrency: Concurrency = None, model_option: ModelOption = None,
+    dry_run: DryRun = False, json_out: Json = False, concurrency: Concurrency = None,
+    model_option: ModelOption = None,
     timeout: Timeout = 120.0,
 ) -> None:
     """Walk the rubric over an earlier run's conversations (other judges or rubric), in a new directory."""

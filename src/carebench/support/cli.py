@@ -1,4 +1,4 @@
-"""``carebench support run | calibrate | rescore``.
+"""``carebench support run | calibrate | rescore | calibration-sample | coherence | probe``.
 
 User errors raise ``CarebenchError``; the top-level CLI prints one line and exits 2.
 """
@@ -100,7 +100,8 @@ def run(
 ) -> None:
     """Regenerate replies, judge every criterion with the panel, score and report."""
     from carebench.experiment import Plan, echo_plan
-    from carebench.support.experiment import SupportRunConfig, run_support
+    from carebench.support.experiment import SupportRunConfig
+    from carebench.support.suite import run_support
 
     source, notes = _task_source(tasks, task_format, axes_map, subcategory_tag)
     _check_score(score_as)
@@ -222,9 +223,9 @@ def calibrate(
     timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
     """Compare candidate judges and every panel with clinician consensus; select the panel."""
-    from carebench.support.experiment import CalibrationConfig, run_calibration
+    from carebench.support.suite import JudgeCalibrationConfig, run_calibration
 
-    cfg = CalibrationConfig(
+    cfg = JudgeCalibrationConfig(
         labels=str(labels), candidates=list(candidate or []), run_dir=str(run_dir) if run_dir else None,
         verdicts=str(verdicts) if verdicts else None, panel_size=panel_size, seed=seed, scope=scope,
         bootstrap=bootstrap, families=parse_family_overrides(family),
@@ -256,7 +257,7 @@ def rescore(
         "(healthbench_score.json, with the run's own panel and scope).")) ] = "carebench",
 ) -> None:
     """Recompute metrics.json and the report from recorded verdicts (no model call)."""
-    from carebench.support.experiment import rescore as do_rescore
+    from carebench.support.suite import rescore as do_rescore
 
     _check_score(score_as)
     if score_as == "healthbench" and (panel or scope or out):
@@ -360,33 +361,39 @@ def probe(
     conversations: Annotated[int, typer.Option(help="Conversations for elicitation, per responder (E.7: 300).")] = 300,
     seed: Annotated[int, typer.Option(help="Sampling and bootstrap seed (carebench default).")] = 12345,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
+    out: Out = None,
     cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False, json_out: Json = False,
     concurrency: Concurrency = None, model_option: ModelOption = None, timeout: Timeout = DEFAULT_TIMEOUT_S,
     batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
-    """Discrimination probe, controls and elicitation (§4.3, E.7): why did the responders fail their criteria?"""
+    """Discrimination probe, controls and elicitation (§4.3, E.7): why did the responders fail their criteria?
+
+    Writes its own run directory (default runs/support-probe-<time>), which names the probed run;
+    the probed run is only read."""
+    from carebench.rundir import read_json
     from carebench.support.probe import ProbeConfig, run_probe
 
-    res = run_probe(ProbeConfig(
+    d = run_probe(ProbeConfig(
         run_dir=str(run_dir), responders=list(responder or []), alternative=alternative, question=question,
         competence_threshold=competence_threshold, floor_reply=str(floor_reply) if floor_reply else None,
         n_tasks=n_tasks, n_conversations=conversations, seed=seed, bootstrap=bootstrap,
-        run=run_options(cache=cache, no_cache=no_cache, budget=budget, dry_run=dry_run, concurrency=concurrency,
+        run=run_options(out=out, cache=cache, no_cache=no_cache, budget=budget, dry_run=dry_run, concurrency=concurrency,
                         model_option=model_option, timeout=timeout,
                         batch=batch, batch_format=batch_format)))
-    if _echoed_plan(res):
+    if _echoed_plan(d):
         return
+    res = read_json(d / "metrics.json")
     for spec, p in res["per_responder"].items():
         c = p["controls"]
         rate = "no valid answer" if c["rate"] is None else f"{c['rate']:.3f}"
         verdict = "kept" if p["competent"] else "EXCLUDED from the decomposition (uninformative evaluator)"
         typer.echo(f"{spec}: floor pairs {c['prefers_alternative']}/{c['valid']} prefer the compliant reply "
                    f"({rate}; threshold {c['threshold']}): {verdict}")
-    d = res["decomposition"]
-    if d.get("units"):
-        typer.echo(f"standard divergence {d['standard_divergence']['share']:.1%}, discrimination failure "
-                   f"{d['discrimination_failure']['share']:.1%} of forfeited weight ({d['units']} units, "
+    dec = res["decomposition"]
+    if dec.get("units"):
+        typer.echo(f"standard divergence {dec['standard_divergence']['share']:.1%}, discrimination failure "
+                   f"{dec['discrimination_failure']['share']:.1%} of forfeited weight ({dec['units']} units, "
                    f"{len(res['competent'])} responders)")
     e = res["elicitation"]["full_panel"]
     typer.echo(f"elicitation converted {e['converted']} of {e['criteria']} failed criteria")
-    typer.echo(f"wrote {run_dir}/probe/ and re-rendered {run_dir}/report.html")
+    typer.echo(f"wrote {d}/report.html (probe of {run_dir})")

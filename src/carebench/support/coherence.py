@@ -16,7 +16,7 @@ at least ``gate`` (0.9) of its judged transitions, over all models, are acceptab
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from pathlib import Path
@@ -24,12 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from carebench.experiment import Plan
+from carebench.experiment import Execution, Plan, run_suite
 from carebench.judging import JUDGE_MAX_TOKENS, BinaryVerdict, JudgeQuestion, ask, panel_seats
-from carebench.report import Paragraph, Report, Section, Table, write_report
+from carebench.report import Paragraph, Report, Section, Table
 from carebench.run import Run, RunOptions
 from carebench.run_options import run_options
-from carebench.rundir import new_run_dir, write_json, write_jsonl, write_manifest
+from carebench.rundir import read_jsonl, run_dir_path
 from carebench.support.generation import GenerationConfig, generate
 from carebench.support.judging import render_transcript
 from carebench.support.records import ResponseRecord
@@ -146,43 +146,74 @@ def plan_coherence(run: Run, tasks: Sequence[Task], models: Sequence[Any], judge
         "replies not in the cache are assumed to fill their output cap, so the judge prompts are estimated"]))
 
 
-def run_coherence(cfg: CoherenceConfig, cache_obj: Any = None) -> Path | Plan:
-    if not cfg.models:
-        raise CarebenchError("give at least one --model whose replies test the scripts")
-    if not 0 < cfg.gate <= 1:
-        raise CarebenchError(f"--gate must be in (0, 1], got {cfg.gate}")
-    if cfg.n < 1:
-        raise CarebenchError(f"--n must be at least 1, got {cfg.n}")
-    tasks = sample_multi_turn(load_tasks(cfg.tasks), cfg.n, cfg.seed)
-    run = Run(cfg.run, cache=cache_obj)
-    with run:
+class CoherenceSuite:
+    """``support coherence`` in the run skeleton: regenerate the sampled tasks' assistant
+    turns with each model, ask the judge about every transition, score from the records
+    (``carebench report DIR`` recomputes the rates from ``records.jsonl``)."""
+
+    name = "support"
+
+    def __init__(self, cfg: CoherenceConfig | None = None):
+        self.cfg = cfg
+
+    def _prepare(self, run: Run):
+        cfg = self.cfg
+        assert cfg is not None, "a CoherenceSuite without a config can only score and render"
+        if not cfg.models:
+            raise CarebenchError("give at least one --model whose replies test the scripts")
+        if not 0 < cfg.gate <= 1:
+            raise CarebenchError(f"--gate must be in (0, 1], got {cfg.gate}")
+        if cfg.n < 1:
+            raise CarebenchError(f"--n must be at least 1, got {cfg.n}")
+        tasks = sample_multi_turn(load_tasks(cfg.tasks), cfg.n, cfg.seed)
         models = [run.model(s) for s in cfg.models]
         judge = panel_seats([cfg.judge], [run.model(cfg.judge)])
-        if cfg.run.dry_run:
-            return plan_coherence(run, tasks, models, judge, cfg)
+        return tasks, models, judge
+
+    def plan(self, run: Run) -> Plan:
+        return plan_coherence(run, *self._prepare(run), self.cfg)
+
+    def execute(self, run: Run) -> Execution:
+        cfg = self.cfg
+        tasks, models, judge = self._prepare(run)
         gen = generate(tasks, models, run, GenerationConfig(attempts=1, seed=cfg.seed))
         questions, meta = transition_questions(tasks, gen.responses)
         answers, _ = ask(questions, judge, run, stage="coherence verdicts", temperature=0.0,
                          max_tokens=JUDGE_MAX_TOKENS)
-    rows = [{"kind": "transition", "task": t, "model": m, "after_turn": k, "judge": a.judge,
-             "follows": getattr(a.value, "met", None) if a.status == "ok" else None,
-             "status": a.status, "rationale": a.rationale}
-            for (t, m, k), a in zip(meta, answers, strict=True)]
-    failed_replies = sum(r.is_harness_failure for r in gen.responses)
-    metrics = summarize(rows, cfg.gate)
-    metrics["tasks_sampled"] = [t.id for t in tasks]
-    metrics["replies_not_generated"] = failed_replies
-    run_dir = new_run_dir("support-coherence", cfg.run.out)
-    write_jsonl(run_dir / "records.jsonl", [r.to_dict() for r in gen.responses] + rows)
-    write_jsonl(run_dir / "calls.jsonl", run.call_rows)
-    write_manifest(run_dir, suite="support", config=asdict(cfg), models=[*cfg.models, cfg.judge],
-                   seeds={"sample": cfg.seed}, dataset={"source": cfg.tasks, "tasks": len(tasks)},
-                   extra={"kind": "coherence", "status": "incomplete" if run.incomplete or failed_replies
-                          else "complete", "accounting": run.accounting()})
-    write_json(run_dir / "metrics.json", metrics)
-    write_report(coherence_report(metrics), run_dir)
-    run.finish()
-    return run_dir
+        rows = [{"kind": "transition", "task": t, "model": m, "after_turn": k, "judge": a.judge,
+                 "follows": getattr(a.value, "met", None) if a.status == "ok" else None,
+                 "status": a.status, "rationale": a.rationale}
+                for (t, m, k), a in zip(meta, answers, strict=True)]
+        failed_replies = sum(r.is_harness_failure for r in gen.responses)
+        return Execution(
+            records=[r.to_dict() for r in gen.responses] + rows,
+            config=asdict(cfg), dataset={"source": cfg.tasks, "tasks": len(tasks)},
+            seeds={"sample": cfg.seed}, models=[*cfg.models, cfg.judge],
+            extra={"kind": "coherence", "tasks_sampled": [t.id for t in tasks]},
+            # a reply that failed after every retry has no transitions: the run is incomplete
+            failed_calls=failed_replies,
+        )
+
+    def read_records(self, run_dir: Path, manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
+        return read_jsonl(Path(run_dir) / "records.jsonl")
+
+    def score(self, records: Sequence[dict[str, Any]], manifest: Mapping[str, Any]) -> dict[str, Any]:
+        gate = float((manifest.get("config") or {}).get("gate", GATE))
+        metrics = summarize([r for r in records if r.get("kind") == "transition"], gate)
+        metrics["tasks_sampled"] = list(manifest.get("tasks_sampled") or [])
+        metrics["replies_not_generated"] = sum(ResponseRecord.from_dict(r).is_harness_failure
+                                               for r in records if r.get("kind") == "response")
+        return metrics
+
+    def render(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Report:
+        return coherence_report(dict(metrics))
+
+
+def run_coherence(cfg: CoherenceConfig, cache_obj: Any = None) -> Path | Plan:
+    """``support coherence``: the run directory (default ``runs/support-coherence-<time>``)
+    or, for a dry run, the plan."""
+    out = cfg.run.out if cfg.run.out is not None else run_dir_path("support-coherence")
+    return run_suite(CoherenceSuite(cfg), cfg.run, out=out, cache=cache_obj)
 
 
 def coherence_report(m: dict[str, Any]) -> Report:

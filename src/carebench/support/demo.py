@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from carebench.run_options import run_options
-from carebench.support.experiment import SupportRunConfig, run_support
+from carebench.support.experiment import SupportRunConfig
+from carebench.support.suite import run_support
 
 #: Quick demo task: one two-turn conversation (8 criteria), so regeneration of every
 #: assistant turn, per-criterion judging and the panel vote all run within the demo's

@@ -46,7 +46,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -54,7 +54,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel
 
-from carebench.experiment import Plan, single_threaded_blas
+from carebench.experiment import Execution, Plan, run_suite, single_threaded_blas
 from carebench.judging import (
     JUDGE_MAX_TOKENS,
     JudgeQuestion,
@@ -66,8 +66,10 @@ from carebench.models.families import family_of
 from carebench.planning import PlanningRun, filler
 from carebench.run import Run, RunOptions
 from carebench.run_options import run_options
+from carebench.rundir import file_sha256, read_json, run_dir_path, write_json
 from carebench.runner import Call
 from carebench.stats.bootstrap import Resampler, percentile_interval
+from carebench.support.experiment import load_run
 from carebench.support.judging import criterion_question, render_transcript
 from carebench.support.panel import S_MET, S_NOT_MET, credited, panel_states
 from carebench.support.records import REFERENCE, ResponseRecord
@@ -250,6 +252,44 @@ def _control_aspect(task: Task, units: Sequence[Unit], cfg: ProbeConfig) -> tupl
     return None
 
 
+class ProbeSuite:
+    """``support probe`` in the run skeleton. It reads the probed support run and never
+    writes into it: its own run directory (default ``runs/support-probe-<time>``) names
+    the probed run in the manifest (``probes``: its path, creation time and manifest hash) and holds
+    the probe's records, calls, ``probe.json`` (the results, computed once with the
+    bootstrap) and its report; ``carebench report DIR`` re-renders it byte for byte."""
+
+    name = "support"
+
+    def __init__(self, cfg: ProbeConfig | None = None):
+        self.cfg = cfg
+
+    def plan(self, run: Run) -> Plan:
+        """The probe's real chain against a stand-in that calls nothing (accounts feed the
+        new replies, which feed the panel), so the plan counts what a run would call."""
+        assert self.cfg is not None, "a ProbeSuite without a config can only score and render"
+        planned = _execute_probe(self.cfg, PlanningRun(run, _worst_case_reply, independent={"probe"}))
+        assert isinstance(planned, Plan)
+        return planned
+
+    def execute(self, run: Run) -> Execution:
+        assert self.cfg is not None, "a ProbeSuite without a config can only score and render"
+        return _execute_probe(self.cfg, run)
+
+    def read_records(self, run_dir: Path, manifest: Mapping[str, Any]) -> dict[str, Any]:
+        return read_json(Path(run_dir) / PROBE_RESULT)
+
+    def score(self, records: dict[str, Any], manifest: Mapping[str, Any]) -> dict[str, Any]:
+        return records
+
+    def render(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Any:
+        from carebench.support.report import build_probe_report
+
+        return build_probe_report(manifest, metrics)
+
+
+PROBE_RESULT = "probe.json"
+
 #: what a dry run assumes where the cache has no answer yet
 PLAN_GUESS = ("the elicitation's new replies are asked with the responders' accounts and judged by the panel: "
               "where the cache has no answer yet, the plan assumes accounts and replies that fill their output "
@@ -261,19 +301,31 @@ def _worst_case_reply(stage: str, call: Call, n: int) -> str:
     return json.dumps({"choice": 1, "rationale": ""}) if stage == "probe" else filler(call, n)
 
 
-def run_probe(cfg: ProbeConfig, cache_obj: Any = None) -> dict[str, Any] | Plan:
-    """Probe, controls and elicitation for the responders of a support run; writes ``probe/``
-    in the run directory and re-renders the run's report with its own section. A dry run
-    (``cfg.run.dry_run``) returns the plan of those calls instead and writes nothing."""
-    from carebench.rundir import write_json, write_jsonl
-    from carebench.support.experiment import load_run, rescore
-
+def check_probe_config(cfg: ProbeConfig) -> None:
+    """Bad options: one line before any call."""
     if cfg.alternative not in ("reference", "matched"):
         raise CarebenchError(f"--alternative must be reference or matched, got {cfg.alternative!r}")
     if cfg.question not in QUESTIONS:
         raise CarebenchError(f"--question must be named or blind, got {cfg.question!r}")
     if not 0.0 <= cfg.competence_threshold < 1.0:
         raise CarebenchError(f"--competence-threshold must be in [0, 1), got {cfg.competence_threshold}")
+
+
+def run_probe(cfg: ProbeConfig, cache_obj: Any = None) -> Path | Plan:
+    """Probe, controls and elicitation for the responders of a support run: the probe's own
+    run directory (``cfg.run.out``, default ``runs/support-probe-<time>``), or with
+    ``cfg.run.dry_run`` the plan of its calls (nothing written)."""
+    check_probe_config(cfg)
+    load_run(Path(cfg.run_dir))  # a missing or non-support run: one line before the output directory
+    out = cfg.run.out if cfg.run.out is not None else run_dir_path("support-probe")
+    if Path(out).resolve() == Path(cfg.run_dir).resolve():
+        raise CarebenchError(f"--out {out} is the probed run; the probe writes its own run directory")
+    return run_suite(ProbeSuite(cfg), cfg.run, out=out, cache=cache_obj)
+
+
+def _execute_probe(cfg: ProbeConfig, run: Run | PlanningRun) -> Execution | Plan:
+    """The probe's calls and results; against a :class:`PlanningRun` (a dry run), the plan."""
+    check_probe_config(cfg)
     floor = floor_reply(cfg.floor_reply)
     run_dir = Path(cfg.run_dir)
     manifest, tasks, responses, verdicts = load_run(run_dir)
@@ -290,73 +342,69 @@ def run_probe(cfg: ProbeConfig, cache_obj: Any = None) -> dict[str, Any] | Plan:
     probe_tasks = set(_sample({u.task_id for us in units_of.values() for u in us}, cfg.n_tasks, rng))
     matched = _alternatives(by_id, responses, verdicts, panel) if cfg.alternative == "matched" else {}
     named = cfg.question == "named"
-    real = Run(cfg.run, cache=cache_obj)
-    # a dry run walks the same chain without calling (accounts feed the new replies, which feed the panel)
-    run: Any = PlanningRun(real, _worst_case_reply, independent={"probe"}) if cfg.run.dry_run else real
     per: dict[str, dict[str, Any]] = {}
     outcome: dict[Unit, str] = {}
     records: list[dict[str, Any]] = []
-    with real:
-        judge_specs = [p.split("#", 1)[0] for p in panel]
-        judges = panel_seats(judge_specs, [run.model(s) for s in judge_specs])
-        for spec in responders:
-            units = units_of[spec]
-            probe_units = [u for u in units if u.task_id in probe_tasks]
-            questions, controls, seen_controls, probed = [], [], set(), []
-            by_conv: dict[tuple[str, int], list[Unit]] = defaultdict(list)
-            for u in probe_units:
-                alt = _alternative(cfg, by_id[u.task_id], u, matched)
-                if not alt.strip():
-                    continue
-                probed.append(u)
-                by_conv[(u.task_id, u.attempt)].append(u)
-                own = resp[(u.task_id, spec, u.attempt)]
-                ctx, aspect = _context(own), by_id[u.task_id].criterion(u.criterion_id).text if named else None
-                key = ("unit", spec, u.task_id, u.attempt, u.criterion_id)
-                questions.append(preference_question((*key, "own_first"), ctx, own.final_reply, alt, aspect))
-                questions.append(preference_question((*key, "alt_first"), ctx, alt, own.final_reply, aspect))
-            for (task_id, attempt), us in by_conv.items():
-                task = by_id[task_id]
-                picked = _control_aspect(task, us, cfg) if named else (None, us[0])
-                if picked is None:
-                    continue
-                cid, u = picked
-                ctx, alt = _context(resp[(task_id, spec, attempt)]), _alternative(cfg, task, u, matched)
-                aspect = task.criterion(cid).text if cid is not None else None
-                key = ("control", spec, task_id, attempt, cid)
-                pair = (preference_question((*key, "alt_first"), ctx, alt, floor, aspect),
-                        preference_question((*key, "floor_first"), ctx, floor, alt, aspect))
-                if pair[0].messages in seen_controls:  # e.g. two attempts of one single-turn task
-                    continue
-                seen_controls.add(pair[0].messages)
-                controls.extend(pair)
-            model = run.model(spec)
-            me = panel_seats([spec], [model])
-            answers = _ask(run, questions + controls, me, f"discrimination probe: {spec}", "probe")
-            real = [a for a in answers if a.key[0] == "unit"]
-            ctrl = [a for a in answers if a.key[0] == "control"]
-            outcome.update(_outcomes(probed, real))
-            competence = _competence(ctrl, len(controls) // 2, cfg.competence_threshold)
-            per[spec] = {
-                "failed_units": len(units),
-                "units_probed": len(probed),
-                "units_without_alternative": len(probe_units) - len(probed),
-                "controls": competence,
-                "competent": competence["competent"],
-                "real_pairs": _alternative_preference(real, first_alt="alt_first"),
-                "outcomes": {name: sum(1 for u in probed if outcome[u] == name) for name in OUTCOMES},
-                "decomposition": (decompose(probed, outcome, cfg.bootstrap, cfg.seed) if competence["competent"]
-                                  else {"units": 0, "excluded": "failed the evaluator-competence check"}),
-            }
-            records += [{"kind": "probe", "responder": spec, "task_id": u.task_id, "attempt": u.attempt,
-                         "criterion_id": u.criterion_id, "weight": u.weight, "outcome": outcome[u]} for u in probed]
-            records += [{"kind": "preference" if a.key[0] == "unit" else "control", "responder": spec,
-                         "task_id": a.key[2], "attempt": a.key[3], "criterion_id": a.key[4], "order": a.key[5],
-                         "choice": getattr(a.value, "choice", None), "status": a.status,
-                         "rationale": a.rationale} for a in answers]
-            elicitation, elicited = _elicit(cfg, run, model, judges, panel, spec, units, resp, by_id)
-            per[spec]["elicitation"] = elicitation
-            records += [{"kind": "elicitation", "responder": spec, **e} for e in elicited]
+    judge_specs = [p.split("#", 1)[0] for p in panel]
+    judges = panel_seats(judge_specs, [run.model(s) for s in judge_specs])
+    for spec in responders:
+        units = units_of[spec]
+        probe_units = [u for u in units if u.task_id in probe_tasks]
+        questions, controls, seen_controls, probed = [], [], set(), []
+        by_conv: dict[tuple[str, int], list[Unit]] = defaultdict(list)
+        for u in probe_units:
+            alt = _alternative(cfg, by_id[u.task_id], u, matched)
+            if not alt.strip():
+                continue
+            probed.append(u)
+            by_conv[(u.task_id, u.attempt)].append(u)
+            own = resp[(u.task_id, spec, u.attempt)]
+            ctx, aspect = _context(own), by_id[u.task_id].criterion(u.criterion_id).text if named else None
+            key = ("unit", spec, u.task_id, u.attempt, u.criterion_id)
+            questions.append(preference_question((*key, "own_first"), ctx, own.final_reply, alt, aspect))
+            questions.append(preference_question((*key, "alt_first"), ctx, alt, own.final_reply, aspect))
+        for (task_id, attempt), us in by_conv.items():
+            task = by_id[task_id]
+            picked = _control_aspect(task, us, cfg) if named else (None, us[0])
+            if picked is None:
+                continue
+            cid, u = picked
+            ctx, alt = _context(resp[(task_id, spec, attempt)]), _alternative(cfg, task, u, matched)
+            aspect = task.criterion(cid).text if cid is not None else None
+            key = ("control", spec, task_id, attempt, cid)
+            pair = (preference_question((*key, "alt_first"), ctx, alt, floor, aspect),
+                    preference_question((*key, "floor_first"), ctx, floor, alt, aspect))
+            if pair[0].messages in seen_controls:  # e.g. two attempts of one single-turn task
+                continue
+            seen_controls.add(pair[0].messages)
+            controls.extend(pair)
+        model = run.model(spec)
+        me = panel_seats([spec], [model])
+        answers = _ask(run, questions + controls, me, f"discrimination probe: {spec}", "probe")
+        real = [a for a in answers if a.key[0] == "unit"]
+        ctrl = [a for a in answers if a.key[0] == "control"]
+        outcome.update(_outcomes(probed, real))
+        competence = _competence(ctrl, len(controls) // 2, cfg.competence_threshold)
+        per[spec] = {
+            "failed_units": len(units),
+            "units_probed": len(probed),
+            "units_without_alternative": len(probe_units) - len(probed),
+            "controls": competence,
+            "competent": competence["competent"],
+            "real_pairs": _alternative_preference(real, first_alt="alt_first"),
+            "outcomes": {name: sum(1 for u in probed if outcome[u] == name) for name in OUTCOMES},
+            "decomposition": (decompose(probed, outcome, cfg.bootstrap, cfg.seed) if competence["competent"]
+                              else {"units": 0, "excluded": "failed the evaluator-competence check"}),
+        }
+        records += [{"kind": "probe", "responder": spec, "task_id": u.task_id, "attempt": u.attempt,
+                     "criterion_id": u.criterion_id, "weight": u.weight, "outcome": outcome[u]} for u in probed]
+        records += [{"kind": "preference" if a.key[0] == "unit" else "control", "responder": spec,
+                     "task_id": a.key[2], "attempt": a.key[3], "criterion_id": a.key[4], "order": a.key[5],
+                     "choice": getattr(a.value, "choice", None), "status": a.status,
+                     "rationale": a.rationale} for a in answers]
+        elicitation, elicited = _elicit(cfg, run, model, judges, panel, spec, units, resp, by_id)
+        per[spec]["elicitation"] = elicitation
+        records += [{"kind": "elicitation", "responder": spec, **e} for e in elicited]
     if isinstance(run, PlanningRun):
         return run.plan("support", ["command: support probe"], PLAN_GUESS)
     competent = [s for s in responders if per[s]["competent"]]
@@ -378,14 +426,17 @@ def run_probe(cfg: ProbeConfig, cache_obj: Any = None) -> dict[str, Any] | Plan:
         "per_responder": per,
         "accounting": run.accounting(),
     }
-    out = run_dir / "probe"
-    out.mkdir(exist_ok=True)
-    write_jsonl(out / "records.jsonl", records)
-    write_jsonl(out / "calls.jsonl", run.call_rows)
-    write_json(out / "probe.json", result)
-    rescore(run_dir)  # the run's report gains its probe section
-    run.finish()
-    return result
+    return Execution(
+        records=records,
+        config=asdict(cfg),
+        dataset={"probed_run": str(run_dir), "tasks": len(tasks)},
+        seeds={"sample": cfg.seed, "bootstrap": cfg.seed},
+        models=responders + [j.label for j in judges],
+        extra={"kind": "probe", "probes": {
+            "path": str(run_dir), "created": manifest.get("created"),
+            "manifest_sha256": file_sha256(run_dir / "manifest.json")}},
+        artifacts=lambda d: write_json(d / PROBE_RESULT, result),
+    )
 
 
 def _ask(run: Run, questions: Sequence[JudgeQuestion], seats: Sequence[Any], description: str,

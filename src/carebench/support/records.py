@@ -653,9 +653,3 @@ def write_records(path: str | Path, records: Iterable[ResponseRecord | VerdictRe
     """Write records as JSONL (one ``kind``-tagged object per line)."""
     with Path(path).open("w", encoding="utf-8") as fh:
         fh.writelines(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in records)
-
-
-def probe_json(run_dir: Path) -> dict[str, Any] | None:
-    """The results ``support probe`` left in a run's ``probe/`` folder, if any."""
-    p = Path(run_dir) / "probe" / "probe.json"
-    return json.loads(p.read_text("utf-8")) if p.is_file() else None

@@ -220,8 +220,6 @@ def build_support_report(
     sections.append(_non_response(metrics))
     sections.append(_truncation(metrics))
     sections.append(_ablation(metrics))
-    if metrics.get("discrimination_probe"):
-        sections.append(_probe(metrics["discrimination_probe"]))
     sections.append(_judges(metrics, manifest.get("panel_warnings")))
     sections.append(_judge_agreement(metrics))
     sections.append(_task_table(tasks, metrics))
@@ -659,6 +657,20 @@ def _judges(metrics, panel_warnings: Sequence[str] | None = None) -> Section:
     if not blocks:
         blocks.append(Paragraph("No judge robustness analysis available."))
     return Section("Judge robustness", blocks)
+
+
+def build_probe_report(manifest: Mapping[str, Any], p: Mapping[str, Any]) -> Report:
+    """The report of a ``support probe`` run (§4.3, E.7, Table 13): the run it probed,
+    then the probe, controls and elicitation."""
+    probed = manifest.get("probes") or {}
+    return Report(
+        title="Support: discrimination probe and elicitation",
+        subtitle=f"probe of the support run {probed.get('path', '?')}",
+        sections=[Section("Probed run", [KeyValue([
+            ("run directory", probed.get("path")), ("created", probed.get("created")),
+            ("its manifest sha256", probed.get("manifest_sha256")),
+            ("responders probed", ", ".join(p.get("responders") or []))])]), _probe(p)],
+    )
 
 
 def _probe(p: Mapping[str, Any]) -> Section:
