@@ -55,6 +55,10 @@ class Execution:
     #: writes what the command makes beyond JSONL (e.g. frozen profile files, a dataset
     #: release), given the run directory, before the manifest (so a crash leaves no manifest)
     artifacts: Callable[[Path], None] | None = None
+    #: the manifest's status when the suite decides it (e.g. construct's ``stopped`` when bad
+    #: input ended the command); None: ``incomplete`` after a budget stop or failed calls, else
+    #: ``complete``
+    status: str | None = None
 
 
 @dataclass
@@ -221,7 +225,7 @@ def write_run(run_dir: Path, suite: str, ex: Execution, run: Run) -> dict[str, A
         # how each model's structured requests were constrained (decided once per run and model
         # by its capability probe), for every suite; a suite may say more under the same key
         extra={"output_modes": run.output_modes(), **ex.extra,
-               "status": "incomplete" if run.incomplete or ex.failed_calls else "complete",
+               "status": ex.status or ("incomplete" if run.incomplete or ex.failed_calls else "complete"),
                "failed_calls": ex.failed_calls,
                "incomplete": sorted(run.incomplete), "accounting": run.accounting()},
     )
