@@ -36,8 +36,8 @@ from carebench.plural.profiles.memalign_mlflow import check_backend
 from carebench.plural.prompting import label_request
 from carebench.plural.runs import (
     CommandOptions,
-    CommandSuite,
     CutShort,
+    PluralCommand,
     estimated_stage,
     run_command,
 )
@@ -106,7 +106,7 @@ def _dataset_info(cfg: CalibrateConfig, cal: Calibration) -> dict[str, Any]:
     }
 
 
-class CalibrateSuite(CommandSuite):
+class CalibrateCommand(PluralCommand):
     """``plural calibrate`` on the run skeleton: every method over the fixed folds.
 
     Methods share one run context, so the budget caps the whole command. A method
@@ -217,7 +217,7 @@ class CalibrateSuite(CommandSuite):
 
 def run_calibrate(cfg: CalibrateConfig, cache: Any = None) -> Path | Plan:
     """Run (or plan) ``plural calibrate``; a budget stop raises RunStopped after writing."""
-    return run_command(CalibrateSuite(cfg), cfg, "calibrate", cache)
+    return run_command(CalibrateCommand(cfg), cfg, "calibrate", cache)
 
 
 def _profile_record(pr: Any) -> dict[str, Any]:

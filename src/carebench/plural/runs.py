@@ -103,8 +103,8 @@ def estimated_stage(name: str, like: Sequence[Any], n: int) -> Any:
     return Stage(name, CallPlan(n, 0, n, cost, by_model), exact=False)
 
 
-class CommandSuite:
-    """What the plural command suites share: a config (none: score and render only),
+class PluralCommand:
+    """What every plural command's skeleton object shares: a config (none: score and render only),
     records that are plain ``records.jsonl`` rows, and the generic report of a run the
     budget cut short. A subclass sets ``title`` and writes ``full_report``."""
 
