@@ -18,7 +18,7 @@ from typing import Any
 
 from carebench.experiment import Plan
 from carebench.risk.data import RiskDataset
-from carebench.risk.methods import MethodContext, Prediction, RiskItem
+from carebench.risk.methods import MethodContext, RiskItem, RiskPrediction
 from carebench.risk.scoring import DEFAULT_MAX_FAILURE_SHARE, EXCLUDED
 from carebench.run import Run, RunOptions
 from carebench.run_options import run_options
@@ -131,7 +131,7 @@ def method_context(spec: MethodSpec, cfg: RunConfig, run: Run, train: RiskDatase
     )
 
 
-def prediction_record(pred: Prediction, item: RiskItem, name: str, model: str | None) -> dict[str, Any]:
+def prediction_record(pred: RiskPrediction, item: RiskItem, name: str, model: str | None) -> dict[str, Any]:
     """One ``records.jsonl`` line (item_id, method, gold, pred, status, ...; see docs/risk.md)."""
     ok = pred.status == "ok" and pred.level is not None
     return {
@@ -178,10 +178,10 @@ def excluded_record(item: RiskItem, name: str, model: str | None) -> dict[str, A
             "recovered": bool(item.meta.get("recovered", False)), "excerpt": excerpt(item.text)}
 
 
-def collect(items: Sequence[RiskItem], preds: Sequence[Prediction], name: str,
+def collect(items: Sequence[RiskItem], preds: Sequence[RiskPrediction], name: str,
             model: str | None) -> list[dict[str, Any]]:
     """Records for every item, in item order: predicted, failed or excluded."""
-    by_id: dict[str, Prediction] = {}
+    by_id: dict[str, RiskPrediction] = {}
     known = {it.id for it in items}
     for p in preds:
         if p.item_id not in known:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from carebench.risk.experiment import prediction_record
-from carebench.risk.methods.base import MethodContext, Prediction, RiskItem
+from carebench.risk.methods.base import MethodContext, RiskItem, RiskPrediction
 from carebench.risk.methods.llm import POOL_PER_LEVEL, FewShotMethod, run_calls
 from carebench.risk.report import arm_name, sweep_figure, sweep_rows
 from carebench.types import CarebenchError
@@ -35,7 +35,7 @@ class SweepResult:
     rows: list[dict[str, Any]]  # one per k (k=0 first): k, n, failures, metric values + _ci
     pool_ids: list[str]
     scored_ids: list[str]
-    predictions: dict[int, list[Prediction]] = field(default_factory=dict)
+    predictions: dict[int, list[RiskPrediction]] = field(default_factory=dict)
     records: list[dict[str, Any]] = field(default_factory=list)  # experiment record format
     metrics: dict[str, Any] = field(default_factory=dict)  # metrics.json shape, arm = method
     png: bytes | None = None  # Figure 4: macro-F1 and QWK against k, dotted k=0 lines
@@ -74,7 +74,7 @@ def fewshot_sweep(
     plan = {k: m.calls(items, ctx) for k, m in arms.items()}
     comps = run_calls(ctx, [c for k in ks for c in plan[k]])
     model = str(ctx.model(role).spec)
-    preds_by_k: dict[int, list[Prediction]] = {}
+    preds_by_k: dict[int, list[RiskPrediction]] = {}
     records: list[dict[str, Any]] = []
     pos = 0
     for k in ks:
