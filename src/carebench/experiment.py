@@ -62,7 +62,7 @@ class Execution:
 
 
 @dataclass
-class Stage:
+class PlanStage:
     """One stage of a dry-run plan (e.g. one method, or generation / judging)."""
 
     name: str
@@ -77,7 +77,7 @@ class Plan:
     """The dry-run answer, the same shape for every suite: calls and the whole run's cost."""
 
     suite: str
-    stages: list[Stage]
+    stages: list[PlanStage]
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -165,8 +165,8 @@ def echo_plan(plan: Plan, as_json: bool | None = None) -> None:
     typer.echo(json.dumps(data, indent=2) if as_json else plan_summary(data))
 
 
-def stage(run: Run, name: str, calls: Sequence[Call], exact: bool = True) -> Stage:
-    return Stage(name, run.plan(calls), exact)
+def stage(run: Run, name: str, calls: Sequence[Call], exact: bool = True) -> PlanStage:
+    return PlanStage(name, run.plan(calls), exact)
 
 
 class Suite(Protocol):

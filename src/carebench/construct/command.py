@@ -1,7 +1,7 @@
 """One construct command = one :class:`carebench.run.Run` + one run directory.
 
 Every construct command (``build`` and each single stage) goes through
-:func:`run_command`: the run owns the runner, cache, budget, ``calls.jsonl`` rows,
+:func:`run_construct_command`: the run owns the runner, cache, budget, ``calls.jsonl`` rows,
 models and progress; this module writes ``records.jsonl`` and the manifest
 (``running``, then ``complete`` or ``incomplete`` through
 :func:`carebench.experiment.write_run`; ``stopped`` when bad input ended it), then ``metrics.json`` and the
@@ -79,7 +79,7 @@ class Stages:
 Body = Callable[[Run, Stages, Path], None]
 
 
-def run_command(
+def run_construct_command(
     kind: str,
     opts: ConstructOptions,
     config: dict[str, Any],

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from carebench.experiment import Plan, Stage
+from carebench.experiment import Plan, PlanStage
 from carebench.run import Run
 from carebench.runner import Call, RunResult, call_key
 from carebench.types import Completion
@@ -118,7 +118,7 @@ class PlanningRun:
         for name, calls, exact in self.batches:
             prev, was_exact = order.get(name, ([], True))
             order[name] = (prev + calls, was_exact and exact)
-        stages = [Stage(name, self.run.plan(calls), exact, upper_bound=not exact)
+        stages = [PlanStage(name, self.run.plan(calls), exact, upper_bound=not exact)
                   for name, (calls, exact) in order.items()]
         notes = list(notes)
         if any(not s.exact for s in stages):

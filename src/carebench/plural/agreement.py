@@ -21,7 +21,7 @@ import numpy as np
 from carebench.experiment import Execution, Plan
 from carebench.plural.data import ARCHETYPES, is_builtin, load_vocabulary, resolve
 from carebench.plural.policy import Policy, label_space
-from carebench.plural.runs import PluralCommand, no_call_options, run_command
+from carebench.plural.runs import PluralCommand, no_call_options, run_plural_command
 from carebench.report import Report
 from carebench.run import Run, RunOptions
 from carebench.rundir import file_sha256, read_json
@@ -111,7 +111,7 @@ class AgreementCommand(PluralCommand):
 
 
 def run_agreement(cfg: AgreementConfig) -> Path | Plan:
-    return run_command(AgreementCommand(cfg), cfg, "agreement")
+    return run_plural_command(AgreementCommand(cfg), cfg, "agreement")
 
 
 def agreement_metrics(records: list[dict[str, Any]], labels: Sequence[str]) -> dict[str, Any]:

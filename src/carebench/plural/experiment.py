@@ -40,8 +40,8 @@ from carebench.plural.records import (
     read_jury_columns,
 )
 from carebench.plural.responses import ARCHETYPES, ResponseConfig, response_calls, response_records
-from carebench.plural.runs import SUITE, PluralCommand, no_call_options, run_command
-from carebench.plural.sample import SampleConfig, composition, draw_sample
+from carebench.plural.runs import SUITE, PluralCommand, no_call_options, run_plural_command
+from carebench.plural.sample import PolicySampleConfig, composition, draw_sample
 from carebench.plural.scoring import ScoringRules
 from carebench.report import Report
 from carebench.run import Run, RunOptions
@@ -172,8 +172,8 @@ class SampleRunConfig:
     #: --budget is accepted for a uniform CLI)
     run: RunOptions = field(default_factory=no_call_options)
 
-    def sample_config(self) -> SampleConfig:
-        return SampleConfig(size=self.size, fraction=self.fraction, seed=self.seed, reserve=self.reserve,
+    def sample_config(self) -> PolicySampleConfig:
+        return PolicySampleConfig(size=self.size, fraction=self.fraction, seed=self.seed, reserve=self.reserve,
                             weighting=self.weighting)
 
 
@@ -222,7 +222,7 @@ def run_sample(cfg: SampleRunConfig) -> Path | dict[str, Any]:
     which prints the composition: there are no calls to plan)."""
     if cfg.run.dry_run:
         return SampleCommand(cfg).draw()[2]
-    return run_command(SampleCommand(cfg), cfg, "sample")
+    return run_plural_command(SampleCommand(cfg), cfg, "sample")
 
 
 # -- run -----------------------------------------------------------------------------------
@@ -305,7 +305,7 @@ def _select(release: Release, cfg: PluralRunConfig) -> tuple[list[Any], list[Any
         rows = [{"prompt_id": i, "reason": "given", "weight": None} for i in ids]
     else:
         drawn = draw_sample(release.prompts, release.policies,
-                            SampleConfig(size=cfg.sample_size, seed=cfg.sample_seed))
+                            PolicySampleConfig(size=cfg.sample_size, seed=cfg.sample_seed))
         ids = [s.prompt_id for s in drawn]
         rows = [s.to_dict() for s in drawn]
     by_id = {p.id: p for p in release.prompts}
@@ -499,7 +499,7 @@ class RunCommand(PluralCommand):
 
 def run_plural(cfg: PluralRunConfig, cache: CompletionCache | None = None) -> Path | Plan:
     """Run the evaluation; returns the run directory (or the call plan for a dry run)."""
-    return run_command(RunCommand(cfg), cfg, "run", cache)
+    return run_plural_command(RunCommand(cfg), cfg, "run", cache)
 
 
 def _ordered(verdicts: list[JudgmentRecord]) -> list[JudgmentRecord]:

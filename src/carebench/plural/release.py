@@ -43,7 +43,7 @@ from carebench.plural.runs import (
     CutShort,
     PluralCommand,
     estimated_stage,
-    run_command,
+    run_plural_command,
 )
 from carebench.report import Report
 from carebench.run import Run
@@ -208,7 +208,7 @@ class FreezeCommand(PluralCommand):
 
 
 def run_freeze(cfg: FreezeConfig, cache: Any = None) -> Path | Plan:
-    return run_command(FreezeCommand(cfg), cfg, "freeze", cache)
+    return run_plural_command(FreezeCommand(cfg), cfg, "freeze", cache)
 
 
 def load_profiles(path: str | Path) -> list[Profile]:
@@ -360,7 +360,7 @@ class LabelCommand(PluralCommand):
 
 
 def run_label(cfg: LabelConfig, cache: Any = None) -> Path | Plan:
-    return run_command(LabelCommand(cfg), cfg, "label", cache)
+    return run_plural_command(LabelCommand(cfg), cfg, "label", cache)
 
 
 def label_metrics(records: list[dict[str, Any]], leak: Leakage, n_prompts: int) -> dict[str, Any]:
