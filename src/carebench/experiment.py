@@ -55,10 +55,14 @@ class Execution:
     #: writes what the command makes beyond JSONL (e.g. frozen profile files, a dataset
     #: release), given the run directory, before the manifest (so a crash leaves no manifest)
     artifacts: Callable[[Path], None] | None = None
+    #: the manifest's status when the suite decides it (e.g. construct's ``stopped`` when bad
+    #: input ended the command); None: ``incomplete`` after a budget stop or failed calls, else
+    #: ``complete``
+    status: str | None = None
 
 
 @dataclass
-class Stage:
+class PlanStage:
     """One stage of a dry-run plan (e.g. one method, or generation / judging)."""
 
     name: str
@@ -73,7 +77,7 @@ class Plan:
     """The dry-run answer, the same shape for every suite: calls and the whole run's cost."""
 
     suite: str
-    stages: list[Stage]
+    stages: list[PlanStage]
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -161,8 +165,8 @@ def echo_plan(plan: Plan, as_json: bool | None = None) -> None:
     typer.echo(json.dumps(data, indent=2) if as_json else plan_summary(data))
 
 
-def stage(run: Run, name: str, calls: Sequence[Call], exact: bool = True) -> Stage:
-    return Stage(name, run.plan(calls), exact)
+def stage(run: Run, name: str, calls: Sequence[Call], exact: bool = True) -> PlanStage:
+    return PlanStage(name, run.plan(calls), exact)
 
 
 class Suite(Protocol):
@@ -221,7 +225,7 @@ def write_run(run_dir: Path, suite: str, ex: Execution, run: Run) -> dict[str, A
         # how each model's structured requests were constrained (decided once per run and model
         # by its capability probe), for every suite; a suite may say more under the same key
         extra={"output_modes": run.output_modes(), **ex.extra,
-               "status": "incomplete" if run.incomplete or ex.failed_calls else "complete",
+               "status": ex.status or ("incomplete" if run.incomplete or ex.failed_calls else "complete"),
                "failed_calls": ex.failed_calls,
                "incomplete": sorted(run.incomplete), "accounting": run.accounting()},
     )

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
-from carebench.experiment import Plan, Stage
+from carebench.experiment import Plan, PlanStage
 from carebench.run import Run
 from carebench.runner import Call, RunResult, call_key
 from carebench.types import Completion
@@ -94,7 +94,7 @@ class PlanningRun:
         for name, calls, exact in self.batches:
             prev, was_exact = order.get(name, ([], True))
             order[name] = (prev + calls, was_exact and exact)
-        stages = [Stage(name, self.run.plan(calls), exact, upper_bound=not exact)
+        stages = [PlanStage(name, self.run.plan(calls), exact, upper_bound=not exact)
                   for name, (calls, exact) in order.items()]
         notes = list(notes)
         if guess_note and any(not s.exact for s in stages):

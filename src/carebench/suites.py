@@ -34,7 +34,7 @@ def _risk_app():
 
 
 def _risk_suite():
-    from carebench.risk.experiment import RiskSuite
+    from carebench.risk.suite import RiskSuite
 
     return RiskSuite()
 

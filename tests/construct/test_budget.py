@@ -53,7 +53,7 @@ def test_build_budget_stop_then_resume(tmp_path, capsys, price_per_call):
         manifest = read_json(out / "manifest.json")
         metrics = read_json(out / "metrics.json")
         # screening made no call and finished; routing's sketches were cut short
-        assert manifest["status"] == "stopped" and manifest["incomplete"] == ["route"]
+        assert manifest["status"] == "incomplete" and manifest["incomplete"] == ["route"]
         assert metrics["incomplete"] == ["route"] and metrics["stopped_batch"] == "persona sketches"
         assert [s["step"] for s in metrics["stages"]] == ["screen"]
         assert metrics["accounting"]["spent_usd"] == len(first) * 1.0

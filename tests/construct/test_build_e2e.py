@@ -153,7 +153,7 @@ def test_budget_stop_leaves_no_prompts(tmp_path, stub, capsys, monkeypatch, pric
     err = capsys.readouterr().err
     assert rc == 3 and "budget" in err and "resume" in err and "error" not in err
     assert not (out / "prompts.jsonl").exists()
-    assert read_json(out / "manifest.json")["status"] == "stopped"
+    assert read_json(out / "manifest.json")["status"] == "incomplete"
 
 
 def test_route_with_attribute_filter(tmp_path, stub):

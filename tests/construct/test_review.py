@@ -7,7 +7,7 @@ import json
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
-from carebench.construct.review import SampleConfig, draw_sample, review_stats, sheet_rows
+from carebench.construct.review import ReviewSampleConfig, draw_sample, review_stats, sheet_rows
 from carebench.construct.sources import Persona, Proxy, WorkRow
 from carebench.types import CarebenchError
 
@@ -27,7 +27,7 @@ def _rows():
 
 def test_design_and_blind_sheets():
     rows = _rows()
-    cfg = SampleConfig(total=8, per_reviewer=5, shared=2, reviewers=("ann", "bob"), seed=3)
+    cfg = ReviewSampleConfig(total=8, per_reviewer=5, shared=2, reviewers=("ann", "bob"), seed=3)
     key, design = draw_sample(rows, cfg)
     assert len(key) == 8 and design["cells"] == {"chat|m1": 2, "chat|m2": 2, "search|m1": 2, "search|m2": 2}
     weights = {k["cell"]: k["weight"] for k in key}
@@ -47,7 +47,7 @@ def test_design_and_blind_sheets():
 
 def test_design_must_add_up():
     with pytest.raises(CarebenchError, match="does not add up"):
-        draw_sample(_rows(), SampleConfig(total=10, per_reviewer=5, shared=2))
+        draw_sample(_rows(), ReviewSampleConfig(total=10, per_reviewer=5, shared=2))
 
 
 def _review(item, who, sev=True, leak=True, fmt=True, score=4):

@@ -7,7 +7,7 @@ from types import SimpleNamespace as NS
 import numpy as np
 import pytest
 
-from carebench.plural.sample import SampleConfig, draw_sample, prompt_features, rarity_weights
+from carebench.plural.sample import PolicySampleConfig, draw_sample, prompt_features, rarity_weights
 
 
 def _release(n=40):
@@ -27,19 +27,19 @@ def _release(n=40):
 
 
 def test_size_follows_the_papers_fraction():
-    assert SampleConfig().target(10_003) == 2001
-    assert SampleConfig(size=50).target(30) == 30
+    assert PolicySampleConfig().target(10_003) == 2001
+    assert PolicySampleConfig(size=50).target(30) == 30
 
 
 def test_every_severity_level_present_is_reserved_first():
     prompts, policies = _release()
-    sample = draw_sample(prompts, policies, SampleConfig(size=6, seed=1))
+    sample = draw_sample(prompts, policies, PolicySampleConfig(size=6, seed=1))
     ids = [s.prompt_id for s in sample]
     assert len(ids) == len(set(ids)) == 6
     assert "p17" in ids  # the only suicidal-5 prompt
     assert {"p03", "p08"} & set(ids)  # one of the two NSSI-2 prompts
     assert sample[0].reason.startswith("reserved")
-    assert draw_sample(prompts, policies, SampleConfig(size=6, seed=1)) == sample  # seeded
+    assert draw_sample(prompts, policies, PolicySampleConfig(size=6, seed=1)) == sample  # seeded
 
 
 def test_rarity_weights_by_hand():
@@ -58,7 +58,7 @@ def test_weighting_favours_uncommon_contexts():
 
     def triage_share(weighting):
         hits = [int(s.prompt_id[1:]) % 4 == 0 for seed in range(60)
-                for s in draw_sample(prompts, policies, SampleConfig(size=8, seed=seed, reserve=0,
+                for s in draw_sample(prompts, policies, PolicySampleConfig(size=8, seed=seed, reserve=0,
                                                                      weighting=weighting))]
         return sum(hits) / len(hits)
 
@@ -72,4 +72,4 @@ def test_bad_settings_are_user_errors():
     from carebench.types import CarebenchError
 
     with pytest.raises(CarebenchError, match="fraction"):
-        draw_sample(prompts, policies, SampleConfig(fraction=0))
+        draw_sample(prompts, policies, PolicySampleConfig(fraction=0))

@@ -13,7 +13,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from carebench.models import get_model
-from carebench.risk.methods import MethodContext, Prediction, RiskItem, make_method
+from carebench.risk.methods import MethodContext, RiskItem, RiskPrediction, make_method
 from carebench.risk.methods.ensembles import (
     Evidence,
     StackedMethod,
@@ -298,13 +298,13 @@ def test_critical_path_and_sums_are_exact():
     from carebench.risk.methods.ensembles import _finish
 
     def pred(lat, cost, tok):
-        return Prediction("x", "m", 1, latency_s=lat, cost_usd=cost, usage=Usage(tok, 1), n_calls=1)
+        return RiskPrediction("x", "m", 1, latency_s=lat, cost_usd=cost, usage=Usage(tok, 1), n_calls=1)
 
     ev = Evidence(
         votes=[pred(0.5, 0.01, 10), pred(1.5, 0.02, 20), pred(0.2, 0.03, 30)],
         schema=pred(1.0, 0.04, 40),
     )
-    out = _finish(Prediction("x", "vote", 1), ev)
+    out = _finish(RiskPrediction("x", "vote", 1), ev)
     assert out.latency_s == pytest.approx(1.5) and out.cost_usd == pytest.approx(0.10)
     assert out.usage == Usage(100, 4) and out.n_calls == 4
 

@@ -11,7 +11,7 @@ from sklearn.metrics import accuracy_score, cohen_kappa_score, f1_score
 from carebench.models import get_model
 from carebench.risk.methods import MethodContext, RiskItem, make_method
 from carebench.risk.methods.llm import interleave, select_pool
-from carebench.risk.sweep import fewshot_sweep, write_sweep
+from carebench.risk.sweep import fewshot_sweep
 from carebench.run import Run
 from carebench.run_options import run_options
 from carebench.rundir import read_jsonl
@@ -186,10 +186,6 @@ def test_sweep_scores_every_arm_on_the_same_items(stub, tmp_path):
     for k, preds in res.predictions.items():
         assert not {p.item_id for p in preds} & set(POOL_ORDER)
     assert res.png is not None and res.png[:8] == b"\x89PNG\r\n\x1a\n"
-    out = write_sweep(res, tmp_path / "sweep")
-    assert (out / "figures" / "fig4_fewshot_sweep.png").exists() and (out / "report.html").exists()
-    assert {r["item_id"] for r in read_jsonl(out / "records.jsonl")} == set(SCORED)
-    assert "Few-shot scaling" in (out / "report.md").read_text()
     assert len(chat_bodies(stub)) == 4 * 4  # four arms x four scored items, nothing else
 
 
@@ -241,7 +237,15 @@ def test_sweep_command_writes_a_run_directory(stub, tmp_path):
     rows = json.loads((tmp_path / "run" / "sweep.json").read_text())["rows"]
     assert [r["k"] for r in rows] == [0, 2, 4] and all(r["n"] == 4 for r in rows)
     assert all(r["accuracy"] == pytest.approx(0.25) for r in rows)  # "b" is right for b1 only
-    assert (tmp_path / "run" / "figures" / "fig4_fewshot_sweep.png").exists()
+    out = tmp_path / "run"
+    assert (out / "figures" / "fig4_fewshot_sweep.png").exists() and (out / "report.html").exists()
+    # the sweep's run directory (written by run_suite): scored items only, the pool left out
+    records = read_jsonl(out / "records.jsonl")
+    assert {r["item_id"] for r in records} == set(SCORED)
+    assert sorted({r["method"] for r in records}) == ["few-shot k=0", "few-shot k=2", "few-shot k=4"]
+    assert "Few-shot scaling" in (out / "report.md").read_text()
+    assert len(chat_bodies(stub)) == 3 * 4  # three arms x four scored items, nothing else
+    assert len(read_jsonl(out / "calls.jsonl")) == 3 * 4
 
 
 def test_a_corpus_swallowed_by_the_pool_is_a_clear_error(stub, tmp_path):

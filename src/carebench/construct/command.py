@@ -1,9 +1,10 @@
 """One construct command = one :class:`carebench.run.Run` + one run directory.
 
 Every construct command (``build`` and each single stage) goes through
-:func:`run_command`: the run owns the runner, cache, budget, ``calls.jsonl`` rows,
+:func:`run_construct_command`: the run owns the runner, cache, budget, ``calls.jsonl`` rows,
 models and progress; this module writes ``records.jsonl`` and the manifest
-(``running``, then ``complete`` or ``stopped``), then ``metrics.json`` and the
+(``running``, then ``complete`` or ``incomplete`` through
+:func:`carebench.experiment.write_run`; ``stopped`` when bad input ended it), then ``metrics.json`` and the
 report through :func:`carebench.experiment.rerender`, the same code as
 ``carebench report DIR``, so a re-render reproduces them byte for byte.
 
@@ -23,10 +24,10 @@ from typing import Any
 
 from carebench.construct.calls import StageStopped
 from carebench.construct.suite import ConstructSuite
-from carebench.experiment import Plan, rerender, write_records
+from carebench.experiment import Execution, Plan, rerender, write_run
 from carebench.run import Run, RunOptions
 from carebench.run_options import run_options
-from carebench.rundir import new_run_dir, write_jsonl, write_manifest
+from carebench.rundir import new_run_dir, write_manifest
 from carebench.types import CarebenchError
 
 SUITE = "construct"
@@ -78,7 +79,7 @@ class Stages:
 Body = Callable[[Run, Stages, Path], None]
 
 
-def run_command(
+def run_construct_command(
     kind: str,
     opts: ConstructOptions,
     config: dict[str, Any],
@@ -90,8 +91,9 @@ def run_command(
     manifest_extra: dict[str, Any] | None = None,
 ) -> Path | Plan:
     """Create the run directory, run ``body(run, stages, run_dir)`` (it writes its output
-    rows and adds records), then write calls, records and the manifest, and score and
-    render them exactly as ``carebench report DIR`` does.
+    rows and adds records), then write calls, records and the manifest through
+    :func:`carebench.experiment.write_run`, and score and render them exactly as
+    ``carebench report DIR`` does.
 
     ``run``: a run the caller already opened (e.g. to check model specs before the
     directory exists); it is closed here either way. With ``opts.dry_run`` nothing is
@@ -103,20 +105,22 @@ def run_command(
     with run:
         run_dir = new_run_dir(SUITE, opts.run.out)
         stages = Stages(current=kind)
+        seeds = {"construct": config.get("seed", 42)}
 
-        def manifest(status: str, **extra: Any) -> None:
+        def manifest(status: str) -> None:  # the placeholder while the body runs
             write_manifest(run_dir, suite=SUITE, config=config, models=sorted(run.model_specs()),
-                           seeds={"construct": config.get("seed", 42)}, dataset=dataset,
+                           seeds=seeds, dataset=dataset,
                            extra={"status": status, "kind": kind, **(manifest_extra or {}),
-                                  "incomplete": sorted(run.incomplete),
-                                  "accounting": run.accounting() if calls else {},
-                                  "output_modes": run.output_modes(), "stages": stages.rows, **extra})
+                                  "stages": stages.rows})
 
-        def finish(status: str, **extra: Any) -> None:
-            if calls:
-                write_jsonl(run_dir / "calls.jsonl", run.call_rows)
-            write_records(run_dir, stages.records)
-            manifest(status, **extra)
+        def finish(status: str | None = None, **extra: Any) -> None:
+            """Calls, records and the manifest through the core writer, then the report.
+            ``status`` None: the core's (``incomplete`` after a budget stop or failed calls)."""
+            ex = Execution(records=stages.records, config=config, dataset=dataset, seeds=seeds,
+                           models=sorted(run.model_specs()), status=status,
+                           failed_calls=int(extra.pop("failed_calls", 0)),
+                           extra={"kind": kind, **(manifest_extra or {}), "stages": stages.rows, **extra})
+            write_run(run_dir, SUITE, ex, run)
             rerender(run_dir, ConstructSuite())
 
         manifest("running")
@@ -125,16 +129,13 @@ def run_command(
         except StageStopped as stop:
             # later prompts depend on answers not yet known: the calls left are a lower bound
             run.mark_incomplete(stages.current or kind, open_ended=True)
-            finish("stopped", stopped_batch=stop.batch)  # the finished steps, no output rows
+            finish(stopped_batch=stop.batch)  # incomplete: the finished steps, no output rows
             run.finish()  # the run's one-line stop message, exit code 3
             raise  # pragma: no cover - finish() raises once the budget stopped the run
         except CarebenchError:
-            finish("stopped")  # e.g. residual identifiers: the report lists them
+            finish("stopped")  # bad input (e.g. residual identifiers): the report lists them
             raise
-        if run.failed_calls:  # harness failures: left out and counted; a re-run retries them
-            finish("incomplete", failed_calls=run.failed_calls)
-        else:
-            finish("complete", failed_calls=0)
+        finish(failed_calls=run.failed_calls)  # harness failures: left out, counted, retried by a re-run
     return run_dir
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from carebench.construct import anonymize as anon
 from carebench.construct.calls import HARNESS_FAILURE, embedding_calls
-from carebench.construct.command import ConstructOptions, Stages, run_command
+from carebench.construct.command import ConstructOptions, Stages, run_construct_command
 from carebench.construct.config import BuildConfig
 from carebench.construct.io import load_models, resolve, write_models
 from carebench.construct.judge import judge
@@ -138,7 +138,7 @@ def build(cfg: BuildConfig, opts: ConstructOptions) -> Path | Plan:
         write_models(run_dir / "rows.jsonl", rows)
         write_models(run_dir / "prompts.jsonl", final)
 
-    return run_command("build", opts, cfg.model_dump(mode="json"), dataset, body, run=run,
+    return run_construct_command("build", opts, cfg.model_dump(mode="json"), dataset, body, run=run,
                        manifest_extra={"attributes_mode": cfg.attributes, "budget_usd": opts.run.budget_usd})
 
 

@@ -28,7 +28,7 @@ from carebench.types import CarebenchError
 
 
 @dataclass
-class SampleConfig:
+class ReviewSampleConfig:
     total: int = 270
     per_reviewer: int = 180
     shared: int = 90
@@ -65,7 +65,7 @@ def largest_remainder(sizes: dict[Any, int], n: int) -> dict[Any, int]:
     return alloc
 
 
-def draw_sample(rows: list[WorkRow], cfg: SampleConfig) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def draw_sample(rows: list[WorkRow], cfg: ReviewSampleConfig) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Key rows (one per sampled item, private) and a summary of the design."""
     cfg.validate()
     rows = [r for r in rows if r.context and r.rewriter and r.output]

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from carebench.construct import anonymize as anon
-from carebench.construct.command import ConstructOptions, Stages, run_command
+from carebench.construct.command import ConstructOptions, Stages, run_construct_command
 from carebench.construct.io import load_models, write_models
 from carebench.construct.pipeline import classifier_verdicts, get_embedder, load_expressions
 from carebench.construct.quality import ConstructionVerdict, Outcome, selection
@@ -22,10 +22,10 @@ from carebench.types import CarebenchError
 
 def run_stage(kind: str, opts: ConstructOptions, config: dict[str, Any], rows_in: list[Any], body,
               *, calls: bool = True) -> Path:
-    """One stage command: its input's digest in the manifest, then :func:`run_command`."""
+    """One stage command: its input's digest in the manifest, then :func:`run_construct_command`."""
     dataset = {"rows": len(rows_in), "sha256": data_sha256(
         r.model_dump(mode="json") if hasattr(r, "model_dump") else r for r in rows_in)}
-    return run_command(kind, opts, config, dataset, body, calls=calls)
+    return run_construct_command(kind, opts, config, dataset, body, calls=calls)
 
 
 def load_rows(path: str, unique: bool = True) -> list[WorkRow]:
@@ -195,11 +195,11 @@ def anonymize_stage(rows_path: str, backend_spec: str, names: str | None, revers
 
 def review_sample_stage(rows_path: str, total: int, per_reviewer: int, shared: int, reviewers: tuple[str, str],
                         seed: int, opts: ConstructOptions) -> Path:
-    from carebench.construct.review import SampleConfig, draw_sample, sheet_rows
+    from carebench.construct.review import ReviewSampleConfig, draw_sample, sheet_rows
     from carebench.datasets.sheets import ReviewItem
 
     rows = load_rows(rows_path)
-    cfg = SampleConfig(total, per_reviewer, shared, reviewers, seed)
+    cfg = ReviewSampleConfig(total, per_reviewer, shared, reviewers, seed)
     cfg.validate()
 
     def body(run: Run, stages: Stages, run_dir: Path) -> None:

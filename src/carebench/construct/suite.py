@@ -63,8 +63,10 @@ class ConstructSuite:
             texts = {p["id"]: p["text"] for p in data["prompts"]}
             ids = [i for i in clusters if i in texts]
             metrics["topics"] = topic_terms([texts[i] for i in ids], [clusters[i] for i in ids])
-        if manifest.get("status") == "stopped":
-            metrics["status"] = "stopped"
+        if manifest.get("status") == "stopped" or manifest.get("incomplete"):
+            # a budget stop (``incomplete``; runs before the core writer said ``stopped``) or
+            # bad input that ended the command (``stopped``)
+            metrics["status"] = manifest["status"]
             if manifest.get("incomplete"):
                 metrics["incomplete"] = list(manifest["incomplete"])
             if manifest.get("stopped_batch"):
@@ -85,4 +87,7 @@ class ConstructSuite:
 
 
 def _finished_build(manifest: Mapping[str, Any]) -> bool:
-    return manifest.get("kind") == "build" and manifest.get("status") in ("complete", "incomplete")
+    """A build that wrote its prompts: complete, or incomplete only for failed calls (a
+    budget stop lists the step it cut short and writes no output rows)."""
+    return (manifest.get("kind") == "build" and manifest.get("status") in ("complete", "incomplete")
+            and not manifest.get("incomplete"))

@@ -21,7 +21,7 @@ import numpy as np
 from carebench.experiment import Execution, Plan
 from carebench.plural.data import ARCHETYPES, is_builtin, load_vocabulary, resolve
 from carebench.plural.policy import Policy, label_space
-from carebench.plural.runs import CommandSuite, no_call_options, run_command
+from carebench.plural.runs import PluralCommand, no_call_options, run_plural_command
 from carebench.report import Report
 from carebench.run import Run, RunOptions
 from carebench.rundir import file_sha256, read_json
@@ -72,7 +72,7 @@ def _rows(release: Path, annotations: str) -> tuple[list[dict[str, Any]], dict[s
     return records, meta
 
 
-class AgreementSuite(CommandSuite):
+class AgreementCommand(PluralCommand):
     """``plural agreement`` on the run skeleton (no model call)."""
 
     title = "Plural: label distributions and agreement"
@@ -111,7 +111,7 @@ class AgreementSuite(CommandSuite):
 
 
 def run_agreement(cfg: AgreementConfig) -> Path | Plan:
-    return run_command(AgreementSuite(cfg), cfg, "agreement")
+    return run_plural_command(AgreementCommand(cfg), cfg, "agreement")
 
 
 def agreement_metrics(records: list[dict[str, Any]], labels: Sequence[str]) -> dict[str, Any]:

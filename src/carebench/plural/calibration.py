@@ -5,7 +5,7 @@ practitioner's labels of the fold's 24 calibration cases and predicts the 6
 held-out cases (VEILED-SH, §5.2). Every prediction (including failures, which
 score as empty label sets) and every fitted state is a record; metrics.json,
 Table 5 and the selection are recomputed from the records alone by
-:func:`score_records`, so re-rendering reproduces them exactly.
+:func:`score_calibration`, so re-rendering reproduces them exactly.
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ from carebench.plural.profiles.memalign_mlflow import check_backend
 from carebench.plural.prompting import label_request
 from carebench.plural.runs import (
     CommandOptions,
-    CommandSuite,
     CutShort,
+    PluralCommand,
     estimated_stage,
-    run_command,
+    run_plural_command,
 )
 from carebench.report import Report
 from carebench.run import Run
@@ -55,7 +55,7 @@ LATER_ROUNDS_NOTE = ("E3's candidates and reflections, E4/E5's guidelines and ev
 
 
 @dataclass
-class CalibrateConfig(CommandOptions):
+class ProfileCalibrationConfig(CommandOptions):
     prompts: str = "builtin"
     annotations: str = "builtin"
     methods: list[str] = field(default_factory=lambda: list(METHOD_ORDER))
@@ -92,7 +92,7 @@ def fold_fits(cal: Calibration, folds: list[list[str]], practitioners: Sequence[
     return out
 
 
-def _dataset_info(cfg: CalibrateConfig, cal: Calibration) -> dict[str, Any]:
+def _dataset_info(cfg: ProfileCalibrationConfig, cal: Calibration) -> dict[str, Any]:
     def sha(src: str, name: str) -> str:
         return file_sha256(resolve(src, name))
 
@@ -106,7 +106,7 @@ def _dataset_info(cfg: CalibrateConfig, cal: Calibration) -> dict[str, Any]:
     }
 
 
-class CalibrateSuite(CommandSuite):
+class CalibrateCommand(PluralCommand):
     """``plural calibrate`` on the run skeleton: every method over the fixed folds.
 
     Methods share one run context, so the budget caps the whole command. A method
@@ -206,7 +206,7 @@ class CalibrateSuite(CommandSuite):
             done = Counter(r["method"] for r in records if r["type"] == "prediction")
             return incomplete_metrics(manifest, {f"{m} predictions": done[m] for m in manifest["scoring"]["methods"]
                                                  if m not in manifest["incomplete"]})
-        return score_records(records, manifest["scoring"])
+        return score_calibration(records, manifest["scoring"])
 
     def full_report(self, metrics: Mapping[str, Any], records: list[dict[str, Any]],
                     manifest: Mapping[str, Any]) -> Report:
@@ -215,9 +215,9 @@ class CalibrateSuite(CommandSuite):
         return calibration_report(dict(manifest), dict(metrics), records)
 
 
-def run_calibrate(cfg: CalibrateConfig, cache: Any = None) -> Path | Plan:
+def run_calibrate(cfg: ProfileCalibrationConfig, cache: Any = None) -> Path | Plan:
     """Run (or plan) ``plural calibrate``; a budget stop raises RunStopped after writing."""
-    return run_command(CalibrateSuite(cfg), cfg, "calibrate", cache)
+    return run_plural_command(CalibrateCommand(cfg), cfg, "calibrate", cache)
 
 
 def _profile_record(pr: Any) -> dict[str, Any]:
@@ -247,7 +247,7 @@ def _sets(rows: list[dict[str, Any]], key: str) -> dict[str, frozenset[str] | No
     return out
 
 
-def score_records(records: list[dict[str, Any]], settings: dict[str, Any]) -> dict[str, Any]:
+def score_calibration(records: list[dict[str, Any]], settings: dict[str, Any]) -> dict[str, Any]:
     """metrics.json from the records: per-method scores, Table 5 comparisons, selection."""
     labels = settings["label_space"]
     pracs: dict[str, str] = settings["practitioners"]

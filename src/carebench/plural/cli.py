@@ -109,9 +109,9 @@ def calibrate(
     timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
     """Fit every method on five fixed folds per practitioner, write Table 5 and select per archetype."""
-    from carebench.plural.calibration import METHOD_ORDER, CalibrateConfig, run_calibrate
+    from carebench.plural.calibration import METHOD_ORDER, ProfileCalibrationConfig, run_calibrate
 
-    cfg = CalibrateConfig(model=model, methods=list(method or METHOD_ORDER), prompts=prompts,
+    cfg = ProfileCalibrationConfig(model=model, methods=list(method or METHOD_ORDER), prompts=prompts,
                           annotations=annotations, practitioners=list(practitioner) if practitioner else None,
                           folds=folds, fold_seed=fold_seed, margin=margin, min_probability=min_probability,
                           bootstrap=bootstrap, **_opts(**locals()))

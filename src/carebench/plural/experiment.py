@@ -40,8 +40,8 @@ from carebench.plural.records import (
     read_jury_columns,
 )
 from carebench.plural.responses import ARCHETYPES, ResponseConfig, response_calls, response_records
-from carebench.plural.runs import SUITE, CommandSuite, no_call_options, run_command
-from carebench.plural.sample import SampleConfig, composition, draw_sample
+from carebench.plural.runs import SUITE, PluralCommand, no_call_options, run_plural_command
+from carebench.plural.sample import PolicySampleConfig, composition, draw_sample
 from carebench.plural.scoring import ScoringRules
 from carebench.report import Report
 from carebench.run import Run, RunOptions
@@ -172,12 +172,12 @@ class SampleRunConfig:
     #: --budget is accepted for a uniform CLI)
     run: RunOptions = field(default_factory=no_call_options)
 
-    def sample_config(self) -> SampleConfig:
-        return SampleConfig(size=self.size, fraction=self.fraction, seed=self.seed, reserve=self.reserve,
+    def sample_config(self) -> PolicySampleConfig:
+        return PolicySampleConfig(size=self.size, fraction=self.fraction, seed=self.seed, reserve=self.reserve,
                             weighting=self.weighting)
 
 
-class SampleSuite(CommandSuite):
+class SampleCommand(PluralCommand):
     """``plural sample`` on the run skeleton (no model call). The composition is worked
     out against the release when the sample is drawn and recorded in the manifest, so
     ``carebench report`` re-renders it without the release."""
@@ -221,8 +221,8 @@ def run_sample(cfg: SampleRunConfig) -> Path | dict[str, Any]:
     """Draw the diagnostic sample and write it as a run directory (or describe it: dry run,
     which prints the composition: there are no calls to plan)."""
     if cfg.run.dry_run:
-        return SampleSuite(cfg).draw()[2]
-    return run_command(SampleSuite(cfg), cfg, "sample")
+        return SampleCommand(cfg).draw()[2]
+    return run_plural_command(SampleCommand(cfg), cfg, "sample")
 
 
 # -- run -----------------------------------------------------------------------------------
@@ -305,7 +305,7 @@ def _select(release: Release, cfg: PluralRunConfig) -> tuple[list[Any], list[Any
         rows = [{"prompt_id": i, "reason": "given", "weight": None} for i in ids]
     else:
         drawn = draw_sample(release.prompts, release.policies,
-                            SampleConfig(size=cfg.sample_size, seed=cfg.sample_seed))
+                            PolicySampleConfig(size=cfg.sample_size, seed=cfg.sample_seed))
         ids = [s.prompt_id for s in drawn]
         rows = [s.to_dict() for s in drawn]
     by_id = {p.id: p for p in release.prompts}
@@ -349,7 +349,7 @@ class Prepared:
                          self.taxonomy, self.contexts)
 
 
-class PluralRunSuite(CommandSuite):
+class RunCommand(PluralCommand):
     """``plural run`` on the run skeleton: responses -> jury -> records -> metrics -> report.
 
     Responses and the jury share one run context, so the budget caps the whole
@@ -499,7 +499,7 @@ class PluralRunSuite(CommandSuite):
 
 def run_plural(cfg: PluralRunConfig, cache: CompletionCache | None = None) -> Path | Plan:
     """Run the evaluation; returns the run directory (or the call plan for a dry run)."""
-    return run_command(PluralRunSuite(cfg), cfg, "run", cache)
+    return run_plural_command(RunCommand(cfg), cfg, "run", cache)
 
 
 def _ordered(verdicts: list[JudgmentRecord]) -> list[JudgmentRecord]:
@@ -606,7 +606,7 @@ def rescore(run_dir: Path, *, judges: Sequence[str] | None = None, out_dir: Path
         scoring["bootstrap"] = B
     rescored = {**manifest, "scoring": scoring}
     if out_dir is None or Path(out_dir).resolve() == Path(run_dir).resolve():
-        return rerender(run_dir, PluralRunSuite(), manifest=rescored)
+        return rerender(run_dir, RunCommand(), manifest=rescored)
     return _rescore_into(Path(run_dir), Path(out_dir), rescored)
 
 
@@ -636,7 +636,7 @@ def _rescore_into(run_dir: Path, out_dir: Path, manifest: dict[str, Any]) -> dic
         "run": str(run_dir), "created": manifest.get("created"),
         "judges": list(scoring.get("judges") or []),
         "judges_kept": list(scoring.get("scored_judges") or scoring.get("judges") or [])}}
-    metrics = rerender(out_dir, PluralRunSuite(), manifest=manifest)
+    metrics = rerender(out_dir, RunCommand(), manifest=manifest)
     write_json(out_dir / "manifest.json", manifest)
     return metrics
 

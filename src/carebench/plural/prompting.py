@@ -27,7 +27,10 @@ TEMPERATURE = 0.0
 MAX_TOKENS = 4000
 RATIONALE_CHARS = 300
 
-Stage = Literal["full", "interpret", "policy"]
+#: which part of the labelling a prompt asks for: everything ("full") or one step of a
+#: two-step method ("interpret": intent and function only, then "policy"); not a run
+#: stage (``Run.calls(stage=...)``) nor a dry-run plan stage (``experiment.PlanStage``)
+PromptStage = Literal["full", "interpret", "policy"]
 
 DEFAULT_INSTRUCTION = (
     "You label one message the way a specific practitioner would, using the taxonomy below. "
@@ -46,7 +49,7 @@ def _codes(categories: Sequence[Any]) -> list[str]:
     return [c.code for c in categories]
 
 
-def rubric_text(taxonomy: Any, stage: Stage = "full") -> str:
+def rubric_text(taxonomy: Any, stage: PromptStage = "full") -> str:
     """The taxonomy as the rubric every method shares (the interpretation stage omits RESPONSE)."""
     fields = ["intent", "function"] + ([] if stage == "interpret" else ["response"])
     parts = [f"{taxonomy.name} (VEILED-SH, §3)."]
@@ -72,7 +75,7 @@ def case_text(prompt: Any, contexts: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def answer_schema(taxonomy: Any, stage: Stage = "full") -> dict[str, Any]:
+def answer_schema(taxonomy: Any, stage: PromptStage = "full") -> dict[str, Any]:
     """JSON schema of an answer: the taxonomy's codes and every cross-field rule a schema can say.
 
     A grammar-constrained decoder (llama.cpp) then cannot write an invalid combination;
@@ -82,14 +85,14 @@ def answer_schema(taxonomy: Any, stage: Stage = "full") -> dict[str, Any]:
     return policy_schema(taxonomy, with_response=stage != "interpret", extra={"rationale": rationale})
 
 
-def api_answer_schema(taxonomy: Any, stage: Stage = "full") -> dict[str, Any]:
+def api_answer_schema(taxonomy: Any, stage: PromptStage = "full") -> dict[str, Any]:
     """The answer schema API structured-output modes accept (no cross-field rules: those
     are validated after parsing); see :func:`carebench.taxonomy_schema.api_policy_schema`."""
     rationale = {"type": "string", "maxLength": RATIONALE_CHARS}
     return api_policy_schema(taxonomy, with_response=stage != "interpret", extra={"rationale": rationale})
 
 
-def policy_spec(taxonomy: Any, stage: Stage = "full") -> StructuredSpec:
+def policy_spec(taxonomy: Any, stage: PromptStage = "full") -> StructuredSpec:
     """API providers get the plain schema, grammar decoders the one with every rule.
 
     Keys stay in the schema's order: a grammar writes the properties in that order, and
@@ -99,7 +102,7 @@ def policy_spec(taxonomy: Any, stage: Stage = "full") -> StructuredSpec:
                           grammar_schema_json=json.dumps(answer_schema(taxonomy, stage)))
 
 
-def format_labels(policy: Policy, stage: Stage = "full") -> str:
+def format_labels(policy: Policy, stage: PromptStage = "full") -> str:
     d = policy.to_dict()
     if stage == "interpret":
         d.pop("response")
@@ -122,7 +125,7 @@ def label_request(
     instruction: str = DEFAULT_INSTRUCTION,
     guidelines: Sequence[str] = (),
     examples: Sequence[Example] = (),
-    stage: Stage = "full",
+    stage: PromptStage = "full",
     interpretation: Policy | None = None,
     max_tokens: int = MAX_TOKENS,
 ) -> ChatRequest:
@@ -150,7 +153,7 @@ def label_request(
 
 
 @dataclass(frozen=True)
-class Prediction:
+class ProfilePrediction:
     """A method's first answer for one case; ``policy`` is None when it failed."""
 
     policy: Policy | None
@@ -173,32 +176,32 @@ class Prediction:
         }
 
 
-def parse_prediction(comp: Completion, taxonomy: Any, stage: Stage = "full") -> Prediction:
+def parse_prediction(comp: Completion, taxonomy: Any, stage: PromptStage = "full") -> ProfilePrediction:
     """Parse and validate an answer. Harness failures must be handled before this."""
     if comp.status != "ok":
-        return Prediction(None, f"no usable answer ({comp.status})", raw=comp.text)
+        return ProfilePrediction(None, f"no usable answer ({comp.status})", raw=comp.text)
     try:
         obj = extract_json(comp.text)
     except ValueError:
-        return Prediction(None, "parse failure: no JSON object in the answer", raw=comp.text)
+        return ProfilePrediction(None, "parse failure: no JSON object in the answer", raw=comp.text)
     if not isinstance(obj, dict):
-        return Prediction(None, "parse failure: answer is not a JSON object", raw=comp.text)
+        return ProfilePrediction(None, "parse failure: answer is not a JSON object", raw=comp.text)
     fields = ("intent", "function") if stage == "interpret" else ("intent", "function", "response")
     vocab = {"intent": set(_codes(taxonomy.intent)), "function": set(_codes(taxonomy.function)),
              "response": set(_codes(taxonomy.response))}
     for f in fields:
         v = obj.get(f)
         if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-            return Prediction(None, f"parse failure: {f} is not a list of codes", raw=comp.text)
+            return ProfilePrediction(None, f"parse failure: {f} is not a list of codes", raw=comp.text)
         bad = [x for x in v if x not in vocab[f]]
         if bad:
-            return Prediction(None, f"parse failure: unknown {f} code {bad[0]!r}", raw=comp.text)
+            return ProfilePrediction(None, f"parse failure: unknown {f} code {bad[0]!r}", raw=comp.text)
     for kind, f in SEVERITY_PROPERTY.items():
         v = obj.get(f)
         scale = taxonomy.severity.get(kind)
         levels = list(scale.values) if scale is not None else []
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v not in levels):
-            return Prediction(None, f"parse failure: {f} must be one of {levels} or null", raw=comp.text)
+            return ProfilePrediction(None, f"parse failure: {f} must be one of {levels} or null", raw=comp.text)
     raw_lists = {f: list(obj.get(f) or []) for f in ("intent", "function", "response")}
     if stage == "interpret":
         raw_lists["response"] = []
@@ -208,11 +211,11 @@ def parse_prediction(comp: Completion, taxonomy: Any, stage: Stage = "full") -> 
     )
     rationale = str(obj.get("rationale") or "")
     if problems:
-        return Prediction(None, f"invalid combination: {problems[0]}", rationale, comp.text)
-    return Prediction(Policy.of({**obj, **raw_lists}), None, rationale, comp.text)
+        return ProfilePrediction(None, f"invalid combination: {problems[0]}", rationale, comp.text)
+    return ProfilePrediction(Policy.of({**obj, **raw_lists}), None, rationale, comp.text)
 
 
-def policy_problems(taxonomy: Any, policy: Policy, stage: Stage = "full") -> list[str]:
+def policy_problems(taxonomy: Any, policy: Policy, stage: PromptStage = "full") -> list[str]:
     """Cross-field rule violations from the taxonomy (VEILED-SH, Appendix B.2)."""
     return taxonomy.validate_policy(
         sorted(policy.intent), sorted(policy.function), sorted(policy.response),

@@ -40,10 +40,10 @@ from carebench.plural.profiles.memalign_mlflow import check_backend
 from carebench.plural.prompting import label_request
 from carebench.plural.runs import (
     CommandOptions,
-    CommandSuite,
     CutShort,
+    PluralCommand,
     estimated_stage,
-    run_command,
+    run_plural_command,
 )
 from carebench.report import Report
 from carebench.run import Run
@@ -86,7 +86,7 @@ class FreezeConfig(CommandOptions):
     annotations: str = "builtin"
 
 
-class FreezeSuite(CommandSuite):
+class FreezeCommand(PluralCommand):
     """``plural freeze`` on the run skeleton. A method the budget cut short is marked
     ``incomplete`` and no profile file is written (a partial set of profiles would make
     a release with profiles missing); re-running finishes it from the cache."""
@@ -208,7 +208,7 @@ class FreezeSuite(CommandSuite):
 
 
 def run_freeze(cfg: FreezeConfig, cache: Any = None) -> Path | Plan:
-    return run_command(FreezeSuite(cfg), cfg, "freeze", cache)
+    return run_plural_command(FreezeCommand(cfg), cfg, "freeze", cache)
 
 
 def load_profiles(path: str | Path) -> list[Profile]:
@@ -272,7 +272,7 @@ class LabelConfig(CommandOptions):
     release: str | None = None  # default RUN_DIR/release
 
 
-class LabelSuite(CommandSuite):
+class LabelCommand(PluralCommand):
     """``plural label`` on the run skeleton: every profile labels every prompt outside the
     leakage set. A profile method the budget cut short is marked ``incomplete`` and no
     release is written (a release with a profile's policies missing would be wrong)."""
@@ -360,7 +360,7 @@ class LabelSuite(CommandSuite):
 
 
 def run_label(cfg: LabelConfig, cache: Any = None) -> Path | Plan:
-    return run_command(LabelSuite(cfg), cfg, "label", cache)
+    return run_plural_command(LabelCommand(cfg), cfg, "label", cache)
 
 
 def label_metrics(records: list[dict[str, Any]], leak: Leakage, n_prompts: int) -> dict[str, Any]:

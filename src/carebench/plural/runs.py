@@ -74,7 +74,7 @@ def out_dir(command: str, out: str | Path | None) -> Path:
     return run_dir_path(f"{SUITE}-{command}" if command != "run" else SUITE, out)
 
 
-def run_command(suite: Any, cfg: Any, command: str, cache: Any = None) -> Any:
+def run_plural_command(suite: Any, cfg: Any, command: str, cache: Any = None) -> Any:
     """Run (or plan) one plural command on the skeleton: one run context (``cfg.run``), the
     run directory, ``carebench report``-compatible metrics and report, exit 3 on a stop."""
     from carebench.experiment import run_suite
@@ -87,7 +87,7 @@ def estimated_stage(name: str, like: Sequence[Any], n: int) -> Any:
     demonstrations, GEPA's candidates): ``n`` calls, each costed at the worst case
     (full output cap) of the mean of ``like``, requests of the same shape; never
     counted as cached. ``exact`` is False."""
-    from carebench.experiment import Stage
+    from carebench.experiment import PlanStage
     from carebench.models.pricing import call_cost_bound, is_priced
     from carebench.runner import CallPlan, capped_request
 
@@ -100,11 +100,11 @@ def estimated_stage(name: str, like: Sequence[Any], n: int) -> Any:
         cost = each * n
         by_model[spec] = {"calls": n, "cached": 0, "estimated_cost_usd": cost, "reply_lengths": "output caps",
                           **({} if priced else {"priced": False})}
-    return Stage(name, CallPlan(n, 0, n, cost, by_model), exact=False)
+    return PlanStage(name, CallPlan(n, 0, n, cost, by_model), exact=False)
 
 
-class CommandSuite:
-    """What the plural command suites share: a config (none: score and render only),
+class PluralCommand:
+    """What every plural command's skeleton object shares: a config (none: score and render only),
     records that are plain ``records.jsonl`` rows, and the generic report of a run the
     budget cut short. A subclass sets ``title`` and writes ``full_report``."""
 

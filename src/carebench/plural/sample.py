@@ -44,7 +44,7 @@ DEFAULT_RESERVE = 3
 
 
 @dataclass(frozen=True)
-class SampleConfig:
+class PolicySampleConfig:
     size: int | None = None  # absolute size; overrides fraction
     fraction: float = DEFAULT_FRACTION
     seed: int = DEFAULT_SEED
@@ -111,7 +111,7 @@ def rarity_weights(ids: Sequence[str], feats: dict[str, dict[str, Any]], weighti
     return scores.mean(axis=0) ** weighting
 
 
-def draw_sample(prompts: Sequence[Any], policies: Iterable[Any], cfg: SampleConfig) -> list[SampledPrompt]:
+def draw_sample(prompts: Sequence[Any], policies: Iterable[Any], cfg: PolicySampleConfig) -> list[SampledPrompt]:
     """The diagnostic sample, in draw order (reserved items first)."""
     cfg.validate()
     if not prompts:

@@ -1,9 +1,11 @@
 """The plural suite in the suite table: ``carebench report DIR`` for every plural run kind.
 
-Each plural command (calibrate, freeze, label, agreement, sample, run) is its own
-skeleton suite object, and its run directory's manifest names its ``kind``; this
-object re-scores and re-renders any of them by handing the records to the suite
-of that kind.
+Each plural command is its own skeleton object (a
+:class:`~carebench.plural.runs.PluralCommand`): :class:`RunCommand`,
+:class:`SampleCommand`, :class:`CalibrateCommand`, :class:`FreezeCommand`,
+:class:`LabelCommand` and :class:`AgreementCommand`. A run directory's manifest
+names its ``kind``; :class:`PluralSuite` re-scores and re-renders any of them by
+handing the records to the command of that kind (:func:`suite_of`).
 """
 
 from __future__ import annotations
@@ -19,19 +21,19 @@ from carebench.types import CarebenchError
 
 
 def suite_of(kind: Any) -> Any:
-    """The skeleton suite of one plural run kind (configless: it scores and renders)."""
+    """The command object of one plural run kind (configless: it scores and renders)."""
     if kind == "run":
-        from carebench.plural.experiment import PluralRunSuite as S
+        from carebench.plural.experiment import RunCommand as S
     elif kind == "sample":
-        from carebench.plural.experiment import SampleSuite as S
+        from carebench.plural.experiment import SampleCommand as S
     elif kind == "calibrate":
-        from carebench.plural.calibration import CalibrateSuite as S
+        from carebench.plural.calibration import CalibrateCommand as S
     elif kind == "freeze":
-        from carebench.plural.release import FreezeSuite as S
+        from carebench.plural.release import FreezeCommand as S
     elif kind == "label":
-        from carebench.plural.release import LabelSuite as S
+        from carebench.plural.release import LabelCommand as S
     elif kind == "agreement":
-        from carebench.plural.agreement import AgreementSuite as S
+        from carebench.plural.agreement import AgreementCommand as S
     else:
         raise CarebenchError(f"no plural report for run kind {kind!r} (manifest.json)")
     return S()

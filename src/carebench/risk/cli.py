@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from carebench.risk.methods.llm import POOL_PER_LEVEL
 from carebench.run_options import (
     DEFAULT_TIMEOUT_S,
     Batch,
@@ -72,7 +73,8 @@ def run(
 ) -> None:
     """Run methods on a labelled corpus and write metrics, records and the report."""
     from carebench.risk.config import config_from_file, method_specs
-    from carebench.risk.experiment import RunConfig, run_experiment
+    from carebench.risk.experiment import RunConfig
+    from carebench.risk.suite import run_experiment
 
     models = list(model or [])
     flags = {"out": out, "cache": cache, "no_cache": no_cache, "budget": budget, "dry_run": dry_run,
@@ -166,11 +168,62 @@ def _summary(metrics: dict) -> None:
             + ("  FLAGGED: too many failures, not ranked" if e.get("flagged") else ""))
 
 
-def _mount_sweep() -> None:
-    """``carebench risk sweep``: the few-shot k sweep (Figure 4)."""
-    from carebench.risk.sweep import sweep_command
+@app.command("sweep")
+def sweep(
+    data: Annotated[str, typer.Option(help="PATH to JSONL/CSV/Parquet, or builtin:NAME.")],
+    model: Annotated[str, typer.Option(help="Chat model spec (e.g. openai:gpt-4o-mini).")],
+    format: Annotated[
+        str | None, typer.Option("--format", help="Input format (default: detect).")
+    ] = None,
+    k: Annotated[
+        list[int] | None,
+        typer.Option(
+            "--k", help="Exemplar counts; repeat (default 2 4 8 16 32 64; k=0 always added)."
+        ),
+    ] = None,
+    pool_per_level: Annotated[
+        int, typer.Option(help="Held-out exemplars per level.")
+    ] = POOL_PER_LEVEL,
+    train: Annotated[
+        str | None,
+        typer.Option(
+            help="Draw exemplars from this corpus instead (then every --data item is scored)."
+        ),
+    ] = None,
+    train_format: Annotated[str | None, typer.Option(help="Format of --train.")] = None,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 42,
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
+    failures: Annotated[str, typer.Option(help="'wrong' (farthest level) or 'drop'.")] = "wrong",
+    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
+    dry_run: DryRun = False, json_out: Json = False, concurrency: Concurrency = None, model_option: ModelOption = None,
+    timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
+) -> None:
+    """Few-shot k sweep (Figure 4): every k scored on the same items outside the pool."""
+    from carebench.experiment import Plan, echo_plan, run_suite
+    from carebench.risk.report import SWEEP_METRICS, sweep_rows
+    from carebench.risk.suite import SweepSuite
+    from carebench.risk.sweep import SWEEP_KS
+    from carebench.rundir import read_json, write_json
 
-    app.command("sweep")(sweep_command)
-
-
-_mount_sweep()
+    suite = SweepSuite(data, model, format=format, ks=list(k) if k else SWEEP_KS,
+                       pool_per_level=pool_per_level, train=train, train_format=train_format,
+                       seed=seed, bootstrap=bootstrap, failures=failures)
+    options = run_options(out=out, cache=cache, no_cache=no_cache, budget=budget, dry_run=dry_run,
+                          concurrency=concurrency, model_option=model_option, timeout=timeout,
+                        batch=batch, batch_format=batch_format)
+    result = run_suite(suite, options)
+    if isinstance(result, Plan):
+        echo_plan(result)
+        return
+    run_dir = result
+    metrics = read_json(run_dir / "metrics.json")
+    rows = sweep_rows(metrics, suite.ks, failures)
+    write_json(run_dir / "sweep.json", {"rows": rows, "pool_size": read_json(
+        run_dir / "manifest.json")["sweep"]["pool_size"], "scored": metrics["n"]})
+    typer.echo(f"{'k':>3} {'n':>5} {'fail':>5} {'Acc':>6} {'F1-Mac':>6} {'QWK':>6} {'MAE':>6}")
+    for r in rows:
+        vals = " ".join(f"{r[m]:6.3f}" if r[m] is not None else f"{'-':>6}" for m in SWEEP_METRICS)
+        typer.echo(f"{r['k']:>3} {r['n']:>5} {r['failures']:>5} {vals}")
+    typer.echo(
+        f"wrote {run_dir}/report.md, report.html, sweep.json, figures/fig4_fewshot_sweep.png"
+    )

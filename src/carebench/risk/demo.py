@@ -19,8 +19,9 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-from carebench.risk.experiment import MethodSpec, RunConfig, run_experiment
+from carebench.risk.experiment import MethodSpec, RunConfig
 from carebench.risk.methods import REGISTRY
+from carebench.risk.suite import run_experiment
 from carebench.run_options import run_options
 from carebench.rundir import write_jsonl
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from carebench.plural.profiles.base import Env, FitData, Method, Profile
+from carebench.plural.profiles.base import Env, FitData, Profile, ProfileMethod
 from carebench.plural.profiles.gepa_light import GepaLight
 from carebench.plural.profiles.memalign import CascadedMemAlign, MemAlign
 from carebench.plural.profiles.nearest import NearestNeighbour
@@ -19,11 +19,11 @@ METHODS: dict[str, type] = {
 }
 
 
-def get_method(name: str) -> Method:
+def get_method(name: str) -> ProfileMethod:
     try:
         return METHODS[name.upper()]()
     except KeyError:
         raise CarebenchError(f"unknown profile method {name!r} (choose from {', '.join(METHODS)})") from None
 
 
-__all__ = ["METHODS", "Env", "FitData", "Method", "Profile", "get_method"]
+__all__ = ["METHODS", "Env", "FitData", "Profile", "ProfileMethod", "get_method"]

@@ -19,7 +19,12 @@ import numpy as np
 
 from carebench.models.base import ChatModel
 from carebench.plural.policy import Policy
-from carebench.plural.prompting import Prediction, Stage, label_request, parse_prediction
+from carebench.plural.prompting import (
+    ProfilePrediction,
+    PromptStage,
+    label_request,
+    parse_prediction,
+)
 from carebench.plural.runs import answered
 from carebench.run import Run
 from carebench.runner import Call
@@ -102,11 +107,11 @@ class Env:
             return []
         return answered(self.run.calls(calls, description, stage=self.stage or description), description)
 
-    def predict_requests(self, requests: Sequence[Any], stage: Stage, description: str) -> list[Prediction]:
+    def predict_requests(self, requests: Sequence[Any], stage: PromptStage, description: str) -> list[ProfilePrediction]:
         calls = [Call(self.model, r, tag={"stage": stage}) for r in requests]
         return [parse_prediction(c, self.taxonomy, stage) for c in self.ask(calls, description)]
 
-    def zero_shot(self, prompts: Sequence[Any], stage: Stage = "full") -> list[Prediction]:
+    def zero_shot(self, prompts: Sequence[Any], stage: PromptStage = "full") -> list[ProfilePrediction]:
         """The shared judge with the rubric only (E1); identical for every practitioner, so cached once."""
         reqs = [label_request(self.taxonomy, self.contexts, p, stage=stage) for p in prompts]
         return self.predict_requests(reqs, stage, f"zero-shot {stage} labels")
@@ -169,14 +174,14 @@ def _local_embedder(spec: str | None) -> Any:
     return load_embedder(spec)
 
 
-class Method(Protocol):
+class ProfileMethod(Protocol):
     name: str
     title: str
     freezable: bool
 
     def fit(self, data: Sequence[FitData], env: Env) -> list[Profile]: ...
 
-    def predict(self, jobs: Sequence[tuple[Profile, Sequence[Any]]], env: Env) -> list[list[Prediction]]: ...
+    def predict(self, jobs: Sequence[tuple[Profile, Sequence[Any]]], env: Env) -> list[list[ProfilePrediction]]: ...
 
 
 def new_profile(method: str, d: FitData, env: Env, instruction: str, **kw: Any) -> Profile:

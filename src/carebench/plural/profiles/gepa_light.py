@@ -22,7 +22,7 @@ from carebench.plural.profiles.prompted import predict_with
 from carebench.plural.prompting import (
     DEFAULT_INSTRUCTION,
     TEMPERATURE,
-    Prediction,
+    ProfilePrediction,
     format_labels,
     label_request,
 )
@@ -147,7 +147,7 @@ class GepaLight:
             }))
         return out
 
-    def predict(self, jobs, env: Env) -> list[list[Prediction]]:
+    def predict(self, jobs, env: Env) -> list[list[ProfilePrediction]]:
         return predict_with(
             env, jobs,
             lambda pr, p: label_request(env.taxonomy, env.contexts, p, instruction=pr.instruction),

@@ -28,8 +28,8 @@ from carebench.plural.prompting import (
     MAX_TOKENS,
     TEMPERATURE,
     Example,
-    Prediction,
-    Stage,
+    ProfilePrediction,
+    PromptStage,
     case_text,
     format_labels,
     label_request,
@@ -61,7 +61,7 @@ _GUIDELINE_SCHEMA = {
 }
 
 
-def distill_request(env: Env, d: FitData, traces: dict[str, Prediction], stage: Stage) -> ChatRequest:
+def distill_request(env: Env, d: FitData, traces: dict[str, ProfilePrediction], stage: PromptStage) -> ChatRequest:
     """The reflection call: feedback on the fold's cases -> guidelines."""
     def differs(cid: str) -> bool:
         gold = d.gold[cid] if stage != "interpret" else d.gold[cid].interpretation()
@@ -104,7 +104,7 @@ def parse_guidelines(text: str) -> tuple[list[str], str | None]:
     return [x.strip()[:GUIDELINE_CHARS] for x in g if x.strip()][:MAX_GUIDELINES], None
 
 
-def distill(env: Env, data: Sequence[FitData], stage: Stage) -> list[tuple[list[str], str | None]]:
+def distill(env: Env, data: Sequence[FitData], stage: PromptStage) -> list[tuple[list[str], str | None]]:
     """Guidelines for each fit (one reflection call each), from the zero-shot traces."""
     all_cases = {c.id: c for d in data for c in d.cases}
     ids = sorted(all_cases)
@@ -115,7 +115,7 @@ def distill(env: Env, data: Sequence[FitData], stage: Stage) -> list[tuple[list[
     return [parse_guidelines(c.text) if c.ok else ([], f"no usable answer ({c.status})") for c in comps]
 
 
-def distilled(env: Env, data: Sequence[FitData], stage: Stage, suffix: str = "") -> list[tuple[list[str], dict[str, Any]]]:
+def distilled(env: Env, data: Sequence[FitData], stage: PromptStage, suffix: str = "") -> list[tuple[list[str], dict[str, Any]]]:
     """Guidelines per fit from the run's backend, with what the profile records about them.
 
     ``mlflow`` (``--memalign-backend mlflow``) has MLflow's MemAlignOptimizer distil them;
@@ -147,7 +147,7 @@ class MemAlign:
         return [new_profile(self.name, d, env, DEFAULT_INSTRUCTION, guidelines=g, extra=extra)
                 for d, (g, extra) in zip(data, distilled(env, data, "full"), strict=True)]
 
-    def predict(self, jobs, env: Env) -> list[list[Prediction]]:
+    def predict(self, jobs, env: Env) -> list[list[ProfilePrediction]]:
         def build(pr: Profile, p: Any):
             return label_request(env.taxonomy, env.contexts, p, instruction=pr.instruction,
                                  guidelines=pr.guidelines, examples=memories(env, pr, p))
@@ -167,7 +167,7 @@ class CascadedMemAlign:
                             extra=xa | xb)
                 for d, (ga, xa), (gb, xb) in zip(data, a, b, strict=True)]
 
-    def predict(self, jobs, env: Env) -> list[list[Prediction]]:
+    def predict(self, jobs, env: Env) -> list[list[ProfilePrediction]]:
         flat = [(pr, p) for pr, prompts in jobs for p in prompts]
         reqs_a = [
             label_request(env.taxonomy, env.contexts, p, instruction=pr.instruction, stage="interpret",
@@ -188,7 +188,7 @@ class CascadedMemAlign:
             if i in second:
                 preds.append(second[i])
             else:
-                preds.append(Prediction(None, f"judge A: {a.error}", a.rationale, a.raw))
+                preds.append(ProfilePrediction(None, f"judge A: {a.error}", a.rationale, a.raw))
         out, k = [], 0
         for _, prompts in jobs:
             out.append(preds[k : k + len(prompts)])

@@ -35,7 +35,7 @@ from carebench.plural.prompting import (
     DEFAULT_INSTRUCTION,
     MAX_TOKENS,
     TEMPERATURE,
-    Stage,
+    PromptStage,
     case_text,
     format_labels,
     rubric_text,
@@ -196,12 +196,12 @@ def _trace(m: dict[str, Any], case_id: str, text: str, labels: str, note: str, p
     return e.Trace(info=info, data=e.TraceData(spans=[m["create_mlflow_span"](otel, tid)]))
 
 
-def judge_instructions(env: Env, stage: Stage) -> str:
+def judge_instructions(env: Env, stage: PromptStage) -> str:
     return (f"{DEFAULT_INSTRUCTION}\n\n{rubric_text(env.taxonomy, stage)}\n\n"
             "The case to label: {{ inputs }}")
 
 
-def align(env: Env, s: _Session, d: FitData, stage: Stage) -> tuple[list[str], list[list[str]], str | None]:
+def align(env: Env, s: _Session, d: FitData, stage: PromptStage) -> tuple[list[str], list[list[str]], str | None]:
     """MLflow's MemAlign on one fit: (guidelines, the case ids each came from, error)."""
     m = _modules()
     uri = f"openai:/{CHAT_MODEL}"
@@ -228,7 +228,7 @@ def align(env: Env, s: _Session, d: FitData, stage: Stage) -> tuple[list[str], l
     return guidelines, sources, err
 
 
-def distill(env: Env, data: Sequence[FitData], stage: Stage) -> list[tuple[list[str], list[list[str]], str | None]]:
+def distill(env: Env, data: Sequence[FitData], stage: PromptStage) -> list[tuple[list[str], list[list[str]], str | None]]:
     """Guidelines for each fit through MLflow (one alignment each, one call per 50 cases)."""
     with session(env) as s:
         return [align(env, s, d, stage) for d in data]

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from carebench.plural.profiles.base import Env, FitData, Profile, new_profile
-from carebench.plural.prompting import DEFAULT_INSTRUCTION, Prediction
+from carebench.plural.prompting import DEFAULT_INSTRUCTION, ProfilePrediction
 
 
 class NearestNeighbour:
@@ -22,13 +22,13 @@ class NearestNeighbour:
     def fit(self, data: Sequence[FitData], env: Env) -> list[Profile]:
         return [new_profile(self.name, d, env, DEFAULT_INSTRUCTION) for d in data]
 
-    def predict(self, jobs: Sequence[tuple[Profile, Sequence[Any]]], env: Env) -> list[list[Prediction]]:
+    def predict(self, jobs: Sequence[tuple[Profile, Sequence[Any]]], env: Env) -> list[list[ProfilePrediction]]:
         out = []
         for profile, prompts in jobs:
             pool = [env.prompts[c] for c in profile.fit_cases]
             preds = []
             for p in prompts:
                 (hit,) = env.nearest(p, pool, 1)
-                preds.append(Prediction(profile.gold_policy(hit.id), rationale=f"nearest calibration case {hit.id}"))
+                preds.append(ProfilePrediction(profile.gold_policy(hit.id), rationale=f"nearest calibration case {hit.id}"))
             out.append(preds)
         return out

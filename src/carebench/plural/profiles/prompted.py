@@ -18,7 +18,12 @@ import numpy as np
 
 from carebench.plural.policy import example_f1
 from carebench.plural.profiles.base import Env, FitData, Profile, new_profile, stable_seed
-from carebench.plural.prompting import DEFAULT_INSTRUCTION, Example, Prediction, label_request
+from carebench.plural.prompting import (
+    DEFAULT_INSTRUCTION,
+    Example,
+    ProfilePrediction,
+    label_request,
+)
 
 MAX_DEMOS = 4
 BOOTSTRAP_THRESHOLD = 0.5
@@ -43,7 +48,7 @@ class ZeroShot:
     def fit(self, data: Sequence[FitData], env: Env) -> list[Profile]:
         return [new_profile(self.name, d, env, DEFAULT_INSTRUCTION) for d in data]
 
-    def predict(self, jobs, env: Env) -> list[list[Prediction]]:
+    def predict(self, jobs, env: Env) -> list[list[ProfilePrediction]]:
         return predict_with(
             env, jobs,
             lambda pr, p: label_request(env.taxonomy, env.contexts, p, instruction=pr.instruction),
@@ -71,7 +76,7 @@ class FewShot:
                                    extra={"bootstrapped": [c for c in demos if c in passing]}))
         return out
 
-    def predict(self, jobs, env: Env) -> list[list[Prediction]]:
+    def predict(self, jobs, env: Env) -> list[list[ProfilePrediction]]:
         def build(pr: Profile, p: Any):
             ex = [Example(env.prompts[c], pr.gold_policy(c)) for c in pr.demos]
             return label_request(env.taxonomy, env.contexts, p, instruction=pr.instruction, examples=ex)

@@ -6,12 +6,12 @@ from __future__ import annotations
 from carebench.risk.methods import ensembles, llm, moderation, ordinal, schema, supervised  # noqa: F401
 from carebench.risk.methods.base import (
     REGISTRY,
-    Method,
     MethodContext,
-    Prediction,
     RiskItem,
+    RiskMethod,
+    RiskPrediction,
     make_method,
     register,
 )
 
-__all__ = ["REGISTRY", "Method", "MethodContext", "Prediction", "RiskItem", "make_method", "register"]
+__all__ = ["REGISTRY", "MethodContext", "RiskItem", "RiskMethod", "RiskPrediction", "make_method", "register"]

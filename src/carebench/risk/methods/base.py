@@ -1,6 +1,6 @@
 """The contract every risk method implements, and the registry that names them.
 
-A method turns items into per-item ``Prediction``s. Model-backed methods issue their
+A method turns items into per-item ``RiskPrediction``s. Model-backed methods issue their
 calls through the command's run (:meth:`MethodContext.calls`, i.e. ``Run.calls`` under
 the method's stage, so identical prompts are shared through the cache across methods
 and every call is budgeted and logged); fitted methods predict out-of-fold or on a separate
@@ -34,7 +34,7 @@ class RiskItem:
 
 
 @dataclass(slots=True)
-class Prediction:
+class RiskPrediction:
     item_id: str
     method: str
     level: int | None  # None on failure
@@ -82,7 +82,7 @@ class MethodContext:
         return m
 
 
-class Method(Protocol):
+class RiskMethod(Protocol):
     name: str
     needs_model: bool
 
@@ -90,10 +90,10 @@ class Method(Protocol):
         """The model calls predicting would make (for --dry-run); [] for fitted methods."""
         ...
 
-    def predict(self, items: Sequence[RiskItem], ctx: MethodContext) -> list[Prediction]: ...
+    def predict(self, items: Sequence[RiskItem], ctx: MethodContext) -> list[RiskPrediction]: ...
 
 
-MethodFactory = Callable[..., Method]
+MethodFactory = Callable[..., RiskMethod]
 REGISTRY: dict[str, MethodFactory] = {}
 
 
@@ -105,7 +105,7 @@ def register(name: str) -> Callable[[MethodFactory], MethodFactory]:
     return deco
 
 
-def make_method(name: str, **options: Any) -> Method:
+def make_method(name: str, **options: Any) -> RiskMethod:
     if name not in REGISTRY:
         raise CarebenchError(f"unknown risk method {name!r}; known: {', '.join(sorted(REGISTRY))}")
     return REGISTRY[name](**options)

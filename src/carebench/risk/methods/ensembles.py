@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from carebench.risk.answers import parse_level_answer
-from carebench.risk.methods.base import MethodContext, Prediction, RiskItem, register
+from carebench.risk.methods.base import MethodContext, RiskItem, RiskPrediction, register
 from carebench.risk.methods.folds import fit_predict_oof
 from carebench.risk.methods.llm import (
     LetterMethod,
@@ -70,8 +70,8 @@ DEFAULT_VARIANTS = ("clinical", "conservative", "contextual")
 class Evidence:
     """Everything the components said about one item."""
 
-    votes: list[Prediction] = field(default_factory=list)
-    schema: Prediction | None = None
+    votes: list[RiskPrediction] = field(default_factory=list)
+    schema: RiskPrediction | None = None
     moderation: dict[str, float] | None = None
     moderation_source: str = "unavailable"  # column | model spec | unavailable
     moderation_comp: Completion | None = None
@@ -86,7 +86,7 @@ class Evidence:
             lat.append(self.moderation_comp.latency_s)
         return max(lat, default=0.0)
 
-    def preds(self) -> list[Prediction]:
+    def preds(self) -> list[RiskPrediction]:
         return self.votes + ([self.schema] if self.schema is not None else [])
 
     def summary(self) -> dict[str, Any]:
@@ -210,8 +210,8 @@ def _has_scores(item: RiskItem) -> bool:
     return all(c in item.scores for c in CHANNELS)
 
 
-def _finish(pred: Prediction, ev: Evidence, extra: Sequence[Completion | None] = (),
-            extra_latency: float = 0.0) -> Prediction:
+def _finish(pred: RiskPrediction, ev: Evidence, extra: Sequence[Completion | None] = (),
+            extra_latency: float = 0.0) -> RiskPrediction:
     """Sum tokens and cost over every component call; latency = critical path."""
     comps_cost = sum(p.cost_usd for p in ev.preds()) + sum(
         c.cost_usd for c in [*ev.completions(), *extra] if c is not None)
@@ -233,12 +233,12 @@ NO_SCORES_ADJUDICATOR = "no moderation scores: the adjudicator was told they wer
 NO_PROFILE_ADJUDICATOR = "no clinical profile: the adjudicator was told it was not available"
 
 
-def warn(pred: Prediction, text: str) -> None:
+def warn(pred: RiskPrediction, text: str) -> None:
     """Record missing evidence on a prediction; the report counts these per method."""
     pred.detail.setdefault("warnings", []).append(text)
 
 
-def _failure_status(preds: Sequence[Prediction]) -> str:
+def _failure_status(preds: Sequence[RiskPrediction]) -> str:
     """The commonest non-ok status among failed components (first seen on ties)."""
     bad = [p.status for p in preds if p.status != "ok"]
     return Counter(bad).most_common(1)[0][0] if bad else "error"
@@ -341,7 +341,7 @@ class _Ensemble:
     def _calls(self, items: list[RiskItem], ctx: MethodContext) -> list[Call]:
         return self.components.calls(items, ctx)
 
-    def predict(self, items: Sequence[RiskItem], ctx: MethodContext) -> list[Prediction]:
+    def predict(self, items: Sequence[RiskItem], ctx: MethodContext) -> list[RiskPrediction]:
         try:
             preds = self._predict(list(items), self._with_models(ctx))
         finally:
@@ -351,7 +351,7 @@ class _Ensemble:
             p.detail["decoding"] = self.decoding
         return preds
 
-    def _predict(self, items: list[RiskItem], ctx: MethodContext) -> list[Prediction]:
+    def _predict(self, items: list[RiskItem], ctx: MethodContext) -> list[RiskPrediction]:
         raise NotImplementedError
 
 
@@ -362,16 +362,16 @@ class VoteMethod(_Ensemble):
     name = "vote"
     uses: ClassVar[dict[str, bool]] = {"votes": True, "schema": False, "moderation": False}
 
-    def _predict(self, items: list[RiskItem], ctx: MethodContext) -> list[Prediction]:
+    def _predict(self, items: list[RiskItem], ctx: MethodContext) -> list[RiskPrediction]:
         out = []
         for it, ev in zip(items, self.components.gather(items, ctx), strict=True):
             level = majority_vote([p.level for p in ev.votes])
             raw = " ".join(LETTERS[p.level] if p.level is not None else "-" for p in ev.votes)
             if level is None:
-                pred = Prediction(it.id, self.name, None, status=_failure_status(ev.votes), raw=raw)
+                pred = RiskPrediction(it.id, self.name, None, status=_failure_status(ev.votes), raw=raw)
                 pred.detail["error"] = "no voter gave a level"
             else:
-                pred = Prediction(it.id, self.name, level, raw=raw)
+                pred = RiskPrediction(it.id, self.name, level, raw=raw)
             out.append(_finish(pred, ev))
         return out
 
@@ -383,18 +383,18 @@ class SchemaCalibratedMethod(_Ensemble):
     name = "schema-calibrated"
     uses: ClassVar[dict[str, bool]] = {"votes": False, "schema": True, "moderation": True}
 
-    def _predict(self, items: list[RiskItem], ctx: MethodContext) -> list[Prediction]:
+    def _predict(self, items: list[RiskItem], ctx: MethodContext) -> list[RiskPrediction]:
         out = []
         for it, ev in zip(items, self.components.gather(items, ctx), strict=True):
             sp = ev.schema
             assert sp is not None
             if sp.level is None:
-                pred = Prediction(it.id, self.name, None, status=sp.status, raw=sp.raw)
+                pred = RiskPrediction(it.id, self.name, None, status=sp.status, raw=sp.raw)
                 pred.detail["error"] = f"schema: {sp.detail.get('error')}"
             else:
                 m = moderation_level(ev.moderation)
                 level = calibrated_level(sp.level, m)
-                pred = Prediction(it.id, self.name, level, raw=sp.raw)
+                pred = RiskPrediction(it.id, self.name, level, raw=sp.raw)
                 pred.detail.update(schema_level=sp.level, moderation_level=m)
                 if ev.moderation is None:
                     warn(pred, NO_SCORES_CALIBRATED)
@@ -447,7 +447,7 @@ class AdjudicatedMethod(_Ensemble):
             Call(model, adjudicator_request(it, blank, self.decoding), (self.name, it.id, "estimate")) for it in items
         ]
 
-    def _predict(self, items: list[RiskItem], ctx: MethodContext) -> list[Prediction]:
+    def _predict(self, items: list[RiskItem], ctx: MethodContext) -> list[RiskPrediction]:
         evidence = self.components.gather(items, ctx)
         model = ctx.model("adjudicator")
         calls = [Call(model, adjudicator_request(it, ev, self.decoding), (self.name, it.id)) for it, ev in
@@ -537,7 +537,7 @@ class StackedMethod(_Ensemble):
         out[:, clf.classes_] = clf.predict_proba(X_te)
         return out
 
-    def _predict(self, items: list[RiskItem], ctx: MethodContext) -> list[Prediction]:
+    def _predict(self, items: list[RiskItem], ctx: MethodContext) -> list[RiskPrediction]:
         train = list(ctx.train) if ctx.train is not None else []
         evidence = self.components.gather(items + train, ctx)
         ev_items, ev_train = evidence[: len(items)], evidence[len(items):]
@@ -555,11 +555,11 @@ class StackedMethod(_Ensemble):
         out = []
         for i, (it, ev) in enumerate(zip(items, ev_items, strict=True)):
             if _all_failed(ev):
-                pred = Prediction(it.id, self.name, None, status=_failure_status(ev.preds()))
+                pred = RiskPrediction(it.id, self.name, None, status=_failure_status(ev.preds()))
                 pred.detail["error"] = "every component failed"
             else:
                 p = [float(x) for x in probs[i]]
-                pred = Prediction(it.id, self.name, int(np.argmax(probs[i])), probs=p,
+                pred = RiskPrediction(it.id, self.name, int(np.argmax(probs[i])), probs=p,
                                   raw=json.dumps([round(x, 4) for x in p]))
             pred.detail["fold"] = int(fold_of[i])
             out.append(_finish(pred, ev))

@@ -15,7 +15,7 @@ Where the provider returns log probabilities each level's probability is recorde
 (normalised over a-d, at the answer's token). For in-process models that offer
 ``choice_probabilities`` (llama.cpp) the probabilities are the exact softmax over the
 four letters' logits instead; the level always comes from the parsed answer. A failed call or unparsable answer is a
-``Prediction`` with a non-ok status and the raw text, never dropped.
+``RiskPrediction`` with a non-ok status and the raw text, never dropped.
 
 The request builders here are also the components of the ensembles: an ensemble
 issuing the same prompt builds the identical ``ChatRequest`` and so shares the cached
@@ -34,8 +34,8 @@ from carebench.risk.answers import parse_final_line, parse_level_answer
 from carebench.risk.methods.base import (
     HARNESS_FAILURE,
     MethodContext,
-    Prediction,
     RiskItem,
+    RiskPrediction,
     register,
 )
 from carebench.risk.prompts import join, render
@@ -83,8 +83,8 @@ def call_status(comp: Completion | None) -> str:
 
 
 def account(
-    pred: Prediction, comps: Sequence[Completion | None], latency_s: float | None = None
-) -> Prediction:
+    pred: RiskPrediction, comps: Sequence[Completion | None], latency_s: float | None = None
+) -> RiskPrediction:
     """Fill usage, cost, call count and latency (default: the sum, i.e. sequential calls)."""
     made = [c for c in comps if c is not None]
     usage = Usage()
@@ -101,8 +101,8 @@ def account(
 
 def failed(
     item: RiskItem, method: str, comp: Completion | None, status: str, error: str
-) -> Prediction:
-    pred = Prediction(item.id, method, None, status=status, raw=comp.text if comp else "")
+) -> RiskPrediction:
+    pred = RiskPrediction(item.id, method, None, status=status, raw=comp.text if comp else "")
     pred.detail["error"] = error
     return account(pred, [comp])
 
@@ -167,7 +167,7 @@ def first_token_letter_probabilities(comp: Completion | None) -> list[float] | N
     return _normalise({lab: math.exp(cands[lab]) for lab in LETTERS})
 
 
-def _set_probs(pred: Prediction, probs: list[float]) -> None:
+def _set_probs(pred: RiskPrediction, probs: list[float]) -> None:
     """Probabilities belong to a scored level; on a failure they are only evidence."""
     if pred.status == "ok":
         pred.probs = probs
@@ -178,7 +178,7 @@ def _set_probs(pred: Prediction, probs: list[float]) -> None:
 
 def letter_prediction(
     item: RiskItem, method: str, comp: Completion | None, letter: str | None, error: str | None
-) -> Prediction:
+) -> RiskPrediction:
     """A prediction from one letter-answer call (``letter`` None = parse failure)."""
     status = call_status(comp)
     if status != "ok":
@@ -191,7 +191,7 @@ def letter_prediction(
         if probs is not None:
             _set_probs(pred, probs)
         return pred
-    pred = Prediction(item.id, method, letter_to_level(letter), raw=comp.text, probs=probs)
+    pred = RiskPrediction(item.id, method, letter_to_level(letter), raw=comp.text, probs=probs)
     return account(pred, [comp])
 
 
@@ -234,7 +234,7 @@ def letter_request(msgs: tuple[Message, ...], max_tokens: int = LETTER_MAX_TOKEN
     )
 
 
-def by_logits(pred: Prediction, comp: Completion | None) -> None:
+def by_logits(pred: RiskPrediction, comp: Completion | None) -> None:
     """``decoding=logits``: the level is the most probable letter token, not the text.
 
     Only answered calls qualify; without level probabilities the item fails (never a
@@ -313,7 +313,7 @@ class LetterMethod:
         calls: Sequence[Call],
         comps: Sequence[Completion | None],
         ctx: MethodContext,
-    ) -> list[Prediction]:
+    ) -> list[RiskPrediction]:
         """Predictions from this method's completions (``items`` = ``scored`` items)."""
         preds = []
         for it, comp in zip(items, comps, strict=True):
@@ -332,7 +332,7 @@ class LetterMethod:
         self,
         calls: Sequence[Call],
         comps: Sequence[Completion | None],
-        preds: list[Prediction],
+        preds: list[RiskPrediction],
         ctx: MethodContext,
     ) -> None:
         """For in-process models (llama.cpp): the exact level distribution at the answer slot.
@@ -365,7 +365,7 @@ class LetterMethod:
             if probs is not None:
                 _set_probs(pred, probs)
 
-    def predict(self, items: Sequence[RiskItem], ctx: MethodContext) -> list[Prediction]:
+    def predict(self, items: Sequence[RiskItem], ctx: MethodContext) -> list[RiskPrediction]:
         scored = self.scored(items, ctx)
         calls = self.calls(items, ctx)
         return self.decode(scored, calls, run_calls(ctx, calls), ctx)

@@ -26,8 +26,8 @@ import numpy as np
 from carebench.risk.methods.base import (
     HARNESS_FAILURE,
     MethodContext,
-    Prediction,
     RiskItem,
+    RiskPrediction,
     register,
 )
 from carebench.risk.methods.folds import splits_for
@@ -170,7 +170,7 @@ class ModerationMethod:
             out += _ScoreSource.calls(ctx.train, ctx, self.name)
         return out
 
-    def predict(self, items: Sequence[RiskItem], ctx: MethodContext) -> list[Prediction]:
+    def predict(self, items: Sequence[RiskItem], ctx: MethodContext) -> list[RiskPrediction]:
         scores, comps, source = moderation_scores(items, ctx, self.name)
         ok = np.array([s is not None for s in scores])
         fixed = np.array([fixed_signal(s) if s else np.nan for s in scores])
@@ -198,7 +198,7 @@ class ModerationMethod:
                         "cost_usd": comp.cost_usd, "priced": comp.priced, "n_calls": 1}
             if scores[i] is None or per_item_thresholds[i] is None:
                 err = comp.error if comp is not None else "no score"
-                preds.append(Prediction(
+                preds.append(RiskPrediction(
                     it.id, self.name, None, status=_status(comp), raw=(comp.text if comp else ""),
                     detail={"score_source": source, "error": err}, **acct,
                 ))
@@ -208,7 +208,7 @@ class ModerationMethod:
             detail = {"score_source": source, "signal": float(signal[i]), "thresholds": list(th)}
             if folds[i] != -2:
                 detail["fold"] = int(folds[i])
-            preds.append(Prediction(it.id, self.name, level, raw=json.dumps(scores[i]),
+            preds.append(RiskPrediction(it.id, self.name, level, raw=json.dumps(scores[i]),
                                     detail=detail, **acct))
         return preds
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from carebench.risk.methods.base import MethodContext, Prediction, RiskItem, register
+from carebench.risk.methods.base import MethodContext, RiskItem, RiskPrediction, register
 from carebench.risk.methods.supervised import FittedMethod, K, tfidf_vectorizer
 from carebench.types import CarebenchError
 
@@ -63,7 +63,7 @@ class TfidfOrdinal(FittedMethod):
             p_ge[:, j - 1] = clf.predict_proba(xt)[:, 1]
         return cumulative_to_levels(p_ge)
 
-    def predict(self, items: list[RiskItem], ctx: MethodContext) -> list[Prediction]:
+    def predict(self, items: list[RiskItem], ctx: MethodContext) -> list[RiskPrediction]:
         preds = super().predict(items, ctx)
         if self.decision == "median":
             for p in preds:

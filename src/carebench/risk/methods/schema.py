@@ -1,7 +1,7 @@
 """``schema``: the eight-dimension clinical risk profile (Beyond the Flag, Appendix K).
 
 The model scores a post on eight clinician-specified dimensions, each 0-3, as JSON
-validated against ``ClinicalProfile``; the profile is kept in ``Prediction.profile``
+validated against ``ClinicalProfile``; the profile is kept in ``RiskPrediction.profile``
 (reviewable per item in reports) and a level is derived from it by ``profile_level``.
 An answer that is not valid JSON of that shape is a ``parse_error`` with the
 validation message, never a guessed profile.
@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from carebench.models.structured import json_spec, parse_model
-from carebench.risk.methods.base import MethodContext, Prediction, RiskItem, register
+from carebench.risk.methods.base import MethodContext, RiskItem, RiskPrediction, register
 from carebench.risk.methods.llm import account, call_status, failed, post_message, run_calls
 from carebench.risk.prompts import load_prompt
 from carebench.runner import Call
@@ -98,7 +98,7 @@ def schema_request(text: str, max_tokens: int = SCHEMA_MAX_TOKENS) -> ChatReques
     )
 
 
-def profile_prediction(item: RiskItem, method: str, comp: Completion | None) -> Prediction:
+def profile_prediction(item: RiskItem, method: str, comp: Completion | None) -> RiskPrediction:
     """Validated profile -> level; any failure keeps its status and raw text."""
     status = call_status(comp)
     if status != "ok":
@@ -109,7 +109,7 @@ def profile_prediction(item: RiskItem, method: str, comp: Completion | None) -> 
     if not parsed.ok:
         return failed(item, method, comp, "parse_error", parsed.error or "invalid profile")
     profile = parsed.value.model_dump()  # type: ignore[union-attr]
-    pred = Prediction(item.id, method, profile_level(profile), raw=comp.text, profile=profile)
+    pred = RiskPrediction(item.id, method, profile_level(profile), raw=comp.text, profile=profile)
     return account(pred, [comp])
 
 
@@ -132,7 +132,7 @@ class SchemaMethod:
         return [Call(model, schema_request(it.text, self.max_tokens), (self.name, it.id)) for it in items]
 
     def decode(self, items: Sequence[RiskItem], calls: Sequence[Call],
-               comps: Sequence[Completion | None], ctx: MethodContext) -> list[Prediction]:
+               comps: Sequence[Completion | None], ctx: MethodContext) -> list[RiskPrediction]:
         spec = str(ctx.model(self.role).spec)
         preds = []
         for it, comp in zip(items, comps, strict=True):
@@ -141,7 +141,7 @@ class SchemaMethod:
             preds.append(pred)
         return preds
 
-    def predict(self, items: Sequence[RiskItem], ctx: MethodContext) -> list[Prediction]:
+    def predict(self, items: Sequence[RiskItem], ctx: MethodContext) -> list[RiskPrediction]:
         items = list(items)
         calls = self.calls(items, ctx)
         return self.decode(items, calls, run_calls(ctx, calls), ctx)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from carebench.models.embed import HFEncoder, default_encoder_path
-from carebench.risk.methods.base import MethodContext, Prediction, RiskItem, register
+from carebench.risk.methods.base import MethodContext, RiskItem, RiskPrediction, register
 from carebench.risk.methods.folds import fit_predict_oof
 from carebench.runner import Call
 from carebench.types import CarebenchError
@@ -64,7 +64,7 @@ class FittedMethod:
     def fit_predict(self, train: list[RiskItem], test: list[RiskItem], seed: int) -> np.ndarray:
         raise NotImplementedError
 
-    def predict(self, items: Sequence[RiskItem], ctx: MethodContext) -> list[Prediction]:
+    def predict(self, items: Sequence[RiskItem], ctx: MethodContext) -> list[RiskPrediction]:
         seed = self.seed if self.seed is not None else ctx.seed
         pool = list(items) + list(ctx.train or [])
         t0 = time.perf_counter()
@@ -85,7 +85,7 @@ class FittedMethod:
             secs, n_train, n_test = timing[f]
             mode = "transfer (fitted on --train)" if f == -1 else f"out-of-fold, fold {f}"
             p = probs[i]
-            preds.append(Prediction(
+            preds.append(RiskPrediction(
                 it.id, self.name, int(np.argmax(p)), probs=[float(v) for v in p],
                 raw=f"{self.name}: {mode}", latency_s=prep_per_item + secs / max(1, n_test),
                 detail={"fold": f, "n_train": n_train},
