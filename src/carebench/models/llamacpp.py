@@ -10,6 +10,11 @@ previous prompt's KV state only up to the last such boundary inside the common p
 So a fresh evaluation and one that reuses a prefix run exactly the same batches: the
 logits, and every result, are bit-identical whatever ran before, while an item that
 shares a long rubric costs only its own tokens (plus at most ``n_batch`` more).
+Prompts that take turns (a simulated user, the chatbot and a judge) would evict each
+other's prefix from the one KV state, so the last few states are saved
+(``DEFAULT_STATE_SLOTS``) and a prompt restores the one sharing its longest aligned
+prefix: a restored state holds the same KV bytes its batches computed, so results stay
+bit-identical.
 
 llama.cpp contexts are not thread-safe, so one process-wide lock serializes every call
 into the library (loading included); calls run in a worker thread so the event loop
@@ -163,7 +168,7 @@ def _prefix_llama_class(base: type) -> type:
         prefix_reused: int = 0
 
         #: saved states of earlier prompts, most recently used last: (prompt, state)
-        saved: list[tuple[np.ndarray, Any]] = []  # per instance: set in ``_switch_state``
+        saved: list[tuple[np.ndarray, Any]]  # per instance: set in ``_switch_state``
         state_slots: int = DEFAULT_STATE_SLOTS
 
         def _keep(self, tokens: list[int]) -> int:
