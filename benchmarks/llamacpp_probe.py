@@ -68,7 +68,7 @@ def risk_requests(n: int) -> list[ChatRequest]:
     from carebench.risk.methods import MethodContext, make_method
 
     method = make_method("llm")
-    ctx = MethodContext(runner=None, models={})
+    ctx = MethodContext(run=None, models={})
     return [method.request(it, ctx) for it in list(load_builtin("sample").items)[:n]]
 
 

@@ -17,13 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from construct_stub import Pipeline
+from jury_stub import Scripted, write_release
+from scripted_stub import Script
 
 from carebench.cli import main
 from carebench.support.tasks import load_tasks
-from plural.jury_stub import Scripted, write_release
 from risk.test_every_method import answer
 from stub_server import StubServer
-from support.scripted_stub import Script
 
 
 def recomputed(run_dir: Path) -> tuple[dict[str, dict[str, int]], int]:
@@ -115,8 +116,6 @@ def test_plural_run(tmp_path):
 
 
 def test_construct_build(tmp_path):
-    from construct.construct_stub import Pipeline
-
     with StubServer() as stub:
         stub.handler = Pipeline()
         m = lambda name: f"openai:{name}@{stub.base_url}"

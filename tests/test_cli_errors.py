@@ -109,6 +109,17 @@ def test_help_keeps_every_bracketed_term_of_its_source(capsys):
     assert checked >= 1  # "[mlflow]" at least
 
 
+def test_help_at_80_columns_cuts_no_text(capsys, monkeypatch):
+    """Rich's layout once cut help examples with an ellipsis at 80 columns; every help
+    text, option and command name must reach an 80-column terminal whole (wrapped)."""
+    monkeypatch.setenv("COLUMNS", "80")
+    for path, _ in _commands():
+        rc, out, err = _run_main(capsys, [*path, "--help"])
+        assert rc == 0, (path, err)
+        assert "…" not in out, (" ".join(path), [ln for ln in out.splitlines() if "…" in ln])
+        assert max(map(len, out.splitlines())) <= 80, " ".join(path)
+
+
 def test_command_tree_is_walked():
     paths = {" ".join(p) for p in _command_paths()}
     # the walk reaches nested commands of every mounted suite, not just the root

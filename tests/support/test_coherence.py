@@ -56,6 +56,38 @@ def test_gate_rates_per_task_and_model(tmp_path, capsys):
     assert len(multi) >= 2
 
 
+def test_dry_run_plans_the_gate_and_is_exact_once_cached(tmp_path, capsys):
+    """Regeneration is followed through the cache; replies not yet made are assumed to fill
+    their output cap, so the transition verdicts are estimates until they are cached."""
+    sampled = sample_multi_turn(load_tasks("builtin:sample"), 2, 12345)
+    n_gen = 2 * sum(len(t.turns) for t in sampled)  # two models, every user turn answered
+    n_trans = 2 * sum(len(t.turns) - 1 for t in sampled)
+
+    def handler(req):
+        if req.body["model"].startswith("resp-"):
+            return StubReply(content=f"[{req.body['model']}] a reply")
+        return StubReply(content=json.dumps({"met": True, "rationale": "follows"}))
+
+    with StubServer() as stub:
+        stub.handler = handler
+        u = stub.base_url
+        args = ["support", "coherence", "--tasks", "builtin:sample", "--model", f"openai:resp-a@{u}",
+                "--model", f"openai:resp-b@{u}", "--judge", f"openai:judge@{u}", "--n", "2",
+                "--cache", str(tmp_path / "c.sqlite"), "--concurrency", "2"]
+        capsys.readouterr()
+        assert main([*args, "--dry-run", "--json"]) == 0
+        plan = {s["name"]: s for s in json.loads(capsys.readouterr().out)["stages"]}
+        assert stub.count() == 0 and plan["generation"]["calls"] == n_gen
+        assert plan["coherence verdicts"]["calls"] == n_trans and not plan["coherence verdicts"]["exact"]
+        assert main([*args, "--out", str(tmp_path / "gate")]) == 0
+        assert stub.count() == n_gen + n_trans
+        capsys.readouterr()
+        assert main([*args, "--dry-run", "--json"]) == 0
+        again = json.loads(capsys.readouterr().out)
+    assert again["to_make"] == 0 and again["cached"] == n_gen + n_trans
+    assert all(s["exact"] for s in again["stages"])
+
+
 def test_failed_judge_answers_are_counted_not_rated():
     rows = [{"task": "t", "model": "m", "follows": True, "status": "ok"},
             {"task": "t", "model": "m", "follows": None, "status": "parse_error"},

@@ -162,3 +162,27 @@ def test_no_matched_alternative_means_no_control_and_no_competence(probe_run):
         assert r["controls"]["rate"] is None and not r["competent"]
     assert res["decomposition"]["units"] == 0
     assert "nothing is decomposed" in (run_dir / "report.md").read_text()
+
+
+def test_dry_run_plans_the_calls_the_probe_then_makes(probe_run, tmp_path):
+    """The dry run walks the probe's chain without calling: its stages hold as many calls
+    as the real probe then makes (every scripted answer succeeds), and once those are
+    cached a second dry run is exact with nothing left to make."""
+    from carebench.experiment import Plan
+
+    run_dir, _ = probe_run
+    cache = tmp_path / "probe.sqlite"
+
+    def probe(dry_run: bool):
+        return run_probe(ProbeConfig(run_dir=str(run_dir), bootstrap=50, n_conversations=1,
+                                     run=run_options(cache=cache, dry_run=dry_run, progress=False)))
+
+    plan = probe(True)
+    assert isinstance(plan, Plan)
+    planned = {s["name"]: s for s in plan.to_dict()["stages"]}
+    assert planned["probe"]["exact"] and not planned["elicitation"]["exact"]  # new replies follow the accounts
+    assert planned["probe"]["cached"] == 0
+    made = probe(False)["accounting"]["by_stage"]
+    assert {k: v["calls"] for k, v in planned.items()} == {k: v["calls"] for k, v in made.items()}
+    again = probe(True).to_dict()
+    assert again["to_make"] == 0 and all(s["exact"] for s in again["stages"])

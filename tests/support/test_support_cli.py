@@ -116,7 +116,14 @@ def test_calibrate_selects_the_panel_closest_to_consensus(tmp_path, capsys):
                 "--bootstrap", "100", "--no-cache"]  # judge-a's cached run verdicts were different
         for c in cands:
             args += ["--candidate", c]
+        before = len(stub.requests)
+        capsys.readouterr()
+        assert main([*args, "--dry-run", "--json"]) == 0  # the plan: every candidate on every labelled criterion
+        plan = json.loads(capsys.readouterr().out)
+        assert [(s["name"], s["calls"]) for s in plan["stages"]] == [("candidate verdicts", 4 * len(truth))]
+        assert len(stub.requests) == before and not cal.exists()  # nothing called, nothing written
         assert main(args) == 0
+        assert len(stub.requests) == before + 4 * len(truth)
     res = json.loads((cal / "metrics.json").read_text())
     sel = res["selection"]
     assert sel["n_panels"] == 4  # C(4, 3)

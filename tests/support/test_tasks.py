@@ -246,3 +246,14 @@ def test_select_split_uses_the_file_or_the_stratified_split():
     assert source == "file" and [t.id for t in private] == [t.id for t in tasks[:5]]
     with pytest.raises(CarebenchError, match="--split must be"):
         select_split(tasks, "secret")
+
+
+def test_task_rows_without_a_system_prompt_hash_as_before_the_field_existed():
+    """``Task.system_prompt`` (HealthBench-style files) is left out of a row when empty, so
+    the built-in sample's dataset hash, which compare checks across runs, is the one the
+    code before the field gave (computed with that code)."""
+    from carebench.rundir import data_sha256
+
+    rows = [t.to_row() for t in load_tasks("builtin:sample")]
+    assert all("system_prompt" not in r for r in rows)
+    assert data_sha256(rows) == "fd108fdf27c57ab668f0667bc090c7f0870a9f4e442edc856a6bee2b47648db0"

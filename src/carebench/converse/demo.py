@@ -13,7 +13,7 @@ from pathlib import Path
 
 from carebench.converse.suite import ConverseConfig, ConverseSuite
 from carebench.experiment import run_suite
-from carebench.run import RunOptions
+from carebench.run_options import run_options
 
 DEMO_PERSONAS = ("p-low-1", "p-imminent-1")
 DEMO_NOTE = (
@@ -42,6 +42,6 @@ def run_demo(out_dir: Path, model_spec: str = "llamacpp:builtin", quick: bool = 
         judge_max_tokens=12 if quick else 80, judge_reasons=not quick, bootstrap=500 if quick else 2000,
         title="Converse suite demo (embedded model, illustrative rubric and personas)", notes=[DEMO_NOTE],
     )
-    res = run_suite(ConverseSuite(cfg), RunOptions(), out=out_dir)
+    res = run_suite(ConverseSuite(cfg), run_options(out=out_dir))
     assert isinstance(res, Path)
     return res

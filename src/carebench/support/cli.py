@@ -86,13 +86,26 @@ def run(
     out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
     dry_run: DryRun = False, json_out: Json = False, concurrency: Concurrency = None, model_option: ModelOption = None,
     timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
+    task_format: Annotated[str, typer.Option("--format", help=(
+        "Task file format: carebench, or healthbench (HealthBench-style prompt/rubrics JSONL; "
+        "see docs/support.md)."))] = "carebench",
+    axes_map: Annotated[Path | None, typer.Option(
+        help="With --format healthbench: YAML map of rubric axes to the seven dimensions "
+             "(default: the built-in healthbench_axes.yaml).")] = None,
+    subcategory_tag: Annotated[str, typer.Option(
+        help="With --format healthbench: the example tag prefix whose value is the subcategory.")] = "theme",
+    score_as: Annotated[str, typer.Option("--score", help=(
+        "carebench (the weighted score), or healthbench: also HealthBench's subtract-and-clip score "
+        "(healthbench_score.json).")) ] = "carebench",
 ) -> None:
     """Regenerate replies, judge every criterion with the panel, score and report."""
     from carebench.experiment import Plan, echo_plan
     from carebench.support.experiment import SupportRunConfig, run_support
 
+    source, notes = _task_source(tasks, task_format, axes_map, subcategory_tag)
+    _check_score(score_as)
     cfg = SupportRunConfig(
-        tasks=tasks, responders=list(responder or []), judges=list(judge or []), attempts=attempts,
+        tasks=source, notes=notes, responders=list(responder or []), judges=list(judge or []), attempts=attempts,
         scope=scope, system_prompt_file=str(system_prompt) if system_prompt else None,
         include_reference=include_reference, seed=seed, bootstrap=bootstrap, temperature=temperature,
         max_tokens=max_tokens, caps=_caps(cap), task_limit=limit, columns=columns, split=split,
@@ -110,7 +123,46 @@ def run(
         echo_plan(result)
         return
     _summary(result)
+    if score_as == "healthbench" and _complete(result):
+        _healthbench_summary(result)
     _exit_if_incomplete(result)
+
+
+def _task_source(tasks: str, task_format: str, axes_map: Path | None, subcategory_tag: str) -> tuple[str, list[str]]:
+    """The task source ``load_tasks`` reads, and a run note naming a non-default format."""
+    from carebench.support.healthbench_tasks import FORMATS, HealthBenchFile
+
+    if task_format not in FORMATS:
+        raise CarebenchError(f"--format must be one of {', '.join(FORMATS)}, got {task_format!r}")
+    if task_format == "carebench":
+        if axes_map is not None:
+            raise CarebenchError("--axes-map applies to --format healthbench only")
+        return tasks, []
+    src = HealthBenchFile(tasks, axes_map=axes_map, subcategory_tag=subcategory_tag)
+    return src, [src.describe()]
+
+
+def _check_score(score_as: str) -> None:
+    if score_as not in ("carebench", "healthbench"):
+        raise CarebenchError(f"--score must be carebench or healthbench, got {score_as!r}")
+
+
+def _complete(run_dir: Path) -> bool:
+    from carebench.support.experiment import incomplete_message
+
+    return not incomplete_message(run_dir)
+
+
+def _healthbench_summary(run_dir: Path) -> None:
+    """HealthBench's subtract-and-clip score beside the headline weighted score."""
+    from carebench.support.healthbench import FILENAME, HEADLINE_NOTE, run_healthbench
+
+    res = run_healthbench(run_dir)
+    typer.echo(f"{'healthbench':>11}  {'weighted':>8}  responder   (HealthBench subtract-and-clip score)")
+    for name, v in res["responders"].items():
+        typer.echo(f"{v['healthbench']:>11.3f}  {v['carebench_weighted']:>8.3f}  {name}")
+    typer.echo(HEADLINE_NOTE)
+    typer.echo(f"wrote {run_dir}/{FILENAME}")
 
 
 def _echoed_plan(result: object) -> bool:
@@ -199,13 +251,22 @@ def rescore(
     family: Annotated[list[str] | None, typer.Option(
         help="Vendor family of a model, SPEC=NAME (repeatable); overrides the guess from the spec "
              "for models behind a proxy or local server (self-preference, DistressBench App. B.6-B.7).")] = None,
+    score_as: Annotated[str, typer.Option("--score", help=(
+        "carebench (the weighted score), or healthbench: also HealthBench's subtract-and-clip score "
+        "(healthbench_score.json, with the run's own panel and scope).")) ] = "carebench",
 ) -> None:
     """Recompute metrics.json and the report from recorded verdicts (no model call)."""
     from carebench.support.experiment import rescore as do_rescore
 
+    _check_score(score_as)
+    if score_as == "healthbench" and (panel or scope or out):
+        raise CarebenchError("--score healthbench rescores the run with its own panel and scope, in place: "
+                             "drop --panel, --scope and --out")
     metrics = do_rescore(run_dir, panel=list(panel) if panel else None, scope=scope, out_dir=out,
                          family=parse_family_overrides(family))
     _summary(Path(out or run_dir), metrics)
+    if score_as == "healthbench":
+        _healthbench_summary(Path(run_dir))
 
 
 @app.command("calibration-sample")
@@ -219,12 +280,18 @@ def calibration_sample(
     = None,
     replies_per_task: Annotated[int, typer.Option(help="Recorded replies labelled per drawn task.")] = 4,
     out: Annotated[Path, typer.Option(help="Output directory.")] = Path("calibration-sample"),
+    task_format: Annotated[str, typer.Option("--format", help=(
+        "Task file format: carebench, or healthbench (HealthBench-style JSONL).")) ] = "carebench",
+    axes_map: Annotated[Path | None, typer.Option(
+        help="With --format healthbench: YAML map of rubric axes to the seven dimensions.")] = None,
+    subcategory_tag: Annotated[str, typer.Option(
+        help="With --format healthbench: the example tag prefix whose value is the subcategory.")] = "theme",
 ) -> None:
     """Draw the stratified calibration tasks and write the clinicians' labelling sheet."""
     from carebench.support.calibration_sample import draw_tasks, sheet_rows, write_sample
     from carebench.support.tasks import load_tasks
 
-    all_tasks = load_tasks(tasks)
+    all_tasks = load_tasks(_task_source(tasks, task_format, axes_map, subcategory_tag)[0])
     names = [s.strip() for s in strata.split(",") if s.strip()]
     drawn, info = draw_tasks(all_tasks, n=n, seed=seed, strata=names)
     info["source"] = tasks

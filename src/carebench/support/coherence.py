@@ -128,19 +128,14 @@ def plan_coherence(run: Run, tasks: Sequence[Task], models: Sequence[Any], judge
     transition verdict; a reply not in the cache is assumed to fill its output cap."""
     from carebench.experiment import stage
     from carebench.judging import judge_calls
-    from carebench.support.generation import planned_generation
+    from carebench.support.generation import assumed_response, planned_generation
 
     gcfg = GenerationConfig(attempts=1, seed=cfg.seed)
     gen_calls, done, exact = planned_generation(tasks, models, run.cache, gcfg)
     convs = [(m, t) for m in models for t in tasks]
     responses = []
     for r, (m, t) in zip(done, convs, strict=True):
-        if r is None:  # not yet known: a reply that fills the output cap, the longest judge prompt
-            text = "x" * (4 * gcfg.cap_for(str(m.spec)))
-            turns = [x for u in t.turns for x in ({"role": "user", "content": u},
-                                                  {"role": "assistant", "content": text})]
-            r = ResponseRecord(t.id, str(m.spec), 0, turns, text, "ok")
-        responses.append(r)
+        responses.append(r or assumed_response(t, str(m.spec), 0, gcfg.cap_for(str(m.spec))))
     questions, _ = transition_questions(tasks, responses)
     known = all(d is not None for d in done)
     return Plan("support", [

@@ -48,6 +48,7 @@ from carebench.support.generation import (
     DEFAULT_MAX_TOKENS,
     DEFAULT_TEMPERATURE,
     GenerationConfig,
+    assumed_response,
     generate,
     planned_generation,
     reference_responses,
@@ -193,11 +194,7 @@ class SupportSuite:
         responses = []
         for r, (m, t, a) in zip(done, convs, strict=True):
             if r is None:  # reply not yet known: assume it fills the output cap
-                spec = str(m.spec)
-                text = "x" * (4 * gcfg.cap_for(spec))
-                turns = [x for u in t.turns for x in ({"role": "user", "content": u},
-                                                      {"role": "assistant", "content": text})]
-                r = ResponseRecord(t.id, spec, a, turns, text, "ok")
+                r = assumed_response(t, str(m.spec), a, gcfg.cap_for(str(m.spec)))
             responses.append(r)
         if cfg.include_reference:
             responses.extend(reference_responses(tasks))

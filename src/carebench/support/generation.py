@@ -94,11 +94,14 @@ class _Conversation:
     failure: tuple[int, str] | None = None  # (turn, error) of a harness failure
 
 
-def turn_request(conv_turns: Sequence[Mapping[str, Any]], cfg: GenerationConfig, spec: str, attempt: int) -> ChatRequest:
-    """The request for the next assistant turn given the conversation so far."""
+def turn_request(conv_turns: Sequence[Mapping[str, Any]], cfg: GenerationConfig, spec: str, attempt: int,
+                 task_system_prompt: str = "") -> ChatRequest:
+    """The request for the next assistant turn given the conversation so far; a task's
+    own system prompt replaces the run-wide one."""
     msgs: list[Message] = []
-    if cfg.system_prompt:
-        msgs.append(Message("system", cfg.system_prompt))
+    system = task_system_prompt or cfg.system_prompt
+    if system:
+        msgs.append(Message("system", system))
     msgs.extend(Message(t["role"], t["content"]) for t in conv_turns)
     s = cfg.settings.get(spec)
     return ChatRequest(
@@ -139,7 +142,7 @@ def generate(
         for c in active:
             c.turns.append({"role": "user", "content": c.task.turns[ti]})
         calls = [
-            Call(c.model, turn_request(c.turns, cfg, str(c.model.spec), c.attempt),
+            Call(c.model, turn_request(c.turns, cfg, str(c.model.spec), c.attempt, c.task.system_prompt),
                  {"task_id": c.task.id, "responder": str(c.model.spec), "attempt": c.attempt, "turn": ti + 1})
             for c in active
         ]
@@ -235,6 +238,15 @@ def reference_responses(tasks: Sequence[Task]) -> list[ResponseRecord]:
     return out
 
 
+def assumed_response(task: Task, spec: str, attempt: int, cap: int) -> ResponseRecord:
+    """A dry run's stand-in for a conversation not yet in the cache: every reply fills the
+    output cap (about four characters per token), the longest judge prompts. The replies
+    name their responder and attempt, so two stand-ins never look like one judge call."""
+    text = f"[{spec} #{attempt}] " + "x" * (4 * cap)
+    turns = [x for u in task.turns for x in ({"role": "user", "content": u}, {"role": "assistant", "content": text})]
+    return ResponseRecord(task.id, spec, attempt, turns, text, "ok")
+
+
 def planned_generation(
     tasks: Sequence[Task], responders: Sequence[ChatModel], cache: Any, cfg: GenerationConfig
 ) -> tuple[list[Call], list[ResponseRecord | None], bool]:
@@ -260,7 +272,7 @@ def planned_generation(
                 for ti, user in enumerate(t.turns):
                     exact_all = exact_all and exact  # after an uncached reply: estimated
                     conv.turns.append({"role": "user", "content": user})
-                    req = turn_request(conv.turns, cfg, spec, a)
+                    req = turn_request(conv.turns, cfg, spec, a, t.system_prompt)
                     calls.append(Call(m, req, {"task_id": t.id, "responder": spec, "attempt": a,
                                                "turn": ti + 1}))
                     hit = cache.get(cache_key(spec, req)) if exact and cache is not None else None

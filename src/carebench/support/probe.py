@@ -43,6 +43,7 @@ Choices the paper leaves open are documented in docs/support.md.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,7 +54,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel
 
-from carebench.experiment import single_threaded_blas
+from carebench.experiment import Plan, single_threaded_blas
 from carebench.judging import (
     JUDGE_MAX_TOKENS,
     JudgeQuestion,
@@ -62,6 +63,7 @@ from carebench.judging import (
     read_answers,
 )
 from carebench.models.families import family_of
+from carebench.planning import PlanningRun, filler
 from carebench.run import Run, RunOptions
 from carebench.run_options import run_options
 from carebench.runner import Call
@@ -248,9 +250,21 @@ def _control_aspect(task: Task, units: Sequence[Unit], cfg: ProbeConfig) -> tupl
     return None
 
 
-def run_probe(cfg: ProbeConfig, cache_obj: Any = None) -> dict[str, Any]:
+#: what a dry run assumes where the cache has no answer yet
+PLAN_GUESS = ("the elicitation's new replies are asked with the responders' accounts and judged by the panel: "
+              "where the cache has no answer yet, the plan assumes accounts and replies that fill their output "
+              "cap, so stages marked upper_bound are estimates from those caps")
+
+
+def _worst_case_reply(stage: str, call: Call, n: int) -> str:
+    """A dry run's answer to an uncached call: a valid preference, else text that fills the cap."""
+    return json.dumps({"choice": 1, "rationale": ""}) if stage == "probe" else filler(call, n)
+
+
+def run_probe(cfg: ProbeConfig, cache_obj: Any = None) -> dict[str, Any] | Plan:
     """Probe, controls and elicitation for the responders of a support run; writes ``probe/``
-    in the run directory and re-renders the run's report with its own section."""
+    in the run directory and re-renders the run's report with its own section. A dry run
+    (``cfg.run.dry_run``) returns the plan of those calls instead and writes nothing."""
     from carebench.rundir import write_json, write_jsonl
     from carebench.support.experiment import load_run, rescore
 
@@ -260,8 +274,6 @@ def run_probe(cfg: ProbeConfig, cache_obj: Any = None) -> dict[str, Any]:
         raise CarebenchError(f"--question must be named or blind, got {cfg.question!r}")
     if not 0.0 <= cfg.competence_threshold < 1.0:
         raise CarebenchError(f"--competence-threshold must be in [0, 1), got {cfg.competence_threshold}")
-    if cfg.run.dry_run:
-        raise CarebenchError("support probe has no --dry-run yet")
     floor = floor_reply(cfg.floor_reply)
     run_dir = Path(cfg.run_dir)
     manifest, tasks, responses, verdicts = load_run(run_dir)
@@ -278,11 +290,13 @@ def run_probe(cfg: ProbeConfig, cache_obj: Any = None) -> dict[str, Any]:
     probe_tasks = set(_sample({u.task_id for us in units_of.values() for u in us}, cfg.n_tasks, rng))
     matched = _alternatives(by_id, responses, verdicts, panel) if cfg.alternative == "matched" else {}
     named = cfg.question == "named"
-    run = Run(cfg.run, cache=cache_obj)
+    real = Run(cfg.run, cache=cache_obj)
+    # a dry run walks the same chain without calling (accounts feed the new replies, which feed the panel)
+    run: Any = PlanningRun(real, _worst_case_reply, independent={"probe"}) if cfg.run.dry_run else real
     per: dict[str, dict[str, Any]] = {}
     outcome: dict[Unit, str] = {}
     records: list[dict[str, Any]] = []
-    with run:
+    with real:
         judge_specs = [p.split("#", 1)[0] for p in panel]
         judges = panel_seats(judge_specs, [run.model(s) for s in judge_specs])
         for spec in responders:
@@ -343,6 +357,8 @@ def run_probe(cfg: ProbeConfig, cache_obj: Any = None) -> dict[str, Any]:
             elicitation, elicited = _elicit(cfg, run, model, judges, panel, spec, units, resp, by_id)
             per[spec]["elicitation"] = elicitation
             records += [{"kind": "elicitation", "responder": spec, **e} for e in elicited]
+    if isinstance(run, PlanningRun):
+        return run.plan("support", ["command: support probe"], PLAN_GUESS)
     competent = [s for s in responders if per[s]["competent"]]
     pooled = [u for u in outcome if u.responder in competent]
     with single_threaded_blas():  # the intervals must not depend on the core count

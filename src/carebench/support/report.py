@@ -316,7 +316,9 @@ def _leaderboard(metrics) -> Section:
         Table(["rank", "responder", "score [95% CI]", "full satisfaction [95% CI]", "band", "tasks",
                "conversations"], rows,
               caption="Leaderboard (§4.1): weighted rubric score and the share of conversations "
-                      "earning every criterion. Models in one band are not separable (E.1).",
+                      "earning every criterion. Models in one band are not separable (E.1). "
+                      "This weighted score is the headline; it is not HealthBench's subtract-and-clip "
+                      "score (--score healthbench writes that one to healthbench_score.json).",
               highlight_max_cols=["score [95% CI]"]),
     ]
     pts = [r for r in rows if isinstance(r[2], Interval) and r[0] != "-"]

@@ -409,7 +409,9 @@ def score(
     scope: str = "final",
     keys: _Keys | None = None,
 ) -> Scored:
-    """Panel verdict of every cell and the score of every conversation.
+    """Panel verdict of every cell and the weighted score of every conversation: the
+    criterion weight it earned over the weight applicable to its task (DistressBench §3.4;
+    a negative criterion earns its weight when decided not met).
 
     ``keys`` (another panel's ``Scored.keys`` on the same records and scope) skips
     re-deriving what does not depend on the panel."""

@@ -226,6 +226,9 @@ class Task(BaseModel):
     #: Scripted assistant replies between the user turns (``scripted_replies[i]`` follows
     #: ``turns[i]``), as authored; shown in reports and used for the reference conversation.
     scripted_replies: tuple[str, ...] = ()
+    #: The task's own system prompt (e.g. a HealthBench ``system`` message); responders get
+    #: it instead of the run's ``--system-prompt`` (support.generation.turn_request).
+    system_prompt: str = ""
     illustrative: bool = False
 
     @field_validator("subcategory", mode="before")
@@ -308,8 +311,13 @@ class Task(BaseModel):
         raise KeyError(cid)
 
     def to_row(self) -> dict[str, Any]:
-        """JSON-able row, the same shape the JSONL loader reads."""
-        return self.model_dump(mode="json")
+        """JSON-able row, the same shape the JSONL loader reads. A task without its own
+        system prompt has no such field, so rows (and the dataset hashes of task sets
+        without one) are what they were before the field existed."""
+        row = self.model_dump(mode="json")
+        if not row.get("system_prompt"):
+            del row["system_prompt"]
+        return row
 
 
 def _split_turns(turns: Sequence[Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
@@ -406,6 +414,11 @@ def load_tasks(source: str | Path, columns: str | dict[str, Any] | None = None) 
     see :mod:`carebench.datasets.columns`).
     Raises ``CarebenchError`` naming the file, line and field of the first bad row.
     """
+    read_own = getattr(source, "read_tasks", None)  # a file in another format (support.healthbench_tasks)
+    if callable(read_own):
+        if columns:
+            raise CarebenchError("--columns applies to carebench task files, not to --format healthbench")
+        return read_own()
     src = str(source)
     mapping = parse_columns(columns, mappable_fields())
     name = builtin_name(src)

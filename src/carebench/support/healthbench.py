@@ -1,0 +1,102 @@
+"""HealthBench's subtract-and-clip score over the panel's verdicts (``--score healthbench``).
+
+HealthBench scores a conversation as the points of the criteria it meets (a met
+negative criterion subtracts its points) over the sum of the positive points,
+clipped to [0, 1]. carebench's headline is its own weighted score
+(support.scoring.score: a negative criterion *earns* its weight when not met, so
+nothing is subtracted or clipped); this score is offered beside it, computed
+from the same per-criterion panel states and averaged over attempts and tasks
+exactly like the weighted score (support.scoring.model_scores).
+
+An undecided cell (no strict panel majority) is read as the outcome that earns
+no credit, as in calibration (support.panel): not met for a positive criterion,
+met (points subtracted) for a negative one. A blank reply meets nothing and
+scores 0. Criteria marked not applicable leave both sums.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from carebench.support.panel import S_EMPTY, S_MET, S_UNDECIDED
+from carebench.support.scoring import Scored, model_scores
+
+#: metrics file ``--score healthbench`` writes into the run directory
+FILENAME = "healthbench_score.json"
+HEADLINE_NOTE = ("The headline score is carebench's weighted score (earned weight over applicable weight; "
+                 "a negative criterion earns its weight when not met). It is not HealthBench's "
+                 "subtract-and-clip score, which --score healthbench reports beside it.")
+
+
+def conversation_score(points: Sequence[float], met: Sequence[bool]) -> float:
+    """HealthBench's score of one conversation: met points (negative ones subtract) over the
+    sum of positive points, clipped to [0, 1]; NaN when no criterion has positive points."""
+    pts = np.asarray(points, float)
+    hit = np.asarray(met, bool)
+    total = pts[pts > 0].sum()
+    if total <= 0:
+        return float("nan")
+    return float(np.clip(pts[hit].sum() / total, 0.0, 1.0))
+
+
+def criterion_points(tasks: Iterable[Any]) -> dict[tuple[str, str], float]:
+    """(task id, criterion id) -> points: a HealthBench file's own points where the task kept
+    them (``metadata.healthbench_points``), else the weight, negated for a negative criterion."""
+    out: dict[tuple[str, str], float] = {}
+    for t in tasks:
+        meta = t.metadata.model_dump() if hasattr(t.metadata, "model_dump") else dict(t.metadata or {})
+        own: Mapping[str, Any] = meta.get("healthbench_points") or {}
+        for c in t.criteria:
+            p = own.get(c.id)
+            out[(t.id, c.id)] = float(p) if p is not None else (-1.0 if c.negative else 1.0) * float(c.weight)
+    return out
+
+
+def conversation_scores(scored: Scored, points: Mapping[tuple[str, str], float]) -> np.ndarray:
+    """HealthBench's score of every conversation of ``scored`` (NaN: no positive points)."""
+    tt = scored.tasks
+    pts = np.array([points[(tt.ids[int(tt.crit_task[k])], cid)] for k, cid in enumerate(tt.crit_ids)], float)
+    cell_pts = pts[scored.cell_crit] * tt.applicable[scored.cell_crit]
+    state = scored.cell_state
+    met = np.where(cell_pts > 0, state == S_MET, (state == S_MET) | (state == S_UNDECIDED)) & (state != S_EMPTY)
+    n = scored.n_conv
+    got = np.bincount(scored.cell_conv, weights=cell_pts * met, minlength=n)
+    total = np.bincount(scored.cell_conv, weights=np.where(cell_pts > 0, cell_pts, 0.0), minlength=n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.where(total > 0, np.clip(got / np.where(total > 0, total, 1.0), 0.0, 1.0), np.nan)
+    return out
+
+
+def healthbench_scores(scored: Scored, tasks: Iterable[Any]) -> dict[str, float]:
+    """Model-level HealthBench score per responder (mean over tasks of the mean over attempts)."""
+    return model_scores(scored, conversation_scores(scored, criterion_points(tasks)))
+
+
+def run_healthbench(run_dir: str | Path) -> dict[str, Any]:
+    """Both scores of a finished support run with its own panel and scope, written to
+    ``healthbench_score.json`` in the run directory."""
+    from carebench.rundir import read_json, write_json
+    from carebench.support.records import read_run_records
+    from carebench.support.scoring import score
+    from carebench.support.tasks import load_tasks
+
+    d = Path(run_dir)
+    manifest = read_json(d / "manifest.json")
+    settings = manifest.get("scoring") or {}
+    tasks = load_tasks(d / "tasks.jsonl")
+    rt, vt = read_run_records(d)
+    scored = score(tasks, rt, vt, panel=settings.get("panel"), scope=settings.get("scope", "final"))
+    hb = healthbench_scores(scored, tasks)
+    weighted = model_scores(scored)
+    out = {
+        "headline": "carebench weighted score",
+        "note": HEADLINE_NOTE,
+        "panel": list(scored.panel), "scope": scored.scope,
+        "responders": {r: {"healthbench": hb[r], "carebench_weighted": weighted[r]} for r in scored.responders},
+    }
+    write_json(d / FILENAME, out)
+    return out
