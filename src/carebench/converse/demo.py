@@ -1,7 +1,8 @@
 """The converse part of ``carebench demo``: two built-in personas, four turns, offline.
 
 One model (by default the embedded llama.cpp model) plays the user, the chatbot and the
-judge, and the judge walks carebench's small illustrative rubric. A 135M-parameter model
+judge, and the judge walks carebench's smallest illustrative rubric (``builtin:demo``: two
+dimensions, one question each; ``--full`` walks ``builtin:sample``). A 135M-parameter model
 can do none of these jobs well; the part shows every stage (simulation, the tree walk,
 scoring with intervals, the report) running end to end without a network.
 """
@@ -25,16 +26,20 @@ DEMO_NOTE = (
 def run_demo(out_dir: Path, model_spec: str = "llamacpp:builtin", quick: bool = True) -> Path:
     from importlib import resources
 
-    # quick: a one-line persona prompt keeps the small model's prompts short (the demo's time
-    # goes into prompt processing); --full uses the regular persona template
-    short = resources.files("carebench.converse.prompts").joinpath("persona_demo.txt")
+    # quick: the time goes into llama.cpp prompt processing and generated tokens, so the
+    # quick part keeps both small: one-line persona and judge prompts, the
+    # two-question rubric, short replies, and the judge's answer without a reason (a walk
+    # still records every question and answer). --full uses the regular prompts.
+    prompts = resources.files("carebench.converse.prompts")
     cfg = ConverseConfig(
-        rubric="builtin:sample", personas="builtin:sample",
-        persona_template=str(short) if quick else None,
+        rubric="builtin:demo" if quick else "builtin:sample", personas="builtin:sample",
+        persona_template=str(prompts.joinpath("persona_demo.txt")) if quick else None,
+        judge_system=str(prompts.joinpath("judge_system_demo.txt")) if quick else None,
+        judge_question=str(prompts.joinpath("judge_question_demo.txt")) if quick else None,
         persona_ids=list(DEMO_PERSONAS) if quick else None,
         simulators=[model_spec], chatbots=[model_spec], judges=[model_spec],
-        turns=4 if quick else 8, max_tokens=32 if quick else 200, simulator_max_tokens=24 if quick else 120,
-        judge_max_tokens=40 if quick else 80, bootstrap=500 if quick else 2000,
+        turns=4 if quick else 8, max_tokens=16 if quick else 200, simulator_max_tokens=12 if quick else 120,
+        judge_max_tokens=12 if quick else 80, judge_reasons=not quick, bootstrap=500 if quick else 2000,
         title="Converse suite demo (embedded model, illustrative rubric and personas)", notes=[DEMO_NOTE],
     )
     res = run_suite(ConverseSuite(cfg), run_options(out=out_dir))

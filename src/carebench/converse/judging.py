@@ -41,10 +41,19 @@ MODES = ("question", "dimension")
 
 
 @cache
-def answer_model(labels: tuple[str, ...]) -> type[BaseModel]:
-    """A pydantic model whose ``answer`` must be one of ``labels`` (an enum in its schema)."""
+def answer_model(labels: tuple[str, ...], reasons: bool = True) -> type[BaseModel]:
+    """A pydantic model whose ``answer`` must be one of ``labels`` (an enum in its schema),
+    with the judge's ``reason`` beside it unless ``reasons`` is off (the demo: a reason
+    costs the small embedded model ~20 generated tokens a question)."""
+    if not reasons:
+        return create_model("RubricAnswerOnly", answer=(Literal[labels], ...))  # type: ignore[valid-type]
     return create_model("RubricAnswer", answer=(Literal[labels], ...),  # type: ignore[valid-type]
                         reason=(str, Field(default="")))
+
+
+#: the reply a question asks for, with and without the judge's reason (``{reply}``)
+REPLY = {True: '{"answer": <one of the options, copied exactly>, "reason": <one or two sentences>}',
+         False: '{"answer": <one of the options, copied exactly>}'}
 
 
 @cache
@@ -99,10 +108,14 @@ def _fill_used(template: str, values: dict[str, str], name: str) -> str:
     return fill(template, {k: v for k, v in values.items() if k in slots}, name)
 
 
-def question_messages(q: Question, transcript: str, prompts: Prompts) -> tuple[Message, ...]:
+def question_messages(q: Question, transcript: str, prompts: Prompts,
+                      reasons: bool = True) -> tuple[Message, ...]:
+    """System text, then the transcript, then the question: the questions of one
+    transcript share everything up to the question, which llama.cpp evaluates once."""
     user = _fill_used(prompts.question, {
         "transcript": transcript, "dimension": q.dimension, "question": q.text,
         "examples": q.examples or "(none)", "options": "\n".join(f"- {lab}" for lab in q.labels),
+        "reply": REPLY[reasons],
     }, "judge_question")
     return (Message("system", prompts.system), Message("user", user))
 
@@ -129,8 +142,9 @@ class JudgingResult:
 def judge_conversations(run: Any, rubric: Rubric, conversations: Sequence[Mapping[str, Any]],
                         judges: Sequence[Judge], *, prompts: Prompts | None = None,
                         temperature: float = 0.0, max_tokens: int = JUDGE_MAX_TOKENS,
-                        mode: str = "question") -> JudgingResult:
-    """Walk the rubric for every conversation with every judge (see the module docstring)."""
+                        mode: str = "question", reasons: bool = True) -> JudgingResult:
+    """Walk the rubric for every conversation with every judge (see the module docstring);
+    ``reasons=False`` asks for the answer alone (question mode)."""
     prompts = prompts or Prompts.default()
     walks = [_Walk(c, j, WalkState(rubric), transcript_text(c["turns"]), given={} if mode == "dimension" else None)
              for c in conversations for j in judges]
@@ -153,8 +167,8 @@ def judge_conversations(run: Any, rubric: Rubric, conversations: Sequence[Mappin
                 model = dimension_model(tuple(x.id for x in qs), tuple(x.labels for x in qs))
                 questions.append(JudgeQuestion(key, dimension_messages(qs, w.transcript, prompts), model))
             else:
-                questions.append(JudgeQuestion(key, question_messages(q, w.transcript, prompts),
-                                               answer_model(q.labels)))
+                questions.append(JudgeQuestion(key, question_messages(q, w.transcript, prompts, reasons),
+                                               answer_model(q.labels, reasons)))
             seats.append(w.judge)
         # one call per (walk, its question): questions and judges are paired, not crossed
         calls = [c for qq, j in zip(questions, seats, strict=True)
@@ -175,7 +189,7 @@ def judge_conversations(run: Any, rubric: Rubric, conversations: Sequence[Mappin
                 for qid, sub in ans.value.model_dump(by_alias=True).items():  # type: ignore[union-attr]
                     w.given[qid] = (sub["answer"], sub.get("reason", ""))
                 continue
-            w.state.give(ans.value.answer, ans.value.reason)  # type: ignore[union-attr]
+            w.state.give(ans.value.answer, getattr(ans.value, "reason", ""))  # type: ignore[union-attr]
     return JudgingResult([walk_record(w) for w in walks if not w.cut], run.stopped)
 
 
@@ -201,7 +215,8 @@ def walk_record(w: _Walk) -> dict[str, Any]:
 
 def planned_calls(rubric: Rubric, conversations: Sequence[Mapping[str, Any]], judges: Sequence[Judge],
                   *, prompts: Prompts | None = None, temperature: float = 0.0,
-                  max_tokens: int = JUDGE_MAX_TOKENS, mode: str = "question") -> list[Any]:
+                  max_tokens: int = JUDGE_MAX_TOKENS, mode: str = "question",
+                  reasons: bool = True) -> list[Any]:
     """An upper bound for a dry run: every non-auto question (or dimension) for every
     transcript and judge (a walk asks only the questions its answers lead to)."""
     prompts = prompts or Prompts.default()
@@ -216,7 +231,7 @@ def planned_calls(rubric: Rubric, conversations: Sequence[Mapping[str, Any]], ju
                     qs.append(JudgeQuestion(d, dimension_messages(dq, text, prompts), dimension_model(
                         tuple(x.id for x in dq), tuple(x.labels for x in dq))))
         else:
-            qs = [JudgeQuestion(q.id, question_messages(q, text, prompts), answer_model(q.labels))
+            qs = [JudgeQuestion(q.id, question_messages(q, text, prompts, reasons), answer_model(q.labels, reasons))
                   for q in rubric.questions if not q.auto_answer]
         out.extend(judge_calls(qs, judges, temperature=temperature, max_tokens=max_tokens))
     return out

@@ -44,6 +44,9 @@ SEVERITY_RATING = {"Red": HPH, "Yellow": SUB}
 
 #: carebench's own small illustrative rubric (for the demo and smoke runs; not VERA-MH's)
 BUILTIN_RUBRIC = "builtin:sample"
+#: the built-in rubrics: ``builtin:sample`` (three dimensions) and ``builtin:demo`` (two
+#: one-question dimensions, for ``carebench demo``)
+BUILTIN_RUBRICS = {BUILTIN_RUBRIC: "rubric_sample.yaml", "builtin:demo": "rubric_demo.yaml"}
 TSV_COLUMNS = ("Question ID", "Dimension", "Severity", "Risk Type", "Question", "Examples", "Answer", "GOTO")
 AUTO_ANSWER_COLUMN = "Auto Answer"
 _TRUE = {"true", "yes", "1", "y"}
@@ -436,13 +439,15 @@ def load_bundle(root: str | Path) -> Bundle:
 
 
 def load_rubric(path: str | Path) -> Rubric:
-    """A rubric from a TSV, a YAML/JSON file, a bundle directory, or ``builtin:sample``."""
-    if str(path) == BUILTIN_RUBRIC:
+    """A rubric from a TSV, a YAML/JSON file, a bundle directory, or a built-in one
+    (``builtin:sample``, ``builtin:demo``)."""
+    if str(path) in BUILTIN_RUBRICS:
         from importlib import resources
 
-        return rubric_from_yaml(Path(str(resources.files("carebench.converse.data").joinpath("rubric_sample.yaml"))))
+        name = BUILTIN_RUBRICS[str(path)]
+        return rubric_from_yaml(Path(str(resources.files("carebench.converse.data").joinpath(name))))
     if str(path).startswith("builtin:"):
-        raise CarebenchError(f"unknown built-in rubric {str(path)!r} (known: {BUILTIN_RUBRIC})")
+        raise CarebenchError(f"unknown built-in rubric {str(path)!r} (known: {', '.join(BUILTIN_RUBRICS)})")
     path = Path(path)
     if path.is_dir():
         return load_bundle(path).rubric

@@ -113,6 +113,8 @@ class ConverseConfig:
     simulator_max_tokens: int = 512
     judge_temperature: float = 0.0
     judge_max_tokens: int = JUDGE_MAX_TOKENS
+    #: ask for the judge's reason beside each answer (question mode); the demo turns it off
+    judge_reasons: bool = True
     #: "question" (one call per question, VERA-MH's protocol) or "dimension" (one per dimension)
     judge_mode: str = "question"
     #: judge an earlier run's conversations instead of generating (``converse judge``)
@@ -199,7 +201,8 @@ class ConverseSuite:
             fake = [c for c in convs if c["status"] == "ok"]
         js = stage(run, "judging", planned_judging(inputs.rubric, fake, judges, prompts=inputs.prompts,
                                                    temperature=cfg.judge_temperature,
-                                                   max_tokens=cfg.judge_max_tokens, mode=cfg.judge_mode),
+                                                   max_tokens=cfg.judge_max_tokens, mode=cfg.judge_mode,
+                                                   reasons=cfg.judge_reasons),
                    exact=cfg.from_run is not None)
         js.upper_bound = True
         stages.append(js)
@@ -225,7 +228,8 @@ class ConverseSuite:
         else:
             judged = judge_conversations(run, inputs.rubric, [c for c in conv_records if c["status"] == "ok"],
                                          judges, prompts=inputs.prompts, temperature=cfg.judge_temperature,
-                                         max_tokens=cfg.judge_max_tokens, mode=cfg.judge_mode)
+                                         max_tokens=cfg.judge_max_tokens, mode=cfg.judge_mode,
+                                         reasons=cfg.judge_reasons)
             walks = judged.walks
             if judged.stopped:
                 run.mark_incomplete("judging", open_ended=True)

@@ -10,6 +10,11 @@ previous prompt's KV state only up to the last such boundary inside the common p
 So a fresh evaluation and one that reuses a prefix run exactly the same batches: the
 logits, and every result, are bit-identical whatever ran before, while an item that
 shares a long rubric costs only its own tokens (plus at most ``n_batch`` more).
+Prompts that take turns (a simulated user, the chatbot and a judge) would evict each
+other's prefix from the one KV state, so the last few states are saved
+(``DEFAULT_STATE_SLOTS``) and a prompt restores the one sharing its longest aligned
+prefix: a restored state holds the same KV bytes its batches computed, so results stay
+bit-identical.
 
 llama.cpp contexts are not thread-safe, so one process-wide lock serializes every call
 into the library (loading included); calls run in a worker thread so the event loop
@@ -70,6 +75,9 @@ DEFAULT_N_BATCH = 32
 #: 1 thread: on a 2-core VM, 2 threads stalled badly in 6 of 25 measured runs; 1 never did
 DEFAULT_N_THREADS = 1
 DEFAULT_SEED = 0
+#: saved llama.cpp states of earlier prompts (see the module docstring); each holds the
+#: KV cache of its prompt (about 23 KB a token for the builtin model)
+DEFAULT_STATE_SLOTS = 4
 
 #: serializes every call into llama.cpp (loading, generation, tokenizing) process-wide
 _LOCK = threading.RLock()
@@ -159,14 +167,54 @@ def _prefix_llama_class(base: type) -> type:
         last_prompt: np.ndarray = np.zeros(0, dtype=np.intc)
         prefix_reused: int = 0
 
+        #: saved states of earlier prompts, most recently used last: (prompt, state)
+        saved: list[tuple[np.ndarray, Any]]  # per instance: set in ``_switch_state``
+        state_slots: int = DEFAULT_STATE_SLOTS
+
+        def _keep(self, tokens: list[int]) -> int:
+            held = self.input_ids[: min(self.n_tokens, len(self.last_prompt))]
+            return min(reusable_prefix(held, tokens, self.n_batch),
+                       reusable_prefix(self.last_prompt, tokens, self.n_batch))
+
+        def _switch_state(self, tokens: list[int], keep: int) -> int:
+            """Load the saved state whose prompt shares the longest batch-aligned prefix
+            with ``tokens`` (saving the current one first when this prompt would discard
+            it), so prompts that take turns (a simulator, a chatbot and a judge) each keep
+            their own evaluated prefix. A state holds exactly the KV of its prompt's
+            batches, so what is kept is what a fresh evaluation computes."""
+            if self.state_slots <= 0:
+                return keep
+            saved = self.__dict__.setdefault("saved", [])
+            cur, nb = self.last_prompt, self.n_batch
+            if self.n_tokens > 0 and keep < (len(cur) // nb) * nb:
+                # an entry the current prompt covers is no better than it: drop it
+                saved[:] = [(p, st) for p, st in saved if (len(p) // nb) * nb > common_prefix(p, cur)]
+                saved.append((cur, self.save_state()))
+                del saved[: max(0, len(saved) - self.state_slots)]
+            best, best_keep = None, keep
+            for i, (prompt, _) in enumerate(saved):
+                k = reusable_prefix(prompt, tokens, nb)
+                if k > best_keep:
+                    best, best_keep = i, k
+            if best is None:
+                return keep
+            prompt, state = saved.pop(best)
+            saved.append((prompt, state))  # most recently used last
+            self.load_state(state)
+            self.last_prompt = prompt
+            return self._keep(tokens)
+
+        def forget(self) -> None:
+            """Evaluate the next prompt from scratch (``reuse_prefix=False``)."""
+            self.reset()
+            self.__dict__["saved"] = []
+
         def generate(self, tokens, *args, **kwargs):
             # llama-cpp-python reuses the longest common prefix it finds; cutting it to a
             # batch boundary of the previous prompt first makes the batches it then
             # evaluates the same as from scratch (see the module docstring)
             tokens = list(tokens)
-            held = self.input_ids[: min(self.n_tokens, len(self.last_prompt))]
-            keep = min(reusable_prefix(held, tokens, self.n_batch),
-                       reusable_prefix(self.last_prompt, tokens, self.n_batch))
+            keep = self._switch_state(tokens, self._keep(tokens))
             self.n_tokens = keep  # never more than it holds: ``held`` bounds ``keep``
             self.prefix_reused = keep
             self.last_prompt = np.asarray(tokens, dtype=np.intc)
@@ -489,7 +537,7 @@ class LlamaCppModel:
             kwargs["logits_processor"] = llama_cpp.LogitsProcessorList([recorder])
         with _LOCK:
             if not self.reuse_prefix:
-                llama.reset()
+                llama.forget()
             t0 = time.perf_counter()
             try:
                 resp = llama.create_chat_completion(**kwargs)
@@ -569,7 +617,7 @@ class LlamaCppModel:
         with _LOCK:
             ids = self._label_token_ids(llama, labels)
             if not self.reuse_prefix:
-                llama.reset()
+                llama.forget()
             t0 = time.perf_counter()
             try:
                 resp = llama.create_chat_completion(
