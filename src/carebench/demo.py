@@ -339,7 +339,7 @@ def _pack_error(part: str, e: BaseException) -> dict[str, Any]:
     try:
         blob: bytes | None = pickle.dumps(e)
         pickle.loads(blob)
-    except Exception:
+    except Exception:  # noqa: BLE001 - any object that does not survive pickling goes as kind and text
         blob = None
     kind = ("batch" if isinstance(e, BatchPending) else "stopped" if isinstance(e, RunStopped)
             else "carebench" if isinstance(e, CarebenchError) else "interrupt" if isinstance(e, KeyboardInterrupt)
@@ -384,7 +384,7 @@ def run_part_captured(part: str, run_dir: Path, model_spec: str, quick: bool) ->
         try:
             with meter.phase(part):
                 SUITES[part].demo()(run_dir / part, model_spec=model_spec, quick=quick)
-        except BaseException as e:  # every failure goes back to the parent, which re-raises it
+        except BaseException as e:  # noqa: BLE001 - every failure goes back to the parent, which re-raises it
             error = _pack_error(part, e)
         finally:
             sys.stdout.close()
