@@ -402,7 +402,13 @@ def run_part_captured(part: str, run_dir: Path, model_spec: str, quick: bool) ->
 
 
 def _worker(conn: Any, run_dir: Path, model_spec: str, quick: bool) -> None:
-    """A worker process: runs the parts the parent sends, one at a time, until None."""
+    """A worker process: runs the parts the parent sends, one at a time, until None.
+
+    Ctrl-C reaches the whole process group; the parent alone answers it (it ends the
+    workers and prints the one interrupted line), so a worker ignores SIGINT."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     while True:
         try:
             part = conn.recv()
@@ -410,7 +416,11 @@ def _worker(conn: Any, run_dir: Path, model_spec: str, quick: bool) -> None:
             return
         if part is None:
             return
-        conn.send(run_part_captured(part, run_dir, model_spec, quick))
+        res = run_part_captured(part, run_dir, model_spec, quick)
+        try:
+            conn.send(res)
+        except OSError:  # the parent is gone
+            return
 
 
 def _show_part(res: dict[str, Any], meter: PhaseMeter) -> None:
@@ -502,19 +512,15 @@ def run_parts_in_workers(parts: list[str], n: int, run_dir: Path, model_spec: st
                 sys.stderr.write(err["traceback"])
             raise _unpack_error(failed["part"], err) from None
     finally:
+        # normally every worker was sent None and is ending; interrupted, end them now (a
+        # part's finished answers are in the cache already: the next run resumes from them)
+        interrupted = not isinstance(sys.exc_info()[1], (Exception, type(None)))
         for conn, proc in procs.items():
-            with _suppress_os_errors():
-                conn.close()
-            proc.join(1 if sys.exc_info()[0] is KeyboardInterrupt else 30)
+            conn.close()
+            if interrupted:
+                proc.terminate()
+            proc.join(30)
             if proc.is_alive():
                 proc.terminate()
                 proc.join(5)
     return done
-
-
-@contextmanager
-def _suppress_os_errors() -> Iterator[None]:
-    try:
-        yield
-    except OSError:
-        pass
