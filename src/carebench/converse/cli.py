@@ -48,16 +48,12 @@ def _finish(run_dir: Path) -> None:
         raise typer.Exit(1)
 
 
-def _go(cfg, out, cache, no_cache, budget, dry_run, concurrency, model_option, timeout,
-        retries=None) -> None:
-    from carebench.converse.suite import ConverseSuite
-    from carebench.experiment import echo_plan, run_suite
+def _go(cfg) -> None:
+    from carebench.converse.suite import run_converse
+    from carebench.experiment import echo_plan
 
-    opts = run_options(out=out, cache=cache, no_cache=no_cache, budget=budget, dry_run=dry_run,
-                       concurrency=concurrency, model_option=model_option, timeout=timeout,
-                       retries=retries)
-    res = run_suite(ConverseSuite(cfg), opts, out=out, dry_run=dry_run)
-    if dry_run:
+    res = run_converse(cfg)
+    if cfg.run.dry_run:
         echo_plan(res)  # type: ignore[arg-type]
         return
     _finish(Path(res))  # type: ignore[arg-type]
@@ -106,8 +102,11 @@ def run(
         system_prompt_file=str(system_prompt) if system_prompt else None, turns=turns, repeats=repeats,
         persona_ids=list(persona) if persona else None, seed=seed, bootstrap=bootstrap,
         temperature=temperature, max_tokens=max_tokens, simulator_max_tokens=simulator_max_tokens,
-        judge_max_tokens=judge_max_tokens, judge_mode=judge_mode)
-    _go(cfg, out, cache, no_cache, budget, dry_run, concurrency, model_option, timeout, retries)
+        judge_max_tokens=judge_max_tokens, judge_mode=judge_mode,
+        run=run_options(out=out, cache=cache, no_cache=no_cache, budget=budget, dry_run=dry_run,
+                        concurrency=concurrency, model_option=model_option, timeout=timeout,
+                        retries=retries))
+    _go(cfg)
 
 
 @app.command("judge")
@@ -132,8 +131,11 @@ def judge_cmd(
                          judge_system=str(judge_system) if judge_system else None,
                          judge_question=str(judge_question) if judge_question else None,
                          judge_max_tokens=judge_max_tokens, judge_mode=judge_mode, seed=seed,
-                         bootstrap=bootstrap)
-    _go(cfg, out, cache, no_cache, budget, dry_run, concurrency, model_option, timeout)
+                         bootstrap=bootstrap,
+                         run=run_options(out=out, cache=cache, no_cache=no_cache, budget=budget,
+                                         dry_run=dry_run, concurrency=concurrency,
+                                         model_option=model_option, timeout=timeout))
+    _go(cfg)
 
 
 @app.command()
