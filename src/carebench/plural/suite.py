@@ -95,9 +95,10 @@ def suite_of(kind: Any) -> Any:
     """The command object of one plural run kind (configless: it scores and renders)."""
     commands = {"run": RunCommand, "sample": SampleCommand, "calibrate": CalibrateCommand,
                 "freeze": FreezeCommand, "label": LabelCommand, "agreement": AgreementCommand}
-    if kind not in commands:
+    command = commands.get(kind) if isinstance(kind, str) else None
+    if command is None:
         raise CarebenchError(f"no plural report for run kind {kind!r} (manifest.json)")
-    return commands[kind]()
+    return command()
 
 
 class PluralSuite:
