@@ -206,3 +206,22 @@ def test_bad_task_criteria_name_the_file_and_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"{p}:2: field 'criteria[1].weight'" in err[0], err
     assert not (tmp_path / "x").exists()
+
+
+def test_budget_stops_criteria_judging_then_a_rerun_resumes_from_the_cache(tmp_path, capsys, price_per_call):
+    price_per_call(0.01, "sim-a", "bot-a", *JUDGES)  # generation: 6 calls, 0.06 USD
+    script = Script()
+    out = tmp_path / "run"
+    with StubServer() as stub:
+        stub.handler = script
+        args = _args(tmp_path, stub.base_url, "--out", str(out))
+        assert main([*args, "--budget", "0.165"]) == 3  # room for 10 of the 18 judge calls
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert manifest["status"] == "incomplete" and "criteria judging" in manifest["incomplete"]
+        paid = [r.raw for r in stub.requests if r.body["model"].startswith("judge-")]
+        assert len(paid) == 10
+        assert main(args) == 0
+        judged = [r.raw for r in stub.requests if r.body["model"].startswith("judge-")]
+    assert len(judged) == 18 and len(set(judged)) == 18  # no judge call was made twice
+    m = json.loads((out / "metrics.json").read_text())
+    assert next(iter(m["chatbots"].values()))["scores"][0]["score"] == pytest.approx((SCORE["tA"] + SCORE["tB"]) / 2)
