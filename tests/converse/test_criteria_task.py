@@ -225,3 +225,24 @@ def test_budget_stops_criteria_judging_then_a_rerun_resumes_from_the_cache(tmp_p
     assert len(judged) == 18 and len(set(judged)) == 18  # no judge call was made twice
     m = json.loads((out / "metrics.json").read_text())
     assert next(iter(m["chatbots"].values()))["scores"][0]["score"] == pytest.approx((SCORE["tA"] + SCORE["tB"]) / 2)
+
+
+def test_a_failed_judge_call_leaves_the_conversation_unscored_and_counted(tmp_path):
+    script = Script()
+
+    def handler(req):
+        if req.body["model"] == "judge-c" and "criterion b1 " in req.body["messages"][-1]["content"]:
+            return StubReply(status=400, content="bad request")  # after every retry: not a vote
+        return script(req)
+
+    out = tmp_path / "j"
+    with StubServer() as stub:
+        stub.handler = handler
+        assert main(_args(tmp_path, stub.base_url, "--out", str(out), "--retries", "0", "--no-cache")) == 1
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["counts"]["judge_call_failures"] == 1 and m["counts"]["scored_conversations"] == 1
+    entry = next(iter(m["chatbots"].values()))
+    assert entry["personas"] == 1 and entry["scores"][0]["score"] == pytest.approx(SCORE["tA"])
+    recs = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+    assert {r["persona"]: r["status"] for r in recs if r["kind"] == "criteria"} == {
+        "tA": "ok", "tB": "judge_call_failure"}
