@@ -234,3 +234,10 @@ def test_calibration_sample_reads_healthbench_files(tmp_path, capsys):
     rows = [json.loads(x) for x in (out / "calibration_tasks.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and {r["subcategory"] for r in rows} == {"a", "b"}  # one per theme stratum
     assert all(r["system_prompt"] == "You are a careful health assistant." for r in rows)
+
+
+def test_duplicate_prompt_id_names_both_lines_and_an_empty_file_says_so(tmp_path):
+    p = tmp_path / "bad.jsonl"
+    assert _bad(tmp_path, [_row("a"), _row("b"), _row("a")]) == (
+        f"{p}:3: field prompt_id: duplicate task id 'a' (first on line 1)")
+    assert _bad(tmp_path, []) == f"{p}: no tasks found"

@@ -49,16 +49,12 @@ def _finish(run_dir: Path) -> None:
         raise typer.Exit(1)
 
 
-def _go(cfg, out, cache, no_cache, budget, dry_run, concurrency, model_option, timeout,
-        retries=None) -> None:
-    from carebench.converse.suite import ConverseSuite
-    from carebench.experiment import echo_plan, run_suite
+def _go(cfg) -> None:
+    from carebench.converse.suite import run_converse
+    from carebench.experiment import echo_plan
 
-    opts = run_options(out=out, cache=cache, no_cache=no_cache, budget=budget, dry_run=dry_run,
-                       concurrency=concurrency, model_option=model_option, timeout=timeout,
-                       retries=retries)
-    res = run_suite(ConverseSuite(cfg), opts, out=out, dry_run=dry_run)
-    if dry_run:
+    res = run_converse(cfg)
+    if cfg.run.dry_run:
         echo_plan(res)  # type: ignore[arg-type]
         return
     _finish(Path(res))  # type: ignore[arg-type]
@@ -114,8 +110,11 @@ def run(
         persona_ids=list(persona) if persona else None, seed=seed, bootstrap=bootstrap,
         temperature=temperature, max_tokens=max_tokens, simulator_max_tokens=simulator_max_tokens,
         judge_max_tokens=judge_max_tokens, judge_mode=judge_mode, criteria=criteria,
-        criteria_scope=criteria_scope)
-    _go(cfg, out, cache, no_cache, budget, dry_run, concurrency, model_option, timeout, retries)
+        criteria_scope=criteria_scope,
+        run=run_options(out=out, cache=cache, no_cache=no_cache, budget=budget, dry_run=dry_run,
+                        concurrency=concurrency, model_option=model_option, timeout=timeout,
+                        retries=retries))
+    _go(cfg)
 
 
 @app.command("judge")
@@ -140,8 +139,11 @@ def judge_cmd(
                          judge_system=str(judge_system) if judge_system else None,
                          judge_question=str(judge_question) if judge_question else None,
                          judge_max_tokens=judge_max_tokens, judge_mode=judge_mode, seed=seed,
-                         bootstrap=bootstrap)
-    _go(cfg, out, cache, no_cache, budget, dry_run, concurrency, model_option, timeout)
+                         bootstrap=bootstrap,
+                         run=run_options(out=out, cache=cache, no_cache=no_cache, budget=budget,
+                                         dry_run=dry_run, concurrency=concurrency,
+                                         model_option=model_option, timeout=timeout))
+    _go(cfg)
 
 
 @app.command()

@@ -45,10 +45,18 @@ from carebench.converse.rubric import Rubric, load_bundle, load_rubric
 from carebench.converse.scoring import B_DEFAULT, SEED_DEFAULT, summarize, summarize_criteria
 from carebench.criteria import SCOPES
 from carebench.datasets.files import read_text
-from carebench.experiment import Execution, Plan, incomplete_metrics, incomplete_report, stage
+from carebench.experiment import (
+    Execution,
+    Plan,
+    incomplete_metrics,
+    incomplete_report,
+    run_suite,
+    stage,
+)
 from carebench.judging import panel_seats
 from carebench.report import Report
-from carebench.run import Run
+from carebench.run import Run, RunOptions
+from carebench.run_options import run_options
 from carebench.rundir import data_sha256, read_jsonl
 from carebench.types import CarebenchError
 
@@ -144,6 +152,8 @@ class ConverseConfig:
     criteria_scope: str = "anywhere"
     title: str = "Converse: simulated conversations judged with a decision-tree rubric"
     notes: list[str] = field(default_factory=list)
+    #: the shared run flags (--out, --cache, --budget, ...)
+    run: RunOptions = field(default_factory=run_options)
 
     def validate(self) -> None:
         if self.criteria not in CRITERIA:
@@ -386,6 +396,12 @@ class ConverseSuite:
         if metrics.get("status") == "incomplete":
             return incomplete_report(title, metrics)
         return build_report(metrics, records, manifest)
+
+
+def run_converse(cfg: ConverseConfig, cache: Any = None) -> Path | Plan:
+    """Run ``converse run`` / ``converse judge`` (or plan it: ``cfg.run.dry_run``) with the
+    config's run options; a budget stop raises ``RunStopped`` after writing what finished."""
+    return run_suite(ConverseSuite(cfg), cfg.run, cache=cache)
 
 
 def rated_walks(walks: Sequence[Mapping[str, Any]],

@@ -20,6 +20,7 @@ Every bad row stops loading with its file, line and field.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Self
 
@@ -28,7 +29,7 @@ from pydantic import ValidationError
 
 from carebench.datasets.builtin import package_file
 from carebench.datasets.files import read_rows
-from carebench.support.tasks import MAX_WEIGHT, Task, canonical_dimension
+from carebench.support.tasks import MAX_WEIGHT, Task, canonical_dimension, unique_tasks
 from carebench.types import CarebenchError
 
 FORMATS = ("carebench", "healthbench")
@@ -107,21 +108,17 @@ def read_healthbench(path: str | Path, *, axes_map: str | Path | None = None,
     if not tag:
         raise CarebenchError("--subcategory-tag must name a tag prefix (e.g. theme)")
     axes = load_axes_map(axes_map)
-    tasks: list[Task] = []
-    seen: dict[str, str] = {}
-    for loc, row in read_rows(p, "jsonl"):
-        line = loc.split()[-1]
-        try:
-            task = _task(row, axes, tag)
-        except _Bad as e:
-            raise CarebenchError(f"{p}:{line}: {e}") from None
-        if task.id in seen:
-            raise CarebenchError(f"{p}:{line}: field prompt_id: duplicate id {task.id!r} (first on line {seen[task.id]})")
-        seen[task.id] = line
-        tasks.append(task)
-    if not tasks:
-        raise CarebenchError(f"{p}: no tasks found")
-    return tasks
+
+    def parsed() -> Iterator[tuple[str, Task]]:
+        for loc, row in read_rows(p, "jsonl"):
+            line = loc.split()[-1]
+            try:
+                task = _task(row, axes, tag)
+            except _Bad as e:
+                raise CarebenchError(f"{p}:{line}: {e}") from None
+            yield line, task
+
+    return unique_tasks(parsed(), p, id_field="prompt_id")
 
 
 def _task(row: dict[str, Any], axes: dict[str, str], tag: str) -> Task:

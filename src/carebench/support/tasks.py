@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -361,27 +361,40 @@ def load_tasks(source: str | Path, columns: str | dict[str, Any] | None = None) 
 
 
 def _load(path: Path, label: str, mapping: dict[str, str] | None = None) -> list[Task]:
-    tasks: list[Task] = []
-    seen: dict[str, int] = {}
     rows = _rows(path)
     if mapping:
         rows = ((loc.split()[-1], row) for loc, row in
                 rename_rows(((f"line {n}", r) for n, r in rows), mapping, label))
     flat = path.suffix.lower() not in (".jsonl", ".json", ".ndjson")  # CSV/Parquet cells are text
-    for line, raw in rows:
-        if not flat and isinstance(raw.get("turns"), str):
-            raise CarebenchError(f"{label}:{line}: field turns: expected a list of user turns "
-                                 "(or chat messages), got a string")
-        try:
-            task = Task.model_validate(_fill_defaults(raw))
-        except ValidationError as e:
-            err = e.errors()[0]
-            loc = ".".join(str(x) for x in err.get("loc", ())) or "row"
-            raise CarebenchError(f"{label}:{line}: field {loc}: {err.get('msg')}") from None
-        except ValueError as e:  # malformed JSON inside a CSV cell
-            raise CarebenchError(f"{label}:{line}: {e}") from None
+
+    def parsed() -> Iterator[tuple[str, Task]]:
+        for line, raw in rows:
+            if not flat and isinstance(raw.get("turns"), str):
+                raise CarebenchError(f"{label}:{line}: field turns: expected a list of user turns "
+                                     "(or chat messages), got a string")
+            try:
+                task = Task.model_validate(_fill_defaults(raw))
+            except ValidationError as e:
+                err = e.errors()[0]
+                loc = ".".join(str(x) for x in err.get("loc", ())) or "row"
+                raise CarebenchError(f"{label}:{line}: field {loc}: {err.get('msg')}") from None
+            except ValueError as e:  # malformed JSON inside a CSV cell
+                raise CarebenchError(f"{label}:{line}: {e}") from None
+            yield line, task
+
+    return unique_tasks(parsed(), label)
+
+
+def unique_tasks(numbered: Iterable[tuple[str, Task]], label: str | Path, id_field: str = "id") -> list[Task]:
+    """The tasks of one file, in file order, from ``(line, task)`` pairs: a repeated task id
+    (named with its line, the line it first stood on and the file's ``id_field``) or a file
+    with no task is one-line ``CarebenchError``. Every task file reader ends here."""
+    tasks: list[Task] = []
+    seen: dict[str, str] = {}
+    for line, task in numbered:
         if task.id in seen:
-            raise CarebenchError(f"{label}:{line}: field id: duplicate task id {task.id!r} (first on line {seen[task.id]})")
+            raise CarebenchError(f"{label}:{line}: field {id_field}: duplicate task id {task.id!r} "
+                                 f"(first on line {seen[task.id]})")
         seen[task.id] = line
         tasks.append(task)
     if not tasks:
