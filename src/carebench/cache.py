@@ -41,7 +41,13 @@ def default_cache_path() -> Path:
 
 def cache_key(spec: str, request: ChatRequest, options: dict[str, Any] | None = None) -> str:
     """Stable hash of the model spec (provider, model, base URL), the full request and the
-    model's request options (only when it has any, so older keys stay valid)."""
+    model's request options (only when it has any, so older keys stay valid).
+
+    ``vllm:MODEL@URL`` is keyed as ``openai:MODEL@URL``: the same request to the same
+    server, so the two specs share their answers (``vllm:MODEL`` without a URL names no
+    server and keeps its own keys)."""
+    if spec.startswith("vllm:") and "@" in spec:
+        spec = "openai:" + spec[5:]
     payload: dict[str, Any] = {"v": SCHEMA_VERSION, "model": spec, "request": request.cache_payload()}
     if options:
         payload["options"] = options

@@ -28,10 +28,14 @@ def file_format(spec: ModelSpec, requested: str | None) -> str | None:
     """The request-file format for a model's calls, or None when its calls are made live
     (in-process and replayed models cost nothing; moderation is free and has no batch
     route here). ``vllm`` applies to self-hosted ``openai:MODEL@URL`` models; models on
-    OpenAI itself stay in OpenAI's format."""
+    OpenAI itself stay in OpenAI's format. A ``vllm:`` model always gets ``vllm`` files."""
     p = spec.provider
     if p == "anthropic":
         return "anthropic"
+    if p == "vllm":  # the spec names the server: always run_batch input
+        if requested == "anthropic":
+            raise CarebenchError(f"--batch-format anthropic: {spec} is a vLLM model (use vllm)")
+        return "vllm"
     if p in ("openai", "openai-embed"):
         if requested == "anthropic":
             raise CarebenchError(f"--batch-format anthropic: {spec} is an OpenAI-compatible model "
