@@ -115,6 +115,21 @@ class CompletionCache:
             self._conn.execute("COMMIT")
             return self._conn.total_changes - before
 
+    def batch_costs(self, keys: list[str]) -> dict[str, float]:
+        """key -> what its cached answer cost if it was answered through a batch (``"batch":
+        true``; an unpriced answer counts 0), or 0.0 if it was answered live, for the keys
+        the cache holds (a batch directory's budget counts what its answers cost)."""
+        out: dict[str, float] = {}
+        with self._lock:
+            for i in range(0, len(keys), 500):
+                chunk = keys[i:i + 500]
+                rows = self._conn.execute(
+                    "SELECT key, json_extract(completion, '$.batch'), json_extract(completion, '$.cost_usd') "
+                    f"FROM completions WHERE key IN ({','.join('?' * len(chunk))})", chunk).fetchall()
+                for key, batch, cost in rows:
+                    out[key] = float(cost or 0.0) if batch else 0.0
+        return out
+
     def __len__(self) -> int:
         with self._lock:
             return self._conn.execute("SELECT COUNT(*) FROM completions").fetchone()[0]

@@ -240,4 +240,4 @@ class Run:
             raise RunStopped(self.stop_message())
         if self.batch is not None and self.batch.pending:
             b = self.options.budget_usd
-            raise BatchPending(self.batch.write(budget_left=None if b is None else b - self.ledger.spent_usd))
+            raise BatchPending(self.batch.write(budget=b, spent_live=self.ledger.spent_usd, cache=self.cache))

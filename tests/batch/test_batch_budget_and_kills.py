@@ -106,3 +106,89 @@ def test_killed_import_stores_nothing_and_a_second_import_finishes(tmp_path, mon
     monkeypatch.setattr(imp, "parser_for", real)
     counts = imp.import_results(tmp_path / "bdir", [out, err, ant], CompletionCache(cache))
     assert (counts.imported, counts.errors, counts.already_cached) == (2, 5, 0)
+
+
+def test_budget_caps_the_whole_batch_directory_across_rounds(tmp_path, monkeypatch, capsys):
+    """Support, tasks of 1, 3, 1 and 2 user turns, 2 attempts: the responder's rounds are 8, 4
+    and 2 requests (4 tasks x 2; the 2 tasks of 2+ turns x 2; the 3-turn task x 2), then the
+    panel's verdicts. The responder costs $0.02 a call live, so $0.01 through a batch (half);
+    the judges cost nothing. Each round alone fits $0.10; together they do not."""
+    from batch.fake_run_batch import fake_run_batch
+    from batch.rounds import live, metrics
+    from carebench.models.pricing import price_table
+    from carebench.support.tasks import load_tasks
+    from support.scripted_stub import Script
+
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[models]\n"resp-a" = [0.0, 0.0, 0.02]\n"resp-b" = [0.0, 0.0, 0.02]\n'
+                      + "".join(f'"judge-{j}" = [0.0, 0.0, 0.0]\n' for j in "abc"))
+    monkeypatch.setenv("CAREBENCH_PRICES", str(prices))
+    price_table.cache_clear()
+    tasks = load_tasks("builtin:sample")[:4]
+    bdir, cache = tmp_path / "bdir", tmp_path / "batch.sqlite"
+
+    def support(u: str, responder: str = "resp-a", limit: int = 4, attempts: int = 2) -> list[str]:
+        return ["support", "run", "--responder", f"openai:{responder}@{u}",
+                *(x for j in "abc" for x in ("--judge", f"openai:judge-{j}@{u}")),
+                "--attempts", str(attempts), "--limit", str(limit), "--bootstrap", "50"]
+
+    def run(args: list[str], budget: str) -> tuple[int, list[str]]:
+        rc = main([*args, "--out", str(tmp_path / "batch"), "--cache", str(cache), "--batch", str(bdir),
+                   "--batch-format", "vllm", "--budget", budget])
+        return rc, [x for x in capsys.readouterr().err.splitlines() if x.startswith("carebench:")]
+
+    def answer_last_round() -> None:
+        outs = []
+        for f in Manifest.load(bdir).rounds[-1]["files"]:
+            dst = bdir / "results" / (f["path"].split("/")[-1] + ".out")
+            dst.parent.mkdir(exist_ok=True)
+            fake_run_batch(bdir / f["path"], dst, Script(tasks))
+            outs.append(str(dst))
+        assert main(["batch", "import", *outs, "--dir", str(bdir), "--cache", str(cache)]) == 0
+
+    def state() -> tuple[bytes, list[str]]:
+        return (bdir / "manifest.json").read_bytes(), sorted(p.name for p in bdir.iterdir())
+
+    with StubServer() as stub:
+        stub.handler = Script(tasks)
+        u = stub.base_url
+        live(support(u), tmp_path / "live", tmp_path / "live.sqlite")
+        stub.reset()
+        assert run(support(u), "0.10")[0] == 4  # round 1: 8 x $0.01 = $0.08
+        assert [r["requests"] for r in Manifest.load(bdir).rounds] == [8]
+        assert Manifest.load(bdir).rounds[0]["worst_case_usd"] == pytest.approx(0.08)
+
+        # another command into the same directory before round 1 is imported: 3 requests,
+        # $0.03, fit alone, but $0.08 of round 1 still waits: $0.11 > $0.10
+        before = state()
+        rc, err = run(support(u, "resp-b", limit=1, attempts=3), "0.10")
+        assert rc == 3 and len(err) == 1, err
+        assert "($0.03 for 3 requests) with $0.08 worst case of 1 earlier round still waiting" in err[0]
+        assert "re-run with --budget 0.11 or more" in err[0]
+        assert state() == before  # nothing written
+
+        answer_last_round()
+        before = state()
+        # round 2 alone is 4 x $0.01 = $0.04, but round 1's answers cost $0.08: $0.12 > $0.10
+        rc, err = run(support(u), "0.10")
+        assert rc == 3 and len(err) == 1, err
+        assert ("batch round not written: its worst case at batch prices ($0.04 for 4 requests) with $0.08 of "
+                "answers already imported") in err[0] and "re-run with --budget 0.12 or more" in err[0]
+        assert state() == before
+        assert run(support(u), "0.12")[0] == 4  # raised: it goes on
+        r1, r2 = Manifest.load(bdir).rounds
+        assert (r1["settled"], r1["answers_usd"], r2["requests"]) == (True, pytest.approx(0.08), 4)
+
+        answer_last_round()
+        # round 3: 2 x $0.01; $0.08 + $0.04 answered + $0.02 = $0.14 > $0.12
+        rc, err = run(support(u), "0.12")
+        assert rc == 3 and "($0.02 for 2 requests) with $0.12 of answers" in err[0], err
+        assert run(support(u), "0.14")[0] == 4
+        answer_last_round()
+        assert run(support(u), "0.14")[0] == 4  # the panel's verdicts: $0
+        assert Manifest.load(bdir).rounds[-1]["worst_case_usd"] == 0
+        answer_last_round()
+        assert run(support(u), "0.14")[0] == 0
+        assert not stub.requests  # no round made a live call
+    assert [r["requests"] for r in Manifest.load(bdir).rounds][:3] == [8, 4, 2]
+    assert metrics(tmp_path / "batch") == metrics(tmp_path / "live")

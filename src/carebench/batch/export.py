@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -72,11 +73,55 @@ class BatchSink:
 
     def worst_usd(self) -> float:
         """The round's worst case at batch prices (each request's prompt and output cap)."""
-        from carebench.models.pricing import call_cost_bound
-        from carebench.runner import Call, capped_request
+        from carebench.models.pricing import calls_cost_bound
 
-        return sum(call_cost_bound(str(m.spec), capped_request(Call(m, r)), batch=True)
-                   for _, m, r in self.calls.values())
+        by_model: dict[int, tuple[Any, list[ChatRequest]]] = {}
+        for _, m, r in self.calls.values():
+            group = by_model.get(id(m))
+            if group is None:
+                group = by_model[id(m)] = (m, [])
+            group[1].append(r)
+        total = 0.0
+        for m, requests in by_model.values():
+            opts = getattr(m, "request_options", None)  # as runner.capped_request
+            total += calls_cost_bound(str(m.spec), requests, None if opts is None else opts.max_tokens, batch=True)
+        return total
+
+    def committed(self, cache: Any) -> tuple[float, float, int]:
+        """What the directory's earlier rounds have committed of the budget: (the batch cost
+        of the answers imported for their requests, the worst case of the rounds that still
+        wait for results, how many rounds wait). An answer counts in the latest round that
+        holds its request; a request with a recorded error (written again later) or answered
+        live counts nothing there. A round every request of which has a result is settled
+        in the manifest (``answers_usd``); a round still waiting for some counts its
+        answers so far plus its whole worst case (a bound: its unanswered requests' worst
+        cases are part of it)."""
+        m = self.manifest
+        ids: dict[int, list[str]] = {}
+        latest: dict[str, int] = {}
+        for rnd, entry in m.files():
+            got = m.ids(entry)
+            ids.setdefault(rnd, []).extend(got)
+            for cid in got:
+                latest[cid] = rnd
+        errored = m.errored()
+        answered = waiting = 0.0
+        rounds_waiting = 0
+        for r in m.rounds:
+            rnd = r["round"]
+            if r.get("settled"):
+                answered += r.get("answers_usd") or 0.0
+                continue
+            mine = [cid for cid in ids.get(rnd, ()) if latest[cid] == rnd]
+            costs = cache.batch_costs(mine) if cache is not None else {}
+            spent = sum(costs.values())
+            answered += spent
+            if all(cid in costs or errored.get(cid, 0) >= rnd for cid in mine):
+                r["answers_usd"], r["settled"] = round(spent, 6), True  # saved with the next round
+            else:
+                waiting += r.get("worst_case_usd") or 0.0
+                rounds_waiting += 1
+        return answered, waiting, rounds_waiting
 
     @property
     def pending(self) -> int:
@@ -91,18 +136,31 @@ class BatchSink:
         return self._outstanding
 
     # -- the end of the command --------------------------------------------------------
-    def write(self, command: list[str] | None = None, budget_left: float | None = None,
-              on_file: Callable[[Path], None] | None = None) -> str:
+    def write(self, command: list[str] | None = None, budget: float | None = None, spent_live: float = 0.0,
+              on_file: Callable[[Path], None] | None = None, cache: Any = None) -> str:
         """Write this round (manifest last) and return the one line that says what waits.
-        Raises RunStopped (exit 3), writing nothing, if the round's worst case would pass
-        the budget. ``on_file`` is called after each file is complete (tests use it to
-        kill an export midway)."""
-        worst = self.worst_usd() if budget_left is not None else None
-        if worst is not None and worst > budget_left + 1e-12:
-            raise RunStopped(
-                f"batch round not written: its worst case at batch prices (${worst:.2f} for "
-                f"{len(self.calls)} requests) would pass the budget (${max(budget_left, 0.0):.2f} left); "
-                "nothing was written; re-run with a larger --budget")
+        ``budget`` caps the whole batch directory: this round is written only if what the
+        command spent live, what earlier rounds committed (:meth:`committed`, from
+        ``cache``) and the round's own worst case fit in it together; else RunStopped
+        (exit 3), writing nothing. ``on_file`` is called after each file is complete (tests
+        use it to kill an export midway)."""
+        worst = self.worst_usd()
+        if budget is not None and self.calls:
+            answered, waiting, n_waiting = self.committed(cache)
+            need = spent_live + answered + waiting + worst
+            if need > budget + 1e-9:
+                self._manifest = None  # drop the settlements computed for this check: nothing is written
+                also = [f"${answered:.2f} of answers already imported for {self.dir}"] if answered else []
+                if waiting:
+                    also.append(f"${waiting:.2f} worst case of {n_waiting} earlier round{'s' * (n_waiting != 1)} "
+                                "still waiting for results")
+                if spent_live:
+                    also.append(f"${spent_live:.2f} spent live by this command")
+                raise RunStopped(
+                    f"batch round not written: its worst case at batch prices (${worst:.2f} for "
+                    f"{len(self.calls)} requests){' with ' + ' and '.join(also) if also else ''} would pass "
+                    f"the budget (${budget:.2f}, a cap on the whole batch directory); nothing was written; "
+                    f"re-run with --budget {math.ceil(need * 100 - 1e-6) / 100:.2f} or more to go on")
         if not self.calls:
             return (f"0 new requests; {len(self.awaiting)} requests of earlier rounds in {self.dir} still "
                     f"wait for results: fetch or import them (carebench batch fetch {self.dir}), then "
@@ -122,7 +180,7 @@ class BatchSink:
         m.rounds.append({"round": rnd, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                          "command": list(command) if command is not None else command_line(),
                          "requests": len(self.calls), "awaiting_earlier": len(self.awaiting),
-                         "worst_case_usd": None if worst is None else round(worst, 6), "files": entries})
+                         "worst_case_usd": round(worst, 6), "files": entries})
         m.save()
         k = len(entries)
         more = f" (and {len(self.awaiting)} of earlier rounds still waiting)" if self.awaiting else ""
