@@ -27,6 +27,13 @@ SCHEMA_VERSION = 1
 # built once: ``json.dumps`` with any option builds a new encoder per call (same bytes)
 _encode_key = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode
 _encode_completion = json.JSONEncoder(ensure_ascii=False).encode
+
+
+def encode_completion(completion: Completion) -> str:
+    """A completion as the cache stores it (the ``completion`` column)."""
+    return _encode_completion(completion.to_dict())
+
+
 _PUT = "INSERT OR REPLACE INTO completions (key, model, completion) VALUES (?, ?, ?)"
 _PUT_NEW = "INSERT OR IGNORE INTO completions (key, model, completion) VALUES (?, ?, ?)"
 
@@ -102,8 +109,12 @@ class CompletionCache:
         cost 33-40 us of CPU: WAL frames and file locks, the largest part of its per-call
         cost). ``keep_existing`` leaves entries already cached untouched, so importing the
         same batch results twice changes nothing."""
+        return self.put_rows([(key, c.model, _encode_completion(c.to_dict())) for key, c in items],
+                             keep_existing=keep_existing)
+
+    def put_rows(self, rows: list[tuple[str, str, str]], *, keep_existing: bool = False) -> int:
+        """:meth:`put_many` of rows already encoded: (key, model spec, :func:`encode_completion`)."""
         sql = _PUT_NEW if keep_existing else _PUT
-        rows = [(key, c.model, _encode_completion(c.to_dict())) for key, c in items]
         with self._lock:
             before = self._conn.total_changes
             self._conn.execute("BEGIN IMMEDIATE")

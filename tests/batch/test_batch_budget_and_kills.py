@@ -84,7 +84,7 @@ def test_killed_import_stores_nothing_and_a_second_import_finishes(tmp_path, mon
     out, err, ant, _, _ = _fixtures(tmp_path, monkeypatch)
     import carebench.batch.import_ as imp
 
-    real = imp.parser_for
+    real = imp.stored_for
     n = {"k": 0}
 
     def die_on_second(*args):
@@ -98,12 +98,12 @@ def test_killed_import_stores_nothing_and_a_second_import_finishes(tmp_path, mon
 
         return dying
 
-    monkeypatch.setattr(imp, "parser_for", die_on_second)
+    monkeypatch.setattr(imp, "stored_for", die_on_second)
     cache = tmp_path / "c.sqlite"
     with pytest.raises(KeyboardInterrupt):
         imp.import_results(tmp_path / "bdir", [out, err, ant], CompletionCache(cache))
     assert len(CompletionCache(cache)) == 0 and not (tmp_path / "bdir" / "errors.jsonl").exists()
-    monkeypatch.setattr(imp, "parser_for", real)
+    monkeypatch.setattr(imp, "stored_for", real)
     counts = imp.import_results(tmp_path / "bdir", [out, err, ant], CompletionCache(cache))
     assert (counts.imported, counts.errors, counts.already_cached) == (2, 5, 0)
 
