@@ -12,7 +12,9 @@ round is not written again.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -209,19 +211,26 @@ def write_files(tmp: Path, round_name: str, calls: dict[str, tuple[str, Any, Cha
                 on_file: Callable[[Path], None] | None = None) -> list[dict[str, Any]]:
     """The request files of one round, grouped by format, model and endpoint and split at
     the format's limits; returns their manifest entries."""
-    groups: dict[tuple[str, str, str], list[tuple[str, dict[str, Any]]]] = {}
-    models: dict[str, Any] = {}
-    builders: dict[int, Callable[[ChatRequest], tuple[str, dict[str, Any]]]] = {}
-    for key, (fmt, model, request) in calls.items():
-        build = builders.get(id(model))
-        if build is None:
-            build = builders[id(model)] = body_builder(model)
-            models[str(model.spec)] = model
-        endpoint, body = build(request)
-        groups.setdefault((fmt, str(model.spec), endpoint), []).append((key, request_line(fmt, key, endpoint, body)))
-    entries: list[dict[str, Any]] = []
     dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-    for (fmt, spec, endpoint), lines in sorted(groups.items(), key=lambda kv: kv[0]):
+    #: (format, spec, endpoint) -> the keys and encoded lines of its requests, in order
+    groups: dict[tuple[str, str, str], tuple[list[str], list[bytes]]] = {}
+    models: dict[str, Any] = {}
+    builders: dict[int, tuple[str, Callable[[ChatRequest], tuple[str, dict[str, Any]]]]] = {}
+    for key, (fmt, model, request) in calls.items():
+        got = builders.get(id(model))
+        if got is None:
+            spec = str(model.spec)
+            got = builders[id(model)] = (spec, body_builder(model))
+            models[spec] = model
+        spec, build = got
+        endpoint, body = build(request)
+        group = groups.get((fmt, spec, endpoint))
+        if group is None:
+            group = groups[(fmt, spec, endpoint)] = ([], [])
+        group[0].append(key)
+        group[1].append((dumps(request_line(fmt, key, endpoint, body)) + "\n").encode("utf-8"))
+    entries: list[dict[str, Any]] = []
+    for (fmt, spec, endpoint), (keys, lines) in sorted(groups.items(), key=lambda kv: kv[0]):
         max_n, max_bytes = limits[fmt]
         model = models[spec]
         base = f"{fmt}--{_slug(model.spec.model)}--{_ENDPOINT_NAME.get(endpoint, 'calls')}"
@@ -230,39 +239,27 @@ def write_files(tmp: Path, round_name: str, calls: dict[str, tuple[str, Any, Cha
             part += 1
             fname = f"{base}--{part:03d}"
             path = tmp / f"{fname}.jsonl"
-            h = hashlib.sha256()
-            n = size = 0
-            ids: list[str] = []
-            buf: list[bytes] = []
+            j = min(i + max_n, len(lines))
+            size = sum(map(len, lines[i:j]))
+            if size > max_bytes:  # split at the size limit: the longest run of lines that fits
+                fit = bisect.bisect_right(list(itertools.accumulate(map(len, lines[i:j]))), max_bytes)
+                if fit == 0:
+                    raise CarebenchError(f"one {fmt} request for {spec} is larger than the "
+                                         f"{max_bytes} byte file limit")
+                j = i + fit
+                size = sum(map(len, lines[i:j]))
+            data = b"".join(lines[i:j])
             with path.open("wb") as fh:
-                while i < len(lines) and n < max_n:
-                    key, obj = lines[i]
-                    data = (dumps(obj) + "\n").encode("utf-8")
-                    if size + len(data) > max_bytes:
-                        if n == 0:
-                            raise CarebenchError(f"one {fmt} request for {spec} is larger than the "
-                                                 f"{max_bytes} byte file limit")
-                        break
-                    buf.append(data)
-                    ids.append(key)
-                    size += len(data)
-                    n += 1
-                    i += 1
-                    if len(buf) >= 4096:
-                        chunk = b"".join(buf)
-                        h.update(chunk)
-                        fh.write(chunk)
-                        buf.clear()
-                chunk = b"".join(buf)
-                h.update(chunk)
-                fh.write(chunk)
+                fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
+            ids = keys[i:j]
             (tmp / f"{fname}.ids").write_text("\n".join(ids) + "\n", "ascii")
             entries.append({"path": f"{round_name}/{fname}.jsonl", "ids": f"{round_name}/{fname}.ids",
                             "format": fmt, "provider": model.spec.provider, "endpoint": endpoint,
-                            "model": spec, "base_url": model.spec.base_url, "requests": n,
-                            "bytes": size, "sha256": h.hexdigest()})
+                            "model": spec, "base_url": model.spec.base_url, "requests": j - i,
+                            "bytes": size, "sha256": hashlib.sha256(data).hexdigest()})
+            i = j
             if on_file is not None:
                 on_file(path)
     return entries
