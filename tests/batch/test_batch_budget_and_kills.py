@@ -192,3 +192,29 @@ def test_budget_caps_the_whole_batch_directory_across_rounds(tmp_path, monkeypat
         assert not stub.requests  # no round made a live call
     assert [r["requests"] for r in Manifest.load(bdir).rounds][:3] == [8, 4, 2]
     assert metrics(tmp_path / "batch") == metrics(tmp_path / "live")
+
+
+def test_committed_counts_imported_answers_once_and_settles_rounds(tmp_path, monkeypatch):
+    """The fixtures' round: 7 requests; answers for one gpt-4o-mini (22 in, 2 out) and one
+    claude-haiku-4-5 request (11 in, 36 out), errors for the other five."""
+    from carebench.batch.export import BatchSink
+    from carebench.batch.import_ import import_results
+    from carebench.batch.options import BatchOptions
+
+    out, err, ant, _, _ = _fixtures(tmp_path, monkeypatch)
+    bdir, cache = tmp_path / "bdir", CompletionCache(tmp_path / "c.sqlite")
+    worst = Manifest.load(bdir).rounds[0]["worst_case_usd"]
+    assert worst > 0
+    assert BatchSink(BatchOptions(bdir)).committed(cache) == (0.0, worst, 1)  # nothing imported yet
+    import_results(bdir, [out], cache)
+    oa = (22 * 0.075 + 2 * 0.30) / 1e6  # gpt-4o-mini at half its $0.15 / $0.60 per 1M tokens
+    answered, waiting, n = BatchSink(BatchOptions(bdir)).committed(cache)
+    assert answered == pytest.approx(oa) and (waiting, n) == (worst, 1)  # 6 requests still wait
+    for _ in range(2):  # importing twice counts nothing twice
+        import_results(bdir, [out, err, ant], cache)
+    sink = BatchSink(BatchOptions(bdir))
+    answered, waiting, n = sink.committed(cache)
+    ant_usd = (11 * 0.5 + 36 * 2.5) / 1e6  # claude-haiku-4-5 at half its $1 / $5
+    assert answered == pytest.approx(oa + ant_usd) and (waiting, n) == (0.0, 0)
+    (rnd,) = sink.manifest.rounds
+    assert rnd["settled"] is True and rnd["answers_usd"] == pytest.approx(oa + ant_usd)

@@ -119,7 +119,7 @@ class BatchSink:
             spent = sum(costs.values())
             answered += spent
             if all(cid in costs or errored.get(cid, 0) >= rnd for cid in mine):
-                r["answers_usd"], r["settled"] = round(spent, 6), True  # saved with the next round
+                r["answers_usd"], r["settled"] = spent, True  # saved with the next round
             else:
                 waiting += r.get("worst_case_usd") or 0.0
                 rounds_waiting += 1
@@ -182,7 +182,7 @@ class BatchSink:
         m.rounds.append({"round": rnd, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                          "command": list(command) if command is not None else command_line(),
                          "requests": len(self.calls), "awaiting_earlier": len(self.awaiting),
-                         "worst_case_usd": round(worst, 6), "files": entries})
+                         "worst_case_usd": worst, "files": entries})
         m.save()
         k = len(entries)
         more = f" (and {len(self.awaiting)} of earlier rounds still waiting)" if self.awaiting else ""
