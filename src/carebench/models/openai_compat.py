@@ -46,7 +46,7 @@ def resolve_key(spec: ModelSpec, required: bool = True) -> str | None:
     """The API key for a spec: required for OpenAI itself (unless only planning: a
     dry run makes no call, so a user can price a run before setting a key), optional
     for other servers."""
-    if spec.base_url is None:
+    if spec.base_url is None and spec.provider != "vllm":  # vllm:MODEL alone: batch files only
         key = os.environ.get("OPENAI_API_KEY")
         if not key and required:
             raise CarebenchError(
@@ -55,6 +55,12 @@ def resolve_key(spec: ModelSpec, required: bool = True) -> str | None:
             )
         return key
     return os.environ.get("CAREBENCH_API_KEY") or os.environ.get("OPENAI_API_KEY") or None
+
+
+def no_live_vllm(spec: ModelSpec) -> str:
+    """Why ``vllm:MODEL`` without a URL cannot be called live."""
+    return (f"{spec} has no server URL, so it can only write batch files (--batch DIR, for vllm "
+            f"run-batch); to call a running vLLM server use {spec}@http://HOST:PORT/v1")
 
 
 def schema_for(structured: StructuredSpec) -> dict[str, Any]:
@@ -170,7 +176,9 @@ class _OpenAIBase:
 
 
 class OpenAIChatModel(_OpenAIBase):
-    """``openai:MODEL[@BASE_URL]``."""
+    """``openai:MODEL[@BASE_URL]``, and ``vllm:MODEL[@BASE_URL]`` (a vLLM server's
+    OpenAI-compatible API: the same requests; without a URL only batch files, see
+    docs/batch.md)."""
 
     def __init__(self, spec: ModelSpec, timeout_s: float = 120.0, concurrency: int | None = None,
                  require_key: bool = True):
@@ -189,6 +197,8 @@ class OpenAIChatModel(_OpenAIBase):
         return chat_body(self.spec.model, req, mode, self.request_options)
 
     async def complete(self, request: ChatRequest) -> Completion:
+        if self.spec.provider == "vllm" and self.spec.base_url is None:
+            raise CarebenchError(no_live_vllm(self.spec))
         if request.structured is not None and self.structured_mode is None:
             return await self._probe(request)
         mode = self.structured_mode if request.structured is not None else "none"
