@@ -96,17 +96,16 @@ def run(
         help="With --format healthbench: the example tag prefix whose value is the subcategory.")] = "theme",
     score_as: Annotated[str, typer.Option("--score", help=(
         "carebench (the weighted score), or healthbench: also HealthBench's subtract-and-clip score "
-        "(healthbench_score.json).")) ] = "carebench",
+        "(in metrics.json and the report).")) ] = "carebench",
 ) -> None:
     """Regenerate replies, judge every criterion with the panel, score and report."""
     from carebench.experiment import Plan, echo_plan
     from carebench.support.experiment import SupportRunConfig
     from carebench.support.suite import run_support
 
-    source, notes = _task_source(tasks, task_format, axes_map, subcategory_tag)
-    _check_score(score_as)
     cfg = SupportRunConfig(
-        tasks=source, notes=notes, responders=list(responder or []), judges=list(judge or []), attempts=attempts,
+        tasks=tasks, task_format=task_format, axes_map=str(axes_map) if axes_map else None,
+        subcategory_tag=subcategory_tag, score=score_as, responders=list(responder or []), judges=list(judge or []), attempts=attempts,
         scope=scope, system_prompt_file=str(system_prompt) if system_prompt else None,
         include_reference=include_reference, seed=seed, bootstrap=bootstrap, temperature=temperature,
         max_tokens=max_tokens, caps=_caps(cap), task_limit=limit, columns=columns, split=split,
@@ -124,46 +123,22 @@ def run(
         echo_plan(result)
         return
     _summary(result)
-    if score_as == "healthbench" and _complete(result):
-        _healthbench_summary(result)
     _exit_if_incomplete(result)
 
 
-def _task_source(tasks: str, task_format: str, axes_map: Path | None, subcategory_tag: str) -> tuple[str, list[str]]:
-    """The task source ``load_tasks`` reads, and a run note naming a non-default format."""
-    from carebench.support.healthbench_tasks import FORMATS, HealthBenchFile
+def _healthbench_summary(metrics: dict) -> None:
+    """HealthBench's subtract-and-clip score beside the headline weighted score (metrics.json)."""
+    from carebench.support.healthbench import HEADLINE_NOTE
 
-    if task_format not in FORMATS:
-        raise CarebenchError(f"--format must be one of {', '.join(FORMATS)}, got {task_format!r}")
-    if task_format == "carebench":
-        if axes_map is not None:
-            raise CarebenchError("--axes-map applies to --format healthbench only")
-        return tasks, []
-    src = HealthBenchFile(tasks, axes_map=axes_map, subcategory_tag=subcategory_tag)
-    return src, [src.describe()]
-
-
-def _check_score(score_as: str) -> None:
-    if score_as not in ("carebench", "healthbench"):
-        raise CarebenchError(f"--score must be carebench or healthbench, got {score_as!r}")
-
-
-def _complete(run_dir: Path) -> bool:
-    from carebench.support.experiment import incomplete_message
-
-    return not incomplete_message(run_dir)
-
-
-def _healthbench_summary(run_dir: Path) -> None:
-    """HealthBench's subtract-and-clip score beside the headline weighted score."""
-    from carebench.support.healthbench import FILENAME, HEADLINE_NOTE, run_healthbench
-
-    res = run_healthbench(run_dir)
-    typer.echo(f"{'healthbench':>11}  {'weighted':>8}  responder   (HealthBench subtract-and-clip score)")
-    for name, v in res["responders"].items():
-        typer.echo(f"{v['healthbench']:>11.3f}  {v['carebench_weighted']:>8.3f}  {name}")
+    hb = metrics.get("healthbench")
+    if not hb:
+        return
+    typer.echo(f"{'healthbench [95% CI]':<22}  {'weighted':>8}  responder   (HealthBench subtract-and-clip score)")
+    for name, v in hb["responders"].items():
+        lo, hi = v["ci"] if v.get("ci") else (float("nan"), float("nan"))
+        score = f"{v['score']:.3f} [{lo:.3f}, {hi:.3f}]"
+        typer.echo(f"{score:<22}  {v['weighted_score']:>8.3f}  {name}")
     typer.echo(HEADLINE_NOTE)
-    typer.echo(f"wrote {run_dir}/{FILENAME}")
 
 
 def _echoed_plan(result: object) -> bool:
@@ -199,6 +174,7 @@ def _summary(run_dir: Path, metrics: dict | None = None) -> None:
         typer.echo(f"{row['rank']:>4}  {score:<22}  {row['band']:>4}  {row['responder']}")
     if ref:
         typer.echo(f"{'-':>4}  {ref['score']:<22.3f}  {'-':>4}  reference ceiling")
+    _healthbench_summary(m)
     typer.echo(f"wrote {run_dir}/report.html")
 
 
@@ -252,22 +228,16 @@ def rescore(
     family: Annotated[list[str] | None, typer.Option(
         help="Vendor family of a model, SPEC=NAME (repeatable); overrides the guess from the spec "
              "for models behind a proxy or local server (self-preference, DistressBench App. B.6-B.7).")] = None,
-    score_as: Annotated[str, typer.Option("--score", help=(
-        "carebench (the weighted score), or healthbench: also HealthBench's subtract-and-clip score "
-        "(healthbench_score.json, with the run's own panel and scope).")) ] = "carebench",
+    score_as: Annotated[str | None, typer.Option("--score", show_default="the run's own choice", help=(
+        "carebench (the weighted score), or healthbench: also HealthBench's subtract-and-clip score, "
+        "in metrics.json and the report (recorded in manifest.json when rescoring in place)."))] = None,
 ) -> None:
     """Recompute metrics.json and the report from recorded verdicts (no model call)."""
     from carebench.support.suite import rescore as do_rescore
 
-    _check_score(score_as)
-    if score_as == "healthbench" and (panel or scope or out):
-        raise CarebenchError("--score healthbench rescores the run with its own panel and scope, in place: "
-                             "drop --panel, --scope and --out")
     metrics = do_rescore(run_dir, panel=list(panel) if panel else None, scope=scope, out_dir=out,
-                         family=parse_family_overrides(family))
+                         family=parse_family_overrides(family), score_as=score_as)
     _summary(Path(out or run_dir), metrics)
-    if score_as == "healthbench":
-        _healthbench_summary(Path(run_dir))
 
 
 @app.command("calibration-sample")
@@ -290,9 +260,10 @@ def calibration_sample(
 ) -> None:
     """Draw the stratified calibration tasks and write the clinicians' labelling sheet."""
     from carebench.support.calibration_sample import draw_tasks, sheet_rows, write_sample
-    from carebench.support.tasks import load_tasks
+    from carebench.support.healthbench_tasks import load_task_source
 
-    all_tasks = load_tasks(_task_source(tasks, task_format, axes_map, subcategory_tag)[0])
+    all_tasks = load_task_source(tasks, task_format=task_format, axes_map=axes_map,
+                                 subcategory_tag=subcategory_tag)
     names = [s.strip() for s in strata.split(",") if s.strip()]
     drawn, info = draw_tasks(all_tasks, n=n, seed=seed, strata=names)
     info["source"] = tasks
