@@ -55,7 +55,7 @@ Concurrency = Annotated[int | None, typer.Option(
 ModelOption = Annotated[list[str] | None, typer.Option(
     "--model-option", show_default="none", help="Per-model request option SPEC:key=value, repeatable: reasoning=true, "
     "reasoning_effort=low, max_tokens=N, token_param=max_completion_tokens, temperature=omit, "
-    "logprobs=false, extra.FIELD=value.")]
+    "logprobs=false, output=json_object (structured output mode, not probed), extra.FIELD=value.")]
 Timeout = Annotated[float, typer.Option(
     "--timeout", min=0.001, help="Seconds one try of a call may take before it is retried.")]
 
