@@ -40,9 +40,10 @@ def _finish(run_dir: Path) -> None:
     m = read_json(run_dir / "manifest.json")
     typer.echo(f"wrote {run_dir / 'report.html'} and {run_dir / 'scores.csv'}")
     f = m.get("failures") or {}
+    judged = "criteria-judged conversation(s)" if (m.get("scoring") or {}).get("criteria") == "task" else "walk(s)"
     if f.get("harness") or f.get("judge_calls"):
         typer.echo(f"carebench: run incomplete: {f.get('harness', 0)} conversation(s) and "
-                   f"{f.get('judge_calls', 0)} walk(s) had a call that failed after every retry (harness "
+                   f"{f.get('judge_calls', 0)} {judged} had a call that failed after every retry (harness "
                    "failures): never rated, counted in the report. Re-run the same command to retry them",
                    err=True)
         raise typer.Exit(1)
@@ -87,6 +88,12 @@ def run(
     judge_max_tokens: Annotated[int, typer.Option(help="Judge output cap (tokens).")] = 400,
     judge_mode: Annotated[str, typer.Option(
         help="question (one call per rubric question, default) or dimension (one call per dimension).")] = "question",
+    criteria: Annotated[str, typer.Option(
+        help="tree (walk --rubric, default) or task: judge each conversation against its support task's own "
+             "weighted criteria with support's panel (needs --personas-from support-tasks).")] = "tree",
+    criteria_scope: Annotated[str, typer.Option(
+        help="With --criteria task: anywhere (any chatbot turn earns a criterion, default) or final "
+             "(only the last chatbot turn).")] = "anywhere",
     retries: Annotated[int | None, typer.Option(
         show_default="the runner's: 6, transient failures only", help="Retries of a failed call before it is a harness failure.")] = None,
     seed: Seed = 12345, bootstrap: Bootstrap = 2000,
@@ -106,7 +113,8 @@ def run(
         system_prompt_file=str(system_prompt) if system_prompt else None, turns=turns, repeats=repeats,
         persona_ids=list(persona) if persona else None, seed=seed, bootstrap=bootstrap,
         temperature=temperature, max_tokens=max_tokens, simulator_max_tokens=simulator_max_tokens,
-        judge_max_tokens=judge_max_tokens, judge_mode=judge_mode)
+        judge_max_tokens=judge_max_tokens, judge_mode=judge_mode, criteria=criteria,
+        criteria_scope=criteria_scope)
     _go(cfg, out, cache, no_cache, budget, dry_run, concurrency, model_option, timeout, retries)
 
 
@@ -167,8 +175,9 @@ def _rescore(run_dir: Path, judges, seed, bootstrap, out) -> None:
     if judges:
         from carebench.rundir import read_jsonl
 
-        recorded = sorted({r["judge"] for r in read_jsonl(Path(run_dir) / "records.jsonl")
-                           if r.get("kind") == "walk"})
+        recs = read_jsonl(Path(run_dir) / "records.jsonl")
+        recorded = sorted({r["judge"] for r in recs if r.get("kind") == "walk"}
+                          | {v["judge"] for r in recs if r.get("kind") == "criteria" for v in r["votes"]})
         unknown = [j for j in judges if j not in recorded]
         if unknown:
             raise CarebenchError(f"{run_dir}: no walks by judge {unknown[0]!r}; recorded: {', '.join(recorded)}")

@@ -14,7 +14,7 @@ from the same per-criterion panel states and averaged over attempts and tasks
 exactly like the weighted score (support.scoring.model_scores).
 
 An undecided cell (no strict panel majority) is read as the outcome that earns
-no credit, as in calibration (support.panel): not met for a positive criterion,
+no credit, as in calibration (carebench.criteria): not met for a positive criterion,
 met (points subtracted) for a negative one. A blank reply meets nothing and
 scores 0. Criteria marked not applicable leave both sums.
 """
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from carebench.support.panel import S_EMPTY, S_MET, S_UNDECIDED
+from carebench.criteria import S_EMPTY, S_MET, S_UNDECIDED
 from carebench.support.scoring import Scored
 
 #: how the score is computed (metrics.json ``healthbench.rule`` and the report's caption)
