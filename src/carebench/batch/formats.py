@@ -66,9 +66,11 @@ def body_builder(model: Any) -> Callable[[ChatRequest], tuple[str, dict[str, Any
             name, [request.messages[-1].content if request.messages else ""], request.max_tokens))
     from carebench.models.openai_compat import chat_body
 
-    # no capability probe in a batch: a model that already decided keeps its mode; else
-    # json_schema, which OpenAI's Batch API and vLLM both take
-    structured = getattr(model, "structured_mode", None) or "json_schema"
+    # no capability probe in a batch: a model that already decided keeps its mode, a model
+    # given ``output=`` (--model-option) takes it; else json_schema, which OpenAI's Batch
+    # API and vLLM both take
+    structured = (getattr(model, "structured_mode", None)
+                  or getattr(getattr(model, "request_options", None), "output", None) or "json_schema")
     return lambda request: (CHAT, chat_body(name, request, "none" if request.structured is None else structured,
                                             opts))
 

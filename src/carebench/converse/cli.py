@@ -28,8 +28,8 @@ app = typer.Typer(help="Simulated multi-turn conversations judged with decision-
                   no_args_is_help=True, add_completion=False)
 
 Rubric = Annotated[str | None, typer.Option(
-    help="Rubric: a VERA-MH TSV, a YAML rubric, or a bundle directory with manifest.json.")]
-Judge = Annotated[list[str] | None, typer.Option(help="Judge model spec (repeatable: several judges).")]
+    show_default="none: give one", help="Rubric: a VERA-MH TSV, a YAML rubric, or a bundle directory with manifest.json.")]
+Judge = Annotated[list[str] | None, typer.Option(show_default="none: give at least one", help="Judge model spec (repeatable: several judges).")]
 Seed = Annotated[int, typer.Option(help="Seed of sampling and of the bootstrap.")]
 Bootstrap = Annotated[int, typer.Option(help="Bootstrap resamples (personas resampled).")]
 
@@ -63,19 +63,19 @@ def _go(cfg) -> None:
 @app.command()
 def run(
     rubric: Rubric = None,
-    simulator: Annotated[list[str] | None, typer.Option(help="User-simulator model spec (repeatable).")] = None,
-    chatbot: Annotated[list[str] | None, typer.Option(help="Chatbot under test (repeatable).")] = None,
+    simulator: Annotated[list[str] | None, typer.Option(show_default='none: give at least one', help="User-simulator model spec (repeatable).")] = None,
+    chatbot: Annotated[list[str] | None, typer.Option(show_default='none: give at least one', help="Chatbot under test (repeatable).")] = None,
     judge: Judge = None,
     personas: Annotated[str | None, typer.Option(
-        help="Persona file (.tsv/.csv/.jsonl) or builtin:sample (default; or the bundle's).")] = None,
+        show_default="builtin:sample, or the bundle's", help="Persona file (.tsv/.csv/.jsonl) or builtin:sample.")] = None,
     personas_from: Annotated[str | None, typer.Option(
-        help="Build personas from the seeds' cases: support-tasks or plural-prompts (--personas is "
+        show_default='none: --personas is read as it is', help="Build personas from the seeds' cases: support-tasks or plural-prompts (--personas is "
              "then that file; default builtin:sample). Each opens with the case's first message.")] = None,
-    persona_template: Annotated[Path | None, typer.Option(help="Persona prompt template file.")] = None,
-    persona: Annotated[list[str] | None, typer.Option(help="Only this persona id (repeatable).")] = None,
-    system_prompt: Annotated[Path | None, typer.Option(help="The chatbot's system prompt file.")] = None,
-    judge_system: Annotated[Path | None, typer.Option(help="Judge system prompt file.")] = None,
-    judge_question: Annotated[Path | None, typer.Option(help="Judge question template file.")] = None,
+    persona_template: Annotated[Path | None, typer.Option(show_default="the built-in template, or the bundle's", help="Persona prompt template file.")] = None,
+    persona: Annotated[list[str] | None, typer.Option(show_default='every persona', help="Only this persona id (repeatable).")] = None,
+    system_prompt: Annotated[Path | None, typer.Option(show_default='none', help="The chatbot's system prompt file.")] = None,
+    judge_system: Annotated[Path | None, typer.Option(show_default="the built-in prompt, or the bundle's", help="Judge system prompt file.")] = None,
+    judge_question: Annotated[Path | None, typer.Option(show_default="the built-in template, or the bundle's", help="Judge question template file.")] = None,
     turns: Annotated[int, typer.Option(help="Most exchanges per conversation.")] = 20,
     repeats: Annotated[int, typer.Option(help="Conversations per simulator x chatbot x persona.")] = 1,
     temperature: Annotated[float, typer.Option(help="Chatbot and simulator temperature.")] = 0.7,
@@ -91,7 +91,7 @@ def run(
         help="With --criteria task: anywhere (any chatbot turn earns a criterion, default) or final "
              "(only the last chatbot turn).")] = "anywhere",
     retries: Annotated[int | None, typer.Option(
-        help="Retries of a failed call before it is a harness failure (default: the runner's).")] = None,
+        show_default="the runner's: 6, transient failures only", help="Retries of a failed call before it is a harness failure.")] = None,
     seed: Seed = 12345, bootstrap: Bootstrap = 2000,
     out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
     dry_run: DryRun = False, json_out: Json = False, concurrency: Concurrency = None,
@@ -121,8 +121,8 @@ def run(
 def judge_cmd(
     run_dir: Annotated[Path, typer.Argument(help="A converse run directory whose conversations to judge.")],
     rubric: Rubric = None, judge: Judge = None,
-    judge_system: Annotated[Path | None, typer.Option(help="Judge system prompt file.")] = None,
-    judge_question: Annotated[Path | None, typer.Option(help="Judge question template file.")] = None,
+    judge_system: Annotated[Path | None, typer.Option(show_default="the built-in prompt, or the bundle's", help="Judge system prompt file.")] = None,
+    judge_question: Annotated[Path | None, typer.Option(show_default="the built-in template, or the bundle's", help="Judge question template file.")] = None,
     judge_max_tokens: Annotated[int, typer.Option(help="Judge output cap (tokens).")] = 400,
     judge_mode: Annotated[str, typer.Option(
         help="question (one call per rubric question, default) or dimension (one call per dimension).")] = "question",
@@ -149,9 +149,9 @@ def judge_cmd(
 @app.command()
 def score(
     run_dir: Annotated[Path, typer.Argument(help="A converse run directory.")],
-    judge: Annotated[list[str] | None, typer.Option(help="Score only these judges' walks (repeatable).")] = None,
-    seed: Annotated[int | None, typer.Option(help="Bootstrap seed (default: the run's).")] = None,
-    bootstrap: Annotated[int | None, typer.Option(help="Bootstrap resamples (default: the run's).")] = None,
+    judge: Annotated[list[str] | None, typer.Option(show_default='every judge of the run', help="Score only these judges' walks (repeatable).")] = None,
+    seed: Annotated[int | None, typer.Option(show_default="the run's", help="Bootstrap seed.")] = None,
+    bootstrap: Annotated[int | None, typer.Option(show_default="the run's", help="Bootstrap resamples.")] = None,
     out: Out = None,
 ) -> None:
     """Score a run from its records (optionally a subset of judges) into --out (default: in place)."""

@@ -21,7 +21,7 @@ from typing import Any
 
 from carebench.models.base import ModelSpec, TransientError
 from carebench.models.http import HTTPClientError, HTTPServerError, LoopLocalClient, post_json
-from carebench.models.options import RequestOptions
+from carebench.models.options import OUTPUT_MODES, RequestOptions
 from carebench.models.pricing import cost_fields
 from carebench.types import (
     CarebenchError,
@@ -34,7 +34,7 @@ from carebench.types import (
 )
 
 OPENAI_URL = "https://api.openai.com/v1"
-STRUCTURED_MODES = ("json_schema", "json_object", "none")
+STRUCTURED_MODES = OUTPUT_MODES
 #: an error answer that names the output-format feature it cannot honour; only such an
 #: answer to the probe steps the mode down (a bare 500 or 503 is a transient failure)
 _FEATURE_REFUSAL = re.compile(
@@ -200,7 +200,11 @@ class OpenAIChatModel(_OpenAIBase):
         if self.spec.provider == "vllm" and self.spec.base_url is None:
             raise CarebenchError(no_live_vllm(self.spec))
         if request.structured is not None and self.structured_mode is None:
-            return await self._probe(request)
+            if self.request_options.output is not None:  # the user's choice: nothing to probe
+                self.structured_mode = self.request_options.output
+                self.probe_log.append({"decided": self.structured_mode, "by": "model option output"})
+            else:
+                return await self._probe(request)
         mode = self.structured_mode if request.structured is not None else "none"
         t0 = time.perf_counter()
         data = await post_json(self.client, self._url, self._payload(request, mode), self._headers)

@@ -341,11 +341,6 @@ def load_tasks(source: str | Path, columns: str | dict[str, Any] | None = None) 
     see :mod:`carebench.datasets.columns`).
     Raises ``CarebenchError`` naming the file, line and field of the first bad row.
     """
-    read_own = getattr(source, "read_tasks", None)  # a file in another format (support.healthbench_tasks)
-    if callable(read_own):
-        if columns:
-            raise CarebenchError("--columns applies to carebench task files, not to --format healthbench")
-        return read_own()
     src = str(source)
     mapping = parse_columns(columns, mappable_fields())
     name = builtin_name(src)
