@@ -7,8 +7,9 @@ manifest). Its yardstick is a bare loop that does only the same JSON serializati
 file writes of the same, pre-built lines.
 
 Import: ``import_results`` reads the fake run_batch output of every file, checks every
-line against the request files, parses each answer as the live client parses a
-response, prices it and stores all in the cache in one transaction. Its yardstick is a
+line against the request files, builds each answer's cache row (what the cache stores of
+the live client's parse of the same body, written directly for documented chat bodies),
+prices it and stores all in the cache in one transaction. Its yardstick is a
 bare loop that does only the same SQLite inserts (pre-built rows) in one transaction.
 
 The cache key of each call (``call_key``, computed by the runner in live and batch mode

@@ -120,6 +120,51 @@ def test_help_at_80_columns_cuts_no_text(capsys, monkeypatch):
         assert max(map(len, out.splitlines())) <= 80, " ".join(path)
 
 
+#: options whose unset value (None) needs no ``show_default`` text, with the reason; printed
+#: by the test. Empty: every option says what happens when it is omitted.
+HELP_DEFAULT_EXEMPT: dict[str, str] = {}
+
+
+def _unset_means_nothing_shown(p) -> bool:
+    """Click prints ``[default: X]`` only for a default that is not None (or empty): such an
+    option, unless required or a boolean flag, says nothing about being omitted."""
+    import click
+
+    if getattr(p, "required", False) or (isinstance(p, click.Option) and (p.is_flag or p.hidden)):
+        return False
+    return p.default is None or p.default in ((), [])
+
+
+def test_every_option_left_out_says_what_happens(capsys):
+    """``risk run --help`` once showed no defaults: every option whose default is None must
+    carry a ``show_default`` text (what happens when it is omitted), and help must show it."""
+    import re
+
+    squash = lambda t: re.sub(r"\s+", "", t)
+    missing, shown = [], 0
+    for path, cmd in _commands():
+        wanted = []
+        for p in getattr(cmd, "params", []):
+            if p.name == "help" or not _unset_means_nothing_shown(p):
+                continue
+            name = f"{' '.join(path)} {p.opts[0] if p.opts else p.name}".strip()
+            if name in HELP_DEFAULT_EXEMPT:
+                continue
+            if isinstance(p.show_default, str) and p.show_default.strip():
+                wanted.append((name, p.show_default))
+            else:
+                missing.append(name)
+        if wanted:
+            rc, out, err = _run_main(capsys, [*path, "--help"])
+            assert rc == 0, (path, err)
+            for name, text in wanted:  # Click renders a string show_default as "(text)"
+                assert squash(f"default: ({text})") in squash(out), (name, text)
+                shown += 1
+    print(f"{shown} options show what happens when omitted; exempt: {HELP_DEFAULT_EXEMPT or 'none'}")
+    assert not missing, f"{len(missing)} options say nothing about being omitted: {missing}"
+    assert shown >= 100
+
+
 def test_command_tree_is_walked():
     paths = {" ".join(p) for p in _command_paths()}
     # the walk reaches nested commands of every mounted suite, not just the root

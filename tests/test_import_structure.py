@@ -11,7 +11,7 @@ from pathlib import Path
 import carebench
 
 SRC = Path(carebench.__file__).resolve().parent.parent
-SUITES = {"risk", "support", "plural", "construct", "annotate"}
+SUITES = {"risk", "support", "plural", "construct", "annotate", "converse"}
 #: the one core module allowed to know the suites: the explicit table the CLI dispatches through
 SUITE_TABLE = {"carebench.suites"}
 

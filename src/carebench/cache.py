@@ -27,6 +27,13 @@ SCHEMA_VERSION = 1
 # built once: ``json.dumps`` with any option builds a new encoder per call (same bytes)
 _encode_key = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode
 _encode_completion = json.JSONEncoder(ensure_ascii=False).encode
+
+
+def encode_completion(completion: Completion) -> str:
+    """A completion as the cache stores it (the ``completion`` column)."""
+    return _encode_completion(completion.to_dict())
+
+
 _PUT = "INSERT OR REPLACE INTO completions (key, model, completion) VALUES (?, ?, ?)"
 _PUT_NEW = "INSERT OR IGNORE INTO completions (key, model, completion) VALUES (?, ?, ?)"
 
@@ -41,7 +48,13 @@ def default_cache_path() -> Path:
 
 def cache_key(spec: str, request: ChatRequest, options: dict[str, Any] | None = None) -> str:
     """Stable hash of the model spec (provider, model, base URL), the full request and the
-    model's request options (only when it has any, so older keys stay valid)."""
+    model's request options (only when it has any, so older keys stay valid).
+
+    ``vllm:MODEL@URL`` is keyed as ``openai:MODEL@URL``: the same request to the same
+    server, so the two specs share their answers (``vllm:MODEL`` without a URL names no
+    server and keeps its own keys)."""
+    if spec.startswith("vllm:") and "@" in spec:
+        spec = "openai:" + spec[5:]
     payload: dict[str, Any] = {"v": SCHEMA_VERSION, "model": spec, "request": request.cache_payload()}
     if options:
         payload["options"] = options
@@ -96,8 +109,12 @@ class CompletionCache:
         cost 33-40 us of CPU: WAL frames and file locks, the largest part of its per-call
         cost). ``keep_existing`` leaves entries already cached untouched, so importing the
         same batch results twice changes nothing."""
+        return self.put_rows([(key, c.model, _encode_completion(c.to_dict())) for key, c in items],
+                             keep_existing=keep_existing)
+
+    def put_rows(self, rows: list[tuple[str, str, str]], *, keep_existing: bool = False) -> int:
+        """:meth:`put_many` of rows already encoded: (key, model spec, :func:`encode_completion`)."""
         sql = _PUT_NEW if keep_existing else _PUT
-        rows = [(key, c.model, _encode_completion(c.to_dict())) for key, c in items]
         with self._lock:
             before = self._conn.total_changes
             self._conn.execute("BEGIN IMMEDIATE")
@@ -108,6 +125,21 @@ class CompletionCache:
                 raise
             self._conn.execute("COMMIT")
             return self._conn.total_changes - before
+
+    def batch_costs(self, keys: list[str]) -> dict[str, float]:
+        """key -> what its cached answer cost if it was answered through a batch (``"batch":
+        true``; an unpriced answer counts 0), or 0.0 if it was answered live, for the keys
+        the cache holds (a batch directory's budget counts what its answers cost)."""
+        out: dict[str, float] = {}
+        with self._lock:
+            for i in range(0, len(keys), 500):
+                chunk = keys[i:i + 500]
+                rows = self._conn.execute(
+                    "SELECT key, json_extract(completion, '$.batch'), json_extract(completion, '$.cost_usd') "
+                    f"FROM completions WHERE key IN ({','.join('?' * len(chunk))})", chunk).fetchall()
+                for key, batch, cost in rows:
+                    out[key] = float(cost or 0.0) if batch else 0.0
+        return out
 
     def __len__(self) -> int:
         with self._lock:

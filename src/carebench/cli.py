@@ -60,14 +60,14 @@ def _command_name(argv: list[str]) -> str | None:
 
 @app.command()
 def demo(
-    out: Annotated[Path | None, typer.Option(help="Run directory (default runs/demo-<time>).")] = None,
+    out: Annotated[Path | None, typer.Option(show_default='runs/demo-<time>', help="Run directory.")] = None,
     model: Annotated[str, typer.Option(help="Model spec for the model-backed parts.")] = "llamacpp:builtin",
     full: Annotated[bool, typer.Option(help="Run every built-in item (slower).")] = False,
-    cache: Annotated[Path | None, typer.Option(help="Cache file (default: user cache dir).")] = None,
+    cache: Annotated[Path | None, typer.Option(show_default='CAREBENCH_CACHE, else the user cache directory', help="Cache file.")] = None,
     jobs: Annotated[int | None, typer.Option(
-        help="Worker processes for the suite parts (1: one after another). Default: 2 when more than "
-             "one core is usable and free (usable cores minus the 1-minute load average), else 1.",
-        min=1)] = None,
+        show_default="2 when more than one core is usable and free (usable cores minus the 1-minute load "
+                     "average), else 1",
+        help="Worker processes for the suite parts (1: one after another).", min=1)] = None,
 ) -> None:
     """Run carebench offline on built-in data and write a run directory."""
     from carebench.demo import run_demo
@@ -122,24 +122,24 @@ def report(run_dir: Annotated[Path, typer.Argument(help="A carebench run directo
 def compare(
     base: Annotated[Path, typer.Argument(help="The base run directory (e.g. what is deployed).")],
     candidate: Annotated[Path, typer.Argument(help="The candidate run directory.")],
-    out: Annotated[Path | None, typer.Option(help="Output directory (default runs/compare-<time>).")] = None,
+    out: Annotated[Path | None, typer.Option(show_default='runs/compare-<time>', help="Output directory.")] = None,
     gate: Annotated[list[str] | None, typer.Option(
-        help="METRIC[:MARGIN] deciding the exit code (repeatable; globs such as 'full:*'). Default: risk "
-             "macro_f1 and qwk, support score, plural full:* (every profile), converse score.")] = None,
+        show_default='risk macro_f1 and qwk, support score, plural full:*, converse score', help="METRIC[:MARGIN] deciding the exit code (repeatable; globs such as 'full:*'). "
+             "full:* is every profile.")] = None,
     margin: Annotated[float, typer.Option(help="Verdict margin: regression when the whole 95% interval is "
                                                "worse than -margin.")] = 0.0,
     allow_different: Annotated[list[str] | None, typer.Option(
-        "--allow-different", help="Override one comparability check on purpose (repeatable; named in the "
+        "--allow-different", show_default='none: every check applies', help="Override one comparability check on purpose (repeatable; named in the "
                                   "report).")] = None,
-    method: Annotated[list[str] | None, typer.Option(help="risk: pair BASE_NAME=CANDIDATE_NAME methods.")] = None,
+    method: Annotated[list[str] | None, typer.Option(show_default='every name in both runs, else the only one of each', help="risk: pair BASE_NAME=CANDIDATE_NAME methods.")] = None,
     responder: Annotated[list[str] | None, typer.Option(
-        help="support: pair BASE=CANDIDATE responders.")] = None,
+        show_default='every name in both runs, else the only one of each', help="support: pair BASE=CANDIDATE responders.")] = None,
     system: Annotated[list[str] | None, typer.Option(
-        help="plural: pair BASE=CANDIDATE systems; converse: BASE=CANDIDATE chatbots.")] = None,
+        show_default='every name in both runs, else the only one of each', help="plural: pair BASE=CANDIDATE systems; converse: BASE=CANDIDATE chatbots.")] = None,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples of the shared units.")] = 2000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 12345,
-    junit: Annotated[Path | None, typer.Option(help="Write JUnit XML: one test case per gated metric.")] = None,
-    summary: Annotated[Path | None, typer.Option(help="Write a short markdown summary (pull-request "
+    junit: Annotated[Path | None, typer.Option(show_default='none', help="Write JUnit XML: one test case per gated metric.")] = None,
+    summary: Annotated[Path | None, typer.Option(show_default='none', help="Write a short markdown summary (pull-request "
                                                       "comment).")] = None,
 ) -> None:
     """Compare a candidate run with a base run of the same suite; exit 1 if a gated metric regresses."""
@@ -166,11 +166,11 @@ def compare(
 def leaderboard(
     runs: Annotated[list[Path], typer.Argument(help="Run directories of one suite (the first is the reference "
                                                     "for comparability).")],
-    out: Annotated[Path | None, typer.Option(help="Output directory (default runs/leaderboard-<time>).")] = None,
-    prefer: Annotated[str | None, typer.Option(help="newest|oldest: which run supplies a system found in "
+    out: Annotated[Path | None, typer.Option(show_default='runs/leaderboard-<time>', help="Output directory.")] = None,
+    prefer: Annotated[str | None, typer.Option(show_default='none: a system in several runs is an error', help="newest|oldest: which run supplies a system found in "
                                                     "several runs (never averaged).")] = None,
     allow_different: Annotated[list[str] | None, typer.Option(
-        "--allow-different", help="Override one comparability check on purpose (repeatable).")] = None,
+        "--allow-different", show_default='none: every check applies', help="Override one comparability check on purpose (repeatable).")] = None,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples of the shared units.")] = 2000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 12345,
 ) -> None:

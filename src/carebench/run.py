@@ -106,6 +106,12 @@ class Run:
 
             model = get_model(spec, timeout_s=self.options.timeout_s, concurrency=self.options.concurrency,
                               planning=self.options.dry_run, **options)
+            if (model.spec.provider == "vllm" and model.spec.base_url is None and self.batch is None
+                    and not self.options.dry_run):  # refused before any call, not at the first one
+                from carebench.models.openai_compat import no_live_vllm
+                from carebench.types import CarebenchError
+
+                raise CarebenchError(no_live_vllm(model.spec))
             if self.options.budget_usd is not None:
                 from carebench.models.pricing import is_priced, unpriced_note
                 from carebench.types import CarebenchError
@@ -234,4 +240,4 @@ class Run:
             raise RunStopped(self.stop_message())
         if self.batch is not None and self.batch.pending:
             b = self.options.budget_usd
-            raise BatchPending(self.batch.write(budget_left=None if b is None else b - self.ledger.spent_usd))
+            raise BatchPending(self.batch.write(budget=b, spent_live=self.ledger.spent_usd, cache=self.cache))

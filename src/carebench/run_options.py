@@ -28,13 +28,13 @@ import typer
 from carebench.run import RunOptions
 
 Out = Annotated[Path | None, typer.Option(
-    "--out", help="Run directory to write (default: runs/<suite>-<time>).")]
+    "--out", show_default="runs/<suite>-<time>", help="Run directory to write.")]
 Cache = Annotated[Path | None, typer.Option(
-    "--cache", help="Cache file (default: CAREBENCH_CACHE, else the user cache directory).")]
+    "--cache", show_default="CAREBENCH_CACHE, else the user cache directory", help="Cache file.")]
 NoCache = Annotated[bool, typer.Option(
     "--no-cache", help="Neither read nor write the cache (a re-run pays for every call again).")]
 Budget = Annotated[float | None, typer.Option(
-    "--budget", help="USD cap for the whole command: no call starts whose worst case would pass "
+    "--budget", show_default="no cap", help="USD cap for the whole command: no call starts whose worst case would pass "
                      "it; a stopped run exits 3 and resumes from the cache.")]
 DryRun = Annotated[bool, typer.Option(
     "--dry-run", help="Print the call plan and its estimated cost; call nothing.")]
@@ -51,20 +51,20 @@ Json = Annotated[bool, typer.Option(
     "--json", callback=_json_output,
     help="With --dry-run: print the whole plan as JSON instead of the summary.")]
 Concurrency = Annotated[int | None, typer.Option(
-    "--concurrency", min=1, help="Concurrent calls per model (default: the provider's).")]
+    "--concurrency", min=1, show_default="the provider's", help="Concurrent calls per model.")]
 ModelOption = Annotated[list[str] | None, typer.Option(
-    "--model-option", help="Per-model request option SPEC:key=value, repeatable: reasoning=true, "
+    "--model-option", show_default="none", help="Per-model request option SPEC:key=value, repeatable: reasoning=true, "
     "reasoning_effort=low, max_tokens=N, token_param=max_completion_tokens, temperature=omit, "
-    "logprobs=false, extra.FIELD=value.")]
+    "logprobs=false, output=json_object (structured output mode, not probed), extra.FIELD=value.")]
 Timeout = Annotated[float, typer.Option(
     "--timeout", min=0.001, help="Seconds one try of a call may take before it is retried.")]
 
 Batch = Annotated[Path | None, typer.Option(
-    "--batch", help="Batch mode: write the calls the cache cannot answer to this directory as "
+    "--batch", show_default="CAREBENCH_BATCH_DIR, else off: calls are sent", help="Batch mode: write the calls the cache cannot answer to this directory as "
                     "provider batch request files instead of sending them; exits 4 while any wait "
                     "(carebench batch submit/fetch/import, then re-run; see docs/batch.md).")]
 BatchFormat = Annotated[str | None, typer.Option(
-    "--batch-format", help="Request files for OpenAI-compatible models: openai (the Batch API) or "
+    "--batch-format", show_default="CAREBENCH_BATCH_FORMAT, else openai", help="Request files for OpenAI-compatible models: openai (the Batch API) or "
                            "vllm (vllm run-batch input, for openai:MODEL@URL models); Anthropic "
                            "models always get Message Batches requests.")]
 

@@ -200,15 +200,7 @@ class Completion:
 
     @property
     def status(self) -> Status:
-        if self.error is not None:
-            return "error"
-        if "content_filtered" in self.flags:
-            return "content_filter"
-        if "empty" in self.flags:
-            return "empty"
-        if "truncated" in self.flags:
-            return "truncated"
-        return "ok"
+        return status_of(self.flags, self.error)
 
     @property
     def ok(self) -> bool:
@@ -267,6 +259,19 @@ class Completion:
             extra=dict(d.get("extra") or {}),
             batch=bool(d.get("batch", False)),
         )
+
+
+def status_of(flags: tuple[str, ...], error: str | None) -> Status:
+    """A completion's status from its flags and error (see ``Completion``)."""
+    if error is not None:
+        return "error"
+    if "content_filtered" in flags:
+        return "content_filter"
+    if "empty" in flags:
+        return "empty"
+    if "truncated" in flags:
+        return "truncated"
+    return "ok"
 
 
 def flags_for(text: str, finish_reason: str | None) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from rerender_bytes import assert_rerenders_byte_for_byte
 from scripted_stub import Script
 
 from carebench.cli import main
@@ -207,23 +208,42 @@ def test_run_format_and_score_healthbench_end_to_end(tmp_path, capsys):
         assert resp and all(r.body["messages"][0] == {"role": "system", "content": "You are a careful health assistant."}
                             for r in resp)
     spec = f"openai:{A}@{u}"
-    res = json.loads((out / "healthbench_score.json").read_text())
-    expected = _recompute(out)
-    assert res["responders"][spec]["healthbench"] == pytest.approx(expected[spec])
-    # the hand computation of the scripted cells: p1 = (27/36 + 1) / 2, p2 = (1 + (13-6-2)/13) / 2
-    hand = ((27 / 36 + 1) / 2 + (1 + 5 / 13) / 2) / 2
-    assert expected[spec] == pytest.approx(hand)
-    assert f"{hand:.3f}" in printed and "not HealthBench's subtract-and-clip" in printed
-    # the weighted headline differs (weights capped at 20, negatives earn when not met)
+    assert not (out / "healthbench_score.json").exists()  # the score lives in metrics.json
     m = json.loads((out / "metrics.json").read_text())
-    assert res["responders"][spec]["carebench_weighted"] == pytest.approx(m["models"][spec]["score"])
+    res = m["healthbench"]["responders"][spec]
+    expected = _recompute(out)
+    assert res["score"] == pytest.approx(expected[spec])
+    # the hand computation of the scripted cells: p1 = (27/36 + 1) / 2, p2 = (1 + (13-6-2)/13) / 2
+    p1, p2 = (27 / 36 + 1) / 2, (1 + 5 / 13) / 2
+    hand = (p1 + p2) / 2
+    assert expected[spec] == pytest.approx(hand)
+    # tasks are resampled: with two tasks a resampled mean is p1, p2 or their mean, so are the bounds
+    lo, hi = res["ci"]
+    assert lo <= hand <= hi
+    assert all(min(abs(b - v) for v in (p1, p2, hand)) < 1e-12 for b in (lo, hi))
+    assert f"{hand:.3f} [{lo:.3f}, {hi:.3f}]" in printed and "not HealthBench's subtract-and-clip" in printed
+    # the weighted headline differs (weights capped at 20, negatives earn when not met)
+    assert res["weighted_score"] == pytest.approx(m["models"][spec]["score"])
     assert m["models"][spec]["score"] != pytest.approx(hand)
-    assert "subtract-and-clip" in (out / "report.html").read_text()
-    # rescore recomputes the same file from the records alone
-    (out / "healthbench_score.json").unlink()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["config"]["task_format"] == "healthbench" and manifest["config"]["score"] == "healthbench"
+    assert manifest["scoring"]["score"] == "healthbench"
+    # the report's table after the leaderboard, with the rule beside the weighted score
+    md = (out / "report.md").read_text()
+    table = md.index("| responder | HealthBench score \\[95% CI] | carebench weighted score \\[95% CI] |")
+    assert md.index("Leaderboard (§4.1)") < table < md.index("## ", md.index("## Leaderboard") + 3)
+    assert f"| {spec} | {hand:.3f} [{lo:.3f}, {hi:.3f}] | {m['models'][spec]['score']:.3f} [" in md[table:]
+    assert "sum of the points of the met criteria" in md and "clipped to \\[0, 1]" in md
+    assert_rerenders_byte_for_byte(out)  # no model call: the stub is closed
+    # rescore drops and restores it, recording the choice so report DIR reproduces it
+    before = (out / "metrics.json").read_bytes()
+    assert main(["support", "rescore", str(out), "--score", "carebench"]) == 0
+    assert "healthbench" not in json.loads((out / "metrics.json").read_text())
+    assert "HealthBench score \\[" not in (out / "report.md").read_text()
+    assert_rerenders_byte_for_byte(out)
     assert main(["support", "rescore", str(out), "--score", "healthbench"]) == 0
-    assert json.loads((out / "healthbench_score.json").read_text())["responders"][spec]["healthbench"] == (
-        pytest.approx(hand))
+    assert (out / "metrics.json").read_bytes() == before
+    assert main(["support", "rescore", str(out), "--score", "nope"]) == 2
 
 
 def test_calibration_sample_reads_healthbench_files(tmp_path, capsys):
@@ -234,3 +254,10 @@ def test_calibration_sample_reads_healthbench_files(tmp_path, capsys):
     rows = [json.loads(x) for x in (out / "calibration_tasks.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and {r["subcategory"] for r in rows} == {"a", "b"}  # one per theme stratum
     assert all(r["system_prompt"] == "You are a careful health assistant." for r in rows)
+
+
+def test_duplicate_prompt_id_names_both_lines_and_an_empty_file_says_so(tmp_path):
+    p = tmp_path / "bad.jsonl"
+    assert _bad(tmp_path, [_row("a"), _row("b"), _row("a")]) == (
+        f"{p}:3: field prompt_id: duplicate task id 'a' (first on line 1)")
+    assert _bad(tmp_path, []) == f"{p}: no tasks found"

@@ -257,3 +257,16 @@ def test_task_rows_without_a_system_prompt_hash_as_before_the_field_existed():
     rows = [t.to_row() for t in load_tasks("builtin:sample")]
     assert all("system_prompt" not in r for r in rows)
     assert data_sha256(rows) == "fd108fdf27c57ab668f0667bc090c7f0870a9f4e442edc856a6bee2b47648db0"
+
+
+def test_duplicate_id_names_both_lines_and_an_empty_file_says_so(tmp_path):
+    p = tmp_path / "tasks.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in (_row("t1"), _row("t2"), _row("t1"))))
+    with pytest.raises(CarebenchError) as e:
+        load_tasks(p)
+    assert str(e.value) == f"{p}:3: field id: duplicate task id 't1' (first on line 1)"
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    with pytest.raises(CarebenchError) as e:
+        load_tasks(empty)
+    assert str(e.value) == f"{empty}: no tasks found"

@@ -36,11 +36,11 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to listen on; loopback unless you say otherwise.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port (0 picks a free one).")] = 8000,
     settings: Annotated[Path | None, typer.Option(
-        help="YAML overriding texts and limits: content_notice, session_cases, support, instructions...")] = None,
+        show_default='the built-in texts and limits', help="YAML overriding texts and limits: content_notice, session_cases, support, instructions...")] = None,
     taxonomy: Annotated[Path | None, typer.Option(
-        help="Taxonomy YAML for policy mode (default: the packaged VEILED-SH taxonomy).")] = None,
+        show_default='the packaged VEILED-SH taxonomy', help="Taxonomy YAML for policy mode.")] = None,
     contexts: Annotated[Path | None, typer.Option(
-        help="Contexts YAML with interaction contracts (default: the packaged four).")] = None,
+        show_default='the packaged four', help="Contexts YAML with interaction contracts.")] = None,
 ) -> None:
     """Serve the annotation pages until interrupted."""
     _store(db).close()  # clear error for a missing extra or database before binding
@@ -55,8 +55,8 @@ def load(
     project: Annotated[Path, typer.Option(help="A sheet: policy cases, review items or criterion items "
                                                "(.jsonl, .csv or .parquet), or builtin:calibration-cases "
                                                "(the built-in plural calibration cases).")],
-    name: Annotated[str | None, typer.Option(help="Project name (default: the file's stem).")] = None,
-    kind: Annotated[str | None, typer.Option(help="policy, review or criterion (default: detect).")] = None,
+    name: Annotated[str | None, typer.Option(show_default="the file's stem", help="Project name.")] = None,
+    kind: Annotated[str | None, typer.Option(show_default='detect', help="policy, review or criterion.")] = None,
 ) -> None:
     """Load a sheet as a project and assign it to the eligible annotators."""
     store = _store(db, create=True)
@@ -120,8 +120,8 @@ def list_(db: DbOpt) -> None:
 def export(
     db: DbOpt,
     out: Annotated[Path, typer.Option(help="JSONL file to write (owner-only; a .meta.json marks it private).")],
-    project: Annotated[str | None, typer.Option(help="Project to export (needed when there are several).")] = None,
-    annotator: Annotated[str | None, typer.Option(help="Only this annotator's labels.")] = None,
+    project: Annotated[str | None, typer.Option(show_default='the only project', help="Project to export (needed when there are several).")] = None,
+    annotator: Annotated[str | None, typer.Option(show_default='every annotator', help="Only this annotator's labels.")] = None,
 ) -> None:
     """Write a project's labels in the format its suite reads (withdrawn annotators left out)."""
     from carebench.annotate.export import export_project

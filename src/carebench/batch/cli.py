@@ -15,7 +15,7 @@ app = typer.Typer(help="Batch mode: import results, submit request files, run ro
                   no_args_is_help=True)
 
 CacheOpt = Annotated[Path | None, typer.Option(
-    "--cache", help="Cache file to import into (default: CAREBENCH_CACHE, else the user cache directory).")]
+    "--cache", show_default="CAREBENCH_CACHE, else the user cache directory", help="Cache file to import into.")]
 
 
 def _cache(path: Path | None):
@@ -28,8 +28,7 @@ def _cache(path: Path | None):
 def import_cmd(
     result_files: Annotated[list[Path], typer.Argument(help="Result files: OpenAI output/error files, "
                                                             "Anthropic results, vLLM run_batch output.")],
-    dir: Annotated[Path | None, typer.Option("--dir", help="The batch directory (default: the "
-                                                           "nearest parent of the files holding a manifest).")] = None,
+    dir: Annotated[Path | None, typer.Option("--dir", show_default='the nearest parent of the files holding a manifest', help="The batch directory .")] = None,
     cache: CacheOpt = None,
 ) -> None:
     """Load batch results into the cache, matched by custom_id; re-run the command to go on."""
@@ -73,7 +72,7 @@ def run_cmd(
     dir: Annotated[Path, typer.Option("--dir", help="The batch directory.")],
     poll: Annotated[float, typer.Option(help="First wait between status checks, seconds (backs off).")] = 30.0,
     max_poll: Annotated[float, typer.Option(help="Longest wait between status checks, seconds.")] = 600.0,
-    batch_format: Annotated[str | None, typer.Option("--batch-format", help="openai or vllm (see "
+    batch_format: Annotated[str | None, typer.Option("--batch-format", show_default='openai', help="openai or vllm (see "
                                                                               "carebench run --help).")] = None,
 ) -> None:
     """Loop: the command, submit, wait, fetch and import, the command ... until it finishes.

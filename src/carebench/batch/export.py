@@ -12,8 +12,11 @@ round is not written again.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
+import itertools
 import json
+import math
 import os
 import re
 import shutil
@@ -72,11 +75,55 @@ class BatchSink:
 
     def worst_usd(self) -> float:
         """The round's worst case at batch prices (each request's prompt and output cap)."""
-        from carebench.models.pricing import call_cost_bound
-        from carebench.runner import Call, capped_request
+        from carebench.models.pricing import calls_cost_bound
 
-        return sum(call_cost_bound(str(m.spec), capped_request(Call(m, r)), batch=True)
-                   for _, m, r in self.calls.values())
+        by_model: dict[int, tuple[Any, list[ChatRequest]]] = {}
+        for _, m, r in self.calls.values():
+            group = by_model.get(id(m))
+            if group is None:
+                group = by_model[id(m)] = (m, [])
+            group[1].append(r)
+        total = 0.0
+        for m, requests in by_model.values():
+            opts = getattr(m, "request_options", None)  # as runner.capped_request
+            total += calls_cost_bound(str(m.spec), requests, None if opts is None else opts.max_tokens, batch=True)
+        return total
+
+    def committed(self, cache: Any) -> tuple[float, float, int]:
+        """What the directory's earlier rounds have committed of the budget: (the batch cost
+        of the answers imported for their requests, the worst case of the rounds that still
+        wait for results, how many rounds wait). An answer counts in the latest round that
+        holds its request; a request with a recorded error (written again later) or answered
+        live counts nothing there. A round every request of which has a result is settled
+        in the manifest (``answers_usd``); a round still waiting for some counts its
+        answers so far plus its whole worst case (a bound: its unanswered requests' worst
+        cases are part of it)."""
+        m = self.manifest
+        ids: dict[int, list[str]] = {}
+        latest: dict[str, int] = {}
+        for rnd, entry in m.files():
+            got = m.ids(entry)
+            ids.setdefault(rnd, []).extend(got)
+            for cid in got:
+                latest[cid] = rnd
+        errored = m.errored()
+        answered = waiting = 0.0
+        rounds_waiting = 0
+        for r in m.rounds:
+            rnd = r["round"]
+            if r.get("settled"):
+                answered += r.get("answers_usd") or 0.0
+                continue
+            mine = [cid for cid in ids.get(rnd, ()) if latest[cid] == rnd]
+            costs = cache.batch_costs(mine) if cache is not None else {}
+            spent = sum(costs.values())
+            answered += spent
+            if all(cid in costs or errored.get(cid, 0) >= rnd for cid in mine):
+                r["answers_usd"], r["settled"] = spent, True  # saved with the next round
+            else:
+                waiting += r.get("worst_case_usd") or 0.0
+                rounds_waiting += 1
+        return answered, waiting, rounds_waiting
 
     @property
     def pending(self) -> int:
@@ -91,18 +138,31 @@ class BatchSink:
         return self._outstanding
 
     # -- the end of the command --------------------------------------------------------
-    def write(self, command: list[str] | None = None, budget_left: float | None = None,
-              on_file: Callable[[Path], None] | None = None) -> str:
+    def write(self, command: list[str] | None = None, budget: float | None = None, spent_live: float = 0.0,
+              on_file: Callable[[Path], None] | None = None, cache: Any = None) -> str:
         """Write this round (manifest last) and return the one line that says what waits.
-        Raises RunStopped (exit 3), writing nothing, if the round's worst case would pass
-        the budget. ``on_file`` is called after each file is complete (tests use it to
-        kill an export midway)."""
-        worst = self.worst_usd() if budget_left is not None else None
-        if worst is not None and worst > budget_left + 1e-12:
-            raise RunStopped(
-                f"batch round not written: its worst case at batch prices (${worst:.2f} for "
-                f"{len(self.calls)} requests) would pass the budget (${max(budget_left, 0.0):.2f} left); "
-                "nothing was written; re-run with a larger --budget")
+        ``budget`` caps the whole batch directory: this round is written only if what the
+        command spent live, what earlier rounds committed (:meth:`committed`, from
+        ``cache``) and the round's own worst case fit in it together; else RunStopped
+        (exit 3), writing nothing. ``on_file`` is called after each file is complete (tests
+        use it to kill an export midway)."""
+        worst = self.worst_usd()
+        if budget is not None and self.calls:
+            answered, waiting, n_waiting = self.committed(cache)
+            need = spent_live + answered + waiting + worst
+            if need > budget + 1e-9:
+                self._manifest = None  # drop the settlements computed for this check: nothing is written
+                also = [f"${answered:.2f} of answers already imported for {self.dir}"] if answered else []
+                if waiting:
+                    also.append(f"${waiting:.2f} worst case of {n_waiting} earlier round{'s' * (n_waiting != 1)} "
+                                "still waiting for results")
+                if spent_live:
+                    also.append(f"${spent_live:.2f} spent live by this command")
+                raise RunStopped(
+                    f"batch round not written: its worst case at batch prices (${worst:.2f} for "
+                    f"{len(self.calls)} requests){' with ' + ' and '.join(also) if also else ''} would pass "
+                    f"the budget (${budget:.2f}, a cap on the whole batch directory); nothing was written; "
+                    f"re-run with --budget {math.ceil(need * 100 - 1e-6) / 100:.2f} or more to go on")
         if not self.calls:
             return (f"0 new requests; {len(self.awaiting)} requests of earlier rounds in {self.dir} still "
                     f"wait for results: fetch or import them (carebench batch fetch {self.dir}), then "
@@ -122,7 +182,7 @@ class BatchSink:
         m.rounds.append({"round": rnd, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                          "command": list(command) if command is not None else command_line(),
                          "requests": len(self.calls), "awaiting_earlier": len(self.awaiting),
-                         "worst_case_usd": None if worst is None else round(worst, 6), "files": entries})
+                         "worst_case_usd": worst, "files": entries})
         m.save()
         k = len(entries)
         more = f" (and {len(self.awaiting)} of earlier rounds still waiting)" if self.awaiting else ""
@@ -151,19 +211,26 @@ def write_files(tmp: Path, round_name: str, calls: dict[str, tuple[str, Any, Cha
                 on_file: Callable[[Path], None] | None = None) -> list[dict[str, Any]]:
     """The request files of one round, grouped by format, model and endpoint and split at
     the format's limits; returns their manifest entries."""
-    groups: dict[tuple[str, str, str], list[tuple[str, dict[str, Any]]]] = {}
-    models: dict[str, Any] = {}
-    builders: dict[int, Callable[[ChatRequest], tuple[str, dict[str, Any]]]] = {}
-    for key, (fmt, model, request) in calls.items():
-        build = builders.get(id(model))
-        if build is None:
-            build = builders[id(model)] = body_builder(model)
-            models[str(model.spec)] = model
-        endpoint, body = build(request)
-        groups.setdefault((fmt, str(model.spec), endpoint), []).append((key, request_line(fmt, key, endpoint, body)))
-    entries: list[dict[str, Any]] = []
     dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-    for (fmt, spec, endpoint), lines in sorted(groups.items(), key=lambda kv: kv[0]):
+    #: (format, spec, endpoint) -> the keys and encoded lines of its requests, in order
+    groups: dict[tuple[str, str, str], tuple[list[str], list[bytes]]] = {}
+    models: dict[str, Any] = {}
+    builders: dict[int, tuple[str, Callable[[ChatRequest], tuple[str, dict[str, Any]]]]] = {}
+    for key, (fmt, model, request) in calls.items():
+        got = builders.get(id(model))
+        if got is None:
+            spec = str(model.spec)
+            got = builders[id(model)] = (spec, body_builder(model))
+            models[spec] = model
+        spec, build = got
+        endpoint, body = build(request)
+        group = groups.get((fmt, spec, endpoint))
+        if group is None:
+            group = groups[(fmt, spec, endpoint)] = ([], [])
+        group[0].append(key)
+        group[1].append((dumps(request_line(fmt, key, endpoint, body)) + "\n").encode("utf-8"))
+    entries: list[dict[str, Any]] = []
+    for (fmt, spec, endpoint), (keys, lines) in sorted(groups.items(), key=lambda kv: kv[0]):
         max_n, max_bytes = limits[fmt]
         model = models[spec]
         base = f"{fmt}--{_slug(model.spec.model)}--{_ENDPOINT_NAME.get(endpoint, 'calls')}"
@@ -172,39 +239,27 @@ def write_files(tmp: Path, round_name: str, calls: dict[str, tuple[str, Any, Cha
             part += 1
             fname = f"{base}--{part:03d}"
             path = tmp / f"{fname}.jsonl"
-            h = hashlib.sha256()
-            n = size = 0
-            ids: list[str] = []
-            buf: list[bytes] = []
+            j = min(i + max_n, len(lines))
+            size = sum(map(len, lines[i:j]))
+            if size > max_bytes:  # split at the size limit: the longest run of lines that fits
+                fit = bisect.bisect_right(list(itertools.accumulate(map(len, lines[i:j]))), max_bytes)
+                if fit == 0:
+                    raise CarebenchError(f"one {fmt} request for {spec} is larger than the "
+                                         f"{max_bytes} byte file limit")
+                j = i + fit
+                size = sum(map(len, lines[i:j]))
+            data = b"".join(lines[i:j])
             with path.open("wb") as fh:
-                while i < len(lines) and n < max_n:
-                    key, obj = lines[i]
-                    data = (dumps(obj) + "\n").encode("utf-8")
-                    if size + len(data) > max_bytes:
-                        if n == 0:
-                            raise CarebenchError(f"one {fmt} request for {spec} is larger than the "
-                                                 f"{max_bytes} byte file limit")
-                        break
-                    buf.append(data)
-                    ids.append(key)
-                    size += len(data)
-                    n += 1
-                    i += 1
-                    if len(buf) >= 4096:
-                        chunk = b"".join(buf)
-                        h.update(chunk)
-                        fh.write(chunk)
-                        buf.clear()
-                chunk = b"".join(buf)
-                h.update(chunk)
-                fh.write(chunk)
+                fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
+            ids = keys[i:j]
             (tmp / f"{fname}.ids").write_text("\n".join(ids) + "\n", "ascii")
             entries.append({"path": f"{round_name}/{fname}.jsonl", "ids": f"{round_name}/{fname}.ids",
                             "format": fmt, "provider": model.spec.provider, "endpoint": endpoint,
-                            "model": spec, "base_url": model.spec.base_url, "requests": n,
-                            "bytes": size, "sha256": h.hexdigest()})
+                            "model": spec, "base_url": model.spec.base_url, "requests": j - i,
+                            "bytes": size, "sha256": hashlib.sha256(data).hexdigest()})
+            i = j
             if on_file is not None:
                 on_file(path)
     return entries

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from json.encoder import encode_basestring
 from typing import Any
 
 from carebench.models.base import ModelSpec
-from carebench.types import CarebenchError, ChatRequest, Completion
+from carebench.types import CarebenchError, ChatRequest, Completion, flags_for, status_of
 
 CHAT, EMBEDDINGS, MESSAGES = "/v1/chat/completions", "/v1/embeddings", "/v1/messages"
 #: which result-line shape each request format comes back in
@@ -28,10 +29,14 @@ def file_format(spec: ModelSpec, requested: str | None) -> str | None:
     """The request-file format for a model's calls, or None when its calls are made live
     (in-process and replayed models cost nothing; moderation is free and has no batch
     route here). ``vllm`` applies to self-hosted ``openai:MODEL@URL`` models; models on
-    OpenAI itself stay in OpenAI's format."""
+    OpenAI itself stay in OpenAI's format. A ``vllm:`` model always gets ``vllm`` files."""
     p = spec.provider
     if p == "anthropic":
         return "anthropic"
+    if p == "vllm":  # the spec names the server: always run_batch input
+        if requested == "anthropic":
+            raise CarebenchError(f"--batch-format anthropic: {spec} is a vLLM model (use vllm)")
+        return "vllm"
     if p in ("openai", "openai-embed"):
         if requested == "anthropic":
             raise CarebenchError(f"--batch-format anthropic: {spec} is an OpenAI-compatible model "
@@ -61,9 +66,11 @@ def body_builder(model: Any) -> Callable[[ChatRequest], tuple[str, dict[str, Any
             name, [request.messages[-1].content if request.messages else ""], request.max_tokens))
     from carebench.models.openai_compat import chat_body
 
-    # no capability probe in a batch: a model that already decided keeps its mode; else
-    # json_schema, which OpenAI's Batch API and vLLM both take
-    structured = getattr(model, "structured_mode", None) or "json_schema"
+    # no capability probe in a batch: a model that already decided keeps its mode, a model
+    # given ``output=`` (--model-option) takes it; else json_schema, which OpenAI's Batch
+    # API and vLLM both take
+    structured = (getattr(model, "structured_mode", None)
+                  or getattr(getattr(model, "request_options", None), "output", None) or "json_schema")
     return lambda request: (CHAT, chat_body(name, request, "none" if request.structured is None else structured,
                                             opts))
 
@@ -172,3 +179,58 @@ def parser_for(endpoint: str, spec: str) -> Callable[[dict[str, Any]], Completio
         return comp
 
     return batch_completion
+
+
+def stored_for(endpoint: str, spec: str) -> Callable[[dict[str, Any]], str]:
+    """``body -> the cache row`` (the completion's JSON, exactly as ``CompletionCache``
+    stores the completion of :func:`parser_for`) for one request file's results.
+
+    A chat-completions body in its documented shape (``choices[0].message.content`` a
+    string, no logprobs, integer usage) is written straight into the row; every other
+    body goes through the live client's parser and the cache's encoder. The two give the
+    same bytes (tests/batch/test_import_rows.py); the direct path spares a million-line
+    import building and re-encoding a million ``Completion`` objects."""
+    from carebench.cache import encode_completion
+
+    parse = parser_for(endpoint, spec)
+
+    def general(body: dict[str, Any]) -> str:
+        return encode_completion(parse(body))
+
+    if endpoint != CHAT:
+        return general
+    from carebench.models.pricing import batch_price
+
+    price = batch_price(spec)
+    tail = f', "model": {encode_basestring(spec)}, "status": "'
+    return lambda body: _chat_row(body, price, tail) or general(body)
+
+
+def _chat_row(body: dict[str, Any], price: Any, tail: str) -> str | None:
+    """The cache row of a documented chat body (see :func:`stored_for`); None for any other
+    shape. Mirrors ``parse_chat`` + ``Completion.to_dict`` + the cache's JSON encoder
+    (default separators, ``ensure_ascii=False``)."""
+    try:
+        choice = body["choices"][0]
+        text = choice["message"]["content"]
+        finish = choice.get("finish_reason")
+        lp = choice.get("logprobs")
+        u = body.get("usage") or {}
+        pt = u.get("prompt_tokens") or 0
+        ct = u.get("completion_tokens") or 0
+        details = u.get("completion_tokens_details") or {}
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return None
+    rt = (details.get("reasoning_tokens") or 0) if isinstance(details, dict) else 0
+    if (type(text) is not str or (finish is not None and type(finish) is not str)
+            or (isinstance(lp, dict) and lp.get("content")) or type(pt) is not int or type(ct) is not int
+            or type(rt) is not int):
+        return None
+    flags = flags_for(text, finish)
+    status = status_of(flags, None)
+    cost = "null" if price is None else repr((pt * price[0] + ct * price[1]) / 1e6 + price[2])
+    return (f'{{"text": {encode_basestring(text)}, "finish_reason": '
+            f'{"null" if finish is None else encode_basestring(finish)}, "usage": {{"prompt_tokens": {pt}, '
+            f'"completion_tokens": {ct}, "reasoning_tokens": {rt}}}, "latency_s": 0.0, "cost_usd": {cost}, '
+            f'"flags": [{", ".join(f"{chr(34)}{f}{chr(34)}" for f in flags)}], "logprobs": null, "error": null'
+            f'{tail}{status}", "attempts_made": 1, "extra": {{}}, "queue_wait_s": null, "batch": true}}')

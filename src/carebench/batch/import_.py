@@ -3,9 +3,9 @@
 Every file is read and checked before anything is stored: a truncated line, a line
 in no documented result shape, a result in the wrong provider's shape for its
 request, or a ``custom_id`` no request file of the directory holds (a result file of
-another batch) refuses the whole import with one line. Successful answers are parsed
-as the live client parses a response (:func:`carebench.batch.formats.completion_from`)
-and stored in one transaction, keeping what the cache already holds, so importing
+another batch) refuses the whole import with one line. Successful answers are stored
+as the cache stores the live client's parse of the same response
+(:func:`carebench.batch.formats.stored_for`), in one transaction, keeping what the cache already holds, so importing
 twice is harmless. Errors (and canceled or expired requests) are recorded in
 ``DIR/errors.jsonl``, never cached: the next round writes those requests again.
 """
@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from carebench.batch.formats import RESULT_SHAPE, parser_for, read_result
+from carebench.batch.formats import RESULT_SHAPE, read_result, stored_for
 from carebench.batch.manifest import MANIFEST, Manifest
 from carebench.models.base import TransientError
-from carebench.types import CarebenchError, Completion
+from carebench.types import CarebenchError
 
 
 @dataclass
@@ -53,8 +53,8 @@ def import_results(dir: str | Path, files: list[str | Path], cache: Any,
     m = Manifest.load(dir, must_exist=True)
     index = m.index() if index is None else index
     loads = json.JSONDecoder().decode
-    parsers: dict[int, Any] = {}  # id(file entry) -> its results' parser
-    answers: list[tuple[str, Completion]] = []
+    builders: dict[int, Any] = {}  # id(file entry) -> its results' cache-row builder
+    rows: list[tuple[str, str, str]] = []  # (key, model spec, stored completion)
     errors: list[dict[str, Any]] = []
     counts = ImportCounts()
     seen: set[str] = set()
@@ -73,37 +73,45 @@ def import_results(dir: str | Path, files: list[str | Path], cache: Any,
                 except ValueError:
                     cut = "truncated" if not raw.endswith("\n") else "malformed"
                     raise CarebenchError(f"{path}:{lineno}: {cut} line (not JSON); nothing imported") from None
-                res = read_result(obj)
-                if res is None:
-                    raise CarebenchError(f"{path}:{lineno}: not a batch result line (OpenAI, Anthropic or "
-                                         "vLLM shape); nothing imported")
-                where = index.get(res.custom_id)
+                # the common line (an OpenAI or vLLM answer) read directly; read_result reads the same
+                # answer the same way and every other line
+                resp = obj.get("response") if type(obj) is dict else None
+                if (type(resp) is dict and obj.get("error") is None and "result" not in obj
+                        and type(cid := obj.get("custom_id")) is str and type(status := resp.get("status_code")) is int
+                        and 200 <= status < 300 and type(body := resp.get("body")) is dict):
+                    shape, error = "openai", None
+                else:
+                    res = read_result(obj)
+                    if res is None:
+                        raise CarebenchError(f"{path}:{lineno}: not a batch result line (OpenAI, Anthropic or "
+                                             "vLLM shape); nothing imported")
+                    cid, shape, body, error = res.custom_id, res.shape, res.body, res.error
+                where = index.get(cid)
                 if where is None:
                     raise CarebenchError(
-                        f"{path}:{lineno}: custom_id {res.custom_id[:80]!r} is in no request file of {dir} "
+                        f"{path}:{lineno}: custom_id {cid[:80]!r} is in no request file of {dir} "
                         "(a result file of another batch?); nothing imported")
                 rnd, entry = where
-                if RESULT_SHAPE[entry["format"]] != res.shape:
+                if RESULT_SHAPE[entry["format"]] != shape:
                     raise CarebenchError(
-                        f"{path}:{lineno}: a {res.shape} result for a request written as {entry['format']} "
+                        f"{path}:{lineno}: a {shape} result for a request written as {entry['format']} "
                         f"({entry['path']}): a file of the wrong provider?; nothing imported")
-                if res.custom_id in seen:  # the same result in an output file and a retry's
+                if cid in seen:  # the same result in an output file and a retry's
                     continue
-                seen.add(res.custom_id)
-                if res.body is not None:
-                    parse = parsers.get(id(entry))
-                    if parse is None:
-                        parse = parsers[id(entry)] = parser_for(entry["endpoint"], entry["model"])
+                seen.add(cid)
+                if body is not None:
+                    build = builders.get(id(entry))
+                    if build is None:
+                        build = builders[id(entry)] = stored_for(entry["endpoint"], entry["model"])
                     try:
-                        answers.append((res.custom_id, parse(res.body)))
+                        rows.append((cid, entry["model"], build(body)))
                         continue
                     except TransientError as e:
-                        res.error = f"unusable batch response: {e}"
-                errors.append({"custom_id": res.custom_id, "round": rnd, "file": entry["path"],
-                               "error": res.error})
-    new = cache.put_many(answers, keep_existing=True) if answers else 0
+                        error = f"unusable batch response: {e}"
+                errors.append({"custom_id": cid, "round": rnd, "file": entry["path"], "error": error})
+    new = cache.put_rows(rows, keep_existing=True) if rows else 0
     counts.imported = new
-    counts.already_cached = len(answers) - new
+    counts.already_cached = len(rows) - new
     counts.errors = len(errors)
     counts.seen = seen
     m.record_errors(errors)

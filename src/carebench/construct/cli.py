@@ -64,7 +64,7 @@ def _done(result, what: str) -> None:
 @app.command()
 def screen(
     sources: Annotated[str, typer.Option(help="Source rows, or builtin:sources.")] = "builtin:sources",
-    lexicon: Annotated[list[str] | None, typer.Option(help="Extra lexicon YAML (repeatable).")] = None,
+    lexicon: Annotated[list[str] | None, typer.Option(show_default='none: the packaged lexicon only', help="Extra lexicon YAML (repeatable).")] = None,
     lexicon_replace: Annotated[bool, typer.Option(help="Use only the given lexicon files.")] = False,
     classifier: Annotated[str, typer.Option(help="none, llm:SPEC or scores:PATH.")] = "none",
     threshold: Annotated[float, typer.Option(help="Classifier score that retains a row.")] = 0.5,
@@ -107,8 +107,8 @@ def route(
 def rewrite(
     rows: Rows,
     rewriter: Annotated[list[str], typer.Option(help="Rewriter configuration: SPEC or fusion:A+B (repeatable).")],
-    contexts: Annotated[str | None, typer.Option(help="Contexts YAML (default: the packaged contracts).")] = None,
-    rewrite_context: Annotated[list[str] | None, typer.Option(help="Rewrite contexts (repeatable).")] = None,
+    contexts: Annotated[str | None, typer.Option(show_default='the packaged contracts', help="Contexts YAML.")] = None,
+    rewrite_context: Annotated[list[str] | None, typer.Option(show_default='counselor_chat, platform_search, triage', help="Rewrite contexts (repeatable).")] = None,
     forum_share: Annotated[float, typer.Option(help="Share of rows kept as forum posts.")] = 0.25,
     all_configs: Annotated[bool, typer.Option(help="Rewrite every row with every configuration (for selection).")] = False,
     expressions: Annotated[str | None, typer.Option(help="Optional reference expressions (JSONL).")] = "builtin:expressions",
@@ -129,7 +129,7 @@ def rewrite(
 def judge(
     rows: Rows,
     judge_model: Annotated[str, typer.Option("--judge", help="Construction judge model spec (temperature 0).")],
-    contexts: Annotated[str | None, typer.Option(help="Contexts YAML (default: the packaged contracts).")] = None,
+    contexts: Annotated[str | None, typer.Option(show_default='the packaged contracts', help="Contexts YAML.")] = None,
     out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False, json_out: Json = False,
     concurrency: Concurrency = None, model_option: ModelOption = None, timeout: Timeout = DEFAULT_TIMEOUT_S,
     batch: Batch = None, batch_format: BatchFormat = None,
@@ -162,9 +162,9 @@ def select(
 def anonymize(
     rows: Rows,
     backend: Annotated[str, typer.Option(help="presidio (patterns) or presidio:spacy=PIPELINE (adds NER).")] = "presidio",
-    names: Annotated[str | None, typer.Option(help="Known names replaced as PERSON (one per line).")] = None,
+    names: Annotated[str | None, typer.Option(show_default='none', help="Known names replaced as PERSON (one per line).")] = None,
     reversals: Annotated[str | None, typer.Option(help="Over-replacements to undo (one per line).")] = "builtin:reversals",
-    literals: Annotated[str | None, typer.Option(help="Strings that must not survive (one per line).")] = None,
+    literals: Annotated[str | None, typer.Option(show_default='none', help="Strings that must not survive (one per line).")] = None,
     on_residual: Annotated[str, typer.Option(help="error (stop) or drop (remove the rows).")] = "error",
     keep_gate_failures: Annotated[bool, typer.Option(help="Release rewrites that failed a judge gate.")] = False,
     out: Out = None,
@@ -182,7 +182,7 @@ def review_sample(
     total: Annotated[int, typer.Option(help="Items in the review sample.")] = 270,
     per_reviewer: Annotated[int, typer.Option(help="Items per reviewer.")] = 180,
     shared: Annotated[int, typer.Option(help="Items both reviewers see.")] = 90,
-    reviewer: Annotated[list[str] | None, typer.Option(help="Reviewer names (two).")] = None,
+    reviewer: Annotated[list[str] | None, typer.Option(show_default='reviewer_1 and reviewer_2', help="Reviewer names (two).")] = None,
     seed: Seed = 42, out: Out = None,
 ) -> None:
     """Draw the blind human-review sample and write one sheet per reviewer (VEILED-SH A.5)."""
@@ -213,9 +213,9 @@ def review_stats(
 
 @app.command()
 def build(
-    config: Annotated[str | None, typer.Option(help="Build config YAML (default: builtin:build, the illustrative set).")] = None,
-    model: Annotated[str | None, typer.Option(help="Model spec for every role the config leaves unset.")] = None,
-    limit: Annotated[int | None, typer.Option(help="Only the first N source rows (smoke runs).")] = None,
+    config: Annotated[str | None, typer.Option(show_default='builtin:build, the illustrative set', help="Build config YAML.")] = None,
+    model: Annotated[str | None, typer.Option(show_default='none: the config sets every role', help="Model spec for every role the config leaves unset.")] = None,
+    limit: Annotated[int | None, typer.Option(show_default='every source row', help="Only the first N source rows (smoke runs).")] = None,
     out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False, json_out: Json = False,
     concurrency: Concurrency = None, model_option: ModelOption = None, timeout: Timeout = DEFAULT_TIMEOUT_S,
     batch: Batch = None, batch_format: BatchFormat = None,

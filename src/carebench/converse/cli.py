@@ -28,8 +28,8 @@ app = typer.Typer(help="Simulated multi-turn conversations judged with decision-
                   no_args_is_help=True, add_completion=False)
 
 Rubric = Annotated[str | None, typer.Option(
-    help="Rubric: a VERA-MH TSV, a YAML rubric, or a bundle directory with manifest.json.")]
-Judge = Annotated[list[str] | None, typer.Option(help="Judge model spec (repeatable: several judges).")]
+    show_default="none: give one", help="Rubric: a VERA-MH TSV, a YAML rubric, or a bundle directory with manifest.json.")]
+Judge = Annotated[list[str] | None, typer.Option(show_default="none: give at least one", help="Judge model spec (repeatable: several judges).")]
 Seed = Annotated[int, typer.Option(help="Seed of sampling and of the bootstrap.")]
 Bootstrap = Annotated[int, typer.Option(help="Bootstrap resamples (personas resampled).")]
 
@@ -40,24 +40,21 @@ def _finish(run_dir: Path) -> None:
     m = read_json(run_dir / "manifest.json")
     typer.echo(f"wrote {run_dir / 'report.html'} and {run_dir / 'scores.csv'}")
     f = m.get("failures") or {}
+    judged = "criteria-judged conversation(s)" if (m.get("scoring") or {}).get("criteria") == "task" else "walk(s)"
     if f.get("harness") or f.get("judge_calls"):
         typer.echo(f"carebench: run incomplete: {f.get('harness', 0)} conversation(s) and "
-                   f"{f.get('judge_calls', 0)} walk(s) had a call that failed after every retry (harness "
+                   f"{f.get('judge_calls', 0)} {judged} had a call that failed after every retry (harness "
                    "failures): never rated, counted in the report. Re-run the same command to retry them",
                    err=True)
         raise typer.Exit(1)
 
 
-def _go(cfg, out, cache, no_cache, budget, dry_run, concurrency, model_option, timeout,
-        retries=None) -> None:
-    from carebench.converse.suite import ConverseSuite
-    from carebench.experiment import echo_plan, run_suite
+def _go(cfg) -> None:
+    from carebench.converse.suite import run_converse
+    from carebench.experiment import echo_plan
 
-    opts = run_options(out=out, cache=cache, no_cache=no_cache, budget=budget, dry_run=dry_run,
-                       concurrency=concurrency, model_option=model_option, timeout=timeout,
-                       retries=retries)
-    res = run_suite(ConverseSuite(cfg), opts, out=out, dry_run=dry_run)
-    if dry_run:
+    res = run_converse(cfg)
+    if cfg.run.dry_run:
         echo_plan(res)  # type: ignore[arg-type]
         return
     _finish(Path(res))  # type: ignore[arg-type]
@@ -66,19 +63,19 @@ def _go(cfg, out, cache, no_cache, budget, dry_run, concurrency, model_option, t
 @app.command()
 def run(
     rubric: Rubric = None,
-    simulator: Annotated[list[str] | None, typer.Option(help="User-simulator model spec (repeatable).")] = None,
-    chatbot: Annotated[list[str] | None, typer.Option(help="Chatbot under test (repeatable).")] = None,
+    simulator: Annotated[list[str] | None, typer.Option(show_default='none: give at least one', help="User-simulator model spec (repeatable).")] = None,
+    chatbot: Annotated[list[str] | None, typer.Option(show_default='none: give at least one', help="Chatbot under test (repeatable).")] = None,
     judge: Judge = None,
     personas: Annotated[str | None, typer.Option(
-        help="Persona file (.tsv/.csv/.jsonl) or builtin:sample (default; or the bundle's).")] = None,
+        show_default="builtin:sample, or the bundle's", help="Persona file (.tsv/.csv/.jsonl) or builtin:sample.")] = None,
     personas_from: Annotated[str | None, typer.Option(
-        help="Build personas from the seeds' cases: support-tasks or plural-prompts (--personas is "
+        show_default='none: --personas is read as it is', help="Build personas from the seeds' cases: support-tasks or plural-prompts (--personas is "
              "then that file; default builtin:sample). Each opens with the case's first message.")] = None,
-    persona_template: Annotated[Path | None, typer.Option(help="Persona prompt template file.")] = None,
-    persona: Annotated[list[str] | None, typer.Option(help="Only this persona id (repeatable).")] = None,
-    system_prompt: Annotated[Path | None, typer.Option(help="The chatbot's system prompt file.")] = None,
-    judge_system: Annotated[Path | None, typer.Option(help="Judge system prompt file.")] = None,
-    judge_question: Annotated[Path | None, typer.Option(help="Judge question template file.")] = None,
+    persona_template: Annotated[Path | None, typer.Option(show_default="the built-in template, or the bundle's", help="Persona prompt template file.")] = None,
+    persona: Annotated[list[str] | None, typer.Option(show_default='every persona', help="Only this persona id (repeatable).")] = None,
+    system_prompt: Annotated[Path | None, typer.Option(show_default='none', help="The chatbot's system prompt file.")] = None,
+    judge_system: Annotated[Path | None, typer.Option(show_default="the built-in prompt, or the bundle's", help="Judge system prompt file.")] = None,
+    judge_question: Annotated[Path | None, typer.Option(show_default="the built-in template, or the bundle's", help="Judge question template file.")] = None,
     turns: Annotated[int, typer.Option(help="Most exchanges per conversation.")] = 20,
     repeats: Annotated[int, typer.Option(help="Conversations per simulator x chatbot x persona.")] = 1,
     temperature: Annotated[float, typer.Option(help="Chatbot and simulator temperature.")] = 0.7,
@@ -87,8 +84,14 @@ def run(
     judge_max_tokens: Annotated[int, typer.Option(help="Judge output cap (tokens).")] = 400,
     judge_mode: Annotated[str, typer.Option(
         help="question (one call per rubric question, default) or dimension (one call per dimension).")] = "question",
+    criteria: Annotated[str, typer.Option(
+        help="tree (walk --rubric, default) or task: judge each conversation against its support task's own "
+             "weighted criteria with support's panel (needs --personas-from support-tasks).")] = "tree",
+    criteria_scope: Annotated[str, typer.Option(
+        help="With --criteria task: anywhere (any chatbot turn earns a criterion, default) or final "
+             "(only the last chatbot turn).")] = "anywhere",
     retries: Annotated[int | None, typer.Option(
-        help="Retries of a failed call before it is a harness failure (default: the runner's).")] = None,
+        show_default="the runner's: 6, transient failures only", help="Retries of a failed call before it is a harness failure.")] = None,
     seed: Seed = 12345, bootstrap: Bootstrap = 2000,
     out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
     dry_run: DryRun = False, json_out: Json = False, concurrency: Concurrency = None,
@@ -106,16 +109,20 @@ def run(
         system_prompt_file=str(system_prompt) if system_prompt else None, turns=turns, repeats=repeats,
         persona_ids=list(persona) if persona else None, seed=seed, bootstrap=bootstrap,
         temperature=temperature, max_tokens=max_tokens, simulator_max_tokens=simulator_max_tokens,
-        judge_max_tokens=judge_max_tokens, judge_mode=judge_mode)
-    _go(cfg, out, cache, no_cache, budget, dry_run, concurrency, model_option, timeout, retries)
+        judge_max_tokens=judge_max_tokens, judge_mode=judge_mode, criteria=criteria,
+        criteria_scope=criteria_scope,
+        run=run_options(out=out, cache=cache, no_cache=no_cache, budget=budget, dry_run=dry_run,
+                        concurrency=concurrency, model_option=model_option, timeout=timeout,
+                        retries=retries))
+    _go(cfg)
 
 
 @app.command("judge")
 def judge_cmd(
     run_dir: Annotated[Path, typer.Argument(help="A converse run directory whose conversations to judge.")],
     rubric: Rubric = None, judge: Judge = None,
-    judge_system: Annotated[Path | None, typer.Option(help="Judge system prompt file.")] = None,
-    judge_question: Annotated[Path | None, typer.Option(help="Judge question template file.")] = None,
+    judge_system: Annotated[Path | None, typer.Option(show_default="the built-in prompt, or the bundle's", help="Judge system prompt file.")] = None,
+    judge_question: Annotated[Path | None, typer.Option(show_default="the built-in template, or the bundle's", help="Judge question template file.")] = None,
     judge_max_tokens: Annotated[int, typer.Option(help="Judge output cap (tokens).")] = 400,
     judge_mode: Annotated[str, typer.Option(
         help="question (one call per rubric question, default) or dimension (one call per dimension).")] = "question",
@@ -132,16 +139,19 @@ def judge_cmd(
                          judge_system=str(judge_system) if judge_system else None,
                          judge_question=str(judge_question) if judge_question else None,
                          judge_max_tokens=judge_max_tokens, judge_mode=judge_mode, seed=seed,
-                         bootstrap=bootstrap)
-    _go(cfg, out, cache, no_cache, budget, dry_run, concurrency, model_option, timeout)
+                         bootstrap=bootstrap,
+                         run=run_options(out=out, cache=cache, no_cache=no_cache, budget=budget,
+                                         dry_run=dry_run, concurrency=concurrency,
+                                         model_option=model_option, timeout=timeout))
+    _go(cfg)
 
 
 @app.command()
 def score(
     run_dir: Annotated[Path, typer.Argument(help="A converse run directory.")],
-    judge: Annotated[list[str] | None, typer.Option(help="Score only these judges' walks (repeatable).")] = None,
-    seed: Annotated[int | None, typer.Option(help="Bootstrap seed (default: the run's).")] = None,
-    bootstrap: Annotated[int | None, typer.Option(help="Bootstrap resamples (default: the run's).")] = None,
+    judge: Annotated[list[str] | None, typer.Option(show_default='every judge of the run', help="Score only these judges' walks (repeatable).")] = None,
+    seed: Annotated[int | None, typer.Option(show_default="the run's", help="Bootstrap seed.")] = None,
+    bootstrap: Annotated[int | None, typer.Option(show_default="the run's", help="Bootstrap resamples.")] = None,
     out: Out = None,
 ) -> None:
     """Score a run from its records (optionally a subset of judges) into --out (default: in place)."""
@@ -167,8 +177,9 @@ def _rescore(run_dir: Path, judges, seed, bootstrap, out) -> None:
     if judges:
         from carebench.rundir import read_jsonl
 
-        recorded = sorted({r["judge"] for r in read_jsonl(Path(run_dir) / "records.jsonl")
-                           if r.get("kind") == "walk"})
+        recs = read_jsonl(Path(run_dir) / "records.jsonl")
+        recorded = sorted({r["judge"] for r in recs if r.get("kind") == "walk"}
+                          | {v["judge"] for r in recs if r.get("kind") == "criteria" for v in r["votes"]})
         unknown = [j for j in judges if j not in recorded]
         if unknown:
             raise CarebenchError(f"{run_dir}: no walks by judge {unknown[0]!r}; recorded: {', '.join(recorded)}")

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from carebench.converse.suite import ConverseConfig, ConverseSuite
-from carebench.experiment import run_suite
+from carebench.converse.suite import ConverseConfig, run_converse
 from carebench.run_options import run_options
 
 DEMO_PERSONAS = ("p-low-1", "p-imminent-1")
@@ -41,7 +40,8 @@ def run_demo(out_dir: Path, model_spec: str = "llamacpp:builtin", quick: bool = 
         turns=4 if quick else 8, max_tokens=16 if quick else 200, simulator_max_tokens=12 if quick else 120,
         judge_max_tokens=12 if quick else 80, judge_reasons=not quick, bootstrap=500 if quick else 2000,
         title="Converse suite demo (embedded model, illustrative rubric and personas)", notes=[DEMO_NOTE],
+        run=run_options(out=out_dir),
     )
-    res = run_suite(ConverseSuite(cfg), run_options(out=out_dir))
+    res = run_converse(cfg)
     assert isinstance(res, Path)
     return res

@@ -31,7 +31,8 @@ from pydantic import BaseModel, Field, create_model
 from carebench.converse.personas import PROMPTS
 from carebench.converse.rubric import Question, Rubric
 from carebench.converse.walker import WalkState
-from carebench.judging import Judge, JudgeQuestion, judge_calls, read_answers
+from carebench.criteria import Criterion, criterion_question
+from carebench.judging import Judge, JudgeQuestion, ask, judge_calls, read_answers
 from carebench.templates import fill, package_template, placeholders
 from carebench.types import Message
 
@@ -235,3 +236,89 @@ def planned_calls(rubric: Rubric, conversations: Sequence[Mapping[str, Any]], ju
                   for q in rubric.questions if not q.auto_answer]
         out.extend(judge_calls(qs, judges, temperature=temperature, max_tokens=max_tokens))
     return out
+
+
+# -- ``--criteria task``: the conversation judged against its support task's own criteria ----------
+
+#: the stage criteria judging is accounted under (budget, progress, calls.jsonl)
+CRITERIA_STAGE = "criteria judging"
+#: a criteria record whose conversation had a judge call fail after every retry: never scored
+JUDGE_CALL_FAILURE = "judge_call_failure"
+
+
+def _assistant_blank(turns: Sequence[Mapping[str, Any]], scope: str) -> bool:
+    """Nothing to judge: the final assistant turn is blank (final scope) or every one is
+    (anywhere scope). Such a conversation earns nothing on any criterion, unjudged (E.6)."""
+    replies = [str(t.get("content") or "").strip() for t in turns if t.get("role") == "assistant"]
+    if not replies:
+        return True
+    return not replies[-1] if scope == "final" else not any(replies)
+
+
+def criteria_questions(conversation: Mapping[str, Any], criteria: Sequence[Criterion],
+                       scope: str) -> list[JudgeQuestion]:
+    """One question per criterion, keyed (conversation id, criterion id): support's prompts
+    (:func:`carebench.criteria.criterion_question`) over the simulated transcript."""
+    return [criterion_question((conversation["id"], c.id), conversation["turns"], c, scope)  # type: ignore[arg-type]
+            for c in criteria]
+
+
+@dataclass
+class CriteriaResult:
+    records: list[dict[str, Any]]
+    stopped: str | None = None
+    #: conversations left out because the budget stopped judging before all their questions
+    cut: int = 0
+
+
+def judge_criteria(run: Any, conversations: Sequence[Mapping[str, Any]],
+                   criteria: Mapping[str, Sequence[Criterion]], judges: Sequence[Judge], *,
+                   scope: str = "anywhere", temperature: float = 0.0,
+                   max_tokens: int = JUDGE_MAX_TOKENS) -> CriteriaResult:
+    """Every judge on every criterion of every conversation's task, in one batch through
+    ``run.calls`` (stage ``criteria judging``: cached, budgeted, resumable).
+
+    ``criteria`` maps a persona id to its task's criteria. One record per conversation
+    (``kind: criteria``) holds the criteria and every vote: a parse failure is a failed vote
+    (``met`` None), never a verdict; a judge call that failed after every retry makes the
+    record a ``judge_call_failure`` (never scored, counted, retried by a re-run). Pass only
+    conversations that finished: a harness-failed one is never judged."""
+    questions: list[JudgeQuestion] = []
+    per_conv: list[tuple[Mapping[str, Any], Sequence[Criterion], bool]] = []
+    for c in conversations:
+        crit = criteria[c["persona"]]
+        empty = _assistant_blank(c["turns"], scope)
+        per_conv.append((c, crit, empty))
+        if not empty:
+            questions.extend(criteria_questions(c, crit, scope))
+    answers, res = ask(questions, judges, run, stage=CRITERIA_STAGE, description="criteria verdicts",
+                       temperature=temperature, max_tokens=max_tokens)
+    by_conv: dict[str, list[Any]] = {}
+    for a in answers:
+        by_conv.setdefault(a.key[0], []).append(a)
+    out = CriteriaResult([], res.stopped)
+    for c, crit, empty in per_conv:
+        mine = by_conv.get(c["id"], [])
+        if any(a.completion is None for a in mine):  # not asked: the budget stopped the run
+            out.cut += 1
+            continue
+        votes = [{"criterion_id": a.key[1], "judge": a.judge, "status": a.status,
+                  "met": getattr(a.value, "met", None) if a.status == "ok" else None,
+                  "rationale": a.rationale, "error": a.error} for a in mine]
+        failed_call = any(a.status == "error" for a in mine)
+        out.records.append({
+            "kind": "criteria", "conversation_id": c["id"], "persona": c["persona"],
+            "risk_level": c.get("risk_level", "unknown"), "simulator": c.get("simulator"),
+            "chatbot": c["chatbot"], "repeat": c.get("repeat", 0), "scope": scope,
+            "status": JUDGE_CALL_FAILURE if failed_call else OK, "empty": empty,
+            "criteria": [x.model_dump() for x in crit], "votes": votes})
+    return out
+
+
+def planned_criteria_calls(conversations: Sequence[Mapping[str, Any]],
+                           criteria: Mapping[str, Sequence[Criterion]], judges: Sequence[Judge], *,
+                           scope: str = "anywhere", temperature: float = 0.0,
+                           max_tokens: int = JUDGE_MAX_TOKENS) -> list[Any]:
+    """The calls of :func:`judge_criteria` for a dry run: conversations x criteria x judges."""
+    qs = [q for c in conversations for q in criteria_questions(c, criteria[c["persona"]], scope)]
+    return judge_calls(qs, judges, temperature=temperature, max_tokens=max_tokens)

@@ -21,6 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from carebench.criteria import Criterion
 from carebench.datasets.files import read_rows
 from carebench.templates import fill, package_template, placeholders
 from carebench.types import CarebenchError
@@ -43,6 +44,9 @@ class Persona:
     risk_level: str
     fields: dict[str, str] = field(default_factory=dict)
     line: str = ""  # where it was read ("path: line N")
+    #: a support task's own weighted criteria (``--personas-from support-tasks``), which
+    #: ``--criteria task`` judges the conversation against; not part of the persona prompt
+    criteria: tuple[Criterion, ...] = ()
 
     def to_row(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "risk_level": self.risk_level, **self.fields}
@@ -192,7 +196,41 @@ def personas_from(kind: str, source: str | Path) -> list[Persona]:
         risk = "none" if meta.get("harm_intent") == "benign" else _STAGE_RISK.get(stage, stage or "unknown")
         fields = {"subcategory": str(row.get("subcategory") or ""), **meta,
                   OPENING: _first_user_turn(row.get("turns"), where)}
-        out.append(Persona(tid, tid, risk, fields, where))
+        out.append(Persona(tid, tid, risk, fields, where, task_criteria(row.get("criteria"), where)))
     if not out:
         raise CarebenchError(f"{path}: no tasks")
     return out
+
+
+def task_criteria(raw: Any, where: str) -> tuple[Criterion, ...]:
+    """A support task row's ``criteria`` (a list, or its JSON text in a CSV cell) as core
+    :class:`~carebench.criteria.Criterion` objects; none given is an empty tuple (the
+    caller that needs them says so). Errors name the file:line and the field."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return ()
+    if isinstance(raw, str):
+        import json
+
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            raise CarebenchError(f"{where}: field 'criteria': not a JSON list") from None
+    if not isinstance(raw, list | tuple):
+        raise CarebenchError(f"{where}: field 'criteria': expected a list of criteria, "
+                             f"got {type(raw).__name__}")
+    from pydantic import ValidationError
+
+    out: list[Criterion] = []
+    for i, c in enumerate(raw):
+        try:
+            out.append(Criterion.model_validate(c))
+        except ValidationError as e:
+            err = e.errors()[0]
+            loc = ".".join(str(x) for x in err["loc"])
+            field_name = f"criteria[{i}]" + (f".{loc}" if loc else "")
+            raise CarebenchError(f"{where}: field '{field_name}': {err['msg']}") from None
+    ids = [c.id for c in out]
+    dup = next((x for x in ids if ids.count(x) > 1), None)
+    if dup is not None:
+        raise CarebenchError(f"{where}: field 'criteria': duplicate criterion id {dup!r}")
+    return tuple(out)

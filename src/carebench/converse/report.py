@@ -15,7 +15,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from carebench.converse.rubric import RATINGS
-from carebench.converse.scoring import SCORE_COLUMNS
+from carebench.converse.scoring import (
+    CRITERIA_COLUMNS,
+    SCORE_COLUMNS,
+    criteria_decisions,
+    earned_weight,
+)
+from carebench.criteria import DIMENSION_LABELS
 from carebench.report import (
     Callout,
     Details,
@@ -43,6 +49,13 @@ def scores_csv(metrics: Mapping[str, Any]) -> str:
     several = len(chatbots) > 1
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
+    if metrics.get("criteria") == "task":  # weighted criteria scores (shares of weight, 0-1)
+        w.writerow((["chatbot"] if several else []) + list(CRITERIA_COLUMNS))
+        for cb, entry in chatbots.items():
+            for row in entry["scores"]:
+                w.writerow(([cb] if several else []) + [row["dimension"], row["n"]]
+                           + [_num(row[k]) for k in CRITERIA_COLUMNS[2:]])
+        return buf.getvalue()
     w.writerow((["chatbot"] if several else []) + list(SCORE_COLUMNS))
     for cb, entry in chatbots.items():
         for row in entry["scores"]:
@@ -118,12 +131,61 @@ def _walk_blocks(walk: Mapping[str, Any]) -> list[Any]:
     return out
 
 
-def _transcripts(records: Sequence[Mapping[str, Any]]) -> Section | None:
+def _criteria_section(cb: str, entry: Mapping[str, Any], scope: str) -> Section:
+    rows = [[r["dimension"] if r["dimension"] == "overall" else DIMENSION_LABELS.get(r["dimension"], r["dimension"]),
+             r["n"], None if r["score"] is None else Interval(r["score"], r.get("ci_low"), r.get("ci_high"))]
+            for r in entry["scores"]]
+    return Section(f"Chatbot: {cb}", [
+        Paragraph(f"{entry['conversations']} conversations over {entry['personas']} personas (support tasks), "
+                  f"{entry['criteria_cells']} criteria decided by the panel, {entry['undecided']} of them "
+                  f"undecided (no weight earned); {entry['conversations_empty']} conversations had no reply to "
+                  f"judge (every criterion earns nothing). Score: the share of each task's applicable weight "
+                  f"earned, a persona's conversations averaged, then the personas (credit scope: {scope}). "
+                  "A dimension's score uses only that dimension's criteria; n counts the personas whose task "
+                  "has some. Intervals: 95% bootstrap resampling personas."),
+        KeyValue([("mean weighted score", None if entry["scores"][0]["score"] is None else Interval(
+            entry["scores"][0]["score"], entry["scores"][0].get("ci_low"), entry["scores"][0].get("ci_high"))),
+                  ("undecided criteria", entry["undecided"])]),
+        Table(["dimension", "n (personas)", "score [95% CI]"], rows, caption=f"Weighted criteria scores: {cb}",
+              number_format=".3f"),
+    ])
+
+
+def _criteria_blocks(rec: Mapping[str, Any], panel: Sequence[str]) -> list[Any]:
+    if rec["status"] != "ok":
+        return [Callout("a judge call failed after every retry: this conversation is not scored "
+                        "(re-run the same command to retry it)", kind="warning")]
+    dec = criteria_decisions(rec, panel)
+    votes: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for v in rec["votes"]:
+        votes.setdefault((v["criterion_id"], v["judge"]), v)
+
+    def vote(cid: str, j: str) -> str:
+        v = votes.get((cid, j))
+        if v is None:
+            return "-"
+        return {True: "met", False: "not met"}.get(v["met"], "failed") if v["status"] == "ok" else "failed"
+
+    rows = [[c["id"], c["text"], c["dimension"], c["weight"], "must not" if c["negative"] else "should",
+             *(vote(c["id"], j) for j in panel), dec[c["id"]].state.replace("_", " "),
+             earned_weight(c, dec[c["id"]])] for c in rec["criteria"]]
+    out: list[Any] = []
+    if rec.get("empty"):
+        out.append(Callout("no reply to judge: every criterion earns nothing, unjudged", kind="warning"))
+    out.append(Table(["criterion", "text", "dimension", "weight", "polarity", *panel, "panel", "earned"], rows,
+                     caption=f"Criteria decisions ({rec['scope']} scope)"))
+    return out
+
+
+def _transcripts(records: Sequence[Mapping[str, Any]], panel: Sequence[str] = ()) -> Section | None:
     convs = [r for r in records if r.get("kind") == "conversation"]
     walks: dict[str, list[Mapping[str, Any]]] = {}
+    crit: dict[str, list[Mapping[str, Any]]] = {}
     for w in records:
         if w.get("kind") == "walk":
             walks.setdefault(w["conversation_id"], []).append(w)
+        elif w.get("kind") == "criteria":
+            crit.setdefault(w["conversation_id"], []).append(w)
     if not convs:
         if not walks:
             return None
@@ -142,16 +204,51 @@ def _transcripts(records: Sequence[Mapping[str, Any]]) -> Section | None:
         blocks.append(Pre(text or "(empty)"))
         for w in walks.get(c["id"], []):
             blocks.extend(_walk_blocks(w))
+        for r in crit.get(c["id"], []):
+            blocks.extend(_criteria_blocks(r, panel))
         items.append(Details(head, blocks))
     more = len(convs) - len(items)
-    intro = "Each conversation, collapsed, with every judge's walk (questions, answers, reasons)."
+    intro = ("Each conversation, collapsed, with every judge's vote on each criterion of its task and the "
+             "panel's decision." if crit else
+             "Each conversation, collapsed, with every judge's walk (questions, answers, reasons).")
     if more > 0:
         intro += f" {more} more are in records.jsonl."
     return Section("Conversations", [Paragraph(intro), *items], anchor="conversations")
 
 
+def _build_criteria_report(metrics: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
+                           manifest: Mapping[str, Any]) -> Report:
+    counts = metrics.get("counts") or {}
+    panel = list(metrics.get("judges") or [])
+    run = Section("Run", [KeyValue([
+        ("conversations", counts.get("conversations", 0)),
+        ("harness failures (never judged)", counts.get("harness_failures", 0)),
+        ("ended by the simulator's stop marker", counts.get("ended_by_simulator", 0)),
+        ("judged against the task's criteria", counts.get("judged_conversations", 0)),
+        ("judge call failures (conversation not scored)", counts.get("judge_call_failures", 0)),
+        ("failed votes (unparseable: counted, never a verdict)", counts.get("failed_votes", 0)),
+        ("panel", ", ".join(panel) or "none"),
+        ("credit scope", metrics.get("scope", "anywhere")),
+        ("bootstrap", (f"B = {metrics['bootstrap']['B']}, seed {metrics['bootstrap']['seed']}, "
+                      "resampling personas")),
+    ])], anchor="run")
+    if counts.get("harness_failures") or counts.get("judge_call_failures"):
+        run.blocks.append(Callout(
+            "Some conversations failed (see the counts above); they are left out of every score and listed "
+            "in the drill-down. Re-running the same command retries failed calls.", kind="warning"))
+    sections = [run, *(_criteria_section(cb, e, metrics.get("scope", "anywhere"))
+                       for cb, e in (metrics.get("chatbots") or {}).items())]
+    drill = _transcripts(records, panel)
+    if drill is not None:
+        sections.append(drill)
+    return Report(title=manifest.get("title") or "Converse", notes=list(manifest.get("notes") or []),
+                  sections=sections, attachments={"scores.csv": scores_csv(metrics)})
+
+
 def build_report(metrics: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
                  manifest: Mapping[str, Any]) -> Report:
+    if metrics.get("criteria") == "task":
+        return _build_criteria_report(metrics, records, manifest)
     counts = metrics.get("counts") or {}
     sections = [Section("Run", [KeyValue([
         ("conversations", counts.get("conversations", 0)),

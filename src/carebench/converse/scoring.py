@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from carebench.converse.rubric import HPH, NR, RATINGS, SUB
-from carebench.stats.bootstrap import Resampler, percentile_interval
+from carebench.criteria import DIMENSIONS, Criterion, PanelDecision, decide, earned, weighted_score
+from carebench.stats.bootstrap import Resampler, masked_mean_samples, percentile_interval
 
 B_DEFAULT = 2000
 SEED_DEFAULT = 12345
@@ -194,4 +195,81 @@ def summarize(walks: Sequence[Mapping[str, Any]], dimensions: Sequence[str], *, 
                           **paired_difference(Ca[ia], Cb[ib], B=B, seed=seed)})
     out["pairwise"] = pairs
     out["triggers"] = trigger_counts(walks)
+    return out
+
+
+# -- ``--criteria task``: weighted scores against the support task's own criteria ---------------
+
+CRITERIA_COLUMNS = ("dimension", "n", "score", "ci_low", "ci_high")
+
+
+def criteria_decisions(record: Mapping[str, Any], panel: Sequence[str]) -> dict[str, PanelDecision]:
+    """The panel's decision on every criterion of one conversation (:func:`carebench.criteria.decide`):
+    one vote per judge, the first recorded; a vote that is not ``ok`` is a failed vote."""
+    votes: dict[str, dict[str, bool | None]] = {}
+    for v in record.get("votes") or []:
+        votes.setdefault(v["criterion_id"], {}).setdefault(v["judge"], v["met"] if v["status"] == "ok" else None)
+    return {c["id"]: decide(votes.get(c["id"], {}), panel, empty=bool(record.get("empty")))
+            for c in record["criteria"]}
+
+
+def earned_weight(criterion: Mapping[str, Any], decision: PanelDecision) -> int:
+    """The weight a criterion (as recorded) earns under its decision; 0 when not applicable."""
+    ok = criterion.get("applicable", True) and earned(decision, bool(criterion["negative"]))
+    return int(criterion["weight"]) if ok else 0
+
+
+def conversation_scores(record: Mapping[str, Any], panel: Sequence[str],
+                        dimensions: Sequence[str]) -> tuple[float | None, dict[str, float | None], int]:
+    """One conversation's weighted score (:func:`carebench.criteria.weighted_score`), the same
+    score within each dimension's criteria, and its number of undecided criteria."""
+    crit = [Criterion.model_validate(c) for c in record["criteria"]]
+    dec = criteria_decisions(record, panel)
+    per_dim = {d: weighted_score([c for c in crit if c.dimension == d], dec) for d in dimensions}
+    return weighted_score(crit, dec), per_dim, sum(x.state == "undecided" for x in dec.values())
+
+
+def summarize_criteria(records: Sequence[Mapping[str, Any]], panel: Sequence[str], *, B: int = B_DEFAULT,
+                       seed: int = SEED_DEFAULT) -> dict[str, Any]:
+    """``metrics.json`` of a ``--criteria task`` run, from the scored criteria records.
+
+    A persona's score is the mean over its conversations (simulators, repeats); a chatbot's
+    is the mean over personas; the 95% interval resamples personas (B, seed), as the tree
+    scores do. Per dimension the same, over the personas whose task has applicable
+    criteria in that dimension."""
+    dims = [d for d in DIMENSIONS if any(c["dimension"] == d for r in records for c in r["criteria"])]
+    cols = [OVERALL, *dims]
+    out: dict[str, Any] = {"criteria": "task", "dimensions": dims, "panel": list(panel),
+                           "bootstrap": {"B": B, "seed": seed, "unit": "persona", "alpha": 0.05},
+                           "chatbots": {}}
+    for cb in sorted({r["chatbot"] for r in records}):
+        mine = [r for r in records if r["chatbot"] == cb]
+        units = sorted({r["persona"] for r in mine})
+        pi = {p: i for i, p in enumerate(units)}
+        total = np.zeros((len(units), len(cols)))
+        n = np.zeros((len(units), len(cols)))
+        undecided = cells = empty = 0
+        for r in mine:
+            s, per_dim, und = conversation_scores(r, panel, dims)
+            undecided += und
+            cells += len(r["criteria"])
+            empty += bool(r.get("empty"))
+            for k, v in enumerate([s, *(per_dim[d] for d in dims)]):
+                if v is not None:
+                    total[pi[r["persona"]], k] += v
+                    n[pi[r["persona"]], k] += 1
+        has = n > 0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            persona_mean = np.where(has, total / np.where(has, n, 1), 0.0)
+        samples = masked_mean_samples(persona_mean, has, B=B, seed=seed)
+        lo, hi = percentile_interval(samples.T)
+        rows = []
+        for k, d in enumerate(cols):
+            m = has[:, k]
+            point = float(persona_mean[m, k].mean()) if m.any() else None
+            rows.append({"dimension": d, "n": int(m.sum()), "score": point,
+                         "ci_low": float(lo[k]) if point is not None and np.isfinite(lo[k]) else None,
+                         "ci_high": float(hi[k]) if point is not None and np.isfinite(hi[k]) else None})
+        out["chatbots"][cb] = {"personas": len(units), "conversations": len(mine), "criteria_cells": cells,
+                               "undecided": undecided, "conversations_empty": empty, "scores": rows}
     return out

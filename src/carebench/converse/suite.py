@@ -29,20 +29,41 @@ from carebench.converse.generation import (
     generate,
 )
 from carebench.converse.generation import planned_calls as planned_generation
-from carebench.converse.judging import JUDGE_MAX_TOKENS, MODES, Prompts, judge_conversations
+from carebench.converse.judging import (
+    CRITERIA_STAGE,
+    JUDGE_CALL_FAILURE,
+    JUDGE_MAX_TOKENS,
+    MODES,
+    Prompts,
+    judge_conversations,
+    judge_criteria,
+    planned_criteria_calls,
+)
 from carebench.converse.judging import planned_calls as planned_judging
 from carebench.converse.personas import BUILTIN, default_template, load_personas, persona_prompt
 from carebench.converse.rubric import Rubric, load_bundle, load_rubric
-from carebench.converse.scoring import B_DEFAULT, SEED_DEFAULT, summarize
+from carebench.converse.scoring import B_DEFAULT, SEED_DEFAULT, summarize, summarize_criteria
+from carebench.criteria import SCOPES
 from carebench.datasets.files import read_text
-from carebench.experiment import Execution, Plan, incomplete_metrics, incomplete_report, stage
+from carebench.experiment import (
+    Execution,
+    Plan,
+    incomplete_metrics,
+    incomplete_report,
+    run_suite,
+    stage,
+)
 from carebench.judging import panel_seats
 from carebench.report import Report
-from carebench.run import Run
+from carebench.run import Run, RunOptions
+from carebench.run_options import run_options
 from carebench.rundir import data_sha256, read_jsonl
 from carebench.types import CarebenchError
 
 SUITE = "converse"
+#: what a conversation is judged against: the rubric's decision tree (VERA-MH), or the
+#: support task's own weighted criteria (``--criteria task``, personas from support tasks)
+CRITERIA = ("tree", "task")
 
 
 @dataclass
@@ -53,6 +74,12 @@ class Inputs:
     prompts: Prompts
     personas_source: str
     persona_template: str
+
+    @classmethod
+    def without_rubric(cls, personas: str | None, persona_template: str | None) -> Inputs:
+        """``--criteria task``: no tree; the personas and their prompt only."""
+        return cls(None, Prompts.default(), personas or BUILTIN,  # type: ignore[arg-type]
+                   read_text(persona_template) if persona_template else default_template())
 
     @classmethod
     def load(cls, rubric: str | None, personas: str | None = None, persona_template: str | None = None,
@@ -119,10 +146,28 @@ class ConverseConfig:
     judge_mode: str = "question"
     #: judge an earlier run's conversations instead of generating (``converse judge``)
     from_run: str | None = None
+    #: "tree" (walk the rubric) or "task" (the support task's own criteria, support's panel)
+    criteria: str = "tree"
+    #: ``--criteria task``: credit for any assistant turn ("anywhere", default) or the last only
+    criteria_scope: str = "anywhere"
     title: str = "Converse: simulated conversations judged with a decision-tree rubric"
     notes: list[str] = field(default_factory=list)
+    #: the shared run flags (--out, --cache, --budget, ...)
+    run: RunOptions = field(default_factory=run_options)
 
     def validate(self) -> None:
+        if self.criteria not in CRITERIA:
+            raise CarebenchError(f"--criteria must be one of {', '.join(CRITERIA)}, got {self.criteria!r}")
+        if self.criteria == "task":
+            if self.personas_from != "support-tasks" or self.from_run is not None:
+                raise CarebenchError("--criteria task judges a conversation against its support task's own "
+                                     "criteria: it needs --personas-from support-tasks on converse run")
+            if self.rubric is not None:
+                raise CarebenchError("--criteria task judges against the tasks' own criteria instead of a "
+                                     "tree: leave out --rubric")
+            if self.criteria_scope not in SCOPES:
+                raise CarebenchError(f"--criteria-scope must be one of {', '.join(SCOPES)}, "
+                                     f"got {self.criteria_scope!r}")
         if not self.judges:
             raise CarebenchError("give at least one --judge")
         if self.from_run is None:
@@ -155,8 +200,11 @@ class ConverseSuite:
         cfg = self.cfg
         assert cfg is not None, "a ConverseSuite without a config can only score and render"
         cfg.validate()
-        inputs = Inputs.load(cfg.rubric, cfg.personas, cfg.persona_template, cfg.judge_system,
-                             cfg.judge_question)
+        if cfg.criteria == "task":
+            inputs = Inputs.without_rubric(cfg.personas, cfg.persona_template)
+        else:
+            inputs = Inputs.load(cfg.rubric, cfg.personas, cfg.persona_template, cfg.judge_system,
+                                 cfg.judge_question)
         judge_models = [run.model(s) for s in cfg.judges]
         judges = panel_seats([str(m.spec) for m in judge_models], judge_models)
         gcfg = GenerationConfig(turns=cfg.turns, repeats=cfg.repeats, temperature=cfg.temperature,
@@ -179,6 +227,11 @@ class ConverseSuite:
             if missing:
                 raise CarebenchError(f"{inputs.personas_source}: no persona with id {missing[0]!r}")
             personas = [by_id[i] for i in cfg.persona_ids]
+        if cfg.criteria == "task":
+            bare = next((p for p in personas if not p.criteria), None)
+            if bare is not None:
+                raise CarebenchError(f"{bare.line}: field 'criteria': task {bare.id!r} has no criteria "
+                                     "to judge its conversation against (--criteria task)")
         prompts = {p.id: persona_prompt(p, inputs.persona_template) for p in personas}  # checked before calls
         sims = [run.model(s) for s in cfg.simulators]
         bots = [run.model(s) for s in cfg.chatbots]
@@ -188,7 +241,7 @@ class ConverseSuite:
 
     def plan(self, run: Run) -> Plan:
         cfg = self.cfg
-        inputs, judges, gcfg, _, convs = self._prepare(run)
+        inputs, judges, gcfg, self._personas, convs = self._prepare(run)
         stages = []
         if cfg.from_run is None:
             stages.append(stage(run, "generation", planned_generation(convs, gcfg), exact=False))
@@ -199,6 +252,17 @@ class ConverseSuite:
                      * gcfg.turns} for c in convs]
         else:
             fake = [c for c in convs if c["status"] == "ok"]
+        if cfg.criteria == "task":
+            crit = {p.id: p.criteria for p in self._personas}
+            fake = [{**f, "persona": c.persona.id} for f, c in zip(fake, convs, strict=True)]
+            js = stage(run, CRITERIA_STAGE, planned_criteria_calls(
+                fake, crit, judges, scope=cfg.criteria_scope, temperature=cfg.judge_temperature,
+                max_tokens=cfg.judge_max_tokens), exact=False)
+            js.upper_bound = True
+            stages.append(js)
+            return Plan(self.name, stages, [("generation assumes every conversation runs all its turns with "
+                                            "replies at their output caps: an upper bound; criteria judging "
+                                            "asks every judge every criterion of each conversation's task")])
         js = stage(run, "judging", planned_judging(inputs.rubric, fake, judges, prompts=inputs.prompts,
                                                    temperature=cfg.judge_temperature,
                                                    max_tokens=cfg.judge_max_tokens, mode=cfg.judge_mode,
@@ -223,6 +287,8 @@ class ConverseSuite:
             gen = None
             conv_records = list(convs)
         walks: list[dict[str, Any]] = []
+        if cfg.criteria == "task":
+            return self._execute_criteria(run, cfg, inputs, judges, gcfg, personas, gen, conv_records)
         if gen is not None and gen.stopped:
             run.mark_incomplete("judging", open_ended=True)
         else:
@@ -259,6 +325,44 @@ class ConverseSuite:
             failed_calls=harness + judge_calls_failed,
         )
 
+    def _execute_criteria(self, run: Run, cfg: ConverseConfig, inputs: Inputs, judges: Any, gcfg: Any,
+                          personas: Sequence[Any], gen: Any, conv_records: list[dict[str, Any]]) -> Execution:
+        """``--criteria task``: every finished conversation judged on its task's criteria."""
+        crit_records: list[dict[str, Any]] = []
+        if gen.stopped:
+            run.mark_incomplete(CRITERIA_STAGE, open_ended=True)
+        else:
+            judged = judge_criteria(run, [c for c in conv_records if c["status"] == "ok"],
+                                    {p.id: p.criteria for p in personas}, judges, scope=cfg.criteria_scope,
+                                    temperature=cfg.judge_temperature, max_tokens=cfg.judge_max_tokens)
+            crit_records = judged.records
+            if judged.stopped:  # every question was sent in one batch: the refused ones are the rest
+                run.mark_incomplete(CRITERIA_STAGE)
+        harness = sum(c["status"] == HARNESS_FAILURE for c in conv_records)
+        call_failed = sum(r["status"] == JUDGE_CALL_FAILURE for r in crit_records)
+        failed_votes = sum(v["status"] != "ok" for r in crit_records for v in r["votes"])
+        config = {k: v for k, v in asdict(cfg).items() if k != "notes"}
+        config["system_prompt"] = gcfg.system_prompt
+        config["stop_marker"] = STOP_MARKER
+        return Execution(
+            records=conv_records + crit_records, config=config,
+            dataset={"criteria": "task", "personas": inputs.personas_source, "conversations": len(conv_records),
+                     "personas_from": cfg.personas_from,
+                     "tasks_sha256": data_sha256([{"id": p.id, "criteria": [c.model_dump() for c in p.criteria]}
+                                                  for p in personas]),
+                     "illustrative": inputs.personas_source == BUILTIN},
+            files={"personas.jsonl": [p.to_row() for p in personas]},
+            seeds={"bootstrap": cfg.seed, "generation": cfg.seed},
+            extra={"scoring": {"criteria": "task", "scope": cfg.criteria_scope, "seed": cfg.seed,
+                               "bootstrap": cfg.bootstrap, "judges": [j.label for j in judges]},
+                   "failures": {"harness": harness, "judge": failed_votes, "judge_calls": call_failed},
+                   "output_modes": run.output_modes(),
+                   "title": ("Converse: simulated conversations judged against each support task's own "
+                             "criteria" if cfg.title == ConverseConfig.title else cfg.title),
+                   "notes": list(cfg.notes)},
+            failed_calls=harness + call_failed,
+        )
+
     # -- scoring and rendering --------------------------------------------------------------
     def read_records(self, run_dir: Path, manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
         return read_jsonl(Path(run_dir) / "records.jsonl")
@@ -269,6 +373,8 @@ class ConverseSuite:
         if manifest.get("incomplete"):
             return incomplete_metrics(manifest, {"conversations": len(convs), "walks": len(walks)})
         settings = manifest.get("scoring") or {}
+        if settings.get("criteria") == "task":
+            return score_criteria(records, settings)
         rated, dims = rated_walks(walks, settings)
         m = summarize(rated, dims, B=int(settings.get("bootstrap", B_DEFAULT)),
                       seed=int(settings.get("seed", SEED_DEFAULT)))
@@ -292,6 +398,12 @@ class ConverseSuite:
         return build_report(metrics, records, manifest)
 
 
+def run_converse(cfg: ConverseConfig, cache: Any = None) -> Path | Plan:
+    """Run ``converse run`` / ``converse judge`` (or plan it: ``cfg.run.dry_run``) with the
+    config's run options; a budget stop raises ``RunStopped`` after writing what finished."""
+    return run_suite(ConverseSuite(cfg), cfg.run, cache=cache)
+
+
 def rated_walks(walks: Sequence[Mapping[str, Any]],
                 settings: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], list[str]]:
     """The walks a run scores (rated, by the judges its scoring settings keep) and the
@@ -303,6 +415,29 @@ def rated_walks(walks: Sequence[Mapping[str, Any]],
     for w in rated:
         dims.extend(d for d in w["ratings"] if d not in dims)
     return rated, dims
+
+
+def score_criteria(records: Sequence[Mapping[str, Any]], settings: Mapping[str, Any]) -> dict[str, Any]:
+    """``--criteria task`` metrics: the criteria records without a judge call failure, decided by
+    the panel of the run's judges (or the subset ``converse score --judge`` keeps)."""
+    convs = [r for r in records if r.get("kind") == "conversation"]
+    crit = [r for r in records if r.get("kind") == "criteria"]
+    scored = [r for r in crit if r["status"] != JUDGE_CALL_FAILURE]
+    panel = list(settings.get("judges") or sorted({v["judge"] for r in crit for v in r["votes"]}))
+    m = summarize_criteria(scored, panel, B=int(settings.get("bootstrap", B_DEFAULT)),
+                           seed=int(settings.get("seed", SEED_DEFAULT)))
+    m["scope"] = settings.get("scope", "anywhere")
+    m["counts"] = {
+        "conversations": len(convs),
+        "harness_failures": sum(c["status"] == HARNESS_FAILURE for c in convs),
+        "ended_by_simulator": sum(c.get("ended_by") == "simulator" for c in convs),
+        "judged_conversations": len(crit), "scored_conversations": len(scored),
+        "judge_call_failures": len(crit) - len(scored),
+        "votes": sum(len(r["votes"]) for r in scored),
+        "failed_votes": sum(v["status"] != "ok" for r in scored for v in r["votes"] if v["judge"] in panel),
+    }
+    m["judges"] = panel
+    return m
 
 
 def _earlier_conversations(run_dir: Path) -> list[dict[str, Any]]:

@@ -21,7 +21,7 @@ def get_model(
     ms = parse_spec(spec) if isinstance(spec, str) else spec
     keyed = {"timeout_s": timeout_s, "concurrency": options.get("concurrency"),
              "require_key": not planning}
-    if ms.provider == "openai":
+    if ms.provider in ("openai", "vllm"):  # vllm: a vLLM server's OpenAI-compatible API
         from carebench.models.openai_compat import OpenAIChatModel
 
         return OpenAIChatModel(ms, **keyed)

@@ -12,7 +12,7 @@ from typing import Protocol, runtime_checkable
 
 from carebench.types import CarebenchError, ChatRequest, Completion
 
-PROVIDERS = ("openai", "anthropic", "llamacpp", "replay", "openai-moderation", "openai-embed")
+PROVIDERS = ("openai", "anthropic", "llamacpp", "replay", "openai-moderation", "openai-embed", "vllm")
 
 
 class TransientError(Exception):
@@ -54,7 +54,8 @@ def parse_spec(spec: str) -> ModelSpec:
     if not m:
         raise CarebenchError(
             f"malformed model spec {spec!r}: expected PROVIDER:MODEL, e.g. openai:gpt-4o-mini, "
-            f"openai:MODEL@http://localhost:8000/v1, anthropic:MODEL, llamacpp:builtin, replay:PATH"
+            f"openai:MODEL@http://localhost:8000/v1, vllm:MODEL@http://localhost:8000/v1, anthropic:MODEL, "
+            f"llamacpp:builtin, replay:PATH"
         )
     provider, rest = m["provider"], m["rest"]
     if provider not in PROVIDERS:
@@ -62,7 +63,7 @@ def parse_spec(spec: str) -> ModelSpec:
             f"unknown model provider {provider!r} in {spec!r}; known: {', '.join(PROVIDERS)}"
         )
     base_url = None
-    if provider in ("openai", "openai-moderation", "openai-embed", "anthropic") and "@" in rest:
+    if provider in ("openai", "openai-moderation", "openai-embed", "anthropic", "vllm") and "@" in rest:
         rest, base_url = rest.split("@", 1)
         if not re.match(r"^https?://", base_url):
             raise CarebenchError(

@@ -21,7 +21,7 @@ from typing import Any
 
 from carebench.models.base import ModelSpec, TransientError
 from carebench.models.http import HTTPClientError, HTTPServerError, LoopLocalClient, post_json
-from carebench.models.options import RequestOptions
+from carebench.models.options import OUTPUT_MODES, RequestOptions
 from carebench.models.pricing import cost_fields
 from carebench.types import (
     CarebenchError,
@@ -34,7 +34,7 @@ from carebench.types import (
 )
 
 OPENAI_URL = "https://api.openai.com/v1"
-STRUCTURED_MODES = ("json_schema", "json_object", "none")
+STRUCTURED_MODES = OUTPUT_MODES
 #: an error answer that names the output-format feature it cannot honour; only such an
 #: answer to the probe steps the mode down (a bare 500 or 503 is a transient failure)
 _FEATURE_REFUSAL = re.compile(
@@ -46,7 +46,7 @@ def resolve_key(spec: ModelSpec, required: bool = True) -> str | None:
     """The API key for a spec: required for OpenAI itself (unless only planning: a
     dry run makes no call, so a user can price a run before setting a key), optional
     for other servers."""
-    if spec.base_url is None:
+    if spec.base_url is None and spec.provider != "vllm":  # vllm:MODEL alone: batch files only
         key = os.environ.get("OPENAI_API_KEY")
         if not key and required:
             raise CarebenchError(
@@ -55,6 +55,12 @@ def resolve_key(spec: ModelSpec, required: bool = True) -> str | None:
             )
         return key
     return os.environ.get("CAREBENCH_API_KEY") or os.environ.get("OPENAI_API_KEY") or None
+
+
+def no_live_vllm(spec: ModelSpec) -> str:
+    """Why ``vllm:MODEL`` without a URL cannot be called live."""
+    return (f"{spec} has no server URL, so it can only write batch files (--batch DIR, for vllm "
+            f"run-batch); to call a running vLLM server use {spec}@http://HOST:PORT/v1")
 
 
 def schema_for(structured: StructuredSpec) -> dict[str, Any]:
@@ -170,7 +176,9 @@ class _OpenAIBase:
 
 
 class OpenAIChatModel(_OpenAIBase):
-    """``openai:MODEL[@BASE_URL]``."""
+    """``openai:MODEL[@BASE_URL]``, and ``vllm:MODEL[@BASE_URL]`` (a vLLM server's
+    OpenAI-compatible API: the same requests; without a URL only batch files, see
+    docs/batch.md)."""
 
     def __init__(self, spec: ModelSpec, timeout_s: float = 120.0, concurrency: int | None = None,
                  require_key: bool = True):
@@ -189,8 +197,14 @@ class OpenAIChatModel(_OpenAIBase):
         return chat_body(self.spec.model, req, mode, self.request_options)
 
     async def complete(self, request: ChatRequest) -> Completion:
+        if self.spec.provider == "vllm" and self.spec.base_url is None:
+            raise CarebenchError(no_live_vllm(self.spec))
         if request.structured is not None and self.structured_mode is None:
-            return await self._probe(request)
+            if self.request_options.output is not None:  # the user's choice: nothing to probe
+                self.structured_mode = self.request_options.output
+                self.probe_log.append({"decided": self.structured_mode, "by": "model option output"})
+            else:
+                return await self._probe(request)
         mode = self.structured_mode if request.structured is not None else "none"
         t0 = time.perf_counter()
         data = await post_json(self.client, self._url, self._payload(request, mode), self._headers)

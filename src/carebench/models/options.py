@@ -26,7 +26,10 @@ from typing import Any
 from carebench.types import CarebenchError
 
 TOKEN_PARAMS = ("max_tokens", "max_completion_tokens")
-KEYS = ("token_param", "max_tokens", "temperature", "reasoning_effort", "logprobs", "extra")
+KEYS = ("token_param", "max_tokens", "temperature", "reasoning_effort", "logprobs", "output", "extra")
+#: ``output=``: how an OpenAI-compatible model's structured requests are constrained,
+#: fixed instead of probed (json_object is what llama-cpp-python's server accepts)
+OUTPUT_MODES = ("json_schema", "json_object", "none")
 #: ``reasoning=true``: what OpenAI's reasoning endpoints need, unless given explicitly
 REASONING_PRESET = {"token_param": "max_completion_tokens", "temperature": "omit", "logprobs": False}
 OMIT = "omit"
@@ -41,6 +44,8 @@ class RequestOptions:
     temperature: float | str | None = None  # a number, or "omit" to send none
     reasoning_effort: str | None = None  # e.g. "minimal", "low", "medium", "high"
     logprobs: bool | None = None  # False: never ask for log probabilities
+    #: structured-output mode of an OpenAI-compatible model (OUTPUT_MODES); None: probed
+    output: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # provider body fields, sent as given
 
     def to_dict(self) -> dict[str, Any]:
@@ -108,6 +113,10 @@ def _value(key: str, value: Any, where: str) -> Any:
     if key == "logprobs":
         if not isinstance(value, bool):
             raise CarebenchError(f"{where}: logprobs must be true or false")
+        return value
+    if key == "output":
+        if value not in OUTPUT_MODES:
+            raise CarebenchError(f"{where}: output must be one of {', '.join(OUTPUT_MODES)}")
         return value
     if key == "extra":
         if isinstance(value, str):

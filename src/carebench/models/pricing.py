@@ -170,3 +170,19 @@ def call_cost_bound(spec: str, request: ChatRequest, output_tokens: int | None =
     prompt = sum(estimate_tokens(m.content) + 4 for m in request.messages)
     out = output_tokens if output_tokens is not None else (request.max_tokens or UNCAPPED_OUTPUT_TOKENS)
     return (prompt * p_in + out * p_out) / 1e6 + per_call
+
+
+def calls_cost_bound(spec: str, requests: list[ChatRequest], cap: int | None = None,
+                     batch: bool = False) -> float:
+    """The sum of :func:`call_cost_bound` over one model's requests, each at its output cap
+    (``cap``, the model's own option, replaces the requests' caps), in one pass (a batch
+    round's worst case is a million of them)."""
+    p = _prices(spec, batch)
+    if p is None or not requests:
+        return 0.0
+    p_in, p_out, per_call = p
+    if not (p_in or p_out):
+        return per_call * len(requests)
+    prompt = sum(max(1, len(m.content) // 4) + 4 for r in requests for m in r.messages)  # estimate_tokens
+    out = cap * len(requests) if cap is not None else sum(r.max_tokens or UNCAPPED_OUTPUT_TOKENS for r in requests)
+    return (prompt * p_in + out * p_out) / 1e6 + per_call * len(requests)

@@ -6,25 +6,24 @@ Gwet AC1 on binary presence, among an archetype's practitioners on the
 calibration cases (skipped cases are missing ratings) beside among its profiles
 on the released prompts; mean pairwise Jaccard of complete label sets for both.
 The two populations differ, as in the paper, so the comparison is descriptive.
-No model is called.
+No model is called. The command object
+(:class:`~carebench.plural.suite.AgreementCommand`) is in :mod:`carebench.plural.suite`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from carebench.experiment import Execution, Plan
-from carebench.plural.data import ARCHETYPES, is_builtin, load_vocabulary, resolve
-from carebench.plural.policy import Policy, label_space
-from carebench.plural.runs import PluralCommand, no_call_options, run_plural_command
-from carebench.report import Report
-from carebench.run import Run, RunOptions
-from carebench.rundir import file_sha256, read_json
+from carebench.plural.data import ARCHETYPES, resolve
+from carebench.plural.policy import Policy
+from carebench.plural.runs import no_call_options
+from carebench.run import RunOptions
+from carebench.rundir import read_json
 from carebench.stats import gwet_ac1, mean_pairwise_jaccard
 from carebench.types import CarebenchError
 
@@ -58,7 +57,9 @@ class AgreementConfig:
     run: RunOptions = field(default_factory=no_call_options)
 
 
-def _rows(release: Path, annotations: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def agreement_records(release: Path, annotations: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """One record per label set (the practitioners' on the calibration cases, the profiles'
+    on the released prompts) and the release's metadata."""
     from carebench.datasets.prompts import load_annotations, load_policies
 
     if not (release / "policies.jsonl").is_file():
@@ -70,48 +71,6 @@ def _rows(release: Path, annotations: str) -> tuple[list[dict[str, Any]], dict[s
     records += [{"population": "profiles", "archetype": p.archetype, "rater": p.profile, "item": p.prompt_id,
                  "policy": Policy.of(p).to_dict()} for p in load_policies(release / "policies.jsonl")]
     return records, meta
-
-
-class AgreementCommand(PluralCommand):
-    """``plural agreement`` on the run skeleton (no model call)."""
-
-    title = "Plural: label distributions and agreement"
-
-    def _prepare(self) -> tuple[list[dict[str, Any]], dict[str, Any], list[str]]:
-        cfg = self.config()
-        taxonomy, _ = load_vocabulary(cfg.taxonomy, None)
-        records, meta = _rows(Path(cfg.release), cfg.annotations)
-        labels = label_space(taxonomy.codes("intent"), taxonomy.codes("function"), taxonomy.codes("response"))
-        return records, meta, labels
-
-    def plan(self, run: Run) -> Plan:
-        records, _, labels = self._prepare()
-        return Plan(self.name, [], [(f"compares {len(records)} label sets over {len(labels)} labels; "
-                                    "agreement makes no model call")])
-
-    def execute(self, run: Run) -> Execution:
-        cfg = self.cfg
-        records, meta, labels = self._prepare()
-        release = Path(cfg.release)
-        dataset = {"release": str(release), "policies_sha256": file_sha256(release / "policies.jsonl"),
-                   "annotations": cfg.annotations,
-                   "annotations_sha256": file_sha256(resolve(cfg.annotations, "annotations.jsonl")),
-                   "illustrative": bool(meta.get("illustrative")) or is_builtin(cfg.annotations)}
-        return Execution(records=records, config=asdict(cfg), dataset=dataset, seeds={}, models=[],
-                         extra={"kind": "agreement", "scoring": {"label_space": labels}})
-
-    def score(self, records: list[dict[str, Any]], manifest: Mapping[str, Any]) -> dict[str, Any]:
-        return agreement_metrics(records, manifest["scoring"]["label_space"])
-
-    def full_report(self, metrics: Mapping[str, Any], records: list[dict[str, Any]],
-                    manifest: Mapping[str, Any]) -> Report:
-        from carebench.plural.release_report import agreement_report
-
-        return agreement_report(dict(manifest), dict(metrics))
-
-
-def run_agreement(cfg: AgreementConfig) -> Path | Plan:
-    return run_plural_command(AgreementCommand(cfg), cfg, "agreement")
 
 
 def agreement_metrics(records: list[dict[str, Any]], labels: Sequence[str]) -> dict[str, Any]:

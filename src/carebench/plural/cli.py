@@ -39,13 +39,13 @@ app = typer.Typer(
 
 
 _MODEL = "Shared judge model spec (e.g. openai:gpt-4o-mini, llamacpp:builtin)."
-_TAX = "Taxonomy YAML (default: the packaged VEILED-SH taxonomy)."
-_CTX = "Application contexts YAML (default: the packaged contexts)."
+_TAX = "Taxonomy YAML."
+_CTX = "Application contexts YAML."
 
 # options every model-calling calibration-side command takes (the run flags are the shared ones)
-Embedder = Annotated[str | None, typer.Option(help="Embedder for retrieval (default: packaged MiniLM).")]
-Taxonomy = Annotated[Path | None, typer.Option(help=_TAX)]
-Contexts = Annotated[Path | None, typer.Option(help=_CTX)]
+Embedder = Annotated[str | None, typer.Option(show_default="the packaged MiniLM", help="Embedder for retrieval.")]
+Taxonomy = Annotated[Path | None, typer.Option(show_default="the packaged VEILED-SH taxonomy", help=_TAX)]
+Contexts = Annotated[Path | None, typer.Option(show_default="the packaged contexts", help=_CTX)]
 _BACKEND = ("E4/E5 guideline distillation: native, or mlflow (MLflow's MemAlignOptimizer, "
             "VEILED-SH Appendix B.2; pip install 'carebench[mlflow]').")
 
@@ -85,11 +85,11 @@ def _done(result, line) -> None:
 
 @app.command()
 def calibrate(
-    model: Annotated[str | None, typer.Option(help=_MODEL)] = None,
-    method: Annotated[list[str] | None, typer.Option(help="Method to compare (repeatable; default E0-E5).")] = None,
+    model: Annotated[str | None, typer.Option(show_default='none: only E0 runs without one', help=_MODEL)] = None,
+    method: Annotated[list[str] | None, typer.Option(show_default='E0-E5', help="Method to compare (repeatable).")] = None,
     prompts: Annotated[str, typer.Option(help="Prompts file (.jsonl/.csv/.parquet) or 'builtin'.")] = "builtin",
     annotations: Annotated[str, typer.Option(help="Practitioner annotations file or 'builtin'.")] = "builtin",
-    practitioner: Annotated[list[str] | None, typer.Option(help="Only these practitioners (repeatable).")] = None,
+    practitioner: Annotated[list[str] | None, typer.Option(show_default='every practitioner', help="Only these practitioners (repeatable).")] = None,
     embedder: Embedder = None,
     folds: Annotated[int, typer.Option(help="Number of fixed folds (VEILED-SH, §5.2: 5).")] = 5,
     fold_seed: Annotated[int, typer.Option(help="Seed of the one shuffle that fixes the folds.")] = 20260714,
@@ -109,7 +109,8 @@ def calibrate(
     timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
     """Fit every method on five fixed folds per practitioner, write Table 5 and select per archetype."""
-    from carebench.plural.calibration import METHOD_ORDER, ProfileCalibrationConfig, run_calibrate
+    from carebench.plural.calibration import METHOD_ORDER, ProfileCalibrationConfig
+    from carebench.plural.suite import run_calibrate
 
     cfg = ProfileCalibrationConfig(model=model, methods=list(method or METHOD_ORDER), prompts=prompts,
                           annotations=annotations, practitioners=list(practitioner) if practitioner else None,
@@ -121,12 +122,12 @@ def calibrate(
 
 @app.command()
 def freeze(
-    calibration: Annotated[Path | None, typer.Option(help="A `plural calibrate` run directory (its selection).")] = None,
-    method: Annotated[list[str] | None, typer.Option(help="ARCHETYPE=METHOD, overriding the selection (repeatable).")] = None,
-    model: Annotated[str | None, typer.Option(help=_MODEL + " Default: the calibration run's model.")] = None,
+    calibration: Annotated[Path | None, typer.Option(show_default='none: --method names every method', help="A `plural calibrate` run directory (its selection).")] = None,
+    method: Annotated[list[str] | None, typer.Option(show_default="the calibration's selection", help="ARCHETYPE=METHOD, overriding the selection (repeatable).")] = None,
+    model: Annotated[str | None, typer.Option(show_default="the calibration run's model", help=_MODEL)] = None,
     prompts: Annotated[str, typer.Option(help="Prompts file or 'builtin' (default: the calibration run's).")] = "builtin",
     annotations: Annotated[str, typer.Option(help="Annotations file or 'builtin' (default: the calibration run's).")] = "builtin",
-    memalign_backend: Annotated[str | None, typer.Option(help=_BACKEND + " Default: the calibration run's, else native.")] = None,
+    memalign_backend: Annotated[str | None, typer.Option(show_default="the calibration run's, else native", help=_BACKEND)] = None,
     embedder: Embedder = None,
     taxonomy: Taxonomy = None,
     contexts: Contexts = None,
@@ -140,7 +141,8 @@ def freeze(
     timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
     """Refit the selected method once per practitioner on all calibration cases (profiles P1-P3, C1-C3)."""
-    from carebench.plural.release import FreezeConfig, run_freeze
+    from carebench.plural.release import FreezeConfig
+    from carebench.plural.suite import run_freeze
 
     cfg = FreezeConfig(calibration=str(calibration) if calibration else None, methods=list(method or []),
                        model=model, prompts=prompts, annotations=annotations, **_opts(**locals()))
@@ -152,8 +154,8 @@ def freeze(
 def label(
     profiles: Annotated[Path, typer.Option(help="A `plural freeze` run directory (or its profiles/ folder).")],
     prompts: Annotated[str, typer.Option(help="Prompts to label (file or 'builtin').")] = "builtin",
-    release: Annotated[Path | None, typer.Option(help="Release directory (default RUN_DIR/release).")] = None,
-    model: Annotated[str | None, typer.Option(help=_MODEL + " Default: the profiles' model.")] = None,
+    release: Annotated[Path | None, typer.Option(show_default='RUN_DIR/release', help="Release directory.")] = None,
+    model: Annotated[str | None, typer.Option(show_default="the profiles' model", help=_MODEL)] = None,
     embedder: Embedder = None,
     taxonomy: Taxonomy = None,
     contexts: Contexts = None,
@@ -167,7 +169,8 @@ def label(
     timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
     """Label every non-calibration prompt with every profile and write the release."""
-    from carebench.plural.release import LabelConfig, run_label
+    from carebench.plural.release import LabelConfig
+    from carebench.plural.suite import run_label
 
     cfg = LabelConfig(profiles=str(profiles), prompts=prompts, release=str(release) if release else None,
                       model=model, **_opts(**locals()))
@@ -181,13 +184,14 @@ def agreement(
     release: Annotated[Path, typer.Option(help="A release directory written by `plural label`.")],
     annotations: Annotated[str, typer.Option(help="Practitioner annotations file or 'builtin'.")] = "builtin",
     taxonomy: Taxonomy = None,
-    out: Annotated[Path | None, typer.Option(help="Run directory (default runs/plural-agreement-<time>).")] = None,
-    budget: Annotated[float | None, typer.Option(help="Accepted for symmetry: no model is called.")] = None,
+    out: Annotated[Path | None, typer.Option(show_default='runs/plural-agreement-<time>', help="Run directory.")] = None,
+    budget: Annotated[float | None, typer.Option(show_default='no cap', help="Accepted for symmetry: no model is called.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be compared and stop.")] = False,
     json_out: Json = False,
 ) -> None:
     """Label prevalence, policy size, per-label AC1 and Jaccard: practitioners vs profiles (Appendix C)."""
-    from carebench.plural.agreement import AgreementConfig, run_agreement
+    from carebench.plural.agreement import AgreementConfig
+    from carebench.plural.suite import run_agreement
 
     cfg = AgreementConfig(release=str(release), annotations=annotations,
                           taxonomy=str(taxonomy) if taxonomy else None,
@@ -211,18 +215,19 @@ def _pairs(values: list[str] | None, option: str, what: str) -> dict[str, str]:
 @app.command()
 def sample(
     release: Annotated[Path, typer.Option(help="Release directory written by `plural label`.")],
-    size: Annotated[int | None, typer.Option(help="Sample size (default: --fraction of the release).")] = None,
+    size: Annotated[int | None, typer.Option(show_default='--fraction of the release', help="Sample size.")] = None,
     fraction: Annotated[float, typer.Option(help="Share of the release to sample (VEILED-SH, §5.3: about 20%).")] = 0.2,
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 12345,
     reserve: Annotated[int, typer.Option(help="Rounds reserving one prompt per severity level.")] = 3,
     weighting: Annotated[float, typer.Option(help="Rarity weighting exponent (0 = uniform fill).")] = 1.0,
-    out: Annotated[Path | None, typer.Option(help="Run directory (default runs/plural-sample-<time>).")] = None,
-    budget: Annotated[float | None, typer.Option(help="USD cap (drawing a sample makes no model call).")] = None,
+    out: Annotated[Path | None, typer.Option(show_default='runs/plural-sample-<time>', help="Run directory.")] = None,
+    budget: Annotated[float | None, typer.Option(show_default='no cap', help="USD cap (drawing a sample makes no model call).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the sample's composition and write nothing.")] = False,
     json_out: Json = False,
 ) -> None:
     """Draw the fixed diagnostic sample every system and archetype answers."""
-    from carebench.plural.experiment import SampleRunConfig, run_sample
+    from carebench.plural.experiment import SampleRunConfig
+    from carebench.plural.suite import run_sample
 
     result = run_sample(SampleRunConfig(
         release=str(release), size=size, fraction=fraction, seed=seed, reserve=reserve, weighting=weighting,
@@ -241,21 +246,21 @@ def sample(
 def run(
     release: Annotated[Path, typer.Option(help="Release directory written by `plural label`, or builtin "
                                                "(a small illustrative release, to try the command).")],
-    system: Annotated[list[str] | None, typer.Option(help="System model spec to evaluate (repeatable).")] = None,
-    judge: Annotated[list[str] | None, typer.Option(help="Jury model spec (repeat; the paper's jury has three).")] = None,
-    sample_dir: Annotated[Path | None, typer.Option("--sample", help="A `plural sample` run directory or its sample.jsonl (default: draw one).")] = None,
-    sample_size: Annotated[int | None, typer.Option(help="Size of the sample drawn when --sample is not given.")] = None,
+    system: Annotated[list[str] | None, typer.Option(show_default='none: give at least one', help="System model spec to evaluate (repeatable).")] = None,
+    judge: Annotated[list[str] | None, typer.Option(show_default='none: give at least one', help="Jury model spec (repeat; the paper's jury has three).")] = None,
+    sample_dir: Annotated[Path | None, typer.Option("--sample", show_default='draw one', help="A `plural sample` run directory or its sample.jsonl.")] = None,
+    sample_size: Annotated[int | None, typer.Option(show_default='--fraction 0.2 of the release', help="Size of the sample drawn when --sample is not given.")] = None,
     sample_seed: Annotated[int, typer.Option(help="Seed of the sample drawn when --sample is not given.")] = 12345,
-    limit: Annotated[int | None, typer.Option(help="Only the first N sampled prompts (smoke runs).")] = None,
-    archetype: Annotated[list[str] | None, typer.Option(help="Responder archetype(s): peer, clinician (default both).")] = None,
-    taxonomy: Annotated[Path | None, typer.Option(help="Taxonomy YAML overriding the built-in one.")] = None,
-    contexts: Annotated[Path | None, typer.Option(help="Application contexts YAML overriding the built-in one.")] = None,
+    limit: Annotated[int | None, typer.Option(show_default='every sampled prompt', help="Only the first N sampled prompts (smoke runs).")] = None,
+    archetype: Annotated[list[str] | None, typer.Option(show_default='peer and clinician', help="Responder archetype(s): peer, clinician.")] = None,
+    taxonomy: Annotated[Path | None, typer.Option(show_default='the built-in one', help="Taxonomy YAML overriding the built-in one.")] = None,
+    contexts: Annotated[Path | None, typer.Option(show_default='the built-in one', help="Application contexts YAML overriding the built-in one.")] = None,
     max_tokens: Annotated[int, typer.Option(help="System output cap in tokens (VEILED-SH, §5.3: 1,024).")] = 1024,
     temperature: Annotated[float, typer.Option(help="System sampling temperature.")] = 0.0,
-    reasoning_effort: Annotated[str | None, typer.Option(help="Reasoning effort for systems that take one (the paper: medium).")] = None,
-    instruction: Annotated[list[str] | None, typer.Option(help="ARCHETYPE=FILE replacing a built-in responder instruction.")] = None,
+    reasoning_effort: Annotated[str | None, typer.Option(show_default='none sent', help="Reasoning effort for systems that take one (the paper: medium).")] = None,
+    instruction: Annotated[list[str] | None, typer.Option(show_default='the built-in instructions', help="ARCHETYPE=FILE replacing a built-in responder instruction.")] = None,
     judge_max_tokens: Annotated[int, typer.Option(help="Judge output cap in tokens.")] = 600,
-    family: Annotated[list[str] | None, typer.Option(help="SPEC=FAMILY overriding a model's guessed vendor family.")] = None,
+    family: Annotated[list[str] | None, typer.Option(show_default='the guess from each spec', help="SPEC=FAMILY overriding a model's guessed vendor family.")] = None,
     seed: Annotated[int, typer.Option(help="Cluster-bootstrap seed.")] = 12345,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
     empty_policy: Annotated[str, typer.Option(help="Empty-policy rule: vacuous or exclude.")] = "vacuous",
@@ -270,7 +275,8 @@ def run(
     timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
 ) -> None:
     """Responses under both archetype instructions, the jury, scoring and the report."""
-    from carebench.plural.experiment import PluralRunConfig, run_plural
+    from carebench.plural.experiment import PluralRunConfig
+    from carebench.plural.suite import run_plural
 
     cfg = PluralRunConfig(
         release=str(release), systems=list(system or []), judges=list(judge or []),
@@ -325,16 +331,16 @@ def _summary(run_dir: Path) -> None:
 @app.command()
 def rescore(
     run_dir: Annotated[Path, typer.Argument(help="A `plural run` directory.")],
-    judge: Annotated[list[str] | None, typer.Option(help="Score with only these judges (repeatable).")] = None,
-    out: Annotated[Path | None, typer.Option(help="Write metrics and report here instead of the run directory.")] = None,
-    budget: Annotated[float | None, typer.Option(help="USD cap (rescoring makes no model call).")] = None,
+    judge: Annotated[list[str] | None, typer.Option(show_default='every judge of the run', help="Score with only these judges (repeatable).")] = None,
+    out: Annotated[Path | None, typer.Option(show_default='the run directory itself', help="Write metrics and report here instead of the run directory.")] = None,
+    budget: Annotated[float | None, typer.Option(show_default='no cap', help="USD cap (rescoring makes no model call).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be rescored and write nothing.")] = False,
     json_out: Json = False,
 ) -> None:
     """Recompute metrics.json and the report from the recorded verdicts (no model call)."""
     from carebench.experiment import echo_plan
-    from carebench.plural.experiment import rescore as do_rescore
-    from carebench.plural.experiment import rescore_plan
+    from carebench.plural.suite import rescore as do_rescore
+    from carebench.plural.suite import rescore_plan
 
     if dry_run:
         echo_plan(rescore_plan(run_dir, out))

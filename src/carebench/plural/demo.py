@@ -16,7 +16,8 @@ from pathlib import Path
 
 from carebench.datasets.prompts import load_annotations, load_prompts, write_jsonl
 from carebench.plural.data import builtin_path
-from carebench.plural.experiment import PluralRunConfig, run_plural
+from carebench.plural.experiment import PluralRunConfig
+from carebench.plural.suite import run_plural
 from carebench.run_options import run_options
 from carebench.rundir import write_json
 

@@ -1,53 +1,43 @@
-"""``carebench plural sample | run | rescore``: the evaluation side of VEILED-SH (§5.3, §6, D).
+"""The evaluation side of VEILED-SH (§5.3, §6, Appendix D): releases, samples, run settings, scoring.
 
-``run`` = responses -> jury -> records -> metrics -> report, on the experiment
-skeleton (:mod:`carebench.experiment`): every model call goes through the
-command's one run context (cached, resumable, one budget), every outcome is a
-record, and everything downstream of the records is recomputed from the run
-directory alone, so ``carebench report DIR`` and ``plural rescore`` reproduce
-``metrics.json`` and the report byte for byte and need no model.
+``plural run`` = responses -> jury -> records -> metrics -> report. This module holds
+the pure work of ``plural sample | run | rescore``: reading and checking a release,
+choosing the sampled prompts, the configs, and parsing a run directory's records into
+the scoring arrays and metrics. The commands themselves (:class:`SampleCommand`,
+:class:`RunCommand`, ``run_sample``, ``run_plural``, ``rescore``) are in
+:mod:`carebench.plural.suite`: every model call goes through the command's one run
+context, and everything downstream of the records is recomputed from the run directory
+alone, so ``carebench report DIR`` and ``plural rescore`` reproduce ``metrics.json`` and
+the report byte for byte and need no model.
 """
 
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from carebench.cache import CompletionCache
 from carebench.datasets.prompts import load_policies, load_prompts
-from carebench.experiment import (
-    Execution,
-    Plan,
-    incomplete_metrics,
-    rerender,
-    stage,
-)
-from carebench.plural.jury import JUDGE_MAX_TOKENS, judgment_records, plan_jury
+from carebench.plural.jury import JUDGE_MAX_TOKENS
 from carebench.plural.records import (
-    PARQUET_COLUMNS,
     JudgmentColumns,
-    JudgmentRecord,
     PolicyInfo,
     PromptInfo,
-    ResponseRecord,
     build_jury_data,
     read_jury_columns,
 )
-from carebench.plural.responses import ARCHETYPES, ResponseConfig, response_calls, response_records
-from carebench.plural.runs import SUITE, PluralCommand, no_call_options, run_plural_command
-from carebench.plural.sample import PolicySampleConfig, composition, draw_sample
+from carebench.plural.responses import ARCHETYPES, ResponseConfig
+from carebench.plural.runs import SUITE, no_call_options
+from carebench.plural.sample import PolicySampleConfig, draw_sample
 from carebench.plural.scoring import ScoringRules
-from carebench.report import Report
-from carebench.run import Run, RunOptions
+from carebench.run import RunOptions
 from carebench.run_options import run_options
-from carebench.rundir import file_sha256, new_run_dir, read_json, read_jsonl
-from carebench.types import CarebenchError, Completion, is_harness_failure
+from carebench.rundir import file_sha256, read_json, read_jsonl
+from carebench.types import CarebenchError
 
 #: Judge questions per runner batch: bounds memory at paper scale (180,090 verdicts).
 JURY_BATCH = 20_000
@@ -177,54 +167,6 @@ class SampleRunConfig:
                             weighting=self.weighting)
 
 
-class SampleCommand(PluralCommand):
-    """``plural sample`` on the run skeleton (no model call). The composition is worked
-    out against the release when the sample is drawn and recorded in the manifest, so
-    ``carebench report`` re-renders it without the release."""
-
-    title = "Plural: diagnostic sample"
-
-    def draw(self) -> tuple[Release, list[Any], dict[str, Any]]:
-        cfg = self.config()
-        release = load_release(cfg.release)
-        sample = draw_sample(release.prompts, release.policies, cfg.sample_config())
-        summary = {
-            "release_prompts": len(release.prompts),
-            "sample_size": len(sample),
-            "reserved": sum(1 for s in sample if s.reason != "weighted"),
-            "model_calls": 0,
-            "composition": composition(release.prompts, release.policies, [s.prompt_id for s in sample]),
-        }
-        return release, sample, summary
-
-    def plan(self, run: Run) -> Plan:
-        return Plan(self.name, [], ["drawing a sample makes no model call"])
-
-    def execute(self, run: Run) -> Execution:
-        release, sample, summary = self.draw()
-        rows = [s.to_dict() for s in sample]
-        return Execution(records=rows, config=asdict(self.cfg), dataset=release.dataset(),
-                         seeds={"sample": self.cfg.seed}, models=[],
-                         extra={"kind": "sample", "summary": summary}, files={"sample.jsonl": rows})
-
-    def score(self, records: list[dict[str, Any]], manifest: Mapping[str, Any]) -> dict[str, Any]:
-        return dict(manifest["summary"])
-
-    def full_report(self, metrics: Mapping[str, Any], records: list[dict[str, Any]],
-                    manifest: Mapping[str, Any]) -> Report:
-        from carebench.plural.report import build_sample_report
-
-        return build_sample_report(manifest, metrics)
-
-
-def run_sample(cfg: SampleRunConfig) -> Path | dict[str, Any]:
-    """Draw the diagnostic sample and write it as a run directory (or describe it: dry run,
-    which prints the composition: there are no calls to plan)."""
-    if cfg.run.dry_run:
-        return SampleCommand(cfg).draw()[2]
-    return run_plural_command(SampleCommand(cfg), cfg, "sample")
-
-
 # -- run -----------------------------------------------------------------------------------
 
 
@@ -298,7 +240,7 @@ def family_warnings(systems: Sequence[str], judges: Sequence[str], mapping: dict
     return out
 
 
-def _select(release: Release, cfg: PluralRunConfig) -> tuple[list[Any], list[Any], list[dict[str, Any]]]:
+def select_prompts(release: Release, cfg: PluralRunConfig) -> tuple[list[Any], list[Any], list[dict[str, Any]]]:
     """The sampled prompts (sorted by id), their policies, and the sample rows."""
     if cfg.sample:
         ids = read_sample_ids(cfg.sample)
@@ -320,193 +262,15 @@ def _select(release: Release, cfg: PluralRunConfig) -> tuple[list[Any], list[Any
     return prompts, policies, rows
 
 
-def _profiles_of(policies: Sequence[Any]) -> dict[str, list[str]]:
+def archetype_profiles(policies: Sequence[Any]) -> dict[str, list[str]]:
+    """Archetype -> the sorted aliases of its profiles that have policies."""
     out: dict[str, set[str]] = {}
     for p in policies:
         out.setdefault(p.archetype, set()).add(p.profile)
     return {a: sorted(v) for a, v in out.items()}
 
 
-@dataclass
-class Prepared:
-    """What a plural run's plan and execution share once the inputs are validated."""
-
-    release: Release
-    taxonomy: Any
-    contexts: dict[str, Any]
-    prompts: list[Any]
-    policies: list[Any]
-    sample_rows: list[dict[str, Any]]
-    profiles_of: dict[str, list[str]]
-    calls: list[Any]  # the response calls
-    judges: list[Any]  # carebench.judging.Judge seats
-    warnings: list[str]
-
-    def jury(self, responses: Sequence[ResponseRecord]) -> tuple[list[Any], list[JudgmentRecord]]:
-        by_id = {p.id: p for p in self.prompts}
-        pol_of = {(p.prompt_id, p.profile): p for p in self.policies}
-        return plan_jury(responses, by_id, pol_of, self.profiles_of, [j.label for j in self.judges],
-                         self.taxonomy, self.contexts)
-
-
-class RunCommand(PluralCommand):
-    """``plural run`` on the run skeleton: responses -> jury -> records -> metrics -> report.
-
-    Responses and the jury share one run context, so the budget caps the whole
-    command. A stop while responding keeps the responses that finished and judges
-    nothing (``responses`` and ``jury`` incomplete); a stop in the jury keeps the
-    verdicts that were answered (``jury`` incomplete). Neither is scored; re-running
-    the same command finishes from the cache. A call that failed after its retries is
-    a harness failure: recorded, counted, never scored as the system's or judge's answer.
-    """
-
-    title = "Plural: alignment with practitioner-calibrated policies"
-
-    def _prepare(self, run: Run) -> Prepared:
-        from carebench.judging import panel_seats
-        from carebench.taxonomy import load_contexts, load_taxonomy
-
-        cfg = self.config()
-        cfg.validate()
-        release = load_release(cfg.release)  # every row validated before any model call
-        taxonomy = load_taxonomy(cfg.taxonomy)
-        contexts = load_contexts(cfg.contexts)
-        check_release(release, taxonomy, contexts)
-        prompts, policies, sample_rows = _select(release, cfg)
-        profiles_of = {a: p for a, p in _profiles_of(policies).items() if a in cfg.archetypes}
-        lacking = [a for a in cfg.archetypes if a not in profiles_of]
-        if lacking:
-            raise CarebenchError(f"the release has no {lacking[0]!r} profiles; choose --archetype from "
-                                 f"{', '.join(sorted(profiles_of)) or 'none'}")
-        bad_ctx = next((p for p in prompts if p.context not in contexts), None)
-        if bad_ctx is not None:
-            raise CarebenchError(f"prompt {bad_ctx.id}: context {bad_ctx.context!r} has no interaction contract; "
-                                 f"known: {', '.join(sorted(contexts))}")
-        systems = [run.model(s) for s in cfg.systems]
-        judge_models = [run.model(s) for s in cfg.judges]
-        judges = panel_seats([str(m.spec) for m in judge_models], judge_models)
-        warnings = family_warnings([str(m.spec) for m in systems], [str(m.spec) for m in judge_models],
-                                   cfg.families)
-        if cfg.reasoning_effort:  # a request option of the systems' clients (part of their cache keys)
-            for m in systems:
-                if hasattr(m, "request_options"):
-                    m.request_options = replace(m.request_options, reasoning_effort=cfg.reasoning_effort)
-                else:
-                    warnings.append(f"--reasoning-effort {cfg.reasoning_effort} is not sent to {m.spec}: "
-                                    "its provider takes no reasoning options")
-        calls = response_calls(prompts, systems, list(profiles_of), contexts, cfg.response_config())
-        return Prepared(release, taxonomy, contexts, prompts, policies, sample_rows, profiles_of, calls, judges,
-                        warnings)
-
-    def plan(self, run: Run) -> Plan:
-        """Responses are exact; jury questions contain the replies, so a reply not yet in
-        the cache is assumed to fill its output cap (an upper bound on the prompt)."""
-        from carebench.judging import judge_calls
-        from carebench.runner import call_key
-
-        cfg = self.cfg
-        pre = self._prepare(run)
-        cached = [run.cache.get(call_key(c)) if run.cache is not None else None for c in pre.calls]
-        known = all(c is not None for c in cached)
-        # a reply not yet made: as long as its cap allows, and distinct (replies of different
-        # systems are judged by separate calls), so the jury is counted and costed at most
-        comps = [c if c is not None else Completion(text=f"[{i}]".ljust(4 * cfg.max_tokens, "x"))
-                 for i, c in enumerate(cached)]
-        questions, _ = pre.jury(response_records(pre.calls, comps))
-        jury = judge_calls(questions, pre.judges, temperature=cfg.judge_temperature, max_tokens=cfg.judge_max_tokens)
-        notes = [*pre.warnings, f"{len(pre.prompts)} sampled prompts; archetypes and profiles: "
-                 + "; ".join(f"{a}: {', '.join(p)}" for a, p in pre.profiles_of.items())]
-        if not known:
-            notes.append("replies not in the cache are assumed to fill their output cap, so the jury's "
-                         "prompts are estimated (an upper bound on their length)")
-        return Plan(self.name, [stage(run, "responses", pre.calls), stage(run, "jury", jury, exact=known)], notes)
-
-    def execute(self, run: Run) -> Execution:
-        from carebench.judging import judge_calls, read_answers
-
-        cfg = self.cfg
-        pre = self._prepare(run)
-        res = run.calls(pre.calls, "responses", stage="responses")
-        responses = response_records(pre.calls, res.completions)
-        verdicts: list[JudgmentRecord] = []
-        if res.not_made:
-            run.mark_incomplete("responses")
-            # the finished responses' verdicts are calls left for sure (the rest depend on replies)
-            run.mark_incomplete("jury", len(pre.jury(responses)[0]) * len(pre.judges), open_ended=True)
-        else:
-            questions, fixed = pre.jury(responses)
-            verdicts.extend(fixed)
-            for start in range(0, len(questions), JURY_BATCH):  # bounds memory at paper scale
-                batch = questions[start:start + JURY_BATCH]
-                jres = run.calls(judge_calls(batch, pre.judges, temperature=cfg.judge_temperature,
-                                             max_tokens=cfg.judge_max_tokens), "jury verdicts", stage="jury")
-                answers = read_answers(batch, pre.judges, jres.completions)
-                verdicts.extend(judgment_records([a for a in answers if a.completion is not None]))
-                if jres.not_made:
-                    later = len(questions) - start - len(batch)
-                    run.mark_incomplete("jury", later * len(pre.judges))
-                    break
-        config = {k: v for k, v in asdict(cfg).items() if k != "notes"}
-        settings = {
-            "categories": pre.taxonomy.codes("response"),
-            "empty_policy": cfg.empty_policy,
-            "zero_coverage": cfg.zero_coverage,
-            "seed": cfg.seed,
-            "bootstrap": cfg.bootstrap,
-            "alpha": cfg.alpha,
-            "judges": [j.label for j in pre.judges],
-        }
-        # calls that failed every retry (server down, timeout, HTTP 5xx) make the run incomplete;
-        # a permanent rejection (HTTP 4xx) is the request's outcome. Both are left out and counted.
-        failures = {"response_calls": sum(r.status == "error" and is_harness_failure(r.error) for r in responses),
-                    "jury_calls": sum(v.status == "error" and is_harness_failure(v.rationale) for v in verdicts)}
-        return Execution(
-            records=[r.to_dict() for r in responses] + [v.to_dict() for v in _ordered(verdicts)],
-            config=config,
-            dataset={**pre.release.dataset(), "sampled_prompts": len(pre.prompts)},
-            seeds={"bootstrap": cfg.seed, "sample": cfg.sample_seed},
-            models=[*cfg.systems, *[j.label for j in pre.judges]],
-            extra={"kind": "run", "scoring": settings, "warnings": pre.warnings, "notes": list(cfg.notes),
-                   "profiles": pre.profiles_of, "harness_failures": failures,
-                   "taxonomy_names": pre.taxonomy.names(),  # reports show names, not codes
-                   "output_modes": run.output_modes()},
-            # harness failures are counted and left out of the scores; a re-run retries them
-            failed_calls=sum(failures.values()),
-            parquet_columns=PARQUET_COLUMNS,  # re-scoring reads these columns, not the JSON
-            files={"sample.jsonl": pre.sample_rows,
-                   "prompts.jsonl": [p.model_dump(mode="json") for p in pre.prompts],
-                   "policies.jsonl": [p.model_dump(mode="json") for p in pre.policies]},
-        )
-
-    def read_records(self, run_dir: Path, manifest: Mapping[str, Any]) -> Any:
-        if manifest.get("incomplete"):
-            return super().read_records(run_dir, manifest)
-        return load_run(Path(run_dir), manifest)
-
-    def score(self, records: Any, manifest: Mapping[str, Any]) -> dict[str, Any]:
-        if manifest.get("incomplete"):
-            kinds = Counter(r.get("kind") for r in records)
-            return incomplete_metrics(manifest, {"responses": kinds["response"], "verdicts": kinds["judgment"]})
-        settings = dict(manifest.get("scoring") or {})
-        return compute_metrics(records.jury_data(settings.get("scored_judges")), settings)
-
-    def full_report(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Report:
-        from carebench.plural.report import build_report
-
-        settings = manifest.get("scoring") or {}
-        return build_report(manifest, metrics, examples(records, records.jury_data(settings.get("scored_judges"))))
-
-
-def run_plural(cfg: PluralRunConfig, cache: CompletionCache | None = None) -> Path | Plan:
-    """Run the evaluation; returns the run directory (or the call plan for a dry run)."""
-    return run_plural_command(RunCommand(cfg), cfg, "run", cache)
-
-
-def _ordered(verdicts: list[JudgmentRecord]) -> list[JudgmentRecord]:
-    return sorted(verdicts, key=lambda v: (v.system, v.archetype, v.prompt_id, v.profile, v.judge))
-
-
-# -- rescoring from records alone ---------------------------------------------------------
+# -- a run directory's records, parsed for scoring ----------------------------------------
 
 
 @dataclass
@@ -581,72 +345,6 @@ def compute_metrics(data: Any, settings: dict[str, Any]) -> dict[str, Any]:
         alpha=float(settings.get("alpha", 0.05)),
     )
     return json.loads(json.dumps(metrics))  # metrics.json and a rescore compare as the same plain data
-
-
-def rescore(run_dir: Path, *, judges: Sequence[str] | None = None, out_dir: Path | None = None,
-            B: int | None = None) -> dict[str, Any]:
-    """Recompute ``metrics.json`` and the report from the records only (no model call).
-
-    With no overrides it reproduces the run's own metrics exactly (it is what
-    ``carebench report`` does); ``judges`` re-scores with a subset of the jury (e.g.
-    leaving one judge out) into ``out_dir`` when given.
-    """
-    manifest = read_json(Path(run_dir) / "manifest.json")
-    if manifest.get("suite") != SUITE or manifest.get("kind") != "run":
-        raise CarebenchError(f"{run_dir} is not a plural run directory (suite {manifest.get('suite')!r}, "
-                             f"kind {manifest.get('kind')!r})")
-    scoring = dict(manifest.get("scoring") or {})
-    if judges:
-        known = list(scoring.get("judges") or [])
-        unknown = [j for j in judges if known and j not in known]
-        if unknown:
-            raise CarebenchError(f"--judge {unknown[0]!r} is not one of the run's judges ({', '.join(known)})")
-        scoring["scored_judges"] = list(dict.fromkeys(judges))
-    if B is not None:
-        scoring["bootstrap"] = B
-    rescored = {**manifest, "scoring": scoring}
-    if out_dir is None or Path(out_dir).resolve() == Path(run_dir).resolve():
-        return rerender(run_dir, RunCommand(), manifest=rescored)
-    return _rescore_into(Path(run_dir), Path(out_dir), rescored)
-
-
-#: what a re-score writes itself; every other file of the run is copied unchanged
-_RENDERED = ("manifest.json", "metrics.json", "report.md", "report.html", "figures")
-
-
-def _rescore_into(run_dir: Path, out_dir: Path, manifest: dict[str, Any]) -> dict[str, Any]:
-    """A re-score as a run directory of its own: the source run's records copied unchanged,
-    then metrics and the report, then (last) a manifest naming the source run and the judges
-    kept, so ``carebench report OUT`` re-renders it and the source run is left untouched."""
-    import shutil
-
-    from carebench.rundir import write_json
-
-    out_dir = new_run_dir(SUITE, out_dir)
-    (out_dir / "manifest.json").unlink(missing_ok=True)  # an older run there: no manifest until done
-    for f in sorted(run_dir.iterdir()):
-        if f.name in _RENDERED:
-            continue
-        if f.is_dir():
-            shutil.copytree(f, out_dir / f.name, dirs_exist_ok=True)
-        else:
-            shutil.copy2(f, out_dir / f.name)
-    scoring = manifest["scoring"]
-    manifest = {**manifest, "rescored_from": {
-        "run": str(run_dir), "created": manifest.get("created"),
-        "judges": list(scoring.get("judges") or []),
-        "judges_kept": list(scoring.get("scored_judges") or scoring.get("judges") or [])}}
-    metrics = rerender(out_dir, RunCommand(), manifest=manifest)
-    write_json(out_dir / "manifest.json", manifest)
-    return metrics
-
-
-def rescore_plan(run_dir: Path, out_dir: Path | None = None) -> Plan:
-    """``plural rescore --dry-run``: what would be re-scored; no model call."""
-    files = load_run(Path(run_dir))
-    return Plan(SUITE, [], [(f"re-scores {sum(files.columns.response_counts.values())} responses and "
-                            f"{len(files.columns)} verdicts of judges {', '.join(files.columns.judge[1])} "
-                            f"into {out_dir or run_dir}; rescoring makes no model call")])
 
 
 def examples(run: RunFiles, data: Any) -> list[dict[str, Any]]:

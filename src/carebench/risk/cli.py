@@ -35,38 +35,38 @@ app = typer.Typer(
 
 @app.command()
 def run(
-    data: Annotated[str | None, typer.Option(help="PATH to JSONL/CSV/Parquet, or builtin:NAME.")] = None,
+    data: Annotated[str | None, typer.Option(show_default="the --config file's; one of them is needed", help="PATH to JSONL/CSV/Parquet, or builtin:NAME.")] = None,
     format: Annotated[str | None, typer.Option(
-        "--format", help="jsonl, csv, parquet, gaur or clinician-sentences (default: detect).")] = None,
+        "--format", show_default="detect from the file, or the --config file's", help="jsonl, csv, parquet, gaur or clinician-sentences.")] = None,
     columns: Annotated[str | None, typer.Option(
-        help="Your column names: FIELD=COLUMN,... for id, text, level, group and the score "
+        show_default="the file's own names", help="Your column names: FIELD=COLUMN,... for id, text, level, group and the score "
              "columns, e.g. text=post,level=label (id defaults to the row number).")] = None,
-    train_columns: Annotated[str | None, typer.Option(help="--columns for --train.")] = None,
+    train_columns: Annotated[str | None, typer.Option(show_default="the file's own names", help="--columns for --train.")] = None,
     prompts: Annotated[Path | None, typer.Option(
-        help="Directory of .txt files replacing package prompts of the same name (e.g. "
+        show_default='the package prompts', help="Directory of .txt files replacing package prompts of the same name (e.g. "
              "rubric.txt); the prompt set's hash goes in the manifest and report.")] = None,
     method: Annotated[list[str] | None, typer.Option(
-        "--method", help="Method NAME or NAME:key=value,...; repeat for several (e.g. tfidf-lr, "
+        "--method", show_default="the --config file's; one of them is needed", help="Method NAME or NAME:key=value,...; repeat for several (e.g. tfidf-lr, "
              "moderation-fixed, llm:variant=conservative, embed-lr:encoder=/local/hf-model).")] = None,
     model: Annotated[list[str] | None, typer.Option(
-        help="Chat model spec for model-backed methods; repeat to run each method on several "
+        show_default='none: model-backed methods need one', help="Chat model spec for model-backed methods; repeat to run each method on several "
              "models; vote, adjudicated and stacked then take them as their voter panel "
              "(Beyond the Flag §4.3: three models, one clinical prompt).")] = None,
     moderation_model: Annotated[str | None, typer.Option(
-        help="Moderation model spec (e.g. openai-moderation:omni-moderation-latest).")] = None,
-    seed: Annotated[int | None, typer.Option(help="Seed for folds and bootstraps \\[default: 42]")] = None,
-    bootstrap: Annotated[int | None, typer.Option(help="Bootstrap resamples \\[default: 2000]")] = None,
+        show_default='none: moderation methods need one', help="Moderation model spec (e.g. openai-moderation:omni-moderation-latest).")] = None,
+    seed: Annotated[int | None, typer.Option(show_default="42, or the --config file's", help="Seed for folds and bootstraps.")] = None,
+    bootstrap: Annotated[int | None, typer.Option(show_default="2000, or the --config file's", help="Bootstrap resamples.")] = None,
     limit: Annotated[int | None, typer.Option(
-        help="Use only the first N items of --data (a quick look, not a sample) \\[default: every item]")] = None,
+        show_default="every item, or the --config file's", help="Use only the first N items of --data (a quick look, not a sample).")] = None,
     train: Annotated[str | None, typer.Option(
-        help="Fit supervised/calibrated methods on this corpus instead of cross-validating.")] = None,
-    train_format: Annotated[str | None, typer.Option(help="Format of --train.")] = None,
+        show_default='none: cross-validate on --data', help="Fit supervised/calibrated methods on this corpus instead of cross-validating.")] = None,
+    train_format: Annotated[str | None, typer.Option(show_default='detect from the file', help="Format of --train.")] = None,
     failures: Annotated[str | None, typer.Option(
-        help="Failed predictions: 'wrong' (scored as farthest level) or 'drop' \\[default: wrong]")] = None,
+        show_default="wrong, or the --config file's", help="Failed predictions: 'wrong' (scored as farthest level) or 'drop'.")] = None,
     max_failure_share: Annotated[float | None, typer.Option(
-        help="A method failing on more than this share of its items is flagged in the report "
-             "and not ranked \\[default: 0.2]")] = None,
-    config: Annotated[Path | None, typer.Option(help="YAML/TOML config file (see docs).")] = None,
+        show_default="0.2, or the --config file's", help="A method failing on more than this share of its items is flagged in the report "
+             "and not ranked.")] = None,
+    config: Annotated[Path | None, typer.Option(show_default='none: flags only', help="YAML/TOML config file (see docs).")] = None,
     out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
     dry_run: DryRun = False, json_out: Json = False, concurrency: Concurrency = None, model_option: ModelOption = None,
     timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
@@ -129,11 +129,11 @@ def agreement(
         help="Ratings table (.csv/.jsonl/.parquet), one column per rater and one row per item; "
              "or a risk run directory, whose methods (and gold) become the raters.")],
     raters: Annotated[str | None, typer.Option(
-        help="Comma-separated rater columns (default: every column but --id-column).")] = None,
+        show_default='every column but --id-column', help="Comma-separated rater columns.")] = None,
     id_column: Annotated[str, typer.Option(help="Item id column, not a rater.")] = "id",
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples over items.")] = 2000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 42,
-    out: Annotated[Path | None, typer.Option(help="Also write the numbers to this JSON file.")] = None,
+    out: Annotated[Path | None, typer.Option(show_default='none: printed only', help="Also write the numbers to this JSON file.")] = None,
 ) -> None:
     """Inter-rater agreement (Beyond the Flag, §3.4): pairwise QWK, Krippendorff's alpha
     (ordinal) and Fleiss' kappa, each with a bootstrap interval."""
@@ -173,12 +173,12 @@ def sweep(
     data: Annotated[str, typer.Option(help="PATH to JSONL/CSV/Parquet, or builtin:NAME.")],
     model: Annotated[str, typer.Option(help="Chat model spec (e.g. openai:gpt-4o-mini).")],
     format: Annotated[
-        str | None, typer.Option("--format", help="Input format (default: detect).")
+        str | None, typer.Option("--format", show_default='detect from the file', help="Input format.")
     ] = None,
     k: Annotated[
         list[int] | None,
         typer.Option(
-            "--k", help="Exemplar counts; repeat (default 2 4 8 16 32 64; k=0 always added)."
+            "--k", show_default='2 4 8 16 32 64', help="Exemplar counts; repeat (k=0 always added)."
         ),
     ] = None,
     pool_per_level: Annotated[
@@ -187,10 +187,10 @@ def sweep(
     train: Annotated[
         str | None,
         typer.Option(
-            help="Draw exemplars from this corpus instead (then every --data item is scored)."
+            show_default='none: exemplars come from --data', help="Draw exemplars from this corpus instead (then every --data item is scored)."
         ),
     ] = None,
-    train_format: Annotated[str | None, typer.Option(help="Format of --train.")] = None,
+    train_format: Annotated[str | None, typer.Option(show_default='detect from the file', help="Format of --train.")] = None,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 42,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
     failures: Annotated[str, typer.Option(help="'wrong' (farthest level) or 'drop'.")] = "wrong",

@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import math
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import combinations, pairwise
 from typing import Any
 
@@ -636,6 +636,7 @@ def analyze(
     seed: int = 12345,
     B: int = 2000,
     family: Any = None,
+    healthbench_points: Mapping[tuple[str, str], float] | None = None,
 ) -> dict[str, Any]:
     """Score every conversation with the panel and run every analysis; returns a JSON-able dict.
 
@@ -643,6 +644,8 @@ def analyze(
     present). ``scope`` picks final-turn (default) or credit-anywhere verdicts.
     ``family`` maps a model spec to its vendor family for the leave-one-judge-out
     and self-preference analyses (see :func:`carebench.models.families.family_of`).
+    ``healthbench_points`` ((task, criterion) -> points) adds HealthBench's
+    subtract-and-clip score under ``healthbench`` (``--score healthbench``).
     """
     from carebench.support.robustness import leave_one_judge_out, self_preference
 
@@ -746,11 +749,33 @@ def analyze(
         "leave_one_judge_out": leave_one_judge_out(tt, rt, vt, sc, family=family),
         "self_preference": self_preference(sc, family=family),
     }
+    if healthbench_points is not None:
+        out["healthbench"] = _healthbench(sc, boot, healthbench_points, models)
     other_scope = next(s for s in SCOPES if s != scope)
     if (vt.scope == SCOPES.index(other_scope)).any():
         other = score(tt, rt, vt, panel=sc.panel, scope=other_scope)
         out["scope_sensitivity"] = _scope_sensitivity(sc, other)
     return jsonable(out)
+
+
+def _healthbench(sc: Scored, boot: _Boot, points: Mapping[tuple[str, str], float],
+                 models: Mapping[str, Any]) -> dict[str, Any]:
+    """HealthBench's score per responder beside the weighted one, with a 95% interval from
+    the very task resamples of the weighted score's interval (one more matrix product)."""
+    from carebench.support.healthbench import RULE, UNDECIDED_RULE, conversation_scores
+
+    conv = conversation_scores(sc, points)
+    H = sc.task_matrix(conv)  # (R, T), averaged over attempts like the weighted score
+    hb = model_scores(sc, conv)
+    ci = _ci(boot.mean_of(H.T)) if sc.responders else []
+    return {
+        "rule": RULE,
+        "undecided": UNDECIDED_RULE,
+        "interval": "95% percentile interval of the same task resamples (seed, B) as the weighted score",
+        "responders": {r: {"score": hb[r], "ci": ci[i], "weighted_score": models[r]["score"],
+                           "weighted_ci": models[r]["ci"], "n_tasks": int((~np.isnan(H[i])).sum())}
+                       for i, r in enumerate(sc.responders)},
+    }
 
 
 __all__ = ["S_NOT_MET", "analyze"]

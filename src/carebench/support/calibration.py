@@ -9,7 +9,7 @@
   ``panel_size`` candidates (``itertools.combinations`` of the sorted names:
   15 candidates -> 455 panels) is compared with the consensus by Cohen's kappa,
   macro-F1, percent agreement and per-dimension AC1. A panel's verdict uses the
-  panel rule of :mod:`carebench.support.panel`, the same one scoring uses
+  panel rule of :mod:`carebench.criteria`, the same one scoring uses
   (strict majority of the whole panel; failed votes count; no majority =
   undecided, read as the outcome that earns no credit). Panels are ranked by
   pooled kappa; ties are broken by macro-F1, then percent agreement, then the
@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from carebench.criteria import effective_met, panel_states
 from carebench.datasets.files import format_from_suffix, read_rows
 from carebench.jsonclean import jsonable
 from carebench.models.families import FamilyMap
@@ -40,7 +41,6 @@ from carebench.stats.agreement import fleiss_kappa, gwet_ac1, percent_agreement,
 from carebench.stats.bootstrap import Resampler, percentile_interval
 from carebench.stats.classification import macro_f1_from_cm
 from carebench.stats.ordinal import kappa_from_cm
-from carebench.support.panel import effective_met, panel_states
 from carebench.support.records import FAILED, MET, NOT_MET, VerdictRecord, VerdictTable
 from carebench.support.robustness import self_preference_from_counts
 from carebench.support.scoring import DIMENSIONS, TaskTable, dimension_code
@@ -328,9 +328,9 @@ def human_agreement(items: Items) -> dict[str, Any]:
 def panel_votes(V: np.ndarray, combos: np.ndarray, negative: np.ndarray | None = None) -> np.ndarray:
     """Panel verdicts ``(n_panels, n_items)`` in {0, 1} under the scoring rule.
 
-    The panel state comes from :func:`carebench.support.panel.panel_states` (strict
+    The panel state comes from :func:`carebench.criteria.panel_states` (strict
     majority of the whole panel, else undecided); an undecided cell is read as the
-    outcome that earns no credit (:func:`~carebench.support.panel.effective_met`):
+    outcome that earns no credit (:func:`~carebench.criteria.effective_met`):
     not met for a positive criterion, met for a negative one (``negative`` per item).
     """
     yes = (V == MET)[:, combos].sum(axis=2)  # (n_items, n_panels)

@@ -51,37 +51,37 @@ def _caps(values: list[str] | None) -> dict[str, int]:
 @app.command()
 def run(
     tasks: Annotated[str, typer.Option(help="Task file (.jsonl/.csv/.parquet) or builtin:NAME.")] = "builtin:sample",
-    responder: Annotated[list[str] | None, typer.Option(help="Responder model spec (repeatable).")] = None,
-    judge: Annotated[list[str] | None, typer.Option(help="Judge model spec (repeat for the panel; DistressBench uses 3).")] = None,
+    responder: Annotated[list[str] | None, typer.Option(show_default='none: give one, or --include-reference', help="Responder model spec (repeatable).")] = None,
+    judge: Annotated[list[str] | None, typer.Option(show_default='none: give at least one', help="Judge model spec (repeat for the panel; DistressBench uses 3).")] = None,
     attempts: Annotated[int, typer.Option(help="Independent attempts per task.")] = 3,
     scope: Annotated[str, typer.Option(help="final (default), anywhere, or both (judge both; metrics final).")] = "final",
-    system_prompt: Annotated[Path | None, typer.Option(help="File with a system prompt for responders.")] = None,
+    system_prompt: Annotated[Path | None, typer.Option(show_default="none: the task's own, if any", help="File with a system prompt for responders.")] = None,
     include_reference: Annotated[bool, typer.Option(help="Score the task references with the same panel.")] = False,
     seed: Annotated[int, typer.Option(help="Seed for sampling and bootstrap.")] = 12345,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
     temperature: Annotated[float, typer.Option(help="Responder sampling temperature.")] = 0.7,
     max_tokens: Annotated[int, typer.Option(help="Default responder output cap (tokens).")] = 4096,
-    cap: Annotated[list[str] | None, typer.Option(help="Per-model output cap SPEC=TOKENS (repeatable).")] = None,
+    cap: Annotated[list[str] | None, typer.Option(show_default='--max-tokens for every model', help="Per-model output cap SPEC=TOKENS (repeatable).")] = None,
     responder_option: Annotated[list[str] | None, typer.Option(
-        help="Per-responder setting SPEC:key=value, key = temperature, max_tokens or top_p (repeatable; "
+        show_default='none', help="Per-responder setting SPEC:key=value, key = temperature, max_tokens or top_p (repeatable; "
         "overrides --responder-settings).")] = None,
     responder_settings: Annotated[Path | None, typer.Option(
-        help="TOML/JSON file with a table of settings per responder spec.")] = None,
+        show_default='none', help="TOML/JSON file with a table of settings per responder spec.")] = None,
     recollect_truncated: Annotated[bool, typer.Option(
         "--recollect-truncated", help="Ask truncated replies again with a larger cap, keeping both.")] = False,
     recollect_cap: Annotated[int | None, typer.Option(
-        help="Output cap for re-collection (default: twice the responder's cap).")] = None,
-    limit: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
+        show_default="twice the responder's cap", help="Output cap for re-collection.")] = None,
+    limit: Annotated[int | None, typer.Option(show_default='every task', help="Only the first N tasks.")] = None,
     columns: Annotated[str | None, typer.Option(
-        help="Your task file's column names: FIELD=COLUMN,... (e.g. id=case,turns=messages); "
+        show_default="carebench's field names", help="Your task file's column names: FIELD=COLUMN,... (e.g. id=case,turns=messages); "
              "id defaults to the row number.")] = None,
     split: Annotated[str, typer.Option(
         help="public, private or all tasks (§A.3: the file's split, else a stratified 50/50 split).")] = "all",
     subcategories: Annotated[Path | None, typer.Option(
-        help="File of expected subcategory names (one per line); tasks outside it are kept and warned about.")] = None,
-    retries: Annotated[int | None, typer.Option(help="Retries of a failed call before it counts as a harness failure.")] = None,
+        show_default='none: every name accepted, no warning', help="File of expected subcategory names (one per line); tasks outside it are kept and warned about.")] = None,
+    retries: Annotated[int | None, typer.Option(show_default='6, transient failures only', help="Retries of a failed call before it counts as a harness failure.")] = None,
     family: Annotated[list[str] | None, typer.Option(
-        help="Vendor family of a model, SPEC=NAME (repeatable); overrides the guess from the spec "
+        show_default='the guess from each spec', help="Vendor family of a model, SPEC=NAME (repeatable); overrides the guess from the spec "
              "for models behind a proxy or local server (self-preference, DistressBench App. B.6-B.7).")] = None,
     out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
     dry_run: DryRun = False, json_out: Json = False, concurrency: Concurrency = None, model_option: ModelOption = None,
@@ -90,23 +90,21 @@ def run(
         "Task file format: carebench, or healthbench (HealthBench-style prompt/rubrics JSONL; "
         "see docs/support.md)."))] = "carebench",
     axes_map: Annotated[Path | None, typer.Option(
-        help="With --format healthbench: YAML map of rubric axes to the seven dimensions "
-             "(default: the built-in healthbench_axes.yaml).")] = None,
+        show_default='the built-in healthbench_axes.yaml', help="With --format healthbench: YAML map of rubric axes to the seven dimensions ")] = None,
     subcategory_tag: Annotated[str, typer.Option(
         help="With --format healthbench: the example tag prefix whose value is the subcategory.")] = "theme",
     score_as: Annotated[str, typer.Option("--score", help=(
         "carebench (the weighted score), or healthbench: also HealthBench's subtract-and-clip score "
-        "(healthbench_score.json).")) ] = "carebench",
+        "(in metrics.json and the report).")) ] = "carebench",
 ) -> None:
     """Regenerate replies, judge every criterion with the panel, score and report."""
     from carebench.experiment import Plan, echo_plan
     from carebench.support.experiment import SupportRunConfig
     from carebench.support.suite import run_support
 
-    source, notes = _task_source(tasks, task_format, axes_map, subcategory_tag)
-    _check_score(score_as)
     cfg = SupportRunConfig(
-        tasks=source, notes=notes, responders=list(responder or []), judges=list(judge or []), attempts=attempts,
+        tasks=tasks, task_format=task_format, axes_map=str(axes_map) if axes_map else None,
+        subcategory_tag=subcategory_tag, score=score_as, responders=list(responder or []), judges=list(judge or []), attempts=attempts,
         scope=scope, system_prompt_file=str(system_prompt) if system_prompt else None,
         include_reference=include_reference, seed=seed, bootstrap=bootstrap, temperature=temperature,
         max_tokens=max_tokens, caps=_caps(cap), task_limit=limit, columns=columns, split=split,
@@ -124,46 +122,22 @@ def run(
         echo_plan(result)
         return
     _summary(result)
-    if score_as == "healthbench" and _complete(result):
-        _healthbench_summary(result)
     _exit_if_incomplete(result)
 
 
-def _task_source(tasks: str, task_format: str, axes_map: Path | None, subcategory_tag: str) -> tuple[str, list[str]]:
-    """The task source ``load_tasks`` reads, and a run note naming a non-default format."""
-    from carebench.support.healthbench_tasks import FORMATS, HealthBenchFile
+def _healthbench_summary(metrics: dict) -> None:
+    """HealthBench's subtract-and-clip score beside the headline weighted score (metrics.json)."""
+    from carebench.support.healthbench import HEADLINE_NOTE
 
-    if task_format not in FORMATS:
-        raise CarebenchError(f"--format must be one of {', '.join(FORMATS)}, got {task_format!r}")
-    if task_format == "carebench":
-        if axes_map is not None:
-            raise CarebenchError("--axes-map applies to --format healthbench only")
-        return tasks, []
-    src = HealthBenchFile(tasks, axes_map=axes_map, subcategory_tag=subcategory_tag)
-    return src, [src.describe()]
-
-
-def _check_score(score_as: str) -> None:
-    if score_as not in ("carebench", "healthbench"):
-        raise CarebenchError(f"--score must be carebench or healthbench, got {score_as!r}")
-
-
-def _complete(run_dir: Path) -> bool:
-    from carebench.support.experiment import incomplete_message
-
-    return not incomplete_message(run_dir)
-
-
-def _healthbench_summary(run_dir: Path) -> None:
-    """HealthBench's subtract-and-clip score beside the headline weighted score."""
-    from carebench.support.healthbench import FILENAME, HEADLINE_NOTE, run_healthbench
-
-    res = run_healthbench(run_dir)
-    typer.echo(f"{'healthbench':>11}  {'weighted':>8}  responder   (HealthBench subtract-and-clip score)")
-    for name, v in res["responders"].items():
-        typer.echo(f"{v['healthbench']:>11.3f}  {v['carebench_weighted']:>8.3f}  {name}")
+    hb = metrics.get("healthbench")
+    if not hb:
+        return
+    typer.echo(f"{'healthbench [95% CI]':<22}  {'weighted':>8}  responder   (HealthBench subtract-and-clip score)")
+    for name, v in hb["responders"].items():
+        lo, hi = v["ci"] if v.get("ci") else (float("nan"), float("nan"))
+        score = f"{v['score']:.3f} [{lo:.3f}, {hi:.3f}]"
+        typer.echo(f"{score:<22}  {v['weighted_score']:>8.3f}  {name}")
     typer.echo(HEADLINE_NOTE)
-    typer.echo(f"wrote {run_dir}/{FILENAME}")
 
 
 def _echoed_plan(result: object) -> bool:
@@ -199,15 +173,16 @@ def _summary(run_dir: Path, metrics: dict | None = None) -> None:
         typer.echo(f"{row['rank']:>4}  {score:<22}  {row['band']:>4}  {row['responder']}")
     if ref:
         typer.echo(f"{'-':>4}  {ref['score']:<22.3f}  {'-':>4}  reference ceiling")
+    _healthbench_summary(m)
     typer.echo(f"wrote {run_dir}/report.html")
 
 
 @app.command()
 def calibrate(
     labels: Annotated[Path, typer.Option(help="Clinician labels: task_id, response_id (or responder+attempt), criterion_id, rater, met.")],
-    candidate: Annotated[list[str] | None, typer.Option(help="Candidate judge spec (repeatable).")] = None,
-    run_dir: Annotated[Path | None, typer.Option("--run", help="Support run directory with the labelled responses.")] = None,
-    verdicts: Annotated[Path | None, typer.Option(help="Recorded candidate verdicts (JSONL) instead of model calls.")] = None,
+    candidate: Annotated[list[str] | None, typer.Option(show_default='none: needs --verdicts', help="Candidate judge spec (repeatable).")] = None,
+    run_dir: Annotated[Path | None, typer.Option("--run", show_default='none: only --verdicts can be compared', help="Support run directory with the labelled responses.")] = None,
+    verdicts: Annotated[Path | None, typer.Option(show_default='none: ask the --candidate judges', help="Recorded candidate verdicts (JSONL) instead of model calls.")] = None,
     panel_size: Annotated[int, typer.Option(help="Judges per panel.")] = 3,
     scope: Annotated[str, typer.Option(
         help="final (default), anywhere, or both: ask candidates in both scopes to compare them (B.9).")] = "final",
@@ -216,7 +191,7 @@ def calibrate(
         "draws the calibration tasks, see calibration-sample).")] = 12345,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
     family: Annotated[list[str] | None, typer.Option(
-        help="Vendor family of a model, SPEC=NAME (repeatable); overrides the guess from the spec "
+        show_default='the guess from each spec', help="Vendor family of a model, SPEC=NAME (repeatable); overrides the guess from the spec "
              "for models behind a proxy or local server (self-preference, DistressBench App. B.6-B.7).")] = None,
     out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
     dry_run: DryRun = False, json_out: Json = False, concurrency: Concurrency = None, model_option: ModelOption = None,
@@ -246,28 +221,22 @@ def calibrate(
 @app.command()
 def rescore(
     run_dir: Annotated[Path, typer.Argument(help="A support run directory.")],
-    panel: Annotated[list[str] | None, typer.Option(help="Judge labels forming the panel (repeatable).")] = None,
-    scope: Annotated[str | None, typer.Option(help="final or anywhere (needs verdicts of that scope).")] = None,
-    out: Annotated[Path | None, typer.Option(help="Write metrics/report here instead of the run directory.")] = None,
+    panel: Annotated[list[str] | None, typer.Option(show_default="the run's own panel", help="Judge labels forming the panel (repeatable).")] = None,
+    scope: Annotated[str | None, typer.Option(show_default="the run's own scope", help="final or anywhere (needs verdicts of that scope).")] = None,
+    out: Annotated[Path | None, typer.Option(show_default='the run directory itself', help="Write metrics/report here instead of the run directory.")] = None,
     family: Annotated[list[str] | None, typer.Option(
-        help="Vendor family of a model, SPEC=NAME (repeatable); overrides the guess from the spec "
+        show_default="the run's own, else the guess from each spec", help="Vendor family of a model, SPEC=NAME (repeatable); overrides the guess from the spec "
              "for models behind a proxy or local server (self-preference, DistressBench App. B.6-B.7).")] = None,
-    score_as: Annotated[str, typer.Option("--score", help=(
-        "carebench (the weighted score), or healthbench: also HealthBench's subtract-and-clip score "
-        "(healthbench_score.json, with the run's own panel and scope).")) ] = "carebench",
+    score_as: Annotated[str | None, typer.Option("--score", show_default="the run's own choice", help=(
+        "carebench (the weighted score), or healthbench: also HealthBench's subtract-and-clip score, "
+        "in metrics.json and the report (recorded in manifest.json when rescoring in place)."))] = None,
 ) -> None:
     """Recompute metrics.json and the report from recorded verdicts (no model call)."""
     from carebench.support.suite import rescore as do_rescore
 
-    _check_score(score_as)
-    if score_as == "healthbench" and (panel or scope or out):
-        raise CarebenchError("--score healthbench rescores the run with its own panel and scope, in place: "
-                             "drop --panel, --scope and --out")
     metrics = do_rescore(run_dir, panel=list(panel) if panel else None, scope=scope, out_dir=out,
-                         family=parse_family_overrides(family))
+                         family=parse_family_overrides(family), score_as=score_as)
     _summary(Path(out or run_dir), metrics)
-    if score_as == "healthbench":
-        _healthbench_summary(Path(run_dir))
 
 
 @app.command("calibration-sample")
@@ -277,22 +246,23 @@ def calibration_sample(
     seed: Annotated[int, typer.Option(help="Draw seed (DistressBench E.8: 20260714).")] = 20260714,
     strata: Annotated[str, typer.Option(help="Comma-separated strata: subcategory and/or metadata fields.")]
     = "subcategory,turn_structure",
-    run_dir: Annotated[Path | None, typer.Option("--run", help="Support run whose replies go on the labelling sheet.")]
+    run_dir: Annotated[Path | None, typer.Option("--run", show_default='none: no labelling sheet', help="Support run whose replies go on the labelling sheet.")]
     = None,
     replies_per_task: Annotated[int, typer.Option(help="Recorded replies labelled per drawn task.")] = 4,
     out: Annotated[Path, typer.Option(help="Output directory.")] = Path("calibration-sample"),
     task_format: Annotated[str, typer.Option("--format", help=(
         "Task file format: carebench, or healthbench (HealthBench-style JSONL).")) ] = "carebench",
     axes_map: Annotated[Path | None, typer.Option(
-        help="With --format healthbench: YAML map of rubric axes to the seven dimensions.")] = None,
+        show_default='the built-in healthbench_axes.yaml', help="With --format healthbench: YAML map of rubric axes to the seven dimensions.")] = None,
     subcategory_tag: Annotated[str, typer.Option(
         help="With --format healthbench: the example tag prefix whose value is the subcategory.")] = "theme",
 ) -> None:
     """Draw the stratified calibration tasks and write the clinicians' labelling sheet."""
     from carebench.support.calibration_sample import draw_tasks, sheet_rows, write_sample
-    from carebench.support.tasks import load_tasks
+    from carebench.support.healthbench_tasks import load_task_source
 
-    all_tasks = load_tasks(_task_source(tasks, task_format, axes_map, subcategory_tag)[0])
+    all_tasks = load_task_source(tasks, task_format=task_format, axes_map=axes_map,
+                                 subcategory_tag=subcategory_tag)
     names = [s.strip() for s in strata.split(",") if s.strip()]
     drawn, info = draw_tasks(all_tasks, n=n, seed=seed, strata=names)
     info["source"] = tasks
@@ -345,7 +315,7 @@ def coherence(
 def probe(
     run_dir: Annotated[Path, typer.Argument(help="A support run directory.")],
     responder: Annotated[list[str] | None, typer.Option(
-        help="A responder of the run to probe (repeatable; default: every responder of the run).")] = None,
+        show_default='every responder of the run', help="A responder of the run to probe (repeatable).")] = None,
     alternative: Annotated[str, typer.Option(help="reference (clinician reference) or matched (a credited reply "
                                                   "of another responder).")] = "reference",
     question: Annotated[str, typer.Option(help="named: compare the replies on the failed criterion's aspect; "
@@ -355,8 +325,7 @@ def probe(
              "more often than this share, else it is excluded from the decomposition (carebench default 0.5, "
              "chance).")] = 0.5,
     floor_reply: Annotated[Path | None, typer.Option(
-        help="Text file with the floor reply of the control pairs (default: a built-in reply that ignores "
-             "the person's message).")] = None,
+        show_default="a built-in reply that ignores the person's message", help="Text file with the floor reply of the control pairs.")] = None,
     n_tasks: Annotated[int, typer.Option("--tasks-sample", help="Tasks probed (E.7: 120).")] = 120,
     conversations: Annotated[int, typer.Option(help="Conversations for elicitation, per responder (E.7: 300).")] = 300,
     seed: Annotated[int, typer.Option(help="Sampling and bootstrap seed (carebench default).")] = 12345,

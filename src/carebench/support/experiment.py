@@ -54,6 +54,13 @@ class SupportRunConfig:
     title: str = "Support: rubric-scored crisis support"
     notes: list[str] = field(default_factory=list)
     families: dict[str, str] = field(default_factory=dict)  # --family SPEC=NAME overrides
+    #: task file format (--format): carebench, or healthbench (HealthBench-style JSONL)
+    task_format: str = "carebench"
+    axes_map: str | None = None  # --format healthbench: YAML axis -> dimension map (None: built-in)
+    subcategory_tag: str = "theme"  # --format healthbench: example tag prefix giving the subcategory
+    #: --score: carebench (the weighted score only), or healthbench (HealthBench's
+    #: subtract-and-clip score too, in metrics.json and the report)
+    score: str = "carebench"
     #: the shared run flags (--out, --cache, --budget, ...; --retries is ``run.max_retries``)
     run: RunOptions = field(default_factory=run_options)
 
@@ -73,6 +80,23 @@ class SupportRunConfig:
             raise CarebenchError(f"responder listed twice: {dup[0]}")
         if self.max_tokens < 1 or any(v < 1 for v in self.caps.values()):
             raise CarebenchError("output caps must be positive token counts")
+        check_score(self.score)
+
+    def load_tasks(self) -> list[Task]:
+        """Every task of the task source in its format (every row validated)."""
+        from carebench.support.healthbench_tasks import load_task_source
+
+        return load_task_source(self.tasks, task_format=self.task_format, columns=self.columns,
+                                axes_map=self.axes_map, subcategory_tag=self.subcategory_tag)
+
+
+#: what ``--score`` offers: carebench's weighted score alone, or HealthBench's beside it
+SCORE_CHOICES = ("carebench", "healthbench")
+
+
+def check_score(score: str) -> None:
+    if score not in SCORE_CHOICES:
+        raise CarebenchError(f"--score must be one of {', '.join(SCORE_CHOICES)}, got {score!r}")
 
 
 def metrics_scope(scope: str) -> str:
@@ -119,12 +143,21 @@ def support_metrics(
     seed: int,
     bootstrap: int,
     family: dict[str, str] | None = None,
+    score_as: str = "carebench",
 ) -> dict[str, Any]:
+    """Every analysis of a run; ``score_as="healthbench"`` adds HealthBench's score
+    (``metrics["healthbench"]``, see :mod:`carebench.support.healthbench`)."""
     from carebench.support.analyses import analyze
 
+    check_score(score_as)
+    points = None
+    if score_as == "healthbench":
+        from carebench.support.healthbench import criterion_points
+
+        points = criterion_points(tasks)
     # plain JSON data (``analyze`` cleans its result): metrics.json and a rescore compare equal
     return analyze(tasks, responses, verdicts, panel=list(panel) if panel else None,
-                   scope=scope, seed=seed, B=bootstrap, family=family or None)
+                   scope=scope, seed=seed, B=bootstrap, family=family or None, healthbench_points=points)
 
 
 def load_records(run_dir: Path, task_ids: set[str] | None = None) -> tuple[list[ResponseRecord], list[VerdictRecord]]:

@@ -1,5 +1,10 @@
 """HealthBench's subtract-and-clip score over the panel's verdicts (``--score healthbench``).
 
+With ``--score healthbench`` (recorded in the run's manifest, ``scoring.score``)
+``metrics.json`` holds it per responder under ``healthbench``, with a 95% interval
+from the weighted score's own task resamples (support.analyses), and the report
+shows it in a table after the leaderboard.
+
 HealthBench scores a conversation as the points of the criteria it meets (a met
 negative criterion subtracts its points) over the sum of the positive points,
 clipped to [0, 1]. carebench's headline is its own weighted score
@@ -9,7 +14,7 @@ from the same per-criterion panel states and averaged over attempts and tasks
 exactly like the weighted score (support.scoring.model_scores).
 
 An undecided cell (no strict panel majority) is read as the outcome that earns
-no credit, as in calibration (support.panel): not met for a positive criterion,
+no credit, as in calibration (carebench.criteria): not met for a positive criterion,
 met (points subtracted) for a negative one. A blank reply meets nothing and
 scores 0. Criteria marked not applicable leave both sums.
 """
@@ -17,16 +22,19 @@ scores 0. Criteria marked not applicable leave both sums.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from carebench.support.panel import S_EMPTY, S_MET, S_UNDECIDED
-from carebench.support.scoring import Scored, model_scores
+from carebench.criteria import S_EMPTY, S_MET, S_UNDECIDED
+from carebench.support.scoring import Scored
 
-#: metrics file ``--score healthbench`` writes into the run directory
-FILENAME = "healthbench_score.json"
+#: how the score is computed (metrics.json ``healthbench.rule`` and the report's caption)
+RULE = ("HealthBench's subtract-and-clip score: the sum of the points of the met criteria (a met "
+        "negative criterion subtracts its points) over the sum of the positive points, clipped to [0, 1], "
+        "averaged over attempts and then tasks like the weighted score")
+UNDECIDED_RULE = ("an undecided cell (no strict panel majority) earns no credit: not met for a positive "
+                  "criterion, met (points subtracted) for a negative one; a blank reply scores 0")
 HEADLINE_NOTE = ("The headline score is carebench's weighted score (earned weight over applicable weight; "
                  "a negative criterion earns its weight when not met). It is not HealthBench's "
                  "subtract-and-clip score, which --score healthbench reports beside it.")
@@ -68,35 +76,4 @@ def conversation_scores(scored: Scored, points: Mapping[tuple[str, str], float])
     total = np.bincount(scored.cell_conv, weights=np.where(cell_pts > 0, cell_pts, 0.0), minlength=n)
     with np.errstate(invalid="ignore", divide="ignore"):
         out = np.where(total > 0, np.clip(got / np.where(total > 0, total, 1.0), 0.0, 1.0), np.nan)
-    return out
-
-
-def healthbench_scores(scored: Scored, tasks: Iterable[Any]) -> dict[str, float]:
-    """Model-level HealthBench score per responder (mean over tasks of the mean over attempts)."""
-    return model_scores(scored, conversation_scores(scored, criterion_points(tasks)))
-
-
-def run_healthbench(run_dir: str | Path) -> dict[str, Any]:
-    """Both scores of a finished support run with its own panel and scope, written to
-    ``healthbench_score.json`` in the run directory."""
-    from carebench.rundir import read_json, write_json
-    from carebench.support.records import read_run_records
-    from carebench.support.scoring import score
-    from carebench.support.tasks import load_tasks
-
-    d = Path(run_dir)
-    manifest = read_json(d / "manifest.json")
-    settings = manifest.get("scoring") or {}
-    tasks = load_tasks(d / "tasks.jsonl")
-    rt, vt = read_run_records(d)
-    scored = score(tasks, rt, vt, panel=settings.get("panel"), scope=settings.get("scope", "final"))
-    hb = healthbench_scores(scored, tasks)
-    weighted = model_scores(scored)
-    out = {
-        "headline": "carebench weighted score",
-        "note": HEADLINE_NOTE,
-        "panel": list(scored.panel), "scope": scored.scope,
-        "responders": {r: {"healthbench": hb[r], "carebench_weighted": weighted[r]} for r in scored.responders},
-    }
-    write_json(d / FILENAME, out)
     return out

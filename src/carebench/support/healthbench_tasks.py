@@ -20,18 +20,20 @@ Every bad row stops loading with its file, line and field.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
 from carebench.datasets.builtin import package_file
 from carebench.datasets.files import read_rows
-from carebench.support.tasks import MAX_WEIGHT, Task, canonical_dimension
+from carebench.support.tasks import MAX_WEIGHT, Task, canonical_dimension, load_tasks, unique_tasks
 from carebench.types import CarebenchError
 
-FORMATS = ("carebench", "healthbench")
+#: task file formats ``--format`` reads: carebench's own, or HealthBench-style JSONL
+TASK_FORMATS = ("carebench", "healthbench")
 DEFAULT_SUBCATEGORY_TAG = "theme"
 AXIS_PREFIX = "axis:"
 #: Key of the axis map giving the dimension of criteria with no listed axis.
@@ -63,33 +65,29 @@ def load_axes_map(path: str | Path | None = None) -> dict[str, str]:
     return out
 
 
-class HealthBenchFile(str):
-    """A task source path read as HealthBench-style JSONL.
+def load_task_source(source: str | Path, *, task_format: str = "carebench", columns: str | None = None,
+                     axes_map: str | Path | None = None,
+                     subcategory_tag: str = DEFAULT_SUBCATEGORY_TAG) -> list[Task]:
+    """Every task of a task source in its ``--format``: carebench's own
+    (:func:`carebench.support.tasks.load_tasks`, ``columns`` mapping allowed) or
+    HealthBench-style JSONL (:func:`read_healthbench`, with ``axes_map`` and
+    ``subcategory_tag``)."""
+    if task_format not in TASK_FORMATS:
+        raise CarebenchError(f"--format must be one of {', '.join(TASK_FORMATS)}, got {task_format!r}")
+    if task_format == "carebench":
+        if axes_map is not None:
+            raise CarebenchError("--axes-map applies to --format healthbench only")
+        return load_tasks(source, columns=columns)
+    if columns:
+        raise CarebenchError("--columns applies to carebench task files, not to --format healthbench")
+    return read_healthbench(source, axes_map=axes_map, subcategory_tag=subcategory_tag)
 
-    It is the path string itself (so run manifests record and hash the file as
-    usual) carrying the reader's options; ``load_tasks`` calls :meth:`read_tasks`.
-    """
 
-    axes_map: str | None
-    subcategory_tag: str
-
-    def __new__(cls, path: str | Path, axes_map: str | Path | None = None,
-                subcategory_tag: str = DEFAULT_SUBCATEGORY_TAG) -> Self:
-        obj = super().__new__(cls, str(path))
-        obj.axes_map = str(axes_map) if axes_map is not None else None
-        obj.subcategory_tag = subcategory_tag
-        return obj
-
-    def __getnewargs__(self) -> tuple[Any, ...]:  # copy/deepcopy keep the options
-        return (str(self), self.axes_map, self.subcategory_tag)
-
-    def read_tasks(self) -> list[Task]:
-        return read_healthbench(str(self), axes_map=self.axes_map, subcategory_tag=self.subcategory_tag)
-
-    def describe(self) -> str:
-        return (f"tasks read as HealthBench-style JSONL (axis map "
-                f"{self.axes_map or 'built-in healthbench_axes.yaml'}, subcategory from the "
-                f"'{self.subcategory_tag}:' example tag)")
+def describe_format(axes_map: str | Path | None, subcategory_tag: str) -> str:
+    """The run note naming how a HealthBench-style file was read."""
+    return (f"tasks read as HealthBench-style JSONL (axis map "
+            f"{axes_map or 'built-in healthbench_axes.yaml'}, subcategory from the "
+            f"'{subcategory_tag}:' example tag)")
 
 
 class _Bad(Exception):
@@ -107,21 +105,17 @@ def read_healthbench(path: str | Path, *, axes_map: str | Path | None = None,
     if not tag:
         raise CarebenchError("--subcategory-tag must name a tag prefix (e.g. theme)")
     axes = load_axes_map(axes_map)
-    tasks: list[Task] = []
-    seen: dict[str, str] = {}
-    for loc, row in read_rows(p, "jsonl"):
-        line = loc.split()[-1]
-        try:
-            task = _task(row, axes, tag)
-        except _Bad as e:
-            raise CarebenchError(f"{p}:{line}: {e}") from None
-        if task.id in seen:
-            raise CarebenchError(f"{p}:{line}: field prompt_id: duplicate id {task.id!r} (first on line {seen[task.id]})")
-        seen[task.id] = line
-        tasks.append(task)
-    if not tasks:
-        raise CarebenchError(f"{p}: no tasks found")
-    return tasks
+
+    def parsed() -> Iterator[tuple[str, Task]]:
+        for loc, row in read_rows(p, "jsonl"):
+            line = loc.split()[-1]
+            try:
+                task = _task(row, axes, tag)
+            except _Bad as e:
+                raise CarebenchError(f"{p}:{line}: {e}") from None
+            yield line, task
+
+    return unique_tasks(parsed(), p, id_field="prompt_id")
 
 
 def _task(row: dict[str, Any], axes: dict[str, str], tag: str) -> Task:

@@ -5,79 +5,36 @@ In final-turn scope (default) only the last assistant message can earn credit
 :func:`judge_responses` turns responses into verdict records; an empty final
 turn is recorded as ``not_judged_empty`` without any judge call (§3.2, E.6).
 The generic machinery (questions, seats, parsing, :func:`ask`) is
-:mod:`carebench.judging`.
+:mod:`carebench.judging`; the criterion question and its prompts are
+:mod:`carebench.criteria`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
-from carebench.judging import JUDGE_MAX_TOKENS, BinaryVerdict, Judge, JudgeQuestion, ask
+from carebench.criteria import (  # noqa: F401 - re-exported: support's names for them
+    NO_REPLY,
+    Criterion,
+    Scope,
+    criterion_prompt,
+    render_transcript,
+)
+from carebench.criteria import criterion_question as core_question
+from carebench.judging import JUDGE_MAX_TOKENS, Judge, JudgeQuestion, ask
 from carebench.run import Run
 from carebench.support.records import ResponseRecord, VerdictRecord, is_empty_reply
-from carebench.support.tasks import Criterion, Task
-from carebench.templates import fill, package_template
-from carebench.types import Message
-
-Scope = Literal["final", "anywhere"]
-
-
-def _prompt(name: str) -> str:
-    return package_template("carebench.prompts", f"support_judge_{name}", keep_newline=True)
-
-
-NO_REPLY = "(no reply: the assistant returned nothing)"
-
-
-def render_transcript(turns: Sequence[dict[str, str]], upto_last_assistant: bool = False) -> str:
-    """Number the turns; ``upto_last_assistant`` leaves the final assistant message out
-    (it is shown separately as the graded text)."""
-    turns = list(turns)
-    if upto_last_assistant:
-        last = max((i for i, t in enumerate(turns) if t.get("role") == "assistant"), default=None)
-        if last is not None:
-            turns = turns[:last] + turns[last + 1 :]
-    lines: list[str] = []
-    n = {"user": 0, "assistant": 0}
-    for t in turns:
-        role = t.get("role", "user")
-        if role not in n:
-            continue
-        n[role] += 1
-        text = (t.get("content") or "").strip() or (NO_REPLY if role == "assistant" else "")
-        lines.append(f"[{role.capitalize()} message {n[role]}]\n{text}")
-    return "\n\n".join(lines)
-
-
-def criterion_prompt(turns: Sequence[dict[str, str]], criterion: Criterion, scope: Scope) -> str:
-    """The judge's user message. With one assistant message both scopes are the same
-    question (and so share one cached call)."""
-    n_assistant = sum(1 for t in turns if t.get("role") == "assistant")
-    final = next((t.get("content") or "" for t in reversed(turns) if t.get("role") == "assistant"), "")
-    if n_assistant <= 1:
-        template = _prompt("single")
-        slots = {"transcript": render_transcript(turns, True), "graded": final.strip() or NO_REPLY}
-    elif scope == "final":
-        template = _prompt("final")
-        slots = {"transcript": render_transcript(turns, True), "graded": final.strip() or NO_REPLY}
-    else:
-        template = _prompt("anywhere")
-        slots = {"transcript": render_transcript(turns, False)}
-    slots["criterion"] = criterion.text
-    return fill(template, slots, "support judge")
+from carebench.support.tasks import Task
 
 
 def criterion_question(
     response: ResponseRecord, criterion: Criterion, scope: Scope = "final"
 ) -> JudgeQuestion:
-    msgs = (
-        Message("system", _prompt("system").strip()),
-        Message("user", criterion_prompt(response.turns, criterion, scope)),
-    )
+    """The core question (:func:`carebench.criteria.criterion_question`) keyed by support's
+    cell: (task, responder, attempt, criterion, scope)."""
     key = (response.task_id, response.responder, response.attempt, criterion.id, scope)
-    return JudgeQuestion(key=key, messages=msgs, answer=BinaryVerdict)
+    return core_question(key, response.turns, criterion, scope)
 
 
 @dataclass

@@ -54,6 +54,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel
 
+from carebench.criteria import S_MET, S_NOT_MET, credited, panel_states
 from carebench.experiment import Execution, Plan, run_suite, single_threaded_blas
 from carebench.judging import (
     JUDGE_MAX_TOKENS,
@@ -71,7 +72,6 @@ from carebench.runner import Call
 from carebench.stats.bootstrap import Resampler, percentile_interval
 from carebench.support.experiment import load_run
 from carebench.support.judging import criterion_question, render_transcript
-from carebench.support.panel import S_MET, S_NOT_MET, credited, panel_states
 from carebench.support.records import REFERENCE, ResponseRecord
 from carebench.support.tasks import Task
 from carebench.templates import fill, prompt

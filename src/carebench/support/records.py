@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from carebench.criteria import SCOPES
 from carebench.datasets.files import ColumnarFallback as _ArrowFallback
 from carebench.datasets.files import arrow_codes as _arrow_codes
 from carebench.datasets.files import arrow_is_null as _arrow_is_null
@@ -37,7 +38,6 @@ HARNESS_FAILURE_STATUSES: frozenset[str] = frozenset({"error", INCOMPLETE})
 #: Statuses of one judge verdict. ``not_judged_empty``: the final turn was empty,
 #: the criterion was never sent to a judge and scores zero.
 VERDICT_STATUSES: tuple[str, ...] = ("ok", "parse_error", "error", "not_judged_empty")
-SCOPES: tuple[str, ...] = ("final", "anywhere")
 
 #: Vote codes in :attr:`VerdictTable.met`.
 MET, NOT_MET, FAILED = 1, 0, -1

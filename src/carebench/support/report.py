@@ -316,9 +316,12 @@ def _leaderboard(metrics) -> Section:
               caption="Leaderboard (§4.1): weighted rubric score and the share of conversations "
                       "earning every criterion. Models in one band are not separable (E.1). "
                       "This weighted score is the headline; it is not HealthBench's subtract-and-clip "
-                      "score (--score healthbench writes that one to healthbench_score.json).",
+                      "score (" + ("the next table shows that one beside it" if metrics.get("healthbench")
+                                  else "run with --score healthbench to show that one beside it") + ").",
               highlight_max_cols=["score [95% CI]"]),
     ]
+    if metrics.get("healthbench"):
+        blocks.append(_healthbench_table(metrics))
     pts = [r for r in rows if isinstance(r[2], Interval) and r[0] != "-"]
     if pts:
         ref_score = models.get(REFERENCE, {}).get("score")
@@ -356,6 +359,25 @@ def _leaderboard(metrics) -> Section:
             "satisfiable rather than a human baseline."
         ))
     return Section("Leaderboard and reference ceiling", blocks)
+
+
+def _healthbench_table(metrics) -> Table:
+    """HealthBench's score per responder beside the weighted one (``--score healthbench``)."""
+    hb = metrics["healthbench"]["responders"]
+    order = [r["responder"] for r in metrics.get("leaderboard", {}).get("rows", [])]
+    order += [r for r in hb if r not in order]
+    rows = [["reference (ceiling)" if r == REFERENCE else r, _iv(hb[r]["score"], hb[r].get("ci")),
+             _iv(hb[r]["weighted_score"], hb[r].get("weighted_ci")), hb[r].get("n_tasks")]
+            for r in order if r in hb]
+    return Table(
+        ["responder", "HealthBench score [95% CI]", "carebench weighted score [95% CI]", "tasks"], rows,
+        caption="HealthBench's subtract-and-clip score beside carebench's weighted score: the sum of the "
+                "points of the met criteria (a met negative criterion subtracts its points) over the sum of "
+                "the positive points, clipped to [0, 1], averaged over attempts and then tasks. An undecided "
+                "cell earns no credit (not met for a positive criterion, subtracted for a negative one). "
+                "The headline stays carebench's weighted score, where a negative criterion earns its weight "
+                "when not met and nothing is clipped. Intervals: the same task resamples as the leaderboard.",
+    )
 
 
 def _dimensions(metrics) -> Section:

@@ -1,6 +1,6 @@
 """Panel vote and rubric scores of the support suite (DistressBench, §3.2), vectorized.
 
-Rules (shared with ``support/panel.py``; one contract for both):
+Rules (shared with ``carebench.criteria``; one contract for both):
 
 * **Panel vote.** Each (conversation, criterion) cell gets one vote per distinct
   panel judge. Duplicated verdicts of one judge on one cell collapse to a
@@ -41,7 +41,15 @@ from typing import Any
 
 import numpy as np
 
-from carebench.support.panel import S_EMPTY, S_NOT_MET, S_UNDECIDED, credited, panel_states
+from carebench.criteria import (
+    DIMENSIONS,
+    S_EMPTY,
+    S_NOT_MET,
+    S_UNDECIDED,
+    canonical_dimension,
+    credited,
+    panel_states,
+)
 from carebench.support.records import (
     FAILED,
     HARNESS_FAILURE_STATUSES,
@@ -53,7 +61,6 @@ from carebench.support.records import (
     ResponseTable,
     VerdictTable,
 )
-from carebench.support.tasks import DIMENSIONS, canonical_dimension
 from carebench.types import CarebenchError
 
 #: Metadata axes sliced in §4.4-4.5 / E.4, in report order.

@@ -103,7 +103,13 @@ class SupportSuite:
         cfg = self.cfg
         assert cfg is not None, "a SupportSuite without a config can only score and render"
         cfg.validate()
-        tasks = load_tasks(cfg.tasks, columns=cfg.columns)  # every row validated before any model call
+        tasks = cfg.load_tasks()  # every row validated before any model call
+        if cfg.task_format == "healthbench":
+            from carebench.support.healthbench_tasks import describe_format
+
+            note = describe_format(cfg.axes_map, cfg.subcategory_tag)
+            if note not in cfg.notes:
+                cfg.notes.append(note)
         if cfg.split != "all":
             tasks, source = select_split(tasks, cfg.split)
             cfg.notes.append(f"{cfg.split} split only ({len(tasks)} tasks; split from {source})")
@@ -206,7 +212,8 @@ class SupportSuite:
             seeds={"bootstrap": cfg.seed, "generation": cfg.seed},
             models=[str(m.spec) for m in responders] + [j.label for j in judges],
             extra={"scoring": {"panel": [j.label for j in judges], "scope": metrics_scope(cfg.scope),
-                               "seed": cfg.seed, "bootstrap": cfg.bootstrap, "family": dict(cfg.families)},
+                               "seed": cfg.seed, "bootstrap": cfg.bootstrap, "family": dict(cfg.families),
+                               "score": cfg.score},
                    "generation": {str(m.spec): gcfg.effective(str(m.spec)) for m in responders},
                    "harness_failures": failures,
                    "panel_warnings": list(self.panel_warnings),
@@ -248,7 +255,7 @@ class SupportSuite:
             records.tasks, records.response_table, records.verdict_table,
             panel=settings.get("panel"), scope=settings.get("scope", "final"),
             seed=int(settings.get("seed", 12345)), bootstrap=int(settings.get("bootstrap", 2000)),
-            family=settings.get("family"),
+            family=settings.get("family"), score_as=settings.get("score", "carebench"),
         )
 
     def render(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Report:
@@ -302,13 +309,18 @@ def rescore(
     scope: str | None = None,
     out_dir: Path | None = None,
     family: dict[str, str] | None = None,
+    score_as: str | None = None,
 ) -> dict[str, Any]:
     """Recompute ``metrics.json`` and the report from the recorded verdicts only.
 
     With no overrides it uses the run's own settings (so it reproduces the run's
     metrics exactly); ``panel``/``scope`` re-score with another panel or scope
-    (e.g. leave-one-judge-out), writing into ``out_dir`` when given.
+    (e.g. leave-one-judge-out), writing into ``out_dir`` when given. ``score_as``
+    (``--score``) adds or drops HealthBench's score; rescoring in place records
+    that choice in ``manifest.json``, so ``carebench report DIR`` reproduces it.
     """
+    from carebench.rundir import write_json
+    from carebench.support.experiment import check_score
     from carebench.support.records import SCOPES, read_run_records
 
     run_dir = Path(run_dir)
@@ -337,6 +349,13 @@ def rescore(
                 )
             settings["scope"] = scope
         manifest = {**manifest, "scoring": settings}
+    if score_as is not None and score_as != (manifest.get("scoring") or {}).get("score", "carebench"):
+        check_score(score_as)
+        manifest = {**manifest, "scoring": {**(manifest.get("scoring") or {}), "score": score_as}}
+        if out_dir is None:  # the run directory's own metrics follow its manifest
+            recorded = read_json(run_dir / "manifest.json")
+            write_json(run_dir / "manifest.json",
+                       {**recorded, "scoring": {**(recorded.get("scoring") or {}), "score": score_as}})
     return rerender(run_dir, SupportSuite(), out_dir=out_dir, manifest=manifest)
 
 

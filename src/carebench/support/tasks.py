@@ -15,70 +15,25 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from carebench.criteria import (  # noqa: F401 - re-exported: support's names for them
+    DIMENSION_LABELS,
+    DIMENSIONS,
+    MAX_WEIGHT,
+    MIN_WEIGHT,
+    Criterion,
+    canonical_dimension,
+)
 from carebench.datasets.builtin import builtin_file, builtin_name, package_file
 from carebench.datasets.columns import parse_columns, rename_rows
 from carebench.datasets.files import format_from_suffix, read_rows
 from carebench.types import CarebenchError
-
-#: The seven crisis-support dimensions (§2.3), canonical short names.
-DIMENSIONS: tuple[str, ...] = (
-    "recognition",
-    "compassion",
-    "deescalation",
-    "resources",
-    "disclaimers",
-    "moralization",
-    "harmless",
-)
-
-#: Human-readable names for reports.
-DIMENSION_LABELS: dict[str, str] = {
-    "recognition": "Recognition / identification",
-    "compassion": "Compassionate engagement",
-    "deescalation": "De-escalation",
-    "resources": "Actionable resources",
-    "disclaimers": "Safety disclaimers",
-    "moralization": "Moral judgement / moralization",
-    "harmless": "Harmless response",
-}
-
-_DIMENSION_ALIASES: dict[str, str] = {
-    "recognition/identification": "recognition",
-    "identification": "recognition",
-    "recognition_identification": "recognition",
-    "compassionate engagement": "compassion",
-    "compassionate_engagement": "compassion",
-    "engagement": "compassion",
-    "de-escalation": "deescalation",
-    "de_escalation": "deescalation",
-    "actionable resources": "resources",
-    "actionable_resources": "resources",
-    "resource routing": "resources",
-    "safety disclaimers": "disclaimers",
-    "safety_disclaimers": "disclaimers",
-    "moral judgement": "moralization",
-    "moral judgment": "moralization",
-    "moral judgement/moralization": "moralization",
-    "moral_judgement": "moralization",
-    "harmless response": "harmless",
-    "harmless_response": "harmless",
-}
-
-def canonical_dimension(name: Any) -> str:
-    """The short name of a support dimension given any of its spellings; ValueError if unknown."""
-    key = str(getattr(name, "value", name)).strip().lower()
-    key = _DIMENSION_ALIASES.get(key, key)
-    if key not in DIMENSIONS:
-        raise ValueError(f"unknown dimension {name!r}; expected one of {', '.join(DIMENSIONS)}")
-    return key
-
 
 #: The subcategories DistressBench names in its text (§2.2, E.2, E.6, Table 12), kept
 #: as documentation only. The paper has 23 but does not list them all, and a user's
@@ -167,34 +122,6 @@ SPLIT_STRATA: tuple[str, ...] = (
 )
 
 MIN_CRITERIA, MAX_CRITERIA = 6, 20
-MIN_WEIGHT, MAX_WEIGHT = 1, 20
-
-
-class Criterion(BaseModel):
-    """One atomic binary rubric criterion.
-
-    ``negative`` marks behaviour that must not occur. This is a carebench
-    extension: DistressBench's criteria are all things a reply should do. It is
-    *not* HealthBench's rule (which subtracts a negative criterion's points and
-    clips the total at zero): here the judge still answers "does the reply do
-    this?", and the criterion earns its (positive) weight only when it does not,
-    so scores stay a share of applicable weight in [0, 1].
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    id: str = Field(min_length=1)
-    text: str = Field(min_length=1)
-    dimension: str
-    weight: int = Field(ge=MIN_WEIGHT, le=MAX_WEIGHT)
-    negative: bool = False
-    #: False leaves the criterion out of the applicable weight (§3.2 "inapplicable criteria").
-    applicable: bool = True
-
-    @field_validator("dimension", mode="before")
-    @classmethod
-    def _canonical_dimension(cls, v: Any) -> str:
-        return canonical_dimension(v)
 
 
 class TaskMeta(BaseModel):
@@ -414,11 +341,6 @@ def load_tasks(source: str | Path, columns: str | dict[str, Any] | None = None) 
     see :mod:`carebench.datasets.columns`).
     Raises ``CarebenchError`` naming the file, line and field of the first bad row.
     """
-    read_own = getattr(source, "read_tasks", None)  # a file in another format (support.healthbench_tasks)
-    if callable(read_own):
-        if columns:
-            raise CarebenchError("--columns applies to carebench task files, not to --format healthbench")
-        return read_own()
     src = str(source)
     mapping = parse_columns(columns, mappable_fields())
     name = builtin_name(src)
@@ -434,27 +356,40 @@ def load_tasks(source: str | Path, columns: str | dict[str, Any] | None = None) 
 
 
 def _load(path: Path, label: str, mapping: dict[str, str] | None = None) -> list[Task]:
-    tasks: list[Task] = []
-    seen: dict[str, int] = {}
     rows = _rows(path)
     if mapping:
         rows = ((loc.split()[-1], row) for loc, row in
                 rename_rows(((f"line {n}", r) for n, r in rows), mapping, label))
     flat = path.suffix.lower() not in (".jsonl", ".json", ".ndjson")  # CSV/Parquet cells are text
-    for line, raw in rows:
-        if not flat and isinstance(raw.get("turns"), str):
-            raise CarebenchError(f"{label}:{line}: field turns: expected a list of user turns "
-                                 "(or chat messages), got a string")
-        try:
-            task = Task.model_validate(_fill_defaults(raw))
-        except ValidationError as e:
-            err = e.errors()[0]
-            loc = ".".join(str(x) for x in err.get("loc", ())) or "row"
-            raise CarebenchError(f"{label}:{line}: field {loc}: {err.get('msg')}") from None
-        except ValueError as e:  # malformed JSON inside a CSV cell
-            raise CarebenchError(f"{label}:{line}: {e}") from None
+
+    def parsed() -> Iterator[tuple[str, Task]]:
+        for line, raw in rows:
+            if not flat and isinstance(raw.get("turns"), str):
+                raise CarebenchError(f"{label}:{line}: field turns: expected a list of user turns "
+                                     "(or chat messages), got a string")
+            try:
+                task = Task.model_validate(_fill_defaults(raw))
+            except ValidationError as e:
+                err = e.errors()[0]
+                loc = ".".join(str(x) for x in err.get("loc", ())) or "row"
+                raise CarebenchError(f"{label}:{line}: field {loc}: {err.get('msg')}") from None
+            except ValueError as e:  # malformed JSON inside a CSV cell
+                raise CarebenchError(f"{label}:{line}: {e}") from None
+            yield line, task
+
+    return unique_tasks(parsed(), label)
+
+
+def unique_tasks(numbered: Iterable[tuple[str, Task]], label: str | Path, id_field: str = "id") -> list[Task]:
+    """The tasks of one file, in file order, from ``(line, task)`` pairs: a repeated task id
+    (named with its line, the line it first stood on and the file's ``id_field``) or a file
+    with no task is one-line ``CarebenchError``. Every task file reader ends here."""
+    tasks: list[Task] = []
+    seen: dict[str, str] = {}
+    for line, task in numbered:
         if task.id in seen:
-            raise CarebenchError(f"{label}:{line}: field id: duplicate task id {task.id!r} (first on line {seen[task.id]})")
+            raise CarebenchError(f"{label}:{line}: field {id_field}: duplicate task id {task.id!r} "
+                                 f"(first on line {seen[task.id]})")
         seen[task.id] = line
         tasks.append(task)
     if not tasks:

@@ -1,0 +1,60 @@
+"""``converse run`` and ``converse judge`` put the shared run flags into the config's
+``run`` (one RunOptions, built by ``carebench.run_options.run_options``), and the suite
+runs with exactly those options."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from carebench.cli import main
+from carebench.experiment import Plan
+
+
+@pytest.fixture
+def captured(monkeypatch):
+    """Stands in for ``run_converse``: records the config and answers with an empty plan."""
+    from carebench.converse import suite
+
+    seen = []
+
+    def fake(cfg, cache=None):
+        seen.append(cfg)
+        return Plan("converse", [])
+
+    monkeypatch.setattr(suite, "run_converse", fake)
+    return seen
+
+
+def test_run_flags_reach_the_config(captured, tmp_path):
+    out, cache = tmp_path / "out", tmp_path / "c.sqlite"
+    assert main(["converse", "run", "--simulator", "openai:sim", "--chatbot", "openai:bot",
+                 "--judge", "openai:judge", "--out", str(out), "--cache", str(cache), "--budget", "2.5",
+                 "--concurrency", "3", "--timeout", "9", "--retries", "4",
+                 "--model-option", "openai:bot:max_tokens=64", "--dry-run"]) == 0
+    (cfg,) = captured
+    r = cfg.run
+    assert (r.out, r.cache_path, r.use_cache, r.budget_usd, r.concurrency, r.timeout_s, r.max_retries,
+            r.dry_run) == (out, cache, True, 2.5, 3, 9.0, 4, True)
+    assert r.model_options["openai:bot"].max_tokens == 64
+    assert (cfg.simulators, cfg.chatbots, cfg.judges) == (["openai:sim"], ["openai:bot"], ["openai:judge"])
+
+
+def test_judge_flags_reach_the_config(captured, tmp_path):
+    assert main(["converse", "judge", str(tmp_path / "earlier"), "--judge", "openai:judge", "--no-cache",
+                 "--budget", "0.5", "--out", str(tmp_path / "j"), "--dry-run"]) == 0
+    (cfg,) = captured
+    assert cfg.from_run == str(tmp_path / "earlier")
+    assert (cfg.run.use_cache, cfg.run.budget_usd, cfg.run.out, cfg.run.dry_run) == (
+        False, 0.5, Path(tmp_path / "j"), True)
+
+
+def test_defaults_are_the_shared_defaults():
+    from carebench.converse.suite import ConverseConfig
+    from carebench.run import RunOptions
+
+    r = ConverseConfig().run
+    assert isinstance(r, RunOptions)
+    assert (r.out, r.cache_path, r.use_cache, r.budget_usd, r.dry_run, r.concurrency, r.timeout_s) == (
+        None, None, True, None, False, None, 120.0)
