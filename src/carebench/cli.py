@@ -64,11 +64,15 @@ def demo(
     model: Annotated[str, typer.Option(help="Model spec for the model-backed parts.")] = "llamacpp:builtin",
     full: Annotated[bool, typer.Option(help="Run every built-in item (slower).")] = False,
     cache: Annotated[Path | None, typer.Option(show_default='CAREBENCH_CACHE, else the user cache directory', help="Cache file.")] = None,
+    jobs: Annotated[int | None, typer.Option(
+        show_default="2 when more than one core is usable and free (usable cores minus the 1-minute load "
+                     "average), else 1",
+        help="Worker processes for the suite parts (1: one after another).", min=1)] = None,
 ) -> None:
     """Run carebench offline on built-in data and write a run directory."""
     from carebench.demo import run_demo
 
-    run_demo(out=out, model_spec=model, quick=not full, cache_path=cache)
+    run_demo(out=out, model_spec=model, quick=not full, cache_path=cache, jobs=jobs)
 
 
 @models_app.command("check")

@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -79,10 +80,11 @@ def machine() -> dict[str, Any]:
 
 
 def _cpu_seconds() -> float:
+    """CPU seconds of this process and of its worker processes that have ended."""
     import resource
 
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def _llama_work() -> dict[str, float]:
@@ -163,7 +165,17 @@ def run_demo(
     model_spec: str = "llamacpp:builtin",
     quick: bool = True,
     cache_path: Path | None = None,
+    jobs: int | None = None,
 ) -> Path:
+    """Run the probe and every suite's demo part into one run directory.
+
+    ``jobs`` forces the number of worker processes for the parts (1: one after another
+    in this process); None decides from the free cores (``carebench.cores.choose_jobs``)."""
+    from carebench.cores import choose_jobs
+    from carebench.types import CarebenchError
+
+    if jobs is not None and jobs < 1:
+        raise CarebenchError(f"--jobs must be at least 1, got {jobs}")
     if cache_path is not None:
         os.environ["CAREBENCH_CACHE"] = str(cache_path)
     t_start = time.perf_counter()
@@ -178,6 +190,11 @@ def run_demo(
     from carebench.suites import SUITES
 
     part_names = [suite for suite, entry in SUITES.items() if entry.demo is not None]
+    # measured once, here, before the demo's own work loads the cores
+    workers = choose_jobs(len(part_names), jobs)
+    if workers.n > 1 and not _can_fork():
+        workers = replace(workers, n=1, reason=workers.reason + "; no fork() on this platform")
+    _say(f"parts: {'one after another' if workers.n == 1 else f'{workers.n} worker processes'} ({workers.reason})")
 
     with Run(run_options()) as run:
         model = run.model(model_spec)
@@ -220,12 +237,16 @@ def run_demo(
     _say(meter.line("probe"))
 
     parts: list[str] = []
-    for suite in part_names:
-        _say(f"\n== {suite} suite ==")
-        with meter.phase(suite):
-            SUITES[suite].demo()(run_dir / suite, model_spec=model_spec, quick=quick)
-        _say(meter.line(suite))
-        parts.append(suite)
+    if workers.n == 1:
+        for suite in part_names:
+            _say(f"\n== {suite} suite ==")
+            with meter.phase(suite):
+                SUITES[suite].demo()(run_dir / suite, model_spec=model_spec, quick=quick)
+            _say(meter.line(suite))
+            parts.append(suite)
+    else:
+        with meter.phase(f"parts in {workers.n} workers"):
+            parts = run_parts_in_workers(part_names, workers.n, run_dir, model_spec, quick, meter)
     with meter.phase("index report"):
         timings = {k: round(v["wall_s"], 1) for k, v in meter.phases.items()}
         elapsed = time.perf_counter() - t_start
@@ -235,6 +256,7 @@ def run_demo(
             "probe": {"answers": len(records), "cache_hits": res.cache_hits, "provider_calls": res.provider_calls},
             "timings_s": {**timings, "total": round(elapsed, 1)},
             "cpu_s": round(cpu, 1), "phases": meter.phases, "machine": host,
+            "jobs": {"workers": workers.n, "reason": workers.reason},
         })
         render_index(run_dir)  # each part rendered its own report already: nothing is drawn twice
     elapsed = time.perf_counter() - t_start
@@ -287,3 +309,218 @@ def render_index(run_dir: Path) -> dict:
     )
     write_report(report, run_dir)
     return metrics
+
+
+# ---- the suite parts in worker processes -------------------------------------------------
+
+#: wall seconds of each quick part, measured one after another on an idle 2-core AMD EPYC VM
+#: (README): the workers take the parts longest first (a part not listed is taken first)
+PART_SECONDS = {"converse": 15.8, "plural": 15.0, "support": 11.5, "risk": 11.4}
+
+
+def longest_first(parts: list[str]) -> list[str]:
+    return sorted(parts, key=lambda p: -PART_SECONDS.get(p, float("inf")))
+
+
+def _can_fork() -> bool:
+    import multiprocessing
+
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def _pack_error(part: str, e: BaseException) -> dict[str, Any]:
+    """An exception of a part, as the parent re-raises it (the object itself when it
+    survives pickling, else its kind and message)."""
+    import pickle
+    import traceback
+
+    from carebench.types import BatchPending, CarebenchError, RunStopped
+
+    try:
+        blob: bytes | None = pickle.dumps(e)
+        pickle.loads(blob)
+    except Exception:  # noqa: BLE001 - any object that does not survive pickling goes as kind and text
+        blob = None
+    kind = ("batch" if isinstance(e, BatchPending) else "stopped" if isinstance(e, RunStopped)
+            else "carebench" if isinstance(e, CarebenchError) else "interrupt" if isinstance(e, KeyboardInterrupt)
+            else "other")
+    return {"blob": blob, "kind": kind, "type": type(e).__name__, "message": str(e),
+            "traceback": "" if kind != "other" else "".join(traceback.format_exception(e))}
+
+
+def _unpack_error(part: str, err: dict[str, Any]) -> BaseException:
+    import pickle
+
+    from carebench.types import BatchPending, CarebenchError, RunStopped
+
+    if err.get("blob") is not None:
+        return pickle.loads(err["blob"])
+    make = {"batch": BatchPending, "stopped": RunStopped, "carebench": CarebenchError,
+            "interrupt": KeyboardInterrupt}.get(err["kind"])
+    if make is not None:
+        return make(err["message"])
+    return RuntimeError(f"demo part {part}: {err['type']}: {err['message']}")
+
+
+def run_part_captured(part: str, run_dir: Path, model_spec: str, quick: bool) -> dict[str, Any]:
+    """Run one suite part with its console output (both streams, Python's and the C
+    libraries' alike) held back, so the parent can print it whole and in the parts'
+    order; returns the output, the part's phase figures and its error, if any."""
+    import tempfile
+
+    from carebench.suites import SUITES
+
+    meter = PhaseMeter()
+    error = None
+    saved_streams = (sys.stdout, sys.stderr)
+    for stream in saved_streams:
+        stream.flush()
+    saved_fds = (os.dup(1), os.dup(2))
+    with tempfile.TemporaryFile() as out_f, tempfile.TemporaryFile() as err_f:
+        os.dup2(out_f.fileno(), 1)
+        os.dup2(err_f.fileno(), 2)
+        sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)  # noqa: SIM115
+        try:
+            with meter.phase(part):
+                SUITES[part].demo()(run_dir / part, model_spec=model_spec, quick=quick)
+        except BaseException as e:  # noqa: BLE001 - every failure goes back to the parent, which re-raises it
+            error = _pack_error(part, e)
+        finally:
+            sys.stdout.close()
+            sys.stderr.close()
+            sys.stdout, sys.stderr = saved_streams
+            os.dup2(saved_fds[0], 1)
+            os.dup2(saved_fds[1], 2)
+            for fd in saved_fds:
+                os.close(fd)
+        out_f.seek(0)
+        err_f.seek(0)
+        out, err = out_f.read(), err_f.read()
+    return {"part": part, "stdout": out.decode("utf-8", "replace"), "stderr": err.decode("utf-8", "replace"),
+            "phase": meter.phases.get(part), "error": error}
+
+
+def _worker(conn: Any, run_dir: Path, model_spec: str, quick: bool) -> None:
+    """A worker process: runs the parts the parent sends, one at a time, until None.
+
+    Ctrl-C reaches the whole process group; the parent alone answers it (it ends the
+    workers and prints the one interrupted line), so a worker ignores SIGINT."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while True:
+        try:
+            part = conn.recv()
+        except (EOFError, OSError):  # the parent is gone
+            return
+        if part is None:
+            return
+        res = run_part_captured(part, run_dir, model_spec, quick)
+        try:
+            conn.send(res)
+        except OSError:  # the parent is gone
+            return
+
+
+def _show_part(res: dict[str, Any], meter: PhaseMeter) -> None:
+    _say(f"\n== {res['part']} suite ==")
+    for stream, text in ((sys.stdout, res["stdout"]), (sys.stderr, res["stderr"])):
+        if text:
+            stream.write(text)
+            stream.flush()
+    if res["phase"] is not None:
+        meter.phases[res["part"]] = res["phase"]
+    if res["error"] is None:
+        _say(meter.line(res["part"]))
+
+
+def run_parts_in_workers(parts: list[str], n: int, run_dir: Path, model_spec: str, quick: bool,
+                         meter: PhaseMeter) -> list[str]:
+    """Run the suite parts in ``n`` forked worker processes and print each part's output
+    whole, in the order of ``parts``, as soon as it and every part before it are done.
+
+    The workers are forked after the parent imported the libraries and loaded the model
+    (shared copy-on-write; each worker keeps its own llama.cpp context from then on) and
+    after the probe closed its cache connection; every part opens its own connection to
+    the shared SQLite cache (WAL, 30 s busy timeout). An idle worker takes the longest
+    part still waiting. When a part fails, no part after it (in the parts' order)
+    starts, parts already running finish, the parts before it are printed, then its
+    output, and its error is raised as the same exception a run in one process raises."""
+    import multiprocessing
+    from multiprocessing.connection import wait
+
+    from carebench.types import CarebenchError
+
+    ctx = multiprocessing.get_context("fork")
+    order = {p: i for i, p in enumerate(parts)}
+    waiting = longest_first(parts)
+    procs: dict[Any, Any] = {}
+    for i in range(n):
+        mine, theirs = ctx.Pipe()
+        proc = ctx.Process(target=_worker, args=(theirs, run_dir, model_spec, quick),
+                           name=f"carebench-demo-worker-{i + 1}")  # not daemonic: a part may start processes
+        proc.start()
+        theirs.close()
+        procs[mine] = proc
+    busy: dict[Any, str] = {}
+    results: dict[str, dict[str, Any]] = {}
+    first_failure = len(parts)  # index (in ``parts``) of the earliest failed part
+    shown = 0
+    done: list[str] = []
+
+    def hand_out(conn: Any) -> None:
+        while waiting:
+            part = waiting.pop(0)
+            if order[part] < first_failure:
+                conn.send(part)
+                busy[conn] = part
+                return
+        conn.send(None)
+
+    try:
+        for conn in list(procs):
+            hand_out(conn)
+        while busy:
+            for conn in wait(list(busy)):
+                part = busy.pop(conn)
+                try:
+                    res = conn.recv()
+                except (EOFError, OSError):
+                    procs[conn].join(5)
+                    res = {"part": part, "stdout": "", "stderr": "", "phase": None,
+                           "error": _pack_error(part, CarebenchError(
+                               f"demo part {part}: its worker process ended (exit code {procs[conn].exitcode}) "
+                               f"before the part finished"))}
+                    conn.close()
+                    del procs[conn]
+                else:
+                    hand_out(conn)
+                results[part] = res
+                if res["error"] is not None:
+                    first_failure = min(first_failure, order[part])
+                while shown < len(parts) and parts[shown] in results and shown <= first_failure:
+                    res = results[parts[shown]]
+                    _show_part(res, meter)
+                    shown += 1
+                    if res["error"] is None:
+                        done.append(res["part"])
+        failed = results.get(parts[first_failure]) if first_failure < len(parts) else None
+        if failed is not None:
+            err = failed["error"]
+            if err["traceback"]:
+                sys.stderr.write(err["traceback"])
+            raise _unpack_error(failed["part"], err) from None
+    finally:
+        # normally every worker was sent None and is ending; interrupted, end them now (a
+        # part's finished answers are in the cache already: the next run resumes from them)
+        interrupted = not isinstance(sys.exc_info()[1], (Exception, type(None)))
+        for conn, proc in procs.items():
+            conn.close()
+            if interrupted:
+                proc.terminate()
+            proc.join(30)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(5)
+    return done

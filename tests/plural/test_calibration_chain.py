@@ -7,6 +7,8 @@ F1, hand-coded AC1, counts from the prompt file), never read back from the code 
 from __future__ import annotations
 
 import json
+import re
+from html.parser import HTMLParser
 from itertools import combinations
 from pathlib import Path
 
@@ -250,3 +252,87 @@ def test_evaluation_continues_the_chain(chain):
     for cell in metrics["cells"]:
         assert cell["full"]["value"] == pytest.approx((ok["judge-a"] + 2 * ok["judge-b"]) / 3, abs=1e-9)  # 10 decimals
         assert cell["partial"]["value"] == 0 and cell["coverage"]["value"] == pytest.approx(1.0)
+
+
+#: a taxonomy code as the reports would print it (Markdown escapes the underscore)
+RAW_CODE = re.compile(r"\b(?:RESPONSE|INTENT|FUNCTION|NSSI_SEVERITY|SUICIDAL_SEVERITY|NSSI|SUICIDAL)\\?_\w+")
+
+
+class _VisibleText(HTMLParser):
+    """The text a reader sees in a report page, without the cells of table columns headed
+    "code" (the allowed secondary label) and without style and script elements."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: list[str] = []
+        self.skip_depth = 0
+        self.header: list[str] = []
+        self.col = -1
+        self.in_cell = False
+        self.cell_is_code = False
+        self.head_text = ""
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("style", "script"):
+            self.skip_depth += 1
+        elif tag == "table":
+            self.header, self.col = [], -1
+        elif tag == "tr":
+            self.col = -1
+        elif tag in ("th", "td"):
+            self.col += 1
+            self.in_cell, self.head_text = True, ""
+            self.cell_is_code = tag == "td" and self.col < len(self.header) and self.header[self.col] == "code"
+
+    def handle_endtag(self, tag):
+        if tag in ("style", "script"):
+            self.skip_depth -= 1
+        elif tag == "th" and self.in_cell:
+            self.header.append(self.head_text.strip())
+        if tag in ("th", "td"):
+            self.in_cell = self.cell_is_code = False
+
+    def handle_data(self, data):
+        if self.in_cell:
+            self.head_text += data
+        if not self.skip_depth and not self.cell_is_code:
+            self.parts.append(data)
+
+
+def _markdown_visible(text: str) -> str:
+    """Markdown without the cells of table columns headed "code"."""
+    out, drop = [], None
+    for line in text.splitlines():
+        if line.startswith("|"):
+            cells = line.strip().strip("|").split(" | ")
+            if drop is None:
+                drop = [i for i, c in enumerate(cells) if c.strip() == "code"]
+            line = " | ".join(c for i, c in enumerate(cells) if i not in drop)
+        else:
+            drop = None
+        out.append(line)
+    return "\n".join(out)
+
+
+def test_calibration_and_release_reports_show_names_not_codes(chain):
+    """Where a person reads a taxonomy label (calibrate, freeze, label, agreement reports),
+    the taxonomy's name is shown; the code only in a column headed "code"."""
+    from carebench.taxonomy import load_taxonomy
+
+    names = load_taxonomy().names()
+    for d in ("cal", "freeze", "label", "agree"):
+        md = (chain[d] / "report.md").read_text()
+        page = _VisibleText()
+        page.feed((chain[d] / "report.html").read_text())
+        for where, text in (("report.md", _markdown_visible(md)), ("report.html", "".join(page.parts))):
+            found = sorted(set(RAW_CODE.findall(text)))
+            assert not found, f"{d}/{where}: raw codes a reader sees: {found[:5]}"
+    # the agreement tables name every label, with its code beside it as the secondary label
+    md = (chain["agree"] / "report.md").read_text()
+    assert "| Clarify / Investigate | RESPONSE\\_1 |" in md and f"| {names['FUNCTION_U']} | FUNCTION\\_U |" in md
+    assert "| NSSI severity 3 | NSSI\\_SEVERITY\\_3 |" in md
+    # and re-rendering keeps the reports byte for byte
+    for d in ("cal", "freeze", "label", "agree"):
+        before = [(chain[d] / f).read_bytes() for f in ("report.md", "report.html")]
+        assert main(["report", str(chain[d])]) == 0
+        assert [(chain[d] / f).read_bytes() for f in ("report.md", "report.html")] == before

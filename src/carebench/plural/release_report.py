@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from carebench.plural.calibration_report import ARCH_TITLE, header
+from carebench.plural.report import code_names, label_name
 from carebench.report.document import Callout, KeyValue, Paragraph, Report, Section, Table
 
 
@@ -74,6 +75,8 @@ def label_report(man: dict[str, Any], metrics: dict[str, Any]) -> Report:
 
 def agreement_report(man: dict[str, Any], metrics: dict[str, Any]) -> Report:
     labels = man["scoring"]["label_space"]
+    names = code_names(man)
+    shown = {lab: label_name(lab, names) for lab in labels}  # the code stays in its own column
     about = header(man)
     if not metrics["prevalence"]:
         about.append(Callout("The release holds no policies: only the practitioners' agreement is shown.",
@@ -84,17 +87,18 @@ def agreement_report(man: dict[str, Any], metrics: dict[str, Any]) -> Report:
         blocks = []
         if profs:
             names = sorted(profs)
-            rows = [[lab, *[profs[a]["labels"][lab] for a in names]] for lab in labels]
-            rows.append(["mean policy size", *[profs[a]["mean_policy_size"] for a in names]])
-            blocks.append(Table(["Label", *names], rows, number_format=".1f",
+            aliases = sorted(profs)
+            rows = [[shown[lab], lab, *[profs[a]["labels"][lab] for a in aliases]] for lab in labels]
+            rows.append(["mean policy size", "", *[profs[a]["mean_policy_size"] for a in aliases]])
+            blocks.append(Table(["Label", "code", *aliases], rows, number_format=".1f",
                                 caption=f"{t_prev}: {ARCH_TITLE[arch]} profile-generated label prevalence (%) "
-                                        "and mean policy size (RESPONSE categories)"))
+                                        "and mean policy size (response categories)"))
         hk, pk = f"practitioners/{arch}", f"profiles/{arch}"
         if hk in metrics["ac1"] or pk in metrics["ac1"]:
-            rows = [[lab, metrics["ac1"].get(hk, {}).get(lab), metrics["ac1"].get(pk, {}).get(lab)]
+            rows = [[shown[lab], lab, metrics["ac1"].get(hk, {}).get(lab), metrics["ac1"].get(pk, {}).get(lab)]
                     for lab in labels]
-            rows.append(["mean pairwise Jaccard", metrics["jaccard"].get(hk), metrics["jaccard"].get(pk)])
-            blocks.append(Table(["Label", "Practitioners (calibration cases)", "Profiles (released prompts)"],
+            rows.append(["mean pairwise Jaccard", "", metrics["jaccard"].get(hk), metrics["jaccard"].get(pk)])
+            blocks.append(Table(["Label", "code", "Practitioners (calibration cases)", "Profiles (released prompts)"],
                                 rows, caption=f"{t_ac1}: {ARCH_TITLE[arch]} per-label Gwet AC1 on binary "
                                               "presence, and mean pairwise Jaccard of complete label sets"))
         if blocks:

@@ -97,6 +97,17 @@ def code_names(manifest: Mapping[str, Any]) -> dict[str, str]:
         return load_taxonomy().names()
 
 
+def label_name(label: str, names: Mapping[str, str]) -> str:
+    """What a person reads for a label of the calibration label space: a taxonomy code's
+    name (``names``, from :func:`code_names`), a severity label in words."""
+    from carebench.plural.policy import NSSI_PREFIX, SUICIDAL_PREFIX
+
+    for prefix, kind in ((NSSI_PREFIX, "NSSI"), (SUICIDAL_PREFIX, "Suicidal")):
+        if label.startswith(prefix):
+            return f"{kind} severity {label[len(prefix):]}"
+    return names.get(label, label)
+
+
 def _named(codes: Sequence[str], names: Mapping[str, str]) -> str:
     return ", ".join(names.get(c, c) for c in codes) or "none"
 
