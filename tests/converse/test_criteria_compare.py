@@ -100,6 +100,13 @@ def test_two_chatbots_are_compared_on_the_same_personas(tmp_path):
     means = _loop(d)
     assert (pair["ci_low"], pair["ci_high"]) == pytest.approx(tuple(np.percentile(means, [2.5, 97.5])))
     assert pair["p_a_better"] == pytest.approx(np.mean(means > 0) + 0.5 * np.mean(means == 0))
+    # the leaderboard of the run ranks the chatbots on the same weighted score
+    assert main(["leaderboard", str(out), "--out", str(tmp_path / "lb")]) == 0
+    (board,) = json.loads((tmp_path / "lb" / "metrics.json").read_text())["boards"]
+    assert board["metric"] == "score" and board["n_common_units"] == 3
+    assert [(r["system"], r["value"]) for r in board["rows"]] == [
+        (a, pytest.approx(np.mean(list(SCORES["bot-a"].values())))),
+        (b, pytest.approx(np.mean(list(SCORES["bot-b"].values()))))]
     html = (out / "report.html").read_text()
     assert "Chatbots compared on the same personas" in html and f"{np.mean(d):.3f}" in html
     assert_rerenders_byte_for_byte(out)
@@ -181,3 +188,7 @@ def test_compare_refuses_a_criteria_run_against_a_tree_run(tmp_path, capsys):
         assert len(err) == 1 and "--criteria task" in err[0] and "rubric tree" in err[0], err
         assert str(tmp_path / "crit") in err[0] and str(tmp_path / "tree") in err[0]
         assert not out.exists()
+    capsys.readouterr()
+    assert main(["leaderboard", str(tmp_path / "crit"), str(tmp_path / "tree"), "--out", str(tmp_path / "lb")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "rubric tree" in err[0] and not (tmp_path / "lb").exists()
