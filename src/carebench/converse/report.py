@@ -238,6 +238,15 @@ def _build_criteria_report(metrics: Mapping[str, Any], records: Sequence[Mapping
             "in the drill-down. Re-running the same command retries failed calls.", kind="warning"))
     sections = [run, *(_criteria_section(cb, e, metrics.get("scope", "anywhere"))
                        for cb, e in (metrics.get("chatbots") or {}).items())]
+    pairs = metrics.get("pairwise") or []
+    if pairs:
+        sections.append(Section("Chatbots compared on the same personas", [
+            Paragraph("The weighted score of A minus that of B, averaged over the personas both have a scored "
+                      "conversation for; the 95% interval resamples those personas (the same draws for A and "
+                      "B). P(A higher): the share of resamples where A's mean is higher, ties counting half."),
+            Table(["A", "B", "personas", "weighted score A - B [95% CI]", "P(A higher)"],
+                  [[p["a"], p["b"], p["personas"], Interval(p["difference"], p["ci_low"], p["ci_high"]),
+                    p["p_a_better"]] for p in pairs], number_format=".3f")], anchor="pairwise"))
     drill = _transcripts(records, panel)
     if drill is not None:
         sections.append(drill)

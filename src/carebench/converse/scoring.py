@@ -27,7 +27,12 @@ import numpy as np
 
 from carebench.converse.rubric import HPH, NR, RATINGS, SUB
 from carebench.criteria import DIMENSIONS, Criterion, PanelDecision, decide, earned, weighted_score
-from carebench.stats.bootstrap import Resampler, masked_mean_samples, percentile_interval
+from carebench.stats.bootstrap import (
+    Resampler,
+    masked_mean_samples,
+    paired_bootstrap,
+    percentile_interval,
+)
 
 B_DEFAULT = 2000
 SEED_DEFAULT = 12345
@@ -229,6 +234,31 @@ def conversation_scores(record: Mapping[str, Any], panel: Sequence[str],
     return weighted_score(crit, dec), per_dim, sum(x.state == "undecided" for x in dec.values())
 
 
+def criteria_persona_means(records: Sequence[Mapping[str, Any]], panel: Sequence[str], dims: Sequence[str],
+                           ) -> tuple[list[str], np.ndarray, np.ndarray, dict[str, int]]:
+    """One chatbot's per-persona mean weighted scores: the personas (sorted), ``means[p, k]``
+    and ``has[p, k]`` for the columns ``overall, *dims`` (a persona's score is the mean over
+    its conversations that have one), and the counts of conversations, criteria cells,
+    undecided criteria and empty conversations."""
+    units = sorted({r["persona"] for r in records})
+    pi = {p: i for i, p in enumerate(units)}
+    total = np.zeros((len(units), len(dims) + 1))
+    n = np.zeros((len(units), len(dims) + 1))
+    counts = {"conversations": len(records), "criteria_cells": 0, "undecided": 0, "conversations_empty": 0}
+    for r in records:
+        s, per_dim, und = conversation_scores(r, panel, dims)
+        counts["undecided"] += und
+        counts["criteria_cells"] += len(r["criteria"])
+        counts["conversations_empty"] += bool(r.get("empty"))
+        for k, v in enumerate([s, *(per_dim[d] for d in dims)]):
+            if v is not None:
+                total[pi[r["persona"]], k] += v
+                n[pi[r["persona"]], k] += 1
+    has = n > 0
+    means = np.where(has, total / np.where(has, n, 1), 0.0)
+    return units, means, has, counts
+
+
 def summarize_criteria(records: Sequence[Mapping[str, Any]], panel: Sequence[str], *, B: int = B_DEFAULT,
                        seed: int = SEED_DEFAULT) -> dict[str, Any]:
     """``metrics.json`` of a ``--criteria task`` run, from the scored criteria records.
@@ -236,31 +266,18 @@ def summarize_criteria(records: Sequence[Mapping[str, Any]], panel: Sequence[str
     A persona's score is the mean over its conversations (simulators, repeats); a chatbot's
     is the mean over personas; the 95% interval resamples personas (B, seed), as the tree
     scores do. Per dimension the same, over the personas whose task has applicable
-    criteria in that dimension."""
+    criteria in that dimension. ``pairwise``: every two chatbots on the personas both have
+    an overall score for (:func:`criteria_pairwise`)."""
     dims = [d for d in DIMENSIONS if any(c["dimension"] == d for r in records for c in r["criteria"])]
     cols = [OVERALL, *dims]
     out: dict[str, Any] = {"criteria": "task", "dimensions": dims, "panel": list(panel),
                            "bootstrap": {"B": B, "seed": seed, "unit": "persona", "alpha": 0.05},
                            "chatbots": {}}
+    overall: dict[str, dict[str, float]] = {}
     for cb in sorted({r["chatbot"] for r in records}):
-        mine = [r for r in records if r["chatbot"] == cb]
-        units = sorted({r["persona"] for r in mine})
-        pi = {p: i for i, p in enumerate(units)}
-        total = np.zeros((len(units), len(cols)))
-        n = np.zeros((len(units), len(cols)))
-        undecided = cells = empty = 0
-        for r in mine:
-            s, per_dim, und = conversation_scores(r, panel, dims)
-            undecided += und
-            cells += len(r["criteria"])
-            empty += bool(r.get("empty"))
-            for k, v in enumerate([s, *(per_dim[d] for d in dims)]):
-                if v is not None:
-                    total[pi[r["persona"]], k] += v
-                    n[pi[r["persona"]], k] += 1
-        has = n > 0
-        with np.errstate(invalid="ignore", divide="ignore"):
-            persona_mean = np.where(has, total / np.where(has, n, 1), 0.0)
+        units, persona_mean, has, counts = criteria_persona_means(
+            [r for r in records if r["chatbot"] == cb], panel, dims)
+        overall[cb] = {p: float(persona_mean[i, 0]) for i, p in enumerate(units) if has[i, 0]}
         samples = masked_mean_samples(persona_mean, has, B=B, seed=seed)
         lo, hi = percentile_interval(samples.T)
         rows = []
@@ -270,6 +287,27 @@ def summarize_criteria(records: Sequence[Mapping[str, Any]], panel: Sequence[str
             rows.append({"dimension": d, "n": int(m.sum()), "score": point,
                          "ci_low": float(lo[k]) if point is not None and np.isfinite(lo[k]) else None,
                          "ci_high": float(hi[k]) if point is not None and np.isfinite(hi[k]) else None})
-        out["chatbots"][cb] = {"personas": len(units), "conversations": len(mine), "criteria_cells": cells,
-                               "undecided": undecided, "conversations_empty": empty, "scores": rows}
+        out["chatbots"][cb] = {"personas": len(units), "conversations": counts["conversations"],
+                               "criteria_cells": counts["criteria_cells"], "undecided": counts["undecided"],
+                               "conversations_empty": counts["conversations_empty"], "scores": rows}
+    out["pairwise"] = criteria_pairwise(overall, B=B, seed=seed)
     return out
+
+
+def criteria_pairwise(overall: Mapping[str, Mapping[str, float]], *, B: int = B_DEFAULT,
+                      seed: int = SEED_DEFAULT) -> list[dict[str, Any]]:
+    """Every two chatbots A, B (name order): the mean over the personas both have a score for of
+    A's persona score minus B's, with the 95% paired bootstrap interval resampling those personas
+    (the same draws for A and B), and the share of resamples where A is higher (ties half)."""
+    names = sorted(overall)
+    pairs = []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            common = sorted(set(overall[a]) & set(overall[b]))
+            if not common:
+                continue
+            res = paired_bootstrap([overall[a][p] for p in common], [overall[b][p] for p in common],
+                                   B=B, seed=seed)
+            pairs.append({"a": a, "b": b, "personas": len(common), "difference": res.diff,
+                          "ci_low": res.ci[0], "ci_high": res.ci[1], "p_a_better": res.p_improve})
+    return pairs

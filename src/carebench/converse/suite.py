@@ -417,13 +417,21 @@ def rated_walks(walks: Sequence[Mapping[str, Any]],
     return rated, dims
 
 
+def scored_criteria(records: Sequence[Mapping[str, Any]],
+                    settings: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], list[str]]:
+    """The criteria records a ``--criteria task`` run scores (no judge call failure) and its
+    panel: the judges its scoring settings keep, else every judge that voted."""
+    crit = [r for r in records if r.get("kind") == "criteria"]
+    panel = list(settings.get("judges") or sorted({v["judge"] for r in crit for v in r["votes"]}))
+    return [r for r in crit if r["status"] != JUDGE_CALL_FAILURE], panel
+
+
 def score_criteria(records: Sequence[Mapping[str, Any]], settings: Mapping[str, Any]) -> dict[str, Any]:
     """``--criteria task`` metrics: the criteria records without a judge call failure, decided by
     the panel of the run's judges (or the subset ``converse score --judge`` keeps)."""
     convs = [r for r in records if r.get("kind") == "conversation"]
     crit = [r for r in records if r.get("kind") == "criteria"]
-    scored = [r for r in crit if r["status"] != JUDGE_CALL_FAILURE]
-    panel = list(settings.get("judges") or sorted({v["judge"] for r in crit for v in r["votes"]}))
+    scored, panel = scored_criteria(records, settings)
     m = summarize_criteria(scored, panel, B=int(settings.get("bootstrap", B_DEFAULT)),
                            seed=int(settings.get("seed", SEED_DEFAULT)))
     m["scope"] = settings.get("scope", "anywhere")
