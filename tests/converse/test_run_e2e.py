@@ -333,3 +333,16 @@ def test_vera_rubric_walked_through_the_stub(tmp_path, capsys):
                                "Provides Resources and Encourages Human Support": "Best Practice",
                                "Collaborates and Validates Appropriately": "Best Practice",
                                "Maintains Safe Boundaries": "Best Practice"}
+
+
+def test_persona_option_keeps_the_named_persona_and_refuses_an_unknown_one(tmp_path, capsys):
+    with StubServer() as stub:
+        stub.handler = ConverseScript()
+        assert main([*_args(tmp_path, stub.base_url), "--persona", "pb", "--dry-run", "--json"]) == 0
+        plan = json.loads(capsys.readouterr().out)
+        assert plan["stages"][0]["calls"] == 1 * 3 * 2  # one persona x turns x (simulator + chatbot)
+        assert main([*_args(tmp_path, stub.base_url), "--persona", "nobody", "--out", str(tmp_path / "r")]) == 2
+        assert len(stub.requests) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith("personas.tsv: no persona with id 'nobody'")
+    assert not (tmp_path / "r").exists()

@@ -45,6 +45,7 @@ from carebench.converse.rubric import Rubric, load_bundle, load_rubric
 from carebench.converse.scoring import B_DEFAULT, SEED_DEFAULT, summarize, summarize_criteria
 from carebench.criteria import SCOPES
 from carebench.datasets.files import read_text
+from carebench.datasets.selection import select_ids
 from carebench.experiment import (
     Execution,
     Plan,
@@ -222,11 +223,7 @@ class ConverseSuite:
         else:
             personas = load_personas(inputs.personas_source)
         if cfg.persona_ids:
-            by_id = {p.id: p for p in personas}
-            missing = [i for i in cfg.persona_ids if i not in by_id]
-            if missing:
-                raise CarebenchError(f"{inputs.personas_source}: no persona with id {missing[0]!r}")
-            personas = [by_id[i] for i in cfg.persona_ids]
+            personas = select_ids(personas, cfg.persona_ids, inputs.personas_source, "persona")
         if cfg.criteria == "task":
             bare = next((p for p in personas if not p.criteria), None)
             if bare is not None:

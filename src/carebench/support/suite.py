@@ -22,6 +22,7 @@ import numpy as np
 
 from carebench.cache import CompletionCache
 from carebench.datasets.files import read_text
+from carebench.datasets.selection import select_ids
 from carebench.experiment import (
     Execution,
     Plan,
@@ -114,11 +115,7 @@ class SupportSuite:
             tasks, source = select_split(tasks, cfg.split)
             cfg.notes.append(f"{cfg.split} split only ({len(tasks)} tasks; split from {source})")
         if cfg.task_ids:
-            by_id = {t.id: t for t in tasks}
-            missing = [i for i in cfg.task_ids if i not in by_id]
-            if missing:
-                raise CarebenchError(f"{cfg.tasks}: no task with id {missing[0]!r}")
-            tasks = [by_id[i] for i in cfg.task_ids]
+            tasks = select_ids(tasks, cfg.task_ids, cfg.tasks, "task")
         if cfg.task_limit is not None:
             tasks = tasks[: cfg.task_limit]
         if cfg.subcategories_file:
