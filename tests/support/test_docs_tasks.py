@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from carebench.support.tasks import DIMENSIONS, META_FIELDS, Criterion, Task, load_tasks
+from carebench.criteria import DIMENSIONS, Criterion
+from carebench.support.tasks import META_FIELDS, Task, load_tasks
 
 DOC = Path(__file__).parents[2] / "docs" / "support.md"
 

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from carebench.criteria import Criterion, criterion_prompt
 from carebench.judging import (
     BinaryVerdict,
     CategoryVerdict,
@@ -18,9 +19,9 @@ from carebench.judging import (
 from carebench.models import get_model
 from carebench.run import Run
 from carebench.run_options import run_options
-from carebench.support.judging import criterion_prompt, criterion_question, judge_responses
+from carebench.support.judging import criterion_question, judge_responses
 from carebench.support.records import ResponseRecord
-from carebench.support.tasks import Criterion, load_tasks
+from carebench.support.tasks import load_tasks
 from carebench.types import Completion, messages
 from stub_server import StubReply, StubServer
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from carebench.support.panel import cell_votes, collapse, decide, earned, majority_needed
+from carebench.criteria import decide, earned, majority_needed
+from carebench.support.panel import cell_votes, collapse
 from carebench.support.records import ResponseTable, VerdictRecord, VerdictTable
 from carebench.support.scoring import score
 

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from carebench.support.panel import S_EMPTY, S_MET, S_NOT_MET, S_UNDECIDED
+from carebench.criteria import S_EMPTY, S_MET, S_NOT_MET, S_UNDECIDED
 from carebench.support.records import (
     ResponseRecord,
     ResponseTable,
@@ -248,7 +248,8 @@ def test_bad_records_raise_clear_errors(tmp_path):
 
 
 def test_real_task_objects_are_accepted():
-    from carebench.support.tasks import Criterion, Task, TaskMeta
+    from carebench.criteria import Criterion
+    from carebench.support.tasks import Task, TaskMeta
 
     crits = [Criterion(id=f"c{k}", text="t", dimension=d, weight=k + 1)
              for k, d in enumerate(["recognition", "compassion", "deescalation", "resources", "disclaimers",

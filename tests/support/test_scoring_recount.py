@@ -13,7 +13,7 @@ import random
 import numpy as np
 import pytest
 
-from carebench.support.panel import S_EMPTY, S_MET, S_NOT_MET, S_UNDECIDED
+from carebench.criteria import S_EMPTY, S_MET, S_NOT_MET, S_UNDECIDED
 from carebench.support.records import ResponseRecord, ResponseTable, VerdictRecord, VerdictTable
 from carebench.support.scoring import TaskTable, score
 

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from carebench.support.tasks import DIMENSIONS, load_tasks
+from carebench.criteria import DIMENSIONS
+from carebench.support.tasks import load_tasks
 from carebench.types import CarebenchError
 
 

@@ -9,8 +9,8 @@ from collections import Counter
 import pandas as pd
 import pytest
 
+from carebench.criteria import DIMENSIONS
 from carebench.support.tasks import (
-    DIMENSIONS,
     KNOWN_SUBCATEGORIES,
     SPLIT_STRATA,
     Task,

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from carebench.criteria import render_transcript
 from carebench.experiment import Execution, Plan, run_suite
 from carebench.judging import JUDGE_MAX_TOKENS, BinaryVerdict, JudgeQuestion, ask, panel_seats
 from carebench.report import Paragraph, Report, Section, Table
@@ -31,7 +32,6 @@ from carebench.run import Run, RunOptions
 from carebench.run_options import run_options
 from carebench.rundir import read_jsonl, run_dir_path
 from carebench.support.generation import GenerationConfig, generate
-from carebench.support.judging import render_transcript
 from carebench.support.records import ResponseRecord
 from carebench.support.tasks import Task, load_tasks
 from carebench.templates import fill, prompt

@@ -27,9 +27,10 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from carebench.criteria import MAX_WEIGHT, canonical_dimension
 from carebench.datasets.builtin import package_file
 from carebench.datasets.files import read_rows
-from carebench.support.tasks import MAX_WEIGHT, Task, canonical_dimension, load_tasks, unique_tasks
+from carebench.support.tasks import Task, load_tasks, unique_tasks
 from carebench.types import CarebenchError
 
 #: task file formats ``--format`` reads: carebench's own, or HealthBench-style JSONL

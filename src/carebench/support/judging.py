@@ -14,12 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from carebench.criteria import (  # noqa: F401 - re-exported: support's names for them
-    NO_REPLY,
+from carebench.criteria import (
     Criterion,
     Scope,
-    criterion_prompt,
-    render_transcript,
 )
 from carebench.criteria import criterion_question as core_question
 from carebench.judging import JUDGE_MAX_TOKENS, Judge, JudgeQuestion, ask

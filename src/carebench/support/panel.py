@@ -2,8 +2,7 @@
 
 The panel rule itself (the array functions scoring and calibration apply, and
 :func:`decide` / :func:`earned` per cell) is :mod:`carebench.criteria`, shared with
-converse's ``--criteria task``; it is re-exported here under support's names. This
-module adds what needs support's records: grouping verdicts into cells, one vote per
+converse's ``--criteria task``. This module adds what needs support's records: grouping verdicts into cells, one vote per
 judge (the first recorded, DistressBench C.2).
 """
 
@@ -11,22 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from carebench.criteria import (  # noqa: F401 - re-exported: support's names for them
-    _STATE_CODES,
-    _STATE_NAMES,
-    S_EMPTY,
-    S_MET,
-    S_NOT_MET,
-    S_UNDECIDED,
-    PanelDecision,
-    State,
-    credited,
-    decide,
-    earned,
-    effective_met,
-    majority_needed,
-    panel_states,
-)
 from carebench.support.records import VerdictRecord
 
 CellKey = tuple[str, str, int, str, str]  # task, responder, attempt, criterion, scope

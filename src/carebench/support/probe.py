@@ -54,7 +54,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel
 
-from carebench.criteria import S_MET, S_NOT_MET, credited, panel_states
+from carebench.criteria import S_MET, S_NOT_MET, credited, panel_states, render_transcript
 from carebench.experiment import Execution, Plan, run_suite, single_threaded_blas
 from carebench.judging import (
     JUDGE_MAX_TOKENS,
@@ -71,7 +71,7 @@ from carebench.rundir import file_sha256, read_json, run_dir_path, write_json
 from carebench.runner import Call
 from carebench.stats.bootstrap import Resampler, percentile_interval
 from carebench.support.experiment import load_run
-from carebench.support.judging import criterion_question, render_transcript
+from carebench.support.judging import criterion_question
 from carebench.support.records import REFERENCE, ResponseRecord
 from carebench.support.tasks import Task
 from carebench.templates import fill, prompt

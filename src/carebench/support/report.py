@@ -13,6 +13,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from carebench.criteria import DIMENSION_LABELS, DIMENSIONS, decide, earned
 from carebench.report import (
     Block,
     Callout,
@@ -30,9 +31,9 @@ from carebench.report import (
     heatmap,
     scatter_chart,
 )
-from carebench.support.panel import cell_votes, collapse, decide, earned
+from carebench.support.panel import cell_votes, collapse
 from carebench.support.records import REFERENCE, ResponseRecord, VerdictRecord, is_empty_reply
-from carebench.support.tasks import DIMENSION_LABELS, DIMENSIONS, Task
+from carebench.support.tasks import Task
 from carebench.wording import label as key_label
 
 #: Per-task reply details cover at most this many tasks and replies (the rest stay in

@@ -22,13 +22,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from carebench.criteria import (  # noqa: F401 - re-exported: support's names for them
-    DIMENSION_LABELS,
-    DIMENSIONS,
-    MAX_WEIGHT,
-    MIN_WEIGHT,
+from carebench.criteria import (
     Criterion,
-    canonical_dimension,
 )
 from carebench.datasets.builtin import builtin_file, builtin_name, package_file
 from carebench.datasets.columns import parse_columns, rename_rows
