@@ -1,24 +1,26 @@
-"""The run flags every model-calling command shares, and the one builder of ``RunOptions``.
+"""The run flags every model-calling command shares, declared once, and the one builder of ``RunOptions``.
 
 Each command used to declare ``--budget``, ``--cache``, ``--concurrency`` ... on its own,
 and they drifted: one command had no ``--concurrency``, another called the budget
-field by another name. A command now declares these aliases as its parameters and
-hands them to :func:`run_options`; suite configs hold the result as ``run``.
+field by another name. A command now takes them all from one decorator, as Inspect's
+``@common_options`` does, and is handed the built :class:`RunOptions` in their place::
 
-Usage in a Typer command::
+    @app.command()
+    @run_flags()
+    def run(data: ..., options: RunOptions = RUN_FLAGS) -> None:
+        cfg = RunConfig(data=data, run=options)
 
-    def run(..., out: Out = None, cache: Cache = None, no_cache: NoCache = False,
-            budget: Budget = None, dry_run: DryRun = False, concurrency: Concurrency = None,
-            model_option: ModelOption = None, timeout: Timeout = 120.0,
-            batch: Batch = None, batch_format: BatchFormat = None):
-        opts = run_options(out=out, cache=cache, no_cache=no_cache, budget=budget,
-                           dry_run=dry_run, concurrency=concurrency,
-                           model_option=model_option, timeout=timeout,
-                           batch=batch, batch_format=batch_format)
+The flags stand in ``--help`` where ``options`` stands in the signature. A command that
+calls no model declares only what it uses (``@run_flags(only=("out",), no_cache=True)``);
+:func:`run_options` builds ``RunOptions`` for everything else (tests, the demo).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+import typing
+from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any
@@ -95,3 +97,73 @@ def run_options(*, out: str | Path | None = None, cache: str | Path | None = Non
         timeout_s=timeout, progress=progress,
         model_options=collect_model_options(model_option, model_options), max_retries=retries,
     )
+
+
+#: every shared run flag (its parameter name) with its declaration and default, in ``--help`` order
+FLAGS: dict[str, tuple[Any, Any]] = {
+    "out": (Out, None), "cache": (Cache, None), "no_cache": (NoCache, False), "budget": (Budget, None),
+    "dry_run": (DryRun, False), "json_out": (Json, False), "concurrency": (Concurrency, None),
+    "model_option": (ModelOption, None), "timeout": (Timeout, DEFAULT_TIMEOUT_S), "batch": (Batch, None),
+    "batch_format": (BatchFormat, None),
+}
+
+
+class _Slot:
+    """The default that marks where :func:`run_flags` puts its flags and what it hands over."""
+
+    def __init__(self, what: str):
+        self.what = what
+
+    def __repr__(self) -> str:
+        return self.what
+
+
+#: the parameter given this default receives the built :class:`RunOptions`
+RUN_FLAGS: Any = _Slot("RUN_FLAGS")
+#: the parameter given this default receives the flags' values as given (e.g. to merge a config file under them)
+RUN_FLAG_VALUES: Any = _Slot("RUN_FLAG_VALUES")
+
+
+def run_flags(*, only: Iterable[str] | None = None, without: Iterable[str] = (),
+              declare: Mapping[str, Any] | None = None, **fixed: Any) -> Callable[[Callable], Callable]:
+    """Give a Typer command the shared run flags in place of its ``RUN_FLAGS`` parameter.
+
+    ``only``/``without`` choose a subset of :data:`FLAGS` (by parameter name); ``declare``
+    replaces a flag's declaration (its help) for a command whose flag means less, e.g. a
+    ``--budget`` accepted where no model is called; ``fixed`` are :func:`run_options`
+    arguments the command sets itself (``no_cache=True``, ``progress=False``)."""
+    names = [n for n in FLAGS if (only is None or n in only) and n not in set(without)]
+    unknown = sorted((set(only or ()) | set(without) | set(declare or ())) - set(FLAGS))
+    if unknown:
+        raise TypeError(f"run_flags: unknown run flags {unknown}")
+
+    def decorate(func: Callable) -> Callable:
+        hints = typing.get_type_hints(func, include_extras=True)
+        params: list[inspect.Parameter] = []
+        slots: dict[str, str] = {}  # RUN_FLAGS / RUN_FLAG_VALUES -> the parameter receiving it
+        for p in inspect.signature(func).parameters.values():
+            if not isinstance(p.default, _Slot):
+                params.append(p.replace(annotation=hints.get(p.name, p.annotation)))
+                continue
+            if not slots:  # the flags stand where the first slot stands
+                params += [inspect.Parameter(n, p.kind, default=FLAGS[n][1],
+                                             annotation=(declare or {}).get(n, FLAGS[n][0])) for n in names]
+            slots[p.default.what] = p.name
+        if not slots:
+            raise TypeError(f"{func.__name__}: run_flags needs a parameter defaulting to RUN_FLAGS")
+
+        @functools.wraps(func)
+        def command(**kwargs: Any) -> Any:
+            given = {n: kwargs.pop(n) for n in names}
+            if RUN_FLAG_VALUES.what in slots:
+                kwargs[slots[RUN_FLAG_VALUES.what]] = {k: v for k, v in given.items() if k != "json_out"}
+            if RUN_FLAGS.what in slots:
+                kwargs[slots[RUN_FLAGS.what]] = run_options(
+                    **fixed, **{k: v for k, v in given.items() if k != "json_out"})
+            return func(**kwargs)
+
+        command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        return command
+
+    return decorate
