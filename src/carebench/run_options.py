@@ -18,8 +18,6 @@ calls no model declares only what it uses (``@run_flags(only=("out",), no_cache=
 from __future__ import annotations
 
 import functools
-import inspect
-import typing
 from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar
 from pathlib import Path
@@ -27,6 +25,7 @@ from typing import Annotated, Any
 
 import typer
 
+from carebench.cli_params import Slot, expand
 from carebench.run import RunOptions
 
 Out = Annotated[Path | None, typer.Option(
@@ -108,20 +107,10 @@ FLAGS: dict[str, tuple[Any, Any]] = {
 }
 
 
-class _Slot:
-    """The default that marks where :func:`run_flags` puts its flags and what it hands over."""
-
-    def __init__(self, what: str):
-        self.what = what
-
-    def __repr__(self) -> str:
-        return self.what
-
-
 #: the parameter given this default receives the built :class:`RunOptions`
-RUN_FLAGS: Any = _Slot("RUN_FLAGS")
+RUN_FLAGS: Any = Slot("RUN_FLAGS")
 #: the parameter given this default receives the flags' values as given (e.g. to merge a config file under them)
-RUN_FLAG_VALUES: Any = _Slot("RUN_FLAG_VALUES")
+RUN_FLAG_VALUES: Any = Slot("RUN_FLAG_VALUES")
 
 
 def run_flags(*, only: Iterable[str] | None = None, without: Iterable[str] = (),
@@ -132,38 +121,14 @@ def run_flags(*, only: Iterable[str] | None = None, without: Iterable[str] = (),
     replaces a flag's declaration (its help) for a command whose flag means less, e.g. a
     ``--budget`` accepted where no model is called; ``fixed`` are :func:`run_options`
     arguments the command sets itself (``no_cache=True``, ``progress=False``)."""
-    names = [n for n in FLAGS if (only is None or n in only) and n not in set(without)]
     unknown = sorted((set(only or ()) | set(without) | set(declare or ())) - set(FLAGS))
     if unknown:
         raise TypeError(f"run_flags: unknown run flags {unknown}")
+    flags = {n: ((declare or {}).get(n, annotation), default) for n, (annotation, default) in FLAGS.items()
+             if (only is None or n in only) and n not in set(without)}
 
-    def decorate(func: Callable) -> Callable:
-        hints = typing.get_type_hints(func, include_extras=True)
-        params: list[inspect.Parameter] = []
-        slots: dict[str, str] = {}  # RUN_FLAGS / RUN_FLAG_VALUES -> the parameter receiving it
-        for p in inspect.signature(func).parameters.values():
-            if not isinstance(p.default, _Slot):
-                params.append(p.replace(annotation=hints.get(p.name, p.annotation)))
-                continue
-            if not slots:  # the flags stand where the first slot stands
-                params += [inspect.Parameter(n, p.kind, default=FLAGS[n][1],
-                                             annotation=(declare or {}).get(n, FLAGS[n][0])) for n in names]
-            slots[p.default.what] = p.name
-        if not slots:
-            raise TypeError(f"{func.__name__}: run_flags needs a parameter defaulting to RUN_FLAGS")
+    def given(values: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in values.items() if k != "json_out"}  # --json is read through JSON_OUTPUT
 
-        @functools.wraps(func)
-        def command(**kwargs: Any) -> Any:
-            given = {n: kwargs.pop(n) for n in names}
-            if RUN_FLAG_VALUES.what in slots:
-                kwargs[slots[RUN_FLAG_VALUES.what]] = {k: v for k, v in given.items() if k != "json_out"}
-            if RUN_FLAGS.what in slots:
-                kwargs[slots[RUN_FLAGS.what]] = run_options(
-                    **fixed, **{k: v for k, v in given.items() if k != "json_out"})
-            return func(**kwargs)
-
-        command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-        command.__annotations__ = {p.name: p.annotation for p in params}
-        return command
-
-    return decorate
+    return functools.partial(expand, options=flags, build={
+        RUN_FLAGS: lambda values: run_options(**fixed, **given(values)), RUN_FLAG_VALUES: given})
