@@ -459,22 +459,28 @@ class ImportSuite(ConverseSuite):
     """``converse import-vera``: VERA-MH results files as walk records (no calls)."""
 
     def __init__(self, paths: Sequence[str], chatbot: str = "imported", seed: int = SEED_DEFAULT,
-                 bootstrap: int = B_DEFAULT):
+                 bootstrap: int = B_DEFAULT, personas: str | None = None,
+                 dimensions: Sequence[str] | None = None, rubric: str | None = None):
         super().__init__(None)
         self.paths, self.chatbot, self.seed, self.bootstrap = list(paths), chatbot, seed, bootstrap
+        self.personas, self.dimensions, self.rubric = personas, list(dimensions or []), rubric
 
     def plan(self, run: Run) -> Plan:
         return Plan(self.name, [])
 
     def execute(self, run: Run) -> Execution:
-        from carebench.converse.vera_import import read_results
+        from carebench.converse.vera_import import read_personas_risk, read_results
         from carebench.rundir import file_sha256
 
-        walks, dims = read_results(self.paths, self.chatbot)
+        dims = self.dimensions or (load_rubric(self.rubric).dimensions if self.rubric else None)
+        levels = read_personas_risk(self.personas) if self.personas else None
+        walks, dims = read_results(self.paths, self.chatbot, dimensions=dims, personas=levels)
         return Execution(
-            records=walks, config={"results": self.paths, "chatbot": self.chatbot},
+            records=walks, config={"results": self.paths, "chatbot": self.chatbot, "personas": self.personas,
+                                   "dimensions": self.dimensions or None, "rubric": self.rubric},
             dataset={"results": self.paths, "sha256": [file_sha256(Path(p)) for p in self.paths],
-                     "rows": len(walks)},
+                     "rows": len(walks),
+                     "personas_sha256": file_sha256(Path(self.personas)) if self.personas else None},
             seeds={"bootstrap": self.seed},
             models=sorted({w["judge"] for w in walks}),
             extra={"kind": "import", "scoring": {"dimensions": dims, "seed": self.seed,
