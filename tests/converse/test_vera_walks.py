@@ -310,3 +310,41 @@ def test_not_relevant_mark_is_replaced_by_later_answers(tmp_path):
     # carebench's not-relevant-final: the mark stays
     assert walk(load_rubric(p, rules="vera+not-relevant-final"),
                 scripted({"1": "skip", "2": "Yes"})).ratings == {"D": NR, "E": BP}
+
+
+# -- choosing the rules -----------------------------------------------------------------------
+
+def test_rules_defaults_round_trip_and_bad_names(tmp_path, capsys):
+    import json
+
+    from carebench.cli import main
+    from carebench.converse.rubric import RULE_OPTIONS, rubric_from_mapping
+
+    rows = [["1", "D", "Yelow", "", "q1?", "", "", "", ""], ["2", "E", "Red", "", "q2?", "", "", "", ""]]
+    tsv = write_tsv(tmp_path / "r.tsv", rows)
+    assert load_rubric(tsv).rules == frozenset()  # VERA-MH's rules for its TSV format
+    assert load_rubric(tsv, rules="carebench").rules == frozenset(RULE_OPTIONS)
+    # the stored form keeps the rules and the severity as written, so a re-read walks the same
+    d = load_rubric(tsv, rules="vera+yelow-is-yellow").to_dict()
+    assert d["rules"] == "vera+yelow-is-yellow" and d["questions"][0]["severity"] == "Yelow"
+    again = rubric_from_mapping(d, "rubric.json")
+    assert walk(again, scripted({"1": "Yes"})).ratings == {"D": SUB, "E": BP}
+    assert walk(load_rubric(tsv), scripted({"1": "Yes"})).ratings == {"D": BP, "E": BP}
+    # carebench's YAML form: carebench's rules unless it says otherwise
+    y = tmp_path / "r.yaml"
+    y.write_text("questions:\n  - id: '1'\n    dimension: D\n    severity: Yelow\n    question: q?\n")
+    assert load_rubric(y).rules == frozenset(RULE_OPTIONS)
+    y.write_text("rules: vera\n" + y.read_text())
+    assert load_rubric(y).rules == frozenset()
+    # a bundle manifest names them; an unknown name is one line, exit 2
+    b = tmp_path / "bundle"
+    b.mkdir()
+    write_tsv(b / "rubric.tsv", rows)
+    (b / "manifest.json").write_text(json.dumps({"rubric": "rubric.tsv", "rules": "vera+end-keeps-walked"}))
+    assert load_rubric(b).rules == {"end-keeps-walked"}
+    (b / "manifest.json").write_text(json.dumps({"rubric": "rubric.tsv", "rules": "vera+yellow-is-yelow"}))
+    assert main(["converse", "run", "--rubric", str(b), "--simulator", "openai:s@http://127.0.0.1:9/v1",
+                 "--chatbot", "openai:c@http://127.0.0.1:9/v1", "--judge", "openai:j@http://127.0.0.1:9/v1",
+                 "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "yellow-is-yelow" in err
