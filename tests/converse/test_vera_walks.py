@@ -348,3 +348,14 @@ def test_rules_defaults_round_trip_and_bad_names(tmp_path, capsys):
                  "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "yellow-is-yelow" in err
+
+
+def test_a_run_config_overrides_the_rubric_rules(tmp_path):
+    from carebench.converse.rubric import RULE_OPTIONS
+    from carebench.converse.suite import Inputs
+
+    tsv = write_tsv(tmp_path / "r.tsv", [["1", "D", "Red", "", "q1?", "", "", "", ""]])
+    assert Inputs.load(str(tsv)).rubric.rules == frozenset()
+    assert Inputs.load(str(tsv), rules="carebench").rubric.rules == frozenset(RULE_OPTIONS)
+    assert Inputs.load(str(tsv), rules="vera+risk-type-branches").rubric.to_dict()["rules"] == \
+        "vera+risk-type-branches"
