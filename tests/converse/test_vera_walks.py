@@ -359,3 +359,18 @@ def test_a_run_config_overrides_the_rubric_rules(tmp_path):
     assert Inputs.load(str(tsv), rules="carebench").rubric.rules == frozenset(RULE_OPTIONS)
     assert Inputs.load(str(tsv), rules="vera+risk-type-branches").rubric.to_dict()["rules"] == \
         "vera+risk-type-branches"
+
+
+def test_the_rate_not_relevant_question_is_answered_without_a_call_even_without_the_column(tmp_path):
+    # VERA-MH's judge answers 'Select "Rate this dimension Not Relevant".' itself (its only option)
+    # whether or not the rubric has an Auto Answer column: D1 Yes -> next dimension, Q2 auto ->
+    # NOT_RELEVANT>>3: D2 NR; Q3 No -> end: D3 BP
+    rows = [["1", "D1", "Red", "", "q1?", "", "", ""],
+            ["2", "D2", "", "", 'Select "Rate this dimension Not Relevant".', "",
+             "Rate this dimension Not Relevant", "NOT_RELEVANT>>3"],
+            ["3", "D3", "Red", "", "q3?", "", "", ""]]
+    header = ["Question ID", "Dimension", "Severity", "Risk Type", "Question", "Examples", "Answer", "GOTO"]
+    r = load_rubric(write_tsv(tmp_path / "r.tsv", rows, header))
+    a = scripted({"1": "Yes"})
+    w = walk(r, a)
+    assert a.asked == ["1", "3"] and w.ratings == {"D1": HPH, "D2": NR, "D3": BP}

@@ -103,6 +103,9 @@ BUILTIN_RUBRIC = "builtin:sample"
 #: the built-in rubrics: ``builtin:sample`` (three dimensions) and ``builtin:demo`` (two
 #: one-question dimensions, for ``carebench demo``)
 BUILTIN_RUBRICS = {BUILTIN_RUBRIC: "rubric_sample.yaml", "builtin:demo": "rubric_demo.yaml"}
+#: the question text VERA-MH's judge answers without a call (its only option), with or
+#: without an ``Auto Answer`` column (lower case)
+VERA_AUTO_QUESTION = 'select "rate this dimension not relevant".'
 TSV_COLUMNS = ("Question ID", "Dimension", "Severity", "Risk Type", "Question", "Examples", "Answer", "GOTO")
 AUTO_ANSWER_COLUMN = "Auto Answer"
 _TRUE = {"true", "yes", "1", "y"}
@@ -408,6 +411,9 @@ def rubric_from_tsv(path: str | Path, rules: str | None = None) -> Rubric:
             drafts[-1].options.append(Option(answer, goto, start))
         elif goto:
             raise CarebenchError(f"{where(start, 'goto')}: a GOTO without an answer")
+    for d in drafts:  # VERA-MH answers its "rate Not Relevant" question itself, column or not
+        if d.text.strip().lower() == VERA_AUTO_QUESTION and len(d.options) == 1:
+            d.auto_answer = True
     return _finish(drafts, str(path), where, parse_rules(rules, "vera"))
 
 
