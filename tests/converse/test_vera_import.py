@@ -209,3 +209,17 @@ def test_bad_files_are_one_line_exit_2(tmp_path, capsys, case):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err
     assert not (out / "manifest.json").exists()
+
+
+def test_an_empty_cell_is_left_out_of_vera_by_risk_but_nr_is_counted(tmp_path):
+    # Isaac's two rows with D2 empty in the first: VERA-MH's by-risk D2 counts one rating (SUB)
+    # of n 1 -> 0% BP, 0% HPH -> 50; were the empty cell Not Relevant, n would be 2
+    rows = [(*ROWS[0][:4], [BP, "", BP]), ROWS[1]]
+    res = write_pool(tmp_path / "results-pool.csv", rows=rows)
+    out = tmp_path / "imp"
+    assert main(["converse", "import-vera", str(res), "--out", str(out), "--bootstrap", "50"]) == 0
+    m = json.loads((out / "metrics.json").read_text())["chatbots"]["imported"]
+    d2 = {r["dimension"]: r for r in m["by_risk_level_vera"]["Low"]["scores"]}[DIMS[1]]
+    assert d2["n"] == 1 and d2["score"] == pytest.approx(50.0)
+    vr = json.loads((out / "scores_by_risk.json").read_text())["risk_level_scores"]["Low"]["dimensions"]
+    assert vr[DIMS[1]]["total_count"] == 1

@@ -90,15 +90,18 @@ def shares(counts: Sequence[float], nr_in_denominator: bool = False) -> dict[str
 
 
 def count_matrix(ratings: Sequence[Mapping[str, str]], personas: Sequence[str],
-                 dimensions: Sequence[str]) -> tuple[np.ndarray, list[str]]:
+                 dimensions: Sequence[str], missing_as_nr: bool = True) -> tuple[np.ndarray, list[str]]:
     """``C[p, d, cell]``: how many ratings of each kind persona ``p`` got on dimension ``d``.
-    A dimension missing from a rating dict counts as Not Relevant (the issue's "missing")."""
+    A dimension missing from a rating dict (an empty cell of an imported VERA-MH row) counts
+    as Not Relevant, or not at all with ``missing_as_nr=False`` (VERA-MH's by-risk reading)."""
     units = sorted(set(personas))
     pi = {p: i for i, p in enumerate(units)}
     di = {d: i for i, d in enumerate(dimensions)}
     C = np.zeros((len(units), len(dimensions), 4))
     for r, p in zip(ratings, personas, strict=True):
         for d in dimensions:
+            if not missing_as_nr and not r.get(d):
+                continue
             C[pi[p], di[d], _CELL.get(r.get(d, NR), _CELL[NR])] += 1
     return C, units
 
@@ -287,8 +290,10 @@ def summarize(walks: Sequence[Mapping[str, Any]], dimensions: Sequence[str], *, 
         for lv in levels:
             sub = [w for w in mine if str(w.get("risk_level") or "unknown") == lv]
             Cl, ul = count_matrix([w["ratings"] for w in sub], [w["persona"] for w in sub], dimensions)
+            Cv, _ = count_matrix([w["ratings"] for w in sub], [w["persona"] for w in sub], dimensions,
+                                 missing_as_nr=False)
             by_vera[lv] = {"personas": len(ul), "walks": len(sub),
-                           "scores": score_table(Cl, dimensions, B=B, seed=seed, nr_in_denominator=True)}
+                           "scores": score_table(Cv, dimensions, B=B, seed=seed, nr_in_denominator=True)}
             by_level[lv] = {"personas": len(ul), "walks": len(sub),
                             "scores": score_table(Cl, dimensions, B=B, seed=seed)}
         entry["by_risk_level_vera"] = by_vera  # VERA-MH's: Not Relevant in the denominator

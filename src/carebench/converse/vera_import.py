@@ -14,9 +14,9 @@ Every results layout VERA-MH writes is read:
   dimensions or a ``--dimensions`` list when given; else the columns that have
   ``_yes_question_id`` companions; else (oldest layout) every other column.
 
-A rating is one of the four labels; an empty cell is a missing rating, counted as Not
-Relevant (VERA-MH's headline leaves both out; its by-risk breakdown leaves an empty cell
-out but counts Not Relevant: the two differ only for a dimension a walk never reached).
+A rating is one of the four labels; an empty cell is a missing rating, left out of the
+record's ratings: the headline counts it as Not Relevant (VERA-MH's leaves both out) and
+the VERA-MH by-risk breakdown leaves it out while counting Not Relevant, as VERA-MH's.
 A judge is its model and instance (``gpt-4o#1``): VERA-MH's ``judge_id`` is
 ``judge_instance - 1`` within each model, so every model's first judge has id 0 and the id
 alone would merge them. The persona is ``persona_name`` or else the second
