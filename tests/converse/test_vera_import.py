@@ -223,3 +223,22 @@ def test_an_empty_cell_is_left_out_of_vera_by_risk_but_nr_is_counted(tmp_path):
     assert d2["n"] == 1 and d2["score"] == pytest.approx(50.0)
     vr = json.loads((out / "scores_by_risk.json").read_text())["risk_level_scores"]["Low"]["dimensions"]
     assert vr[DIMS[1]]["total_count"] == 1
+
+
+def test_layout_with_instances_but_no_judge_model(tmp_path):
+    # an older results.csv: judge_instance and judge_id, no judge_model; instances 1 and 2 are
+    # two judges (judge#1, judge#2), and a row with judge_id alone gives instance judge_id + 1
+    path = tmp_path / "results.csv"
+    head = ["filename", "run_id", "judge_instance", "judge_id", *DIMS]
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(head)
+        w.writerow(["a_Isaac_m_run1.txt", "r", "1", "0", BP, BP, BP])
+        w.writerow(["a_Isaac_m_run1.txt", "r", "2", "1", HPH, BP, BP])
+        w.writerow(["b_Omar_m_run1.txt", "r", "", "1", BP, SUB, NR])
+    out = tmp_path / "imp"
+    assert main(["converse", "import-vera", str(path), "--out", str(out), "--bootstrap", "50"]) == 0
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["judges"] == ["judge#1", "judge#2"]
+    # without judge#2 (rows 2, 3 out): row 1 alone, 3 BP -> 100
+    assert m["chatbots"]["imported"]["leave_one_judge_out"]["judge#2"]["score"] == pytest.approx(100.0)
