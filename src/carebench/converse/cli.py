@@ -183,14 +183,23 @@ def _rescore(run_dir: Path, judges, seed, bootstrap, out) -> None:
 @app.command("import-vera")
 @run_flags(only=("out",), no_cache=True, progress=False)
 def import_vera(
-    results: Annotated[list[Path], typer.Argument(help="VERA-MH results.csv files (pooled).")],
+    results: Annotated[list[Path], typer.Argument(help="VERA-MH results.csv / results-pool.csv files (pooled).")],
     chatbot: Annotated[str, typer.Option(help="Name for the evaluated chatbot in the report.")] = "imported",
+    personas: Annotated[Path | None, typer.Option(
+        help="Personas table (VERA-MH's personas.tsv) giving each persona's risk level, when the results "
+             "have no risk_level column.")] = None,
+    dimensions: Annotated[list[str] | None, typer.Option(
+        "--dimensions", help="A dimension column (repeatable); the other columns are annotations "
+                             "(default: the --rubric's dimensions, else the columns with _yes_question_id).")] = None,
+    rubric: Annotated[str | None, typer.Option(
+        help="The rubric the results were judged with: its dimensions are the rated columns.")] = None,
     seed: Seed = 12345, bootstrap: Bootstrap = 2000, options: RunOptions = RUN_FLAGS,
 ) -> None:
     """Score VERA-MH results files with persona-resampling intervals (no model calls)."""
     from carebench.converse.suite import ImportSuite
     from carebench.experiment import run_suite
 
-    res = run_suite(ImportSuite([str(p) for p in results], chatbot, seed, bootstrap),
+    res = run_suite(ImportSuite([str(p) for p in results], chatbot, seed, bootstrap,
+                                str(personas) if personas else None, dimensions, rubric),
                     options, out=options.out)
     typer.echo(f"wrote {Path(res) / 'scores.csv'} and {Path(res) / 'report.html'}")  # type: ignore[arg-type]
