@@ -77,6 +77,8 @@ class Inputs:
     prompts: Prompts
     personas_source: str
     persona_template: str
+    #: ``--rubric vera:PATH``: the VERA-MH files read and their hashes
+    vera: dict[str, Any] | None = None
 
     @classmethod
     def without_rubric(cls, personas: str | None, persona_template: str | None) -> Inputs:
@@ -95,7 +97,14 @@ class Inputs:
             path = None  # type: ignore[assignment]
         tmpl = None
         src = personas
-        if path is not None and path.is_dir():
+        vera = None
+        if rubric.startswith("vera:"):
+            from carebench.converse.vera_bundle import load_vera_bundle
+
+            vb = load_vera_bundle(rubric)
+            rub, tmpl, vera = vb.rubric, vb.persona_template, vb.provenance()
+            src = src or (str(vb.personas) if vb.personas else None)
+        elif path is not None and path.is_dir():
             b = load_bundle(path)
             rub = b.rubric
             prompts = Prompts(b.judge_system or prompts.system, b.judge_question or prompts.question)
@@ -116,7 +125,7 @@ class Inputs:
         if lacking:
             raise CarebenchError(f"the judge question template has no {{{lacking[0]}}} placeholder "
                                  f"(it needs {', '.join('{' + s + '}' for s in REQUIRED_SLOTS)})")
-        return cls(rub, prompts, src or BUILTIN, tmpl or default_template())
+        return cls(rub, prompts, src or BUILTIN, tmpl or default_template(), vera)
 
 
 @dataclass
@@ -277,8 +286,8 @@ class ConverseSuite:
             from carebench.converse.transcripts import join_risk_levels, load_transcripts
 
             convs = load_transcripts(cfg.transcripts, cfg.transcripts_chatbot)
-            if cfg.personas:  # risk levels joined by persona id or name
-                join_risk_levels(convs, load_personas(cfg.personas))
+            if inputs.personas_source != BUILTIN:  # --personas, or a vera: bundle's: risk levels joined
+                join_risk_levels(convs, load_personas(inputs.personas_source))
             return inputs, judges, gcfg, [], convs
         if cfg.personas_from:
             from carebench.converse.personas import personas_from
@@ -379,6 +388,7 @@ class ConverseSuite:
             dataset={"rubric": cfg.rubric, "rubric_sha256": data_sha256([inputs.rubric.to_dict()]),
                      "personas": inputs.personas_source if cfg.generates else (cfg.from_run or cfg.personas),
                      **_transcripts_provenance(cfg, conv_records),
+                     **({"vera_bundle": inputs.vera} if inputs.vera else {}),
                      "conversations": len(conv_records),
                      "personas_from": cfg.personas_from,
                      "illustrative": inputs.personas_source == BUILTIN},
