@@ -28,7 +28,8 @@ app = typer.Typer(help="Simulated multi-turn conversations judged with decision-
                   no_args_is_help=True, add_completion=False)
 
 Rubric = Annotated[str | None, typer.Option(
-    show_default="none: give one", help="Rubric: a VERA-MH TSV, a YAML rubric, or a bundle directory with manifest.json.")]
+    show_default="none: give one", help="Rubric: a VERA-MH TSV, a YAML rubric, a bundle directory with manifest.json, or vera:PATH (a "
+         "VERA-MH checkout, or its data/SI or data/HFO folder: rubric, personas and persona templates together).")]
 Judge = Annotated[list[str] | None, typer.Option(show_default="none: give at least one", help="Judge model spec (repeatable: several judges).")]
 Seed = Annotated[int, typer.Option(help="Seed of sampling and of the bootstrap.")]
 Bootstrap = Annotated[int, typer.Option(help="Bootstrap resamples (personas resampled).")]

@@ -90,7 +90,8 @@ class Inputs:
     def load(cls, rubric: str | None, personas: str | None = None, persona_template: str | None = None,
              judge_system: str | None = None, judge_question: str | None = None) -> Inputs:
         if rubric is None:
-            raise CarebenchError("give --rubric (a VERA-MH rubric TSV, a YAML rubric, or a bundle directory)")
+            raise CarebenchError("give --rubric (a VERA-MH rubric TSV, a YAML rubric, a bundle directory, or "
+                                 "vera:PATH for VERA-MH's own files)")
         path = Path(rubric)
         prompts = Prompts.default()
         if rubric.startswith("builtin:"):
