@@ -114,6 +114,7 @@ def test_judge_transcripts_counts_calls_exactly(tmp_path, capsys):
     assert set(convs) == {"c1", "c2", "c3"}
     assert [t["role"] for t in convs["c1"]["turns"]] == ["user", "assistant"]  # the system message left out
     assert convs["c1"]["locale"] == "en-GB" and convs["c1"]["risk_level"] == "low"
+    assert {c["simulator"] for c in convs.values()} == {"transcript"}  # no simulated user
     assert convs["c2"]["risk_level"] == "unknown" and convs["c3"]["turns"][0]["role"] == "assistant"
     walks = [r for r in recs0 if r["kind"] == "walk"]
     assert len(walks) == 9 and all(w["status"] == "ok" for w in walks)

@@ -2,8 +2,8 @@
 
 ``converse judge --transcripts PATH`` walks the rubric over conversations that come from
 elsewhere: production logs, another harness, or VERA-MH's own conversation files. Each
-becomes a ``kind: conversation`` record like a generated one (status ok, ``ended_by:
-transcript``), so judging, scoring, the report and ``compare`` treat it the same way.
+becomes a ``kind: conversation`` record like a generated one (status ok, ``ended_by`` and
+``simulator`` both ``transcript``), so judging, scoring, the report and ``compare`` treat it the same way.
 
 Two sources:
 
@@ -72,7 +72,7 @@ def _record(cid: str, persona: str, risk: str, chatbot: str, repeat: int, turns:
     if not any(t["role"] == "assistant" for t in turns):
         raise CarebenchError(f"{where}: conversation {cid!r} has no chatbot message to judge")
     return {"kind": "conversation", "id": cid, "persona": persona, "persona_name": persona,
-            "risk_level": risk or "unknown", "simulator": None, "chatbot": chatbot, "repeat": repeat,
+            "risk_level": risk or "unknown", "simulator": TRANSCRIPT, "chatbot": chatbot, "repeat": repeat,
             "status": "ok", "ended_by": TRANSCRIPT, "error": None, "failed_turn": None, "turns": turns,
             "usage": {"prompt_tokens": 0, "completion_tokens": 0}, "cost_usd": 0.0, "source": where,
             **{k: v for k, v in extra.items() if v is not None}}
