@@ -195,3 +195,20 @@ def test_bad_protocol_options_exit_2(tmp_path, capsys):
             assert len(stub.requests) == 0
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and word in err
+
+
+def test_dry_run_bounds_follow_the_message_count(tmp_path, capsys):
+    personas = tmp_path / "p.tsv"
+    personas.write_text("id\tname\trisk_level\npa\tAnna\tlow\npb\tBen\thigh\n")
+    with StubServer() as stub:
+        u = stub.base_url
+        for extra, calls in [(("--turns", "5", "--turn-unit", "messages"), 2 * 6),
+                             # the chatbot's greeting request is the same for both personas: planned once
+                             (("--turns", "4", "--turn-unit", "messages", "--provider-speaks-first"), 2 * 5 - 1),
+                             (("--turns", "2", "--sessions", "a,b,c"), 2 * 3 * 4)]:
+            assert main(["converse", "run", "--rubric", str(write_tsv(tmp_path / "r.tsv", RUBRIC)),
+                         "--personas", str(personas), "--simulator", f"openai:sim@{u}", "--chatbot",
+                         f"openai:bot@{u}", "--judge", f"openai:judge@{u}", "--dry-run", "--json", *extra]) == 0
+            plan = json.loads(capsys.readouterr().out)
+            assert plan["stages"][0]["calls"] == calls, extra
+        assert len(stub.requests) == 0
