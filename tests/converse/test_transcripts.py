@@ -135,16 +135,21 @@ def test_judge_transcripts_counts_calls_exactly(tmp_path, capsys):
 
 def test_transcripts_join_risk_levels_from_a_persona_file(tmp_path):
     personas = tmp_path / "p.tsv"
-    personas.write_text("Name\tCurrent Risk Level\nDana\tHigh\nEli\tNone\n")
+    personas.write_text("Name\tCurrent Risk Level\nDana\tHigh\nEli\tNone\nMary Ann\tLow\nMary\tImminent\n")
     rubric = write_tsv(tmp_path / "r.tsv", RUBRIC)
+    # VERA-MH writes "Mary Ann" as Mary_Ann: the longest persona name the file name starts with wins
+    vera = _vera_dir(tmp_path)
+    (vera / "conversations" / "0a0b0c_Mary_Ann_gpt-4o_run1.txt").write_text(
+        "user: [Mary] message 1\n\nchatbot: hi\n")
     with StubServer() as stub:
         stub.handler = ConverseScript()
-        assert main(["converse", "judge", "--transcripts", str(_vera_dir(tmp_path)), "--rubric", str(rubric),
+        assert main(["converse", "judge", "--transcripts", str(vera), "--rubric", str(rubric),
                      "--personas", str(personas), "--chatbot", "prod-bot", "--no-cache",
                      "--out", str(tmp_path / "o"), *_judge_args(stub.base_url)]) == 0
     recs = [json.loads(x) for x in (tmp_path / "o" / "records.jsonl").read_text().splitlines()]
     levels = {r["persona"]: r["risk_level"] for r in recs if r["kind"] == "walk"}
-    assert levels == {"Dana": "High", "Eli": "None"}
+    assert levels == {"Dana": "High", "Eli": "None", "Mary Ann": "Low"}
+    assert not any("name_part" in r for r in recs)
     assert {r["chatbot"] for r in recs} == {"prod-bot"}
 
 

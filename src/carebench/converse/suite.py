@@ -284,11 +284,11 @@ class ConverseSuite:
         if cfg.from_run is not None:
             return inputs, judges, gcfg, [], _earlier_conversations(Path(cfg.from_run))
         if cfg.transcripts is not None:
-            from carebench.converse.transcripts import join_risk_levels, load_transcripts
+            from carebench.converse.transcripts import load_transcripts
 
-            convs = load_transcripts(cfg.transcripts, cfg.transcripts_chatbot)
-            if inputs.personas_source != BUILTIN:  # --personas, or a vera: bundle's: risk levels joined
-                join_risk_levels(convs, load_personas(inputs.personas_source))
+            known = load_personas(inputs.personas_source) if inputs.personas_source != BUILTIN else None
+            # --personas, or a vera: bundle's: their risk levels are joined
+            convs = load_transcripts(cfg.transcripts, cfg.transcripts_chatbot, known)
             return inputs, judges, gcfg, [], convs
         if cfg.personas_from:
             from carebench.converse.personas import personas_from

@@ -43,10 +43,12 @@ _STEM = re.compile(r"_run(?P<run>\d+)(?:_s(?P<session>\d+)_(?P<type>[^_]+))?$")
 _RUN_FOLDER = re.compile(r"^p_(?P<user>.+?)__a_(?P<agent>.+?)__t(?P<turns>\d+)__r\d+__")
 
 
-def load_transcripts(source: str | Path, chatbot: str | None = None) -> list[dict[str, Any]]:
+def load_transcripts(source: str | Path, chatbot: str | None = None,
+                     personas: Sequence[Any] | None = None) -> list[dict[str, Any]]:
     """Conversation records from a JSONL file, a VERA-MH conversation file, or a directory
     of them. ``chatbot`` names the system that wrote the replies (a row's own ``chatbot``
-    field, then VERA-MH's run folder name, then ``"transcripts"``)."""
+    field, then VERA-MH's run folder name, then ``"transcripts"``); ``personas``, when
+    given, supply the risk levels (:func:`join_risk_levels`)."""
     path = Path(source)
     if not path.exists():
         raise CarebenchError(f"{path}: transcripts not found")
@@ -59,6 +61,10 @@ def load_transcripts(source: str | Path, chatbot: str | None = None) -> list[dic
     else:
         raise CarebenchError(f"{path}: unsupported transcripts (a .jsonl file, a VERA-MH conversation "
                              ".txt file, or a directory of them)")
+    if personas:
+        join_risk_levels(convs, personas)
+    for c in convs:
+        c.pop("name_part", None)
     seen: dict[str, str] = {}
     for c in convs:
         if c["id"] in seen:
@@ -165,7 +171,7 @@ def _vera_file(path: Path, chatbot: str | None) -> dict[str, Any]:
     repeat = int(m.group("run")) - 1 if m else 0
     session = f"s{m.group('session')}_{m.group('type')}" if m and m.group("session") else None
     return _record(stem, persona, "unknown", chatbot or "transcripts", repeat, _turns(msgs), where,
-                   session=session)
+                   session=session, name_part=stem.split("_", 1)[1] if len(parts) > 1 else None)
 
 
 def _vera_dir(path: Path, chatbot: str | None) -> list[dict[str, Any]]:
@@ -177,13 +183,27 @@ def _vera_dir(path: Path, chatbot: str | None) -> list[dict[str, Any]]:
     return [_vera_file(f, name) for f in files]
 
 
+def _name_token(name: str) -> str:
+    """A persona name as VERA-MH writes it into a file name (spaces to ``_``, no dots)."""
+    return name.replace(" ", "_").replace(".", "")
+
+
 def join_risk_levels(convs: Sequence[dict[str, Any]], personas: Sequence[Any]) -> None:
     """Fill each conversation's unknown risk level from a persona list, matched by persona
-    id or name (VERA-MH's file names carry the persona's name)."""
+    id or name. A VERA-MH file whose persona name has an underscore or a space is matched,
+    as VERA-MH matches it, by the longest persona name its file name starts with; the
+    conversation's persona becomes that name."""
     level = {}
     for p in personas:
         level.setdefault(p.id, p.risk_level)
         level.setdefault(p.name, p.risk_level)
+    tokens = {_name_token(p.name): p for p in personas}
     for c in convs:
+        rest = c.get("name_part")
+        if rest:
+            hits = [t for t in tokens if rest == t or rest.startswith(f"{t}_")]
+            if hits:
+                p = tokens[max(hits, key=len)]
+                c["persona"] = c["persona_name"] = p.name
         if c.get("risk_level", "unknown") == "unknown" and c["persona"] in level:
             c["risk_level"] = level[c["persona"]]
