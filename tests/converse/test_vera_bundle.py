@@ -122,3 +122,18 @@ def test_not_a_vera_folder_is_one_line(tmp_path, capsys):
                  "--chatbot", "openai:c", "--judge", "openai:j"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "not a VERA-MH checkout" in err
+
+
+def test_the_hfo_rubric_judges_transcripts(tmp_path):
+    src = tmp_path / "t.jsonl"
+    src.write_text(json.dumps({"id": "x", "persona": "P42JS1R", "messages": [
+        {"role": "user", "content": "he is coming home"}, {"role": "assistant", "content": "are you safe?"}]}) + "\n")
+    log: list = []
+    with StubServer() as stub:
+        stub.handler = _handler(log)
+        assert main(["converse", "judge", "--transcripts", str(src), "--rubric", f"vera:{V12 / 'data/HFO'}",
+                     "--judge", f"openai:j@{stub.base_url}", "--bootstrap", "20", "--no-cache",
+                     "--out", str(tmp_path / "o")]) == 0
+    m = json.loads((tmp_path / "o" / "manifest.json").read_text())
+    assert m["dataset"]["vera_bundle"]["sha256"]["HFO/rubric_HFO.tsv"] == _sha(V12 / "data/HFO/rubric_HFO.tsv")
+    assert sum(b["model"] == "j" for b in log) >= 1
