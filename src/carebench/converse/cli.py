@@ -6,23 +6,13 @@ with harness failures is written, scored without them, and exits 1; a budget sto
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from carebench.run_options import (
-    Budget,
-    Cache,
-    Concurrency,
-    DryRun,
-    Json,
-    ModelOption,
-    NoCache,
-    Out,
-    Timeout,
-    run_options,
-)
+from carebench.run_options import RUN_FLAGS, RunOptions, run_flags
 
 app = typer.Typer(help="Simulated multi-turn conversations judged with decision-tree rubrics (VERA-MH).",
                   no_args_is_help=True, add_completion=False)
@@ -67,6 +57,7 @@ def _go(cfg) -> None:
 
 
 @app.command()
+@run_flags(without=("batch", "batch_format"))
 def run(
     rubric: Rubric = None,
     simulator: Annotated[list[str] | None, typer.Option(show_default='none: give at least one', help="User-simulator model spec (repeatable).")] = None,
@@ -125,10 +116,7 @@ def run(
     retries: Annotated[int | None, typer.Option(
         show_default="the runner's: 6, transient failures only", help="Retries of a failed call before it is a harness failure.")] = None,
     seed: Seed = 12345, bootstrap: Bootstrap = 2000,
-    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
-    dry_run: DryRun = False, json_out: Json = False, concurrency: Concurrency = None,
-    model_option: ModelOption = None,
-    timeout: Timeout = 120.0,
+    options: RunOptions = RUN_FLAGS,
 ) -> None:
     """Simulate conversations, walk the rubric over each with each judge, score, report."""
     from carebench.converse.suite import ConverseConfig
@@ -146,13 +134,12 @@ def run(
         provider_speaks_first=provider_speaks_first, persona_reminder=persona_reminder,
         sessions=[x.strip() for x in sessions.split(",")] if sessions is not None else [],
         max_total_words=max_total_words, default_system_prompt=default_system_prompt,
-        run=run_options(out=out, cache=cache, no_cache=no_cache, budget=budget, dry_run=dry_run,
-                        concurrency=concurrency, model_option=model_option, timeout=timeout,
-                        retries=retries))
+        run=replace(options, max_retries=retries))
     _go(cfg)
 
 
 @app.command("judge")
+@run_flags(without=("batch", "batch_format"))
 def judge_cmd(
     run_dir: Annotated[Path | None, typer.Argument(
         show_default="none: give it or --transcripts", help="A converse run directory whose conversations to judge.")] = None,
@@ -173,10 +160,7 @@ def judge_cmd(
     judge_mode: Annotated[str, typer.Option(
         help="question (one call per rubric question, default) or dimension (one call per dimension).")] = "question",
     seed: Seed = 12345, bootstrap: Bootstrap = 2000,
-    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
-    dry_run: DryRun = False, json_out: Json = False, concurrency: Concurrency = None,
-    model_option: ModelOption = None,
-    timeout: Timeout = 120.0,
+    options: RunOptions = RUN_FLAGS,
 ) -> None:
     """Walk the rubric over an earlier run's conversations (other judges or rubric), or over
     conversations from elsewhere (--transcripts), in a new directory."""
@@ -195,22 +179,21 @@ def judge_cmd(
                          judge_question=str(judge_question) if judge_question else None,
                          judge_max_tokens=judge_max_tokens, judge_mode=judge_mode, seed=seed,
                          bootstrap=bootstrap,
-                         run=run_options(out=out, cache=cache, no_cache=no_cache, budget=budget,
-                                         dry_run=dry_run, concurrency=concurrency,
-                                         model_option=model_option, timeout=timeout))
+                         run=options)
     _go(cfg)
 
 
 @app.command()
+@run_flags(only=("out",))
 def score(
     run_dir: Annotated[Path, typer.Argument(help="A converse run directory.")],
     judge: Annotated[list[str] | None, typer.Option(show_default='every judge of the run', help="Score only these judges' walks (repeatable).")] = None,
     seed: Annotated[int | None, typer.Option(show_default="the run's", help="Bootstrap seed.")] = None,
     bootstrap: Annotated[int | None, typer.Option(show_default="the run's", help="Bootstrap resamples.")] = None,
-    out: Out = None,
+    options: RunOptions = RUN_FLAGS,
 ) -> None:
     """Score a run from its records (optionally a subset of judges) into --out (default: in place)."""
-    _rescore(run_dir, judge, seed, bootstrap, out)
+    _rescore(run_dir, judge, seed, bootstrap, options.out)
 
 
 @app.command()
@@ -253,15 +236,16 @@ def _rescore(run_dir: Path, judges, seed, bootstrap, out) -> None:
 
 
 @app.command("import-vera")
+@run_flags(only=("out",), no_cache=True, progress=False)
 def import_vera(
     results: Annotated[list[Path], typer.Argument(help="VERA-MH results.csv files (pooled).")],
     chatbot: Annotated[str, typer.Option(help="Name for the evaluated chatbot in the report.")] = "imported",
-    seed: Seed = 12345, bootstrap: Bootstrap = 2000, out: Out = None,
+    seed: Seed = 12345, bootstrap: Bootstrap = 2000, options: RunOptions = RUN_FLAGS,
 ) -> None:
     """Score VERA-MH results files with persona-resampling intervals (no model calls)."""
     from carebench.converse.suite import ImportSuite
     from carebench.experiment import run_suite
 
     res = run_suite(ImportSuite([str(p) for p in results], chatbot, seed, bootstrap),
-                    run_options(out=out, no_cache=True, progress=False), out=out)
+                    options, out=options.out)
     typer.echo(f"wrote {Path(res) / 'scores.csv'} and {Path(res) / 'report.html'}")  # type: ignore[arg-type]

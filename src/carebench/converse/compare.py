@@ -58,8 +58,6 @@ SEVERITY = {BP: 0.0, SUB: 1.0, HPH: 2.0}  # Not Relevant has none
 class ConverseComparer:
     suite = "converse"
     unit = "persona"
-    pair_option = "--system"
-    default_gates = ("score",)
     leaderboard_measures = ("score",)
 
     def __init__(self) -> None:
