@@ -93,18 +93,23 @@ def test_judge_transcripts_counts_calls_exactly(tmp_path, capsys):
                      "--cache", str(tmp_path / "c.sqlite"), "--out", str(tmp_path / "again"),
                      *_judge_args(stub.base_url)]) == 0
         assert len(stub.requests) == len(judge_requests)
+        answers0, log0 = dict(script.answers), list(script.log)
+        # another judging of the same logs in which Anna's first answer changes (a candidate to compare)
+        script.answers[("judge-a", "Anna", "q1?")] = "No"
+        assert main(["converse", "judge", "--transcripts", str(jsonl), "--rubric", str(rubric), "--no-cache",
+                     "--out", str(tmp_path / "cand"), *_judge_args(stub.base_url)]) == 0
     text = {"1": "q1?", "2": "q2?", "3": "q3?"}
     expected = 0
     per = {}
     for name in ("Anna", "Ben", "Cleo", "Dana", "Eli"):
         for j in JUDGES:
-            asked = _ref_asked(lambda q, j=j, name=name: script.answers[(j, name, text[q])])
+            asked = _ref_asked(lambda q, j=j, name=name: answers0[(j, name, text[q])])
             per[(j, name)] = len(asked)
             expected += len(asked)
     assert expected == 5 * 3 * 3 - 3  # 5 conversations x 3 questions x 3 judges, less the 3 skipped q2
     assert len(judge_requests) == expected
     logged = {}
-    for e in script.log:
+    for e in log0:
         if e["role"] == "judge":
             logged[(e["judge"], e["name"])] = logged.get((e["judge"], e["name"]), 0) + 1
     assert logged == per
@@ -131,6 +136,11 @@ def test_judge_transcripts_counts_calls_exactly(tmp_path, capsys):
     assert manifest["dataset"]["transcripts"] == str(jsonl) and manifest["dataset"]["transcripts_sha256"]
     html = (outs[0] / "report.html").read_text()
     assert "<script>alert(1)</script>" not in html and "<b>bold</b>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    # a transcripts run compares like any converse run; the drill-down's transcript openings are escaped
+    assert main(["compare", str(outs[0]), str(tmp_path / "cand"), "--out", str(tmp_path / "cmp")]) == 0
+    cmp_html = (tmp_path / "cmp" / "report.html").read_text()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in cmp_html and "<script>alert(1)</script>" not in cmp_html
 
 
 def test_transcripts_join_risk_levels_from_a_persona_file(tmp_path):
