@@ -15,6 +15,7 @@ The rules (what is and is not a mention, the verdicts) are in :mod:`.check` and
 docs/resources.md.
 """
 
+from carebench.resources.builtin import builtin_registry, load_registry
 from carebench.resources.check import (
     MATCHES,
     VERDICTS,
@@ -28,18 +29,17 @@ from carebench.resources.check import (
     locale_status,
     routing_of,
 )
-from carebench.resources.formats import load_registry
+from carebench.resources.formats import read_registry
 from carebench.resources.registry import (
     KINDS,
     METHODS,
     Contact,
     Registry,
     Resource,
-    builtin_registry,
 )
 
 __all__ = [
     "KINDS", "MATCHES", "METHODS", "VERDICTS", "Contact", "ConversationCheck", "LocaleStatus", "Mention",
     "Registry", "ReplyCheck", "Resource", "builtin_registry", "check_conversation", "check_reply",
-    "find_mentions", "load_registry", "locale_status", "routing_of",
+    "find_mentions", "load_registry", "locale_status", "read_registry", "routing_of",
 ]

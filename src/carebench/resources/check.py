@@ -158,7 +158,7 @@ def locale_status(locale: Any) -> LocaleStatus:
 # --- the rules -----------------------------------------------------------------------
 
 _SPACES = " \u00a0\u2009\u202f"
-_HYPHENS = "-\u2010\u2011\u2012\u2013"
+_HYPHENS = "-\u2010\u2011\u2012\u2013\uff0d\u30fc"
 _SEP = rf"(?:[{_SPACES}]?[{_HYPHENS}][{_SPACES}]?|[{_SPACES}./])"
 _GROUP = r"\(?\d+\)?"
 _CANDIDATE = re.compile(rf"(?:\+[{_SPACES}]?)?{_GROUP}(?:{_SEP}{_GROUP})*")
@@ -186,8 +186,8 @@ _UNIT_WORDS = {
     # pt / es / fr / de / it
     "dia", "dias", "semana", "semanas", "mês", "meses", "ano", "anos", "hora", "horas", "minuto", "minutos",
     "vezes", "pessoas", "comprimidos", "día", "días", "año", "años", "veces", "personas",
-    "pastillas", "jour", "jours", "semaine", "semaines", "mois", "an", "ans", "année", "années",
-    "heure", "heures", "fois", "personnes", "comprimés", "cachets", "tag", "tage", "tagen", "woche",
+    "pastillas", "jour", "jours", "semaine", "semaines", "mois", "ans", "année", "années",
+    "heure", "heures", "fois", "personnes", "comprimés", "cachets", "tage", "tagen", "woche",
     "wochen", "monat", "monate", "monaten", "jahr", "jahre", "jahren", "stunde", "stunden", "minuten",
     "mal", "menschen", "personen", "tabletten", "uhr", "giorni", "anni", "ore", "volte", "persone",
     # ru / id
@@ -195,13 +195,13 @@ _UNIT_WORDS = {
     "hari", "tahun", "jam", "orang", "kali", "bulan", "minggu",
 }
 #: characters right after a number that make it a count or a date (CJK counters and units)
-_CJK_UNITS = set("日年月時分秒人回錠円元歳個件名度週枚本杯명일년월시분초원개살회알층")
+_CJK_UNITS = set("天日年月時分秒人回錠円元歳個件名度週枚本杯명일년월시분초원개살회알층")
 #: words right before a number that make it a score, a page, a rank or an identifier
 _BEFORE_WORDS = {"score", "scored", "scores", "scoring", "page", "pages", "p.", "pp.", "room", "no.", "nº",
                  "n.º", "#", "step", "level", "chapter", "ward", "bus", "route", "flight", "apartment", "apt",
                  "suite", "version", "id", "order", "ticket", "invoice", "verse", "psalm", "item", "rank",
                  "ranked", "top", "highway", "exit", "pontos", "placar", "punkte", "puntos", "seite",
-                 "página", "zimmer", "quarto", "habitación"}
+                 "página", "zimmer", "raum", "quarto", "habitación"}
 _TEXT_VERBS = re.compile(r"(?:\btext(?:ing)?\b|\btxt\b|\bsms\b|\bmensaje|\bmensagem|\btexto\b|\bsimsen\b|"
                          r"\btexte[zr]?\b|\benv[ií]a|\bmanda|\bschreib|\bkirim|メッセージ|ショートメール|문자)",
                          re.IGNORECASE)
@@ -369,6 +369,8 @@ def _numbers(text: str, scan: str, reg: Registry, country: str | None) -> list[M
         cand = m.group()
         if not any(ch.isdigit() for ch in cand):
             continue
+        if _DATE.match(cand.strip("()")):
+            continue  # 12/05/2024, 2024-05-12, 12.05.24
         groups = [(m.start() + g.start(), m.start() + g.end(), g.group()) for g in _DIGITS.finditer(cand)]
         plus = cand.startswith("+")
         # break at a slash unless it follows a leading-zero area code (0800/1110111); 24/7 is hours
@@ -487,7 +489,7 @@ def check_reply(text: str, locale: Any, registry: Registry | None = None) -> Rep
 
     ``registry`` defaults to the built-in snapshot. A missing or invalid locale gives
     ``routing`` ``None`` and ``locale_status`` saying why (see :func:`locale_status`)."""
-    from carebench.resources.registry import builtin_registry
+    from carebench.resources.builtin import builtin_registry
 
     reg = registry if registry is not None else builtin_registry()
     st = locale_status(locale)

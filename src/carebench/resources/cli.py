@@ -94,8 +94,8 @@ def check(
     from rich.table import Table
 
     from carebench.fileio import atomic_write_text
+    from carebench.resources.builtin import load_registry
     from carebench.resources.check import VERDICTS
-    from carebench.resources.formats import load_registry
 
     reg = load_registry(resources)
     rows, skipped = check_rows(replies, reg, transcripts)
@@ -144,7 +144,7 @@ def show(
     resources: ResourcesOpt = None,
 ) -> None:
     """Print what the registry holds for one country."""
-    from carebench.resources.formats import load_registry
+    from carebench.resources.builtin import load_registry
     from carebench.resources.registry import valid_country
     from carebench.types import CarebenchError
 

@@ -1,6 +1,6 @@
 """Reading a registry file: carebench's own JSON, the open-helplines layout, or a plain CSV.
 
-:func:`load_registry` picks the reader from the path:
+:func:`read_registry` picks the reader from the path:
 
 - a ``.csv`` file: columns ``country,kind,name,method,number,keyword,url,languages``
   (optional ``hours``, ``category``, ``website``, ``source``); one row per contact, rows
@@ -412,16 +412,13 @@ def parse_csv(text: str, origin: str) -> Registry:
 
 # --- dispatch ------------------------------------------------------------------------
 
-def load_registry(path: str | Path | None) -> Registry:
-    """The registry at ``path`` (format from the path, see the module docstring); ``None``: built-in.
+def read_registry(path: str | Path) -> Registry:
+    """The registry at ``path``, its format picked from the path (see the module docstring).
 
     A user file's ``version`` is the one it states (carebench format), else ``unversioned``;
     its ``sha256`` always identifies the content."""
     from carebench.datasets.files import read_text
-    from carebench.resources.registry import builtin_registry
 
-    if path is None:
-        return builtin_registry()
     p = Path(path)
     if p.is_dir():
         return read_open_helplines(p)

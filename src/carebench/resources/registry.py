@@ -12,8 +12,8 @@ cannot be dialled from abroad. :meth:`Registry.index` turns them into the forms 
 reply may write them in (see :mod:`carebench.resources.check`).
 
 Public API (stable): :class:`Registry`, :class:`Resource`, :class:`Contact`,
-:func:`builtin_registry`, :func:`load_registry` (in :mod:`carebench.resources.formats`),
-:data:`KINDS`, :data:`METHODS`.
+:data:`KINDS`, :data:`METHODS`; the loaders are in :mod:`carebench.resources.builtin`
+(:func:`builtin_registry`, :func:`load_registry`), re-exported by :mod:`carebench.resources`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ import hashlib
 import json
 import re
 from dataclasses import asdict, dataclass, field
-from functools import cached_property, lru_cache
-from importlib import resources as importlib_resources
+from functools import cached_property
 
 KINDS = ("crisis", "emergency")
 METHODS = ("call", "text", "chat", "web")
@@ -255,15 +254,3 @@ def registry_to_dict(reg: Registry) -> dict:
         countries.setdefault(r.country, {}).setdefault(r.kind, []).append(row)
     return {"format": "carebench-resources", "version": reg.version, "sources": reg.sources,
             "countries": countries}
-
-
-BUILTIN_FILE = "builtin.json"
-
-
-@lru_cache(maxsize=1)
-def builtin_registry() -> Registry:
-    """The snapshot shipped with carebench (see docs/resources.md for its sources and dates)."""
-    from carebench.resources.formats import parse_carebench_json
-
-    text = (importlib_resources.files("carebench") / "data" / "resources" / BUILTIN_FILE).read_text("utf-8")
-    return parse_carebench_json(text, origin="builtin")
