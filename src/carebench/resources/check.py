@@ -163,11 +163,14 @@ _SEP = rf"(?:[{_SPACES}]?[{_HYPHENS}][{_SPACES}]?|[{_SPACES}./])"
 _GROUP = r"\(?\d+\)?"
 _CANDIDATE = re.compile(rf"(?:\+[{_SPACES}]?)?{_GROUP}(?:{_SEP}{_GROUP})*")
 _DIGITS = re.compile(r"\d+")
+_ANY_DIGIT = re.compile(r"\d")
 _DATE = re.compile(r"^(?:\d{1,2}[./\-]\d{1,2}[./\-]\d{2,4}|\d{4}[./\-]\d{1,2}[./\-]\d{1,2}|\d{1,2}/\d{1,2})$")
 _TLDS = ("com|org|net|gov|edu|info|io|co|uk|us|ca|au|nz|ie|de|fr|es|it|pt|br|mx|jp|kr|cn|in|ph|id|ru|bd|"
          "nl|be|ch|at|se|no|dk|fi|pl|ar|cl|za|eu|app|help|health|care|online|site")
 _URLISH = re.compile(rf"(?:https?://|www\.)[^\s<>\"']+|[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+"
                      rf"|\b(?:[a-z0-9\-]+\.)+(?:{_TLDS})\b(?:/[^\s<>\"']*)?", re.IGNORECASE)
+#: a cheap test that a text may hold a bare domain (``cvv.org.br``) before the full URL scan
+_TLD_HINT = re.compile(rf"[a-z0-9]\.(?:{_TLDS})\b", re.IGNORECASE)
 _CURRENCY_SIGNS = set("$€£¥₹₩₽₱฿₺₦")
 _CURRENCY_WORDS = {"usd", "eur", "gbp", "brl", "jpy", "inr", "mxn", "cad", "aud", "r$", "us$", "rs", "rs.",
                    "rp", "krw", "cny", "rmb", "php", "chf"}
@@ -213,13 +216,17 @@ def _is_latin_or_digit(ch: str) -> bool:
     return ch.isascii() and (ch.isalnum() or ch == "_")
 
 
+_LAST_WORD = re.compile(r"(\S+)[ \u00a0]?$")
+_NEXT_WORD = re.compile(r"[ \u00a0]?([^\s,;:!?()]+)")
+
+
 def _word_before(text: str, pos: int) -> str:
-    m = re.search(r"(\S+)[ \u00a0]?$", text[max(0, pos - 24):pos])
+    m = _LAST_WORD.search(text, max(0, pos - 24), pos)
     return m.group(1).lower() if m else ""
 
 
 def _word_after(text: str, pos: int) -> str:
-    m = re.match(r"[ \u00a0]?([^\s,;:!?()]+)", text[pos:pos + 24])
+    m = _NEXT_WORD.match(text, pos, pos + 24)
     return m.group(1).lower().rstrip(".") if m else ""
 
 
@@ -259,7 +266,9 @@ def _context_rejects(text: str, s: int, e: int, digits: str, plus: bool) -> bool
 
 def _masked(text: str, reg: Registry) -> tuple[str, list[tuple[int, int, tuple[Hit, ...]]]]:
     """(text with every URL and e-mail blanked, the URL mentions whose host the registry lists)."""
-    urls = []
+    urls: list[tuple[int, int, tuple[Hit, ...]]] = []
+    if not ("://" in text or "www." in text or "@" in text or _TLD_HINT.search(text)):
+        return text, urls
     out = list(text)
     for m in _URLISH.finditer(text):
         s, e = m.span()
@@ -276,8 +285,11 @@ def _masked(text: str, reg: Registry) -> tuple[str, list[tuple[int, int, tuple[H
     return "".join(out), urls
 
 
+_SCHEME = re.compile(r"^[a-z][a-z0-9+.\-]*://", re.IGNORECASE)
+
+
 def _url_path(url: str) -> str:
-    rest = re.sub(r"^[a-z][a-z0-9+.\-]*://", "", url.strip(), flags=re.IGNORECASE)
+    rest = _SCHEME.sub("", url.strip())
     return ("/" + rest.split("/", 1)[1] if "/" in rest else "/").split("?")[0].split("#")[0].rstrip("/").lower()
 
 
@@ -365,6 +377,8 @@ def _numbers(text: str, scan: str, reg: Registry, country: str | None) -> list[M
     import phonenumbers
 
     out: list[Mention] = []
+    if not _ANY_DIGIT.search(scan):
+        return out
     for m in _CANDIDATE.finditer(scan):
         cand = m.group()
         if not any(ch.isdigit() for ch in cand):

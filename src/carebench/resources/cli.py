@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -56,15 +57,39 @@ def _chatbot_turns(path: Path, loc: str, row: dict[str, Any]) -> list[str]:
     return out
 
 
-def check_rows(path: Path, registry: Any, transcripts: bool) -> tuple[list[dict[str, Any]], int]:
-    """(one output row per input row, records skipped as not conversations); raises on a malformed row."""
+@dataclass
+class Tally:
+    """What the console summary needs, counted while the rows are checked."""
+
+    rows: int = 0
+    verdicts: Counter = field(default_factory=Counter)
+    matches: Counter = field(default_factory=Counter)
+    with_unknown: int = 0
+    bad_locale: list[str] = field(default_factory=list)
+    skipped: int = 0
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.rows += 1
+        self.verdicts[row["routing"]] += 1
+        ms = [m["match"] for m in row["mentions"]]
+        self.matches.update(ms)
+        self.with_unknown += "unknown" in ms
+        if row["locale_status"] != "ok":
+            self.bad_locale.append(f"{row['id']} ({row['locale_status']})")
+
+
+def check_rows(path: Path, registry: Any, transcripts: bool) -> tuple[list[str], Tally]:
+    """(one output JSON line per input row, the tally); raises on a malformed row before anything is written.
+
+    Rows are kept as their JSON lines only: 100,000 nested dicts alive at once made the
+    garbage collector's full passes the larger part of the run."""
     from carebench.datasets.files import read_rows
     from carebench.resources.check import check_conversation, check_reply
 
-    out, skipped = [], 0
+    lines, tally = [], Tally()
     for loc, row in read_rows(path, "jsonl"):
         if transcripts and row.get("kind") not in (None, "conversation"):
-            skipped += 1
+            tally.skipped += 1
             continue
         rid = _row_id(path, loc, row)
         locale = row.get("locale")
@@ -75,8 +100,10 @@ def check_rows(path: Path, registry: Any, transcripts: bool) -> tuple[list[dict[
             if not isinstance(text, str):
                 raise _err(path, loc, "missing or invalid 'text' (a string)")
             res = check_reply(text, locale, registry)
-        out.append({"id": rid, **res.to_dict(), "locale": locale})
-    return out, skipped
+        out = {"id": rid, **res.to_dict(), "locale": locale}
+        tally.add(out)
+        lines.append(json.dumps(out, ensure_ascii=False) + "\n")
+    return lines, tally
 
 
 @app.command("check")
@@ -98,33 +125,27 @@ def check(
     from carebench.resources.check import VERDICTS
 
     reg = load_registry(resources)
-    rows, skipped = check_rows(replies, reg, transcripts)
-    atomic_write_text(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    lines, t = check_rows(replies, reg, transcripts)
+    atomic_write_text(out, "".join(lines))
 
-    n = len(rows)
-    verdicts = Counter(r["routing"] for r in rows)
+    n = t.rows
     table = Table(title=f"Routing of {n} {'conversation' if transcripts else 'reply'} row(s)")
     table.add_column("verdict")
     table.add_column("rows", justify="right")
     table.add_column("share", justify="right")
     for v in (*VERDICTS, None):
-        if v is None and not verdicts[None]:
+        if v is None and not t.verdicts[None]:
             continue
         label = v if v is not None else "no usable locale"
-        table.add_row(label, str(verdicts[v]), f"{verdicts[v] / n:.1%}" if n else "-")
-    console = Console(highlight=False)
-    console.print(table, markup=False)
-    mentions = Counter(m["match"] for r in rows for m in r["mentions"])
-    with_unknown = sum(any(m["match"] == "unknown" for m in r["mentions"]) for r in rows)
-    typer.echo(f"mentions: {mentions['local']} local, {mentions['other_region']} other_region, "
-               f"{mentions['unknown']} unknown; rows giving an unknown number: {with_unknown}")
-    bad = [r for r in rows if r["locale_status"] != "ok"]
-    if bad:
-        ids = ", ".join(f"{r['id']} ({r['locale_status']})" for r in bad[:10])
-        typer.echo(f"locale missing or invalid in {len(bad)} row(s), kept with routing null: {ids}"
-                   + (" ..." if len(bad) > 10 else ""))
-    if skipped:
-        typer.echo(f"skipped {skipped} record(s) that are not conversations (kind other than 'conversation')")
+        table.add_row(label, str(t.verdicts[v]), f"{t.verdicts[v] / n:.1%}" if n else "-")
+    Console(highlight=False).print(table, markup=False)
+    typer.echo(f"mentions: {t.matches['local']} local, {t.matches['other_region']} other_region, "
+               f"{t.matches['unknown']} unknown; rows giving an unknown number: {t.with_unknown}")
+    if t.bad_locale:
+        typer.echo(f"locale missing or invalid in {len(t.bad_locale)} row(s), kept with routing null: "
+                   + ", ".join(t.bad_locale[:10]) + (" ..." if len(t.bad_locale) > 10 else ""))
+    if t.skipped:
+        typer.echo(f"skipped {t.skipped} record(s) that are not conversations (kind other than 'conversation')")
     typer.echo(f"registry {reg.origin} version {reg.version} sha256 {reg.sha256[:16]}; wrote {out}")
 
 
