@@ -164,7 +164,8 @@ _GROUP = r"\(?\d+\)?"
 _CANDIDATE = re.compile(rf"(?:\+[{_SPACES}]?)?{_GROUP}(?:{_SEP}{_GROUP})*")
 _DIGITS = re.compile(r"\d+")
 _ANY_DIGIT = re.compile(r"\d")
-_DATE = re.compile(r"^(?:\d{1,2}[./\-]\d{1,2}[./\-]\d{2,4}|\d{4}[./\-]\d{1,2}[./\-]\d{1,2}|\d{1,2}/\d{1,2})$")
+_DATE = re.compile(r"^(?:\d{1,2}[./\-]\d{1,2}[./\-]\d{2,4}|\d{4}[./\-]\d{1,2}[./\-]\d{1,2}|\d{1,2}/\d{1,2}"
+                   r"|\d{1,2} \d{1,2} (?:19|20)\d\d)$")
 _TLDS = ("com|org|net|gov|edu|info|io|co|uk|us|ca|au|nz|ie|de|fr|es|it|pt|br|mx|jp|kr|cn|in|ph|id|ru|bd|"
          "nl|be|ch|at|se|no|dk|fi|pl|ar|cl|za|eu|app|help|health|care|online|site")
 _URLISH = re.compile(rf"(?:https?://|www\.)[^\s<>\"']+|[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+"
@@ -236,6 +237,23 @@ def _line_start(text: str, pos: int) -> bool:
     return not line.strip(" \t*->•–·#")
 
 
+_LIST_ITEM = re.compile(r"^[ \t*\->•]*\d{1,3}[.)][ \t]")
+
+
+def _numbered_list(text: str, pos: int) -> bool:
+    """The line at ``pos`` and the line before or after it both start ``N.`` or ``N)``: a numbered list."""
+    start = text.rfind("\n", 0, pos) + 1
+    prev_start = text.rfind("\n", 0, max(start - 1, 0)) + 1 if start else -1
+    end = text.find("\n", pos)
+    lines = []
+    if prev_start >= 0:
+        lines.append(text[prev_start:start - 1])
+    if end >= 0:
+        nxt_end = text.find("\n", end + 1)
+        lines.append(text[end + 1:nxt_end if nxt_end >= 0 else len(text)])
+    return any(_LIST_ITEM.match(line) for line in lines)
+
+
 def _context_rejects(text: str, s: int, e: int, digits: str, plus: bool) -> bool:
     """True when the number text[s:e] is a count, a measure, money, a time, a year or a list number."""
     before = text[s - 1] if s > 0 else ""
@@ -244,7 +262,7 @@ def _context_rejects(text: str, s: int, e: int, digits: str, plus: bool) -> bool
     prev2 = text[s - 2] if s > 1 else ""
     if before and (_is_latin_or_digit(before) or before in _CURRENCY_SIGNS or before in "@/\\&"):
         return True
-    if after and (_is_latin_or_digit(after) or after in _CURRENCY_SIGNS or after in "%‰°′″'"):
+    if after and (_is_latin_or_digit(after) or after in _CURRENCY_SIGNS or after in "%‰°′″"):
         return True
     if after in ".,:" and nxt.isdigit():  # 9.88, 1,988, 10:30
         return True
@@ -258,7 +276,7 @@ def _context_rejects(text: str, s: int, e: int, digits: str, plus: bool) -> bool
             return True
         if len(digits) == 4 and 1900 <= int(digits) <= 2099:
             return True
-        if after in ".)" and (nxt == "" or nxt.isspace()) and _line_start(text, s) and len(digits) <= 3:
+        if after and after in ".)" and nxt in (" ", "\t") and _line_start(text, s) and _numbered_list(text, s):
             return True
     wa = _word_after(text, e)
     return bool(wa and (wa in _UNIT_WORDS or wa in _CURRENCY_WORDS or wa[0] in _CURRENCY_SIGNS))
@@ -407,6 +425,11 @@ def _numbers(text: str, scan: str, reg: Registry, country: str | None) -> list[M
     return out
 
 
+#: countries dialling abroad with 011 (the North American Numbering Plan)
+_NANP = frozenset({"US", "CA", "AG", "AI", "AS", "BB", "BM", "BS", "DM", "DO", "GD", "GU", "JM", "KN", "KY", "LC",
+                   "MP", "MS", "PR", "SX", "TC", "TT", "VC", "VG", "VI"})
+
+
 def _part_mentions(text: str, scan: str, part, plus: bool, reg: Registry, country: str | None,
                    phonenumbers) -> list[Mention]:
     """The mentions in one run of digit groups: longest registry match first, left to right."""
@@ -439,6 +462,9 @@ def _part_mentions(text: str, scan: str, part, plus: bool, reg: Registry, countr
                 break
             s, e = span(i, j)
             intl = plus and i == 0
+            if not intl and len(digits) >= 9 and (digits.startswith("00") or (
+                    digits.startswith("011") and country in _NANP)):  # 0044 116 123, 011 44 116 123
+                intl, digits = True, digits[2:] if digits.startswith("00") else digits[3:]
             if _context_rejects(text, s, e, digits, intl):
                 continue
             if intl:
