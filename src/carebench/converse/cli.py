@@ -241,12 +241,14 @@ def import_vera(
     results: Annotated[list[Path], typer.Argument(help="VERA-MH results.csv / results-pool.csv files (pooled).")],
     chatbot: Annotated[str, typer.Option(help="Name for the evaluated chatbot in the report.")] = "imported",
     personas: Annotated[Path | None, typer.Option(
+        show_default="none: the results' risk_level column, else unknown",
         help="Personas table (VERA-MH's personas.tsv) giving each persona's risk level, when the results "
              "have no risk_level column.")] = None,
     dimensions: Annotated[list[str] | None, typer.Option(
-        "--dimensions", help="A dimension column (repeatable); the other columns are annotations "
-                             "(default: the --rubric's dimensions, else the columns with _yes_question_id).")] = None,
+        "--dimensions", show_default="the --rubric's dimensions, else the columns with _yes_question_id",
+        help="A dimension column (repeatable); the other columns are annotations.")] = None,
     rubric: Annotated[str | None, typer.Option(
+        show_default="none: dimensions from --dimensions or the columns",
         help="The rubric the results were judged with: its dimensions are the rated columns.")] = None,
     seed: Seed = 12345, bootstrap: Bootstrap = 2000, options: RunOptions = RUN_FLAGS,
 ) -> None:
