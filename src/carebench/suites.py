@@ -119,7 +119,8 @@ SUITES: dict[str, SuiteEntry] = {
 
 #: tools beside the suites, mounted the same way
 TOOLS: dict[str, Target] = {"annotate": Target("carebench.annotate.cli:app"),
-                            "batch": Target("carebench.batch.cli:app")}
+                            "batch": Target("carebench.batch.cli:app"),
+                            "resources": Target("carebench.resources.cli:app")}
 
 #: directories written by the core tools (``carebench compare``, ``carebench leaderboard``),
 #: re-rendered by ``carebench report DIR`` like a suite's runs
