@@ -211,3 +211,41 @@ def test_judge_needs_one_source(tmp_path, capsys):
                  "--judge", "openai:j"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all("one of them" in line for line in err)
+
+
+def test_rubric_rules_flag_reaches_the_walk(tmp_path):
+    # D1: q1 (Red) No -> next row; D2: q2 options, "stop" -> END. Every judge answers No / "stop".
+    # VERA-MH's rules: END makes every dimension Not Relevant. carebench's end-keeps-walked rates
+    # the dimensions already walked (D1 at q1, D2 at q2, neither met a Yes) Best Practice.
+    rows = [["1", "D1", "Red", "", "q1?", "", "", "", ""],
+            ["2", "D2", "", "", "q2?", "", "go on", "", ""],
+            ["", "", "", "", "", "", "stop", "END", ""]]
+    rubric = write_tsv(tmp_path / "r.tsv", rows)
+    script = ConverseScript()
+    script.answers = {(j, n, q): ("stop" if q == "q2?" else "No") for j in JUDGES[:1]
+                      for n in ("Anna", "Ben", "Cleo") for q in ("q1?", "q2?")}
+    ratings = {}
+    with StubServer() as stub:
+        stub.handler = script
+        for rules in (None, "carebench", "vera+end-keeps-walked"):
+            out = tmp_path / f"out-{rules}"
+            args = ["converse", "judge", "--transcripts", str(_jsonl(tmp_path)), "--rubric", str(rubric),
+                    "--judge", f"openai:judge-a@{stub.base_url}", "--bootstrap", "20",
+                    "--cache", str(tmp_path / "c.sqlite"), "--out", str(out)]
+            assert main(args + (["--rubric-rules", rules] if rules else [])) == 0
+            recs = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+            ratings[rules] = {w["persona"]: w["ratings"] for w in recs if w["kind"] == "walk"}
+    nr, bp = "Not Relevant", "Best Practice"
+    assert ratings[None] == {n: {"D1": nr, "D2": nr} for n in ("Anna", "Ben", "Cleo")}
+    assert ratings["carebench"] == ratings["vera+end-keeps-walked"] == \
+        {n: {"D1": bp, "D2": bp} for n in ("Anna", "Ben", "Cleo")}
+
+
+def test_rubric_rules_flag_refuses_an_unknown_rule(tmp_path, capsys):
+    rubric = write_tsv(tmp_path / "r.tsv", RUBRIC)
+    rc = main(["converse", "judge", "--transcripts", str(_jsonl(tmp_path)), "--rubric", str(rubric),
+               "--judge", "openai:j@http://127.0.0.1:9/v1", "--rubric-rules", "vera+yellow-is-yelow",
+               "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and "yellow-is-yelow" in err
+    assert not (tmp_path / "o").exists()

@@ -21,6 +21,11 @@ Rubric = Annotated[str | None, typer.Option(
     show_default="none: give one", help="Rubric: a VERA-MH TSV, a YAML rubric, a bundle directory with manifest.json, or vera:PATH (a "
          "VERA-MH checkout, or its data/SI or data/HFO folder: rubric, personas and persona templates together).")]
 Judge = Annotated[list[str] | None, typer.Option(show_default="none: give at least one", help="Judge model spec (repeatable: several judges).")]
+RubricRules = Annotated[str | None, typer.Option(
+    "--rubric-rules", show_default="the rubric's own: vera for VERA-MH files, carebench for YAML rubrics",
+    help="How the walk reads the tree: vera (VERA-MH's judge and scorer), carebench, or vera+OPTION "
+         "with carebench's named deviations: end-keeps-walked, risk-type-branches, yelow-is-yellow, "
+         "not-relevant-final (docs/converse.md).")]
 Seed = Annotated[int, typer.Option(help="Seed of sampling and of the bootstrap.")]
 Bootstrap = Annotated[int, typer.Option(help="Bootstrap resamples (personas resampled).")]
 
@@ -59,7 +64,7 @@ def _go(cfg) -> None:
 @app.command()
 @run_flags(without=("batch", "batch_format"))
 def run(
-    rubric: Rubric = None,
+    rubric: Rubric = None, rubric_rules: RubricRules = None,
     simulator: Annotated[list[str] | None, typer.Option(show_default='none: give at least one', help="User-simulator model spec (repeatable).")] = None,
     chatbot: Annotated[list[str] | None, typer.Option(show_default='none: give at least one', help="Chatbot under test (repeatable).")] = None,
     judge: Judge = None,
@@ -122,7 +127,7 @@ def run(
     from carebench.converse.suite import ConverseConfig
 
     cfg = ConverseConfig(
-        rubric=rubric, personas=personas, personas_from=personas_from, persona_template=str(persona_template) if persona_template else None,
+        rubric=rubric, rubric_rules=rubric_rules, personas=personas, personas_from=personas_from, persona_template=str(persona_template) if persona_template else None,
         judge_system=str(judge_system) if judge_system else None,
         judge_question=str(judge_question) if judge_question else None,
         simulators=list(simulator or []), chatbots=list(chatbot or []), judges=list(judge or []),
@@ -143,7 +148,7 @@ def run(
 def judge_cmd(
     run_dir: Annotated[Path | None, typer.Argument(
         show_default="none: give it or --transcripts", help="A converse run directory whose conversations to judge.")] = None,
-    rubric: Rubric = None, judge: Judge = None,
+    rubric: Rubric = None, judge: Judge = None, rubric_rules: RubricRules = None,
     transcripts: Annotated[Path | None, typer.Option(
         show_default="none", help="Judge conversations from elsewhere instead: a JSONL file ({id, persona, "
         "risk_level, locale, messages: [{role, content}]} a line) or VERA-MH conversation .txt files (a "
@@ -171,7 +176,7 @@ def judge_cmd(
         raise CarebenchError("converse judge: give a run directory or --transcripts PATH (one of them)")
     if transcripts is None and (chatbot or personas):
         raise CarebenchError("converse judge: --chatbot and --personas go with --transcripts")
-    cfg = ConverseConfig(rubric=rubric, judges=list(judge or []),
+    cfg = ConverseConfig(rubric=rubric, rubric_rules=rubric_rules, judges=list(judge or []),
                          from_run=str(run_dir) if run_dir is not None else None,
                          transcripts=str(transcripts) if transcripts is not None else None,
                          transcripts_chatbot=chatbot, personas=personas,
