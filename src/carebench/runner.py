@@ -20,18 +20,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from carebench.cache import CompletionCache, cache_key
-from carebench.models.base import ChatModel, PermanentError, TransientError, Unreachable
+from carebench.models.base import Call, ChatModel, PermanentError, TransientError, Unreachable
 from carebench.models.pricing import call_cost_bound, is_priced
 from carebench.types import GAVE_UP, CarebenchError, ChatRequest, Completion, is_context_overflow
-
-
-@dataclass(slots=True)
-class Call:
-    """One model call to make; ``tag`` is the caller's handle (e.g. item id and method)."""
-
-    model: ChatModel
-    request: ChatRequest
-    tag: Any = None
 
 
 @dataclass

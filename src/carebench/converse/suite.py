@@ -36,13 +36,20 @@ from carebench.converse.judging import (
     JUDGE_CALL_FAILURE,
     JUDGE_MAX_TOKENS,
     MODES,
+    REQUIRED_SLOTS,
     Prompts,
     judge_conversations,
     judge_criteria,
     planned_criteria_calls,
 )
 from carebench.converse.judging import planned_calls as planned_judging
-from carebench.converse.personas import BUILTIN, default_template, load_personas, persona_prompt
+from carebench.converse.personas import (
+    BUILTIN,
+    default_template,
+    load_personas,
+    persona_prompt,
+    personas_from,
+)
 from carebench.converse.rubric import Rubric, load_bundle, load_rubric, parse_rules
 from carebench.converse.scoring import B_DEFAULT, SEED_DEFAULT, summarize, summarize_criteria
 from carebench.criteria import SCOPES
@@ -60,7 +67,7 @@ from carebench.judging import panel_seats
 from carebench.report import Report
 from carebench.run import Run, RunOptions
 from carebench.run_options import run_options
-from carebench.rundir import data_sha256, read_jsonl
+from carebench.rundir import data_sha256, file_sha256, read_jsonl
 from carebench.types import CarebenchError
 
 SUITE = "converse"
@@ -122,7 +129,6 @@ class Inputs:
             prompts = Prompts(prompts.system, read_text(judge_question))
         if persona_template:
             tmpl = read_text(persona_template)
-        from carebench.converse.judging import REQUIRED_SLOTS
         from carebench.templates import placeholders
 
         lacking = [s for s in REQUIRED_SLOTS if s not in placeholders(prompts.question)]
@@ -296,8 +302,6 @@ class ConverseSuite:
             convs = load_transcripts(cfg.transcripts, cfg.transcripts_chatbot, known)
             return inputs, judges, gcfg, [], convs
         if cfg.personas_from:
-            from carebench.converse.personas import personas_from
-
             inputs.personas_source = cfg.personas or BUILTIN
             personas = personas_from(cfg.personas_from, inputs.personas_source)
         else:
@@ -568,7 +572,6 @@ class ImportSuite(ConverseSuite):
 
     def execute(self, run: Run) -> Execution:
         from carebench.converse.vera_import import read_personas_risk, read_results
-        from carebench.rundir import file_sha256
 
         dims = self.dimensions or (load_rubric(self.rubric).dimensions if self.rubric else None)
         levels = read_personas_risk(self.personas) if self.personas else None
