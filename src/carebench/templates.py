@@ -50,6 +50,17 @@ def fill(text: str, values: Mapping[str, str], name: str = "template") -> str:
     return PLACEHOLDER.sub(lambda m: values[m.group(1)], text)
 
 
+def fill_some(text: str, values: Mapping[str, str], name: str = "template") -> str:
+    """The placeholders named in ``values`` replaced in one pass, every other one left
+    as it is: for a template filled in two stages (an outside persona frame gets its
+    context now and its persona fields per conversation). A value without a placeholder
+    is still an error."""
+    unknown = values.keys() - placeholders(text)
+    if unknown:
+        raise CarebenchError(f"prompt {name!r} has no placeholder for {sorted(unknown)}")
+    return PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), text)
+
+
 def prompt(name: str, keep_newline: bool = False) -> str:
     """A prompt file of the shared folder ``carebench/prompts`` (see :func:`package_template`)."""
     return package_template("carebench.prompts", name, keep_newline)

@@ -31,7 +31,7 @@ from carebench.converse.personas import PROMPTS, snake
 from carebench.converse.rubric import Rubric, load_rubric
 from carebench.datasets.files import read_text
 from carebench.rundir import file_sha256
-from carebench.templates import package_template
+from carebench.templates import fill_some, package_template
 from carebench.types import CarebenchError
 
 PREFIX = "vera:"
@@ -117,9 +117,9 @@ def load_vera_bundle(spec: str) -> VeraBundle:
         ctx = read_text(context).strip()
         outer = read_text(prompt) if prompt is not None else ""
         if "{persona_context}" in outer:
-            template = outer.replace("{persona_context}", ctx)
+            template = fill_some(outer, {"persona_context": ctx}, "persona prompt template")
         else:
-            template = package_template(PROMPTS, "persona_frame").replace("{persona_context}", ctx)
+            template = fill_some(package_template(PROMPTS, "persona_frame"), {"persona_context": ctx}, "persona_frame")
             if prompt is not None:  # read, but not used: keep the record honest
                 del files[str(prompt.relative_to(root.parent))]
         template = to_placeholders(template)
