@@ -155,8 +155,10 @@ def test_import_fixtures_then_twice(tmp_path, monkeypatch, capsys):
     assert any("response_format" in e["error"] for e in errors) and any("expired" in e["error"] for e in errors)
     assert main(["batch", "import", str(out), str(ant), "--dir", str(tmp_path / "bdir"),
                  "--cache", str(cache)]) == 0
-    assert capsys.readouterr().out.strip() == "imported 0, errors 3, unknown 0, already cached 2"
+    # the same errors read again are recorded once: nothing new
+    assert capsys.readouterr().out.strip() == "imported 0, errors 0, unknown 0, already cached 2"
     assert len(CompletionCache(cache)) == 2
+    assert len((tmp_path / "bdir" / "errors.jsonl").read_text().splitlines()) == len(errors)
 
 
 def test_errors_are_written_again_next_round_and_answers_are_batch_priced(tmp_path, monkeypatch):

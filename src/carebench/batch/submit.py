@@ -237,11 +237,12 @@ def fetch(dir: str | Path, cache: Any) -> str:
             raise _api_error(e, entry) from None
         sub["results"] = [str(p.relative_to(m.dir)) for p in paths]
         m.save()
-        index = m.index() if index is None else index
+        index = m.holders() if index is None else index
         counts = import_results(m.dir, paths, cache, index=index) if paths else ImportCounts()
         missing = [i for i in m.ids(entry) if i not in counts.seen]
         m.record_errors([{"custom_id": i, "round": rnd, "file": entry["path"],
-                          "error": f"no result in the finished batch ({sub.get('status')})"} for i in missing])
+                          "error": f"no result in the finished batch ({sub.get('status')})",
+                          "line": f"missing:{sub.get('batch_id')}:{i}"} for i in missing])
         for k in ("imported", "errors", "already_cached"):
             setattr(total, k, getattr(total, k) + getattr(counts, k))
         total.errors += len(missing)
