@@ -270,7 +270,7 @@ def test_limits_split_files(tmp_path, monkeypatch):
     from carebench.batch.options import batch_options
 
     opts = batch_options(tmp_path / "bdir")
-    assert opts.limits["openai"][0] == 2 and opts.limits["anthropic"][1] == int(0.0005 * 1024 * 1024)
+    assert opts.limits["openai"][0] == 2 and opts.limits["anthropic"][1] == 500
     monkeypatch.setenv("CAREBENCH_BATCH_DIR", str(tmp_path / "bdir"))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
@@ -283,7 +283,7 @@ def test_limits_split_files(tmp_path, monkeypatch):
     assert [f["requests"] for f in files if f["format"] == "openai"] == [2, 2, 1]
     ant = [f for f in files if f["format"] == "anthropic"]
     assert sum(f["requests"] for f in ant) == 3 and len(ant) > 1
-    assert all(f["bytes"] <= int(0.0005 * 1024 * 1024) for f in ant)
+    assert all(f["bytes"] <= 500 for f in ant)
     for f in files:  # every file still holds whole lines and says so
         data = (tmp_path / "bdir" / f["path"]).read_bytes()
         assert len(data.splitlines()) == f["requests"] and data.endswith(b"\n")
