@@ -61,13 +61,18 @@ def openai_client(entry: dict[str, Any]) -> Any:
 
 
 def anthropic_client(entry: dict[str, Any]) -> Any:
+    """The SDK client for an Anthropic file, speaking the API version its requests were
+    built for (recorded in the manifest; the SDK's own default is another version)."""
+    from carebench.models.anthropic_native import ANTHROPIC_VERSION
+
     base = entry.get("base_url")
     key = os.environ.get("ANTHROPIC_API_KEY")
     if not key and base is None:
         raise CarebenchError(f"ANTHROPIC_API_KEY is not set (needed to submit {entry['path']})")
     root = base[: -len("/v1")] if base and base.endswith("/v1") else base
-    return _client("anthropic", root, key, lambda: _sdk("anthropic").Anthropic(
-        api_key=key or "none", base_url=root, max_retries=3))
+    version = entry.get("api_version") or ANTHROPIC_VERSION
+    return _client(f"anthropic {version}", root, key, lambda: _sdk("anthropic").Anthropic(
+        api_key=key or "none", base_url=root, max_retries=3, default_headers={"anthropic-version": version}))
 
 
 def _api_error(e: Exception, entry: dict[str, Any]) -> CarebenchError:
