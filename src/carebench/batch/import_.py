@@ -96,7 +96,7 @@ def import_results(dir: str | Path, files: list[str | Path], cache: Any,
     loads = json.JSONDecoder().decode
     builders: dict[int, Any] = {}  # id(file entry) -> its results' cache-row builder
     answers: dict[str, tuple[str, str]] = {}  # custom_id -> (model spec, stored completion)
-    where: dict[str, str] = {}  # custom_id -> the file:line its answer came from
+    where: dict[str, tuple[Path, int]] = {}  # custom_id -> the file and line its answer came from
     conflicts: list[dict[str, Any]] = []
     #: custom_id -> [(line identity, reason, result file)] of the errors read
     errors: dict[str, list[tuple[str, str, str]]] = {}
@@ -164,25 +164,22 @@ def import_results(dir: str | Path, files: list[str | Path], cache: Any,
                             got = answers.get(cid)
                             if got is None:
                                 answers[cid] = (entry["model"], row)
-                                where[cid] = f"{path}:{lineno}"
+                                where[cid] = (path, lineno)
                             elif _answer_text(got[1]) != _answer_text(row):
-                                conflicts.append({"custom_id": cid, "kept": where[cid], "dropped": f"{path}:{lineno}",
-                                                  "dropped_completion": json.loads(row)})
+                                conflicts.append({"custom_id": cid, "kept": _at(where[cid]),
+                                                  "dropped": f"{path}:{lineno}", "dropped_completion": json.loads(row)})
                             continue
                 errors.setdefault(cid, []).append((_line_id(rawb), error or "unknown error", str(path)))
         if vllm_file:  # a vLLM output file read whole has a line for every request of its file
             _missing_lines(m, index, file_ids, digest.hexdigest(), path, errors)
-    # an answer already cached for a request: a different one here is a conflict, never stored
-    cached = cache.batch_costs(list(answers)) if answers else {}
-    if cached:
-        for cid in cached:
-            row = answers[cid][1]
-            old = cache.get(cid)
-            if old is not None and old.text != _answer_text(row):
-                conflicts.append({"custom_id": cid, "kept": "the cache", "dropped": where[cid],
-                                  "dropped_completion": json.loads(row)})
     rows = [(cid, model, row) for cid, (model, row) in answers.items()]
     new = cache.put_rows(rows, keep_existing=True) if rows else 0
+    if new < len(rows):  # some were cached before: a different answer here is a conflict, never stored
+        kept = cache.texts(list(answers))
+        for cid, (_, row) in answers.items():
+            if cid in kept and kept[cid] != _answer_text(row):
+                conflicts.append({"custom_id": cid, "kept": "the cache", "dropped": _at(where[cid]),
+                                  "dropped_completion": json.loads(row)})
     counts = ImportCounts(imported=new, already_cached=len(rows) - new, conflicting=len(conflicts))
     # errors of requests answered here or earlier change nothing; the rest are recorded once each
     pending = [cid for cid in errors if cid not in answers]
@@ -212,6 +209,10 @@ def import_results(dir: str | Path, files: list[str | Path], cache: Any,
         with (m.dir / CONFLICTS).open("a", encoding="utf-8") as fh:
             fh.write("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in conflicts))
     return counts
+
+
+def _at(where: tuple[Path, int]) -> str:
+    return f"{where[0]}:{where[1]}"
 
 
 def _answer_text(row: str) -> str:
