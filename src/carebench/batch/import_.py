@@ -71,9 +71,21 @@ def find_batch_dir(files: list[Path]) -> Path:
     raise CarebenchError("cannot tell which batch directory these results belong to: pass --dir DIR")
 
 
-def _line_id(raw: bytes) -> str:
+def _line_id(raw: str) -> str:
     """The identity of one result line (the same line imported again is the same error)."""
-    return hashlib.blake2b(raw.strip(), digest_size=16).hexdigest()
+    return hashlib.blake2b(raw.strip().encode("utf-8"), digest_size=16).hexdigest()
+
+
+def _not_utf8(path: Path) -> CarebenchError:
+    """The one-line refusal of a file that is not UTF-8, naming its first bad line."""
+    with path.open("rb") as fh:
+        for lineno, rawb in enumerate(fh, 1):
+            try:
+                rawb.decode("utf-8")
+            except UnicodeDecodeError as e:
+                return CarebenchError(f"{path}:{lineno}: not valid UTF-8 (byte {e.start + 1} of the line); "
+                                      "nothing imported")
+    return CarebenchError(f"{path}: not valid UTF-8; nothing imported")
 
 
 def _bad_text(row: str) -> bool:
@@ -95,28 +107,29 @@ def import_results(dir: str | Path, files: list[str | Path], cache: Any,
     index = m.holders() if index is None else index
     loads = json.JSONDecoder().decode
     builders: dict[int, Any] = {}  # id(file entry) -> its results' cache-row builder
-    answers: dict[str, tuple[str, str]] = {}  # custom_id -> (model spec, stored completion)
-    where: dict[str, tuple[Path, int]] = {}  # custom_id -> the file and line its answer came from
+    #: custom_id -> (model spec, stored completion, the file and line it came from)
+    answers: dict[str, tuple[str, str, Path, int]] = {}
     conflicts: list[dict[str, Any]] = []
     #: custom_id -> [(line identity, reason, result file)] of the errors read
     errors: dict[str, list[tuple[str, str, str]]] = {}
     for f in files:
         path = Path(f)
         try:
-            fh = path.open("rb")
+            fh = path.open(encoding="utf-8", errors="strict")  # decoded in blocks: fast
         except OSError as e:
             raise CarebenchError(f"cannot read {path}: {e.strerror}") from None
         file_ids: set[str] = set()
         digest = hashlib.blake2b(digest_size=16)
         vllm_file = False
         with fh:
-            for lineno, rawb in enumerate(fh, 1):
-                digest.update(rawb)
+            lines = enumerate(fh, 1)
+            while True:
                 try:
-                    raw = rawb.decode("utf-8")
-                except UnicodeDecodeError as e:
-                    raise CarebenchError(f"{path}:{lineno}: not valid UTF-8 (byte {e.start + 1} of the line); "
-                                         "nothing imported") from None
+                    lineno, raw = next(lines)
+                except StopIteration:
+                    break
+                except UnicodeDecodeError:
+                    raise _not_utf8(path) from None
                 if not raw or raw.isspace():
                     continue
                 try:
@@ -147,8 +160,10 @@ def import_results(dir: str | Path, files: list[str | Path], cache: Any,
                     raise CarebenchError(
                         f"{path}:{lineno}: a {shape} result for a request written as {entry['format']} "
                         f"({entry['path']}): a file of the wrong provider?; nothing imported")
-                vllm_file = vllm_file or entry["format"] == "vllm"
-                file_ids.add(cid)
+                if vllm_file or entry["format"] == "vllm":  # its ids and bytes: see _missing_lines
+                    vllm_file = True
+                    file_ids.add(cid)
+                    digest.update(raw.encode("utf-8"))
                 if body is not None:
                     build = builders.get(id(entry))
                     if build is None:
@@ -163,22 +178,21 @@ def import_results(dir: str | Path, files: list[str | Path], cache: Any,
                         else:
                             got = answers.get(cid)
                             if got is None:
-                                answers[cid] = (entry["model"], row)
-                                where[cid] = (path, lineno)
+                                answers[cid] = (entry["model"], row, path, lineno)
                             elif _answer_text(got[1]) != _answer_text(row):
-                                conflicts.append({"custom_id": cid, "kept": _at(where[cid]),
+                                conflicts.append({"custom_id": cid, "kept": f"{got[2]}:{got[3]}",
                                                   "dropped": f"{path}:{lineno}", "dropped_completion": json.loads(row)})
                             continue
-                errors.setdefault(cid, []).append((_line_id(rawb), error or "unknown error", str(path)))
+                errors.setdefault(cid, []).append((_line_id(raw), error or "unknown error", str(path)))
         if vllm_file:  # a vLLM output file read whole has a line for every request of its file
             _missing_lines(m, index, file_ids, digest.hexdigest(), path, errors)
-    rows = [(cid, model, row) for cid, (model, row) in answers.items()]
+    rows = [(cid, a[0], a[1]) for cid, a in answers.items()]
     new = cache.put_rows(rows, keep_existing=True) if rows else 0
     if new < len(rows):  # some were cached before: a different answer here is a conflict, never stored
         kept = cache.texts(list(answers))
-        for cid, (_, row) in answers.items():
+        for cid, (_, row, src, lineno) in answers.items():
             if cid in kept and kept[cid] != _answer_text(row):
-                conflicts.append({"custom_id": cid, "kept": "the cache", "dropped": _at(where[cid]),
+                conflicts.append({"custom_id": cid, "kept": "the cache", "dropped": f"{src}:{lineno}",
                                   "dropped_completion": json.loads(row)})
     counts = ImportCounts(imported=new, already_cached=len(rows) - new, conflicting=len(conflicts))
     # errors of requests answered here or earlier change nothing; the rest are recorded once each
@@ -209,10 +223,6 @@ def import_results(dir: str | Path, files: list[str | Path], cache: Any,
         with (m.dir / CONFLICTS).open("a", encoding="utf-8") as fh:
             fh.write("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in conflicts))
     return counts
-
-
-def _at(where: tuple[Path, int]) -> str:
-    return f"{where[0]}:{where[1]}"
 
 
 def _answer_text(row: str) -> str:
