@@ -142,6 +142,18 @@ class CompletionCache:
                     out[key] = float(cost or 0.0) if batch else 0.0
         return out
 
+    def texts(self, keys: list[str]) -> dict[str, str]:
+        """key -> the text of its cached answer, for the keys the cache holds (a batch import
+        compares a result with the answer already cached for its request)."""
+        out: dict[str, str] = {}
+        with self._lock:
+            for i in range(0, len(keys), 500):
+                chunk = keys[i:i + 500]
+                out.update(self._conn.execute(
+                    "SELECT key, json_extract(completion, '$.text') "
+                    f"FROM completions WHERE key IN ({','.join('?' * len(chunk))})", chunk).fetchall())
+        return out
+
     def __len__(self) -> int:
         with self._lock:
             return self._conn.execute("SELECT COUNT(*) FROM completions").fetchone()[0]

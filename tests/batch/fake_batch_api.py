@@ -8,7 +8,8 @@ OpenAI: ``POST /v1/files`` (multipart upload), ``POST /v1/batches``, ``GET /v1/b
 ``/v1/messages`` are passed to the stub too (and logged). Each request of a batch is answered by a
 :class:`StubServer` running ``handler`` (so a batch answer is what the stub would answer
 live); a batch reports ``in_progress`` for ``polls`` retrieves, then finishes. Requests
-whose text contains ``fail_text`` get an error result. ``log`` keeps (method, path).
+whose text contains ``fail_text`` get an error result. ``log`` keeps (method, path),
+``headers`` (method, path, headers).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ class FakeBatchAPI:
         self.files: dict[str, bytes] = {}
         self.batches: dict[str, dict[str, Any]] = {}
         self.log: list[tuple[str, str]] = []
+        #: (method, path, request headers with lower-case names) of every request
+        self.headers: list[tuple[str, str, dict[str, str]]] = []
         self._n = 0
 
     # -- lifecycle ------------------------------------------------------------------
@@ -83,6 +86,7 @@ class FakeBatchAPI:
     async def _route(self, request: web.Request) -> web.StreamResponse:
         path = request.path
         self.log.append((request.method, path))
+        self.headers.append((request.method, path, {k.lower(): v for k, v in request.headers.items()}))
         parts = [p for p in path.split("/") if p][1:]  # without "v1"
         if parts in (["chat", "completions"], ["messages"]) and request.method == "POST":  # live calls
             status, body = await asyncio.to_thread(self._answer, path, await request.json())

@@ -5,7 +5,8 @@ Each request line's body is POSTed to a :class:`StubServer` (its own instance, s
 test's stub log counts only carebench's live calls) running the same handler, and the
 HTTP answer is written as vLLM writes it (``vllm/entrypoints/openai/run_batch.py``):
 ``{"id", "custom_id", "response": {"status_code", "request_id", "body"}, "error"}``,
-with the error object in ``error`` and no body when the server refused.
+with the server's ``ErrorResponse`` (``{"error": {"message", "type", "code"}}``, nested as
+vLLM writes it) in ``error`` and no body when the server refused.
 
 As a script: ``python fake_run_batch.py -i IN.jsonl -o OUT.jsonl --handler module:function``.
 """
@@ -43,7 +44,7 @@ def answer_file(stub: StubServer, src: Path, dst: Path) -> int:
             else:
                 line = {"id": f"vllm-{uuid.uuid4().hex}", "custom_id": req["custom_id"],
                         "response": {"status_code": r.status_code, "request_id": rid, "body": None},
-                        "error": body.get("error")}
+                        "error": body}  # vLLM's ErrorResponse, nested: {"error": {"message", "type", "code"}}
             out.append(json.dumps(line))
     dst.write_text("".join(x + "\n" for x in out), "utf-8")
     return len(out)

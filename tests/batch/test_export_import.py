@@ -155,8 +155,10 @@ def test_import_fixtures_then_twice(tmp_path, monkeypatch, capsys):
     assert any("response_format" in e["error"] for e in errors) and any("expired" in e["error"] for e in errors)
     assert main(["batch", "import", str(out), str(ant), "--dir", str(tmp_path / "bdir"),
                  "--cache", str(cache)]) == 0
-    assert capsys.readouterr().out.strip() == "imported 0, errors 3, unknown 0, already cached 2"
+    # the same errors read again are recorded once: nothing new
+    assert capsys.readouterr().out.strip() == "imported 0, errors 0, unknown 0, already cached 2"
     assert len(CompletionCache(cache)) == 2
+    assert len((tmp_path / "bdir" / "errors.jsonl").read_text().splitlines()) == len(errors)
 
 
 def test_errors_are_written_again_next_round_and_answers_are_batch_priced(tmp_path, monkeypatch):
@@ -268,7 +270,7 @@ def test_limits_split_files(tmp_path, monkeypatch):
     from carebench.batch.options import batch_options
 
     opts = batch_options(tmp_path / "bdir")
-    assert opts.limits["openai"][0] == 2 and opts.limits["anthropic"][1] == int(0.0005 * 1024 * 1024)
+    assert opts.limits["openai"][0] == 2 and opts.limits["anthropic"][1] == 500
     monkeypatch.setenv("CAREBENCH_BATCH_DIR", str(tmp_path / "bdir"))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
@@ -281,7 +283,7 @@ def test_limits_split_files(tmp_path, monkeypatch):
     assert [f["requests"] for f in files if f["format"] == "openai"] == [2, 2, 1]
     ant = [f for f in files if f["format"] == "anthropic"]
     assert sum(f["requests"] for f in ant) == 3 and len(ant) > 1
-    assert all(f["bytes"] <= int(0.0005 * 1024 * 1024) for f in ant)
+    assert all(f["bytes"] <= 500 for f in ant)
     for f in files:  # every file still holds whole lines and says so
         data = (tmp_path / "bdir" / f["path"]).read_bytes()
         assert len(data.splitlines()) == f["requests"] and data.endswith(b"\n")

@@ -29,6 +29,7 @@ from typing import Any
 from carebench.batch.formats import body_builder, file_format, request_line
 from carebench.batch.manifest import Manifest
 from carebench.batch.options import BatchOptions
+from carebench.models.anthropic_native import ANTHROPIC_VERSION
 from carebench.runner import BATCH_PENDING  # noqa: F401 - the reason calls wait, for callers
 from carebench.types import CarebenchError, ChatRequest, RunStopped
 
@@ -258,7 +259,8 @@ def write_files(tmp: Path, round_name: str, calls: dict[str, tuple[str, Any, Cha
             entries.append({"path": f"{round_name}/{fname}.jsonl", "ids": f"{round_name}/{fname}.ids",
                             "format": fmt, "provider": model.spec.provider, "endpoint": endpoint,
                             "model": spec, "base_url": model.spec.base_url, "requests": j - i,
-                            "bytes": size, "sha256": hashlib.sha256(data).hexdigest()})
+                            "bytes": size, "sha256": hashlib.sha256(data).hexdigest(),
+                            **({"api_version": ANTHROPIC_VERSION} if fmt == "anthropic" else {})})
             i = j
             if on_file is not None:
                 on_file(path)

@@ -128,6 +128,11 @@ def read_result(obj: Any) -> Result | None:
 
 
 def _message(err: Any) -> str:
+    """The readable reason of an error object: OpenAI's ``{"message", "code", "type"}``,
+    vLLM's ``ErrorResponse`` nested as ``{"error": {"message", "type", "code": 400}}`` (or
+    flat, in older releases), or a plain string (vLLM's own failures)."""
+    if isinstance(err, dict) and isinstance(err.get("error"), dict | str) and not isinstance(err.get("message"), str):
+        return _message(err["error"])
     if isinstance(err, dict):
         for k in ("message", "code", "type"):
             if isinstance(err.get(k), str) and err[k]:

@@ -74,6 +74,30 @@ class Manifest:
                 out[cid] = val
         return out
 
+    def holders(self) -> dict[str, tuple[tuple[int, dict[str, Any]], ...]]:
+        """custom_id -> every (round, file entry) that holds it, earliest round first (a
+        request written again after an error is in several rounds)."""
+        out: dict[str, tuple[tuple[int, dict[str, Any]], ...]] = {}
+        for rnd, entry in self.files():
+            val = ((rnd, entry),)
+            for cid in self.ids(entry):
+                got = out.get(cid)
+                out[cid] = val if got is None else got + val
+        return out
+
+    def error_marks(self) -> dict[str, tuple[set[int], set[str]]]:
+        """custom_id -> (the rounds with an error recorded for it, the identities of the
+        result lines recorded), to record each error once however often it is imported."""
+        out: dict[str, tuple[set[int], set[str]]] = {}
+        for row in self.error_rows():
+            cid, rnd = row.get("custom_id"), row.get("round")
+            if isinstance(cid, str) and isinstance(rnd, int):
+                rounds, lines = out.setdefault(cid, (set(), set()))
+                rounds.add(rnd)
+                if isinstance(row.get("line"), str):
+                    lines.add(row["line"])
+        return out
+
     def errored(self) -> dict[str, int]:
         """custom_id -> the latest round whose result for it was an error."""
         out: dict[str, int] = {}

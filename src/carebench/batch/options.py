@@ -16,11 +16,15 @@ from carebench.types import CarebenchError
 #: (Anthropic models are always written as Message Batches requests)
 FORMATS = ("openai", "anthropic", "vllm")
 
+#: one megabyte as the providers' limits are read here: decimal (10**6 bytes), the stricter
+#: reading of "200 MB" and "256 MB" (a binary reading would allow 4.9% and 4.9% more)
+MB = 1_000_000
+
 #: the providers' documented limits per batch file: (requests, bytes)
 DEFAULT_LIMITS: dict[str, tuple[int, int]] = {
-    "openai": (50_000, 200 * 1024 * 1024),
-    "vllm": (50_000, 200 * 1024 * 1024),  # vLLM has none; the OpenAI limits keep files handy
-    "anthropic": (100_000, 256 * 1024 * 1024),
+    "openai": (50_000, 200 * MB),  # OpenAI Batch API: 50,000 requests, 200 MB per input file
+    "vllm": (50_000, 200 * MB),  # vLLM has none; the OpenAI limits keep files handy
+    "anthropic": (100_000, 256 * MB),  # Message Batches: 100,000 requests or 256 MB per batch
 }
 
 #: the arguments of the carebench command being run (set by the CLI; request rounds record it)
@@ -44,7 +48,8 @@ class BatchOptions:
 
 
 def parse_limits(text: str, base: dict[str, tuple[int, int]] | None = None) -> dict[str, tuple[int, int]]:
-    """``requests=N,mb=M`` (every format) or ``openai.requests=N,anthropic.mb=M`` (one)."""
+    """``requests=N,mb=M`` (every format) or ``openai.requests=N,anthropic.mb=M`` (one);
+    ``mb`` in decimal megabytes (:data:`MB`)."""
     limits = dict(base or DEFAULT_LIMITS)
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, eq, value = part.partition("=")
@@ -59,7 +64,7 @@ def parse_limits(text: str, base: dict[str, tuple[int, int]] | None = None) -> d
                                  "openai.requests=N,anthropic.mb=M)")
         for t in targets:
             req, size = limits[t]
-            limits[t] = (int(n), size) if what == "requests" else (req, int(n * 1024 * 1024))
+            limits[t] = (int(n), size) if what == "requests" else (req, round(n * MB))
     return limits
 
 

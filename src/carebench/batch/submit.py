@@ -61,13 +61,18 @@ def openai_client(entry: dict[str, Any]) -> Any:
 
 
 def anthropic_client(entry: dict[str, Any]) -> Any:
+    """The SDK client for an Anthropic file, speaking the API version its requests were
+    built for (recorded in the manifest; the SDK's own default is another version)."""
+    from carebench.models.anthropic_native import ANTHROPIC_VERSION
+
     base = entry.get("base_url")
     key = os.environ.get("ANTHROPIC_API_KEY")
     if not key and base is None:
         raise CarebenchError(f"ANTHROPIC_API_KEY is not set (needed to submit {entry['path']})")
     root = base[: -len("/v1")] if base and base.endswith("/v1") else base
-    return _client("anthropic", root, key, lambda: _sdk("anthropic").Anthropic(
-        api_key=key or "none", base_url=root, max_retries=3))
+    version = entry.get("api_version") or ANTHROPIC_VERSION
+    return _client(f"anthropic {version}", root, key, lambda: _sdk("anthropic").Anthropic(
+        api_key=key or "none", base_url=root, max_retries=3, default_headers={"anthropic-version": version}))
 
 
 def _api_error(e: Exception, entry: dict[str, Any]) -> CarebenchError:
@@ -237,11 +242,12 @@ def fetch(dir: str | Path, cache: Any) -> str:
             raise _api_error(e, entry) from None
         sub["results"] = [str(p.relative_to(m.dir)) for p in paths]
         m.save()
-        index = m.index() if index is None else index
+        index = m.holders() if index is None else index
         counts = import_results(m.dir, paths, cache, index=index) if paths else ImportCounts()
         missing = [i for i in m.ids(entry) if i not in counts.seen]
         m.record_errors([{"custom_id": i, "round": rnd, "file": entry["path"],
-                          "error": f"no result in the finished batch ({sub.get('status')})"} for i in missing])
+                          "error": f"no result in the finished batch ({sub.get('status')})",
+                          "line": f"missing:{sub.get('batch_id')}:{i}"} for i in missing])
         for k in ("imported", "errors", "already_cached"):
             setattr(total, k, getattr(total, k) + getattr(counts, k))
         total.errors += len(missing)

@@ -17,6 +17,11 @@ from carebench.models.pricing import cost_fields
 from carebench.types import CarebenchError, ChatRequest, Completion, Usage, flags_for
 
 ANTHROPIC_URL = "https://api.anthropic.com/v1"
+#: the Messages API version of every Anthropic call, live and batch (the ``anthropic-version``
+#: header; batch manifests record it per file). Its request takes ``temperature``, ``top_p``
+#: and ``stop_sequences`` as :func:`messages_body` writes them; the SDK's own default is
+#: newer (2026-10-21 in anthropic 2.16) and has no sampling parameters at all.
+ANTHROPIC_VERSION = "2023-06-01"
 _STOP = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "refusal": "content_filter"}
 
 
@@ -29,7 +34,7 @@ class AnthropicModel:
         key = os.environ.get("ANTHROPIC_API_KEY")
         if not key and spec.base_url is None and require_key:
             raise CarebenchError(f"ANTHROPIC_API_KEY is not set (needed for {spec})")
-        self._headers = {"content-type": "application/json", "anthropic-version": "2023-06-01"}
+        self._headers = {"content-type": "application/json", "anthropic-version": ANTHROPIC_VERSION}
         if key:
             self._headers["x-api-key"] = key
         self._url = f"{spec.base_url or ANTHROPIC_URL}/messages"

@@ -23,6 +23,7 @@ from carebench.models.base import ModelSpec, TransientError
 from carebench.models.http import HTTPClientError, HTTPServerError, LoopLocalClient, post_json
 from carebench.models.options import OUTPUT_MODES, RequestOptions
 from carebench.models.pricing import cost_fields
+from carebench.models.strict_schema import strict_schema
 from carebench.types import (
     CarebenchError,
     ChatRequest,
@@ -100,10 +101,12 @@ def chat_body(model: str, req: ChatRequest, mode: str,
             p["top_logprobs"] = req.top_logprobs
     if req.structured is not None and mode != "none":
         schema = schema_for(req.structured)
-        if mode == "json_schema":
+        if mode == "json_schema":  # strict only in the form strict mode accepts (None: it has none)
+            strict = strict_schema(schema)
             p["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": req.structured.name, "schema": schema, "strict": True},
+                "json_schema": {"name": req.structured.name, "schema": schema if strict is None else strict,
+                                "strict": strict is not None},
             }
         else:
             p["response_format"] = {"type": "json_object", "schema": schema}

@@ -66,6 +66,14 @@ def parse_model(text: str, model: type[BaseModel]) -> Parsed[BaseModel]:
     try:
         return Parsed(model.model_validate(obj), text)
     except ValidationError as e:
+        # a strict schema makes optional fields required-but-nullable: null there means absent
+        if isinstance(obj, dict) and (bare := {k: v for k, v in obj.items() if v is not None
+                                               or k not in model.model_fields
+                                               or model.model_fields[k].is_required()}) != obj:
+            try:
+                return Parsed(model.model_validate(bare), text)
+            except ValidationError:
+                pass
         first = e.errors()[0]
         loc = ".".join(str(x) for x in first.get("loc", ()))
         return Parsed(None, text, f"invalid JSON answer at {loc or 'root'}: {first.get('msg')}")
