@@ -97,3 +97,27 @@ def test_an_answer_is_durable_while_the_loop_burns_cpu(tmp_path):
         again = stub.requests[len(first):]
     # the re-run answered "a" from the cache: the stub never saw it again
     assert [r.text for r in again] == []
+
+
+def test_a_failed_background_commit_is_raised_at_flush_and_stores_nothing(tmp_path):
+    import sqlite3
+
+    import pytest
+
+    from carebench.cache import CacheWriter, CompletionCache
+    from carebench.types import Completion
+
+    cache = CompletionCache(tmp_path / "c.sqlite")
+    writer = CacheWriter(cache)
+    writer.put("ok", Completion(text="kept", model="m"))
+    writer.flush()
+    bad = Completion(text="b", model="m")
+    bad.model = None  # violates NOT NULL on the model column
+    writer.put("bad", bad)
+    with pytest.raises(sqlite3.IntegrityError):
+        writer.flush()
+    assert cache.get("ok").text == "kept" and cache.get("bad") is None
+    writer.put("later", Completion(text="after", model="m"))  # the writer goes on after a failure
+    writer.flush()
+    assert cache.get("later").text == "after"
+    cache.close()

@@ -169,6 +169,8 @@ class CacheWriter:
     it before a batch returns) and re-raises a failed commit there, in the caller.
     """
 
+    IDLE_S = 2.0  # an idle thread ends after this long (one per runner would pile up otherwise)
+
     def __init__(self, cache: CompletionCache, *, encode: Callable[[Completion], str] = encode_completion):
         self.cache = cache
         self._encode = encode
@@ -177,10 +179,13 @@ class CacheWriter:
         self._busy = False  # a commit is under way
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
+        self._pid = os.getpid()
 
     def put(self, key: str, completion: Completion) -> None:
         """Queue one answer (encoded now, so later changes to the object are not stored)."""
         row = (key, completion.model, self._encode(completion))
+        if self._pid != os.getpid():  # a forked child: the parent's thread and lock state are not ours
+            self.__init__(self.cache, encode=self._encode)
         with self._cond:
             self._rows.append(row)
             if self._thread is None:
@@ -191,8 +196,9 @@ class CacheWriter:
     def _loop(self) -> None:
         while True:
             with self._cond:
-                while not self._rows:
-                    self._cond.wait()
+                if not self._cond.wait_for(lambda: self._rows, timeout=self.IDLE_S):
+                    self._thread = None  # idle: the next put starts a new one
+                    return
                 rows, self._rows = self._rows, []
                 self._busy = True
             try:
