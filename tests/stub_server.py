@@ -32,7 +32,8 @@ A reply for a POST endpoint is chosen in this order: the next scripted reply
 Malformed JSON bodies (400), ``reject_json_schema`` rejections (500) and
 ``reasoning_endpoint`` rejections (400) are answered before any of these and consume
 nothing. ``GET /v1/models`` is answered directly.
-Every request, answered or not, is recorded in ``stub.requests``; a handler that raises
+Every request, answered or not, is recorded in ``stub.requests`` with the time it arrived
+and the time its answer was written to the socket (``sent``); a handler that raises
 is answered with HTTP 500 and its exception kept in ``stub.errors``.
 
 Endpoints (the ``/v1`` prefix is optional): ``POST /v1/chat/completions``,
@@ -129,6 +130,10 @@ class StubRequest:
     n: int  #: how many earlier requests had the same path and (canonical) JSON body
     time: float  #: ``time.monotonic()`` when the full request had arrived
     conn: int = 0  #: serial number of the TCP connection it came on (shows keep-alive reuse)
+    #: ``time.monotonic()`` when its answer had been written to the socket (None: not answered,
+    #: e.g. dropped or hanging): durability tests compare it with the moment a client was killed
+    sent: float | None = None
+    status: int | None = None  #: the HTTP status of its answer (None: not answered)
 
     @property
     def text(self) -> str:
@@ -465,12 +470,12 @@ class StubServer:
             data = [
                 {"id": m, "object": "model", "created": 0, "owned_by": "stub"} for m in self.models
             ]
-            return await self._send(writer, 200, _dumps({"object": "list", "data": data}), {}, keep)
+            return await self._send(writer, 200, _dumps({"object": "list", "data": data}), {}, keep, req)
         kind = _POST_ROUTES.get(route) if method == "POST" else None
         if kind is None:
-            return await self._send_error(writer, kind, 404, f"no route {method} {path}", {}, keep)
+            return await self._send_error(writer, kind, 404, f"no route {method} {path}", {}, keep, req)
         if bad_json or not isinstance(body, dict):
-            return await self._send_error(writer, kind, 400, "body is not a JSON object", {}, keep)
+            return await self._send_error(writer, kind, 400, "body is not a JSON object", {}, keep, req)
         if (
             self.reject_json_schema
             and kind == "chat"
@@ -478,16 +483,16 @@ class StubServer:
             and body["response_format"].get("type") == "json_schema"
         ):
             msg = "JSON schema conversion failed (stub mimics llama.cpp server)"
-            return await self._send_error(writer, kind, 500, msg, {}, keep)
+            return await self._send_error(writer, kind, 500, msg, {}, keep, req)
 
         refusal = self._reasoning_refusal(body) if self.reasoning_endpoint and kind == "chat" else None
         if refusal is not None:
-            return await self._send_error(writer, kind, 400, refusal, {}, keep)
+            return await self._send_error(writer, kind, 400, refusal, {}, keep, req)
 
         try:
             reply = self._choose(req)
         except Exception as exc:  # noqa: BLE001 - a broken test handler becomes a visible 500
-            return await self._handler_failed(writer, kind, exc, keep)
+            return await self._handler_failed(writer, kind, exc, keep, req)
 
         if reply.delay > 0:
             await asyncio.sleep(reply.delay)
@@ -499,10 +504,10 @@ class StubServer:
             return False
         if reply.raw_body is not None:
             payload = reply.raw_body.encode() if isinstance(reply.raw_body, str) else reply.raw_body
-            return await self._send(writer, reply.status, payload, reply.headers, keep)
+            return await self._send(writer, reply.status, payload, reply.headers, keep, req)
         if reply.status >= 400:
             msg = reply.content if reply.content is not None else f"stub error {reply.status}"
-            return await self._send_error(writer, kind, reply.status, msg, reply.headers, keep)
+            return await self._send_error(writer, kind, reply.status, msg, reply.headers, keep, req)
         render = {
             "chat": self._render_chat,
             "messages": self._render_messages,
@@ -512,15 +517,16 @@ class StubServer:
         try:
             payload = _dumps(render(req, reply))
         except Exception as exc:  # noqa: BLE001 - e.g. an unknown moderation category
-            return await self._handler_failed(writer, kind, exc, keep)
-        return await self._send(writer, reply.status, payload, reply.headers, keep)
+            return await self._handler_failed(writer, kind, exc, keep, req)
+        return await self._send(writer, reply.status, payload, reply.headers, keep, req)
 
     async def _handler_failed(
-        self, writer: asyncio.StreamWriter, kind: str, exc: Exception, keep: bool
+        self, writer: asyncio.StreamWriter, kind: str, exc: Exception, keep: bool,
+        req: StubRequest | None = None,
     ) -> bool:
         self.errors.append(exc)
         msg = "stub handler raised: " + "".join(traceback.format_exception_only(exc)).strip()
-        return await self._send_error(writer, kind, 500, msg, {}, keep)
+        return await self._send_error(writer, kind, 500, msg, {}, keep, req)
 
     def _record(
         self, method: str, path: str, headers: dict[str, str], body: Any, raw: bytes, conn: int
@@ -677,6 +683,7 @@ class StubServer:
         message: str,
         headers: dict[str, str],
         keep: bool,
+        req: StubRequest | None = None,
     ) -> bool:
         if kind == "messages":
             etype = _ANTHROPIC_ERROR.get(status, "api_error")
@@ -684,11 +691,12 @@ class StubServer:
         else:
             etype = "invalid_request_error" if status < 500 else "server_error"
             payload = {"error": {"message": message, "type": etype, "param": None, "code": status}}
-        return await self._send(writer, status, _dumps(payload), headers, keep)
+        return await self._send(writer, status, _dumps(payload), headers, keep, req)
 
     @staticmethod
     async def _send(
-        writer: asyncio.StreamWriter, status: int, body: bytes, headers: dict[str, str], keep: bool
+        writer: asyncio.StreamWriter, status: int, body: bytes, headers: dict[str, str], keep: bool,
+        req: StubRequest | None = None,
     ) -> bool:
         try:
             phrase = http.HTTPStatus(status).phrase
@@ -703,6 +711,8 @@ class StubServer:
         )
         writer.write(head.encode("latin-1") + body)
         await writer.drain()
+        if req is not None:
+            req.sent, req.status = time.monotonic(), status
         return keep
 
 

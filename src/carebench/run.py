@@ -87,6 +87,7 @@ class Run:
             cache=self.cache, on_complete=self._log_call, ledger=self.ledger, batch=self.batch,
         )
         self._models: dict[str, Any] = {}
+        self._output_decisions: dict[str, Any] = {}  # server base URL -> its OutputDecision
         #: stage or method name -> why it was cut short (budget); shown as "incomplete"
         self.incomplete: dict[str, str] = {}
         self._calls_skipped = 0  # calls of stages never started because the budget stopped
@@ -120,6 +121,12 @@ class Run:
                 if not is_priced(str(model.spec)):  # its calls would count as $0
                     raise CarebenchError(
                         f"--budget cannot be enforced: {unpriced_note([str(model.spec)])}")
+            decision = getattr(model, "output_decision", None)
+            if decision is not None and model.spec.base_url is not None:
+                # one structured-output decision per self-hosted server, not per model name
+                # (see carebench.models.openai_compat.OutputDecision)
+                model.output_decision = self._output_decisions.setdefault(
+                    model.spec.base_url.rstrip("/"), decision)
             opts = self.options.model_options.get(spec)
             if opts:
                 if not hasattr(model, "request_options"):
@@ -135,7 +142,8 @@ class Run:
         """How each model's structured requests were constrained, as decided by its
         capability probe (only models that received structured requests)."""
         return {str(m.spec): {"mode": m.structured_mode, "probe": list(getattr(m, "probe_log", []))}
-                for m in self._models.values() if getattr(m, "structured_mode", None) is not None}
+                for m in self._models.values() if getattr(m, "structured_mode", None) is not None
+                and getattr(m, "asked_structured", True)}
 
     def close(self) -> None:
         """Close every model (best effort: results are already written)."""

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from carebench.cache import CompletionCache, cache_key
+from carebench.cache import CacheWriter, CompletionCache, cache_key
 from carebench.models.base import Call, ChatModel, PermanentError, TransientError, Unreachable
 from carebench.models.pricing import call_cost_bound, is_priced
 from carebench.types import GAVE_UP, CarebenchError, ChatRequest, Completion, is_context_overflow
@@ -171,8 +171,8 @@ class Runner:
         self._sems: dict[str, asyncio.Semaphore] = {}
         self._sems_loop: asyncio.AbstractEventLoop | None = None
         self._reached: set[str] = set()  # models that answered at least once
-        #: answers waiting for their cache commit (see ``_store``)
-        self._unstored: list[tuple[str, Completion]] = []
+        #: commits answers from its own thread, as they arrive (see ``CacheWriter``)
+        self._writer = CacheWriter(self.cache) if self.cache is not None else None
 
     # -- planning -----------------------------------------------------------------
     def plan(self, calls: Sequence[Call]) -> CallPlan:
@@ -292,7 +292,8 @@ class Runner:
             except BaseExceptionGroup as eg:  # surface the first real cause, not the group
                 raise eg.exceptions[0] from None
             finally:
-                self._commit()  # answers of a turn cut short by an error are kept too
+                if self._writer is not None:  # every answer of the batch is committed before it
+                    self._writer.flush()      # returns (and those of a batch cut short by an error)
         res.elapsed_s = time.perf_counter() - t0
         self.ledger.not_made += res.not_made
         if res.not_made:
@@ -326,27 +327,13 @@ class Runner:
         if comp.error is not None:
             res.errors += 1
             self.ledger.errors += 1
-            if self.cache is not None and is_context_overflow(comp.error):
-                await self._store(key, comp)  # permanent for these inputs: kept, never re-paid
-        elif self.cache is not None:
-            await self._store(key, comp)
+            if self._writer is not None and is_context_overflow(comp.error):
+                self._writer.put(key, comp)  # permanent for these inputs: kept, never re-paid
+        elif self._writer is not None:
+            # committed by the writer's thread within milliseconds, not at a later turn of
+            # this loop: CPU work on the loop no longer delays it
+            self._writer.put(key, comp)
         return comp
-
-    async def _store(self, key: str, comp: Completion) -> None:
-        """Commit an answer to the cache together with every other answer of this turn
-        of the event loop (one transaction; a commit per call was the runner's largest
-        cost). The first answer of a turn waits one turn for the others, then commits
-        them all, so an answer is committed at most one turn after it arrived and a kill
-        loses only the in-flight calls and that turn's, which the next run makes again."""
-        self._unstored.append((key, comp))
-        if len(self._unstored) == 1:
-            await asyncio.sleep(0)
-            self._commit()
-
-    def _commit(self) -> None:
-        if self._unstored:
-            items, self._unstored = self._unstored, []
-            self.cache.put_many(items)
 
     def _deliver(self, call: Call, comp: Completion) -> None:
         if self.on_complete is not None:

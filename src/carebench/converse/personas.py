@@ -59,23 +59,36 @@ def snake(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", name.strip().lower()).strip("_")
 
 
-def _pick(row: Mapping[str, Any], keys: tuple[str, ...]) -> tuple[str | None, str]:
+def scalar_text(value: Any, key: Any, where: str) -> str:
+    """A persona field as text. Every field is one value (text, a number, a yes/no) that the
+    persona prompt and the records show as is; an object or a list (JSON nested in a JSONL
+    row) is an error naming the file:line and the field, never its ``str()``."""
+    if value is None:
+        return ""
+    if not isinstance(value, str | int | float | bool):
+        kind = "a JSON object" if isinstance(value, Mapping) else (
+            "a JSON list" if isinstance(value, list | tuple) else type(value).__name__)
+        raise CarebenchError(f"{where}: field {str(key).strip()!r}: expected a single value "
+                             f"(text or a number), got {kind}")
+    return str(value).strip()
+
+
+def _pick(row: Mapping[str, Any], keys: tuple[str, ...], where: str) -> tuple[str | None, str]:
     low = {k.strip().lower(): k for k in row}
     for k in keys:
         if k in low:
-            v = row[low[k]]
-            return low[k], "" if v is None else str(v).strip()
+            return low[k], scalar_text(row[low[k]], low[k], where)
     return None, ""
 
 
 def persona_from_row(row: Mapping[str, Any], where: str) -> Persona:
-    id_key, pid = _pick(row, _ID_KEYS)
-    name_key, name = _pick(row, _NAME_KEYS)
-    risk_key, risk = _pick(row, _RISK_KEYS)
+    id_key, pid = _pick(row, _ID_KEYS, where)
+    name_key, name = _pick(row, _NAME_KEYS, where)
+    risk_key, risk = _pick(row, _RISK_KEYS, where)
     if not name and not pid:
         raise CarebenchError(f"{where}: a persona needs a name (or an id)")
     used = {id_key, name_key, risk_key}
-    free = {str(k).strip(): "" if v is None else str(v).strip() for k, v in row.items()
+    free = {str(k).strip(): scalar_text(v, k, where) for k, v in row.items()
             if k not in used and k is not None and str(k).strip()}
     return Persona(pid or name, name or pid, risk or "unknown", free, where)
 
@@ -176,14 +189,15 @@ def personas_from(kind: str, source: str | Path) -> list[Persona]:
         from carebench.datasets.prompts import load_prompts
 
         for i, p in enumerate(load_prompts(path), 1):
-            attrs = {snake(k): str(v) for k, v in (p.persona.attributes or {}).items()}
+            attrs = {snake(k): scalar_text(v, f"persona.attributes.{k}", f"{path}: record {i}")
+                     for k, v in (p.persona.attributes or {}).items()}
             out.append(Persona(p.id, p.id, "unknown", {
                 "context": p.context, "persona": p.persona.text, **attrs, OPENING: p.text}, f"{path}: record {i}"))
         return out
     fmt = "jsonl" if path.suffix.lower() == ".jsonl" else "csv"
     for loc, row in read_rows(path, fmt):
         where = f"{path}:{loc.removeprefix('line ')}"
-        tid = str(row.get("id") or "").strip()
+        tid = scalar_text(row.get("id"), "id", where)
         if not tid:
             raise CarebenchError(f"{where}: field 'id': a support task needs an id")
         meta = row.get("metadata") or {}
@@ -194,10 +208,12 @@ def personas_from(kind: str, source: str | Path) -> list[Persona]:
                 meta = json.loads(meta) if meta.strip() else {}
             except ValueError:
                 raise CarebenchError(f"{where}: field 'metadata': not a JSON object") from None
-        meta = {str(k): str(v) for k, v in dict(meta).items()}
+        if not isinstance(meta, Mapping):
+            raise CarebenchError(f"{where}: field 'metadata': expected a JSON object, got {type(meta).__name__}")
+        meta = {str(k): scalar_text(v, f"metadata.{k}", where) for k, v in meta.items()}
         stage = meta.get("progression_stage", "")
         risk = "none" if meta.get("harm_intent") == "benign" else _STAGE_RISK.get(stage, stage or "unknown")
-        fields = {"subcategory": str(row.get("subcategory") or ""), **meta,
+        fields = {"subcategory": scalar_text(row.get("subcategory"), "subcategory", where), **meta,
                   OPENING: _first_user_turn(row.get("turns"), where)}
         out.append(Persona(tid, tid, risk, fields, where, task_criteria(row.get("criteria"), where)))
     if not out:

@@ -5,9 +5,9 @@ gateways. It is ours rather than the SDK so the per-call CPU cost stays small (t
 runner must sustain thousands of calls) and so structured-output capability can
 degrade per server instead of failing: ``json_schema`` -> ``json_object`` (+ schema
 and GBNF grammar, as llama.cpp's server wants) -> prompt-only. The mode is decided
-once per run by a capability probe, the first structured call, before any other is
-sent (see ``OpenAIChatModel._probe``), and recorded in the manifest; it never changes
-mid-run.
+once per run and per server by a capability probe, the first structured call, before
+any other is sent (see ``OpenAIChatModel._probe`` and :class:`OutputDecision`), and
+recorded in the manifest; it never changes mid-run.
 """
 
 from __future__ import annotations
@@ -178,6 +178,34 @@ class _OpenAIBase:
         await self._http.aclose()
 
 
+class OutputDecision:
+    """The structured-output mode of one server, decided by one probe for every model on it.
+
+    A self-hosted server (vLLM, llama.cpp's server, Ollama, LM Studio) applies the same
+    output constraint whatever model name a request carries, so a run decides once per
+    base URL (the run context hands every model of a server the same decision); a refused
+    probe per model name only repeated the same refusal, and llama.cpp's server logs a
+    traceback for each. None of these servers states its structured-output support in
+    what it publishes (llama.cpp's ``/props`` and ``/v1/models``, vLLM's ``/v1/models``
+    list the model, context size and build, not the accepted ``response_format`` types),
+    so the probe is the reading. OpenAI's own API (no ``@URL``) keeps one decision per
+    model: its models do differ."""
+
+    def __init__(self) -> None:
+        self.mode: str | None = None
+        self.log: list[dict[str, Any]] = []  # what the probe tried and why it stepped down
+        self.decided_by: str | None = None  # the model spec whose call was the probe
+        self._lock: asyncio.Lock | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def lock(self) -> asyncio.Lock:
+        """The probe's lock, for the running loop (each batch of a run runs on its own)."""
+        loop = asyncio.get_running_loop()
+        if self._lock is None or self._loop is not loop:
+            self._lock, self._loop = asyncio.Lock(), loop
+        return self._lock
+
+
 class OpenAIChatModel(_OpenAIBase):
     """``openai:MODEL[@BASE_URL]``, and ``vllm:MODEL[@BASE_URL]`` (a vLLM server's
     OpenAI-compatible API: the same requests; without a URL only batch files, see
@@ -186,12 +214,11 @@ class OpenAIChatModel(_OpenAIBase):
     def __init__(self, spec: ModelSpec, timeout_s: float = 120.0, concurrency: int | None = None,
                  require_key: bool = True):
         super().__init__(spec, timeout_s, concurrency, require_key)
-        #: output constraint for structured requests, decided once per run by ``_probe``
-        #: (None = not decided yet)
-        self.structured_mode: str | None = None
-        self.probe_log: list[dict[str, Any]] = []  # what the probe tried and why it stepped down
-        self._probe_lock: asyncio.Lock | None = None
-        self._probe_loop: asyncio.AbstractEventLoop | None = None
+        #: the server's output mode, shared with every model of the same server by the run
+        #: context (``Run.model``); this model's own until then
+        self.output_decision = OutputDecision()
+        self._option_mode: str | None = None  # fixed by the ``output`` model option
+        self.asked_structured = False  # sent a structured request (its mode goes in the manifest)
         self.request_options = RequestOptions()  # per-model overrides (reasoning models ...)
         self._url = f"{self.base_url}/chat/completions"
         self._name = str(spec)
@@ -199,13 +226,30 @@ class OpenAIChatModel(_OpenAIBase):
     def _payload(self, req: ChatRequest, mode: str) -> dict[str, Any]:
         return chat_body(self.spec.model, req, mode, self.request_options)
 
+    @property
+    def structured_mode(self) -> str | None:
+        """Output constraint for structured requests: the ``output`` model option, else
+        the server's decision (None = not decided yet)."""
+        return self._option_mode or self.output_decision.mode
+
+    @property
+    def probe_log(self) -> list[dict[str, Any]]:
+        """How the mode was decided, as the manifest records it."""
+        if self._option_mode is not None:
+            return [{"decided": self._option_mode, "by": "model option output"}]
+        d = self.output_decision
+        if d.decided_by is not None and d.decided_by != self._name:
+            return [{"decided": d.mode, "by": f"the probe of {d.decided_by} on the same server"}]
+        return list(d.log)
+
     async def complete(self, request: ChatRequest) -> Completion:
         if self.spec.provider == "vllm" and self.spec.base_url is None:
             raise CarebenchError(no_live_vllm(self.spec))
+        if request.structured is not None:
+            self.asked_structured = True
         if request.structured is not None and self.structured_mode is None:
             if self.request_options.output is not None:  # the user's choice: nothing to probe
-                self.structured_mode = self.request_options.output
-                self.probe_log.append({"decided": self.structured_mode, "by": "model option output"})
+                self._option_mode = self.request_options.output
             else:
                 return await self._probe(request)
         mode = self.structured_mode if request.structured is not None else "none"
@@ -214,7 +258,7 @@ class OpenAIChatModel(_OpenAIBase):
         return self._parse(data, time.perf_counter() - t0)
 
     async def _probe(self, request: ChatRequest) -> Completion:
-        """Decide the output constraint once per run; the first structured request is the probe.
+        """Decide the output constraint once per run and server; the first structured request is the probe.
 
         Structured requests wait until the probe has decided. It is sent with
         ``json_schema``; a server that refuses and *names* the feature (400/422/500/501
@@ -223,27 +267,30 @@ class OpenAIChatModel(_OpenAIBase):
         transient 5xx, a timeout, a bad key) decides nothing and is raised, so the call
         fails or is retried as usual. The decided mode then holds for the whole run.
         """
-        loop = asyncio.get_running_loop()
-        if self._probe_lock is None or self._probe_loop is not loop:
-            self._probe_lock, self._probe_loop = asyncio.Lock(), loop
-        async with self._probe_lock:
-            if self.structured_mode is not None:  # decided while this call waited
-                return await self.complete(request)
-            t0 = time.perf_counter()
-            for mode in STRUCTURED_MODES:
-                try:
-                    data = await post_json(self.client, self._url, self._payload(request, mode),
-                                           self._headers)
-                except (HTTPServerError, HTTPClientError) as e:
-                    if (mode != "none" and e.status in (400, 422, 500, 501)
-                            and _FEATURE_REFUSAL.search(str(e))):
-                        self.probe_log.append({"mode": mode, "refused": str(e)[:300]})
-                        continue
-                    raise
-                self.structured_mode = mode
-                self.probe_log.append({"decided": mode})
-                return self._parse(data, time.perf_counter() - t0)
-            raise AssertionError("unreachable: the unconstrained mode raises or returns")
+        d = self.output_decision
+        async with d.lock():
+            if d.mode is None:
+                return await self._probe_locked(request, d)
+        # decided while this call waited (by this model or another on the server): sent
+        # outside the lock, so the calls that queued behind the probe run concurrently
+        return await self.complete(request)
+
+    async def _probe_locked(self, request: ChatRequest, d: OutputDecision) -> Completion:
+        t0 = time.perf_counter()
+        for mode in STRUCTURED_MODES:
+            try:
+                data = await post_json(self.client, self._url, self._payload(request, mode),
+                                       self._headers)
+            except (HTTPServerError, HTTPClientError) as e:
+                if (mode != "none" and e.status in (400, 422, 500, 501)
+                        and _FEATURE_REFUSAL.search(str(e))):
+                    d.log.append({"mode": mode, "refused": str(e)[:300]})
+                    continue
+                raise
+            d.mode, d.decided_by = mode, self._name
+            d.log.append({"decided": mode})
+            return self._parse(data, time.perf_counter() - t0)
+        raise AssertionError("unreachable: the unconstrained mode raises or returns")
 
     def _parse(self, data: dict[str, Any], latency: float) -> Completion:
         return parse_chat(data, self._name, latency)
