@@ -30,6 +30,7 @@ app = typer.Typer(
 )
 models_app = typer.Typer(help="Model providers.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
+app.add_typer(importlib.import_module("carebench.resources.cli").app, name="resources")  # core tool, no suite
 
 _MOUNTED: set[str] = set()
 #: top-level commands that read run directories through the suite table, not a suite's app
