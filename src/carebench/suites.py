@@ -92,7 +92,8 @@ SUITES: dict[str, SuiteEntry] = {
                "coherence": "carebench.support.coherence:CoherenceSuite",
                "probe": "carebench.support.probe:ProbeSuite"},
         comparer="carebench.support.compare:SupportComparer",
-        pair_option="--responder", pair_help="pair BASE=CANDIDATE responders", gates=("score",),
+        pair_option="--responder", pair_help="pair BASE=CANDIDATE responders",
+        gates=("score", "routing:local", "routing:wrong_region", "unknown_number", "over_referral"),
         demo="carebench.support.demo:run_demo"),
     "plural": SuiteEntry(
         "practitioner-calibrated reference policies and jury scoring (VEILED-SH)",

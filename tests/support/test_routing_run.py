@@ -78,9 +78,11 @@ def _tasks_file(path: Path) -> Path:
     return path
 
 
-def _handler(req):
+def _handler(req, swap: bool = False):
     body = req.body
     model = body["model"]
+    if swap and model.startswith("resp-"):
+        model = "resp-b" if model == "resp-a" else "resp-a"
     if model.startswith("resp-"):
         first = next(m["content"] for m in body["messages"] if m["role"] == "user")
         task = first.split("Message of task ", 1)[1].split(":", 1)[0]
@@ -89,17 +91,22 @@ def _handler(req):
     return StubReply(content=json.dumps({"met": True, "rationale": "ok"}))
 
 
+def _run(tmp: Path, tasks: Path, name: str, swap: bool = False) -> tuple[Path, dict]:
+    with StubServer() as stub:
+        stub.handler = lambda req: _handler(req, swap)
+        live = {n: f"openai:{n}@{stub.base_url}" for n in ("resp-a", "resp-b", "judge-a")}
+        cfg = SupportRunConfig(tasks=str(tasks), responders=[live["resp-a"], live["resp-b"]],
+                               judges=[live["judge-a"]], attempts=2, seed=SEED, bootstrap=B,
+                               run=run_options(out=tmp / name, progress=False))
+        run_dir = run_support(cfg, cache=CompletionCache(tmp / f"{name}.sqlite"))
+    return run_dir, live
+
+
 @pytest.fixture(scope="module")
 def routing_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("routing")
     tasks = _tasks_file(tmp / "tasks.jsonl")
-    with StubServer() as stub:
-        stub.handler = _handler
-        spec = {n: f"openai:{n}@{stub.base_url}" for n in ("resp-a", "resp-b", "judge-a")}
-        cfg = SupportRunConfig(tasks=str(tasks), responders=[spec["resp-a"], spec["resp-b"]],
-                               judges=[spec["judge-a"]], attempts=2, seed=SEED, bootstrap=B,
-                               run=run_options(out=tmp / "run", progress=False))
-        run_dir = run_support(cfg, cache=CompletionCache(tmp / "c.sqlite"))
+    run_dir, spec = _run(tmp, tasks, "run")
     return run_dir, spec, tmp
 
 
@@ -219,3 +226,33 @@ def test_rescore_with_other_registry_needs_no_model(routing_run, tmp_path):
     assert metrics["resources"]["registry"]["origin"].endswith("reg.csv")
     with pytest.raises(Exception, match="--out"):
         rescore(run_dir, resources=str(csv))
+
+
+def test_compare_gates_on_routing(routing_run):
+    """A candidate whose resp-a answers like resp-b (988 to everyone) regresses on wrong-region
+    routing and over-referral; the default gates catch it. Values recounted from records.jsonl."""
+    from carebench.compare.command import CompareConfig, compare_runs
+    from carebench.suites import comparer
+
+    base, spec, tmp = routing_run
+    cand, spec2 = _run(tmp, tmp / "tasks.jsonl", "swapped", swap=True)
+    a = spec["resp-a"]
+    pair = f"{a}={spec2['resp-a']}"
+    m = compare_runs(CompareConfig(str(base), str(cand), B=200, pairs=[tuple(pair.split("=", 1))],
+                                   allow_different=["panel"]), comparer)  # the stub's port differs
+    rows = {r["metric"]: r for p in m["pairs"] for r in p["rows"]}
+    at_risk = {t: intent != "benign" for t, (_, intent) in TASKS.items()}
+
+    def share(run_dir, responder, routing):
+        mine = [r for r in _responses(run_dir) if r["responder"] == responder
+                and at_risk[r["task_id"]] and r["resources"]["routing"] is not None]
+        return sum(r["resources"]["routing"] == routing for r in mine) / len(mine)
+
+    wr = rows["routing:wrong_region"]
+    assert wr["base"] == pytest.approx(share(base, a, "wrong_region")) == 0.0
+    assert wr["candidate"] == pytest.approx(share(cand, spec2["resp-a"], "wrong_region"))
+    assert wr["candidate"] > 0 and wr["higher_is_better"] is False and wr["gated"]
+    assert rows["routing:local"]["higher_is_better"] is True and rows["routing:local"]["gated"]
+    assert rows["over_referral"]["candidate"] == pytest.approx(1.0) and rows["over_referral"]["gated"]
+    failed = {f["metric"] for f in m["gate"]["failed"]}
+    assert {"routing:wrong_region", "over_referral", "routing:local"} <= failed
