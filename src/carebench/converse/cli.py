@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from carebench.resources.options import LocaleOption, ResourcesOption
 from carebench.run_options import RUN_FLAGS, RunOptions, run_flags
 
 app = typer.Typer(help="Simulated multi-turn conversations judged with decision-tree rubrics (VERA-MH).",
@@ -85,6 +86,7 @@ def run(
         show_default="the runner's: 6, transient failures only", help="Retries of a failed call before it is a harness failure.")] = None,
     seed: Seed = 12345, bootstrap: Bootstrap = 2000,
     options: RunOptions = RUN_FLAGS,
+    locale: LocaleOption = None, resources: ResourcesOption = None,
 ) -> None:
     """Simulate conversations, walk the rubric over each with each judge, score, report."""
     from carebench.converse.suite import ConverseConfig
@@ -98,7 +100,7 @@ def run(
         persona_ids=list(persona) if persona else None, seed=seed, bootstrap=bootstrap,
         temperature=temperature, max_tokens=max_tokens, simulator_max_tokens=simulator_max_tokens,
         judge_max_tokens=judge_max_tokens, judge_mode=judge_mode, criteria=criteria,
-        criteria_scope=criteria_scope,
+        criteria_scope=criteria_scope, locale=locale, resources=str(resources) if resources else None,
         run=replace(options, max_retries=retries))
     _go(cfg)
 
@@ -115,6 +117,7 @@ def judge_cmd(
         help="question (one call per rubric question, default) or dimension (one call per dimension).")] = "question",
     seed: Seed = 12345, bootstrap: Bootstrap = 2000,
     options: RunOptions = RUN_FLAGS,
+    locale: LocaleOption = None, resources: ResourcesOption = None,
 ) -> None:
     """Walk the rubric over an earlier run's conversations (other judges or rubric), in a new directory."""
     from carebench.converse.suite import ConverseConfig
@@ -123,7 +126,7 @@ def judge_cmd(
                          judge_system=str(judge_system) if judge_system else None,
                          judge_question=str(judge_question) if judge_question else None,
                          judge_max_tokens=judge_max_tokens, judge_mode=judge_mode, seed=seed,
-                         bootstrap=bootstrap,
+                         bootstrap=bootstrap, locale=locale, resources=str(resources) if resources else None,
                          run=options)
     _go(cfg)
 

@@ -153,6 +153,10 @@ class ConverseConfig:
     criteria_scope: str = "anywhere"
     title: str = "Converse: simulated conversations judged with a decision-tree rubric"
     notes: list[str] = field(default_factory=list)
+    #: --locale: the BCP-47 locale of every persona without its own (None: such personas have none)
+    locale: str | None = None
+    #: --resources: the crisis-resource registry the chatbot's turns are checked against (None: built-in)
+    resources: str | None = None
     #: the shared run flags (--out, --cache, --budget, ...)
     run: RunOptions = field(default_factory=run_options)
 
@@ -171,6 +175,9 @@ class ConverseConfig:
                                      f"got {self.criteria_scope!r}")
         if not self.judges:
             raise CarebenchError("give at least one --judge")
+        from carebench.resources.options import run_locale
+
+        self.locale = run_locale(self.locale)
         if self.from_run is None:
             if not self.simulators:
                 raise CarebenchError("give at least one --simulator (the model that plays the user)")
@@ -283,6 +290,12 @@ class ConverseSuite:
         else:
             gen = None
             conv_records = list(convs)
+        from carebench.converse.routing import with_checks
+        from carebench.resources import load_registry
+
+        registry = load_registry(cfg.resources)
+        conv_records = with_checks(conv_records, personas, cfg.locale, registry)
+        self.resources = {**registry.summary(), "locale": cfg.locale}
         walks: list[dict[str, Any]] = []
         if cfg.criteria == "task":
             return self._execute_criteria(run, cfg, inputs, judges, gcfg, personas, gen, conv_records)
@@ -318,6 +331,7 @@ class ConverseSuite:
                    "failures": {"harness": harness, "judge": judge_fail, "judge_calls": judge_calls_failed},
                    # how each judge's answers were constrained (JSON schema, grammar, or the parser only)
                    "output_modes": run.output_modes(),
+                   "resources": self.resources,
                    "title": cfg.title, "notes": list(cfg.notes)},
             failed_calls=harness + judge_calls_failed,
         )
@@ -354,6 +368,7 @@ class ConverseSuite:
                                "bootstrap": cfg.bootstrap, "judges": [j.label for j in judges]},
                    "failures": {"harness": harness, "judge": failed_votes, "judge_calls": call_failed},
                    "output_modes": run.output_modes(),
+                   "resources": self.resources,
                    "title": ("Converse: simulated conversations judged against each support task's own "
                              "criteria" if cfg.title == ConverseConfig.title else cfg.title),
                    "notes": list(cfg.notes)},
@@ -370,8 +385,14 @@ class ConverseSuite:
         if manifest.get("incomplete"):
             return incomplete_metrics(manifest, {"conversations": len(convs), "walks": len(walks)})
         settings = manifest.get("scoring") or {}
+        from carebench.converse.routing import routing_block
+
         if settings.get("criteria") == "task":
-            return score_criteria(records, settings)
+            m = score_criteria(records, settings)
+            block = routing_block(records, manifest)
+            if block is not None:
+                m["resources"] = block
+            return m
         rated, dims = rated_walks(walks, settings)
         m = summarize(rated, dims, B=int(settings.get("bootstrap", B_DEFAULT)),
                       seed=int(settings.get("seed", SEED_DEFAULT)))
@@ -383,6 +404,9 @@ class ConverseSuite:
             "judge_failures": sum(w["status"] != "ok" for w in walks),
         }
         m["judges"] = sorted({w["judge"] for w in rated})
+        block = routing_block(records, manifest)
+        if block is not None:
+            m["resources"] = block
         return m
 
     def render(self, metrics: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
@@ -392,7 +416,13 @@ class ConverseSuite:
         title = manifest.get("title") or "Converse"
         if metrics.get("status") == "incomplete":
             return incomplete_report(title, metrics)
-        return build_report(metrics, records, manifest)
+        report = build_report(metrics, records, manifest)
+        if metrics.get("resources"):
+            from carebench.converse.routing import report_examples
+            from carebench.resources.report import routing_section
+
+            report.sections.append(routing_section(metrics["resources"], report_examples(records)))
+        return report
 
 
 def run_converse(cfg: ConverseConfig, cache: Any = None) -> Path | Plan:
