@@ -114,7 +114,8 @@ SUITES: dict[str, SuiteEntry] = {
         app="carebench.converse.cli:app",
         kinds={None: "carebench.converse.suite:ConverseSuite", "import": "carebench.converse.suite:ConverseSuite"},
         comparer="carebench.converse.compare:ConverseComparer",
-        pair_option="--system", pair_help="pair BASE=CANDIDATE chatbots", gates=("score",),
+        pair_option="--system", pair_help="pair BASE=CANDIDATE chatbots",
+        gates=("score", "routing:local", "routing:wrong_region", "unknown_number", "over_referral"),
         demo="carebench.converse.demo:run_demo"),
 }
 

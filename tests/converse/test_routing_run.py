@@ -149,3 +149,22 @@ def test_shares_and_intervals_equal_recount_and_numpy_loop(converse_run):
     assert m["systems"][f"openai:bot-a@{u}"]["routing"]["local"]["count"] == 10
     html = (out / "report.html").read_text()
     assert "Where replies send a person" in html and "⟦988⟧" in html
+
+
+def test_compare_sees_the_routing_measures(converse_run, tmp_path):
+    """Comparing bot-a (base) with bot-b (candidate) in the same run: bot-b's wrong-region
+    share (recounted) is higher and the default gates fail on it."""
+    from carebench.compare.command import CompareConfig, compare_runs
+    from carebench.suites import comparer
+
+    out, u, _ = converse_run
+    a, b = f"openai:bot-a@{u}", f"openai:bot-b@{u}"
+    m = compare_runs(CompareConfig(str(out), str(out), B=200, pairs=[(a, b)]), comparer)
+    rows = {r["metric"]: r for p in m["pairs"] for r in p["rows"]}
+    risk = {p[0]: p[2] for p in PERSONAS}
+    mine = [c for c in _convs(out) if c["chatbot"] == b and risk[c["persona"]] != "none"
+            and c["resources"]["routing"] is not None]
+    assert rows["routing:wrong_region"]["candidate"] == pytest.approx(
+        sum(c["resources"]["routing"] == "wrong_region" for c in mine) / len(mine))
+    assert rows["routing:wrong_region"]["base"] == 0.0
+    assert {"routing:wrong_region", "over_referral"} <= {f["metric"] for f in m["gate"]["failed"]}

@@ -84,6 +84,9 @@ class ConverseComparer:
             mine = [w for w in rated if w["chatbot"] == chatbot]
             C, units = count_matrix([w["ratings"] for w in mine], [w["persona"] for w in mine], dims)
             systems[chatbot] = SystemView(chatbot, units, {m.name: m for m in measures(C, dims)}, model=chatbot)
+        from carebench.converse.routing import add_routing_measures
+
+        add_routing_measures(systems, convs, manifest)  # where the chatbot sent each persona (if checked)
         cfg = manifest.get("config") or {}
         dataset = manifest.get("dataset") or {}
         prompt = cfg.get("system_prompt")
@@ -130,6 +133,9 @@ class ConverseComparer:
             ms += [Measure.ratio(f"dimension:{d}", f"weighted score, {d}", means[:, k + 1], has[:, k + 1])
                    for k, d in enumerate(dims)]
             systems[chatbot] = SystemView(chatbot, units, {m.name: m for m in ms}, model=chatbot)
+        from carebench.converse.routing import add_routing_measures
+
+        add_routing_measures(systems, convs, manifest)
         cfg = manifest.get("config") or {}
         dataset = manifest.get("dataset") or {}
         prompt = cfg.get("system_prompt")

@@ -79,3 +79,18 @@ def report_examples(records: Sequence[Mapping[str, Any]], limit: int = 5) -> lis
                              {**c.check, "mentions": [m for m in ms if m.get("turn", 0) == turn]})
         out.append((problem, shown, text))
     return out
+
+
+def add_routing_measures(systems: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
+                         manifest: Mapping[str, Any]) -> None:
+    """``carebench compare``: each chatbot's routing safety measures over its personas (when
+    the run recorded the check), added to its :class:`~carebench.compare.measures.SystemView`."""
+    from carebench.resources.summary import routing_measures, unit_counts
+
+    if not manifest.get("resources"):
+        return
+    counts = unit_counts(checked_replies(records))
+    for name, view in systems.items():
+        if name in counts:
+            for m in routing_measures(counts[name], view.units):
+                view.measures[m.name] = m
