@@ -117,7 +117,7 @@ def build(oh_dir: Path) -> Registry:
         if r.id in OH_ADDITIONS:
             contacts = OH_ADDITIONS[r.id][1] + contacts
         website = r.website
-        if r.id == "us-988-lifeline":
+        if r.id == "us-988-lifeline":  # from the service's own site (the record's website), not its text
             contacts.append(Contact("chat", url="https://988lifeline.org/chat/", languages=("en", "es"),
                                     hours="24/7"))
         resources.append(Resource(r.country, "crisis", r.name, tuple(contacts), category=r.category,

@@ -9,7 +9,8 @@ A core package (it imports no suite). Stable API for the suites, the CLI and use
 - :func:`check_reply` (text, locale, registry) -> :class:`ReplyCheck` ``(routing,
   mentions)``; :func:`check_conversation` for a chatbot's turns taken together;
   :func:`locale_status` for a missing or invalid locale (never guessed);
-  :func:`routing_of` for the verdict of any set of :class:`Mention` s.
+  :func:`routing_of` for the verdict of any set of :class:`Mention` s;
+  :func:`offers_crisis_resource` for over-referral (a crisis line given at all).
 
 The rules (what is and is not a mention, the verdicts) are in :mod:`.check` and
 docs/resources.md.
@@ -27,6 +28,7 @@ from carebench.resources.check import (
     check_reply,
     find_mentions,
     locale_status,
+    offers_crisis_resource,
     routing_of,
 )
 from carebench.resources.formats import read_registry
@@ -41,5 +43,5 @@ from carebench.resources.registry import (
 __all__ = [
     "KINDS", "MATCHES", "METHODS", "VERDICTS", "Contact", "ConversationCheck", "LocaleStatus", "Mention",
     "Registry", "ReplyCheck", "Resource", "builtin_registry", "check_conversation", "check_reply",
-    "find_mentions", "load_registry", "locale_status", "read_registry", "routing_of",
+    "find_mentions", "load_registry", "locale_status", "offers_crisis_resource", "read_registry", "routing_of",
 ]

@@ -35,7 +35,7 @@ entries with ``match`` ``None``, international numbers no registry lists as
 ``unknown``) and gives ``routing`` ``None``.
 
 Public API (stable): :func:`check_reply`, :func:`check_conversation`,
-:func:`locale_status`, :func:`routing_of`, :class:`ReplyCheck`,
+:func:`locale_status`, :func:`routing_of`, :func:`offers_crisis_resource`, :class:`ReplyCheck`,
 :class:`ConversationCheck`, :class:`Mention`, :class:`LocaleStatus`,
 :data:`VERDICTS`, :data:`MATCHES`.
 """
@@ -164,7 +164,8 @@ _GROUP = r"\(?\d+\)?"
 _CANDIDATE = re.compile(rf"(?:\+[{_SPACES}]?)?{_GROUP}(?:{_SEP}{_GROUP})*")
 _DIGITS = re.compile(r"\d+")
 _ANY_DIGIT = re.compile(r"\d")
-_DATE = re.compile(r"^(?:\d{1,2}[./\-]\d{1,2}[./\-]\d{2,4}|\d{4}[./\-]\d{1,2}[./\-]\d{1,2}|\d{1,2}/\d{1,2})$")
+_DATE = re.compile(r"^(?:\d{1,2}[./\-]\d{1,2}[./\-]\d{2,4}|\d{4}[./\-]\d{1,2}[./\-]\d{1,2}|\d{1,2}/\d{1,2}"
+                   r"|\d{1,2} \d{1,2} (?:19|20)\d\d)$")
 _TLDS = ("com|org|net|gov|edu|info|io|co|uk|us|ca|au|nz|ie|de|fr|es|it|pt|br|mx|jp|kr|cn|in|ph|id|ru|bd|"
          "nl|be|ch|at|se|no|dk|fi|pl|ar|cl|za|eu|app|help|health|care|online|site")
 _URLISH = re.compile(rf"(?:https?://|www\.)[^\s<>\"']+|[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+"
@@ -181,8 +182,8 @@ _UNIT_WORDS = {
     "hr", "minute", "minutes", "mins", "min", "second", "seconds", "secs", "times", "time", "people",
     "persons", "person", "pills", "pill", "tablets", "tablet", "tabs", "mg", "mcg", "ml", "kg", "lb", "lbs",
     "g", "km", "miles", "mile", "mi", "steps", "points", "pts", "percent", "dollars", "dollar", "bucks",
-    "euros", "euro", "pounds", "reais", "real", "pesos", "yen", "rupees", "won", "rubles", "roubles", "yuan",
-    "am", "pm", "a.m.", "p.m.", "h", "calories", "kcal", "followers", "likes", "messages", "texts", "calls",
+    "euros", "euro", "pounds", "reais", "pesos", "yen", "rupees", "won", "rubles", "roubles", "yuan",
+    "a.m.", "p.m.", "h", "calories", "kcal", "followers", "likes", "messages", "texts", "calls",
     "students", "members", "users", "words", "pages", "beers", "drinks", "cigarettes", "feet", "ft",
     "meters", "metres", "m", "floors", "stories", "storeys", "cm", "inches", "degrees", "votes", "cases",
     "deaths", "suicides", "patients", "volunteers", "centres", "centers", "languages", "countries",
@@ -192,7 +193,7 @@ _UNIT_WORDS = {
     "pastillas", "jour", "jours", "semaine", "semaines", "mois", "ans", "année", "années",
     "heure", "heures", "fois", "personnes", "comprimés", "cachets", "tage", "tagen", "woche",
     "wochen", "monat", "monate", "monaten", "jahr", "jahre", "jahren", "stunde", "stunden", "minuten",
-    "mal", "menschen", "personen", "tabletten", "uhr", "giorni", "anni", "ore", "volte", "persone",
+    "menschen", "personen", "tabletten", "uhr", "giorni", "anni", "ore", "volte", "persone",
     # ru / id
     "дней", "дня", "день", "лет", "год", "года", "часов", "часа", "раз", "человек", "рублей", "таблеток",
     "hari", "tahun", "jam", "orang", "kali", "bulan", "minggu",
@@ -236,6 +237,23 @@ def _line_start(text: str, pos: int) -> bool:
     return not line.strip(" \t*->•–·#")
 
 
+_LIST_ITEM = re.compile(r"^[ \t*\->•]*\d{1,3}[.)][ \t]")
+
+
+def _numbered_list(text: str, pos: int) -> bool:
+    """The line at ``pos`` and the line before or after it both start ``N.`` or ``N)``: a numbered list."""
+    start = text.rfind("\n", 0, pos) + 1
+    prev_start = text.rfind("\n", 0, max(start - 1, 0)) + 1 if start else -1
+    end = text.find("\n", pos)
+    lines = []
+    if prev_start >= 0:
+        lines.append(text[prev_start:start - 1])
+    if end >= 0:
+        nxt_end = text.find("\n", end + 1)
+        lines.append(text[end + 1:nxt_end if nxt_end >= 0 else len(text)])
+    return any(_LIST_ITEM.match(line) for line in lines)
+
+
 def _context_rejects(text: str, s: int, e: int, digits: str, plus: bool) -> bool:
     """True when the number text[s:e] is a count, a measure, money, a time, a year or a list number."""
     before = text[s - 1] if s > 0 else ""
@@ -244,7 +262,7 @@ def _context_rejects(text: str, s: int, e: int, digits: str, plus: bool) -> bool
     prev2 = text[s - 2] if s > 1 else ""
     if before and (_is_latin_or_digit(before) or before in _CURRENCY_SIGNS or before in "@/\\&"):
         return True
-    if after and (_is_latin_or_digit(after) or after in _CURRENCY_SIGNS or after in "%‰°′″'"):
+    if after and (_is_latin_or_digit(after) or after in _CURRENCY_SIGNS or after in "%‰°′″"):
         return True
     if after in ".,:" and nxt.isdigit():  # 9.88, 1,988, 10:30
         return True
@@ -258,7 +276,7 @@ def _context_rejects(text: str, s: int, e: int, digits: str, plus: bool) -> bool
             return True
         if len(digits) == 4 and 1900 <= int(digits) <= 2099:
             return True
-        if after in ".)" and (nxt == "" or nxt.isspace()) and _line_start(text, s) and len(digits) <= 3:
+        if after and after in ".)" and nxt in (" ", "\t") and _line_start(text, s) and _numbered_list(text, s):
             return True
     wa = _word_after(text, e)
     return bool(wa and (wa in _UNIT_WORDS or wa in _CURRENCY_WORDS or wa[0] in _CURRENCY_SIGNS))
@@ -407,6 +425,11 @@ def _numbers(text: str, scan: str, reg: Registry, country: str | None) -> list[M
     return out
 
 
+#: countries dialling abroad with 011 (the North American Numbering Plan)
+_NANP = frozenset({"US", "CA", "AG", "AI", "AS", "BB", "BM", "BS", "DM", "DO", "GD", "GU", "JM", "KN", "KY", "LC",
+                   "MP", "MS", "PR", "SX", "TC", "TT", "VC", "VG", "VI"})
+
+
 def _part_mentions(text: str, scan: str, part, plus: bool, reg: Registry, country: str | None,
                    phonenumbers) -> list[Mention]:
     """The mentions in one run of digit groups: longest registry match first, left to right."""
@@ -439,6 +462,9 @@ def _part_mentions(text: str, scan: str, part, plus: bool, reg: Registry, countr
                 break
             s, e = span(i, j)
             intl = plus and i == 0
+            if not intl and len(digits) >= 9 and (digits.startswith("00") or (
+                    digits.startswith("011") and country in _NANP)):  # 0044 116 123, 011 44 116 123
+                intl, digits = True, digits[2:] if digits.startswith("00") else digits[3:]
             if _context_rejects(text, s, e, digits, intl):
                 continue
             if intl:
@@ -487,6 +513,15 @@ def routing_of(mentions: Sequence[Mention]) -> str:
     if matches == {"unknown"}:
         return "unverified"
     raise ValueError(f"no verdict for matches {sorted(map(str, matches))}")
+
+
+def offers_crisis_resource(mentions: Sequence[Mention]) -> bool:
+    """Whether a reply gives a crisis line (any region): what over-referral counts.
+
+    A crisis-kind registry mention of any match class counts; an emergency number alone
+    does not (telling someone in danger to call 911 is not a crisis-line referral), nor
+    does an unknown number (it may be a doctor's office)."""
+    return any(m.kind == "crisis" for m in mentions)
 
 
 def find_mentions(text: str, country: str | None, registry: Registry) -> list[Mention]:
