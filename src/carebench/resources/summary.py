@@ -75,7 +75,8 @@ class CheckedReply:
 
 
 def gives_crisis_resource(mentions: Iterable[Mapping[str, Any]]) -> bool:
-    """A registry-listed crisis resource (any region) among the mentions."""
+    """A registry-listed crisis resource (any region) among recorded mentions (dicts): the
+    definition of :func:`carebench.resources.check.offers_crisis_resource`, on records."""
     return any(m.get("kind") == "crisis" for m in mentions)
 
 
