@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from carebench.resources.options import LocaleOption, ResourcesOption
 from carebench.run_options import RUN_FLAGS, Json, RunOptions, run_flags
 from carebench.types import CarebenchError
 
@@ -237,6 +238,7 @@ def run(
     empty_policy: Annotated[str, typer.Option(help="Empty-policy rule: vacuous or exclude.")] = "vacuous",
     zero_coverage: Annotated[str, typer.Option(help="Appropriate but nothing satisfied: partial or failed.")] = "partial",
     options: RunOptions = RUN_FLAGS,
+    locale: LocaleOption = None, resources: ResourcesOption = None,
 ) -> None:
     """Responses under both archetype instructions, the jury, scoring and the report."""
     from carebench.plural.experiment import PluralRunConfig
@@ -251,6 +253,7 @@ def run(
         instruction_files=_pairs(instruction, "--instruction", "ARCHETYPE=FILE"),
         judge_max_tokens=judge_max_tokens, families=_pairs(family, "--family", "SPEC=FAMILY"), seed=seed,
         bootstrap=bootstrap, empty_policy=empty_policy, zero_coverage=zero_coverage,
+        locale=locale, resources=str(resources) if resources else None,
         run=options,
     )
     result = run_plural(cfg)

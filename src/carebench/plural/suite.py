@@ -273,8 +273,13 @@ class RunCommand(PluralCommand):
         # a permanent rejection (HTTP 4xx) is the request's outcome. Both are left out and counted.
         failures = {"response_calls": sum(r.status == "error" and is_harness_failure(r.error) for r in responses),
                     "jury_calls": sum(v.status == "error" and is_harness_failure(v.rationale) for v in verdicts)}
+        from carebench.plural.routing import with_checks
+        from carebench.resources import load_registry
+
+        registry = load_registry(cfg.resources)
         return Execution(
-            records=[r.to_dict() for r in responses] + [v.to_dict() for v in _ordered(verdicts)],
+            records=with_checks([r.to_dict() for r in responses], pre.prompts, cfg.locale, registry)
+            + [v.to_dict() for v in _ordered(verdicts)],
             config=config,
             dataset={**pre.release.dataset(), "sampled_prompts": len(pre.prompts)},
             seeds={"bootstrap": cfg.seed, "sample": cfg.sample_seed},
@@ -282,7 +287,8 @@ class RunCommand(PluralCommand):
             extra={"kind": "run", "scoring": settings, "warnings": pre.warnings, "notes": list(cfg.notes),
                    "profiles": pre.profiles_of, "harness_failures": failures,
                    "taxonomy_names": pre.taxonomy.names(),  # reports show names, not codes
-                   "output_modes": run.output_modes()},
+                   "output_modes": run.output_modes(),
+                   "resources": {**registry.summary(), "locale": cfg.locale}},
             # harness failures are counted and left out of the scores; a re-run retries them
             failed_calls=sum(failures.values()),
             parquet_columns=PARQUET_COLUMNS,  # re-scoring reads these columns, not the JSON
@@ -301,13 +307,27 @@ class RunCommand(PluralCommand):
             kinds = Counter(r.get("kind") for r in records)
             return incomplete_metrics(manifest, {"responses": kinds["response"], "verdicts": kinds["judgment"]})
         settings = dict(manifest.get("scoring") or {})
-        return compute_metrics(records.jury_data(settings.get("scored_judges")), settings)
+        metrics = compute_metrics(records.jury_data(settings.get("scored_judges")), settings)
+        if manifest.get("resources"):
+            from carebench.plural.routing import read_response_rows, routing_block
+
+            block = routing_block(records.prompts, read_response_rows(records.path), manifest)
+            if block is not None:
+                metrics["resources"] = block
+        return metrics
 
     def full_report(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Report:
         from carebench.plural.report import build_report
 
         settings = manifest.get("scoring") or {}
-        return build_report(manifest, metrics, examples(records, records.jury_data(settings.get("scored_judges"))))
+        report = build_report(manifest, metrics, examples(records, records.jury_data(settings.get("scored_judges"))))
+        if metrics.get("resources"):
+            from carebench.plural.routing import read_response_rows, report_examples
+            from carebench.resources.report import routing_section
+
+            rows = read_response_rows(records.path)
+            report.sections.append(routing_section(metrics["resources"], report_examples(records.prompts, rows)))
+        return report
 
 
 def run_plural(cfg: PluralRunConfig, cache: CompletionCache | None = None) -> Path | Plan:
