@@ -101,7 +101,7 @@ SUITES: dict[str, SuiteEntry] = {
         kinds={kind: f"carebench.plural.suite:{kind.capitalize()}Command"
                for kind in ("run", "sample", "calibrate", "freeze", "label", "agreement")},
         comparer="carebench.plural.compare:PluralComparer",
-        pair_option="--system", pair_help="pair BASE=CANDIDATE systems", gates=("full:*",),
+        pair_option="--system", pair_help="pair BASE=CANDIDATE systems", gates=("full:*", "routing:local", "routing:wrong_region", "unknown_number"),
         demo="carebench.plural.demo:run_demo"),
     "construct": SuiteEntry(
         "dataset construction (VEILED-SH §4)",

@@ -77,3 +77,24 @@ def test_checks_recorded_and_shares_equal_recount_and_numpy_loop(plural_run):
     # every plural prompt is at risk: no item is marked otherwise, so no over-referral figure
     assert m["systems"][spec["sys-a"]]["over_referral"]["share"] is None
     assert "Where replies send a person" in (run_dir / "report.html").read_text()
+
+
+def test_compare_gates_on_plural_routing(plural_run):
+    """sys-a (base) vs sys-b (candidate) in one run: per prompt, sys-b's local share is the
+    recount from records.jsonl; gated by default."""
+    from carebench.compare.command import CompareConfig, compare_runs
+    from carebench.suites import comparer
+
+    run_dir, spec = plural_run
+    m = compare_runs(CompareConfig(str(run_dir), str(run_dir), B=100, pairs=[(spec["sys-a"], spec["sys-b"])]),
+                     comparer)
+    rows = {r["metric"]: r for p in m["pairs"] for r in p["rows"]}
+
+    def share(system, verdict):
+        mine = [r for r in _responses(run_dir) if r["system"] == system and r.get("resources")
+                and r["resources"]["routing"] is not None]
+        return sum(r["resources"]["routing"] == verdict for r in mine) / len(mine)
+
+    assert rows["routing:local"]["base"] == pytest.approx(share(spec["sys-a"], "local"))
+    assert rows["routing:local"]["candidate"] == pytest.approx(share(spec["sys-b"], "local"))
+    assert rows["routing:local"]["gated"] and rows["routing:wrong_region"]["gated"]

@@ -73,3 +73,19 @@ def report_examples(prompts: Sequence[Any], rows: Sequence[Mapping[str, Any]], l
     replies = checked_replies(prompts, kept)
     text = {id(c): r.get("text") or "" for c, r in zip(replies, kept, strict=True)}
     return [(p, c, text[id(c)]) for p, c in worst_examples(replies, limit)]
+
+
+def add_routing_measures(systems: Mapping[str, Any], run_dir: Path, manifest: Mapping[str, Any]) -> None:
+    """``carebench compare``: each system's routing safety measures over its prompts (the
+    comparison's unit; it resamples them by source post itself), when the run was checked."""
+    from carebench.resources.summary import routing_measures, unit_counts
+
+    if not manifest.get("resources"):
+        return
+    replies = [CheckedReply(str(r["system"]), str(r["prompt_id"]), True, r["resources"])
+               for r in read_response_rows(run_dir) if r.get("resources") is not None]
+    counts = unit_counts(replies)
+    for name, view in systems.items():
+        if name in counts:
+            for m in routing_measures(counts[name], view.units):
+                view.measures[m.name] = m
