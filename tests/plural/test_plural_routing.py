@@ -98,3 +98,29 @@ def test_compare_gates_on_plural_routing(plural_run):
     assert rows["routing:local"]["base"] == pytest.approx(share(spec["sys-a"], "local"))
     assert rows["routing:local"]["candidate"] == pytest.approx(share(spec["sys-b"], "local"))
     assert rows["routing:local"]["gated"] and rows["routing:wrong_region"]["gated"]
+
+
+def test_rescore_with_another_registry_rewrites_the_copy_only(plural_run, tmp_path):
+    """A registry listing 988 for GB only: sys-a's 988 becomes local for q2 (GB) and other-region
+    for q1 (US); the source run keeps its checks; carebench report OUT reproduces the re-score."""
+    from carebench.plural.suite import rescore
+    from carebench.types import CarebenchError
+
+    run_dir, spec = plural_run
+    before = (run_dir / "records.jsonl").read_bytes()
+    csv = tmp_path / "reg.csv"
+    csv.write_text("country,kind,name,method,number,keyword,url,languages\nGB,crisis,Test line,call,988,,,en\n",
+                   encoding="utf-8")
+    out = tmp_path / "re"
+    m = rescore(run_dir, out_dir=out, resources=str(csv))
+    assert (run_dir / "records.jsonl").read_bytes() == before
+    rows = {(r["system"], r["prompt_id"], r["archetype"]): r["resources"] for r in _responses(out) if r.get("resources")}
+    assert rows[(spec["sys-a"], "q2", "peer")]["routing"] == "local"
+    assert rows[(spec["sys-a"], "q1", "peer")]["routing"] == "wrong_region"
+    assert m["resources"]["registry"]["origin"].endswith("reg.csv")
+    from carebench.suites import rerender
+
+    again = rerender(out)
+    assert again["resources"] == m["resources"]
+    with pytest.raises(CarebenchError, match="--out"):
+        rescore(run_dir, resources=str(csv))

@@ -302,6 +302,11 @@ def rescore(
     budget: Annotated[float | None, typer.Option(show_default='no cap', help="USD cap (rescoring makes no model call).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be rescored and write nothing.")] = False,
     json_out: Json = False,
+    resources: Annotated[Path | None, typer.Option(
+        "--resources", show_default="the checks the run recorded",
+        help="Re-check the recorded replies against this crisis-resource registry (no model call; needs --out).")]
+    = None,
+    locale: LocaleOption = None,
 ) -> None:
     """Recompute metrics.json and the report from the recorded verdicts (no model call)."""
     from carebench.experiment import echo_plan
@@ -311,5 +316,6 @@ def rescore(
     if dry_run:
         echo_plan(rescore_plan(run_dir, out))
         return
-    do_rescore(run_dir, judges=list(judge) if judge else None, out_dir=out)
+    do_rescore(run_dir, judges=list(judge) if judge else None, out_dir=out,
+               resources=str(resources) if resources else None, locale=locale)
     _summary(Path(out or run_dir))

@@ -89,3 +89,19 @@ def add_routing_measures(systems: Mapping[str, Any], run_dir: Path, manifest: Ma
         if name in counts:
             for m in routing_measures(counts[name], view.units):
                 view.measures[m.name] = m
+
+
+def recheck_records(run_dir: Path, prompts: Sequence[Any], run_locale: str | None, registry: Registry) -> None:
+    """Rewrite ``records.jsonl`` of a re-score directory with every response checked anew
+    (judgment lines are copied unchanged, line by line)."""
+    path = Path(run_dir) / "records.jsonl"
+    tmp = path.with_suffix(".jsonl.tmp")
+    with path.open(encoding="utf-8") as src, tmp.open("w", encoding="utf-8") as dst:
+        for line in src:
+            if _RESPONSE.search(line):
+                row = json.loads(line)
+                if row.get("kind") == "response":
+                    row = {k: v for k, v in row.items() if k != "resources"}
+                    line = json.dumps(with_checks([row], prompts, run_locale, registry)[0], ensure_ascii=False) + "\n"
+            dst.write(line)
+    tmp.replace(path)

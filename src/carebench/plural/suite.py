@@ -343,7 +343,7 @@ def _ordered(verdicts: list[JudgmentRecord]) -> list[JudgmentRecord]:
 
 
 def rescore(run_dir: Path, *, judges: Sequence[str] | None = None, out_dir: Path | None = None,
-            B: int | None = None) -> dict[str, Any]:
+            B: int | None = None, resources: str | None = None, locale: str | None = None) -> dict[str, Any]:
     """Recompute ``metrics.json`` and the report from the records only (no model call).
 
     With no overrides it reproduces the run's own metrics exactly (it is what
@@ -364,16 +364,28 @@ def rescore(run_dir: Path, *, judges: Sequence[str] | None = None, out_dir: Path
     if B is not None:
         scoring["bootstrap"] = B
     rescored = {**manifest, "scoring": scoring}
+    recheck = None
+    if resources is not None or locale is not None:  # where replies send a person, against another registry
+        from carebench.resources import load_registry
+        from carebench.resources.options import run_locale
+
+        if out_dir is None or Path(out_dir).resolve() == Path(run_dir).resolve():
+            raise CarebenchError("--resources/--locale re-check the replies: give --out (the run's records "
+                                 "keep the checks it recorded)")
+        registry = load_registry(resources)
+        loc = run_locale(locale) if locale is not None else (manifest.get("resources") or {}).get("locale")
+        recheck = (registry, loc)
+        rescored["resources"] = {**registry.summary(), "locale": loc}
     if out_dir is None or Path(out_dir).resolve() == Path(run_dir).resolve():
         return rerender(run_dir, RunCommand(), manifest=rescored)
-    return _rescore_into(Path(run_dir), Path(out_dir), rescored)
+    return _rescore_into(Path(run_dir), Path(out_dir), rescored, recheck)
 
 
 #: what a re-score writes itself; every other file of the run is copied unchanged
 _RENDERED = ("manifest.json", "metrics.json", "report.md", "report.html", "figures")
 
 
-def _rescore_into(run_dir: Path, out_dir: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+def _rescore_into(run_dir: Path, out_dir: Path, manifest: dict[str, Any], recheck: Any = None) -> dict[str, Any]:
     """A re-score as a run directory of its own: the source run's records copied unchanged,
     then metrics and the report, then (last) a manifest naming the source run and the judges
     kept, so ``carebench report OUT`` re-renders it and the source run is left untouched."""
@@ -388,6 +400,11 @@ def _rescore_into(run_dir: Path, out_dir: Path, manifest: dict[str, Any]) -> dic
             shutil.copytree(f, out_dir / f.name, dirs_exist_ok=True)
         else:
             shutil.copy2(f, out_dir / f.name)
+    if recheck is not None:  # the copied records get the new checks (records.parquet is then stale, unused)
+        from carebench.datasets.prompts import load_prompts
+        from carebench.plural.routing import recheck_records
+
+        recheck_records(out_dir, load_prompts(out_dir / "prompts.jsonl"), recheck[1], recheck[0])
     scoring = manifest["scoring"]
     manifest = {**manifest, "rescored_from": {
         "run": str(run_dir), "created": manifest.get("created"),
