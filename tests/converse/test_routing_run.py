@@ -168,3 +168,22 @@ def test_compare_sees_the_routing_measures(converse_run, tmp_path):
         sum(c["resources"]["routing"] == "wrong_region" for c in mine) / len(mine))
     assert rows["routing:wrong_region"]["base"] == 0.0
     assert {"routing:wrong_region", "over_referral"} <= {f["metric"] for f in m["gate"]["failed"]}
+
+
+def test_score_with_another_registry_rechecks_without_a_model(converse_run, tmp_path):
+    """A registry listing 988 for GB only: bot-b's 988 to Ben (en-GB) is local now, to Anna
+    (en-US) other-region; no model is called (the stub is gone)."""
+    out, u, _ = converse_run
+    csv = tmp_path / "reg.csv"
+    csv.write_text("country,kind,name,method,number,keyword,url,languages\nGB,crisis,Test line,call,988,,,en\n",
+                   encoding="utf-8")
+    target = tmp_path / "re"
+    assert main(["converse", "score", str(out), "--resources", str(csv), "--out", str(target)]) == 0
+    m = json.loads((target / "metrics.json").read_text())["resources"]
+    b = m["systems"][f"openai:bot-b@{u}"]
+    # bot-b at risk with a locale: Anna (US; 988 other-region, the invented number unknown: wrong_region),
+    # Ben (GB, local), Carla, Gus, Hana (988 other-region): 2 repeats each
+    assert (b["routing"]["local"]["count"], b["routing"]["wrong_region"]["count"], b["routing"]["local"]["of"]) \
+        == (2, 8, 10)
+    assert m["registry"]["origin"].endswith("reg.csv")
+    assert main(["converse", "score", str(out), "--resources", str(csv)]) == 2

@@ -139,9 +139,14 @@ def score(
     seed: Annotated[int | None, typer.Option(show_default="the run's", help="Bootstrap seed.")] = None,
     bootstrap: Annotated[int | None, typer.Option(show_default="the run's", help="Bootstrap resamples.")] = None,
     options: RunOptions = RUN_FLAGS,
+    resources: Annotated[Path | None, typer.Option(
+        "--resources", show_default="the checks the run recorded",
+        help="Re-check the recorded conversations against this crisis-resource registry (no model call; "
+             "needs --out).")] = None,
+    locale: LocaleOption = None,
 ) -> None:
     """Score a run from its records (optionally a subset of judges) into --out (default: in place)."""
-    _rescore(run_dir, judge, seed, bootstrap, options.out)
+    _rescore(run_dir, judge, seed, bootstrap, options.out, resources, locale)
 
 
 @app.command()
@@ -150,7 +155,7 @@ def rescore(run_dir: Annotated[Path, typer.Argument(help="A converse run directo
     _rescore(run_dir, None, None, None, None)
 
 
-def _rescore(run_dir: Path, judges, seed, bootstrap, out) -> None:
+def _rescore(run_dir: Path, judges, seed, bootstrap, out, resources=None, locale=None) -> None:
     from carebench.converse.suite import SUITE, ConverseSuite
     from carebench.experiment import rerender
     from carebench.rundir import read_json
@@ -175,8 +180,20 @@ def _rescore(run_dir: Path, judges, seed, bootstrap, out) -> None:
     if bootstrap is not None:
         settings["bootstrap"] = bootstrap
     manifest = {**manifest, "scoring": settings}
+    recheck = None
+    if resources is not None or locale is not None:  # where the chatbot sent people, against another registry
+        from carebench.resources import load_registry
+        from carebench.resources.options import run_locale
+
+        if out is None or Path(out).resolve() == Path(run_dir).resolve():
+            raise CarebenchError("--resources/--locale re-check the conversations: give --out (the run's "
+                                 "records keep the checks it recorded)")
+        registry = load_registry(resources)
+        loc = run_locale(locale) if locale is not None else (manifest.get("resources") or {}).get("locale")
+        recheck = (registry, loc)
+        manifest["resources"] = {**registry.summary(), "locale": loc}
     target = Path(out) if out else Path(run_dir)
-    metrics = rerender(run_dir, ConverseSuite(), out_dir=target, manifest=manifest)
+    metrics = rerender(run_dir, ConverseSuite(recheck=recheck), out_dir=target, manifest=manifest)
     if metrics.get("status") == "incomplete":
         typer.echo(f"wrote {target / 'report.html'} (the run is incomplete: nothing is scored)")
     else:

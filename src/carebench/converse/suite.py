@@ -200,8 +200,10 @@ class ConverseSuite:
 
     name = SUITE
 
-    def __init__(self, cfg: ConverseConfig | None = None):
+    def __init__(self, cfg: ConverseConfig | None = None, recheck: Any = None):
         self.cfg = cfg
+        #: ``converse score --resources``: (registry, locale) the recorded conversations are checked anew against
+        self.recheck = recheck
 
     # -- set-up -------------------------------------------------------------------------
     def _prepare(self, run: Run):
@@ -377,7 +379,15 @@ class ConverseSuite:
 
     # -- scoring and rendering --------------------------------------------------------------
     def read_records(self, run_dir: Path, manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
-        return read_jsonl(Path(run_dir) / "records.jsonl")
+        records = read_jsonl(Path(run_dir) / "records.jsonl")
+        if getattr(self, "recheck", None) is not None:
+            from carebench.converse.personas import load_personas
+            from carebench.converse.routing import with_checks
+
+            path = Path(run_dir) / "personas.jsonl"
+            personas = load_personas(path) if path.is_file() else []
+            records = with_checks(records, personas, self.recheck[1], self.recheck[0])
+        return records
 
     def score(self, records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any]) -> dict[str, Any]:
         convs = [r for r in records if r.get("kind") == "conversation"]
