@@ -187,3 +187,14 @@ def test_score_with_another_registry_rechecks_without_a_model(converse_run, tmp_
         == (2, 8, 10)
     assert m["registry"]["origin"].endswith("reg.csv")
     assert main(["converse", "score", str(out), "--resources", str(csv)]) == 2
+
+
+def test_personas_from_the_seeds_cases_keep_their_locale(tmp_path):
+    from carebench.converse.personas import personas_from
+
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"id": "t1", "subcategory": "self_worth", "locale": "es-MX",
+                                 "metadata": {"progression_stage": "planning"}, "turns": ["hola"], "criteria": []})
+                     + "\n" + json.dumps({"id": "t2", "subcategory": "self_worth", "turns": ["hi"], "criteria": []})
+                     + "\n")
+    assert [p.locale for p in personas_from("support-tasks", str(tasks))] == ["es-MX", None]

@@ -209,7 +209,8 @@ def personas_from(kind: str, source: str | Path) -> list[Persona]:
         for i, p in enumerate(load_prompts(path), 1):
             attrs = {snake(k): str(v) for k, v in (p.persona.attributes or {}).items()}
             out.append(Persona(p.id, p.id, "unknown", {
-                "context": p.context, "persona": p.persona.text, **attrs, OPENING: p.text}, f"{path}: record {i}"))
+                "context": p.context, "persona": p.persona.text, **attrs, OPENING: p.text}, f"{path}: record {i}",
+                locale=p.locale))
         return out
     fmt = "jsonl" if path.suffix.lower() == ".jsonl" else "csv"
     for loc, row in read_rows(path, fmt):
@@ -230,7 +231,8 @@ def personas_from(kind: str, source: str | Path) -> list[Persona]:
         risk = "none" if meta.get("harm_intent") == "benign" else _STAGE_RISK.get(stage, stage or "unknown")
         fields = {"subcategory": str(row.get("subcategory") or ""), **meta,
                   OPENING: _first_user_turn(row.get("turns"), where)}
-        out.append(Persona(tid, tid, risk, fields, where, task_criteria(row.get("criteria"), where)))
+        out.append(Persona(tid, tid, risk, fields, where, task_criteria(row.get("criteria"), where),
+                           locale=str(row["locale"]).strip() or None if row.get("locale") else None))
     if not out:
         raise CarebenchError(f"{path}: no tasks")
     return out
