@@ -224,13 +224,23 @@ def run_demo(
         for c, comp, (_, text) in zip(calls, res.completions, PROBE_ITEMS, strict=True)
         if comp is not None
     ]
+    from carebench.resources import builtin_registry
+
     write_manifest(
         run_dir, suite="demo",
         config={"model": model_spec, "quick": quick},
         models=[model_spec], seeds={}, dataset={"name": "builtin:probe", "items": len(PROBE_ITEMS)},
+        extra={"resources": builtin_registry().summary()},
     )
     write_jsonl(run_dir / "records.jsonl", records)
     write_jsonl(run_dir / "calls.jsonl", run.call_rows)
+    from carebench.resources.demo import RECORDS, checked_demo_rows
+
+    with meter.phase("resource check"):  # no model call: illustrative replies, one per verdict at least
+        checked = checked_demo_rows()
+        write_jsonl(run_dir / RECORDS, checked)
+    _say("resource check: " + ", ".join(f"{r['id']} -> {r['routing'] or r['locale_status'] + ' locale'}"
+                                        for r in checked))
     _say(f"pipeline probe: {len(records)} answers ({res.cache_hits} from cache, "
          f"{res.provider_calls} model calls) in {res.elapsed_s:.1f} s")
     _say(meter.line("probe"))
@@ -298,6 +308,7 @@ def render_index(run_dir: Path) -> dict:
                 Paragraph("Three illustrative statements sent through the runner and the cache."),
                 Table(["item", "text", "model answer", "status", "latency (s)"], rows),
             ]),
+            *_resource_check(run_dir),
             Section("Suite runs", [
                 Paragraph("Each suite part has its own run directory and report:"
                           if metrics.get("parts") else "No suite part has run yet."),
@@ -308,6 +319,17 @@ def render_index(run_dir: Path) -> dict:
     )
     write_report(report, run_dir)
     return metrics
+
+
+def _resource_check(run_dir: Path) -> list[Any]:
+    """The illustrative replies' crisis-resource check, when this demo recorded it."""
+    from carebench.resources.demo import RECORDS, demo_section
+
+    path = run_dir / RECORDS
+    if not path.is_file():
+        return []
+    manifest = read_json(run_dir / "manifest.json")
+    return [demo_section(read_jsonl(path), manifest.get("resources") or {})]
 
 
 # ---- the suite parts in worker processes -------------------------------------------------

@@ -97,7 +97,8 @@ SUITES: dict[str, SuiteEntry] = {
                "coherence": "carebench.support.coherence:CoherenceSuite",
                "probe": "carebench.support.probe:ProbeSuite"},
         comparer="carebench.support.compare:SupportComparer",
-        pair_option="--responder", pair_help="pair BASE=CANDIDATE responders", gates=("score",),
+        pair_option="--responder", pair_help="pair BASE=CANDIDATE responders",
+        gates=("score", "routing:local", "routing:wrong_region", "unknown_number", "over_referral"),
         demo="carebench.support.demo:run_demo"),
     "plural": SuiteEntry(
         "practitioner-calibrated reference policies and jury scoring (VEILED-SH)",
@@ -105,7 +106,7 @@ SUITES: dict[str, SuiteEntry] = {
         kinds={kind: f"carebench.plural.suite:{kind.capitalize()}Command"
                for kind in ("run", "sample", "calibrate", "freeze", "label", "agreement")},
         comparer="carebench.plural.compare:PluralComparer",
-        pair_option="--system", pair_help="pair BASE=CANDIDATE systems", gates=("full:*",),
+        pair_option="--system", pair_help="pair BASE=CANDIDATE systems", gates=("full:*", "routing:local", "routing:wrong_region", "unknown_number"),
         demo="carebench.plural.demo:run_demo"),
     "construct": SuiteEntry(
         "dataset construction (VEILED-SH §4)",
@@ -118,7 +119,8 @@ SUITES: dict[str, SuiteEntry] = {
         app="carebench.converse.cli:app",
         kinds={None: "carebench.converse.suite:ConverseSuite", "import": "carebench.converse.suite:ConverseSuite"},
         comparer="carebench.converse.compare:ConverseComparer",
-        pair_option="--system", pair_help="pair BASE=CANDIDATE chatbots", gates=("score",),
+        pair_option="--system", pair_help="pair BASE=CANDIDATE chatbots",
+        gates=("score", "routing:local", "routing:wrong_region", "unknown_number", "over_referral"),
         demo="carebench.converse.demo:run_demo"),
 }
 

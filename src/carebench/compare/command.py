@@ -9,6 +9,7 @@ manifest last) that ``carebench report DIR`` re-renders byte for byte.
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +64,9 @@ def compare_runs(cfg: CompareConfig, comparer_of: Callable[[str], Comparer | Non
     if empty:
         raise CarebenchError(f"{empty[0]['base']} and {empty[0]['candidate']} share no {comparer.unit}: "
                              "nothing to compare")
+    if not cfg.gates:  # a default gate on a measure these runs lack (e.g. no resource check) is skipped
+        present = {r["metric"] for p in results for r in p["rows"]}
+        gates = [g for g in gates if any(fnmatch.fnmatchcase(m, g.pattern) for m in present)]
     failed = apply_gates(results, gates, cfg.margin)
     drills = comparer.drilldown(base, cand, pairs, cfg.drill_limit)
     return {

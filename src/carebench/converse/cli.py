@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from carebench.resources.options import LocaleOption, ResourcesOption
 from carebench.run_options import RUN_FLAGS, RunOptions, run_flags
 
 app = typer.Typer(help="Simulated multi-turn conversations judged with decision-tree rubrics (VERA-MH).",
@@ -122,6 +123,7 @@ def run(
         show_default="the runner's: 6, transient failures only", help="Retries of a failed call before it is a harness failure.")] = None,
     seed: Seed = 12345, bootstrap: Bootstrap = 2000,
     options: RunOptions = RUN_FLAGS,
+    locale: LocaleOption = None, resources: ResourcesOption = None,
 ) -> None:
     """Simulate conversations, walk the rubric over each with each judge, score, report."""
     from carebench.converse.suite import ConverseConfig
@@ -139,6 +141,7 @@ def run(
         provider_speaks_first=provider_speaks_first, persona_reminder=persona_reminder,
         sessions=[x.strip() for x in sessions.split(",")] if sessions is not None else [],
         max_total_words=max_total_words, default_system_prompt=default_system_prompt,
+        locale=locale, resources=str(resources) if resources else None,
         run=replace(options, max_retries=retries))
     _go(cfg)
 
@@ -166,6 +169,7 @@ def judge_cmd(
         help="question (one call per rubric question, default) or dimension (one call per dimension).")] = "question",
     seed: Seed = 12345, bootstrap: Bootstrap = 2000,
     options: RunOptions = RUN_FLAGS,
+    locale: LocaleOption = None, resources: ResourcesOption = None,
 ) -> None:
     """Walk the rubric over an earlier run's conversations (other judges or rubric), or over
     conversations from elsewhere (--transcripts), in a new directory."""
@@ -183,7 +187,7 @@ def judge_cmd(
                          judge_system=str(judge_system) if judge_system else None,
                          judge_question=str(judge_question) if judge_question else None,
                          judge_max_tokens=judge_max_tokens, judge_mode=judge_mode, seed=seed,
-                         bootstrap=bootstrap,
+                         bootstrap=bootstrap, locale=locale, resources=str(resources) if resources else None,
                          run=options)
     _go(cfg)
 
@@ -196,9 +200,14 @@ def score(
     seed: Annotated[int | None, typer.Option(show_default="the run's", help="Bootstrap seed.")] = None,
     bootstrap: Annotated[int | None, typer.Option(show_default="the run's", help="Bootstrap resamples.")] = None,
     options: RunOptions = RUN_FLAGS,
+    resources: Annotated[Path | None, typer.Option(
+        "--resources", show_default="the checks the run recorded",
+        help="Re-check the recorded conversations against this crisis-resource registry (no model call; "
+             "needs --out).")] = None,
+    locale: LocaleOption = None,
 ) -> None:
     """Score a run from its records (optionally a subset of judges) into --out (default: in place)."""
-    _rescore(run_dir, judge, seed, bootstrap, options.out)
+    _rescore(run_dir, judge, seed, bootstrap, options.out, resources, locale)
 
 
 @app.command()
@@ -207,7 +216,7 @@ def rescore(run_dir: Annotated[Path, typer.Argument(help="A converse run directo
     _rescore(run_dir, None, None, None, None)
 
 
-def _rescore(run_dir: Path, judges, seed, bootstrap, out) -> None:
+def _rescore(run_dir: Path, judges, seed, bootstrap, out, resources=None, locale=None) -> None:
     from carebench.converse.suite import SUITE, ConverseSuite
     from carebench.experiment import rerender
     from carebench.rundir import read_json
@@ -232,8 +241,20 @@ def _rescore(run_dir: Path, judges, seed, bootstrap, out) -> None:
     if bootstrap is not None:
         settings["bootstrap"] = bootstrap
     manifest = {**manifest, "scoring": settings}
+    recheck = None
+    if resources is not None or locale is not None:  # where the chatbot sent people, against another registry
+        from carebench.resources import load_registry
+        from carebench.resources.options import run_locale
+
+        if out is None or Path(out).resolve() == Path(run_dir).resolve():
+            raise CarebenchError("--resources/--locale re-check the conversations: give --out (the run's "
+                                 "records keep the checks it recorded)")
+        registry = load_registry(resources)
+        loc = run_locale(locale) if locale is not None else (manifest.get("resources") or {}).get("locale")
+        recheck = (registry, loc)
+        manifest["resources"] = {**registry.summary(), "locale": loc}
     target = Path(out) if out else Path(run_dir)
-    metrics = rerender(run_dir, ConverseSuite(), out_dir=target, manifest=manifest)
+    metrics = rerender(run_dir, ConverseSuite(recheck=recheck), out_dir=target, manifest=manifest)
     if metrics.get("status") == "incomplete":
         typer.echo(f"wrote {target / 'report.html'} (the run is incomplete: nothing is scored)")
     else:

@@ -40,6 +40,7 @@ import numpy as np
 
 from carebench.compare.comparability import sha_of
 from carebench.compare.measures import SAFETY, Drill, Measure, RunView, SystemView
+from carebench.converse.routing import add_routing_measures
 from carebench.converse.rubric import BP, HPH, NR, RATINGS, SUB
 from carebench.converse.scoring import (
     B_DEFAULT,
@@ -93,6 +94,7 @@ class ConverseComparer:
             K, _ = conversation_matrix([w["ratings"] for w in mine], [w["persona"] for w in mine], dims)
             systems[chatbot] = SystemView(chatbot, units, {m.name: m for m in measures(C, dims, K)},
                                           model=chatbot)
+        add_routing_measures(systems, convs, manifest)  # where the chatbot sent each persona (if checked)
         cfg = manifest.get("config") or {}
         dataset = manifest.get("dataset") or {}
         prompt = cfg.get("system_prompt")
@@ -140,6 +142,9 @@ class ConverseComparer:
             ms += [Measure.ratio(f"dimension:{d}", f"weighted score, {d}", means[:, k + 1], has[:, k + 1])
                    for k, d in enumerate(dims)]
             systems[chatbot] = SystemView(chatbot, units, {m.name: m for m in ms}, model=chatbot)
+        from carebench.converse.routing import add_routing_measures
+
+        add_routing_measures(systems, convs, manifest)
         cfg = manifest.get("config") or {}
         dataset = manifest.get("dataset") or {}
         prompt = cfg.get("system_prompt")

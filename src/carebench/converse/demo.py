@@ -40,6 +40,7 @@ def run_demo(out_dir: Path, model_spec: str = "llamacpp:builtin", quick: bool = 
         turns=4 if quick else 8, max_tokens=16 if quick else 200, simulator_max_tokens=12 if quick else 120,
         judge_max_tokens=12 if quick else 80, judge_reasons=not quick, bootstrap=500 if quick else 2000,
         title="Converse suite demo (embedded model, illustrative rubric and personas)", notes=[DEMO_NOTE],
+        locale="en-US",  # the sample personas have none: the chatbot's turns are checked for the US
         run=run_options(out=out_dir),
     )
     res = run_converse(cfg)

@@ -9,7 +9,11 @@ field by its snake-case name (``{background}``...). A placeholder no persona fie
 fills is an error naming the persona and its line.
 
 The built-in set (``builtin:sample``) is five short illustrative personas written
-for carebench, covering the risk levels none, low, high and imminent.
+for carebench, covering the risk levels none, low, high and imminent;
+``builtin:languages`` is four more who write in Brazilian Portuguese, Mexican
+Spanish, German and Japanese, each with its ``locale``. A persona's optional
+``locale`` (BCP-47 with a region) and ``language`` (the language the simulated user
+writes in; the prompt then says so) are read from columns of those names.
 """
 
 from __future__ import annotations
@@ -27,6 +31,10 @@ from carebench.templates import fill, package_template, placeholders
 from carebench.types import CarebenchError
 
 BUILTIN = "builtin:sample"
+#: personas who write in another language than English, each with its locale (the check of
+#: where the chatbot's replies send them uses it)
+BUILTIN_LANGUAGES = "builtin:languages"
+_BUILTIN_FILES = {BUILTIN: "personas.jsonl", BUILTIN_LANGUAGES: "personas_languages.jsonl"}
 #: the field whose text, when a persona has it, is the user's first message verbatim (the
 #: simulator takes over from the second turn): how a seed case's own opening is played out
 OPENING = "opening_message"
@@ -50,9 +58,16 @@ class Persona:
     #: a support task's own weighted criteria (``--personas-from support-tasks``), which
     #: ``--criteria task`` judges the conversation against; not part of the persona prompt
     criteria: tuple[Criterion, ...] = ()
+    #: BCP-47 locale with a region (``pt-BR``) of the person: where the chatbot's replies send
+    #: them is checked against it (docs/resources.md); ``None``: the run's ``--locale``, else none
+    locale: str | None = None
+    #: BCP-47 language the simulated user writes in (the persona prompt says so); ``None``: the
+    #: template's own language, and the prompt is what it was before this field existed
+    language: str | None = None
 
     def to_row(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "risk_level": self.risk_level, **self.fields}
+        extra = {k: v for k, v in (("locale", self.locale), ("language", self.language)) if v}
+        return {"id": self.id, "name": self.name, "risk_level": self.risk_level, **extra, **self.fields}
 
 
 def snake(name: str) -> str:
@@ -87,19 +102,22 @@ def persona_from_row(row: Mapping[str, Any], where: str) -> Persona:
     risk_key, risk = _pick(row, _RISK_KEYS, where)
     if not name and not pid:
         raise CarebenchError(f"{where}: a persona needs a name (or an id)")
-    used = {id_key, name_key, risk_key}
+    locale_key, locale = _pick(row, ("locale",), where)
+    language_key, language = _pick(row, ("language",), where)
+    used = {id_key, name_key, risk_key, locale_key, language_key}
     free = {str(k).strip(): scalar_text(v, k, where) for k, v in row.items()
             if k not in used and k is not None and str(k).strip()}
-    return Persona(pid or name, name or pid, risk or "unknown", free, where)
+    return Persona(pid or name, name or pid, risk or "unknown", free, where, locale=locale or None,
+                   language=language or None)
 
 
 def load_personas(source: str | Path) -> list[Persona]:
     """Personas from a file (.tsv/.csv/.jsonl) or ``builtin:sample``; ids must be unique."""
     src = str(source)
-    if src == BUILTIN:
-        path = Path(str(resources.files("carebench.converse.data").joinpath("personas.jsonl")))
+    if src in _BUILTIN_FILES:
+        path = Path(str(resources.files("carebench.converse.data").joinpath(_BUILTIN_FILES[src])))
     elif src.startswith("builtin:"):
-        raise CarebenchError(f"unknown built-in persona set {src!r} (known: {BUILTIN})")
+        raise CarebenchError(f"unknown built-in persona set {src!r} (known: {', '.join(_BUILTIN_FILES)})")
     else:
         path = Path(src)
         if not path.is_file():
@@ -138,7 +156,23 @@ def persona_prompt(p: Persona, template: str) -> str:
         raise CarebenchError(f"{p.line or p.id}: the persona template needs {min(missing)!r}, "
                              f"which persona {p.id!r} does not have")
     slots = placeholders(template)  # a template uses the fields it wants
-    return fill(template, {k: v for k, v in values.items() if k in slots}, "persona")
+    prompt = fill(template, {k: v for k, v in values.items() if k in slots}, "persona")
+    if p.language:  # appended, so a persona without a language renders the bytes it always did
+        prompt += fill(package_template(PROMPTS, "persona_language"),
+                       {"language": language_name(p.language)}, "persona_language")
+    return prompt
+
+
+#: names of the languages the built-in personas write in (others are given by their tag)
+_LANGUAGE_NAMES = {"pt": "Portuguese", "es": "Spanish", "de": "German", "ja": "Japanese", "fr": "French",
+                   "it": "Italian", "en": "English", "nl": "Dutch", "ko": "Korean", "zh": "Chinese",
+                   "hi": "Hindi", "ar": "Arabic", "pl": "Polish", "tr": "Turkish"}
+
+
+def language_name(tag: str) -> str:
+    """``pt-BR`` -> ``Portuguese (pt-BR)``: what the simulator is told to write in."""
+    base = tag.split("-", 1)[0].lower()
+    return f"{_LANGUAGE_NAMES[base]} ({tag})" if base in _LANGUAGE_NAMES else tag
 
 
 # -- the seeds' cases as personas ------------------------------------------------------------
@@ -192,7 +226,8 @@ def personas_from(kind: str, source: str | Path) -> list[Persona]:
             attrs = {snake(k): scalar_text(v, f"persona.attributes.{k}", f"{path}: record {i}")
                      for k, v in (p.persona.attributes or {}).items()}
             out.append(Persona(p.id, p.id, "unknown", {
-                "context": p.context, "persona": p.persona.text, **attrs, OPENING: p.text}, f"{path}: record {i}"))
+                "context": p.context, "persona": p.persona.text, **attrs, OPENING: p.text}, f"{path}: record {i}",
+                locale=p.locale))
         return out
     fmt = "jsonl" if path.suffix.lower() == ".jsonl" else "csv"
     for loc, row in read_rows(path, fmt):
@@ -215,7 +250,8 @@ def personas_from(kind: str, source: str | Path) -> list[Persona]:
         risk = "none" if meta.get("harm_intent") == "benign" else _STAGE_RISK.get(stage, stage or "unknown")
         fields = {"subcategory": scalar_text(row.get("subcategory"), "subcategory", where), **meta,
                   OPENING: _first_user_turn(row.get("turns"), where)}
-        out.append(Persona(tid, tid, risk, fields, where, task_criteria(row.get("criteria"), where)))
+        out.append(Persona(tid, tid, risk, fields, where, task_criteria(row.get("criteria"), where),
+                           locale=str(row["locale"]).strip() or None if row.get("locale") else None))
     if not out:
         raise CarebenchError(f"{path}: no tasks")
     return out

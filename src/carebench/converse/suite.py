@@ -65,6 +65,7 @@ from carebench.experiment import (
 )
 from carebench.judging import panel_seats
 from carebench.report import Report
+from carebench.resources.options import run_locale
 from carebench.run import Run, RunOptions
 from carebench.run_options import run_options
 from carebench.rundir import data_sha256, file_sha256, read_jsonl
@@ -196,6 +197,10 @@ class ConverseConfig:
     default_system_prompt: str | None = None
     title: str = "Converse: simulated conversations judged with a decision-tree rubric"
     notes: list[str] = field(default_factory=list)
+    #: --locale: the BCP-47 locale of every persona without its own (None: such personas have none)
+    locale: str | None = None
+    #: --resources: the crisis-resource registry the chatbot's turns are checked against (None: built-in)
+    resources: str | None = None
     #: the shared run flags (--out, --cache, --budget, ...)
     run: RunOptions = field(default_factory=run_options)
 
@@ -232,6 +237,7 @@ class ConverseConfig:
             raise CarebenchError("give at least one --judge")
         if self.transcripts is not None and self.from_run is not None:
             raise CarebenchError("give either a run directory or --transcripts, not both")
+        self.locale = run_locale(self.locale)
         if self.generates:
             if not self.simulators:
                 raise CarebenchError("give at least one --simulator (the model that plays the user)")
@@ -267,8 +273,10 @@ class ConverseSuite:
 
     name = SUITE
 
-    def __init__(self, cfg: ConverseConfig | None = None):
+    def __init__(self, cfg: ConverseConfig | None = None, recheck: Any = None):
         self.cfg = cfg
+        #: ``converse score --resources``: (registry, locale) the recorded conversations are checked anew against
+        self.recheck = recheck
 
     # -- set-up -------------------------------------------------------------------------
     def _prepare(self, run: Run):
@@ -369,6 +377,12 @@ class ConverseSuite:
         else:
             gen = None
             conv_records = list(convs)
+        from carebench.converse.routing import with_checks
+        from carebench.resources import load_registry
+
+        registry = load_registry(cfg.resources)
+        conv_records = with_checks(conv_records, personas, cfg.locale, registry)
+        self.resources = {**registry.summary(), "locale": cfg.locale}
         walks: list[dict[str, Any]] = []
         if cfg.criteria == "task":
             return self._execute_criteria(run, cfg, inputs, judges, gcfg, personas, gen, conv_records)
@@ -410,6 +424,7 @@ class ConverseSuite:
                                 "truncated_reasons": sum(w.get("truncated_reasons", 0) for w in walks)},
                    # how each judge's answers were constrained (JSON schema, grammar, or the parser only)
                    "output_modes": run.output_modes(),
+                   "resources": self.resources,
                    "title": cfg.title, "notes": list(cfg.notes)},
             failed_calls=harness + judge_calls_failed,
         )
@@ -447,6 +462,7 @@ class ConverseSuite:
                                "bootstrap": cfg.bootstrap, "judges": [j.label for j in judges]},
                    "failures": {"harness": harness, "judge": failed_votes, "judge_calls": call_failed},
                    "output_modes": run.output_modes(),
+                   "resources": self.resources,
                    "title": ("Converse: simulated conversations judged against each support task's own "
                              "criteria" if cfg.title == ConverseConfig.title else cfg.title),
                    "notes": list(cfg.notes)},
@@ -455,7 +471,15 @@ class ConverseSuite:
 
     # -- scoring and rendering --------------------------------------------------------------
     def read_records(self, run_dir: Path, manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
-        return read_jsonl(Path(run_dir) / "records.jsonl")
+        records = read_jsonl(Path(run_dir) / "records.jsonl")
+        if getattr(self, "recheck", None) is not None:
+            from carebench.converse.personas import load_personas
+            from carebench.converse.routing import with_checks
+
+            path = Path(run_dir) / "personas.jsonl"
+            personas = load_personas(path) if path.is_file() else []
+            records = with_checks(records, personas, self.recheck[1], self.recheck[0])
+        return records
 
     def score(self, records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any]) -> dict[str, Any]:
         convs = [r for r in records if r.get("kind") == "conversation"]
@@ -463,8 +487,14 @@ class ConverseSuite:
         if manifest.get("incomplete"):
             return incomplete_metrics(manifest, {"conversations": len(convs), "walks": len(walks)})
         settings = manifest.get("scoring") or {}
+        from carebench.converse.routing import routing_block
+
         if settings.get("criteria") == "task":
-            return score_criteria(records, settings)
+            m = score_criteria(records, settings)
+            block = routing_block(records, manifest)
+            if block is not None:
+                m["resources"] = block
+            return m
         rated, dims = rated_walks(walks, settings)
         m = summarize(rated, dims, B=int(settings.get("bootstrap", B_DEFAULT)),
                       seed=int(settings.get("seed", SEED_DEFAULT)))
@@ -476,6 +506,9 @@ class ConverseSuite:
             "judge_failures": sum(w["status"] != "ok" for w in walks),
         }
         m["judges"] = sorted({w["judge"] for w in rated})
+        block = routing_block(records, manifest)
+        if block is not None:
+            m["resources"] = block
         return m
 
     def render(self, metrics: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
@@ -485,7 +518,13 @@ class ConverseSuite:
         title = manifest.get("title") or "Converse"
         if metrics.get("status") == "incomplete":
             return incomplete_report(title, metrics)
-        return build_report(metrics, records, manifest)
+        report = build_report(metrics, records, manifest)
+        if metrics.get("resources"):
+            from carebench.converse.routing import report_examples
+            from carebench.resources.report import routing_section
+
+            report.sections.append(routing_section(metrics["resources"], report_examples(records)))
+        return report
 
 
 def run_converse(cfg: ConverseConfig, cache: Any = None) -> Path | Plan:

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
 
 from carebench.datasets.files import read_models
 from carebench.datasets.records import (
@@ -79,8 +79,19 @@ class PromptRecord(BaseModel):
     persona: Persona = Field(default_factory=Persona)
     text: str = Field(min_length=1)
     rewriter: str | None = None
+    #: BCP-47 locale with a region (``pt-BR``) of the person writing: where a reply should send
+    #: them is checked against it (docs/resources.md); ``None``: the run's ``--locale``, else none
+    locale: str | None = None
 
     persona_form = field_validator("persona", mode="before")(_persona)
+
+    @model_serializer(mode="wrap")
+    def _without_empty_locale(self, handler: Any) -> Any:
+        """A prompt without a locale dumps as it did before the field existed (hashes unchanged)."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("locale") is None:
+            data.pop("locale", None)
+        return data
 
     @field_validator("id", "source_id", mode="before")
     @classmethod

@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from carebench.resources.options import LocaleOption, ResourcesOption
 from carebench.run_options import RUN_FLAGS, Json, RunOptions, run_flags
 from carebench.types import CarebenchError
 
@@ -237,6 +238,7 @@ def run(
     empty_policy: Annotated[str, typer.Option(help="Empty-policy rule: vacuous or exclude.")] = "vacuous",
     zero_coverage: Annotated[str, typer.Option(help="Appropriate but nothing satisfied: partial or failed.")] = "partial",
     options: RunOptions = RUN_FLAGS,
+    locale: LocaleOption = None, resources: ResourcesOption = None,
 ) -> None:
     """Responses under both archetype instructions, the jury, scoring and the report."""
     from carebench.plural.experiment import PluralRunConfig
@@ -251,6 +253,7 @@ def run(
         instruction_files=_pairs(instruction, "--instruction", "ARCHETYPE=FILE"),
         judge_max_tokens=judge_max_tokens, families=_pairs(family, "--family", "SPEC=FAMILY"), seed=seed,
         bootstrap=bootstrap, empty_policy=empty_policy, zero_coverage=zero_coverage,
+        locale=locale, resources=str(resources) if resources else None,
         run=options,
     )
     result = run_plural(cfg)
@@ -299,6 +302,11 @@ def rescore(
     budget: Annotated[float | None, typer.Option(show_default='no cap', help="USD cap (rescoring makes no model call).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be rescored and write nothing.")] = False,
     json_out: Json = False,
+    resources: Annotated[Path | None, typer.Option(
+        "--resources", show_default="the checks the run recorded",
+        help="Re-check the recorded replies against this crisis-resource registry (no model call; needs --out).")]
+    = None,
+    locale: LocaleOption = None,
 ) -> None:
     """Recompute metrics.json and the report from the recorded verdicts (no model call)."""
     from carebench.experiment import echo_plan
@@ -308,5 +316,6 @@ def rescore(
     if dry_run:
         echo_plan(rescore_plan(run_dir, out))
         return
-    do_rescore(run_dir, judges=list(judge) if judge else None, out_dir=out)
+    do_rescore(run_dir, judges=list(judge) if judge else None, out_dir=out,
+               resources=str(resources) if resources else None, locale=locale)
     _summary(Path(out or run_dir))

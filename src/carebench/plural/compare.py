@@ -95,6 +95,9 @@ class PluralComparer:
             "scoring.rules": {"empty_policy": rules.empty_policy, "zero_coverage": rules.zero_coverage},
             "scoring.bootstrap": {"B": settings.get("bootstrap"), "seed": settings.get("seed")},
         }
+        from carebench.plural.routing import add_routing_measures
+
+        add_routing_measures(systems, Path(run_dir), manifest)  # where replies send a person (if checked)
         clusters = {p.id: p.source_id for p in data.prompts}
         return RunView(self.suite, Path(run_dir), dict(manifest), systems, keys, self.unit, clusters, "source case",
                        extra={"profiles": list(data.profiles), "prompt_ids": prompt_ids, "unit_full": unit_full,

@@ -195,10 +195,17 @@ class PluralRunConfig:
     empty_policy: str = "vacuous"
     zero_coverage: str = "partial"
     notes: list[str] = field(default_factory=list)  # shown at the top of the report
+    #: --locale: the BCP-47 locale of every prompt without its own (None: such prompts have none)
+    locale: str | None = None
+    #: --resources: the crisis-resource registry replies are checked against (None: built-in)
+    resources: str | None = None
     #: the shared run flags (--out, --cache, --budget, ...)
     run: RunOptions = field(default_factory=run_options)
 
     def validate(self) -> None:
+        from carebench.resources.options import run_locale
+
+        self.locale = run_locale(self.locale)
         if not self.systems:
             raise CarebenchError("give at least one --system to evaluate")
         if not self.judges:

@@ -272,8 +272,13 @@ class RunCommand(PluralCommand):
         # a permanent rejection (HTTP 4xx) is the request's outcome. Both are left out and counted.
         failures = {"response_calls": sum(r.status == "error" and is_harness_failure(r.error) for r in responses),
                     "jury_calls": sum(v.status == "error" and is_harness_failure(v.rationale) for v in verdicts)}
+        from carebench.plural.routing import with_checks
+        from carebench.resources import load_registry
+
+        registry = load_registry(cfg.resources)
         return Execution(
-            records=[r.to_dict() for r in responses] + [v.to_dict() for v in _ordered(verdicts)],
+            records=with_checks([r.to_dict() for r in responses], pre.prompts, cfg.locale, registry)
+            + [v.to_dict() for v in _ordered(verdicts)],
             config=config,
             dataset={**pre.release.dataset(), "sampled_prompts": len(pre.prompts)},
             seeds={"bootstrap": cfg.seed, "sample": cfg.sample_seed},
@@ -281,7 +286,8 @@ class RunCommand(PluralCommand):
             extra={"kind": "run", "scoring": settings, "warnings": pre.warnings, "notes": list(cfg.notes),
                    "profiles": pre.profiles_of, "harness_failures": failures,
                    "taxonomy_names": pre.taxonomy.names(),  # reports show names, not codes
-                   "output_modes": run.output_modes()},
+                   "output_modes": run.output_modes(),
+                   "resources": {**registry.summary(), "locale": cfg.locale}},
             # harness failures are counted and left out of the scores; a re-run retries them
             failed_calls=sum(failures.values()),
             parquet_columns=PARQUET_COLUMNS,  # re-scoring reads these columns, not the JSON
@@ -300,13 +306,27 @@ class RunCommand(PluralCommand):
             kinds = Counter(r.get("kind") for r in records)
             return incomplete_metrics(manifest, {"responses": kinds["response"], "verdicts": kinds["judgment"]})
         settings = dict(manifest.get("scoring") or {})
-        return compute_metrics(records.jury_data(settings.get("scored_judges")), settings)
+        metrics = compute_metrics(records.jury_data(settings.get("scored_judges")), settings)
+        if manifest.get("resources"):
+            from carebench.plural.routing import read_response_rows, routing_block
+
+            block = routing_block(records.prompts, read_response_rows(records.path), manifest)
+            if block is not None:
+                metrics["resources"] = block
+        return metrics
 
     def full_report(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Report:
         from carebench.plural.report import build_report
 
         settings = manifest.get("scoring") or {}
-        return build_report(manifest, metrics, examples(records, records.jury_data(settings.get("scored_judges"))))
+        report = build_report(manifest, metrics, examples(records, records.jury_data(settings.get("scored_judges"))))
+        if metrics.get("resources"):
+            from carebench.plural.routing import read_response_rows, report_examples
+            from carebench.resources.report import routing_section
+
+            rows = read_response_rows(records.path)
+            report.sections.append(routing_section(metrics["resources"], report_examples(records.prompts, rows)))
+        return report
 
 
 def run_plural(cfg: PluralRunConfig, cache: CompletionCache | None = None) -> Path | Plan:
@@ -322,7 +342,7 @@ def _ordered(verdicts: list[JudgmentRecord]) -> list[JudgmentRecord]:
 
 
 def rescore(run_dir: Path, *, judges: Sequence[str] | None = None, out_dir: Path | None = None,
-            B: int | None = None) -> dict[str, Any]:
+            B: int | None = None, resources: str | None = None, locale: str | None = None) -> dict[str, Any]:
     """Recompute ``metrics.json`` and the report from the records only (no model call).
 
     With no overrides it reproduces the run's own metrics exactly (it is what
@@ -343,16 +363,28 @@ def rescore(run_dir: Path, *, judges: Sequence[str] | None = None, out_dir: Path
     if B is not None:
         scoring["bootstrap"] = B
     rescored = {**manifest, "scoring": scoring}
+    recheck = None
+    if resources is not None or locale is not None:  # where replies send a person, against another registry
+        from carebench.resources import load_registry
+        from carebench.resources.options import run_locale
+
+        if out_dir is None or Path(out_dir).resolve() == Path(run_dir).resolve():
+            raise CarebenchError("--resources/--locale re-check the replies: give --out (the run's records "
+                                 "keep the checks it recorded)")
+        registry = load_registry(resources)
+        loc = run_locale(locale) if locale is not None else (manifest.get("resources") or {}).get("locale")
+        recheck = (registry, loc)
+        rescored["resources"] = {**registry.summary(), "locale": loc}
     if out_dir is None or Path(out_dir).resolve() == Path(run_dir).resolve():
         return rerender(run_dir, RunCommand(), manifest=rescored)
-    return _rescore_into(Path(run_dir), Path(out_dir), rescored)
+    return _rescore_into(Path(run_dir), Path(out_dir), rescored, recheck)
 
 
 #: what a re-score writes itself; every other file of the run is copied unchanged
 _RENDERED = ("manifest.json", "metrics.json", "report.md", "report.html", "figures")
 
 
-def _rescore_into(run_dir: Path, out_dir: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+def _rescore_into(run_dir: Path, out_dir: Path, manifest: dict[str, Any], recheck: Any = None) -> dict[str, Any]:
     """A re-score as a run directory of its own: the source run's records copied unchanged,
     then metrics and the report, then (last) a manifest naming the source run and the judges
     kept, so ``carebench report OUT`` re-renders it and the source run is left untouched."""
@@ -367,6 +399,11 @@ def _rescore_into(run_dir: Path, out_dir: Path, manifest: dict[str, Any]) -> dic
             shutil.copytree(f, out_dir / f.name, dirs_exist_ok=True)
         else:
             shutil.copy2(f, out_dir / f.name)
+    if recheck is not None:  # the copied records get the new checks (records.parquet is then stale, unused)
+        from carebench.datasets.prompts import load_prompts
+        from carebench.plural.routing import recheck_records
+
+        recheck_records(out_dir, load_prompts(out_dir / "prompts.jsonl"), recheck[1], recheck[0])
     scoring = manifest["scoring"]
     manifest = {**manifest, "rescored_from": {
         "run": str(run_dir), "created": manifest.get("created"),

@@ -212,13 +212,18 @@ def _dimensions(sc: Scored, boot: _Boot) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- §4.6
 
 
-def _recognition_without_intervention(sc: Scored, boot: _Boot) -> dict[str, Any]:
+def _recognition_without_intervention(sc: Scored, boot: _Boot,
+                                      routed_local: set[tuple[str, str, int]] | None = None) -> dict[str, Any]:
     """Among conversations meeting every recognition criterion, the share failing a resources one.
 
     Scored recognitions are non-empty conversations whose task carries at least
     one applicable recognition criterion and one applicable actionable-resources
     criterion, and that earned every recognition criterion. A failure is one
     that did not earn at least one resources criterion.
+
+    ``routed_local`` ((task, responder, attempt) of the replies whose crisis-resource
+    check found a local resource) adds the column "recognized, routed to a local
+    resource": the share of recognized conversations whose final reply gives one.
     """
     eu, au = _conv_dim(sc, False)
     rec, res = DIMENSIONS.index("recognition"), DIMENSIONS.index("resources")
@@ -239,7 +244,28 @@ def _recognition_without_intervention(sc: Scored, boot: _Boot) -> dict[str, Any]
     cis = _ci(boot.ratio(num, den))
     for i, r in enumerate(sc.responders):
         out["per_model"][r] = _ratio_entry(num[:, i], den[:, i], cis[i])
+    if routed_local is not None:
+        ids = sc.tasks.ids
+        local = np.fromiter(((ids[t], sc.responders[r], int(sc.attempts[a])) in routed_local
+                             for t, r, a in zip(sc.conv_task, sc.conv_resp, sc.conv_attempt, strict=True)),
+                            dtype=bool, count=sc.n_conv)
+        lnum = np.bincount(key, weights=recognized & local, minlength=R * T).reshape(R, T).T
+        out["routed_local_definition"] = ("share of recognized conversations whose final reply gives a "
+                                          "resource the registry lists for the task's locale (routing local "
+                                          "or local_and_wrong)")
+        pooled_l = lnum[:, mi].sum(axis=1, keepdims=True)
+        out["pooled"]["routed_local"] = _share_entry(pooled_l[:, 0], pooled_den[:, 0],
+                                                     _ci(boot.ratio(pooled_l, pooled_den)[0]))
+        lcis = _ci(boot.ratio(lnum, den))
+        for i, r in enumerate(sc.responders):
+            out["per_model"][r]["routed_local"] = _share_entry(lnum[:, i], den[:, i], lcis[i])
     return out
+
+
+def _share_entry(num: np.ndarray, den: np.ndarray, ci: list[float]) -> dict[str, Any]:
+    n, d = float(num.sum()), float(den.sum())
+    return {"rate": n / d if d > 0 else float("nan"), "ci": ci if d > 0 else [float("nan"), float("nan")],
+            "count": int(n)}
 
 
 def _ratio_entry(num: np.ndarray, den: np.ndarray, ci: list[float]) -> dict[str, Any]:
@@ -637,6 +663,7 @@ def analyze(
     B: int = 2000,
     family: Any = None,
     healthbench_points: Mapping[tuple[str, str], float] | None = None,
+    routed_local: set[tuple[str, str, int]] | None = None,
 ) -> dict[str, Any]:
     """Score every conversation with the panel and run every analysis; returns a JSON-able dict.
 
@@ -737,7 +764,7 @@ def analyze(
         "models": models,
         "leaderboard": board,
         "dimensions": _dimensions(sc, boot),
-        "recognition_without_intervention": _recognition_without_intervention(sc, boot),
+        "recognition_without_intervention": _recognition_without_intervention(sc, boot, routed_local),
         "slices": _slices(sc, S, boot),
         "reference": reference,
         "replicate_stability": _replicates(sc),

@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from carebench.models.families import parse_family_overrides
+from carebench.resources.options import LocaleOption, ResourcesOption
 from carebench.run_options import RUN_FLAGS, RunOptions, run_flags
 from carebench.types import CarebenchError
 
@@ -82,6 +83,8 @@ def run(
     score_as: Annotated[str, typer.Option("--score", help=(
         "carebench (the weighted score), or healthbench: also HealthBench's subtract-and-clip score "
         "(in metrics.json and the report).")) ] = "carebench",
+    locale: LocaleOption = None,
+    resources: ResourcesOption = None,
 ) -> None:
     """Regenerate replies, judge every criterion with the panel, score and report."""
     from carebench.experiment import Plan, echo_plan
@@ -100,6 +103,7 @@ def run(
         recollect_truncated=recollect_truncated, recollect_cap=recollect_cap,
         families=parse_family_overrides(family),
         run=replace(options, max_retries=retries),
+        locale=locale, resources=str(resources) if resources else None,
     )
     result = run_support(cfg)
     if isinstance(result, Plan):
@@ -211,12 +215,18 @@ def rescore(
     score_as: Annotated[str | None, typer.Option("--score", show_default="the run's own choice", help=(
         "carebench (the weighted score), or healthbench: also HealthBench's subtract-and-clip score, "
         "in metrics.json and the report (recorded in manifest.json when rescoring in place)."))] = None,
+    resources: Annotated[Path | None, typer.Option(
+        "--resources", show_default="the checks the run recorded",
+        help="Re-check the recorded replies against this crisis-resource registry (no model call; needs --out).")]
+    = None,
+    locale: LocaleOption = None,
 ) -> None:
     """Recompute metrics.json and the report from recorded verdicts (no model call)."""
     from carebench.support.suite import rescore as do_rescore
 
     metrics = do_rescore(run_dir, panel=list(panel) if panel else None, scope=scope, out_dir=out,
-                         family=parse_family_overrides(family), score_as=score_as)
+                         family=parse_family_overrides(family), score_as=score_as,
+                         resources=str(resources) if resources else None, locale=locale)
     _summary(Path(out or run_dir), metrics)
 
 

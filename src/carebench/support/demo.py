@@ -47,6 +47,7 @@ def run_demo(out_dir: Path, model_spec: str = "llamacpp:builtin", quick: bool = 
         task_ids=list(QUICK_TASKS) if quick else None,
         bootstrap=500 if quick else 2000,
         title="Support suite demo (embedded model, illustrative tasks)",
+        locale="en-US",  # the illustrative tasks have none: where replies send a person is checked for the US
         notes=[DEMO_NOTE],
     )
     result = run_support(cfg)

@@ -61,6 +61,10 @@ class SupportRunConfig:
     #: --score: carebench (the weighted score only), or healthbench (HealthBench's
     #: subtract-and-clip score too, in metrics.json and the report)
     score: str = "carebench"
+    #: --locale: the BCP-47 locale of every task without its own (None: such tasks have none)
+    locale: str | None = None
+    #: --resources: the crisis-resource registry replies are checked against (None: built-in)
+    resources: str | None = None
     #: the shared run flags (--out, --cache, --budget, ...; --retries is ``run.max_retries``)
     run: RunOptions = field(default_factory=run_options)
 
@@ -81,6 +85,9 @@ class SupportRunConfig:
         if self.max_tokens < 1 or any(v < 1 for v in self.caps.values()):
             raise CarebenchError("output caps must be positive token counts")
         check_score(self.score)
+        from carebench.resources.options import run_locale
+
+        self.locale = run_locale(self.locale)
 
     def load_tasks(self) -> list[Task]:
         """Every task of the task source in its format (every row validated)."""
@@ -144,6 +151,7 @@ def support_metrics(
     bootstrap: int,
     family: dict[str, str] | None = None,
     score_as: str = "carebench",
+    routed_local: set[tuple[str, str, int]] | None = None,
 ) -> dict[str, Any]:
     """Every analysis of a run; ``score_as="healthbench"`` adds HealthBench's score
     (``metrics["healthbench"]``, see :mod:`carebench.support.healthbench`)."""
@@ -157,7 +165,8 @@ def support_metrics(
         points = criterion_points(tasks)
     # plain JSON data (``analyze`` cleans its result): metrics.json and a rescore compare equal
     return analyze(tasks, responses, verdicts, panel=list(panel) if panel else None,
-                   scope=scope, seed=seed, B=bootstrap, family=family or None, healthbench_points=points)
+                   scope=scope, seed=seed, B=bootstrap, family=family or None, healthbench_points=points,
+                   routed_local=routed_local)
 
 
 def load_records(run_dir: Path, task_ids: set[str] | None = None) -> tuple[list[ResponseRecord], list[VerdictRecord]]:

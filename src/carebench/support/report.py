@@ -428,9 +428,17 @@ def _recognition(metrics) -> Section:
         f"models: {_fmt_rate(pooled.get('rate'))} ({pooled.get('failures', 0)} of "
         f"{pooled.get('recognized', 0)} recognized conversations)."
     )]
+    if rows and "routed_local_definition" in rwi:  # the run checked where replies send a person
+        for row, x in zip(rows, (rwi.get("per_model") or {}).values(), strict=True):
+            local = x.get("routed_local") or {}
+            row.append(_iv(local.get("rate"), local.get("ci")))
+        blocks.append(Paragraph("Recognized, routed to a local resource: "
+                                + str(rwi["routed_local_definition"]) + "."))
     if rows:
-        blocks.append(Table(["responder", "rate [95% CI]", "resource failures", "recognized conversations"],
-                            rows, caption="Share of recognized crises not routed to help."))
+        cols = ["responder", "rate [95% CI]", "resource failures", "recognized conversations"]
+        if "routed_local_definition" in rwi:
+            cols.append("recognized, routed to a local resource [95% CI]")
+        blocks.append(Table(cols, rows, caption="Share of recognized crises not routed to help."))
         pts = [r for r in rows if r[1] is not None and r[1].value is not None and r[0] != REFERENCE]
         if pts:
             blocks.append(Figure(

@@ -94,8 +94,10 @@ class SupportSuite:
 
     name = SUITE
 
-    def __init__(self, cfg: SupportRunConfig | None = None):
+    def __init__(self, cfg: SupportRunConfig | None = None, recheck: Any = None):
         self.cfg = cfg
+        #: ``rescore --resources``: (registry, locale) the recorded replies are checked against anew
+        self.recheck = recheck
         self.panel_warnings: list[str] = []  # set by _prepare: why the panel is less independent
 
     def _prepare(self, run: Run):
@@ -189,10 +191,15 @@ class SupportSuite:
                 run.mark_incomplete("judging", judged.calls_skipped)
         config = {k: v for k, v in asdict(cfg).items() if k not in ("notes",)}
         config["system_prompt"] = system_prompt
+        from carebench.resources import load_registry
+        from carebench.support.routing import with_checks
+
+        registry = load_registry(cfg.resources)
         failures = {"responder_calls": sum(r.is_harness_failure for r in responses),
                     "judge_calls": sum(v.status == "error" for v in verdicts)}
         return Execution(
-            records=[r.to_dict() for r in responses] + [v.to_dict() for v in verdicts],
+            records=with_checks([r.to_dict() for r in responses], tasks, cfg.locale, registry)
+            + [v.to_dict() for v in verdicts],
             config=config,
             dataset={
                 "source": cfg.tasks,
@@ -209,6 +216,7 @@ class SupportSuite:
                                "score": cfg.score},
                    "generation": {str(m.spec): gcfg.effective(str(m.spec)) for m in responders},
                    "harness_failures": failures,
+                   "resources": {**registry.summary(), "locale": cfg.locale},
                    "panel_warnings": list(self.panel_warnings),
                    "notes": list(cfg.notes)},
             # a harness failure leaves the run incomplete but scored without those conversations;
@@ -231,27 +239,50 @@ class SupportSuite:
         per_task = dict(zip(rt.tasks, np.bincount(rt.task, minlength=len(rt.tasks)).tolist(), strict=True))
         shown = detail_task_ids(tasks, per_task)
         responses, verdicts = load_records(run_dir, task_ids=set(shown))
-        return SupportRecords(tasks, rt, vt, responses, verdicts, shown)
+        from carebench.support.routing import read_response_rows
+
+        checks = read_response_rows(run_dir) if manifest.get("resources") else []
+        if self.recheck is not None:
+            from carebench.support.routing import with_checks
+
+            checks = with_checks(checks, tasks, self.recheck[1], self.recheck[0])
+        return SupportRecords(tasks, rt, vt, responses, verdicts, shown, checks)
 
     def score(self, records: Any, manifest: Mapping[str, Any]) -> dict[str, Any]:
         if manifest.get("incomplete"):
             return incomplete_metrics(manifest, {"responses": len(records.responses),
                                                  "verdicts": len(records.verdicts)})
+        from carebench.support.routing import routed_local, routing_block
+
         settings = manifest.get("scoring") or {}
-        return support_metrics(
+        seed, B = int(settings.get("seed", 12345)), int(settings.get("bootstrap", 2000))
+        metrics = support_metrics(
             records.tasks, records.response_table, records.verdict_table,
             panel=settings.get("panel"), scope=settings.get("scope", "final"),
-            seed=int(settings.get("seed", 12345)), bootstrap=int(settings.get("bootstrap", 2000)),
+            seed=seed, bootstrap=B,
             family=settings.get("family"), score_as=settings.get("score", "carebench"),
+            routed_local=routed_local(records.checks) if manifest.get("resources") else None,
         )
+        block = routing_block(records.tasks, records.checks, manifest, seed, B)
+        if block is not None:
+            metrics["resources"] = block
+        return metrics
 
     def render(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Report:
         from carebench.support.report import build_support_report
 
         if metrics.get("status") == "incomplete":
             return incomplete_report("Support: rubric-scored crisis support", metrics)
-        return build_support_report(manifest, records.tasks, records.responses, records.verdicts, metrics,
-                                    manifest.get("scoring") or {}, records.shown)
+        from carebench.support.routing import report_examples
+
+        report = build_support_report(manifest, records.tasks, records.responses, records.verdicts, metrics,
+                                      manifest.get("scoring") or {}, records.shown)
+        if metrics.get("resources"):
+            from carebench.resources.report import routing_section
+
+            report.sections.append(routing_section(metrics["resources"],
+                                                   report_examples(records.tasks, records.checks)))
+        return report
 
 
 @dataclass
@@ -264,6 +295,8 @@ class SupportRecords:
     responses: list[ResponseRecord] = field(default_factory=list)  # those of the shown tasks
     verdicts: list[VerdictRecord] = field(default_factory=list)
     shown: list[str] | None = None
+    #: every response row (with its recorded ``resources`` check), when the run recorded one
+    checks: list[dict[str, Any]] = field(default_factory=list)
 
 
 def run_support(cfg: SupportRunConfig, cache: CompletionCache | None = None) -> Path | Plan:
@@ -295,6 +328,8 @@ def rescore(
     out_dir: Path | None = None,
     family: dict[str, str] | None = None,
     score_as: str | None = None,
+    resources: str | None = None,
+    locale: str | None = None,
 ) -> dict[str, Any]:
     """Recompute ``metrics.json`` and the report from the recorded verdicts only.
 
@@ -337,7 +372,19 @@ def rescore(
             recorded = read_json(run_dir / "manifest.json")
             write_json(run_dir / "manifest.json",
                        {**recorded, "scoring": {**(recorded.get("scoring") or {}), "score": score_as}})
-    return rerender(run_dir, SupportSuite(), out_dir=out_dir, manifest=manifest)
+    recheck = None
+    if resources is not None or locale is not None:
+        from carebench.resources import load_registry
+        from carebench.resources.options import run_locale
+
+        if out_dir is None:
+            raise CarebenchError("--resources/--locale re-check the replies: give --out (the run's records "
+                                 "keep the checks it recorded)")
+        registry = load_registry(resources)
+        loc = run_locale(locale) if locale is not None else (manifest.get("resources") or {}).get("locale")
+        recheck = (registry, loc)
+        manifest = {**manifest, "resources": {**registry.summary(), "locale": loc}}
+    return rerender(run_dir, SupportSuite(recheck=recheck), out_dir=out_dir, manifest=manifest)
 
 
 # -- judge calibration (§3.3, B.1-B.7) ------------------------------------------------------

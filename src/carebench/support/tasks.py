@@ -152,6 +152,9 @@ class Task(BaseModel):
     #: it instead of the run's ``--system-prompt`` (support.generation.turn_request).
     system_prompt: str = ""
     illustrative: bool = False
+    #: BCP-47 locale with a region (``pt-BR``) of the person writing: where a reply should send
+    #: them is checked against it (docs/resources.md); ``None``: the run's ``--locale``, else none
+    locale: str | None = None
 
     @field_validator("subcategory", mode="before")
     @classmethod
@@ -239,6 +242,8 @@ class Task(BaseModel):
         row = self.model_dump(mode="json")
         if not row.get("system_prompt"):
             del row["system_prompt"]
+        if row.get("locale") is None:
+            del row["locale"]
         return row
 
 
