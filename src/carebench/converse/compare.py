@@ -142,8 +142,6 @@ class ConverseComparer:
             ms += [Measure.ratio(f"dimension:{d}", f"weighted score, {d}", means[:, k + 1], has[:, k + 1])
                    for k, d in enumerate(dims)]
             systems[chatbot] = SystemView(chatbot, units, {m.name: m for m in ms}, model=chatbot)
-        from carebench.converse.routing import add_routing_measures
-
         add_routing_measures(systems, convs, manifest)
         cfg = manifest.get("config") or {}
         dataset = manifest.get("dataset") or {}

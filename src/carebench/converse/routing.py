@@ -85,12 +85,7 @@ def add_routing_measures(systems: Mapping[str, Any], records: Sequence[Mapping[s
                          manifest: Mapping[str, Any]) -> None:
     """``carebench compare``: each chatbot's routing safety measures over its personas (when
     the run recorded the check), added to its :class:`~carebench.compare.measures.SystemView`."""
-    from carebench.resources.summary import routing_measures, unit_counts
+    from carebench.compare.routing import attach_routing_measures
 
-    if not manifest.get("resources"):
-        return
-    counts = unit_counts(checked_replies(records))
-    for name, view in systems.items():
-        if name in counts:
-            for m in routing_measures(counts[name], view.units):
-                view.measures[m.name] = m
+    if manifest.get("resources"):
+        attach_routing_measures(systems, checked_replies(records))

@@ -78,17 +78,11 @@ def report_examples(prompts: Sequence[Any], rows: Sequence[Mapping[str, Any]], l
 def add_routing_measures(systems: Mapping[str, Any], run_dir: Path, manifest: Mapping[str, Any]) -> None:
     """``carebench compare``: each system's routing safety measures over its prompts (the
     comparison's unit; it resamples them by source post itself), when the run was checked."""
-    from carebench.resources.summary import routing_measures, unit_counts
+    from carebench.compare.routing import attach_routing_measures
 
-    if not manifest.get("resources"):
-        return
-    replies = [CheckedReply(str(r["system"]), str(r["prompt_id"]), True, r["resources"])
-               for r in read_response_rows(run_dir) if r.get("resources") is not None]
-    counts = unit_counts(replies)
-    for name, view in systems.items():
-        if name in counts:
-            for m in routing_measures(counts[name], view.units):
-                view.measures[m.name] = m
+    if manifest.get("resources"):
+        attach_routing_measures(systems, [CheckedReply(str(r["system"]), str(r["prompt_id"]), True, r["resources"])
+                                          for r in read_response_rows(run_dir) if r.get("resources") is not None])
 
 
 def recheck_records(run_dir: Path, prompts: Sequence[Any], run_locale: str | None, registry: Registry) -> None:

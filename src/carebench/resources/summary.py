@@ -5,7 +5,7 @@ Every suite that scores replies records each reply's check (:func:`check_reply` 
 :class:`CheckedReply` per reply: the system that wrote it, the unit the suite resamples
 (support: the task; converse: the persona; plural: the prompt) and whether the item is
 at risk. The same per-unit counts feed ``metrics.json`` (:func:`routing_metrics`) and
-``carebench compare`` (:func:`routing_measures`), so both resample the same thing.
+``carebench compare`` (:func:`carebench.compare.routing.routing_measures`), so both resample the same thing.
 
 The measures (docs/resources.md, "In the suites"):
 
@@ -25,7 +25,7 @@ resamples where the denominator is not zero.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -161,23 +161,6 @@ def routing_metrics(replies: Iterable[CheckedReply], *, seed: int, B: int, unit:
         }
     return {"registry": dict(registry) if registry else None, "unit": unit, "seed": int(seed), "B": int(B),
             "definitions": DEFINITIONS, "systems": systems}
-
-
-def routing_measures(uc: UnitCounts, units: Sequence[str]) -> list[Any]:
-    """``carebench compare`` safety measures of one system over ``units`` (the order its
-    other measures use; a unit with no checked reply counts zero in every sum)."""
-    from carebench.compare.measures import SAFETY, Measure
-
-    at = {u: i for i, u in enumerate(uc.units)}
-    idx = np.array([at.get(u, -1) for u in units], dtype=np.int64)
-    has = idx >= 0
-
-    def aligned(x: np.ndarray) -> np.ndarray:
-        return np.where(has, x[np.where(has, idx, 0)], 0.0) if len(x) else np.zeros(len(units))
-
-    return [Measure.ratio(m, LABELS[m], aligned(uc.num[m]), aligned(uc.den[m]), section=SAFETY,
-                          higher_is_better=HIGHER_IS_BETTER[m])
-            for m in MEASURES if uc.den[m].sum() > 0]
 
 
 #: the order reports show the worst replies in: the most harmful routing first

@@ -118,7 +118,7 @@ class SupportComparer:
                 ms.append(Measure.ratio(f"dimension:{dim}", f"{dim} pass rate (weighted)", np.where(ok, x, 0.0),
                                         ok.astype(float), section=SAFETY))
             if name in routing:
-                from carebench.resources.summary import routing_measures
+                from carebench.compare.routing import routing_measures
 
                 ms.extend(routing_measures(routing[name], units))
             systems[name] = SystemView(name, units, {m.name: m for m in ms}, model=name)
