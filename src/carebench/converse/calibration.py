@@ -59,8 +59,10 @@ class Rule:
 # ----------------------------------------------------------------------------- ratings
 
 
-def clinician_ratings(labels: Sequence[Any], dimensions: Sequence[str]) -> dict[str, dict[str, dict[str, str]]]:
-    """conversation -> clinician -> dimension -> rating, from the export's rating rows."""
+def clinician_ratings(labels: Sequence[Any],
+                      dimensions: Sequence[str] | None = None) -> dict[str, dict[str, dict[str, str]]]:
+    """conversation -> clinician -> dimension -> rating, from the export's rating rows (checked:
+    known bands, each rated once, and the rubric's dimensions when given)."""
     out: dict[str, dict[str, dict[str, str]]] = defaultdict(lambda: defaultdict(dict))
     for lab in labels:
         if lab.record != "rating":
@@ -68,7 +70,7 @@ def clinician_ratings(labels: Sequence[Any], dimensions: Sequence[str]) -> dict[
         if lab.rating not in _CODE:
             raise CarebenchError(f"labels: {lab.clinician}/{lab.conversation_id}/{lab.dimension}: rating "
                                  f"{lab.rating!r} is not one of {', '.join(RATINGS)}")
-        if lab.dimension not in dimensions:
+        if dimensions is not None and lab.dimension not in dimensions:
             raise CarebenchError(f"labels: dimension {lab.dimension!r} is not in the rubric "
                                  f"({', '.join(dimensions)})")
         seen = out[lab.conversation_id][lab.clinician]

@@ -607,7 +607,7 @@ def run_calibration(cfg: ConverseConfig, labels_path: str, rule: Any) -> Path | 
     import html
     import json
 
-    from carebench.converse.calibration import calibrate
+    from carebench.converse.calibration import calibrate, clinician_ratings
     from carebench.datasets.walk_labels import load_walk_labels
     from carebench.rundir import read_json, write_json
 
@@ -620,6 +620,7 @@ def run_calibration(cfg: ConverseConfig, labels_path: str, rule: Any) -> Path | 
         raise CarebenchError(f"labels {labels_path}: {str(e).splitlines()[0]}") from None
     if not labels:
         raise CarebenchError(f"labels {labels_path}: no rows")
+    clinician_ratings(labels)  # bad bands or a rating given twice stop here, before any call
     out = run_dir_path(CALIBRATION, cfg.run.out)
     judged = run_converse(replace(cfg, run=replace(cfg.run, out=str(out / "judging"))))
     if not isinstance(judged, Path):
