@@ -246,3 +246,31 @@ def test_bad_labels_one_line_exit_2(tmp_path, capsys, content):
     assert code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_dry_run_makes_no_call_and_writes_nothing(tmp_path, capsys):
+    with StubServer() as stub:
+        stub.handler = _script()
+        code, out = _run(tmp_path, stub, "--dry-run")
+        assert code == 0
+        assert stub.requests == []
+    assert not (out / "metrics.json").exists() and not (out / "selection.json").exists()
+    assert "judge" in capsys.readouterr().out.lower()
+
+
+def test_calibrate_from_a_run_directory(tmp_path):
+    """--run RUN_DIR: the conversations of an earlier run (here one written by converse judge)."""
+    with StubServer() as stub:
+        stub.handler = _script()
+        first = tmp_path / "first"
+        assert main(["converse", "judge", "--transcripts", str(_transcripts(tmp_path)), "--rubric",
+                     str(write_tsv(tmp_path / "r.tsv", RUBRIC)), "--judge", f"openai:judge-b@{stub.base_url}",
+                     "--bootstrap", "10", "--cache", str(tmp_path / "c.sqlite"), "--out", str(first)]) == 0
+        out = tmp_path / "calib"
+        assert main(["converse", "calibrate", "--labels", str(_labels(tmp_path)), "--run", str(first),
+                     "--rubric", str(tmp_path / "r.tsv"), "--candidate", f"openai:judge-a@{stub.base_url}",
+                     "--bootstrap", "10", "--cache", str(tmp_path / "c.sqlite"), "--out", str(out)]) == 0
+    m = json.loads((out / "metrics.json").read_text())
+    (lab,) = m["judges"]
+    a, b = _figures("judge-a", range(12), 0)
+    assert m["judges"][lab]["dimensions"]["D1"]["ac1"] == pytest.approx(ac1_ref(a, b))
