@@ -189,6 +189,24 @@ def test_calibrate_figures_and_selection(tmp_path):
                 vals = [ac1_ref(*_figures(j, idx, d)) for d in range(5) if _figures(j, idx, d)[0]]
                 assert f["splits"][split][g]["conversations"] == len(idx)
                 assert f["splits"][split][g]["mean"]["ac1"] == pytest.approx(np.mean(vals))
+        # borderline (clinicians disagree on any dimension) vs clear conversations
+        border = [i for i in all_idx if len({CLIN[c][i] for c in CLIN}) > 1]
+        clear = [i for i in all_idx if i not in border]
+        for g, idx in (("borderline", border), ("clear", clear)):
+            vals = [ac1_ref(*_figures(j, idx, d)) for d in range(5) if _figures(j, idx, d)[0]]
+            assert f["splits"]["borderline"][g]["mean"]["ac1"] == pytest.approx(np.mean(vals))
+        # leave one clinician out: the other two's consensus needs both to agree
+        for cl in CLIN:
+            others = [c for c in CLIN if c != cl]
+            vals_j, vals_c = [], []
+            for d in range(5):
+                keep = [i for i in all_idx if CLIN[others[0]][i][d] == CLIN[others[1]][i][d]]
+                ref = [CODE[CLIN[others[0]][i][d]] for i in keep]
+                vals_j.append(ac1_ref([CODE[_judge_band(j, i)[d]] for i in keep], ref))
+                vals_c.append(ac1_ref([CODE[CLIN[cl][i][d]] for i in keep], ref))
+            loo = f["leave_one_clinician_out"][cl]
+            assert loo["judge"]["ac1"] == pytest.approx(np.mean(vals_j))
+            assert loo["clinician"]["ac1"] == pytest.approx(np.mean(vals_c))
         # per question: the Red question of D1 is reached by both on every conversation
         q = f["questions"]["questions"]["1"]
         agree = [(_judge_band(j, i)[0] == "H") == (CLIN[cl][i][0] == "H") for cl in CLIN for i in all_idx]
@@ -274,3 +292,23 @@ def test_calibrate_from_a_run_directory(tmp_path):
     (lab,) = m["judges"]
     a, b = _figures("judge-a", range(12), 0)
     assert m["judges"][lab]["dimensions"]["D1"]["ac1"] == pytest.approx(ac1_ref(a, b))
+
+
+def test_consensus_rules_by_hand():
+    from carebench.converse.calibration import consensus
+
+    bp, sub, hph = BAND["B"], BAND["S"], BAND["H"]
+    assert consensus({"a": bp, "b": bp, "c": hph}) == bp
+    assert consensus({"a": bp, "b": hph}) is None  # a tie is no consensus
+    assert consensus({"a": bp, "b": sub, "c": hph}) is None
+    assert consensus({"a": bp, "b": bp, "c": hph}, "unanimous") is None
+    assert consensus({"a": sub, "b": sub}, "unanimous") == sub
+
+
+def test_unknown_consensus_rule_one_line_exit_2(tmp_path, capsys):
+    with StubServer() as stub:
+        stub.handler = _script()
+        code, _ = _run(tmp_path, stub, "--consensus", "plurality")
+        assert stub.requests == []
+    assert code == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
