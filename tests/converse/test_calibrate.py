@@ -211,6 +211,17 @@ def test_calibrate_figures_and_selection(tmp_path):
         q = f["questions"]["questions"]["1"]
         agree = [(_judge_band(j, i)[0] == "H") == (CLIN[cl][i][0] == "H") for cl in CLIN for i in all_idx]
         assert q["n"] == 36 and q["raw"] == pytest.approx(np.mean(agree))
+    # paths: judge-b walks every question; a clinician's walk parts from it at the first dimension
+    # rated Harm (its Red question, the last one both asked)
+    paths = m["judges"][_label(m, "judge-b")]["questions"]["paths"]
+    parted = {}
+    for cl in CLIN:
+        for i in all_idx:
+            if "H" in CLIN[cl][i]:
+                q = str(2 * CLIN[cl][i].index("H") + 1)
+                parted[q] = parted.get(q, 0) + 1
+    assert paths["pairs"] == 36 and paths["diverged"] == sum(parted.values())
+    assert paths["first_divergence"] == parted
     # the ceiling: every pair of clinicians, pooled
     for d in range(5):
         a = [CODE[CLIN[x][i][d]] for x, y in (("cl1", "cl2"), ("cl1", "cl3"), ("cl2", "cl3")) for i in all_idx]
