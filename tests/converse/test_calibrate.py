@@ -211,6 +211,24 @@ def test_calibrate_figures_and_selection(tmp_path):
         q = f["questions"]["questions"]["1"]
         agree = [(_judge_band(j, i)[0] == "H") == (CLIN[cl][i][0] == "H") for cl in CLIN for i in all_idx]
         assert q["n"] == 36 and q["raw"] == pytest.approx(np.mean(agree))
+    # intervals: 40 resamples of the 12 conversations, default_rng(seed 7), percentiles 2.5/97.5
+    idx = np.random.default_rng(7).integers(0, 12, size=(40, 12))
+    f = m["judges"][_label(m, "judge-a")]
+    for d in (0, 2):
+        vals = {"raw": [], "ac1": [], "kappa": []}
+        for row in idx:
+            a, b = _figures("judge-a", list(row), d)
+            vals["raw"].append(np.mean(np.array(a) == np.array(b)))
+            vals["ac1"].append(ac1_ref(a, b))
+            with np.errstate(all="ignore"):
+                import warnings
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    vals["kappa"].append(cohen_kappa_score(a, b, labels=[0, 1, 2, 3]))
+        for k, v in vals.items():
+            v = np.array(v, float)
+            v = v[~np.isnan(v)]
+            assert f["dimensions"][DIMS[d]][f"{k}_ci"] == pytest.approx(list(np.percentile(v, [2.5, 97.5])))
     # paths: judge-b walks every question; a clinician's walk parts from it at the first dimension
     # rated Harm (its Red question, the last one both asked)
     paths = m["judges"][_label(m, "judge-b")]["questions"]["paths"]

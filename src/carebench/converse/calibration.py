@@ -134,16 +134,30 @@ def _pairs(judge: Mapping[str, Mapping[str, str]], ref: Mapping[str, str | None]
     return a, b
 
 
-def _interval(fn, convs: Sequence[str], rng: np.random.Generator, b: int) -> list[float] | None:
-    """Percentile 95% interval of ``fn(conversations)`` over conversations resampled with replacement."""
-    if b <= 0 or not convs:
+def boot_coefficients(a: np.ndarray, b: np.ndarray, idx: np.ndarray) -> dict[str, np.ndarray]:
+    """Raw agreement, AC1 and kappa of each resample at once: ``a``, ``b`` are rating codes
+    per conversation (-1: missing, that conversation left out), ``idx`` (B, n) the resampled
+    conversations. The same formulas as :func:`coefficients`, vectorized (NaN when undefined)."""
+    x, y = a[idx], b[idx]
+    keep = (x >= 0) & (y >= 0)
+    n = keep.sum(axis=1).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        pa = ((x == y) & keep).sum(axis=1) / n
+        px = np.stack([((x == k) & keep).sum(axis=1) / n for k in range(K)], axis=1)
+        py = np.stack([((y == k) & keep).sum(axis=1) / n for k in range(K)], axis=1)
+        pi = (px + py) / 2
+        pe1 = (pi * (1 - pi)).sum(axis=1) / (K - 1)
+        pek = (px * py).sum(axis=1)
+        return {"raw": pa, "ac1": (pa - pe1) / (1 - pe1),
+                "kappa": np.where(pek < 1, (pa - pek) / np.where(pek < 1, 1 - pek, 1), np.nan)}
+
+
+def _ci(values: np.ndarray) -> list[float] | None:
+    """Percentile 95% interval of the defined resample values."""
+    v = values[~np.isnan(values)]
+    if v.size == 0:
         return None
-    idx = rng.integers(0, len(convs), size=(b, len(convs)))
-    vals = [fn([convs[i] for i in row]) for row in idx]
-    vals = [v for v in vals if v is not None]
-    if not vals:
-        return None
-    lo, hi = np.percentile(vals, [2.5, 97.5])
+    lo, hi = np.percentile(v, [2.5, 97.5])
     return [float(lo), float(hi)]
 
 
@@ -215,7 +229,8 @@ def calibrate(labels: Sequence[Any], walks: Sequence[Mapping[str, Any]], dimensi
     for steps in csteps.values():
         steps.sort(key=lambda s: s["step"])
 
-    rng = np.random.default_rng(seed)
+    # one set of resampled conversations for every judge, so their intervals are paired
+    idx = np.random.default_rng(seed).integers(0, len(convs), size=(max(bootstrap, 0), len(convs)))
 
     def vs(judge_r, ref, subset):
         per = {}
@@ -227,10 +242,15 @@ def calibrate(labels: Sequence[Any], walks: Sequence[Mapping[str, Any]], dimensi
     out_judges: dict[str, Any] = {}
     for j in judges:
         per_dim = vs(jr[j], cons, convs)
+        boot_ac1 = []
         for d in dimensions:
+            jc = np.array([_CODE.get(jr[j].get(c, {}).get(d), -1) for c in convs])
+            cc = np.array([_CODE.get(cons[d][c], -1) for c in convs])
+            boot = boot_coefficients(jc, cc, idx) if bootstrap > 0 else None
             for m in ("raw", "ac1", "kappa"):
-                per_dim[d][f"{m}_ci"] = _interval(
-                    lambda s, d=d, m=m, r=jr[j]: coefficients(*_pairs(r, cons[d], d, s))[m], convs, rng, bootstrap)
+                per_dim[d][f"{m}_ci"] = _ci(boot[m]) if boot is not None else None
+            if boot is not None:
+                boot_ac1.append(boot["ac1"])
         confusion = {}
         for d in dimensions:
             cm = np.zeros((K, K), dtype=int)
@@ -258,7 +278,7 @@ def calibrate(labels: Sequence[Any], walks: Sequence[Mapping[str, Any]], dimensi
             loo[k] = {"judge": _mean(vs(jr[j], others, convs)),
                       "clinician": _mean(vs({c: clin[c].get(k, {}) for c in convs}, others, convs))}
         out_judges[j] = {"dimensions": per_dim, "mean": _mean(per_dim),
-                         "mean_ac1_ci": _interval(lambda s, r=jr[j]: _mean(vs(r, cons, s))["ac1"], convs, rng, bootstrap),
+                         "mean_ac1_ci": _mean_ci(boot_ac1),
                          "clinicians": per_clin, "confusion": confusion, "splits": splits,
                          "leave_one_clinician_out": loo,
                          "questions": question_agreement(jsteps[j], csteps),
@@ -284,6 +304,15 @@ def calibrate(labels: Sequence[Any], walks: Sequence[Mapping[str, Any]], dimensi
             "no_consensus": {d: sum(v is None for v in cons[d].values()) for d in dimensions},
             "ceiling": {"dimensions": ceiling, "mean": _mean(ceiling)},
             "judges": out_judges, "selection": selection}
+
+
+def _mean_ci(per_dim_boot: Sequence[np.ndarray]) -> list[float] | None:
+    """Interval of the mean over dimensions, each resample averaging the dimensions it defines."""
+    if not per_dim_boot:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a resample with no defined dimension: NaN, left out
+        return _ci(np.nanmean(np.stack(per_dim_boot), axis=0))
 
 
 def _mean(per_dim: Mapping[str, Mapping[str, Any]]) -> dict[str, float | None]:
