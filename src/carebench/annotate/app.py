@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from carebench.annotate import kinds
+from carebench.annotate import kinds, walks
 from carebench.annotate.auth import SESSION_COOKIE, same_secret
 from carebench.annotate.forms import Form, FormError
 from carebench.annotate.settings import Settings
@@ -250,6 +250,8 @@ class AnnotateApp:
         form = await self.posted(request, s)
         if isinstance(form, Response):
             return form
+        if case.kind == walks.KIND:
+            return await self._walk_step(s, case, form)
         try:
             answer = kinds.parse_answer(case.kind, form, self.settings.max_notes_chars, self.taxonomy)
         except FormError as e:
@@ -260,10 +262,41 @@ class AnnotateApp:
             return self.redirect("/break")
         return self.redirect(await self._next_url(s.annotator.id, case.project_id))
 
+    async def _walk_step(self, s: Session, case: Case, form: Form) -> Response:
+        """A rubric-walk submission: the next question, a step back, or (stored) the
+        finished walk or a skip. Only a save or a skip writes anything."""
+        rubric = walks.rubric_of(case.item)
+        try:
+            step = walks.parse(form, rubric, self.settings.max_notes_chars)
+        except FormError as e:
+            reason = form.all("reason")
+            return self.case_page(s, case, {"reason": reason[0] if len(reason) == 1 else ""}, e.messages,
+                                  status=400, walk=walks.WalkState(rubric))
+        if step.action in ("next", "back"):
+            return self.case_page(s, case, {"reason": step.reason}, [], walk=step.state)
+        if step.action == "skip":
+            payload, skipped = {"reason": step.reason}, True
+        else:
+            payload, skipped = walks.payload(step.state, step.reason), False
+        await run_in_threadpool(self.store.save_label, s.id, case.assignment_id, s.annotator.id,
+                                payload, skipped)
+        if s.block_done + 1 >= self.settings.session_cases:
+            return self.redirect("/break")
+        return self.redirect(await self._next_url(s.annotator.id, case.project_id))
+
     def case_page(self, s: Session, case: Case, values: dict[str, Any] | None, errors: list[str],
-                  status: int = 200) -> HTMLResponse:
+                  status: int = 200, walk: walks.WalkState | None = None) -> HTMLResponse:
         ctx: dict[str, Any] = {"case": case, "values": values or {}, "errors": errors,
-                               "instructions": getattr(self.settings.instructions, case.kind)}
+                               "instructions": getattr(self.settings.instructions, case.kind.replace("-", "_"))}
+        if case.kind == walks.KIND:
+            rubric = walks.rubric_of(case.item)
+            if walk is None:
+                walk = walks.stored_state(rubric, case.label, case.skipped)
+                if values is not None and "reason" in values:
+                    ctx["values"] = {"reason": values["reason"]}
+            ctx.update(walk=walk, rubric=rubric, pending=walk.pending(),
+                       asked=[(st, rubric[st.question_id]) for st in walk.steps],
+                       ratings=walk.ratings() if walk.done else {})
         if case.kind in ("policy", "review"):
             context = self.contexts.get(str(case.item.get("context")))
             ctx["context_name"] = context.label if context is not None else str(case.item.get("context"))

@@ -12,7 +12,7 @@ import typer
 from carebench.types import CarebenchError
 
 app = typer.Typer(
-    help="Web interface for practitioner policies, rewrite reviews and criterion labels.",
+    help="Web interface for practitioner policies, rewrite reviews, criterion labels and rubric walks.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -52,31 +52,49 @@ def serve(
 @app.command()
 def load(
     db: DbOpt,
-    project: Annotated[Path, typer.Option(help="A sheet: policy cases, review items or criterion items "
-                                               "(.jsonl, .csv or .parquet), or builtin:calibration-cases "
-                                               "(the built-in plural calibration cases).")],
+    project: Annotated[Path | None, typer.Option(help="A sheet: policy cases, review items or criterion items "
+                                                      "(.jsonl, .csv or .parquet), or builtin:calibration-cases "
+                                                      "(the built-in plural calibration cases).")] = None,
     name: Annotated[str | None, typer.Option(show_default="the file's stem", help="Project name.")] = None,
-    kind: Annotated[str | None, typer.Option(show_default='detect', help="policy, review or criterion.")] = None,
+    kind: Annotated[str | None, typer.Option(show_default='detect', help="policy, review, criterion or "
+                                                                         "rubric-walk.")] = None,
+    run: Annotated[Path | None, typer.Option(help="rubric-walk: a converse run directory whose finished "
+                                                  "conversations clinicians walk the rubric over.")] = None,
+    rubric: Annotated[str | None, typer.Option(help="rubric-walk: the rubric (VERA-MH TSV, YAML, bundle "
+                                                    "directory or builtin:sample).")] = None,
+    rules: Annotated[str | None, typer.Option(show_default="the rubric's own",
+                                              help="rubric-walk: walk rules (vera, carebench, vera+OPTION).")] = None,
+    overlap: Annotated[int, typer.Option(help="rubric-walk: clinicians per conversation.")] = 2,
 ) -> None:
-    """Load a sheet as a project and assign it to the eligible annotators."""
+    """Load a sheet (or a converse run's conversations) as a project and assign it to the
+    eligible annotators."""
     store = _store(db, create=True)
     from carebench.annotate.kinds import builtin_sheet, detect_kind, load_sheet
     from carebench.datasets.builtin import builtin_name
 
-    builtin = builtin_name(str(project))
-    if builtin is not None:
+    if run is not None or kind == "rubric-walk":
+        from carebench.annotate.walks import KIND, load_run
+
+        if kind not in (None, KIND) or project is not None:
+            raise CarebenchError("--run loads a rubric walk: give --run RUN_DIR --rubric FILE, without --project")
+        if run is None or rubric is None:
+            raise CarebenchError("--kind rubric-walk needs --run RUN_DIR and --rubric FILE")
+        kind, rows, stem, source = KIND, load_run(run, rubric, rules, overlap), run.name, str(run)
+    elif project is None:
+        raise CarebenchError("give --project SHEET (or --kind rubric-walk --run RUN_DIR --rubric FILE)")
+    elif (builtin := builtin_name(str(project))) is not None:
         sheet_kind, rows = builtin_sheet(builtin)
         if kind is not None and kind != sheet_kind:
             raise CarebenchError(f"--project builtin:{builtin} is a {sheet_kind} sheet, not --kind {kind}")
-        kind, stem = sheet_kind, builtin
+        kind, stem, source = sheet_kind, builtin, str(project)
     else:
         if not project.is_file():
             raise CarebenchError(f"--project {project}: no such file")
         kind = kind or detect_kind(project)
-        rows, stem = load_sheet(project, kind), project.stem
+        rows, stem, source = load_sheet(project, kind), project.stem, str(project)
     if not rows:
-        raise CarebenchError(f"{project}: the sheet is empty")
-    n_items, n_assigned = store.add_project(name or stem, kind, rows, source=str(project))
+        raise CarebenchError(f"{source}: the sheet is empty")
+    n_items, n_assigned = store.add_project(name or stem, kind, rows, source=source)
     typer.echo(f"loaded {n_items} {kind} items as project {name or stem!r}; "
                f"{n_assigned} assignments to existing annotators")
 

@@ -22,6 +22,7 @@ READER = {
     "policy": "carebench plural calibrate",
     "review": "carebench construct review-stats",
     "criterion": "carebench support calibrate --labels",
+    "rubric-walk": "carebench.datasets.walk_labels.load_walk_labels (clinician walks for judge calibration)",
 }
 
 
@@ -42,11 +43,10 @@ def export_project(store: Store, out: Path, project: str | None = None,
     records = []
     left_out = 0
     for row in store.export_rows(pid, annotator):
-        rec = kinds.export_row(kind, row)
-        if rec is None:
+        recs = kinds.export_records(kind, row)
+        if not recs:
             left_out += 1
-        else:
-            records.append(rec.model_dump_json())
+        records.extend(rec.model_dump_json() for rec in recs)
     atomic_write_text(out, "".join(r + "\n" for r in records), mode=0o600)
     meta = {
         "private": True,

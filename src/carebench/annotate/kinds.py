@@ -1,4 +1,4 @@
-"""The three kinds of sheet the suites hand to people, and what comes back.
+"""The kinds of sheet the suites hand to people, and what comes back.
 
 - ``policy``: plural calibration cases (``PromptRecord`` rows) labelled with the
   INTENT / FUNCTION / RESPONSE taxonomy by peer-support practitioners and
@@ -10,7 +10,10 @@
   ``carebench construct review-stats`` reads;
 - ``criterion``: one rubric criterion of one reply at a time, met / not met
   (DistressBench, Appendix B.1) -> ``CriterionLabel`` rows, which
-  ``carebench support calibrate --labels`` reads.
+  ``carebench support calibrate --labels`` reads;
+- ``rubric-walk``: one conversation of a converse run, the rubric's decision tree walked
+  by a clinician question by question (VERA-MH's rubric format and walk rules) ->
+  ``WalkLabel`` rows: every question answered and the rating of every dimension.
 
 Each kind knows how to load its sheet, what its form may contain, and how a
 stored answer becomes an export row.
@@ -31,8 +34,9 @@ from carebench.datasets import sheets as sheet_files
 from carebench.taxonomy import SeverityScale, Taxonomy, load_contexts
 from carebench.types import CarebenchError
 
-KINDS = ("policy", "review", "criterion")
-TITLES = {"policy": "practitioner policies", "review": "rewrite review", "criterion": "criterion labels"}
+KINDS = ("policy", "review", "criterion", "rubric-walk")
+TITLES = {"policy": "practitioner policies", "review": "rewrite review", "criterion": "criterion labels",
+          "rubric-walk": "rubric walks"}
 SCALE = ("1", "2", "3", "4", "5")  # review ratings
 GATES = (
     ("severity_preserved", "Severity preserved"),
@@ -100,6 +104,9 @@ def load_sheet(path: Path, kind: str) -> list[tuple[str, dict[str, Any]]]:
     if kind == "criterion":
         rows = sheet_files.load_criterion_items(path)
         return [(r.item_id, r.model_dump(mode="json")) for r in rows]
+    if kind == "rubric-walk":
+        raise CarebenchError("--kind rubric-walk loads a converse run: give --run RUN_DIR and --rubric, "
+                             "not --project")
     raise CarebenchError(f"--kind {kind!r}: use one of {', '.join(KINDS)}")
 
 
@@ -188,6 +195,34 @@ def _review(form: Form, notes: str) -> Answer:
         raise FormError(f"answer every gate and rating (missing: {', '.join(missing)})")
     payload["notes"] = notes
     return Answer(payload, False)
+
+
+def export_records(kind: str, row: ExportRow) -> list[BaseModel]:
+    """Every export record of one stored answer (none for a skipped one that its format
+    cannot hold): one for the sheet kinds, one per question and dimension for a walk."""
+    if kind == "rubric-walk":
+        return [] if row.skipped else _walk_records(row)
+    rec = export_row(kind, row)
+    return [] if rec is None else [rec]
+
+
+def _walk_records(row: ExportRow) -> list[BaseModel]:
+    from carebench.datasets.walk_labels import WalkLabel
+
+    item, label = row.item, row.label
+    common = {"clinician": row.annotator, "conversation_id": item["conversation_id"],
+              "chatbot": item.get("chatbot"), "simulator": item.get("simulator"),
+              "persona": item.get("persona"),
+              "risk_level": None if item.get("risk_level") is None else str(item["risk_level"]),
+              "reason": label.get("reason", "")}
+    out: list[BaseModel] = [
+        WalkLabel(record="answer", dimension=s["dimension"], step=i, question_id=s["question_id"],
+                  answer=s["answer"], auto=bool(s.get("auto")), **common)
+        for i, s in enumerate(label["steps"], 1)]
+    dims = list(dict.fromkeys(q["dimension"] for q in item["rubric"]["questions"]))  # the rubric's order
+    out += [WalkLabel(record="rating", dimension=dim, rating=label["ratings"][dim], **common)
+            for dim in dims if dim in label["ratings"]]
+    return out
 
 
 def export_row(kind: str, row: ExportRow) -> BaseModel | None:

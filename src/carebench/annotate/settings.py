@@ -38,6 +38,7 @@ class Instructions(BaseModel):
     policy: str
     review: str
     criterion: str
+    rubric_walk: str
 
 
 class Settings(BaseModel):

@@ -55,7 +55,7 @@ projects = Table(
     metadata,
     Column("id", Integer, primary_key=True),
     Column("name", String(200), nullable=False, unique=True),
-    Column("kind", String(20), nullable=False),  # policy | review | criterion
+    Column("kind", String(20), nullable=False),  # policy | review | criterion | rubric-walk
     Column("source", Text, nullable=False, default=""),
     Column("created_at", Float, nullable=False),
 )
@@ -119,12 +119,13 @@ sessions = Table(
 def eligible(kind: str, role: str, name: str, payload: dict[str, Any]) -> bool:
     """Who is assigned an item: practitioners label every calibration case
     (VEILED-SH, §5.1), a rewrite goes to the reviewer the sheet names (VEILED-SH,
-    Appendix A.5), clinicians label every criterion (DistressBench, Appendix B.1)."""
+    Appendix A.5), clinicians label every criterion (DistressBench, Appendix B.1) and walk
+    the rubric over conversations (how many per conversation: :meth:`Store._assign`)."""
     if kind == "policy":
         return role in ("peer", "clinician")
     if kind == "review":
         return role == "reviewer" and str(payload.get("reviewer")) == name
-    if kind == "criterion":
+    if kind in ("criterion", "rubric-walk"):
         return role == "clinician"
     return False
 
@@ -332,14 +333,28 @@ class Store:
         people = conn.execute(a).all()
         have = {(r.annotator_id, r.item_id) for r in conn.execute(
             select(assignments.c.annotator_id, assignments.c.item_id))}
+        # a rubric walk goes to ``overlap`` clinicians, not to all: the least loaded first
+        # (fewest walks assigned so far, then the earliest added), so work spreads evenly
+        per_item: dict[int, int] = {}
+        load: dict[int, int] = {}
+        for r in conn.execute(select(assignments.c.annotator_id, assignments.c.item_id)
+                              .select_from(assignments.join(items).join(projects))
+                              .where(projects.c.kind == "rubric-walk")):
+            per_item[r.item_id] = per_item.get(r.item_id, 0) + 1
+            load[r.annotator_id] = load.get(r.annotator_id, 0) + 1
         n = 0
         for item in conn.execute(q.order_by(items.c.project_id, items.c.position)).all():
             payload = json.loads(item.payload)
-            for person in people:
-                if (person.id, item.id) not in have and eligible(item.kind, person.role,
-                                                                 person.name, payload):
-                    conn.execute(assignments.insert().values(annotator_id=person.id, item_id=item.id))
-                    n += 1
+            chosen = [p for p in people if (p.id, item.id) not in have
+                      and eligible(item.kind, p.role, p.name, payload)]
+            if item.kind == "rubric-walk":
+                room = int(payload.get("overlap", 2)) - per_item.get(item.id, 0)
+                chosen = sorted(chosen, key=lambda p: (load.get(p.id, 0), p.id))[:max(room, 0)]
+            for person in chosen:
+                conn.execute(assignments.insert().values(annotator_id=person.id, item_id=item.id))
+                load[person.id] = load.get(person.id, 0) + 1
+                per_item[item.id] = per_item.get(item.id, 0) + 1
+                n += 1
         return n
 
     def revoke(self, name: str) -> None:

@@ -27,6 +27,9 @@ RubricRules = Annotated[str | None, typer.Option(
     help="How the walk reads the tree: vera (VERA-MH's judge and scorer), carebench, or vera+OPTION "
          "with carebench's named deviations: end-keeps-walked, risk-type-branches, yelow-is-yellow, "
          "not-relevant-final (docs/converse.md).")]
+JudgeFrom = Annotated[Path | None, typer.Option(
+    show_default="none", help="Add the judge a 'converse calibrate' directory selected (its selection.json); "
+    "the run records the directory, the selection's hash and its figures.")]
 Seed = Annotated[int, typer.Option(help="Seed of sampling and of the bootstrap.")]
 Bootstrap = Annotated[int, typer.Option(help="Bootstrap resamples (personas resampled).")]
 
@@ -51,6 +54,15 @@ def _finish(run_dir: Path) -> None:
         raise typer.Exit(1)
 
 
+def _with_judge_from(cfg, judge_from):
+    if judge_from is None:
+        return cfg
+    from carebench.converse.suite import judge_from as read_selection
+
+    sel = read_selection(str(judge_from))
+    return replace(cfg, judges=[*cfg.judges, sel["spec"]], judge_from=sel)
+
+
 def _go(cfg) -> None:
     from carebench.converse.suite import run_converse
     from carebench.experiment import echo_plan
@@ -68,7 +80,7 @@ def run(
     rubric: Rubric = None, rubric_rules: RubricRules = None,
     simulator: Annotated[list[str] | None, typer.Option(show_default='none: give at least one', help="User-simulator model spec (repeatable).")] = None,
     chatbot: Annotated[list[str] | None, typer.Option(show_default='none: give at least one', help="Chatbot under test (repeatable).")] = None,
-    judge: Judge = None,
+    judge: Judge = None, judge_from: JudgeFrom = None,
     personas: Annotated[str | None, typer.Option(
         show_default="builtin:sample, or the bundle's", help="Persona file (.tsv/.csv/.jsonl) or builtin:sample.")] = None,
     personas_from: Annotated[str | None, typer.Option(
@@ -143,7 +155,7 @@ def run(
         max_total_words=max_total_words, default_system_prompt=default_system_prompt,
         locale=locale, resources=str(resources) if resources else None,
         run=replace(options, max_retries=retries))
-    _go(cfg)
+    _go(_with_judge_from(cfg, judge_from))
 
 
 @app.command("judge")
@@ -151,7 +163,7 @@ def run(
 def judge_cmd(
     run_dir: Annotated[Path | None, typer.Argument(
         show_default="none: give it or --transcripts", help="A converse run directory whose conversations to judge.")] = None,
-    rubric: Rubric = None, judge: Judge = None, rubric_rules: RubricRules = None,
+    rubric: Rubric = None, judge: Judge = None, rubric_rules: RubricRules = None, judge_from: JudgeFrom = None,
     transcripts: Annotated[Path | None, typer.Option(
         show_default="none", help="Judge conversations from elsewhere instead: a JSONL file ({id, persona, "
         "risk_level, locale, messages: [{role, content}]} a line) or VERA-MH conversation .txt files (a "
@@ -189,7 +201,65 @@ def judge_cmd(
                          judge_max_tokens=judge_max_tokens, judge_mode=judge_mode, seed=seed,
                          bootstrap=bootstrap, locale=locale, resources=str(resources) if resources else None,
                          run=options)
-    _go(cfg)
+    _go(_with_judge_from(cfg, judge_from))
+
+
+@app.command("calibrate")
+@run_flags(without=("batch", "batch_format"))
+def calibrate_cmd(
+    labels: Annotated[Path, typer.Option(help="Clinicians' rubric walks: the JSONL of 'carebench annotate export' "
+                                         "(rubric-walk kind).")],
+    run_dir: Annotated[Path | None, typer.Option(
+        "--run", show_default="none: give it or --transcripts", help="The converse run whose conversations the "
+        "clinicians walked.")] = None,
+    transcripts: Annotated[Path | None, typer.Option(
+        show_default="none", help="Or the conversations from elsewhere (as 'converse judge --transcripts').")] = None,
+    candidate: Annotated[list[str] | None, typer.Option(
+        show_default="none: give at least one", help="Candidate judge model spec (repeatable).")] = None,
+    rubric: Rubric = None, rubric_rules: RubricRules = None,
+    consensus: Annotated[str, typer.Option(
+        help="The clinicians' consensus per dimension: majority (more than half agree; else excluded) or "
+             "unanimous.")] = "majority",
+    select_metric: Annotated[str, typer.Option(
+        help="Selection: the coefficient averaged over dimensions against the consensus: ac1, kappa or raw.")] = "ac1",
+    floor: Annotated[float, typer.Option(
+        help="Selection: a judge's mean coefficient on every chatbot's conversations must reach this.")] = 0.4,
+    judge_system: Annotated[Path | None, typer.Option(show_default="the built-in prompt, or the bundle's", help="Judge system prompt file.")] = None,
+    judge_question: Annotated[Path | None, typer.Option(show_default="the built-in template, or the bundle's", help="Judge question template file.")] = None,
+    judge_max_tokens: Annotated[int, typer.Option(help="Judge output cap (tokens).")] = 400,
+    judge_mode: Annotated[str, typer.Option(
+        help="question (one call per rubric question, default) or dimension (one call per dimension).")] = "question",
+    seed: Annotated[int, typer.Option(help="Seed of the bootstrap.")] = 12345,
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples (conversations resampled).")] = 2000,
+    options: RunOptions = RUN_FLAGS,
+) -> None:
+    """Have each candidate judge walk the conversations clinicians walked, measure its agreement
+    with them, and select one judge by a stated rule (docs/converse.md, "Calibrating the judge")."""
+    from carebench.converse.calibration import Rule
+    from carebench.converse.suite import ConverseConfig, run_calibration
+    from carebench.experiment import echo_plan
+    from carebench.types import CarebenchError
+
+    if (run_dir is None) == (transcripts is None):
+        raise CarebenchError("converse calibrate: give --run RUN_DIR or --transcripts PATH (one of them)")
+    if not candidate:
+        raise CarebenchError("converse calibrate: give at least one --candidate")
+    cfg = ConverseConfig(rubric=rubric, rubric_rules=rubric_rules, judges=list(candidate),
+                         from_run=str(run_dir) if run_dir is not None else None,
+                         transcripts=str(transcripts) if transcripts is not None else None,
+                         judge_system=str(judge_system) if judge_system else None,
+                         judge_question=str(judge_question) if judge_question else None,
+                         judge_max_tokens=judge_max_tokens, judge_mode=judge_mode, seed=seed,
+                         bootstrap=bootstrap, run=options)
+    res = run_calibration(cfg, str(labels), Rule(metric=select_metric, floor=floor, consensus=consensus))
+    if options.dry_run:
+        echo_plan(res)  # type: ignore[arg-type]
+        return
+    from carebench.rundir import read_json
+
+    sel = read_json(Path(res) / "selection.json")  # type: ignore[arg-type]
+    typer.echo(f"wrote {Path(res) / 'report.html'} and {Path(res) / 'selection.json'}: selected "  # type: ignore[arg-type]
+               f"{sel['judge'] or 'no judge (none passes the rule)'}")
 
 
 @app.command()

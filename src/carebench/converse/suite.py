@@ -68,7 +68,7 @@ from carebench.report import Report
 from carebench.resources.options import run_locale
 from carebench.run import Run, RunOptions
 from carebench.run_options import run_options
-from carebench.rundir import data_sha256, file_sha256, read_jsonl
+from carebench.rundir import data_sha256, file_sha256, read_jsonl, run_dir_path
 from carebench.types import CarebenchError
 
 SUITE = "converse"
@@ -201,6 +201,8 @@ class ConverseConfig:
     locale: str | None = None
     #: --resources: the crisis-resource registry the chatbot's turns are checked against (None: built-in)
     resources: str | None = None
+    #: ``--judge-from CALIBRATION_DIR``: the selection a judge came from (recorded in the config)
+    judge_from: dict[str, Any] | None = None
     #: the shared run flags (--out, --cache, --budget, ...)
     run: RunOptions = field(default_factory=run_options)
 
@@ -630,3 +632,112 @@ class ImportSuite(ConverseSuite):
                    "notes": [("Ratings read from VERA-MH results files; the conversations are not "
                              "part of this run.")]},
         )
+
+
+CALIBRATION = "converse-calibration"
+SELECTION = "selection.json"
+
+
+def run_calibration(cfg: ConverseConfig, labels_path: str, rule: Any) -> Path | Plan:
+    """``converse calibrate``: every candidate judge (``cfg.judges``) walks the labelled
+    conversations through the ordinary judging path (a ``converse judge`` run in
+    ``OUT/judging``: cached, budgeted, priced by ``--dry-run``); then the agreement figures
+    against the clinicians and the selected judge are written beside it."""
+    import html
+    import json
+
+    from carebench.converse.calibration import calibrate, clinician_ratings
+    from carebench.datasets.walk_labels import load_walk_labels
+    from carebench.rundir import read_json, write_json
+
+    rule.check()
+    try:
+        labels = load_walk_labels(labels_path)
+    except CarebenchError:
+        raise
+    except Exception as e:  # noqa: BLE001 - any unreadable labels file is the user's input error
+        raise CarebenchError(f"labels {labels_path}: {str(e).splitlines()[0]}") from None
+    if not labels:
+        raise CarebenchError(f"labels {labels_path}: no rows")
+    clinician_ratings(labels)  # bad bands or a rating given twice stop here, before any call
+    out = run_dir_path(CALIBRATION, cfg.run.out)
+    judged = run_converse(replace(cfg, run=replace(cfg.run, out=str(out / "judging"))))
+    if not isinstance(judged, Path):
+        return judged
+    manifest = read_json(judged / "manifest.json")
+    walks = [r for r in read_jsonl(judged / "records.jsonl") if r.get("kind") == "walk"]
+    dims = list((manifest.get("scoring") or {}).get("dimensions") or [])
+    metrics = calibrate(labels, walks, dims, rule, seed=cfg.seed, bootstrap=cfg.bootstrap)
+    specs = dict(zip((manifest.get("scoring") or {}).get("judges") or [], cfg.judges))
+    chosen = metrics["selection"]["judge"]
+    selection = {"judge": chosen, "spec": specs.get(chosen) if chosen else None,
+                 "rule": metrics["rule"], "figures": metrics["judges"][chosen]["mean"] if chosen else None,
+                 "per_chatbot": ({g: s["mean"] for g, s in metrics["judges"][chosen]["splits"]["chatbot"].items()}
+                                 if chosen else None),
+                 "ranking": metrics["selection"]["ranking"], "excluded": metrics["selection"]["excluded"],
+                 "labels": labels_path, "labels_sha256": file_sha256(labels_path),
+                 "conversations": cfg.from_run or cfg.transcripts, "rubric": cfg.rubric,
+                 "rubric_rules": cfg.rubric_rules, "judge_mode": cfg.judge_mode}
+    md = calibration_markdown(metrics)
+    write_json(out / "metrics.json", metrics)
+    write_json(out / SELECTION, selection)
+    (out / "report.md").write_text(md, encoding="utf-8")
+    (out / "report.html").write_text(
+        "<!doctype html><meta charset='utf-8'><title>converse calibration</title><pre>"
+        + html.escape(md) + "</pre>\n", encoding="utf-8")
+    write_json(out / "manifest.json", {"suite": CALIBRATION, "judging": str(judged), "labels": labels_path,
+                                       "candidates": list(cfg.judges), "seed": cfg.seed,
+                                       "bootstrap": cfg.bootstrap, "rule": json.loads(json.dumps(metrics["rule"]))})
+    return out
+
+
+def _f(x: Any) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+def calibration_markdown(m: Mapping[str, Any]) -> str:
+    """The calibration report: per judge its agreement with the clinicians' consensus, the
+    ceiling (clinicians among themselves) and the selection."""
+    lines = ["# Calibrating the converse judge", "",
+             (f"{m['conversations']} conversations, clinicians {', '.join(m['clinicians'])}, "
+             f"{m['borderline']} borderline; intervals: 95% percentile, {m['bootstrap']} resamples of "
+             f"conversations, seed {m['seed']}."), "", f"Selection rule: {m['rule']['text']}.", "",
+             f"**Selected: {m['selection']['judge'] or 'none (no judge passes the rule)'}**", ""]
+    for j, why in m["selection"]["excluded"].items():
+        lines.append(f"- {j} excluded: {why}")
+    lines += ["", "## Clinicians among themselves (ceiling)", "", "| dimension | n pairs | raw | AC1 | kappa |",
+              "|---|---|---|---|---|"]
+    for d, c in m["ceiling"]["dimensions"].items():
+        lines.append(f"| {d} | {c['n']} | {_f(c['raw'])} | {_f(c['ac1'])} | {_f(c['kappa'])} |")
+    for j, f in m["judges"].items():
+        lines += ["", f"## {j}", "", (f"Mean vs consensus: raw {_f(f['mean']['raw'])}, AC1 {_f(f['mean']['ac1'])} "
+                  f"{f['mean_ac1_ci']}, kappa {_f(f['mean']['kappa'])}; failed walks {f['walks_failed']}."), "",
+                  "| dimension | n | raw | AC1 [95%] | kappa |", "|---|---|---|---|---|"]
+        for d, c in f["dimensions"].items():
+            lines.append(f"| {d} | {c['n']} | {_f(c['raw'])} | {_f(c['ac1'])} {c['ac1_ci']} | {_f(c['kappa'])} |")
+        for name, groups in f["splits"].items():
+            lines.append("")
+            lines.append(f"By {name}: " + "; ".join(
+                f"{g} (n={s['conversations']}) AC1 {_f(s['mean']['ac1'])}" for g, s in groups.items()))
+        p = f["questions"]["paths"]
+        lines += ["", f"Paths diverged in {p['diverged']} of {p['pairs']} clinician walks; parted at: "
+                  + (", ".join(f"{q} ({n})" for q, n in p["first_divergence"].items()) or "-")]
+    return "\n".join(lines) + "\n"
+
+
+def judge_from(calibration_dir: str) -> dict[str, Any]:
+    """``--judge-from DIR``: the judge a ``converse calibrate`` selected, and where it came from."""
+    path = Path(calibration_dir) / SELECTION
+    if not path.is_file():
+        raise CarebenchError(f"--judge-from {calibration_dir}: no {SELECTION} (not a converse calibrate directory)")
+    import json
+
+    try:
+        sel = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise CarebenchError(f"--judge-from {path}: not JSON ({e})") from None
+    if not sel.get("spec"):
+        raise CarebenchError(f"--judge-from {calibration_dir}: the calibration selected no judge "
+                             f"({sel.get('excluded') or 'no candidate passed the rule'})")
+    return {"dir": str(calibration_dir), "selection_sha256": file_sha256(path), "judge": sel["judge"],
+            "spec": sel["spec"], "rule": (sel.get("rule") or {}).get("text"), "figures": sel.get("figures")}
