@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from carebench.converse.personas import OPENING, PROMPTS, Persona
+from carebench.converse.simulator_checks import role_reversal
 from carebench.runner import Call
 from carebench.templates import fill, package_template
 from carebench.types import ChatRequest, Completion, Message
@@ -126,6 +127,7 @@ class Conversation:
                "repeat": self.repeat, "status": self.status, "ended_by": self.ended_by,
                "error": self.error, "failed_turn": self.failed_turn, "turns": self.turns,
                "usage": self.usage, "cost_usd": round(self.cost_usd, 8)}
+        rec["role_reversal"] = role_reversal(self.turns)
         if self.session:
             rec["session"] = self.session
         return rec

@@ -333,6 +333,9 @@ def build_report(metrics: Mapping[str, Any], records: Sequence[Mapping[str, Any]
             [[p["a"], p["b"], p["personas"],
               None if p["difference"] is None else Interval(p["difference"], p["ci_low"], p["ci_high"]),
               p["p_a_better"]] for p in pairs], number_format=".2f")]))
+    sims = _simulators_section(metrics.get("simulators") or {})
+    if sims is not None:
+        sections.append(sims)
     trig = metrics.get("triggers") or []
     if trig:
         sections.append(Section("Question triggers", [
@@ -347,6 +350,32 @@ def build_report(metrics: Mapping[str, Any], records: Sequence[Mapping[str, Any]
     return Report(title=manifest.get("title") or "Converse", notes=list(manifest.get("notes") or []),
                   sections=sections, attachments={"scores.csv": scores_csv(metrics),
                                                   **vera_attachments(metrics, records, manifest)})
+
+
+def _simulators_section(sims: Mapping[str, Any]) -> Section | None:
+    """Per simulator: why its conversations ended and how often it wrote as the assistant."""
+    if not sims:
+        return None
+    from carebench.converse.simulator_checks import ENDINGS
+
+    def cell(x: Mapping[str, Any]) -> Interval:
+        return Interval(x["share"], x["ci_low"], x["ci_high"])
+
+    rows = [[sim, e["conversations"], *(cell(e["ended_by"][k]) for k in ENDINGS), cell(e["role_reversal"])]
+            for sim, e in sims.items()]
+    blocks: list[Any] = [
+        Paragraph("Each simulator's conversations (harness failures left out): the share that ended by each "
+                  "cause, and the share in which the simulated user wrote as the assistant at least once "
+                  "(a deterministic check by phrases; each record's role_reversal names the turn and the "
+                  "evidence), with 95% Wilson intervals."),
+        Table(["simulator", "conversations", *(f"ended by {v} [95% CI]" for v in ENDINGS.values()),
+               "role reversal [95% CI]"], rows, number_format=".2f")]
+    flagged = sum(e["role_reversal"]["n"] for e in sims.values())
+    if flagged:
+        blocks.append(Callout(f"{flagged} conversation(s) had a simulated user writing as the assistant; their "
+                              "ratings judge a dialogue the simulator broke. Consider dropping or re-running "
+                              "them, and say so.", kind="warning"))
+    return Section("Simulated users", blocks, anchor="simulators")
 
 
 def vera_attachments(metrics: Mapping[str, Any], records: Sequence[Mapping[str, Any]],

@@ -52,6 +52,7 @@ from carebench.converse.personas import (
 )
 from carebench.converse.rubric import Rubric, load_bundle, load_rubric, parse_rules
 from carebench.converse.scoring import B_DEFAULT, SEED_DEFAULT, summarize, summarize_criteria
+from carebench.converse.simulator_checks import simulator_summary
 from carebench.criteria import SCOPES
 from carebench.datasets.files import read_text
 from carebench.datasets.selection import select_ids
@@ -511,6 +512,7 @@ class ConverseSuite:
         block = routing_block(records, manifest)
         if block is not None:
             m["resources"] = block
+        m["simulators"] = simulator_summary(convs)
         return m
 
     def render(self, metrics: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
