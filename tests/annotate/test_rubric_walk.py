@@ -201,6 +201,10 @@ def test_stale_foreign_and_cross_site_forms_store_nothing(env):
     # an answer that is not one of the question's options
     r = c1.submit(aid, [("action", "next"), ("answer", "Maybe")])
     assert r.status_code == 400
+    # "Next" with no answer chosen: refused, and the walk so far is shown again, not restarted
+    r = c1.submit(aid, [("qid", "1"), ("ans", "Yes"), ("qid", "3"), ("ans", "No"), ("action", "next")])
+    assert r.status_code == 400 and "choose an answer to question 4" in r.text
+    assert ASKED.search(r.text).group(1) == "4" and 'id="step-3"' in r.text
     # saving an unfinished walk
     r = c1.submit(aid, [("qid", "1"), ("ans", "Yes"), ("action", "save")])
     assert r.status_code == 400

@@ -271,7 +271,7 @@ class AnnotateApp:
         except FormError as e:
             reason = form.all("reason")
             return self.case_page(s, case, {"reason": reason[0] if len(reason) == 1 else ""}, e.messages,
-                                  status=400, walk=walks.WalkState(rubric))
+                                  status=400, walk=walks.kept(form, rubric))
         if step.action in ("next", "back"):
             return self.case_page(s, case, {"reason": step.reason}, [], walk=step.state)
         if step.action == "skip":

@@ -125,6 +125,16 @@ def parse(form: Form, rubric: Rubric, max_notes: int) -> WalkForm:
     raise FormError("the form did not say what to do (use one of its buttons)")
 
 
+def kept(form: Form, rubric: Rubric) -> WalkState:
+    """The walk a refused submission had reached, to show again beside the error (a fresh
+    walk when its answers do not replay): a forgotten radio button loses no answers."""
+    try:
+        qids, anss = form.all("qid"), form.all("ans")
+        return replay(rubric, list(zip(qids, anss, strict=True)))
+    except (FormError, ValueError):
+        return WalkState(rubric)
+
+
 def payload(state: WalkState, reason: str) -> dict[str, Any]:
     """The stored label of a finished walk."""
     return {"answers": given(state), "steps": [s.to_dict() for s in state.steps],
