@@ -11,7 +11,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("foundation", {"", "types", "stats", "fileio", "jsonclean", "wording", "cores", "templates", "taxonomy",
                     "taxonomy_schema", "prompts", "cli_params"}),
     ("data", {"datasets", "records_parquet", "rundir", "report", "batch.options", "batch.manifest",
-              "resources"}),
+              "resources", "rubric", "rubric_walk"}),
     ("models", {"models", "cache"}),
     ("calls", {"runner", "batch"}),
     ("run", {"run", "run_options"}),

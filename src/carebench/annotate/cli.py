@@ -52,15 +52,15 @@ def serve(
 @app.command()
 def load(
     db: DbOpt,
-    project: Annotated[Path | None, typer.Option(help="A sheet: policy cases, review items or criterion items "
+    project: Annotated[Path | None, typer.Option(show_default="needed unless --run", help="A sheet: policy cases, review items or criterion items "
                                                       "(.jsonl, .csv or .parquet), or builtin:calibration-cases "
                                                       "(the built-in plural calibration cases).")] = None,
     name: Annotated[str | None, typer.Option(show_default="the file's stem", help="Project name.")] = None,
     kind: Annotated[str | None, typer.Option(show_default='detect', help="policy, review, criterion or "
                                                                          "rubric-walk.")] = None,
-    run: Annotated[Path | None, typer.Option(help="rubric-walk: a converse run directory whose finished "
+    run: Annotated[Path | None, typer.Option(show_default="needed for rubric-walk", help="rubric-walk: a converse run directory whose finished "
                                                   "conversations clinicians walk the rubric over.")] = None,
-    rubric: Annotated[str | None, typer.Option(help="rubric-walk: the rubric (VERA-MH TSV, YAML, bundle "
+    rubric: Annotated[str | None, typer.Option(show_default="needed with --run", help="rubric-walk: the rubric (VERA-MH TSV, YAML, bundle "
                                                     "directory or builtin:sample).")] = None,
     rules: Annotated[str | None, typer.Option(show_default="the rubric's own",
                                               help="rubric-walk: walk rules (vera, carebench, vera+OPTION).")] = None,
