@@ -31,7 +31,7 @@ app.add_typer(models_app, name="models")
 
 _MOUNTED: set[str] = set()
 #: top-level commands that read run directories through the suite table, not a suite's app
-_OWN_COMMANDS = frozenset({"compare", "leaderboard"})
+_OWN_COMMANDS = frozenset({"compare", "leaderboard", "view"})
 
 
 def _mount_suites(only: str | None = None) -> None:
@@ -186,6 +186,32 @@ def leaderboard(
                + (f"; {len(excluded)} excluded" if excluded else ""))
     for r in excluded:
         typer.echo(f"  excluded {r['path']}: {r['reason']}")
+
+
+@app.command()
+def view(
+    folders: Annotated[list[Path] | None, typer.Argument(
+        show_default="runs", help="Folders holding run directories (searched up to 4 levels down).")] = None,
+    out: Annotated[Path | None, typer.Option(show_default="FIRST_FOLDER/view",
+                                             help="Folder for the page (index.html).")] = None,
+    serve: Annotated[bool, typer.Option("--serve", help="Serve the page on 127.0.0.1 (needs carebench[annotate]).")] = False,
+    port: Annotated[int, typer.Option(help="Port for --serve (0: any free port).")] = 8000,
+    leaderboards: Annotated[bool, typer.Option(help="Merge comparable runs of each suite into leaderboards.")] = True,
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples of the leaderboards.")] = 2000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 12345,
+) -> None:
+    """One page across every run directory: runs table, leaderboards, search over texts."""
+    from carebench.suites import comparer
+    from carebench.view import ViewConfig, build_view
+
+    cfg = ViewConfig([str(f) for f in folders or [Path("runs")]], out=None if out is None else str(out),
+                     leaderboards=leaderboards, B=bootstrap, seed=seed)
+    res = build_view(cfg, comparer)
+    typer.echo(f"view of {len(res.runs)} run(s): {res.index.with_name('index.html')}")
+    if serve:
+        from carebench.view.serve import serve as serve_view
+
+        serve_view(res.index, [r.path for r in res.runs] or [Path(cfg.folders[0])], port)
 
 
 def _click_classes(name: str) -> tuple[type[BaseException], ...]:

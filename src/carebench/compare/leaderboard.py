@@ -68,6 +68,12 @@ def build_leaderboard(cfg: LeaderboardConfig, comparer_of: Callable[[str], Compa
         v, comparer = read_run(r, comparer_of, suite=suite, comparer=comparer)
         views.append(v)
     assert comparer is not None
+    return leaderboard_of_views(views, comparer, cfg)
+
+
+def leaderboard_of_views(views: Sequence[RunView], comparer: Comparer, cfg: LeaderboardConfig) -> dict[str, Any]:
+    """The leaderboard of runs already read by their suite's comparer (the first is the reference)."""
+    suite = str(views[0].manifest.get("suite"))
     first = views[0]
     runs, included = [], []
     for i, v in enumerate(views):

@@ -1,0 +1,275 @@
+"""Finding run directories and summarising each from its manifest and metrics alone.
+
+Why generic: the view must list every kind of run directory (the suites', calibrations,
+compare, leaderboard, the demo) without importing a suite, and must stay about as cheap
+as reading the two JSON files. So the headline is read from the shapes metrics files
+share: a mapping of systems to measures, each a value with its interval
+(``{"value": v, "ci": [lo, hi]}`` or ``{"score": v, "ci": [lo, hi]}``), or an explicit
+``headline`` entry when a suite writes one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: folders a run directory holds that are never runs themselves
+_NOT_RUNS = frozenset({"figures", "__pycache__", ".git", "node_modules", "release"})
+#: how deep below a given folder run directories are looked for (the demo's parts sit one below it)
+MAX_DEPTH = 4
+#: measure names tried for the headline, in order (each suite's main measure)
+HEADLINE_MEASURES = ("score", "weighted_score", "macro_f1", "full_alignment", "alignment", "qwk", "accuracy")
+MEASURE_LABELS = {"macro_f1": "macro-F1", "qwk": "QWK", "score": "score", "weighted_score": "weighted score",
+                  "full_alignment": "full alignment"}
+#: system mappings' keys that are reference rows, never a system
+_REFERENCE_ROWS = frozenset({"chance", "reference"})
+EMBEDDED_MODEL = "llamacpp:builtin"
+
+
+@dataclass
+class Headline:
+    """A run's main number: the best system on the main measure, with its interval and n."""
+
+    label: str
+    system: str | None = None
+    value: float | None = None
+    lo: float | None = None
+    hi: float | None = None
+    n: int | None = None
+
+    def text(self) -> str:
+        if self.value is None:
+            return self.label
+        iv = f"{self.value:.3f}" + (f" [{self.lo:.3f}, {self.hi:.3f}]" if self.lo is not None
+                                     and self.hi is not None else "")
+        who = f"{self.system}: " if self.system else ""
+        return f"{who}{self.label} {iv}" + (f" (n = {self.n})" if self.n is not None else "")
+
+
+@dataclass
+class RunSummary:
+    """One row of the runs table."""
+
+    path: Path
+    suite: str
+    created: str
+    status: str
+    systems: list[str]
+    headline: Headline
+    flags: list[str] = field(default_factory=list)
+    inputs: list[str] = field(default_factory=list)  # compare/leaderboard: the runs they read
+    parent: str | None = None  # a demo part: the demo directory
+    has_report: bool = False
+
+
+def find_runs(folders: Iterable[str | Path]) -> list[Path]:
+    """Every directory holding a ``manifest.json`` under ``folders`` (each once, sorted)."""
+    found: dict[str, Path] = {}
+    for folder in folders:
+        root = Path(folder)
+        for path in _walk(root, 0):
+            found.setdefault(os.path.realpath(path), path)
+    return sorted(found.values(), key=lambda p: str(p))
+
+
+def _walk(path: Path, depth: int) -> Iterator[Path]:
+    try:
+        entries = list(os.scandir(path))
+    except OSError:
+        return
+    if any(e.name == "manifest.json" and e.is_file() for e in entries):
+        yield path
+    if depth >= MAX_DEPTH:
+        return
+    for e in entries:
+        if e.is_dir(follow_symlinks=False) and e.name not in _NOT_RUNS and not e.name.startswith("."):
+            yield from _walk(Path(e.path), depth + 1)
+
+
+def _load(path: Path) -> tuple[Any, str | None]:
+    """A JSON file's content (None when missing), or why it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            return json.load(f), None
+    except FileNotFoundError:
+        return None, None
+    except (OSError, ValueError) as e:
+        return None, f"{path.name} unreadable ({e.__class__.__name__})"
+
+
+def summarise(path: Path) -> tuple[RunSummary, dict[str, Any], dict[str, Any]]:
+    """The run's table row, manifest and metrics (both empty when unreadable)."""
+    manifest, problem = _load(path / "manifest.json")
+    metrics, problem_m = _load(path / "metrics.json")
+    manifest = manifest if isinstance(manifest, dict) else {}
+    metrics = metrics if isinstance(metrics, dict) else {}
+    suite = str(manifest.get("suite") or "unknown")
+    status = str(manifest.get("status") or ("complete" if metrics else "no metrics"))
+    if manifest.get("incomplete"):
+        status = "incomplete"
+    if problem or problem_m:
+        status = problem or problem_m or status
+    flags = run_flags(manifest, metrics)
+    if suite == "compare":
+        headline, systems = _compare_headline(metrics)
+        inputs = [str((metrics.get(k) or {}).get("path")) for k in ("base", "candidate")
+                  if (metrics.get(k) or {}).get("path")]
+        if (metrics.get("gate") or {}).get("failed"):
+            status = "gate failed"
+    elif suite == "leaderboard":
+        headline, systems = _leaderboard_headline(metrics)
+        runs = metrics.get("runs") or []
+        inputs = [str(r.get("path")) for r in runs if r.get("included")]
+        excluded = sum(1 for r in runs if not r.get("included"))
+        if excluded:
+            status = f"{excluded} run(s) excluded"
+    elif suite == "demo":
+        parts = [str(p) for p in metrics.get("parts") or []]
+        headline, systems, inputs = Headline("parts: " + (", ".join(parts) or "none")), [], []
+    else:
+        headline, systems = suite_headline(metrics, manifest)
+        inputs = []
+    return (RunSummary(path=path, suite=suite, created=str(manifest.get("created") or ""), status=status,
+                       systems=systems, headline=headline, flags=flags, inputs=inputs,
+                       has_report=(path / "report.html").is_file()), manifest, metrics)
+
+
+def run_flags(manifest: Mapping[str, Any], metrics: Mapping[str, Any]) -> list[str]:
+    """The banners a run carries: the embedded model, illustrative or synthetic data, flagged results."""
+    flags = []
+    if _mentions(manifest, EMBEDDED_MODEL):
+        flags.append("embedded model")
+    if _has_true(manifest, ("illustrative", "synthetic")):
+        flags.append("illustrative data")
+    if _has_true(metrics, ("flagged",)) or _positive(metrics.get("harness_failures")):
+        flags.append("flagged results")
+    return flags
+
+
+def _mentions(obj: Any, text: str, depth: int = 0) -> bool:
+    if isinstance(obj, str):
+        return obj == text or obj.startswith(text + "@")
+    if depth > 6:
+        return False
+    if isinstance(obj, Mapping):
+        return any(_mentions(v, text, depth + 1) for v in obj.values())
+    if isinstance(obj, list):
+        return any(_mentions(v, text, depth + 1) for v in obj)
+    return False
+
+
+def _has_true(obj: Any, keys: tuple[str, ...], depth: int = 0) -> bool:
+    if depth > 5:
+        return False
+    if isinstance(obj, Mapping):
+        for k, v in obj.items():
+            if k in keys and v is True:
+                return True
+            if isinstance(v, Mapping | list) and _has_true(v, keys, depth + 1):
+                return True
+    elif isinstance(obj, list):
+        return any(_has_true(v, keys, depth + 1) for v in obj[:200])
+    return False
+
+
+def _positive(x: Any) -> bool:
+    if isinstance(x, Mapping):
+        return any(_positive(v) for k, v in x.items() if k != "per_responder" and not isinstance(v, str))
+    return isinstance(x, int | float) and not isinstance(x, bool) and x > 0
+
+
+def _num(x: Any) -> float | None:
+    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
+
+
+def _measure(entry: Mapping[str, Any], name: str) -> tuple[float, float | None, float | None] | None:
+    """``entry[name]`` as (value, lo, hi) in the shapes metrics files use."""
+    m = entry.get(name)
+    if isinstance(m, Mapping):
+        v = _num(m.get("value"))
+        ci = m.get("ci") if isinstance(m.get("ci"), list) else [m.get("lo"), m.get("hi")]
+    else:
+        v = _num(m)
+        ci = entry.get("ci") if name == "score" else entry.get(f"{name}_ci")
+        ci = ci if isinstance(ci, list) else [None, None]
+    if v is None:
+        return None
+    lo, hi = (_num(ci[0]), _num(ci[1])) if len(ci) == 2 else (None, None)
+    return v, lo, hi
+
+
+def _systems_mapping(metrics: Mapping[str, Any]) -> tuple[str, dict[str, Mapping[str, Any]]] | None:
+    """The first top-level mapping of systems to measures, and the measure it carries first."""
+    for key, block in metrics.items():
+        if not isinstance(block, Mapping) or not block:
+            continue
+        entries = {k: v for k, v in block.items() if isinstance(v, Mapping) and k not in _REFERENCE_ROWS}
+        if not entries:
+            continue
+        for name in HEADLINE_MEASURES:
+            if any(_measure(v, name) for v in entries.values()):
+                return name, entries
+    return None
+
+
+def suite_headline(metrics: Mapping[str, Any], manifest: Mapping[str, Any]) -> tuple[Headline, list[str]]:
+    """The best unflagged system on the main measure, its interval and n; and the systems."""
+    given = metrics.get("headline")
+    if isinstance(given, Mapping) and _num(given.get("value")) is not None:
+        ci = given.get("ci") or [None, None]
+        return (Headline(str(given.get("label") or "headline"), given.get("system"), _num(given.get("value")),
+                         _num(ci[0]), _num(ci[1]), given.get("n")),
+                [str(s) for s in given.get("systems") or []] or _manifest_systems(manifest))
+    found = _systems_mapping(metrics)
+    if found is None:
+        return Headline("no headline measure in metrics.json"), _manifest_systems(manifest)
+    name, entries = found
+    scored = []
+    for system, entry in entries.items():
+        m = _measure(entry, name)
+        if m is not None and not entry.get("flagged") and not entry.get("is_reference"):
+            scored.append((m[0], system, m, entry))
+    systems = [s for s, e in entries.items() if not e.get("is_reference")]
+    if not scored:
+        return Headline(f"{name}: no system scored"), systems
+    lower = name in ("mae",)
+    _, best, (v, lo, hi), entry = (min if lower else max)(scored, key=lambda t: t[0])
+    n = next((entry[k] for k in ("n_scored", "n_tasks", "n_units", "n_personas", "n_prompts", "n")
+              if isinstance(entry.get(k), int)), None)
+    if n is None and isinstance(metrics.get("n"), int):
+        n = metrics["n"]
+    return Headline(MEASURE_LABELS.get(name, name.replace("_", " ")), best, v, lo, hi, n), systems
+
+
+def _manifest_systems(manifest: Mapping[str, Any]) -> list[str]:
+    methods = manifest.get("methods")
+    if isinstance(methods, list) and methods and all(isinstance(m, Mapping) for m in methods):
+        return [str(m.get("name") or m.get("method")) for m in methods]
+    models = manifest.get("models")
+    return [str(m) for m in models] if isinstance(models, list) else []
+
+
+def _compare_headline(metrics: Mapping[str, Any]) -> tuple[Headline, list[str]]:
+    gate = metrics.get("gate") or {}
+    failed = gate.get("failed") or []
+    n_gated = sum(1 for p in metrics.get("pairs") or [] for r in p.get("rows") or [] if r.get("gated"))
+    label = (f"gate failed: {len(failed)} of {n_gated} gated metric(s) regressed" if failed
+             else f"gate passed: none of {n_gated} gated metric(s) regressed")
+    pairs = [f"{a} -> {b}" for a, b in (metrics.get("settings") or {}).get("pairs") or []]
+    return Headline(label), pairs
+
+
+def _leaderboard_headline(metrics: Mapping[str, Any]) -> tuple[Headline, list[str]]:
+    boards = [b for b in metrics.get("boards") or [] if b.get("rows")]
+    if not boards:
+        return Headline("no leaderboard rows"), []
+    b = boards[0]
+    top = b["rows"][0]
+    ci = top.get("ci") or [None, None]
+    return (Headline(str(b.get("label") or b.get("metric")), str(top.get("system")), _num(top.get("value")),
+                     _num(ci[0]), _num(ci[1]), b.get("n_common_units")),
+            sorted({str(r.get("system")) for r in b["rows"]}))
