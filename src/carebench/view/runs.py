@@ -204,7 +204,7 @@ def _measure(entry: Mapping[str, Any], name: str) -> tuple[float, float | None, 
 
 def _systems_mapping(metrics: Mapping[str, Any]) -> tuple[str, dict[str, Mapping[str, Any]]] | None:
     """The first top-level mapping of systems to measures, and the measure it carries first."""
-    for key, block in metrics.items():
+    for block in metrics.values():
         if not isinstance(block, Mapping) or not block:
             continue
         entries = {k: v for k, v in block.items() if isinstance(v, Mapping) and k not in _REFERENCE_ROWS}

@@ -31,11 +31,9 @@ def run_texts(run_dir: Path) -> tuple[list[list[str]], bool]:
     path = Path(run_dir) / "records.jsonl"
     out: list[list[str]] = []
     seen: set[str] = set()
-    try:
-        f = open(path, encoding="utf-8")
-    except OSError:
+    if not path.is_file():
         return out, False
-    with f:
+    with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             if not line.strip():
                 continue

@@ -37,7 +37,7 @@ def serve(index: Path, runs: Sequence[Path], port: int = 8000) -> None:
     root = serve_root(index, runs)
     page = "/" + Path(os.path.relpath(os.path.abspath(index), root)).as_posix()
 
-    async def home(request):  # noqa: ANN001 - starlette's Request
+    async def home(request):  # starlette's Request
         return RedirectResponse(page)
 
     app = Starlette(routes=[Route("/", home), Mount("/", StaticFiles(directory=str(root)))])
