@@ -128,15 +128,15 @@ def test_hostile_text_is_escaped_and_searchable(built):
     page = Page(html)
     assert "<script>window.__xss" not in html and "<img src=x" not in html
     data = json.loads(page.data_block)
-    hits = [t for t in data["texts"] if NEEDLE in t[3]]
-    assert len(hits) == 1 and HOSTILE in hits[0][3]  # the text itself, back from JSON escapes
-    assert data["runs"][hits[0][0]]["name"] == "nested/support"
+    support_i = next(i for i, r in enumerate(data["runs"]) if r["name"] == "nested/support")
+    hits = [(i, t) for i, texts in enumerate(data["texts"]) for t in texts if NEEDLE in t[2]]
+    assert len(hits) == 1 and HOSTILE in hits[0][1][2]  # the text itself, back from JSON escapes
+    assert hits[0][0] == support_i
     # every search text of the support run is one of its records' strings
     recs = (runs["support"] / "records.jsonl").read_text()
-    support_i = next(i for i, r in enumerate(data["runs"]) if r["name"] == "nested/support")
-    for t in data["texts"]:
-        if t[0] == support_i:
-            assert json.dumps(t[3], ensure_ascii=False)[1:-1] in recs
+    assert data["texts"][support_i]
+    for t in data["texts"][support_i]:
+        assert json.dumps(t[2], ensure_ascii=False)[1:-1] in recs
 
 
 def test_no_external_url_and_only_hashed_scripts(built):

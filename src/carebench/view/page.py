@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import os
 import string
 from collections.abc import Mapping, Sequence
@@ -26,6 +25,7 @@ from markupsafe import escape
 
 from carebench.view.leaderboards import SuiteBoards
 from carebench.view.runs import RunSummary
+from carebench.view.search import safe_json
 
 DASH = "\u2013"
 FLAG_TEXT = {
@@ -54,25 +54,20 @@ def href_to(target: Path, out_dir: Path) -> str:
     return quote(rel.replace(os.sep, "/"), safe="/")
 
 
-def json_block(data: Any) -> str:
-    """JSON that cannot end its ``<script>`` element nor start markup inside it."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
-
-
 def run_name(s: RunSummary, roots: Sequence[Path]) -> str:
+    """The run's path below the folder it was found in (its folder name when it is one)."""
     for root in roots:
         try:
-            rel = s.path.resolve().relative_to(root.resolve())
+            rel = s.path.relative_to(root)
         except ValueError:
             continue
         if str(rel) != ".":
-            return str(rel).replace(os.sep, "/")
+            return rel.as_posix()
     return s.path.name or str(s.path)
 
 
 def render_page(summaries: Sequence[RunSummary], names: Sequence[str], boards: Sequence[SuiteBoards],
-                texts: Sequence[list[Any]], cut: Sequence[str], out_dir: Path, generator: str,
+                texts: Sequence[str], cut: Sequence[str], out_dir: Path, generator: str,
                 problems: Sequence[str] = ()) -> str:
     out: list[str] = []
     put = out.append
@@ -171,9 +166,10 @@ def render_page(summaries: Sequence[RunSummary], names: Sequence[str], boards: S
             f"{_e(', '.join(cut))}.</p>")
     put("\n</section>\n</main>")
     put(f"\n<footer>{_e(generator)}</footer>")
-    data = {"runs": [{"name": n, "suite": s.suite, "href": h} for s, n, h in zip(summaries, names, hrefs, strict=True)],
-            "texts": list(texts)}
-    put(f'\n<script type="application/json" id="view-data">{json_block(data)}</script>')
+    runs = [{"name": n, "suite": s.suite, "href": h} for s, n, h in zip(summaries, names, hrefs, strict=True)]
+    # each run's texts arrive already encoded by safe_json (and cached so): joined, not re-encoded
+    put(f'\n<script type="application/json" id="view-data">{{"runs":{safe_json(runs)},"texts":['
+        + ",".join(texts) + "]}</script>")
     sorter, view_js = _asset("carebench.report", "sort_table.js"), _asset("carebench.view", "view.js")
     put(f"\n<script>{sorter}</script>\n<script>{view_js}</script>")
     shell = string.Template(_asset("carebench.view", "view.html"))

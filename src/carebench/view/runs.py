@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,8 @@ MEASURE_LABELS = {"macro_f1": "macro-F1", "qwk": "QWK", "score": "score", "weigh
 #: system mappings' keys that are reference rows, never a system
 _REFERENCE_ROWS = frozenset({"chance", "reference"})
 EMBEDDED_MODEL = "llamacpp:builtin"
+_EMBEDDED = re.compile(rb'"' + re.escape(EMBEDDED_MODEL.encode()) + rb'(?:@[^"]*)?"')
+_ILLUSTRATIVE = re.compile(rb'"(?:illustrative|synthetic)"\s*:\s*true\b')
 
 
 @dataclass
@@ -68,11 +71,12 @@ class RunSummary:
 
 def find_runs(folders: Iterable[str | Path]) -> list[Path]:
     """Every directory holding a ``manifest.json`` under ``folders`` (each once, sorted)."""
+    folders = list(folders)
     found: dict[str, Path] = {}
     for folder in folders:
-        root = Path(folder)
-        for path in _walk(root, 0):
-            found.setdefault(os.path.realpath(path), path)
+        for path in _walk(Path(folder), 0):
+            # one folder inside another given one: a run found twice is listed once
+            found.setdefault(os.path.realpath(path) if len(folders) > 1 else str(path), path)
     return sorted(found.values(), key=lambda p: str(p))
 
 
@@ -90,21 +94,22 @@ def _walk(path: Path, depth: int) -> Iterator[Path]:
             yield from _walk(Path(e.path), depth + 1)
 
 
-def _load(path: Path) -> tuple[Any, str | None]:
-    """A JSON file's content (None when missing), or why it cannot be read."""
+def _load(path: Path) -> tuple[Any, bytes, str | None]:
+    """A JSON file's content and bytes (None, b"" when missing), or why it cannot be read."""
     try:
         with open(path, "rb") as f:
-            return json.load(f), None
+            raw = f.read()
+        return json.loads(raw), raw, None
     except FileNotFoundError:
-        return None, None
+        return None, b"", None
     except (OSError, ValueError) as e:
-        return None, f"{path.name} unreadable ({e.__class__.__name__})"
+        return None, b"", f"{path.name} unreadable ({e.__class__.__name__})"
 
 
 def summarise(path: Path) -> tuple[RunSummary, dict[str, Any], dict[str, Any]]:
     """The run's table row, manifest and metrics (both empty when unreadable)."""
-    manifest, problem = _load(path / "manifest.json")
-    metrics, problem_m = _load(path / "metrics.json")
+    manifest, raw_manifest, problem = _load(path / "manifest.json")
+    metrics, _, problem_m = _load(path / "metrics.json")
     manifest = manifest if isinstance(manifest, dict) else {}
     metrics = metrics if isinstance(metrics, dict) else {}
     suite = str(manifest.get("suite") or "unknown")
@@ -113,7 +118,7 @@ def summarise(path: Path) -> tuple[RunSummary, dict[str, Any], dict[str, Any]]:
         status = "incomplete"
     if problem or problem_m:
         status = problem or problem_m or status
-    flags = run_flags(manifest, metrics)
+    flags = run_flags(raw_manifest, metrics)
     if suite == "compare":
         headline, systems = _compare_headline(metrics)
         inputs = [str((metrics.get(k) or {}).get("path")) for k in ("base", "candidate")
@@ -138,48 +143,36 @@ def summarise(path: Path) -> tuple[RunSummary, dict[str, Any], dict[str, Any]]:
                        has_report=(path / "report.html").is_file()), manifest, metrics)
 
 
-def run_flags(manifest: Mapping[str, Any], metrics: Mapping[str, Any]) -> list[str]:
-    """The banners a run carries: the embedded model, illustrative or synthetic data, flagged results."""
+def run_flags(raw_manifest: bytes, metrics: Mapping[str, Any]) -> list[str]:
+    """The banners a run carries: the embedded model, illustrative or synthetic data, flagged results.
+
+    The manifest is searched as written (any string value naming the embedded model, any
+    ``"illustrative": true`` or ``"synthetic": true``); in the metrics only each system's
+    entry of a top-level mapping is looked at (``metrics[block][system]["flagged"]``), and
+    the harness-failure counts."""
     flags = []
-    if _mentions(manifest, EMBEDDED_MODEL):
+    if _EMBEDDED.search(raw_manifest):
         flags.append("embedded model")
-    if _has_true(manifest, ("illustrative", "synthetic")):
+    if _ILLUSTRATIVE.search(raw_manifest):
         flags.append("illustrative data")
-    if _has_true(metrics, ("flagged",)) or _positive(metrics.get("harness_failures")):
+    if _flagged_system(metrics) or _positive(metrics.get("harness_failures")):
         flags.append("flagged results")
     return flags
 
 
-def _mentions(obj: Any, text: str, depth: int = 0) -> bool:
-    if isinstance(obj, str):
-        return obj == text or obj.startswith(text + "@")
-    if depth > 6:
-        return False
-    if isinstance(obj, Mapping):
-        return any(_mentions(v, text, depth + 1) for v in obj.values())
-    if isinstance(obj, list):
-        return any(_mentions(v, text, depth + 1) for v in obj)
-    return False
-
-
-def _has_true(obj: Any, keys: tuple[str, ...], depth: int = 0) -> bool:
-    if depth > 5:
-        return False
-    if isinstance(obj, Mapping):
-        for k, v in obj.items():
-            if k in keys and v is True:
-                return True
-            if isinstance(v, Mapping | list) and _has_true(v, keys, depth + 1):
-                return True
-    elif isinstance(obj, list):
-        return any(_has_true(v, keys, depth + 1) for v in obj[:200])
+def _flagged_system(metrics: Mapping[str, Any]) -> bool:
+    for block in metrics.values():
+        if type(block) is dict:
+            for entry in block.values():
+                if type(entry) is dict and entry.get("flagged") is True:
+                    return True
     return False
 
 
 def _positive(x: Any) -> bool:
-    if isinstance(x, Mapping):
-        return any(_positive(v) for k, v in x.items() if k != "per_responder" and not isinstance(v, str))
-    return isinstance(x, int | float) and not isinstance(x, bool) and x > 0
+    if type(x) is dict:
+        return any(_positive(v) for k, v in x.items() if k != "per_responder")
+    return type(x) in (int, float) and x > 0
 
 
 def _num(x: Any) -> float | None:

@@ -11,7 +11,7 @@ the page says when a run was cut.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,38 @@ ID_FIELDS = ("item_id", "task_id", "prompt_id", "persona", "persona_id", "conver
 SYSTEM_FIELDS = ("method", "responder", "system", "chatbot", "judge", "model")
 #: fields that are never dataset or model text
 _SKIP = frozenset({"status", "error", "kind", "model", "scope", "command", "path"})
+_NOT_TEXT = _SKIP | set(ID_FIELDS) | set(SYSTEM_FIELDS)
+
+
+#: bump when what is extracted changes, so cached texts are re-read
+CACHE_VERSION = 2
+
+
+def safe_json(data: Any) -> str:
+    """JSON that cannot end a ``<script>`` element nor start markup inside it."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+
+
+def cached_run_texts(run_dir: Path, cache: dict[str, Any]) -> tuple[str, int, bool]:
+    """:func:`run_texts` as :func:`safe_json` text, how many, and whether cut; from ``cache``
+    when ``records.jsonl`` has the same size and time as when it was read (``cache`` is
+    updated). A rebuilt view then parses only the records that changed, and the page
+    takes each run's texts as they were encoded."""
+    path = Path(run_dir) / "records.jsonl"
+    try:
+        st = path.stat()
+    except OSError:
+        return "[]", 0, False
+    key = str(path.absolute())
+    stamp = [CACHE_VERSION, st.st_size, st.st_mtime_ns]
+    hit = cache.get(key)
+    if type(hit) is list and len(hit) == 4 and hit[0] == stamp and type(hit[1]) is str:
+        return hit[1], int(hit[2]), bool(hit[3])
+    texts, cut = run_texts(run_dir)
+    encoded = safe_json(texts)
+    cache[key] = [stamp, encoded, len(texts), cut]
+    return encoded, len(texts), cut
 
 
 def run_texts(run_dir: Path) -> tuple[list[list[str]], bool]:
@@ -41,7 +73,7 @@ def run_texts(run_dir: Path) -> tuple[list[list[str]], bool]:
                 rec = json.loads(line)
             except ValueError:
                 continue
-            if not isinstance(rec, Mapping):
+            if type(rec) is not dict:
                 continue
             where = _where(rec)
             for field, text in _texts(rec, "", 0):
@@ -54,26 +86,44 @@ def run_texts(run_dir: Path) -> tuple[list[list[str]], bool]:
     return out, False
 
 
-def _where(rec: Mapping[str, Any]) -> str:
-    ids = [f"{k.removesuffix('_id')} {rec[k]}" for k in ID_FIELDS if isinstance(rec.get(k), str | int)
-           and not isinstance(rec.get(k), bool)][:2]
-    who = next((str(rec[k]) for k in SYSTEM_FIELDS if isinstance(rec.get(k), str) and rec.get(k)), None)
-    return ", ".join(ids + ([who] if who else []))
+def _where(rec: dict[str, Any]) -> str:
+    ids = []
+    for k in ID_FIELDS:
+        v = rec.get(k)
+        if v is not None and type(v) in (str, int):
+            ids.append(f"{k.removesuffix('_id')} {v}")
+            if len(ids) == 2:
+                break
+    for k in SYSTEM_FIELDS:
+        v = rec.get(k)
+        if type(v) is str and v:
+            ids.append(v)
+            break
+    return ", ".join(ids)
 
 
 def _texts(obj: Any, field: str, depth: int) -> Iterator[tuple[str, str]]:
-    if isinstance(obj, str):
+    """Prose strings of a parsed JSON value (exact JSON types: dict, list, str)."""
+    kind = type(obj)
+    if kind is str:
         if len(obj) >= MIN_CHARS and " " in obj:
             yield field, obj
     elif depth > 4:
         return
-    elif isinstance(obj, Mapping):
+    elif kind is dict:
         role = obj.get("role")
         for k, v in obj.items():
-            if k in _SKIP or k in ID_FIELDS or k in SYSTEM_FIELDS:
+            t = type(v)
+            if t is not str and t is not dict and t is not list:
                 continue
-            name = str(role) if k == "content" and isinstance(role, str) else str(k)
-            yield from _texts(v, name, depth + 1)
-    elif isinstance(obj, list):
+            if k in _NOT_TEXT:
+                continue
+            name = role if k == "content" and type(role) is str else k
+            if t is str:
+                if len(v) >= MIN_CHARS and " " in v:
+                    yield name, v
+            else:
+                yield from _texts(v, name, depth + 1)
+    elif kind is list:
         for v in obj:
             yield from _texts(v, field, depth + 1)

@@ -44,32 +44,34 @@
     while (results.firstChild) { results.removeChild(results.firstChild); }
     if (q.length < 2) { summary.textContent = "Type at least two characters."; return; }
     var found = 0;
-    data.texts.forEach(function (entry) {
-      var at = entry[3].toLowerCase().indexOf(q);
-      if (at < 0) { return; }
-      found += 1;
-      if (found > LIMIT) { return; }
-      var run = data.runs[entry[0]];
-      var li = document.createElement("li");
-      var a = document.createElement(run.href ? "a" : "span");
-      if (run.href) { a.href = run.href; }
-      a.className = "hit-run";
-      a.textContent = run.name;
-      var meta = document.createElement("span");
-      meta.className = "hit-meta";
-      meta.textContent = " " + run.suite + (entry[1] ? " \u00b7 " + entry[1] : "") + " \u00b7 " + entry[2];
-      var p = document.createElement("p");
-      p.className = "hit-text";
-      var parts = snippet(entry[3], at, q.length);
-      var mark = document.createElement("mark");
-      mark.textContent = parts[1];
-      p.appendChild(document.createTextNode(parts[0]));
-      p.appendChild(mark);
-      p.appendChild(document.createTextNode(parts[2]));
-      li.appendChild(a);
-      li.appendChild(meta);
-      li.appendChild(p);
-      results.appendChild(li);
+    data.texts.forEach(function (texts, i) {
+      var run = data.runs[i];
+      texts.forEach(function (entry) {
+        var at = entry[2].toLowerCase().indexOf(q);
+        if (at < 0) { return; }
+        found += 1;
+        if (found > LIMIT) { return; }
+        var li = document.createElement("li");
+        var a = document.createElement(run.href ? "a" : "span");
+        if (run.href) { a.href = run.href; }
+        a.className = "hit-run";
+        a.textContent = run.name;
+        var meta = document.createElement("span");
+        meta.className = "hit-meta";
+        meta.textContent = " " + run.suite + (entry[1] ? " \u00b7 " + entry[1] : "") + (entry[0] ? " \u00b7 " + entry[0] : "");
+        var p = document.createElement("p");
+        p.className = "hit-text";
+        var parts = snippet(entry[2], at, q.length);
+        var mark = document.createElement("mark");
+        mark.textContent = parts[1];
+        p.appendChild(document.createTextNode(parts[0]));
+        p.appendChild(mark);
+        p.appendChild(document.createTextNode(parts[2]));
+        li.appendChild(a);
+        li.appendChild(meta);
+        li.appendChild(p);
+        results.appendChild(li);
+      });
     });
     summary.textContent = found === 0 ? "No text matches." :
       found + " text(s) match" + (found > LIMIT ? "; the first " + LIMIT + " are shown" : "") + ".";
