@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from carebench.converse.rubric import BUILTIN_RUBRICS
 from carebench.run_options import (
     Budget,
     Cache,
@@ -28,7 +29,8 @@ app = typer.Typer(help="Simulated multi-turn conversations judged with decision-
                   no_args_is_help=True, add_completion=False)
 
 Rubric = Annotated[str | None, typer.Option(
-    show_default="none: give one", help="Rubric: a VERA-MH TSV, a YAML rubric, or a bundle directory with manifest.json.")]
+    show_default="none: give one", help=f"Rubric: built in {', '.join(BUILTIN_RUBRICS)}; or a VERA-MH TSV, a YAML rubric, or a bundle directory "
+         "with manifest.json.")]
 Judge = Annotated[list[str] | None, typer.Option(show_default="none: give at least one", help="Judge model spec (repeatable: several judges).")]
 Seed = Annotated[int, typer.Option(help="Seed of sampling and of the bootstrap.")]
 Bootstrap = Annotated[int, typer.Option(help="Bootstrap resamples (personas resampled).")]
