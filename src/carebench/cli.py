@@ -14,7 +14,9 @@ from typing import Annotated
 
 import typer
 
-from carebench.types import BatchPending, CarebenchError, RunStopped
+from carebench import suites as suite_table
+from carebench.cli_params import Slot, expand
+from carebench.types import BatchPending, CarebenchError, ChatRequest, RunStopped, messages
 
 app = typer.Typer(
     name="carebench",
@@ -82,9 +84,7 @@ def _mount_suites(only: str | None = None) -> None:
     ``carebench support rescore`` then does not pay for importing every other suite
     (about a second: risk alone pulls in SciPy's statistics and the sweep).
     """
-    from carebench.suites import SUITES, TOOLS
-
-    apps = {name: entry.app for name, entry in SUITES.items()} | dict(TOOLS)
+    apps = {name: entry.app for name, entry in suite_table.SUITES.items()} | dict(suite_table.TOOLS)
     if only in _OWN_COMMANDS:  # a command of this app that needs no suite's commands
         return
     names = [only] if only in apps else list(apps)
@@ -125,7 +125,6 @@ def models_check(
     from carebench.run import Run
     from carebench.run_options import run_options
     from carebench.runner import Call
-    from carebench.types import ChatRequest, messages
 
     req = ChatRequest(messages(("user", "Reply with the single word: ready")), max_tokens=16)
     # one try and one retry, never from the cache: the point is to reach the model now
@@ -153,30 +152,38 @@ def report(run_dir: Annotated[Path, typer.Argument(help="A carebench run directo
 
         rerender_demo(run_dir)
     else:
-        from carebench.suites import rerender
-
-        rerender(run_dir)
+        suite_table.rerender(run_dir)
     typer.echo(f"re-rendered {run_dir}/report.md and report.html")
 
 
+#: ``carebench compare``'s pairing options, one per option named in the suite table
+_PAIRS = Slot("PAIRS")
+
+
+def _pair_options(func):
+    """Give ``compare`` the suite table's pairing options in place of its ``pairs`` parameter."""
+    options = {option.lstrip("-").replace("-", "_"): (Annotated[list[str] | None, typer.Option(
+        option, show_default="every name in both runs, else the only one of each", help=help_)], None)
+        for option, help_ in suite_table.pair_options().items()}
+    return expand(func, options, {_PAIRS: lambda values: {
+        f"--{name.replace('_', '-')}": given for name, given in values.items()}})
+
+
 @app.command()
+@_pair_options
 def compare(
     base: Annotated[Path, typer.Argument(help="The base run directory (e.g. what is deployed).")],
     candidate: Annotated[Path, typer.Argument(help="The candidate run directory.")],
     out: Annotated[Path | None, typer.Option(show_default='runs/compare-<time>', help="Output directory.")] = None,
     gate: Annotated[list[str] | None, typer.Option(
-        show_default='risk macro_f1 and qwk, support score, plural full:*, converse score', help="METRIC[:MARGIN] deciding the exit code (repeatable; globs such as 'full:*'). "
+        show_default=suite_table.default_gates_text(), help="METRIC[:MARGIN] deciding the exit code (repeatable; globs such as 'full:*'). "
              "full:* is every profile.")] = None,
     margin: Annotated[float, typer.Option(help="Verdict margin: regression when the whole 95% interval is "
                                                "worse than -margin.")] = 0.0,
     allow_different: Annotated[list[str] | None, typer.Option(
         "--allow-different", show_default='none: every check applies', help="Override one comparability check on purpose (repeatable; named in the "
                                   "report).")] = None,
-    method: Annotated[list[str] | None, typer.Option(show_default='every name in both runs, else the only one of each', help="risk: pair BASE_NAME=CANDIDATE_NAME methods.")] = None,
-    responder: Annotated[list[str] | None, typer.Option(
-        show_default='every name in both runs, else the only one of each', help="support: pair BASE=CANDIDATE responders.")] = None,
-    system: Annotated[list[str] | None, typer.Option(
-        show_default='every name in both runs, else the only one of each', help="plural: pair BASE=CANDIDATE systems; converse: BASE=CANDIDATE chatbots.")] = None,
+    pairs: dict = _PAIRS,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples of the shared units.")] = 2000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 12345,
     junit: Annotated[Path | None, typer.Option(show_default='none', help="Write JUnit XML: one test case per gated metric.")] = None,
@@ -185,14 +192,13 @@ def compare(
 ) -> None:
     """Compare a candidate run with a base run of the same suite; exit 1 if a gated metric regresses."""
     from carebench.compare.command import CompareConfig, pairs_from_options, run_compare
-    from carebench.suites import comparer
 
     cfg = CompareConfig(str(base), str(candidate), out=None if out is None else str(out),
-                        pairs=pairs_from_options(method or [], responder or [], system or []),
+                        pairs=pairs_from_options(pairs),
                         gates=list(gate or []), margin=margin, allow_different=list(allow_different or []),
                         B=bootstrap, seed=seed, junit=None if junit is None else str(junit),
                         summary=None if summary is None else str(summary))
-    out_dir, metrics = run_compare(cfg, comparer)
+    out_dir, metrics = run_compare(cfg, suite_table.comparer)
     failed = metrics["gate"]["failed"]
     n_gated = sum(r["gated"] for p in metrics["pairs"] for r in p["rows"])
     typer.echo(f"{'FAIL' if failed else 'pass'}: {len(failed)} of {n_gated} gated metric(s) regressed; "
@@ -217,11 +223,10 @@ def leaderboard(
 ) -> None:
     """Merge runs of one suite made at different times into one leaderboard with bands."""
     from carebench.compare.leaderboard import LeaderboardConfig, run_leaderboard
-    from carebench.suites import comparer
 
     cfg = LeaderboardConfig([str(r) for r in runs], out=None if out is None else str(out), prefer=prefer,
                             allow_different=list(allow_different or []), B=bootstrap, seed=seed)
-    out_dir, metrics = run_leaderboard(cfg, comparer)
+    out_dir, metrics = run_leaderboard(cfg, suite_table.comparer)
     excluded = [r for r in metrics["runs"] if not r["included"]]
     typer.echo(f"leaderboard of {len(metrics['runs']) - len(excluded)} run(s) in {out_dir}/report.html"
                + (f"; {len(excluded)} excluded" if excluded else ""))
@@ -242,12 +247,11 @@ def view(
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 12345,
 ) -> None:
     """One page across every run directory: runs table, leaderboards, search over texts."""
-    from carebench.suites import comparer
     from carebench.view import ViewConfig, build_view
 
     cfg = ViewConfig([str(f) for f in folders or [Path("runs")]], out=None if out is None else str(out),
                      leaderboards=leaderboards, B=bootstrap, seed=seed)
-    res = build_view(cfg, comparer)
+    res = build_view(cfg, suite_table.comparer)
     typer.echo(f"view of {len(res.runs)} run(s): {res.index.with_name('index.html')}")
     if serve:
         from carebench.view.serve import serve as serve_view

@@ -1,30 +1,31 @@
-"""The run flags every model-calling command shares, and the one builder of ``RunOptions``.
+"""The run flags every model-calling command shares, declared once, and the one builder of ``RunOptions``.
 
 Each command used to declare ``--budget``, ``--cache``, ``--concurrency`` ... on its own,
 and they drifted: one command had no ``--concurrency``, another called the budget
-field by another name. A command now declares these aliases as its parameters and
-hands them to :func:`run_options`; suite configs hold the result as ``run``.
+field by another name. A command now takes them all from one decorator, as Inspect's
+``@common_options`` does, and is handed the built :class:`RunOptions` in their place::
 
-Usage in a Typer command::
+    @app.command()
+    @run_flags()
+    def run(data: ..., options: RunOptions = RUN_FLAGS) -> None:
+        cfg = RunConfig(data=data, run=options)
 
-    def run(..., out: Out = None, cache: Cache = None, no_cache: NoCache = False,
-            budget: Budget = None, dry_run: DryRun = False, concurrency: Concurrency = None,
-            model_option: ModelOption = None, timeout: Timeout = 120.0,
-            batch: Batch = None, batch_format: BatchFormat = None):
-        opts = run_options(out=out, cache=cache, no_cache=no_cache, budget=budget,
-                           dry_run=dry_run, concurrency=concurrency,
-                           model_option=model_option, timeout=timeout,
-                           batch=batch, batch_format=batch_format)
+The flags stand in ``--help`` where ``options`` stands in the signature. A command that
+calls no model declares only what it uses (``@run_flags(only=("out",), no_cache=True)``);
+:func:`run_options` builds ``RunOptions`` for everything else (tests, the demo).
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from carebench.cli_params import Slot, expand
 from carebench.run import RunOptions
 
 Out = Annotated[Path | None, typer.Option(
@@ -95,3 +96,39 @@ def run_options(*, out: str | Path | None = None, cache: str | Path | None = Non
         timeout_s=timeout, progress=progress,
         model_options=collect_model_options(model_option, model_options), max_retries=retries,
     )
+
+
+#: every shared run flag (its parameter name) with its declaration and default, in ``--help`` order
+FLAGS: dict[str, tuple[Any, Any]] = {
+    "out": (Out, None), "cache": (Cache, None), "no_cache": (NoCache, False), "budget": (Budget, None),
+    "dry_run": (DryRun, False), "json_out": (Json, False), "concurrency": (Concurrency, None),
+    "model_option": (ModelOption, None), "timeout": (Timeout, DEFAULT_TIMEOUT_S), "batch": (Batch, None),
+    "batch_format": (BatchFormat, None),
+}
+
+
+#: the parameter given this default receives the built :class:`RunOptions`
+RUN_FLAGS: Any = Slot("RUN_FLAGS")
+#: the parameter given this default receives the flags' values as given (e.g. to merge a config file under them)
+RUN_FLAG_VALUES: Any = Slot("RUN_FLAG_VALUES")
+
+
+def run_flags(*, only: Iterable[str] | None = None, without: Iterable[str] = (),
+              declare: Mapping[str, Any] | None = None, **fixed: Any) -> Callable[[Callable], Callable]:
+    """Give a Typer command the shared run flags in place of its ``RUN_FLAGS`` parameter.
+
+    ``only``/``without`` choose a subset of :data:`FLAGS` (by parameter name); ``declare``
+    replaces a flag's declaration (its help) for a command whose flag means less, e.g. a
+    ``--budget`` accepted where no model is called; ``fixed`` are :func:`run_options`
+    arguments the command sets itself (``no_cache=True``, ``progress=False``)."""
+    unknown = sorted((set(only or ()) | set(without) | set(declare or ())) - set(FLAGS))
+    if unknown:
+        raise TypeError(f"run_flags: unknown run flags {unknown}")
+    flags = {n: ((declare or {}).get(n, annotation), default) for n, (annotation, default) in FLAGS.items()
+             if (only is None or n in only) and n not in set(without)}
+
+    def given(values: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in values.items() if k != "json_out"}  # --json is read through JSON_OUTPUT
+
+    return functools.partial(expand, options=flags, build={
+        RUN_FLAGS: lambda values: run_options(**fixed, **given(values)), RUN_FLAG_VALUES: given})

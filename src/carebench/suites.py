@@ -1,15 +1,20 @@
-"""The suite table: every suite's command group and its run-skeleton object, by name.
+"""The suite table: everything the application needs to know about a suite, in one entry.
 
-The CLI mounts the suites listed here and ``carebench report DIR`` re-renders a run
-through the suite its manifest names; nothing is found by guessing module names,
-so a renamed module fails loudly instead of silently dropping a suite. This module
-and the CLI are the application layer: the only places that import every suite.
-To add a suite, add one row.
+An entry names the suite's modules as ``"package.module:attribute"`` strings, imported
+only when used: its Typer app (mounted as ``carebench <suite>``), the class that
+re-renders each kind of run directory it writes (``carebench report DIR`` picks it by the
+manifest's ``suite`` and ``kind``), its comparer with the option that pairs differently
+named systems and the metrics gated by default (``carebench compare``, ``leaderboard``),
+and its part of ``carebench demo``. The CLI, ``carebench report``, ``compare``, the demo
+and the structure tests read this table and nothing else, so a new suite is one entry
+here; a renamed module fails loudly instead of silently dropping a suite. This module and
+the CLI are the application layer: the only places that reach every suite.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,180 +22,145 @@ from typing import Any
 from carebench.types import CarebenchError
 
 
+class Target(str):
+    """A ``"package.module:attribute"`` string; calling it imports the module and returns
+    the attribute (a suite is imported only when one of its parts is used)."""
+
+    __slots__ = ()
+
+    @property
+    def module(self) -> str:
+        return self.partition(":")[0]
+
+    def __call__(self) -> Any:
+        module, _, attr = self.partition(":")
+        obj: Any = importlib.import_module(module)
+        for part in attr.split(".") if attr else ():
+            obj = getattr(obj, part)
+        return obj
+
+
 @dataclass(frozen=True)
 class SuiteEntry:
+    """One suite: see the module docstring. ``kinds`` maps a manifest's ``kind`` (None: a
+    run that records none) to the class re-rendering it, built without arguments."""
+
     help: str
-    app: Callable[[], Any]  # the suite's Typer app (imported only when mounted)
-    suite: Callable[[], Any]  # a carebench.experiment.Suite able to score and render runs
-    demo: Callable[[], Any] | None = None  # run_demo(run_dir, model_spec=, quick=) for ``carebench demo``
-    #: a carebench.compare.measures.Comparer for ``carebench compare`` / ``leaderboard`` (None: not comparable)
-    comparer: Callable[[], Any] | None = None
+    app: Target
+    kinds: Mapping[str | None, Target]
+    #: a carebench.compare.measures.Comparer class (None: the suite's runs are not compared)
+    comparer: Target | None = None
+    #: compare's option pairing differently named systems, and what it pairs (for its help)
+    pair_option: str | None = None
+    pair_help: str = ""
+    #: the measures (globs) ``carebench compare`` gates when no --gate is given
+    gates: tuple[str, ...] = ()
+    #: run_demo(run_dir, model_spec=, quick=) of the suite's part of ``carebench demo``
+    demo: Target | None = None
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "app", Target(self.app))
+        object.__setattr__(self, "kinds", {k: Target(v) for k, v in self.kinds.items()})
+        for name in ("comparer", "demo"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, Target(getattr(self, name)))
 
-def _risk_app():
-    from carebench.risk.cli import app
+    def modules(self) -> list[str]:
+        """Every module the entry names (what the suite table imports of the suite)."""
+        named = [self.app, *self.kinds.values(), self.comparer, self.demo]
+        return sorted({t.module for t in named if t is not None})
 
-    return app
-
-
-def _risk_suite():
-    from carebench.risk.suite import RiskSuite
-
-    return RiskSuite()
-
-
-def _risk_demo():
-    from carebench.risk.demo import run_demo
-
-    return run_demo
-
-
-def _support_demo():
-    from carebench.support.demo import run_demo
-
-    return run_demo
-
-
-def _support_app():
-    from carebench.support.cli import app
-
-    return app
-
-
-def _support_suite():
-    from carebench.support.suite import SupportSuite
-
-    return SupportSuite()
-
-
-def _plural_app():
-    from carebench.plural.cli import app
-
-    return app
-
-
-def _plural_suite():
-    from carebench.plural.suite import PluralSuite
-
-    return PluralSuite()
-
-
-def _plural_demo():
-    from carebench.plural.demo import run_demo
-
-    return run_demo
-
-
-def _construct_app():
-    from carebench.construct.cli import app
-
-    return app
-
-
-def _construct_suite():
-    from carebench.construct.suite import ConstructSuite
-
-    return ConstructSuite()
-
-
-def _risk_comparer():
-    from carebench.risk.compare import RiskComparer
-
-    return RiskComparer()
-
-
-def _support_comparer():
-    from carebench.support.compare import SupportComparer
-
-    return SupportComparer()
-
-
-def _plural_comparer():
-    from carebench.plural.compare import PluralComparer
-
-    return PluralComparer()
-
-
-def _converse_comparer():
-    from carebench.converse.compare import ConverseComparer
-
-    return ConverseComparer()
-
-
-def _converse_app():
-    from carebench.converse.cli import app
-
-    return app
-
-
-def _converse_suite():
-    from carebench.converse.suite import ConverseSuite
-
-    return ConverseSuite()
-
-
-def _converse_demo():
-    from carebench.converse.demo import run_demo
-
-    return run_demo
-
-
-def _annotate_app():
-    from carebench.annotate.cli import app
-
-    return app
+    @property
+    def package(self) -> str:
+        """The suite's package (its app's, e.g. ``carebench.risk``)."""
+        return self.app.module.rpartition(".")[0]
 
 
 SUITES: dict[str, SuiteEntry] = {
-    "risk": SuiteEntry("graded risk measurement (Beyond the Flag)", _risk_app, _risk_suite, _risk_demo,
-                       _risk_comparer),
-    "support": SuiteEntry("rubric-scored crisis support (DistressBench)", _support_app, _support_suite,
-                          _support_demo, _support_comparer),
-    "plural": SuiteEntry("practitioner-calibrated reference policies and jury scoring (VEILED-SH)",
-                         _plural_app, _plural_suite, _plural_demo, _plural_comparer),
-    "construct": SuiteEntry("dataset construction (VEILED-SH §4)", _construct_app, _construct_suite),
-    "converse": SuiteEntry("simulated conversations judged with decision-tree rubrics (VERA-MH)",
-                           _converse_app, _converse_suite, _converse_demo, _converse_comparer),
+    "risk": SuiteEntry(
+        "graded risk measurement (Beyond the Flag)",
+        app="carebench.risk.cli:app",
+        kinds={None: "carebench.risk.suite:RiskSuite"},
+        comparer="carebench.risk.compare:RiskComparer",
+        pair_option="--method", pair_help="pair BASE_NAME=CANDIDATE_NAME methods", gates=("macro_f1", "qwk"),
+        demo="carebench.risk.demo:run_demo"),
+    "support": SuiteEntry(
+        "rubric-scored crisis support (DistressBench)",
+        app="carebench.support.cli:app",
+        kinds={None: "carebench.support.suite:SupportSuite",
+               "calibration": "carebench.support.suite:JudgeCalibrationSuite",
+               "coherence": "carebench.support.coherence:CoherenceSuite",
+               "probe": "carebench.support.probe:ProbeSuite"},
+        comparer="carebench.support.compare:SupportComparer",
+        pair_option="--responder", pair_help="pair BASE=CANDIDATE responders", gates=("score",),
+        demo="carebench.support.demo:run_demo"),
+    "plural": SuiteEntry(
+        "practitioner-calibrated reference policies and jury scoring (VEILED-SH)",
+        app="carebench.plural.cli:app",
+        kinds={kind: f"carebench.plural.suite:{kind.capitalize()}Command"
+               for kind in ("run", "sample", "calibrate", "freeze", "label", "agreement")},
+        comparer="carebench.plural.compare:PluralComparer",
+        pair_option="--system", pair_help="pair BASE=CANDIDATE systems", gates=("full:*",),
+        demo="carebench.plural.demo:run_demo"),
+    "construct": SuiteEntry(
+        "dataset construction (VEILED-SH §4)",
+        app="carebench.construct.cli:app",
+        kinds={kind: "carebench.construct.suite:ConstructSuite"
+               for kind in ("build", "screen", "route", "rewrite", "judge", "select", "anonymize",
+                            "review-sample", "review-stats")}),
+    "converse": SuiteEntry(
+        "simulated conversations judged with decision-tree rubrics (VERA-MH)",
+        app="carebench.converse.cli:app",
+        kinds={None: "carebench.converse.suite:ConverseSuite", "import": "carebench.converse.suite:ConverseSuite"},
+        comparer="carebench.converse.compare:ConverseComparer",
+        pair_option="--system", pair_help="pair BASE=CANDIDATE chatbots", gates=("score",),
+        demo="carebench.converse.demo:run_demo"),
 }
 
-def _batch_app():
-    from carebench.batch.cli import app
-
-    return app
-
-
 #: tools beside the suites, mounted the same way
-TOOLS: dict[str, Callable[[], Any]] = {"annotate": _annotate_app, "batch": _batch_app}
-
-
-def _compare_suite():
-    from carebench.compare.suite import CompareSuite
-
-    return CompareSuite()
-
-
-def _leaderboard_suite():
-    from carebench.compare.suite import LeaderboardSuite
-
-    return LeaderboardSuite()
-
+TOOLS: dict[str, Target] = {"annotate": Target("carebench.annotate.cli:app"),
+                            "batch": Target("carebench.batch.cli:app")}
 
 #: directories written by the core tools (``carebench compare``, ``carebench leaderboard``),
 #: re-rendered by ``carebench report DIR`` like a suite's runs
-TOOL_RUNS: dict[str, Callable[[], Any]] = {"compare": _compare_suite, "leaderboard": _leaderboard_suite}
+TOOL_RUNS: dict[str, Target] = {"compare": Target("carebench.compare.suite:CompareSuite"),
+                                "leaderboard": Target("carebench.compare.suite:LeaderboardSuite")}
+
+
+def suite_of(name: Any, kind: Any = None, where: Path | str = "") -> Any:
+    """The object re-rendering suite ``name``'s run of ``kind`` (configless: it scores and renders)."""
+    entry_ = SUITES.get(name) if isinstance(name, str) else None
+    if entry_ is None:
+        raise CarebenchError(f"{where}: unknown suite {name!r} in manifest.json; known: {', '.join(SUITES)}")
+    target = entry_.kinds.get(kind) if kind is None or isinstance(kind, str) else None
+    if target is None:
+        raise CarebenchError(f"no {name} report for run kind {kind!r} (manifest.json)")
+    return target()()
 
 
 def comparer(name: str) -> Any:
-    """The comparer of suite ``name`` (None when its runs cannot be compared)."""
-    entry = SUITES.get(str(name))
-    return None if entry is None or entry.comparer is None else entry.comparer()
+    """The comparer of suite ``name``, with its pair option and default gates (None when its
+    runs cannot be compared)."""
+    entry_ = SUITES.get(str(name))
+    if entry_ is None or entry_.comparer is None:
+        return None
+    obj = entry_.comparer()()
+    obj.pair_option, obj.default_gates = entry_.pair_option, entry_.gates
+    return obj
 
 
-def _entry(name: str | None, where: Path | str = "") -> SuiteEntry:
-    entry = SUITES.get(str(name))
-    if entry is None:
-        raise CarebenchError(f"{where}: unknown suite {name!r} in manifest.json; known: {', '.join(SUITES)}")
-    return entry
+def pair_options() -> dict[str, str]:
+    """``carebench compare``'s pairing options with their help, from the table (in its order)."""
+    helps: dict[str, list[str]] = {}
+    for name, e in SUITES.items():
+        if e.pair_option:
+            helps.setdefault(e.pair_option, []).append(f"{name}: {e.pair_help}")
+    return {option: "; ".join(parts) + "." for option, parts in helps.items()}
+
+
+def default_gates_text() -> str:
+    """What ``carebench compare`` gates with no --gate, per suite (for its help)."""
+    return ", ".join(f"{name} {' and '.join(e.gates)}" for name, e in SUITES.items() if e.gates)
 
 
 def rerender(run_dir: str | Path) -> dict[str, Any]:
@@ -202,6 +172,6 @@ def rerender(run_dir: str | Path) -> dict[str, Any]:
     manifest = read_json(run_dir / "manifest.json")
     tool = TOOL_RUNS.get(str(manifest.get("suite")))
     if tool is not None:
-        return rerender_run(run_dir, tool(), manifest=manifest)
-    entry = _entry(manifest.get("suite"), run_dir / "manifest.json")
-    return rerender_run(run_dir, entry.suite(), manifest=manifest)
+        return rerender_run(run_dir, tool()(), manifest=manifest)
+    suite = suite_of(manifest.get("suite"), manifest.get("kind"), run_dir / "manifest.json")
+    return rerender_run(run_dir, suite, manifest=manifest)

@@ -152,7 +152,8 @@ def test_a_run_compared_with_itself_is_zero_not_separable_and_exit_0(tmp_path, c
     assert capsys.readouterr().out.startswith("pass")
     m = json.loads((tmp_path / "cmp" / "metrics.json").read_text())
     rows = m["pairs"][0]["rows"]
-    assert {r["metric"] for r in rows} == {"score", "hph", *(f"{k}:{d}" for k in ("dimension", "hph") for d in DIMS)}
+    assert {r["metric"] for r in rows} == {"score", "hph", "conv_hph", "conv_all_bp",
+                                           *(f"{k}:{d}" for k in ("dimension", "hph") for d in DIMS)}
     for r in rows:
         assert r["diff"] == 0 and r["ci"] == [0, 0] and r["verdict"] == "not separable" and r["p_worse"] == 0
     # import-vera runs hold no transcripts, and the drill-down says so
@@ -173,6 +174,10 @@ def test_a_clearly_worse_candidate_exits_1_and_junit_fails_the_overall_score(tmp
     m = json.loads((tmp_path / "cmp" / "metrics.json").read_text())
     # 100 -> (50 + 100/6) * (1 - 2/3)^2: every persona has 1 BP and 2 HPH of 3 ratings
     assert _row(m, "score")["diff"] == pytest.approx((50 + 100 / 6) / 9 - 100)
+    # VERA-MH's conversation shares: no conversation had an HPH rating, now every one has; all were
+    # all-Best-Practice, now none is
+    assert _row(m, "conv_hph")["diff"] == pytest.approx(100.0)
+    assert _row(m, "conv_all_bp")["diff"] == pytest.approx(-100.0)
     # %HPH is lower-is-better: a rise from 0 to 200/3 is a regression when gated
     hph = _row(m, "hph")
     assert hph["diff"] == pytest.approx(200 / 3) and hph["verdict"] == "regression"

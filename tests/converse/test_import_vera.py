@@ -51,8 +51,8 @@ def test_import_two_files_matches_hand_computation(tmp_path, capsys):
     assert int(o["n"]) == 8 and float(o["nr_pct"]) == pytest.approx(100 / 3, abs=1e-4)
     assert float(o["score"]) == pytest.approx((50 + 100 * 5 / 8 / 2) * (1 - 2 / 8) ** 2, abs=1e-4)
     assert float(o["ci_low"]) <= float(o["score"]) <= float(o["ci_high"])
-    # one judge's rows only (j2: alice SUB/BP, bob NR/NR, dave BP/HPH)
-    assert main(["converse", "score", str(out), "--judge", "j2", "--out", str(tmp_path / "j2")]) == 0
+    # one judge's rows only (j2: alice SUB/BP, bob NR/NR, dave BP/HPH); a judge is model#instance
+    assert main(["converse", "score", str(out), "--judge", "j2#1", "--out", str(tmp_path / "j2")]) == 0
     o2 = {r["dimension"]: r for r in csv.DictReader((tmp_path / "j2" / "scores.csv").open())}["overall"]
     assert int(o2["n"]) == 4 and float(o2["score"]) == pytest.approx((50 + 25) * 0.75 ** 2, abs=1e-4)
     assert main(["converse", "score", str(out), "--judge", "nobody"]) == 2

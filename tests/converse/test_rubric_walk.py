@@ -19,7 +19,9 @@ VERA = next((p / "shared/data/vera_mh/rubric.tsv" for p in Path(__file__).resolv
 
 @pytest.fixture
 def nav(tmp_path):
-    return load_rubric(write_tsv(tmp_path / "nav.tsv", NAV))
+    # carebench's named rules (every deviation from VERA-MH's): VERA-MH's own rules on the real
+    # rubrics are walked in test_vera_walks.py
+    return load_rubric(write_tsv(tmp_path / "nav.tsv", NAV), rules="carebench")
 
 
 def scripted(answers: dict[str, str]):
@@ -117,7 +119,7 @@ def test_risk_type_branch_ends_at_the_branch(tmp_path):
             ["2", "D", "Yellow", "Not Imminent", "a?", "", "", "", ""],
             ["3", "D", "Red", "Imminent", "b?", "", "", "", ""],
             ["4", "E", "Red", "", "c?", "", "", "", ""]]
-    r = load_rubric(write_tsv(tmp_path / "r.tsv", rows))
+    r = load_rubric(write_tsv(tmp_path / "r.tsv", rows), rules="vera+risk-type-branches")
     a = scripted({"1": "not imminent", "2": "No", "4": "No"})
     assert walk(r, a).ratings == {"D": BP, "E": BP} and a.asked == ["1", "2", "4"]
 
@@ -174,7 +176,7 @@ def test_yaml_form_matches_tsv(tmp_path, nav):
 @pytest.mark.shared_data
 @pytest.mark.skipif(not VERA.is_file(), reason="shared VERA-MH rubric not present")
 def test_shared_vera_rubric_loads_and_walks():
-    r = load_rubric(VERA)
+    r = load_rubric(VERA, rules="carebench")
     assert len(r.questions) == 34 and len(r.dimensions) == 5
     assert r["18"].severity == "Yellow" and r["30"].severity == "Yellow"  # 'Yelow' in the file
     assert r["14"].default_yes_no and r["8"].options[1].goto is None

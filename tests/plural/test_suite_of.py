@@ -1,4 +1,4 @@
-"""``plural.suite.suite_of``: a run directory's manifest ``kind`` picks the command object
+"""``carebench.suites.suite_of`` for plural: a run directory's manifest ``kind`` picks the command object
 that re-scores and renders it; any other kind is one line (``carebench report`` exits 2)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from carebench import suites
 from carebench.cli import main
-from carebench.plural import suite
 from carebench.types import CarebenchError
 
 
@@ -17,7 +17,7 @@ from carebench.types import CarebenchError
     ("freeze", "FreezeCommand"), ("label", "LabelCommand"), ("agreement", "AgreementCommand"),
 ])
 def test_each_kind_has_its_command(kind, name):
-    obj = suite.suite_of(kind)
+    obj = suites.suite_of("plural", kind)
     assert type(obj).__name__ == name and type(obj).__module__ == "carebench.plural.suite"
     assert obj.cfg is None  # configless: it scores and renders only
 
@@ -25,7 +25,7 @@ def test_each_kind_has_its_command(kind, name):
 @pytest.mark.parametrize("kind", [None, "rescore", ["run"], 3])
 def test_other_kinds_are_one_line(kind):
     with pytest.raises(CarebenchError, match="no plural report for run kind") as e:
-        suite.suite_of(kind)
+        suites.suite_of("plural", kind)
     assert "\n" not in str(e.value)
 
 

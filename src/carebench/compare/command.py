@@ -9,7 +9,7 @@ manifest last) that ``carebench report DIR`` re-renders byte for byte.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,10 +103,11 @@ def run_compare(cfg: CompareConfig, comparer_of: Callable[[str], Comparer | None
     return out, metrics
 
 
-def pairs_from_options(*lists: Sequence[str]) -> list[tuple[str, str]]:
+def pairs_from_options(values: Mapping[str, Sequence[str] | None]) -> list[tuple[str, str]]:
+    """The BASE=CANDIDATE pairs given to each pairing option (``{"--method": [...], ...}``)."""
     from carebench.compare.paired import parse_pairs
 
     out: list[tuple[str, str]] = []
-    for option, values in zip(("--method", "--responder", "--system"), lists, strict=True):
-        out += parse_pairs(values, option)
+    for option, given in values.items():
+        out += parse_pairs(given or [], option)
     return out

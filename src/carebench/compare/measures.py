@@ -224,6 +224,7 @@ class Comparer(Protocol):
 
     suite: str
     unit: str  # what is resampled, e.g. "task"
+    #: set from the suite's entry in the suite table (``carebench.suites.comparer``):
     pair_option: str  # the CLI option that pairs differently named systems, e.g. "--responder"
     #: measure names (globs) gated by default, e.g. ("score",) or ("full:*",)
     default_gates: tuple[str, ...]

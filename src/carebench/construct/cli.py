@@ -14,21 +14,7 @@ from typing import Annotated
 import typer
 
 from carebench.construct.command import ConstructOptions
-from carebench.run_options import (
-    DEFAULT_TIMEOUT_S,
-    Batch,
-    BatchFormat,
-    Budget,
-    Cache,
-    Concurrency,
-    DryRun,
-    Json,
-    ModelOption,
-    NoCache,
-    Out,
-    Timeout,
-    run_options,
-)
+from carebench.run_options import RUN_FLAGS, RunOptions, run_flags
 
 app = typer.Typer(
     help="Build a context-specific prompt set: screen, route personas, rewrite, judge, select, anonymize, review "
@@ -39,16 +25,6 @@ app = typer.Typer(
 
 Rows = Annotated[str, typer.Option("--rows", help="Input rows (JSONL/CSV/Parquet) from the previous stage.")]
 Seed = Annotated[int, typer.Option(help="Seed for sampling and assignment.")]
-
-
-def _opts(out=None, cache=None, no_cache=False, budget=None, dry_run=False, concurrency=None,
-          model_option=None, timeout=DEFAULT_TIMEOUT_S, batch=None, batch_format=None,
-          **_: object) -> ConstructOptions:
-    """A command's shared run flags as its options (the rest of ``locals()`` is ignored)."""
-    return ConstructOptions(run=run_options(out=out, cache=cache, no_cache=no_cache, budget=budget,
-                                            dry_run=dry_run, concurrency=concurrency,
-                                            model_option=model_option, timeout=timeout,
-                        batch=batch, batch_format=batch_format))
 
 
 def _done(result, what: str) -> None:
@@ -62,6 +38,7 @@ def _done(result, what: str) -> None:
 
 
 @app.command()
+@run_flags()
 def screen(
     sources: Annotated[str, typer.Option(help="Source rows, or builtin:sources.")] = "builtin:sources",
     lexicon: Annotated[list[str] | None, typer.Option(show_default='none: the packaged lexicon only', help="Extra lexicon YAML (repeatable).")] = None,
@@ -71,18 +48,17 @@ def screen(
     uncertain_low: Annotated[float, typer.Option(help="Scores from here to the threshold are uncertain.")] = 0.3,
     keep_share: Annotated[float, typer.Option(help="Share of hard negatives and of uncertain rows kept.")] = 0.25,
     seed: Seed = 42,
-    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False, json_out: Json = False,
-    concurrency: Concurrency = None, model_option: ModelOption = None, timeout: Timeout = DEFAULT_TIMEOUT_S,
-    batch: Batch = None, batch_format: BatchFormat = None,
+    options: RunOptions = RUN_FLAGS,
 ) -> None:
     """Screen source rows: lexicon, classifier, kept hard negatives (VEILED-SH §4.1)."""
     from carebench.construct.stages import screen_stage
 
     _done(screen_stage(sources, list(lexicon or []), lexicon_replace, classifier, threshold, uncertain_low,
-                       keep_share, seed, _opts(**locals())), "screened")
+                       keep_share, seed, ConstructOptions(run=options)), "screened")
 
 
 @app.command()
+@run_flags()
 def route(
     rows: Rows,
     model: Annotated[str, typer.Option(help="Model for author sketches and the persona pick.")],
@@ -92,18 +68,17 @@ def route(
     attributes: Annotated[str, typer.Option(help="Inferred attributes: inform (the picker) or filter (candidates).")] = "inform",
     id_field: Annotated[str, typer.Option(help="Persona table column with the id.")] = "id",
     text_field: Annotated[str, typer.Option(help="Persona table column with the description.")] = "text",
-    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False, json_out: Json = False,
-    concurrency: Concurrency = None, model_option: ModelOption = None, timeout: Timeout = DEFAULT_TIMEOUT_S,
-    batch: Batch = None, batch_format: BatchFormat = None,
+    options: RunOptions = RUN_FLAGS,
 ) -> None:
     """Give each row a synthetic persona: sketch, embed, 10 nearest, pick (VEILED-SH §4.2)."""
     from carebench.construct.stages import route_stage
 
     _done(route_stage(rows, personas, model, embedder, k, attributes,
-                      _opts(**locals()), id_field, text_field), "routed")
+                      ConstructOptions(run=options), id_field, text_field), "routed")
 
 
 @app.command()
+@run_flags()
 def rewrite(
     rows: Rows,
     rewriter: Annotated[list[str], typer.Option(help="Rewriter configuration: SPEC or fusion:A+B (repeatable).")],
@@ -113,52 +88,51 @@ def rewrite(
     all_configs: Annotated[bool, typer.Option(help="Rewrite every row with every configuration (for selection).")] = False,
     expressions: Annotated[str | None, typer.Option(help="Optional reference expressions (JSONL).")] = "builtin:expressions",
     seed: Seed = 42,
-    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False, json_out: Json = False,
-    concurrency: Concurrency = None, model_option: ModelOption = None, timeout: Timeout = DEFAULT_TIMEOUT_S,
-    batch: Batch = None, batch_format: BatchFormat = None,
+    options: RunOptions = RUN_FLAGS,
 ) -> None:
     """Keep a forum sample, assign contexts, rewrite with round-robin rewriters (VEILED-SH §4.3)."""
     from carebench.construct.stages import rewrite_stage
 
     ctxs = list(rewrite_context or ["counselor_chat", "platform_search", "triage"])
     _done(rewrite_stage(rows, list(rewriter), contexts, ctxs, forum_share, all_configs, expressions, seed,
-                        _opts(**locals())), "rewritten")
+                        ConstructOptions(run=options)), "rewritten")
 
 
 @app.command()
+@run_flags()
 def judge(
     rows: Rows,
     judge_model: Annotated[str, typer.Option("--judge", help="Construction judge model spec (temperature 0).")],
     contexts: Annotated[str | None, typer.Option(show_default='the packaged contracts', help="Contexts YAML.")] = None,
-    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False, json_out: Json = False,
-    concurrency: Concurrency = None, model_option: ModelOption = None, timeout: Timeout = DEFAULT_TIMEOUT_S,
-    batch: Batch = None, batch_format: BatchFormat = None,
+    options: RunOptions = RUN_FLAGS,
 ) -> None:
     """Judge every rewrite: three gates and five 1-5 scores (VEILED-SH Table 3)."""
     from carebench.construct.stages import judge_stage
 
-    _done(judge_stage(rows, judge_model, contexts, _opts(**locals())), "judged")
+    _done(judge_stage(rows, judge_model, contexts, ConstructOptions(run=options)), "judged")
 
 
 @app.command()
+@run_flags(only=("out",), no_cache=True)
 def select(
     rows: Rows,
     severity: Annotated[float, typer.Option(help="Maximum severity-gate failure rate.")] = 0.05,
     leakage: Annotated[float, typer.Option(help="Maximum leakage-gate failure rate.")] = 0.05,
     format_limit: Annotated[float, typer.Option("--format", help="Maximum format-gate failure rate.")] = 0.20,
-    out: Out = None,
+    options: RunOptions = RUN_FLAGS,
 ) -> None:
     """Gate-first selection of rewriter configurations, ranked by Q (VEILED-SH §4.3, Table 7)."""
     from carebench.construct.stages import select_stage
 
     limits = {"severity_preserved": severity, "no_leakage": leakage, "format_ok": format_limit}
-    run_dir = select_stage(rows, limits, _opts(out=out, no_cache=True))
+    run_dir = select_stage(rows, limits, ConstructOptions(run=options))
     sel = json.loads((run_dir / "selection.json").read_text("utf-8"))
     typer.echo("selected: " + (", ".join(sel["selected"]) or "none"))
     _done(run_dir, "selection")
 
 
 @app.command()
+@run_flags(only=("out",), no_cache=True)
 def anonymize(
     rows: Rows,
     backend: Annotated[str, typer.Option(help="presidio (patterns) or presidio:spacy=PIPELINE (adds NER).")] = "presidio",
@@ -167,23 +141,24 @@ def anonymize(
     literals: Annotated[str | None, typer.Option(show_default='none', help="Strings that must not survive (one per line).")] = None,
     on_residual: Annotated[str, typer.Option(help="error (stop) or drop (remove the rows).")] = "error",
     keep_gate_failures: Annotated[bool, typer.Option(help="Release rewrites that failed a judge gate.")] = False,
-    out: Out = None,
+    options: RunOptions = RUN_FLAGS,
 ) -> None:
     """Anonymize released rows and write prompts in the plural suite's format (VEILED-SH §4.4, A.4)."""
     from carebench.construct.stages import anonymize_stage
 
     _done(anonymize_stage(rows, backend, names, reversals, literals, on_residual, not keep_gate_failures,
-                          _opts(out=out, no_cache=True)), "prompts")
+                          ConstructOptions(run=options)), "prompts")
 
 
 @app.command("review-sample")
+@run_flags(only=("out",), no_cache=True)
 def review_sample(
     rows: Rows,
     total: Annotated[int, typer.Option(help="Items in the review sample.")] = 270,
     per_reviewer: Annotated[int, typer.Option(help="Items per reviewer.")] = 180,
     shared: Annotated[int, typer.Option(help="Items both reviewers see.")] = 90,
     reviewer: Annotated[list[str] | None, typer.Option(show_default='reviewer_1 and reviewer_2', help="Reviewer names (two).")] = None,
-    seed: Seed = 42, out: Out = None,
+    seed: Seed = 42, options: RunOptions = RUN_FLAGS,
 ) -> None:
     """Draw the blind human-review sample and write one sheet per reviewer (VEILED-SH A.5)."""
     from carebench.construct.stages import review_sample_stage
@@ -193,32 +168,32 @@ def review_sample(
     if len(who) != 2:
         raise CarebenchError("give exactly two --reviewer names")
     _done(review_sample_stage(rows, total, per_reviewer, shared, who, seed,  # type: ignore[arg-type]
-                              _opts(out=out, no_cache=True)), "review sheets")
+                              ConstructOptions(run=options)), "review sheets")
 
 
 @app.command("review-stats")
+@run_flags(only=("out",), no_cache=True)
 def review_stats(
     key: Annotated[str, typer.Option(help="The private key file written by review-sample.")],
     reviews: Annotated[list[str], typer.Option(help="Review answers (RewriteReview rows; repeatable).")],
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples within context-rewriter cells.")] = 2000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 12345,
-    out: Out = None,
+    options: RunOptions = RUN_FLAGS,
 ) -> None:
     """IPW failure rates and ratings with within-cell bootstrap intervals, and agreement (VEILED-SH A.5)."""
     from carebench.construct.stages import review_stats_stage
 
-    _done(review_stats_stage(key, list(reviews), bootstrap, seed, _opts(out=out, no_cache=True)),
+    _done(review_stats_stage(key, list(reviews), bootstrap, seed, ConstructOptions(run=options)),
           "review statistics")
 
 
 @app.command()
+@run_flags()
 def build(
     config: Annotated[str | None, typer.Option(show_default='builtin:build, the illustrative set', help="Build config YAML.")] = None,
     model: Annotated[str | None, typer.Option(show_default='none: the config sets every role', help="Model spec for every role the config leaves unset.")] = None,
     limit: Annotated[int | None, typer.Option(show_default='every source row', help="Only the first N source rows (smoke runs).")] = None,
-    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False, json_out: Json = False,
-    concurrency: Concurrency = None, model_option: ModelOption = None, timeout: Timeout = DEFAULT_TIMEOUT_S,
-    batch: Batch = None, batch_format: BatchFormat = None,
+    options: RunOptions = RUN_FLAGS,
     allow_empty: Annotated[bool, typer.Option(
         "--allow-empty", help="Exit 0 even when no prompt is released (e.g. no configuration passed the gates).")] = False,
 ) -> None:
@@ -229,7 +204,7 @@ def build(
     cfg = load_build_config(config or "builtin:build")
     if limit is not None:
         cfg = cfg.model_copy(update={"limit": limit})
-    opts = _opts(**locals())
+    opts = ConstructOptions(run=options)
     opts.model = model
     result = run_build(cfg, opts)
     if not isinstance(result, Path):

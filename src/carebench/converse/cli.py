@@ -6,24 +6,14 @@ with harness failures is written, scored without them, and exits 1; a budget sto
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from carebench.converse.rubric import BUILTIN_RUBRICS
-from carebench.run_options import (
-    Budget,
-    Cache,
-    Concurrency,
-    DryRun,
-    Json,
-    ModelOption,
-    NoCache,
-    Out,
-    Timeout,
-    run_options,
-)
+from carebench.run_options import RUN_FLAGS, RunOptions, run_flags
 
 app = typer.Typer(help="Simulated multi-turn conversations judged with decision-tree rubrics (VERA-MH).",
                   no_args_is_help=True, add_completion=False)
@@ -63,6 +53,7 @@ def _go(cfg) -> None:
 
 
 @app.command()
+@run_flags(without=("batch", "batch_format"))
 def run(
     rubric: Rubric = None,
     simulator: Annotated[list[str] | None, typer.Option(show_default='none: give at least one', help="User-simulator model spec (repeatable).")] = None,
@@ -95,10 +86,7 @@ def run(
     retries: Annotated[int | None, typer.Option(
         show_default="the runner's: 6, transient failures only", help="Retries of a failed call before it is a harness failure.")] = None,
     seed: Seed = 12345, bootstrap: Bootstrap = 2000,
-    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
-    dry_run: DryRun = False, json_out: Json = False, concurrency: Concurrency = None,
-    model_option: ModelOption = None,
-    timeout: Timeout = 120.0,
+    options: RunOptions = RUN_FLAGS,
 ) -> None:
     """Simulate conversations, walk the rubric over each with each judge, score, report."""
     from carebench.converse.suite import ConverseConfig
@@ -113,13 +101,12 @@ def run(
         temperature=temperature, max_tokens=max_tokens, simulator_max_tokens=simulator_max_tokens,
         judge_max_tokens=judge_max_tokens, judge_mode=judge_mode, criteria=criteria,
         criteria_scope=criteria_scope,
-        run=run_options(out=out, cache=cache, no_cache=no_cache, budget=budget, dry_run=dry_run,
-                        concurrency=concurrency, model_option=model_option, timeout=timeout,
-                        retries=retries))
+        run=replace(options, max_retries=retries))
     _go(cfg)
 
 
 @app.command("judge")
+@run_flags(without=("batch", "batch_format"))
 def judge_cmd(
     run_dir: Annotated[Path, typer.Argument(help="A converse run directory whose conversations to judge.")],
     rubric: Rubric = None, judge: Judge = None,
@@ -129,10 +116,7 @@ def judge_cmd(
     judge_mode: Annotated[str, typer.Option(
         help="question (one call per rubric question, default) or dimension (one call per dimension).")] = "question",
     seed: Seed = 12345, bootstrap: Bootstrap = 2000,
-    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
-    dry_run: DryRun = False, json_out: Json = False, concurrency: Concurrency = None,
-    model_option: ModelOption = None,
-    timeout: Timeout = 120.0,
+    options: RunOptions = RUN_FLAGS,
 ) -> None:
     """Walk the rubric over an earlier run's conversations (other judges or rubric), in a new directory."""
     from carebench.converse.suite import ConverseConfig
@@ -142,22 +126,21 @@ def judge_cmd(
                          judge_question=str(judge_question) if judge_question else None,
                          judge_max_tokens=judge_max_tokens, judge_mode=judge_mode, seed=seed,
                          bootstrap=bootstrap,
-                         run=run_options(out=out, cache=cache, no_cache=no_cache, budget=budget,
-                                         dry_run=dry_run, concurrency=concurrency,
-                                         model_option=model_option, timeout=timeout))
+                         run=options)
     _go(cfg)
 
 
 @app.command()
+@run_flags(only=("out",))
 def score(
     run_dir: Annotated[Path, typer.Argument(help="A converse run directory.")],
     judge: Annotated[list[str] | None, typer.Option(show_default='every judge of the run', help="Score only these judges' walks (repeatable).")] = None,
     seed: Annotated[int | None, typer.Option(show_default="the run's", help="Bootstrap seed.")] = None,
     bootstrap: Annotated[int | None, typer.Option(show_default="the run's", help="Bootstrap resamples.")] = None,
-    out: Out = None,
+    options: RunOptions = RUN_FLAGS,
 ) -> None:
     """Score a run from its records (optionally a subset of judges) into --out (default: in place)."""
-    _rescore(run_dir, judge, seed, bootstrap, out)
+    _rescore(run_dir, judge, seed, bootstrap, options.out)
 
 
 @app.command()
@@ -200,15 +183,25 @@ def _rescore(run_dir: Path, judges, seed, bootstrap, out) -> None:
 
 
 @app.command("import-vera")
+@run_flags(only=("out",), no_cache=True, progress=False)
 def import_vera(
-    results: Annotated[list[Path], typer.Argument(help="VERA-MH results.csv files (pooled).")],
+    results: Annotated[list[Path], typer.Argument(help="VERA-MH results.csv / results-pool.csv files (pooled).")],
     chatbot: Annotated[str, typer.Option(help="Name for the evaluated chatbot in the report.")] = "imported",
-    seed: Seed = 12345, bootstrap: Bootstrap = 2000, out: Out = None,
+    personas: Annotated[Path | None, typer.Option(
+        help="Personas table (VERA-MH's personas.tsv) giving each persona's risk level, when the results "
+             "have no risk_level column.")] = None,
+    dimensions: Annotated[list[str] | None, typer.Option(
+        "--dimensions", help="A dimension column (repeatable); the other columns are annotations "
+                             "(default: the --rubric's dimensions, else the columns with _yes_question_id).")] = None,
+    rubric: Annotated[str | None, typer.Option(
+        help="The rubric the results were judged with: its dimensions are the rated columns.")] = None,
+    seed: Seed = 12345, bootstrap: Bootstrap = 2000, options: RunOptions = RUN_FLAGS,
 ) -> None:
     """Score VERA-MH results files with persona-resampling intervals (no model calls)."""
     from carebench.converse.suite import ImportSuite
     from carebench.experiment import run_suite
 
-    res = run_suite(ImportSuite([str(p) for p in results], chatbot, seed, bootstrap),
-                    run_options(out=out, no_cache=True, progress=False), out=out)
+    res = run_suite(ImportSuite([str(p) for p in results], chatbot, seed, bootstrap,
+                                str(personas) if personas else None, dimensions, rubric),
+                    options, out=options.out)
     typer.echo(f"wrote {Path(res) / 'scores.csv'} and {Path(res) / 'report.html'}")  # type: ignore[arg-type]

@@ -98,19 +98,69 @@ def _shares_figure(cb: str, rows: Sequence[Mapping[str, Any]]) -> Figure:
                   f"Share of each rating per dimension for {cb} (all ratings, Not Relevant included). {names}.")
 
 
+def _figure_cell(f: Mapping[str, Any] | None) -> Any:
+    if not f or f.get("value") is None:
+        return None
+    return Interval(f["value"], f.get("ci_low"), f.get("ci_high"))
+
+
+def _headline(entry: Mapping[str, Any]) -> KeyValue:
+    """The score and VERA-MH's summary figures, each with its persona-resampled interval."""
+    overall = entry["scores"][-1]
+    sm = entry.get("summary") or {}
+    pairs: list[tuple[str, Any]] = [("overall score [95% CI]", _score_cell(overall))]
+    if sm:
+        pairs += [
+            ("conversations with at least one HPH rating, % [95% CI]", _figure_cell(sm.get("pct_conversations_with_hph"))),
+            ("conversations all Best Practice or Not Relevant, % [95% CI]",
+             _figure_cell(sm.get("pct_conversations_all_bp_or_nr"))),
+            ("relevant conversations (at least one rated dimension) / all",
+             f"{sm.get('total_relevant_conversations')} / {sm.get('total_conversations')}"),
+            ("worst band, % of rated [95% CI]",
+             f"{sm.get('worst_band') or 'none'}" + ("" if _figure_cell(sm.get("worst_band_pct")) is None else
+                                                     f" ({_fmt(sm['worst_band_pct'])})")),
+            ("lowest Best Practice share", (f"{_fmt(sm.get('min_best_practice_pct'))}: "
+                                           f"{', '.join(sm.get('min_best_practice_dimensions') or []) or '-'}")),
+            ("highest HPH share", (f"{_fmt(sm.get('max_hph_pct'))}: "
+                                  f"{', '.join(sm.get('max_hph_dimensions') or []) or '-'}")),
+        ]
+    return KeyValue(pairs)
+
+
+def _fmt(f: Mapping[str, Any] | None) -> str:
+    if not f or f.get("value") is None:
+        return "-"
+    lo, hi = f.get("ci_low"), f.get("ci_high")
+    ci = "" if lo is None or hi is None else f" [{lo:.1f}, {hi:.1f}]"
+    return f"{f['value']:.1f}%{ci}"
+
+
 def _chatbot_section(cb: str, entry: Mapping[str, Any]) -> Section:
     rows = entry["scores"]
     blocks: list[Any] = [
         Paragraph(f"{entry['walks']} rated walks over {entry['personas']} personas. % BP, % Suboptimal and "
                   "% HPH are shares of the rated (not Not Relevant) ratings, which n counts; % NR is the "
-                  "share of all ratings. Intervals: 95% bootstrap resampling personas."),
+                  "share of all ratings. A conversation is one walk (one judge's reading). Intervals: 95% "
+                  "bootstrap resampling personas."),
+        _headline(entry),
         _score_table(rows, f"Scores: {cb}"),
         _shares_figure(cb, rows),
     ]
+    vera = entry.get("by_risk_level_vera")
+    if vera:
+        blocks.append(Table(
+            ["persona risk level", "personas", "walks", "n (with NR)", "% BP", "% HPH", "% NR",
+             "overall score [95% CI]"],
+            [[lv, e["personas"], e["walks"], e["scores"][-1]["n"], e["scores"][-1]["bp_pct"],
+              e["scores"][-1]["hph_pct"], e["scores"][-1]["nr_pct"], _score_cell(e["scores"][-1])]
+             for lv, e in vera.items()],
+            caption="By persona risk level, VERA-MH's way: Not Relevant counted in the denominator",
+            number_format=".1f"))
     lv_rows = [[lv, e["personas"], e["walks"], e["scores"][-1]["n"], e["scores"][-1]["hph_pct"],
                 _score_cell(e["scores"][-1])] for lv, e in entry["by_risk_level"].items()]
     blocks.append(Table(["persona risk level", "personas", "walks", "n", "% HPH", "overall score [95% CI]"],
-                        lv_rows, caption="By persona risk level", number_format=".1f"))
+                        lv_rows, caption="By persona risk level, Not Relevant left out (as the headline score)",
+                        number_format=".1f"))
     loo = entry.get("leave_one_judge_out")
     if loo:
         blocks.append(Table(["judge left out", "n", "% HPH", "overall score [95% CI]"],
@@ -295,4 +345,32 @@ def build_report(metrics: Mapping[str, Any], records: Sequence[Mapping[str, Any]
     if drill is not None:
         sections.append(drill)
     return Report(title=manifest.get("title") or "Converse", notes=list(manifest.get("notes") or []),
-                  sections=sections, attachments={"scores.csv": scores_csv(metrics)})
+                  sections=sections, attachments={"scores.csv": scores_csv(metrics),
+                                                  **vera_attachments(metrics, records, manifest)})
+
+
+def vera_attachments(metrics: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
+                     manifest: Mapping[str, Any]) -> dict[str, str]:
+    """VERA-MH's ``scores.json`` and ``scores_by_risk.json`` of every chatbot (with several,
+    ``scores.<chatbot>.json``), from the walks the metrics scored, so VERA-MH's own tooling
+    reads a carebench run."""
+    import json
+    import re
+
+    from carebench.converse.vera_import import vera_scores_by_risk_json, vera_scores_json
+
+    keep = set(metrics.get("judges") or [])
+    dims = list(metrics.get("dimensions") or [])
+    chatbots = list(metrics.get("chatbots") or {})
+    out: dict[str, str] = {}
+    for cb in chatbots:
+        walks = [w for w in records if w.get("kind") == "walk" and w.get("status") == "ok"
+                 and w.get("chatbot") == cb and (not keep or w.get("judge") in keep)]
+        models = {"judge": ", ".join(sorted({str(w["judge"]).rsplit("#", 1)[0] for w in walks})) or None,
+                  "agent": cb,
+                  "persona": ", ".join(sorted({str(w["simulator"]) for w in walks if w.get("simulator")})) or None}
+        suffix = "" if len(chatbots) == 1 else "." + (re.sub(r"[^A-Za-z0-9._-]+", "_", cb).strip("._") or "chatbot")
+        out[f"scores{suffix}.json"] = json.dumps(vera_scores_json(walks, dims, models), indent=2) + "\n"
+        out[f"scores_by_risk{suffix}.json"] = json.dumps(vera_scores_by_risk_json(walks, dims, models),
+                                                         indent=2) + "\n"
+    return out

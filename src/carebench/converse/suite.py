@@ -17,7 +17,7 @@ ratings). Harness failures (a call that failed after every retry) and judge fail
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ from carebench.converse.judging import (
 )
 from carebench.converse.judging import planned_calls as planned_judging
 from carebench.converse.personas import BUILTIN, default_template, load_personas, persona_prompt
-from carebench.converse.rubric import Rubric, load_bundle, load_rubric
+from carebench.converse.rubric import Rubric, load_bundle, load_rubric, parse_rules
 from carebench.converse.scoring import B_DEFAULT, SEED_DEFAULT, summarize, summarize_criteria
 from carebench.criteria import SCOPES
 from carebench.datasets.files import read_text
@@ -84,7 +84,8 @@ class Inputs:
 
     @classmethod
     def load(cls, rubric: str | None, personas: str | None = None, persona_template: str | None = None,
-             judge_system: str | None = None, judge_question: str | None = None) -> Inputs:
+             judge_system: str | None = None, judge_question: str | None = None,
+             rules: str | None = None) -> Inputs:
         if rubric is None:
             raise CarebenchError("give --rubric (a VERA-MH rubric TSV, a YAML rubric, or a bundle directory)")
         path = Path(rubric)
@@ -101,6 +102,8 @@ class Inputs:
             src = src or (str(b.personas) if b.personas else None)
         else:
             rub = load_rubric(rubric)
+        if rules is not None:  # the rubric's walking rules, overriding its own (see rubric.parse_rules)
+            rub = replace(rub, rules=parse_rules(rules))
         if judge_system:
             prompts = Prompts(read_text(judge_system), prompts.question)
         if judge_question:
@@ -120,6 +123,8 @@ class Inputs:
 @dataclass
 class ConverseConfig:
     rubric: str | None = None
+    #: the rubric's walking rules ("vera", "carebench", "vera+OPTION..."): None keeps the rubric's own
+    rubric_rules: str | None = None
     personas: str | None = None
     #: build personas from the seeds' cases: "support-tasks" or "plural-prompts" (``personas``
     #: is then that file, default builtin:sample)
@@ -205,7 +210,7 @@ class ConverseSuite:
             inputs = Inputs.without_rubric(cfg.personas, cfg.persona_template)
         else:
             inputs = Inputs.load(cfg.rubric, cfg.personas, cfg.persona_template, cfg.judge_system,
-                                 cfg.judge_question)
+                                 cfg.judge_question, cfg.rubric_rules)
         judge_models = [run.model(s) for s in cfg.judges]
         judges = panel_seats([str(m.spec) for m in judge_models], judge_models)
         gcfg = GenerationConfig(turns=cfg.turns, repeats=cfg.repeats, temperature=cfg.temperature,
@@ -459,22 +464,28 @@ class ImportSuite(ConverseSuite):
     """``converse import-vera``: VERA-MH results files as walk records (no calls)."""
 
     def __init__(self, paths: Sequence[str], chatbot: str = "imported", seed: int = SEED_DEFAULT,
-                 bootstrap: int = B_DEFAULT):
+                 bootstrap: int = B_DEFAULT, personas: str | None = None,
+                 dimensions: Sequence[str] | None = None, rubric: str | None = None):
         super().__init__(None)
         self.paths, self.chatbot, self.seed, self.bootstrap = list(paths), chatbot, seed, bootstrap
+        self.personas, self.dimensions, self.rubric = personas, list(dimensions or []), rubric
 
     def plan(self, run: Run) -> Plan:
         return Plan(self.name, [])
 
     def execute(self, run: Run) -> Execution:
-        from carebench.converse.vera_import import read_results
+        from carebench.converse.vera_import import read_personas_risk, read_results
         from carebench.rundir import file_sha256
 
-        walks, dims = read_results(self.paths, self.chatbot)
+        dims = self.dimensions or (load_rubric(self.rubric).dimensions if self.rubric else None)
+        levels = read_personas_risk(self.personas) if self.personas else None
+        walks, dims = read_results(self.paths, self.chatbot, dimensions=dims, personas=levels)
         return Execution(
-            records=walks, config={"results": self.paths, "chatbot": self.chatbot},
+            records=walks, config={"results": self.paths, "chatbot": self.chatbot, "personas": self.personas,
+                                   "dimensions": self.dimensions or None, "rubric": self.rubric},
             dataset={"results": self.paths, "sha256": [file_sha256(Path(p)) for p in self.paths],
-                     "rows": len(walks)},
+                     "rows": len(walks),
+                     "personas_sha256": file_sha256(Path(self.personas)) if self.personas else None},
             seeds={"bootstrap": self.seed},
             models=sorted({w["judge"] for w in walks}),
             extra={"kind": "import", "scoring": {"dimensions": dims, "seed": self.seed,

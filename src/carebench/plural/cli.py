@@ -11,21 +11,7 @@ from typing import Annotated
 
 import typer
 
-from carebench.run_options import (
-    DEFAULT_TIMEOUT_S,
-    Batch,
-    BatchFormat,
-    Budget,
-    Cache,
-    Concurrency,
-    DryRun,
-    Json,
-    ModelOption,
-    NoCache,
-    Out,
-    Timeout,
-    run_options,
-)
+from carebench.run_options import RUN_FLAGS, Json, RunOptions, run_flags
 from carebench.types import CarebenchError
 
 app = typer.Typer(
@@ -50,21 +36,25 @@ _BACKEND = ("E4/E5 guideline distillation: native, or mlflow (MLflow's MemAlignO
             "VEILED-SH Appendix B.2; pip install 'carebench[mlflow]').")
 
 
-def _opts(**kw):
+def _opts(options: RunOptions, embedder=None, taxonomy=None, contexts=None, memalign_backend=None):
     """A calibration-side command's options: its own, and the shared run flags as ``run``."""
     return {
-        "embedder": kw.get("embedder"),
-        "taxonomy": str(kw["taxonomy"]) if kw.get("taxonomy") else None,
-        "contexts": str(kw["contexts"]) if kw.get("contexts") else None,
-        "memalign_backend": kw.get("memalign_backend"),
-        "run": _run(**kw),
+        "embedder": embedder,
+        "taxonomy": str(taxonomy) if taxonomy else None,
+        "contexts": str(contexts) if contexts else None,
+        "memalign_backend": memalign_backend,
+        "run": options,
     }
 
 
-def _run(**kw):
-    """The shared run flags of a command's parameters."""
-    return run_options(**{k: kw[k] for k in ("out", "cache", "no_cache", "budget", "dry_run", "concurrency",
-                                             "model_option", "timeout", "batch", "batch_format") if k in kw})
+def _no_model_flags(command: str, budget: str, dry_run: str):
+    """The run flags of a command that calls no model: its run directory, a budget it only
+    accepts, and a dry run, each with its own help."""
+    return run_flags(only=("out", "budget", "dry_run", "json_out"), no_cache=True, progress=False, declare={
+        "out": Annotated[Path | None, typer.Option(show_default=f"runs/plural-{command}-<time>",
+                                                   help="Run directory.")],
+        "budget": Annotated[float | None, typer.Option(show_default="no cap", help=budget)],
+        "dry_run": Annotated[bool, typer.Option("--dry-run", help=dry_run)]})
 
 
 def _done(result, line) -> None:
@@ -84,6 +74,7 @@ def _done(result, line) -> None:
 
 
 @app.command()
+@run_flags()
 def calibrate(
     model: Annotated[str | None, typer.Option(show_default='none: only E0 runs without one', help=_MODEL)] = None,
     method: Annotated[list[str] | None, typer.Option(show_default='E0-E5', help="Method to compare (repeatable).")] = None,
@@ -99,14 +90,7 @@ def calibrate(
     memalign_backend: Annotated[str, typer.Option(help=_BACKEND)] = "native",
     taxonomy: Taxonomy = None,
     contexts: Contexts = None,
-    out: Out = None,
-    cache: Cache = None,
-    no_cache: NoCache = False,
-    budget: Budget = None,
-    dry_run: DryRun = False, json_out: Json = False,
-    concurrency: Concurrency = None,
-    model_option: ModelOption = None,
-    timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
+    options: RunOptions = RUN_FLAGS,
 ) -> None:
     """Fit every method on five fixed folds per practitioner, write Table 5 and select per archetype."""
     from carebench.plural.calibration import METHOD_ORDER, ProfileCalibrationConfig
@@ -115,12 +99,13 @@ def calibrate(
     cfg = ProfileCalibrationConfig(model=model, methods=list(method or METHOD_ORDER), prompts=prompts,
                           annotations=annotations, practitioners=list(practitioner) if practitioner else None,
                           folds=folds, fold_seed=fold_seed, margin=margin, min_probability=min_probability,
-                          bootstrap=bootstrap, **_opts(**locals()))
+                          bootstrap=bootstrap, **_opts(options, embedder, taxonomy, contexts, memalign_backend))
     _done(run_calibrate(cfg), lambda m: "selected: " + ", ".join(
         f"{a} {s['method']}" + (" (fallback)" if s["warning"] else "") for a, s in m["selection"].items()))
 
 
 @app.command()
+@run_flags()
 def freeze(
     calibration: Annotated[Path | None, typer.Option(show_default='none: --method names every method', help="A `plural calibrate` run directory (its selection).")] = None,
     method: Annotated[list[str] | None, typer.Option(show_default="the calibration's selection", help="ARCHETYPE=METHOD, overriding the selection (repeatable).")] = None,
@@ -131,26 +116,21 @@ def freeze(
     embedder: Embedder = None,
     taxonomy: Taxonomy = None,
     contexts: Contexts = None,
-    out: Out = None,
-    cache: Cache = None,
-    no_cache: NoCache = False,
-    budget: Budget = None,
-    dry_run: DryRun = False, json_out: Json = False,
-    concurrency: Concurrency = None,
-    model_option: ModelOption = None,
-    timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
+    options: RunOptions = RUN_FLAGS,
 ) -> None:
     """Refit the selected method once per practitioner on all calibration cases (profiles P1-P3, C1-C3)."""
     from carebench.plural.release import FreezeConfig
     from carebench.plural.suite import run_freeze
 
     cfg = FreezeConfig(calibration=str(calibration) if calibration else None, methods=list(method or []),
-                       model=model, prompts=prompts, annotations=annotations, **_opts(**locals()))
+                       model=model, prompts=prompts, annotations=annotations,
+                       **_opts(options, embedder, taxonomy, contexts, memalign_backend))
     _done(run_freeze(cfg), lambda m: "profiles: " + ", ".join(
         f"{a} ({v['method']})" for a, v in m["profiles"].items()))
 
 
 @app.command()
+@run_flags()
 def label(
     profiles: Annotated[Path, typer.Option(help="A `plural freeze` run directory (or its profiles/ folder).")],
     prompts: Annotated[str, typer.Option(help="Prompts to label (file or 'builtin').")] = "builtin",
@@ -159,35 +139,26 @@ def label(
     embedder: Embedder = None,
     taxonomy: Taxonomy = None,
     contexts: Contexts = None,
-    out: Out = None,
-    cache: Cache = None,
-    no_cache: NoCache = False,
-    budget: Budget = None,
-    dry_run: DryRun = False, json_out: Json = False,
-    concurrency: Concurrency = None,
-    model_option: ModelOption = None,
-    timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
+    options: RunOptions = RUN_FLAGS,
 ) -> None:
     """Label every non-calibration prompt with every profile and write the release."""
     from carebench.plural.release import LabelConfig
     from carebench.plural.suite import run_label
 
     cfg = LabelConfig(profiles=str(profiles), prompts=prompts, release=str(release) if release else None,
-                      model=model, **_opts(**locals()))
+                      model=model, **_opts(options, embedder, taxonomy, contexts))
     _done(run_label(cfg), lambda m: (
         f"excluded {m['excluded_for_leakage']['arithmetic']} for leakage; dropped {m['dropped']['total']}; "
         f"released {m['released']} prompts"))
 
 
 @app.command()
+@_no_model_flags("agreement", "Accepted for symmetry: no model is called.", "Print what would be compared and stop.")
 def agreement(
     release: Annotated[Path, typer.Option(help="A release directory written by `plural label`.")],
     annotations: Annotated[str, typer.Option(help="Practitioner annotations file or 'builtin'.")] = "builtin",
     taxonomy: Taxonomy = None,
-    out: Annotated[Path | None, typer.Option(show_default='runs/plural-agreement-<time>', help="Run directory.")] = None,
-    budget: Annotated[float | None, typer.Option(show_default='no cap', help="Accepted for symmetry: no model is called.")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be compared and stop.")] = False,
-    json_out: Json = False,
+    options: RunOptions = RUN_FLAGS,
 ) -> None:
     """Label prevalence, policy size, per-label AC1 and Jaccard: practitioners vs profiles (Appendix C)."""
     from carebench.plural.agreement import AgreementConfig
@@ -195,7 +166,7 @@ def agreement(
 
     cfg = AgreementConfig(release=str(release), annotations=annotations,
                           taxonomy=str(taxonomy) if taxonomy else None,
-                          run=run_options(out=out, no_cache=True, budget=budget, dry_run=dry_run, progress=False))
+                          run=options)
     _done(run_agreement(cfg), lambda m: "mean pairwise Jaccard: " + ", ".join(
         f"{k} {v:.3f}" for k, v in m["jaccard"].items()))
 
@@ -213,6 +184,8 @@ def _pairs(values: list[str] | None, option: str, what: str) -> dict[str, str]:
 
 
 @app.command()
+@_no_model_flags("sample", "USD cap (drawing a sample makes no model call).",
+                 "Print the sample's composition and write nothing.")
 def sample(
     release: Annotated[Path, typer.Option(help="Release directory written by `plural label`.")],
     size: Annotated[int | None, typer.Option(show_default='--fraction of the release', help="Sample size.")] = None,
@@ -220,10 +193,7 @@ def sample(
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 12345,
     reserve: Annotated[int, typer.Option(help="Rounds reserving one prompt per severity level.")] = 3,
     weighting: Annotated[float, typer.Option(help="Rarity weighting exponent (0 = uniform fill).")] = 1.0,
-    out: Annotated[Path | None, typer.Option(show_default='runs/plural-sample-<time>', help="Run directory.")] = None,
-    budget: Annotated[float | None, typer.Option(show_default='no cap', help="USD cap (drawing a sample makes no model call).")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the sample's composition and write nothing.")] = False,
-    json_out: Json = False,
+    options: RunOptions = RUN_FLAGS,
 ) -> None:
     """Draw the fixed diagnostic sample every system and archetype answers."""
     from carebench.plural.experiment import SampleRunConfig
@@ -231,7 +201,7 @@ def sample(
 
     result = run_sample(SampleRunConfig(
         release=str(release), size=size, fraction=fraction, seed=seed, reserve=reserve, weighting=weighting,
-        run=run_options(out=out, no_cache=True, budget=budget, dry_run=dry_run, progress=False)))
+        run=options))
     if isinstance(result, dict):  # a dry run: the composition (drawing a sample makes no call)
         typer.echo(json.dumps(result, indent=2))
         return
@@ -243,6 +213,7 @@ def sample(
 
 
 @app.command()
+@run_flags()
 def run(
     release: Annotated[Path, typer.Option(help="Release directory written by `plural label`, or builtin "
                                                "(a small illustrative release, to try the command).")],
@@ -265,14 +236,7 @@ def run(
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
     empty_policy: Annotated[str, typer.Option(help="Empty-policy rule: vacuous or exclude.")] = "vacuous",
     zero_coverage: Annotated[str, typer.Option(help="Appropriate but nothing satisfied: partial or failed.")] = "partial",
-    out: Out = None,
-    cache: Cache = None,
-    no_cache: NoCache = False,
-    budget: Budget = None,
-    dry_run: DryRun = False, json_out: Json = False,
-    concurrency: Concurrency = None,
-    model_option: ModelOption = None,
-    timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
+    options: RunOptions = RUN_FLAGS,
 ) -> None:
     """Responses under both archetype instructions, the jury, scoring and the report."""
     from carebench.plural.experiment import PluralRunConfig
@@ -287,8 +251,7 @@ def run(
         instruction_files=_pairs(instruction, "--instruction", "ARCHETYPE=FILE"),
         judge_max_tokens=judge_max_tokens, families=_pairs(family, "--family", "SPEC=FAMILY"), seed=seed,
         bootstrap=bootstrap, empty_policy=empty_policy, zero_coverage=zero_coverage,
-        run=_run(out=out, cache=cache, no_cache=no_cache, budget=budget, dry_run=dry_run, concurrency=concurrency,
-                 model_option=model_option, timeout=timeout, batch=batch, batch_format=batch_format),
+        run=options,
     )
     result = run_plural(cfg)
     from carebench.experiment import Plan, echo_plan

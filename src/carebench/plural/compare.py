@@ -34,8 +34,6 @@ TEXT_CHARS = 300
 class PluralComparer:
     suite = "plural"
     unit = "prompt"
-    pair_option = "--system"
-    default_gates = ("full:*",)
     leaderboard_measures = ("full:*",)
 
     def read(self, run_dir: Path, manifest: Mapping[str, Any]) -> RunView:

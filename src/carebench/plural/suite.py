@@ -8,9 +8,8 @@ through :func:`carebench.experiment.run_suite`. The commands are thin: the pure 
 (release and sample checks, records, metrics, selection, the release writer) lives in the
 concept modules (:mod:`~carebench.plural.experiment`, :mod:`~carebench.plural.calibration`,
 :mod:`~carebench.plural.release`, :mod:`~carebench.plural.agreement`), which never import
-this one. A run directory's manifest names its ``kind``; :class:`PluralSuite`, the suite
-table's row, re-scores and re-renders any of them by handing the records to the command of
-that kind (:func:`suite_of`).
+this one. A run directory's manifest names its ``kind``; the suite table
+(:mod:`carebench.suites`) names the command that re-scores and re-renders each kind.
 """
 
 from __future__ import annotations
@@ -89,38 +88,6 @@ from carebench.run import Run
 from carebench.rundir import file_sha256, new_run_dir, read_json, write_json
 from carebench.runner import Call
 from carebench.types import CarebenchError, Completion, is_harness_failure
-
-
-def suite_of(kind: Any) -> Any:
-    """The command object of one plural run kind (configless: it scores and renders)."""
-    commands = {"run": RunCommand, "sample": SampleCommand, "calibrate": CalibrateCommand,
-                "freeze": FreezeCommand, "label": LabelCommand, "agreement": AgreementCommand}
-    command = commands.get(kind) if isinstance(kind, str) else None
-    if command is None:
-        raise CarebenchError(f"no plural report for run kind {kind!r} (manifest.json)")
-    return command()
-
-
-class PluralSuite:
-    """Scores and renders a plural run directory of any kind (see the module docstring)."""
-
-    name = SUITE
-
-    def plan(self, run: Run) -> Any:
-        raise CarebenchError("run a plural command (carebench plural ...) to plan it")
-
-    def execute(self, run: Run) -> Any:
-        raise CarebenchError("run a plural command (carebench plural ...) to execute it")
-
-    def read_records(self, run_dir: Path, manifest: Mapping[str, Any]) -> Any:
-        return suite_of(manifest.get("kind")).read_records(run_dir, manifest)
-
-    def score(self, records: Any, manifest: Mapping[str, Any]) -> dict[str, Any]:
-        return suite_of(manifest.get("kind")).score(records, manifest)
-
-    def render(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Report:
-        return suite_of(manifest.get("kind")).render(metrics, records, manifest)
-
 
 # -- sample and run (VEILED-SH, §5.3, §6, Appendix D) ------------------------------------------
 

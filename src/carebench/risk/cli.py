@@ -9,21 +9,7 @@ import typer
 
 from carebench.datasets.builtin import builtin_specs
 from carebench.risk.methods.llm import POOL_PER_LEVEL
-from carebench.run_options import (
-    DEFAULT_TIMEOUT_S,
-    Batch,
-    BatchFormat,
-    Budget,
-    Cache,
-    Concurrency,
-    DryRun,
-    Json,
-    ModelOption,
-    NoCache,
-    Out,
-    Timeout,
-    run_options,
-)
+from carebench.run_options import RUN_FLAG_VALUES, RUN_FLAGS, RunOptions, run_flags
 from carebench.types import CarebenchError
 
 BUILTIN_DATA = ", ".join(builtin_specs("risk"))
@@ -37,6 +23,7 @@ app = typer.Typer(
 
 
 @app.command()
+@run_flags()
 def run(
     data: Annotated[str | None, typer.Option(show_default="the --config file's; one of them is needed", help=f"PATH to JSONL/CSV/Parquet, or builtin:NAME (built in: {BUILTIN_DATA}).")] = None,
     format: Annotated[str | None, typer.Option(
@@ -70,9 +57,7 @@ def run(
         show_default="0.2, or the --config file's", help="A method failing on more than this share of its items is flagged in the report "
              "and not ranked.")] = None,
     config: Annotated[Path | None, typer.Option(show_default='none: flags only', help="YAML/TOML config file (see docs).")] = None,
-    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
-    dry_run: DryRun = False, json_out: Json = False, concurrency: Concurrency = None, model_option: ModelOption = None,
-    timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
+    options: RunOptions = RUN_FLAGS, flags: dict = RUN_FLAG_VALUES,
 ) -> None:
     """Run methods on a labelled corpus and write metrics, records and the report."""
     from carebench.risk.config import config_from_file, method_specs
@@ -80,9 +65,6 @@ def run(
     from carebench.risk.suite import run_experiment
 
     models = list(model or [])
-    flags = {"out": out, "cache": cache, "no_cache": no_cache, "budget": budget, "dry_run": dry_run,
-             "concurrency": concurrency, "model_option": model_option, "timeout": timeout,
-             "batch": batch, "batch_format": batch_format}
     if config is not None:
         overrides = {
             "data": data, "format": format, "moderation_model": moderation_model,
@@ -108,7 +90,7 @@ def run(
             train=train, train_format=train_format, failures=failures or "wrong",
             max_failure_share=0.2 if max_failure_share is None else max_failure_share,
             columns=columns, train_columns=train_columns, limit=limit,
-            prompts=str(prompts) if prompts else None, run=run_options(**flags),
+            prompts=str(prompts) if prompts else None, run=options,
         )
     outcome = run_experiment(cfg)
     if outcome.plan is not None:
@@ -172,6 +154,7 @@ def _summary(metrics: dict) -> None:
 
 
 @app.command("sweep")
+@run_flags()
 def sweep(
     data: Annotated[str, typer.Option(help=f"PATH to JSONL/CSV/Parquet, or builtin:NAME (built in: {BUILTIN_DATA}).")],
     model: Annotated[str, typer.Option(help="Chat model spec (e.g. openai:gpt-4o-mini).")],
@@ -197,9 +180,7 @@ def sweep(
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 42,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
     failures: Annotated[str, typer.Option(help="'wrong' (farthest level) or 'drop'.")] = "wrong",
-    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
-    dry_run: DryRun = False, json_out: Json = False, concurrency: Concurrency = None, model_option: ModelOption = None,
-    timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
+    options: RunOptions = RUN_FLAGS,
 ) -> None:
     """Few-shot k sweep (Figure 4): every k scored on the same items outside the pool."""
     from carebench.experiment import Plan, echo_plan, run_suite
@@ -211,9 +192,6 @@ def sweep(
     suite = SweepSuite(data, model, format=format, ks=list(k) if k else SWEEP_KS,
                        pool_per_level=pool_per_level, train=train, train_format=train_format,
                        seed=seed, bootstrap=bootstrap, failures=failures)
-    options = run_options(out=out, cache=cache, no_cache=no_cache, budget=budget, dry_run=dry_run,
-                          concurrency=concurrency, model_option=model_option, timeout=timeout,
-                        batch=batch, batch_format=batch_format)
     result = run_suite(suite, options)
     if isinstance(result, Plan):
         echo_plan(result)

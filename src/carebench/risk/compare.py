@@ -44,8 +44,6 @@ RAW_CHARS = 300
 class RiskComparer:
     suite = "risk"
     unit = "item"
-    pair_option = "--method"
-    default_gates = ("macro_f1", "qwk")
     leaderboard_measures = ("macro_f1",)
 
     def read(self, run_dir: Path, manifest: Mapping[str, Any]) -> RunView:

@@ -5,6 +5,7 @@ User errors raise ``CarebenchError``; the top-level CLI prints one line and exit
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -12,21 +13,7 @@ import typer
 
 from carebench.datasets.builtin import builtin_specs
 from carebench.models.families import parse_family_overrides
-from carebench.run_options import (
-    DEFAULT_TIMEOUT_S,
-    Batch,
-    BatchFormat,
-    Budget,
-    Cache,
-    Concurrency,
-    DryRun,
-    Json,
-    ModelOption,
-    NoCache,
-    Out,
-    Timeout,
-    run_options,
-)
+from carebench.run_options import RUN_FLAGS, RunOptions, run_flags
 from carebench.types import CarebenchError
 
 BUILTIN_TASKS = ", ".join(builtin_specs("support"))
@@ -52,6 +39,7 @@ def _caps(values: list[str] | None) -> dict[str, int]:
 
 
 @app.command()
+@run_flags()
 def run(
     tasks: Annotated[str, typer.Option(help=f"Task file (.jsonl/.csv/.parquet) or builtin:NAME (built in: {BUILTIN_TASKS}).")] = "builtin:sample",
     responder: Annotated[list[str] | None, typer.Option(show_default='none: give one, or --include-reference', help="Responder model spec (repeatable).")] = None,
@@ -86,9 +74,7 @@ def run(
     family: Annotated[list[str] | None, typer.Option(
         show_default='the guess from each spec', help="Vendor family of a model, SPEC=NAME (repeatable); overrides the guess from the spec "
              "for models behind a proxy or local server (self-preference, DistressBench App. B.6-B.7).")] = None,
-    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
-    dry_run: DryRun = False, json_out: Json = False, concurrency: Concurrency = None, model_option: ModelOption = None,
-    timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
+    options: RunOptions = RUN_FLAGS,
     task_format: Annotated[str, typer.Option("--format", help=(
         "Task file format: carebench, or healthbench (HealthBench-style prompt/rubrics JSONL; "
         "see docs/support.md)."))] = "carebench",
@@ -116,9 +102,7 @@ def run(
         responder_settings_file=str(responder_settings) if responder_settings else None,
         recollect_truncated=recollect_truncated, recollect_cap=recollect_cap,
         families=parse_family_overrides(family),
-        run=run_options(out=out, cache=cache, no_cache=no_cache, budget=budget, dry_run=dry_run,
-                        concurrency=concurrency, model_option=model_option, timeout=timeout, retries=retries,
-                        batch=batch, batch_format=batch_format),
+        run=replace(options, max_retries=retries),
     )
     result = run_support(cfg)
     if isinstance(result, Plan):
@@ -181,6 +165,7 @@ def _summary(run_dir: Path, metrics: dict | None = None) -> None:
 
 
 @app.command()
+@run_flags()
 def calibrate(
     labels: Annotated[Path, typer.Option(help="Clinician labels: task_id, response_id (or responder+attempt), criterion_id, rater, met.")],
     candidate: Annotated[list[str] | None, typer.Option(show_default='none: needs --verdicts', help="Candidate judge spec (repeatable).")] = None,
@@ -196,9 +181,7 @@ def calibrate(
     family: Annotated[list[str] | None, typer.Option(
         show_default='the guess from each spec', help="Vendor family of a model, SPEC=NAME (repeatable); overrides the guess from the spec "
              "for models behind a proxy or local server (self-preference, DistressBench App. B.6-B.7).")] = None,
-    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
-    dry_run: DryRun = False, json_out: Json = False, concurrency: Concurrency = None, model_option: ModelOption = None,
-    timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
+    options: RunOptions = RUN_FLAGS,
 ) -> None:
     """Compare candidate judges and every panel with clinician consensus; select the panel."""
     from carebench.support.suite import JudgeCalibrationConfig, run_calibration
@@ -207,9 +190,7 @@ def calibrate(
         labels=str(labels), candidates=list(candidate or []), run_dir=str(run_dir) if run_dir else None,
         verdicts=str(verdicts) if verdicts else None, panel_size=panel_size, seed=seed, scope=scope,
         bootstrap=bootstrap, families=parse_family_overrides(family),
-        run=run_options(out=out, cache=cache, no_cache=no_cache, budget=budget, dry_run=dry_run,
-                        concurrency=concurrency, model_option=model_option, timeout=timeout,
-                        batch=batch, batch_format=batch_format),
+        run=options,
     )
     d = run_calibration(cfg)
     if _echoed_plan(d):
@@ -286,6 +267,7 @@ def calibration_sample(
 
 
 @app.command()
+@run_flags()
 def coherence(
     tasks: Annotated[str, typer.Option(help=f"Task file (.jsonl/.csv/.parquet) or builtin:NAME (built in: {BUILTIN_TASKS}).")],
     model: Annotated[list[str], typer.Option(help="Model whose replies test the scripts (repeatable; A.5 used 4).")],
@@ -293,9 +275,7 @@ def coherence(
     n: Annotated[int, typer.Option(help="Multi-turn tasks to sample (A.5: 18).")] = 18,
     gate: Annotated[float, typer.Option(help="Share of acceptable transitions a task needs (A.5: 0.9).")] = 0.9,
     seed: Annotated[int, typer.Option(help="Sampling seed (carebench default).")] = 12345,
-    out: Out = None, cache: Cache = None, no_cache: NoCache = False, budget: Budget = None,
-    dry_run: DryRun = False, json_out: Json = False, concurrency: Concurrency = None, model_option: ModelOption = None,
-    timeout: Timeout = DEFAULT_TIMEOUT_S, batch: Batch = None, batch_format: BatchFormat = None,
+    options: RunOptions = RUN_FLAGS,
 ) -> None:
     """Multi-turn coherence gate (A.5): do the scripted user turns still follow regenerated replies?"""
     from carebench.rundir import read_json
@@ -303,9 +283,7 @@ def coherence(
 
     d = run_coherence(CoherenceConfig(
         tasks=tasks, models=list(model), judge=judge, n=n, gate=gate, seed=seed,
-        run=run_options(out=out, cache=cache, no_cache=no_cache, budget=budget, dry_run=dry_run,
-                        concurrency=concurrency, model_option=model_option, timeout=timeout,
-                        batch=batch, batch_format=batch_format)))
+        run=options))
     if _echoed_plan(d):
         return
     m = read_json(d / "metrics.json")
@@ -315,6 +293,7 @@ def coherence(
 
 
 @app.command()
+@run_flags()
 def probe(
     run_dir: Annotated[Path, typer.Argument(help="A support run directory.")],
     responder: Annotated[list[str] | None, typer.Option(
@@ -333,10 +312,7 @@ def probe(
     conversations: Annotated[int, typer.Option(help="Conversations for elicitation, per responder (E.7: 300).")] = 300,
     seed: Annotated[int, typer.Option(help="Sampling and bootstrap seed (carebench default).")] = 12345,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
-    out: Out = None,
-    cache: Cache = None, no_cache: NoCache = False, budget: Budget = None, dry_run: DryRun = False, json_out: Json = False,
-    concurrency: Concurrency = None, model_option: ModelOption = None, timeout: Timeout = DEFAULT_TIMEOUT_S,
-    batch: Batch = None, batch_format: BatchFormat = None,
+    options: RunOptions = RUN_FLAGS,
 ) -> None:
     """Discrimination probe, controls and elicitation (§4.3, E.7): why did the responders fail their criteria?
 
@@ -349,9 +325,7 @@ def probe(
         run_dir=str(run_dir), responders=list(responder or []), alternative=alternative, question=question,
         competence_threshold=competence_threshold, floor_reply=str(floor_reply) if floor_reply else None,
         n_tasks=n_tasks, n_conversations=conversations, seed=seed, bootstrap=bootstrap,
-        run=run_options(out=out, cache=cache, no_cache=no_cache, budget=budget, dry_run=dry_run, concurrency=concurrency,
-                        model_option=model_option, timeout=timeout,
-                        batch=batch, batch_format=batch_format)))
+        run=options))
     if _echoed_plan(d):
         return
     res = read_json(d / "metrics.json")

@@ -36,8 +36,6 @@ REPLY_CHARS = 600
 class SupportComparer:
     suite = "support"
     unit = "task"
-    pair_option = "--responder"
-    default_gates = ("score",)
     leaderboard_measures = ("score",)
 
     def __init__(self) -> None:

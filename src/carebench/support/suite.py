@@ -1,11 +1,10 @@
 """The support suite's skeleton objects (:mod:`carebench.experiment`), one per command.
 
-``support run`` is :class:`SupportSuite`, which is also the suite table's row: it
-re-scores and re-renders any support run directory, handing a directory whose
-manifest names a ``kind`` to that command's object (:func:`suite_of`):
-``calibration`` (:class:`JudgeCalibrationSuite`), ``coherence``
-(:class:`~carebench.support.coherence.CoherenceSuite`) and ``probe``
-(:class:`~carebench.support.probe.ProbeSuite`). Every command writes its run
+``support run`` is :class:`SupportSuite`; a run directory whose manifest names a
+``kind`` is another command's: ``calibration`` (:class:`JudgeCalibrationSuite`),
+``coherence`` (:class:`~carebench.support.coherence.CoherenceSuite`) and ``probe``
+(:class:`~carebench.support.probe.ProbeSuite`); the suite table
+(:mod:`carebench.suites`) names the object that re-renders each kind. Every command writes its run
 directory through :func:`carebench.experiment.run_suite`, so ``carebench report DIR``
 reproduces each one's ``metrics.json`` and report byte for byte.
 """
@@ -40,7 +39,6 @@ from carebench.report import Report
 from carebench.run import Run, RunOptions
 from carebench.run_options import run_options
 from carebench.rundir import data_sha256, file_sha256, read_json, read_jsonl, run_dir_path
-from carebench.support.coherence import CoherenceSuite
 from carebench.support.experiment import (
     SCOPE_CHOICES,
     SUITE,
@@ -59,7 +57,6 @@ from carebench.support.generation import (
     reference_responses,
 )
 from carebench.support.judging import judge_responses
-from carebench.support.probe import ProbeSuite
 from carebench.support.records import PARQUET_COLUMNS, ResponseRecord, VerdictRecord, is_empty_reply
 from carebench.support.tasks import (
     Task,
@@ -69,20 +66,6 @@ from carebench.support.tasks import (
     unexpected_subcategories,
 )
 from carebench.types import CarebenchError
-
-
-def suite_of(kind: Any) -> Any:
-    """The skeleton object of one support command's run directory (by manifest ``kind``;
-    none: ``support run``), configless: it scores and renders."""
-    if kind is None:
-        return SupportSuite()
-    if kind == "calibration":
-        return JudgeCalibrationSuite()
-    if kind == "coherence":
-        return CoherenceSuite()
-    if kind == "probe":
-        return ProbeSuite()
-    raise CarebenchError(f"no support report for run kind {kind!r} (manifest.json)")
 
 
 class SupportSuite:
@@ -223,13 +206,10 @@ class SupportSuite:
         )
 
     def read_records(self, run_dir: Path, manifest: Mapping[str, Any]) -> Any:
-        """Column tables of every record, plus objects for the tasks the report shows
-        (another command's run directory: that command's records, see :func:`suite_of`)."""
+        """Column tables of every record, plus objects for the tasks the report shows."""
         from carebench.support.records import read_run_records
         from carebench.support.report import detail_task_ids
 
-        if manifest.get("kind") is not None:
-            return suite_of(manifest.get("kind")).read_records(run_dir, manifest)
         run_dir = Path(run_dir)
         tasks = load_tasks(run_dir / "tasks.jsonl")
         if manifest.get("incomplete"):
@@ -242,8 +222,6 @@ class SupportSuite:
         return SupportRecords(tasks, rt, vt, responses, verdicts, shown)
 
     def score(self, records: Any, manifest: Mapping[str, Any]) -> dict[str, Any]:
-        if manifest.get("kind") is not None:
-            return suite_of(manifest.get("kind")).score(records, manifest)
         if manifest.get("incomplete"):
             return incomplete_metrics(manifest, {"responses": len(records.responses),
                                                  "verdicts": len(records.verdicts)})
@@ -258,8 +236,6 @@ class SupportSuite:
     def render(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Report:
         from carebench.support.report import build_support_report
 
-        if manifest.get("kind") is not None:
-            return suite_of(manifest.get("kind")).render(metrics, records, manifest)
         if metrics.get("status") == "incomplete":
             return incomplete_report("Support: rubric-scored crisis support", metrics)
         return build_support_report(manifest, records.tasks, records.responses, records.verdicts, metrics,
