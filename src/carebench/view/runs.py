@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from carebench.report.banners import banner_kinds
 
 #: folders a run directory holds that are never runs themselves
 _NOT_RUNS = frozenset({"figures", "__pycache__", ".git", "node_modules", "release"})
@@ -28,9 +29,6 @@ MEASURE_LABELS = {"macro_f1": "macro-F1", "qwk": "QWK", "score": "score", "weigh
                   "full_alignment": "full alignment"}
 #: system mappings' keys that are reference rows, never a system
 _REFERENCE_ROWS = frozenset({"chance", "reference"})
-EMBEDDED_MODEL = "llamacpp:builtin"
-_EMBEDDED = re.compile(rb'"' + re.escape(EMBEDDED_MODEL.encode()) + rb'(?:@[^"]*)?"')
-_ILLUSTRATIVE = re.compile(rb'"(?:illustrative|synthetic)"\s*:\s*true\b')
 
 
 @dataclass
@@ -118,7 +116,7 @@ def summarise(path: Path) -> tuple[RunSummary, dict[str, Any], dict[str, Any]]:
         status = "incomplete"
     if problem or problem_m:
         status = problem or problem_m or status
-    flags = run_flags(raw_manifest, metrics)
+    flags = banner_kinds(raw_manifest, metrics)
     if suite == "compare":
         headline, systems = _compare_headline(metrics)
         inputs = [str((metrics.get(k) or {}).get("path")) for k in ("base", "candidate")
@@ -141,38 +139,6 @@ def summarise(path: Path) -> tuple[RunSummary, dict[str, Any], dict[str, Any]]:
     return (RunSummary(path=path, suite=suite, created=str(manifest.get("created") or ""), status=status,
                        systems=systems, headline=headline, flags=flags, inputs=inputs,
                        has_report=(path / "report.html").is_file()), manifest, metrics)
-
-
-def run_flags(raw_manifest: bytes, metrics: Mapping[str, Any]) -> list[str]:
-    """The banners a run carries: the embedded model, illustrative or synthetic data, flagged results.
-
-    The manifest is searched as written (any string value naming the embedded model, any
-    ``"illustrative": true`` or ``"synthetic": true``); in the metrics only each system's
-    entry of a top-level mapping is looked at (``metrics[block][system]["flagged"]``), and
-    the harness-failure counts."""
-    flags = []
-    if _EMBEDDED.search(raw_manifest):
-        flags.append("embedded model")
-    if _ILLUSTRATIVE.search(raw_manifest):
-        flags.append("illustrative data")
-    if _flagged_system(metrics) or _positive(metrics.get("harness_failures")):
-        flags.append("flagged results")
-    return flags
-
-
-def _flagged_system(metrics: Mapping[str, Any]) -> bool:
-    for block in metrics.values():
-        if type(block) is dict:
-            for entry in block.values():
-                if type(entry) is dict and entry.get("flagged") is True:
-                    return True
-    return False
-
-
-def _positive(x: Any) -> bool:
-    if type(x) is dict:
-        return any(_positive(v) for k, v in x.items() if k != "per_responder")
-    return type(x) in (int, float) and x > 0
 
 
 def _num(x: Any) -> float | None:
