@@ -72,3 +72,27 @@ def test_compare_and_leaderboard_carry_their_inputs_banners(tmp_path, capsys):
     before = (tmp_path / "lb" / "report.html").read_bytes()
     assert main(["report", str(tmp_path / "lb")]) == 0
     assert (tmp_path / "lb" / "report.html").read_bytes() == before
+
+
+def test_the_demo_copy_of_illustrative_data_stays_illustrative(tmp_path, capsys):
+    from importlib import resources
+
+    from carebench.risk.data import load_dataset
+    from carebench.risk.demo import quick_subset
+
+    data = tmp_path / "risk-quick-sample.jsonl"
+    n = quick_subset(data)
+    builtin_meta = json.loads((resources.files("carebench") / "data" / "risk" / "sample.meta.json").read_text())
+    assert builtin_meta["illustrative"] is True
+    ds = load_dataset(str(data))
+    assert len(ds.items) == n and ds.illustrative is True and builtin_meta["description"] in ds.notes
+    assert main(["risk", "run", "--data", str(data), "--method", "moderation-fixed", "--out", str(tmp_path / "r"),
+                 "--bootstrap", "100"]) == 0
+    manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
+    assert manifest["dataset"]["illustrative"] is True and manifest["dataset"]["derived_from"] == "builtin:sample"
+    assert _banners(tmp_path / "r") == [TEXT[ILLUSTRATIVE]]
+    # a plain file without a sidecar is not illustrative
+    (tmp_path / "plain").mkdir()
+    plain = tmp_path / "plain" / "x.jsonl"
+    plain.write_text(data.read_text())
+    assert load_dataset(str(plain)).illustrative is False
