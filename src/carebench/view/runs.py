@@ -24,9 +24,9 @@ _NOT_RUNS = frozenset({"figures", "__pycache__", ".git", "node_modules", "releas
 #: how deep below a given folder run directories are looked for (the demo's parts sit one below it)
 MAX_DEPTH = 4
 #: measure names tried for the headline, in order (each suite's main measure)
-HEADLINE_MEASURES = ("score", "weighted_score", "macro_f1", "full_alignment", "alignment", "qwk", "accuracy")
+HEADLINE_MEASURES = ("score", "weighted_score", "macro_f1", "full_alignment", "alignment", "full", "qwk", "accuracy")
 MEASURE_LABELS = {"macro_f1": "macro-F1", "qwk": "QWK", "score": "score", "weighted_score": "weighted score",
-                  "full_alignment": "full alignment"}
+                  "full_alignment": "full alignment", "full": "full alignment"}
 #: system mappings' keys that are reference rows, never a system
 _REFERENCE_ROWS = frozenset({"chance", "reference"})
 
@@ -148,6 +148,13 @@ def _num(x: Any) -> float | None:
 def _measure(entry: Mapping[str, Any], name: str) -> tuple[float, float | None, float | None] | None:
     """``entry[name]`` as (value, lo, hi) in the shapes metrics files use."""
     m = entry.get(name)
+    rows = entry.get("scores")
+    if m is None and name == "score" and type(rows) is list:  # a table of dimensions ending in "overall"
+        row = next((r for r in rows if type(r) is dict and r.get("dimension") == "overall"), None)
+        if row is None:
+            return None
+        v = _num(row.get("score"))
+        return None if v is None else (v, _num(row.get("ci_low")), _num(row.get("ci_high")))
     if isinstance(m, Mapping):
         v = _num(m.get("value"))
         ci = m.get("ci") if isinstance(m.get("ci"), list) else [m.get("lo"), m.get("hi")]
@@ -164,6 +171,9 @@ def _measure(entry: Mapping[str, Any], name: str) -> tuple[float, float | None, 
 def _systems_mapping(metrics: Mapping[str, Any]) -> tuple[str, dict[str, Mapping[str, Any]]] | None:
     """The first top-level mapping of systems to measures, and the measure it carries first."""
     for block in metrics.values():
+        if type(block) is list and block and all(type(r) is dict and "system" in r for r in block[:50]):
+            # rows of cells, one per system (and profile)
+            block = {str(r["system"]) + (f" ({r['profile']})" if r.get("profile") else ""): r for r in block}
         if not isinstance(block, Mapping) or not block:
             continue
         entries = {k: v for k, v in block.items() if isinstance(v, Mapping) and k not in _REFERENCE_ROWS}
@@ -197,8 +207,10 @@ def suite_headline(metrics: Mapping[str, Any], manifest: Mapping[str, Any]) -> t
         return Headline(f"{name}: no system scored"), systems
     lower = name in ("mae",)
     _, best, (v, lo, hi), entry = (min if lower else max)(scored, key=lambda t: t[0])
-    n = next((entry[k] for k in ("n_scored", "n_tasks", "n_units", "n_personas", "n_prompts", "n")
-              if isinstance(entry.get(k), int)), None)
+    m_entry = entry.get(name)
+    n = next((src[k] for src in (entry, m_entry if type(m_entry) is dict else {})
+              for k in ("n_scored", "n_tasks", "n_units", "n_personas", "personas", "n_prompts", "n")
+              if type(src.get(k)) is int), None)
     if n is None and isinstance(metrics.get("n"), int):
         n = metrics["n"]
     return Headline(MEASURE_LABELS.get(name, name.replace("_", " ")), best, v, lo, hi, n), systems
