@@ -48,10 +48,16 @@ def _hash(js: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(js.encode("utf-8")).digest()).decode("ascii") + "'"
 
 
-def href_to(target: Path, out_dir: Path) -> str:
-    """A relative URL from the page's folder to ``target`` (works from file:// and when served)."""
-    rel = os.path.relpath(os.path.abspath(target), os.path.abspath(out_dir))
-    return quote(rel.replace(os.sep, "/"), safe="/")
+def href_to(target: Path, out_dir: Path, memo: dict[str, str] | None = None) -> str:
+    """A relative URL from the page's folder to ``target`` (works from file:// and when served);
+    ``memo`` keeps each parent folder's relative path (runs share a few parents)."""
+    parent, name = os.path.split(os.fspath(target))
+    rel = memo.get(parent) if memo is not None else None
+    if rel is None:
+        rel = os.path.relpath(os.path.abspath(parent), os.path.abspath(out_dir)).replace(os.sep, "/")
+        if memo is not None:
+            memo[parent] = rel
+    return quote(f"{rel}/{name}", safe="/")
 
 
 def run_name(s: RunSummary, roots: Sequence[Path]) -> str:
@@ -71,7 +77,8 @@ def render_page(summaries: Sequence[RunSummary], names: Sequence[str], boards: S
                 problems: Sequence[str] = ()) -> str:
     out: list[str] = []
     put = out.append
-    hrefs = [href_to(s.path / "report.html", out_dir) if s.has_report else None for s in summaries]
+    memo: dict[str, str] = {}
+    hrefs = [href_to(s.path / "report.html", out_dir, memo) if s.has_report else None for s in summaries]
     suites = sorted({s.suite for s in summaries})
     flagged = [s for s in summaries if s.flags]
     put('<header>\n<h1>carebench view</h1>')

@@ -70,15 +70,15 @@ class RunSummary:
 def find_runs(folders: Iterable[str | Path]) -> list[Path]:
     """Every directory holding a ``manifest.json`` under ``folders`` (each once, sorted)."""
     folders = list(folders)
-    found: dict[str, Path] = {}
+    found: dict[str, str] = {}
     for folder in folders:
-        for path in _walk(Path(folder), 0):
+        for path in _walk(os.fspath(folder), 0):
             # one folder inside another given one: a run found twice is listed once
-            found.setdefault(os.path.realpath(path) if len(folders) > 1 else str(path), path)
-    return sorted(found.values(), key=lambda p: str(p))
+            found.setdefault(os.path.realpath(path) if len(folders) > 1 else path, path)
+    return [Path(p) for p in sorted(found.values())]
 
 
-def _walk(path: Path, depth: int) -> Iterator[Path]:
+def _walk(path: str, depth: int) -> Iterator[str]:
     try:
         entries = list(os.scandir(path))
     except OSError:
@@ -89,7 +89,7 @@ def _walk(path: Path, depth: int) -> Iterator[Path]:
         return
     for e in entries:
         if e.is_dir(follow_symlinks=False) and e.name not in _NOT_RUNS and not e.name.startswith("."):
-            yield from _walk(Path(e.path), depth + 1)
+            yield from _walk(e.path, depth + 1)
 
 
 def _load(path: Path) -> tuple[Any, bytes, str | None]:
