@@ -156,7 +156,7 @@ def test_a_failing_part_in_a_worker_is_one_line_and_the_same_exit_code(tmp_path,
         raise CarebenchError("support demo: the tasks file is unreadable (a test's failure)")
 
     entry = SUITES["support"]
-    monkeypatch.setitem(SUITES, "support", type(entry)(entry.help, entry.app, entry.suite, lambda: broken,
+    monkeypatch.setitem(SUITES, "support", type(entry)(entry.help, entry.app, entry.kinds, lambda: broken,
                                                       entry.comparer))
     errs = {}
     with StubServer() as stub:
@@ -190,7 +190,7 @@ def test_a_worker_that_dies_is_a_one_line_failure(tmp_path, monkeypatch, capfd):
 
     entry = SUITES["risk"]
     monkeypatch.setattr("carebench.suites.SUITES", {
-        name: type(entry)(entry.help, entry.app, entry.suite, lambda f=f: f, entry.comparer)
+        name: type(entry)(entry.help, entry.app, entry.kinds, lambda f=f: f, entry.comparer)
         for name, f in (("risk", dies), ("other", fine))})
     with StubServer() as stub:
         stub.handler = _answer

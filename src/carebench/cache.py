@@ -64,7 +64,8 @@ def cache_key(spec: str, request: ChatRequest, options: dict[str, Any] | None = 
 class CompletionCache:
     """Thread-safe SQLite store of completions keyed by ``cache_key``.
 
-    Only usable outcomes are stored by the runner (errors are retried on the next run).
+    Only usable outcomes are stored by the runner (errors are retried on the next run),
+    and the one permanent failure it can recognise: a prompt that exceeded the model's context.
     """
 
     def __init__(self, path: Path | str | None = None):

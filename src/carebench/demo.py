@@ -27,7 +27,7 @@ from carebench.rundir import (
     write_manifest,
 )
 from carebench.runner import Call
-from carebench.types import ChatRequest, messages
+from carebench.types import BatchPending, CarebenchError, ChatRequest, RunStopped, messages
 
 DISCLAIMER = (
     "The embedded model (llamacpp:builtin, SmolLM2-135M-Instruct) demonstrates the pipeline "
@@ -172,7 +172,6 @@ def run_demo(
     ``jobs`` forces the number of worker processes for the parts (1: one after another
     in this process); None decides from the free cores (``carebench.cores.choose_jobs``)."""
     from carebench.cores import choose_jobs
-    from carebench.types import CarebenchError
 
     if jobs is not None and jobs < 1:
         raise CarebenchError(f"--jobs must be at least 1, got {jobs}")
@@ -335,8 +334,6 @@ def _pack_error(part: str, e: BaseException) -> dict[str, Any]:
     import pickle
     import traceback
 
-    from carebench.types import BatchPending, CarebenchError, RunStopped
-
     try:
         blob: bytes | None = pickle.dumps(e)
         pickle.loads(blob)
@@ -351,8 +348,6 @@ def _pack_error(part: str, e: BaseException) -> dict[str, Any]:
 
 def _unpack_error(part: str, err: dict[str, Any]) -> BaseException:
     import pickle
-
-    from carebench.types import BatchPending, CarebenchError, RunStopped
 
     if err.get("blob") is not None:
         return pickle.loads(err["blob"])
@@ -450,8 +445,6 @@ def run_parts_in_workers(parts: list[str], n: int, run_dir: Path, model_spec: st
     output, and its error is raised as the same exception a run in one process raises."""
     import multiprocessing
     from multiprocessing.connection import wait
-
-    from carebench.types import CarebenchError
 
     ctx = multiprocessing.get_context("fork")
     order = {p: i for i, p in enumerate(parts)}

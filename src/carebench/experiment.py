@@ -29,6 +29,7 @@ from carebench.rundir import (
     read_json,
     read_jsonl,
     run_dir_path,
+    scrub,
     write_json,
     write_jsonl,
     write_manifest,
@@ -253,7 +254,6 @@ def write_records(run_dir: Path, rows: Sequence[dict[str, Any]], parquet_columns
 
     from carebench.fileio import atomic_write_text
     from carebench.jsonclean import json_default
-    from carebench.rundir import scrub
 
     rows = [scrub(r) for r in rows]
     lines = [json.dumps(r, ensure_ascii=False, default=json_default) for r in rows]

@@ -17,8 +17,17 @@ from pathlib import Path
 from typing import Any, Self
 
 from carebench.cache import CompletionCache
-from carebench.runner import Call, CallPlan, Ledger, Runner, RunnerConfig, RunResult, call_row
-from carebench.types import BatchPending, Completion, RunStopped
+from carebench.runner import (
+    BATCH_PENDING,
+    Call,
+    CallPlan,
+    Ledger,
+    Runner,
+    RunnerConfig,
+    RunResult,
+    call_row,
+)
+from carebench.types import BatchPending, CarebenchError, Completion, RunStopped
 
 
 @dataclass
@@ -51,8 +60,6 @@ class Run:
     def __init__(self, options: RunOptions | None = None, *, cache: CompletionCache | None = None):
         self.options = opts = options or RunOptions()
         if opts.budget_usd is not None and opts.budget_usd < 0:
-            from carebench.types import CarebenchError
-
             raise CarebenchError(f"--budget must be zero or more USD, got {opts.budget_usd}")
         if cache is None and opts.use_cache:
             cache = CompletionCache(Path(opts.cache_path) if opts.cache_path else None)
@@ -60,8 +67,6 @@ class Run:
         self.ledger = Ledger(budget_usd=opts.budget_usd)
         self.call_rows: list[dict[str, Any]] = []
         if opts.max_retries is not None and opts.max_retries < 0:
-            from carebench.types import CarebenchError
-
             raise CarebenchError(f"--retries must be zero or more, got {opts.max_retries}")
         retries = {} if opts.max_retries is None else {"max_retries": opts.max_retries}
         batch = opts.batch
@@ -72,8 +77,6 @@ class Run:
         self.batch = None  # the batch sink (carebench.batch.export.BatchSink) in batch mode
         if batch is not None and not opts.dry_run:
             if self.cache is None:
-                from carebench.types import CarebenchError
-
                 raise CarebenchError("--batch needs the cache (results are imported into it); drop --no-cache")
             from carebench.batch.export import BatchSink
 
@@ -109,12 +112,10 @@ class Run:
             if (model.spec.provider == "vllm" and model.spec.base_url is None and self.batch is None
                     and not self.options.dry_run):  # refused before any call, not at the first one
                 from carebench.models.openai_compat import no_live_vllm
-                from carebench.types import CarebenchError
 
                 raise CarebenchError(no_live_vllm(model.spec))
             if self.options.budget_usd is not None:
                 from carebench.models.pricing import is_priced, unpriced_note
-                from carebench.types import CarebenchError
 
                 if not is_priced(str(model.spec)):  # its calls would count as $0
                     raise CarebenchError(
@@ -122,8 +123,6 @@ class Run:
             opts = self.options.model_options.get(spec)
             if opts:
                 if not hasattr(model, "request_options"):
-                    from carebench.types import CarebenchError
-
                     raise CarebenchError(f"model options for {spec}: this provider takes none")
                 model.request_options = opts
             self._models[spec] = model
@@ -193,8 +192,6 @@ class Run:
         if self.ledger.stopped is not None:
             return self.ledger.stopped
         if self.batch is not None and self.batch.pending:
-            from carebench.runner import BATCH_PENDING
-
             return BATCH_PENDING
         return None
 

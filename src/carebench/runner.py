@@ -20,18 +20,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from carebench.cache import CompletionCache, cache_key
-from carebench.models.base import ChatModel, PermanentError, TransientError, Unreachable
+from carebench.models.base import Call, ChatModel, PermanentError, TransientError, Unreachable
 from carebench.models.pricing import call_cost_bound, is_priced
-from carebench.types import GAVE_UP, CarebenchError, ChatRequest, Completion
-
-
-@dataclass(slots=True)
-class Call:
-    """One model call to make; ``tag`` is the caller's handle (e.g. item id and method)."""
-
-    model: ChatModel
-    request: ChatRequest
-    tag: Any = None
+from carebench.types import GAVE_UP, CarebenchError, ChatRequest, Completion, is_context_overflow
 
 
 @dataclass
@@ -335,6 +326,8 @@ class Runner:
         if comp.error is not None:
             res.errors += 1
             self.ledger.errors += 1
+            if self.cache is not None and is_context_overflow(comp.error):
+                await self._store(key, comp)  # permanent for these inputs: kept, never re-paid
         elif self.cache is not None:
             await self._store(key, comp)
         return comp

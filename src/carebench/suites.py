@@ -40,14 +40,22 @@ class Target(str):
         return obj
 
 
+def _target(value: Any) -> Any:
+    """An import string as a :class:`Target`; a callable (e.g. a test's stand-in) as it is."""
+    return Target(value) if isinstance(value, str) else value
+
+
 @dataclass(frozen=True)
 class SuiteEntry:
     """One suite: see the module docstring. ``kinds`` maps a manifest's ``kind`` (None: a
-    run that records none) to the class re-rendering it, built without arguments."""
+    run that records none) to the class re-rendering it, built without arguments. Each
+    target is an import string, or a callable returning what the string would name."""
 
     help: str
     app: Target
     kinds: Mapping[str | None, Target]
+    #: run_demo(run_dir, model_spec=, quick=) of the suite's part of ``carebench demo``
+    demo: Target | None = None
     #: a carebench.compare.measures.Comparer class (None: the suite's runs are not compared)
     comparer: Target | None = None
     #: compare's option pairing differently named systems, and what it pairs (for its help)
@@ -55,20 +63,17 @@ class SuiteEntry:
     pair_help: str = ""
     #: the measures (globs) ``carebench compare`` gates when no --gate is given
     gates: tuple[str, ...] = ()
-    #: run_demo(run_dir, model_spec=, quick=) of the suite's part of ``carebench demo``
-    demo: Target | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "app", Target(self.app))
-        object.__setattr__(self, "kinds", {k: Target(v) for k, v in self.kinds.items()})
+        object.__setattr__(self, "app", _target(self.app))
+        object.__setattr__(self, "kinds", {k: _target(v) for k, v in self.kinds.items()})
         for name in ("comparer", "demo"):
-            if getattr(self, name) is not None:
-                object.__setattr__(self, name, Target(getattr(self, name)))
+            object.__setattr__(self, name, _target(getattr(self, name)))
 
     def modules(self) -> list[str]:
         """Every module the entry names (what the suite table imports of the suite)."""
         named = [self.app, *self.kinds.values(), self.comparer, self.demo]
-        return sorted({t.module for t in named if t is not None})
+        return sorted({t.module for t in named if isinstance(t, Target)})
 
     @property
     def package(self) -> str:
@@ -119,7 +124,8 @@ SUITES: dict[str, SuiteEntry] = {
 
 #: tools beside the suites, mounted the same way
 TOOLS: dict[str, Target] = {"annotate": Target("carebench.annotate.cli:app"),
-                            "batch": Target("carebench.batch.cli:app")}
+                            "batch": Target("carebench.batch.cli:app"),
+                            "resources": Target("carebench.resources.cli:app")}
 
 #: directories written by the core tools (``carebench compare``, ``carebench leaderboard``),
 #: re-rendered by ``carebench report DIR`` like a suite's runs

@@ -8,6 +8,7 @@ explicit ``to_dict``/``from_dict`` so they round-trip through the cache and
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -33,6 +34,25 @@ def is_harness_failure(error: str | None) -> bool:
     overflow, a llama.cpp error, a replay miss): it is the same on every try and is the
     method's outcome, handled by the suite's failure policy like a refusal or a truncation."""
     return error is not None and error.startswith(GAVE_UP)
+
+
+#: how providers word a prompt that does not fit the model's context window (OpenAI's
+#: ``context_length_exceeded``, vLLM's and llama.cpp's servers, Anthropic's "prompt is too long")
+_CONTEXT_OVERFLOW = re.compile(
+    r"context[_ ]length[_ ]exceeded|maximum context length|context (?:size|window|length) (?:has been |was )?"
+    r"exceeded|exceeds? (?:the )?(?:model'?s? |available )?context|prompt is too long|too many tokens|"
+    r"(?:request|prompt|input) (?:\(\d+ tokens\) )?(?:is |are )?(?:longer|larger) than the (?:model'?s? )?context",
+    re.IGNORECASE)
+
+
+def is_context_overflow(error: str | None) -> bool:
+    """Whether a call's recorded ``error`` says its prompt exceeded the model's context.
+
+    Such a call fails the same way on every try with the same inputs: a permanent failure of
+    that request, not a harness failure. The runner keeps it in the cache like an answer
+    (without text), so a re-run does not pay for it again; changing the inputs (a shorter
+    prompt, another output cap, another model) makes a new request."""
+    return error is not None and not is_harness_failure(error) and _CONTEXT_OVERFLOW.search(error) is not None
 
 
 class CarebenchError(Exception):

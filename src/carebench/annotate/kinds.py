@@ -28,7 +28,7 @@ from carebench.annotate.forms import Form, FormError
 from carebench.annotate.store import ExportRow
 from carebench.datasets import prompts as prompt_files
 from carebench.datasets import sheets as sheet_files
-from carebench.taxonomy import SeverityScale, Taxonomy
+from carebench.taxonomy import SeverityScale, Taxonomy, load_contexts
 from carebench.types import CarebenchError
 
 KINDS = ("policy", "review", "criterion")
@@ -106,8 +106,6 @@ def load_sheet(path: Path, kind: str) -> list[tuple[str, dict[str, Any]]]:
 def _check_contexts(path: Path, items: list[tuple[str, str | None]]) -> None:
     """Every case's application context must be one the taxonomy's contexts define (the form
     shows its interaction contract, and plural scores by it)."""
-    from carebench.taxonomy import load_contexts
-
     known = load_contexts()
     bad = next(((i, c) for i, c in items if c and c not in known), None)
     if bad is not None:

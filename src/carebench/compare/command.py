@@ -16,7 +16,7 @@ from typing import Any
 
 from carebench.compare.comparability import compare_keys, open_manifest, refuse
 from carebench.compare.measures import Comparer
-from carebench.compare.paired import Gate, apply_gates, choose_pairs, compare_pair
+from carebench.compare.paired import Gate, apply_gates, choose_pairs, compare_pair, parse_pairs
 from carebench.compare.rundirs import (
     describe,
     input_banners,
@@ -112,8 +112,6 @@ def run_compare(cfg: CompareConfig, comparer_of: Callable[[str], Comparer | None
 
 def pairs_from_options(values: Mapping[str, Sequence[str] | None]) -> list[tuple[str, str]]:
     """The BASE=CANDIDATE pairs given to each pairing option (``{"--method": [...], ...}``)."""
-    from carebench.compare.paired import parse_pairs
-
     out: list[tuple[str, str]] = []
     for option, given in values.items():
         out += parse_pairs(given or [], option)

@@ -23,6 +23,7 @@ from carebench.construct.config import BuildConfig
 from carebench.construct.io import load_models, resolve, write_models
 from carebench.construct.judge import judge
 from carebench.construct.lexicon import load_lexicon
+from carebench.construct.personas import get_embedder as load
 from carebench.construct.personas import load_personas
 from carebench.construct.plan import PlanningEmbedder, PlanningRun, most_calls
 from carebench.construct.quality import GATE_NAMES, GATES, Outcome, row_passes, selection
@@ -82,8 +83,6 @@ def classifier_verdicts(spec: str, rows: list[SourceRow], run: Run) -> list[Verd
 
 def get_embedder(spec: str, run: Run) -> Any:
     """The configured embedder; API embeddings go through the run (stage ``embeddings``)."""
-    from carebench.construct.personas import get_embedder as load
-
     embedder = load(spec, run=run, calls=embedding_calls(run, "embeddings"))
     if isinstance(run, PlanningRun) and isinstance(embedder, APIEmbedder):
         return PlanningEmbedder(embedder)  # its vectors may be placeholders: kept out of the cache

@@ -10,13 +10,19 @@ from pathlib import Path
 from typing import Any
 
 from carebench.construct import anonymize as anon
+from carebench.construct import rewriting as rw
 from carebench.construct.command import ConstructOptions, Stages, run_construct_command
 from carebench.construct.io import load_models, write_models
-from carebench.construct.pipeline import classifier_verdicts, get_embedder, load_expressions
-from carebench.construct.quality import ConstructionVerdict, Outcome, selection
+from carebench.construct.pipeline import (
+    _anonymize,
+    classifier_verdicts,
+    get_embedder,
+    load_expressions,
+)
+from carebench.construct.quality import ConstructionVerdict, Outcome, row_passes, selection
 from carebench.construct.sources import SourceRow, WorkRow
 from carebench.run import Run
-from carebench.rundir import data_sha256, write_json, write_jsonl
+from carebench.rundir import data_sha256, read_jsonl, write_json, write_jsonl
 from carebench.types import CarebenchError
 
 
@@ -76,7 +82,6 @@ def route_stage(rows_path: str, personas: str, model: str, embedder: str, k: int
 def rewrite_stage(rows_path: str, rewriters: list[str], contexts_path: str | None, rewrite_contexts: list[str],
                   forum_share: float, all_configs: bool, expressions: str | None, seed: int,
                   opts: ConstructOptions) -> Path:
-    from carebench.construct import rewriting as rw
     from carebench.taxonomy import load_contexts
 
     rows = load_rows(rows_path)
@@ -166,8 +171,6 @@ def select_stage(rows_path: str, limits: dict[str, float], opts: ConstructOption
 def anonymize_stage(rows_path: str, backend_spec: str, names: str | None, reversals: str | None,
                     literals: str | None, on_residual: str, drop_gate_failures: bool, opts: ConstructOptions) -> Path:
     from carebench.construct.config import BuildConfig
-    from carebench.construct.pipeline import _anonymize
-    from carebench.construct.quality import row_passes
 
     rows = load_rows(rows_path)
     backend = anon.make_backend(backend_spec, names=anon.load_phrase_list(names))
@@ -223,7 +226,6 @@ def review_sample_stage(rows_path: str, total: int, per_reviewer: int, shared: i
 def review_stats_stage(key_path: str, reviews: list[str], B: int, seed: int, opts: ConstructOptions) -> Path:
     from carebench.construct.review import review_stats
     from carebench.datasets.sheets import load_reviews
-    from carebench.rundir import read_jsonl
 
     key = read_jsonl(Path(key_path))
     if not reviews:

@@ -19,9 +19,15 @@ app = typer.Typer(help="Simulated multi-turn conversations judged with decision-
                   no_args_is_help=True, add_completion=False)
 
 Rubric = Annotated[str | None, typer.Option(
-    show_default="none: give one", help=f"Rubric: built in {', '.join(BUILTIN_RUBRICS)}; or a VERA-MH TSV, a YAML rubric, or a bundle directory "
-         "with manifest.json.")]
+    show_default="none: give one", help=f"Rubric: built in {', '.join(BUILTIN_RUBRICS)}; or a VERA-MH TSV, a YAML rubric, "
+         "a bundle directory with manifest.json, or vera:PATH (a VERA-MH checkout, or its data/SI or data/HFO "
+         "folder: rubric, personas and persona templates together).")]
 Judge = Annotated[list[str] | None, typer.Option(show_default="none: give at least one", help="Judge model spec (repeatable: several judges).")]
+RubricRules = Annotated[str | None, typer.Option(
+    "--rubric-rules", show_default="the rubric's own: vera for VERA-MH files, carebench for YAML rubrics",
+    help="How the walk reads the tree: vera (VERA-MH's judge and scorer), carebench, or vera+OPTION "
+         "with carebench's named deviations: end-keeps-walked, risk-type-branches, yelow-is-yellow, "
+         "not-relevant-final (docs/converse.md).")]
 Seed = Annotated[int, typer.Option(help="Seed of sampling and of the bootstrap.")]
 Bootstrap = Annotated[int, typer.Option(help="Bootstrap resamples (personas resampled).")]
 
@@ -32,6 +38,11 @@ def _finish(run_dir: Path) -> None:
     m = read_json(run_dir / "manifest.json")
     typer.echo(f"wrote {run_dir / 'report.html'} and {run_dir / 'scores.csv'}")
     f = m.get("failures") or {}
+    if f.get("judge_context"):
+        from carebench.converse.judging import CONTEXT_ADVICE
+
+        typer.echo(f"carebench: {f['judge_context']} walk(s) stopped: {CONTEXT_ADVICE} (counted as judge "
+                   "failures, never rated)", err=True)
     judged = "criteria-judged conversation(s)" if (m.get("scoring") or {}).get("criteria") == "task" else "walk(s)"
     if f.get("harness") or f.get("judge_calls"):
         typer.echo(f"carebench: run incomplete: {f.get('harness', 0)} conversation(s) and "
@@ -55,7 +66,7 @@ def _go(cfg) -> None:
 @app.command()
 @run_flags(without=("batch", "batch_format"))
 def run(
-    rubric: Rubric = None,
+    rubric: Rubric = None, rubric_rules: RubricRules = None,
     simulator: Annotated[list[str] | None, typer.Option(show_default='none: give at least one', help="User-simulator model spec (repeatable).")] = None,
     chatbot: Annotated[list[str] | None, typer.Option(show_default='none: give at least one', help="Chatbot under test (repeatable).")] = None,
     judge: Judge = None,
@@ -69,7 +80,33 @@ def run(
     system_prompt: Annotated[Path | None, typer.Option(show_default='none', help="The chatbot's system prompt file.")] = None,
     judge_system: Annotated[Path | None, typer.Option(show_default="the built-in prompt, or the bundle's", help="Judge system prompt file.")] = None,
     judge_question: Annotated[Path | None, typer.Option(show_default="the built-in template, or the bundle's", help="Judge question template file.")] = None,
-    turns: Annotated[int, typer.Option(help="Most exchanges per conversation.")] = 20,
+    turns: Annotated[int | None, typer.Option(
+        show_default="20 exchanges; 30 messages under --protocol vera",
+        help="Most turns per conversation, in --turn-unit units.")] = None,
+    turn_unit: Annotated[str | None, typer.Option(
+        show_default="exchanges; messages under --protocol vera",
+        help="What --turns counts: exchanges (a user message and the reply) or messages (VERA-MH's -t: "
+             "30 is 15 exchanges; raised by one when needed so the chatbot speaks last).")] = None,
+    protocol: Annotated[str | None, typer.Option(
+        show_default="vera for a vera: rubric, else carebench",
+        help="carebench or vera: the defaults of --turns, --turn-unit, --persona-reminder and "
+             "--default-system-prompt (VERA-MH's: 30 messages, reminder on, a helpful-assistant prompt).")] = None,
+    provider_speaks_first: Annotated[bool, typer.Option(
+        "--provider-speaks-first", help="The chatbot writes the first message; the simulated user answers.")] = False,
+    persona_reminder: Annotated[bool | None, typer.Option(
+        "--persona-reminder/--no-persona-reminder", show_default="on under --protocol vera, else off",
+        help="Prefix the chatbot's latest message, in the simulator's view, with a reminder of its role "
+             "(keeps the simulator from drifting into the assistant's role).")] = None,
+    sessions: Annotated[str | None, typer.Option(
+        show_default="one session",
+        help="Comma-separated session names (e.g. intake,coaching): each persona and repeat plays one "
+             "conversation per session, each judged on its own.")] = None,
+    max_total_words: Annotated[int | None, typer.Option(
+        show_default="no cap", help="End a conversation once its messages hold this many words "
+        "(checked after each chatbot reply).")] = None,
+    default_system_prompt: Annotated[str | None, typer.Option(
+        show_default="none; assistant under --protocol vera",
+        help="Without --system-prompt: none, or assistant (a one-line helpful-assistant system prompt).")] = None,
     repeats: Annotated[int, typer.Option(help="Conversations per simulator x chatbot x persona.")] = 1,
     temperature: Annotated[float, typer.Option(help="Chatbot and simulator temperature.")] = 0.7,
     max_tokens: Annotated[int, typer.Option(help="Chatbot output cap (tokens).")] = 1024,
@@ -92,7 +129,7 @@ def run(
     from carebench.converse.suite import ConverseConfig
 
     cfg = ConverseConfig(
-        rubric=rubric, personas=personas, personas_from=personas_from, persona_template=str(persona_template) if persona_template else None,
+        rubric=rubric, rubric_rules=rubric_rules, personas=personas, personas_from=personas_from, persona_template=str(persona_template) if persona_template else None,
         judge_system=str(judge_system) if judge_system else None,
         judge_question=str(judge_question) if judge_question else None,
         simulators=list(simulator or []), chatbots=list(chatbot or []), judges=list(judge or []),
@@ -100,7 +137,10 @@ def run(
         persona_ids=list(persona) if persona else None, seed=seed, bootstrap=bootstrap,
         temperature=temperature, max_tokens=max_tokens, simulator_max_tokens=simulator_max_tokens,
         judge_max_tokens=judge_max_tokens, judge_mode=judge_mode, criteria=criteria,
-        criteria_scope=criteria_scope,
+        criteria_scope=criteria_scope, protocol=protocol, turn_unit=turn_unit,
+        provider_speaks_first=provider_speaks_first, persona_reminder=persona_reminder,
+        sessions=[x.strip() for x in sessions.split(",")] if sessions is not None else [],
+        max_total_words=max_total_words, default_system_prompt=default_system_prompt,
         run=replace(options, max_retries=retries))
     _go(cfg)
 
@@ -108,8 +148,19 @@ def run(
 @app.command("judge")
 @run_flags(without=("batch", "batch_format"))
 def judge_cmd(
-    run_dir: Annotated[Path, typer.Argument(help="A converse run directory whose conversations to judge.")],
-    rubric: Rubric = None, judge: Judge = None,
+    run_dir: Annotated[Path | None, typer.Argument(
+        show_default="none: give it or --transcripts", help="A converse run directory whose conversations to judge.")] = None,
+    rubric: Rubric = None, judge: Judge = None, rubric_rules: RubricRules = None,
+    transcripts: Annotated[Path | None, typer.Option(
+        show_default="none", help="Judge conversations from elsewhere instead: a JSONL file ({id, persona, "
+        "risk_level, locale, messages: [{role, content}]} a line) or VERA-MH conversation .txt files (a "
+        "directory).")] = None,
+    chatbot: Annotated[str | None, typer.Option(
+        show_default="a row's own 'chatbot', VERA-MH's run folder name, else 'transcripts'",
+        help="With --transcripts: the name of the system that wrote the replies.")] = None,
+    personas: Annotated[str | None, typer.Option(
+        show_default="none: risk levels from the rows, else unknown",
+        help="With --transcripts: a persona file whose risk levels are joined by persona id or name.")] = None,
     judge_system: Annotated[Path | None, typer.Option(show_default="the built-in prompt, or the bundle's", help="Judge system prompt file.")] = None,
     judge_question: Annotated[Path | None, typer.Option(show_default="the built-in template, or the bundle's", help="Judge question template file.")] = None,
     judge_max_tokens: Annotated[int, typer.Option(help="Judge output cap (tokens).")] = 400,
@@ -118,10 +169,19 @@ def judge_cmd(
     seed: Seed = 12345, bootstrap: Bootstrap = 2000,
     options: RunOptions = RUN_FLAGS,
 ) -> None:
-    """Walk the rubric over an earlier run's conversations (other judges or rubric), in a new directory."""
+    """Walk the rubric over an earlier run's conversations (other judges or rubric), or over
+    conversations from elsewhere (--transcripts), in a new directory."""
     from carebench.converse.suite import ConverseConfig
+    from carebench.types import CarebenchError
 
-    cfg = ConverseConfig(rubric=rubric, judges=list(judge or []), from_run=str(run_dir),
+    if (run_dir is None) == (transcripts is None):
+        raise CarebenchError("converse judge: give a run directory or --transcripts PATH (one of them)")
+    if transcripts is None and (chatbot or personas):
+        raise CarebenchError("converse judge: --chatbot and --personas go with --transcripts")
+    cfg = ConverseConfig(rubric=rubric, rubric_rules=rubric_rules, judges=list(judge or []),
+                         from_run=str(run_dir) if run_dir is not None else None,
+                         transcripts=str(transcripts) if transcripts is not None else None,
+                         transcripts_chatbot=chatbot, personas=personas,
                          judge_system=str(judge_system) if judge_system else None,
                          judge_question=str(judge_question) if judge_question else None,
                          judge_max_tokens=judge_max_tokens, judge_mode=judge_mode, seed=seed,
@@ -188,12 +248,14 @@ def import_vera(
     results: Annotated[list[Path], typer.Argument(help="VERA-MH results.csv / results-pool.csv files (pooled).")],
     chatbot: Annotated[str, typer.Option(help="Name for the evaluated chatbot in the report.")] = "imported",
     personas: Annotated[Path | None, typer.Option(
+        show_default="none: the results' risk_level column, else unknown",
         help="Personas table (VERA-MH's personas.tsv) giving each persona's risk level, when the results "
              "have no risk_level column.")] = None,
     dimensions: Annotated[list[str] | None, typer.Option(
-        "--dimensions", help="A dimension column (repeatable); the other columns are annotations "
-                             "(default: the --rubric's dimensions, else the columns with _yes_question_id).")] = None,
+        "--dimensions", show_default="the --rubric's dimensions, else the columns with _yes_question_id",
+        help="A dimension column (repeatable); the other columns are annotations.")] = None,
     rubric: Annotated[str | None, typer.Option(
+        show_default="none: dimensions from --dimensions or the columns",
         help="The rubric the results were judged with: its dimensions are the rated columns.")] = None,
     seed: Seed = 12345, bootstrap: Bootstrap = 2000, options: RunOptions = RUN_FLAGS,
 ) -> None:

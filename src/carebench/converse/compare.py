@@ -106,6 +106,7 @@ class ConverseComparer:
             "system_prompt": hashlib.sha256(prompt.encode("utf-8")).hexdigest() if prompt else None,
             "turns": cfg.get("turns"),
             "repeats": cfg.get("repeats"),
+            **protocol_keys(cfg),
             "judge_mode": cfg.get("judge_mode"),
             "scoring.bootstrap": {"B": settings.get("bootstrap", B_DEFAULT), "seed": settings.get("seed", SEED_DEFAULT)},
         }
@@ -152,6 +153,7 @@ class ConverseComparer:
             "system_prompt": hashlib.sha256(prompt.encode("utf-8")).hexdigest() if prompt else None,
             "turns": cfg.get("turns"),
             "repeats": cfg.get("repeats"),
+            **protocol_keys(cfg),
             "scoring.bootstrap": {"B": settings.get("bootstrap", B_DEFAULT), "seed": settings.get("seed", SEED_DEFAULT)},
         }
         names = {str(c["persona"]): str(c.get("persona_name") or c["persona"]) for c in convs}
@@ -220,6 +222,16 @@ class ConverseComparer:
                             "holds only the ratings.")
             out.append(Drill(f"Personas whose ratings changed most ({a} -> {b})", columns, rows[:limit], caption))
         return out
+
+
+def protocol_keys(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The generation protocol options a comparison must share (a run written before they
+    existed has carebench's defaults)."""
+    return {"turn_unit": cfg.get("turn_unit") or "exchanges",
+            "provider_speaks_first": bool(cfg.get("provider_speaks_first")),
+            "persona_reminder": bool(cfg.get("persona_reminder")),
+            "sessions": list(cfg.get("sessions") or []),
+            "max_total_words": cfg.get("max_total_words")}
 
 
 def measures(C: np.ndarray, dims: Sequence[str], K: np.ndarray | None = None) -> list[Measure]:

@@ -21,20 +21,23 @@ questions the walk may never reach, and sees them all at once.
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, Field, ValidationError, create_model
 
 from carebench.converse.personas import PROMPTS
 from carebench.converse.rubric import Question, Rubric
 from carebench.converse.walker import WalkState
 from carebench.criteria import Criterion, criterion_question
-from carebench.judging import Judge, JudgeQuestion, ask, judge_calls, read_answers
+from carebench.judging import Judge, JudgeAnswer, JudgeQuestion, ask, judge_calls, read_answers
 from carebench.templates import fill, package_template, placeholders
-from carebench.types import Message
+from carebench.types import Message, is_context_overflow
 
 JUDGE_MAX_TOKENS = 400
 OK, JUDGE_FAILURE = "ok", "judge_failure"
@@ -132,6 +135,7 @@ class _Walk:
     failure: str | None = None  # "parse" | "call"
     cut: bool = False
     given: dict[str, tuple[str, str]] | None = None  # dimension mode: question id -> (answer, reason)
+    truncated: int = 0  # answers kept whose reason the output cap cut off
 
 
 @dataclass
@@ -180,18 +184,53 @@ def judge_conversations(run: Any, rubric: Rubric, conversations: Sequence[Mappin
                 w.cut = True
                 continue
             ans = read_answers([qq], [j], [comp])[0]
+            if ans.status == "parse_error" and mode != "dimension" and comp.status == "truncated":
+                ans = _salvage(ans, qq, comp)
             if ans.status != "ok":
                 w.status = JUDGE_FAILURE
-                w.failure = "call" if ans.status == "error" else "parse"
+                w.failure = ("context" if is_context_overflow(comp.error) else "call") if ans.status == "error" \
+                    else "parse"
                 w.error = f"question {qq.key[2]}: {ans.status}: {ans.error}"
+                if w.failure == "context":
+                    w.error = f"question {qq.key[2]}: {CONTEXT_ADVICE} ({ans.error})"
                 w.state.fail(w.error)
                 continue
+            if str(getattr(ans.value, "reason", "")).startswith(CUT_MARK):
+                w.truncated += 1
             if w.given is not None:  # dimension mode: keep every answer, follow them next round
                 for qid, sub in ans.value.model_dump(by_alias=True).items():  # type: ignore[union-attr]
                     w.given[qid] = (sub["answer"], sub.get("reason", ""))
                 continue
             w.state.give(ans.value.answer, getattr(ans.value, "reason", ""))  # type: ignore[union-attr]
     return JudgingResult([walk_record(w) for w in walks if not w.cut], run.stopped)
+
+
+#: what a context overflow of a judge prompt asks the user to change (it is not retried as is)
+CONTEXT_ADVICE = ("the judge prompt exceeds the judge model's context: shorten the conversations (--turns, "
+                  "--max-total-words), use a judge with a bigger context, or lower --judge-max-tokens; "
+                  "a re-run does not retry it until one of these changes")
+#: how a kept answer's reason begins when the output cap cut it off
+CUT_MARK = "[reason cut off at the output cap]"
+_LEADING_ANSWER = re.compile(r'^\s*(?:```(?:json)?\s*)?\{\s*"answer"\s*:\s*"((?:[^"\\]|\\.)*)"\s*(.*)', re.DOTALL)
+
+
+def _salvage(ans: JudgeAnswer, q: JudgeQuestion, comp: Any) -> JudgeAnswer:
+    """An answer cut off by the output cap inside its trailing reason: the answer field comes
+    first in the schema and is complete, so it is kept (one of the options, exactly), with
+    the cut marked in the reason; anything else stays a parse failure."""
+    m = _LEADING_ANSWER.match(comp.text)
+    if m is None:
+        return ans
+    try:
+        label = json.loads(f'"{m.group(1)}"')
+    except ValueError:
+        return ans
+    rest = re.sub(r'^,\s*"reason"\s*:\s*"?', "", m.group(2).strip())
+    try:
+        value = q.answer.model_validate({"answer": label, "reason": f"{CUT_MARK} {rest}".strip()})
+    except ValidationError:
+        return ans
+    return dataclasses.replace(ans, status="ok", value=value, error=None, rationale=getattr(value, "reason", ""))
 
 
 def _follow_given(w: _Walk) -> None:
@@ -211,7 +250,8 @@ def walk_record(w: _Walk) -> dict[str, Any]:
             "risk_level": c.get("risk_level", "unknown"), "simulator": c.get("simulator"),
             "chatbot": c["chatbot"], "repeat": c.get("repeat", 0), "judge": w.judge.label,
             "status": w.status, "failure": w.failure, "error": w.error, "steps": [s.to_dict() for s in w.state.steps],
-            "ratings": w.state.ratings() if ok else {}, "triggers": w.state.triggers() if ok else {}}
+            "ratings": w.state.ratings() if ok else {}, "triggers": w.state.triggers() if ok else {},
+            "truncated_reasons": w.truncated}
 
 
 def planned_calls(rubric: Rubric, conversations: Sequence[Mapping[str, Any]], judges: Sequence[Judge],

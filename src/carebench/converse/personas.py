@@ -34,7 +34,10 @@ PROMPTS = "carebench.converse.prompts"
 
 _ID_KEYS = ("id", "persona_id", "persona id")
 _NAME_KEYS = ("name", "persona", "persona name")
-_RISK_KEYS = ("risk_level", "current risk level", "risk level", "current_risk_level", "risk")
+#: VERA-MH v1.2's SI personas give the level in "Short Current Suicide Risk Level" (None, Low,
+#: High, Imminent) beside a long description in "Current Suicide Risk Level"
+_RISK_KEYS = ("risk_level", "short current suicide risk level", "current risk level", "risk level",
+              "current_risk_level", "risk")
 
 
 @dataclass(frozen=True)

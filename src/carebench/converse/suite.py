@@ -22,8 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from carebench.converse.generation import (
+    ASSISTANT_PROMPT,
     HARNESS_FAILURE,
     STOP_MARKER,
+    TURN_UNITS,
     Conversation,
     GenerationConfig,
     generate,
@@ -34,13 +36,20 @@ from carebench.converse.judging import (
     JUDGE_CALL_FAILURE,
     JUDGE_MAX_TOKENS,
     MODES,
+    REQUIRED_SLOTS,
     Prompts,
     judge_conversations,
     judge_criteria,
     planned_criteria_calls,
 )
 from carebench.converse.judging import planned_calls as planned_judging
-from carebench.converse.personas import BUILTIN, default_template, load_personas, persona_prompt
+from carebench.converse.personas import (
+    BUILTIN,
+    default_template,
+    load_personas,
+    persona_prompt,
+    personas_from,
+)
 from carebench.converse.rubric import Rubric, load_bundle, load_rubric, parse_rules
 from carebench.converse.scoring import B_DEFAULT, SEED_DEFAULT, summarize, summarize_criteria
 from carebench.criteria import SCOPES
@@ -58,7 +67,7 @@ from carebench.judging import panel_seats
 from carebench.report import Report
 from carebench.run import Run, RunOptions
 from carebench.run_options import run_options
-from carebench.rundir import data_sha256, read_jsonl
+from carebench.rundir import data_sha256, file_sha256, read_jsonl
 from carebench.types import CarebenchError
 
 SUITE = "converse"
@@ -75,6 +84,8 @@ class Inputs:
     prompts: Prompts
     personas_source: str
     persona_template: str
+    #: ``--rubric vera:PATH``: the VERA-MH files read and their hashes
+    vera: dict[str, Any] | None = None
 
     @classmethod
     def without_rubric(cls, personas: str | None, persona_template: str | None) -> Inputs:
@@ -87,14 +98,22 @@ class Inputs:
              judge_system: str | None = None, judge_question: str | None = None,
              rules: str | None = None) -> Inputs:
         if rubric is None:
-            raise CarebenchError("give --rubric (a VERA-MH rubric TSV, a YAML rubric, or a bundle directory)")
+            raise CarebenchError("give --rubric (a VERA-MH rubric TSV, a YAML rubric, a bundle directory, or "
+                                 "vera:PATH for VERA-MH's own files)")
         path = Path(rubric)
         prompts = Prompts.default()
         if rubric.startswith("builtin:"):
             path = None  # type: ignore[assignment]
         tmpl = None
         src = personas
-        if path is not None and path.is_dir():
+        vera = None
+        if rubric.startswith("vera:"):
+            from carebench.converse.vera_bundle import load_vera_bundle
+
+            vb = load_vera_bundle(rubric)
+            rub, tmpl, vera = vb.rubric, vb.persona_template, vb.provenance()
+            src = src or (str(vb.personas) if vb.personas else None)
+        elif path is not None and path.is_dir():
             b = load_bundle(path)
             rub = b.rubric
             prompts = Prompts(b.judge_system or prompts.system, b.judge_question or prompts.question)
@@ -110,14 +129,13 @@ class Inputs:
             prompts = Prompts(prompts.system, read_text(judge_question))
         if persona_template:
             tmpl = read_text(persona_template)
-        from carebench.converse.judging import REQUIRED_SLOTS
         from carebench.templates import placeholders
 
         lacking = [s for s in REQUIRED_SLOTS if s not in placeholders(prompts.question)]
         if lacking:
             raise CarebenchError(f"the judge question template has no {{{lacking[0]}}} placeholder "
                                  f"(it needs {', '.join('{' + s + '}' for s in REQUIRED_SLOTS)})")
-        return cls(rub, prompts, src or BUILTIN, tmpl or default_template())
+        return cls(rub, prompts, src or BUILTIN, tmpl or default_template(), vera)
 
 
 @dataclass
@@ -136,7 +154,8 @@ class ConverseConfig:
     chatbots: list[str] = field(default_factory=list)
     judges: list[str] = field(default_factory=list)
     system_prompt_file: str | None = None
-    turns: int = 20
+    #: most turns per conversation (None: 20 exchanges, or 30 messages under the VERA-MH protocol)
+    turns: int | None = None
     repeats: int = 1
     persona_ids: list[str] | None = None
     seed: int = SEED_DEFAULT
@@ -152,20 +171,55 @@ class ConverseConfig:
     judge_mode: str = "question"
     #: judge an earlier run's conversations instead of generating (``converse judge``)
     from_run: str | None = None
+    #: judge conversations from elsewhere (``converse judge --transcripts``): JSONL or VERA-MH files
+    transcripts: str | None = None
+    #: the name of the system that wrote a transcript's replies (``--chatbot`` of ``converse judge``)
+    transcripts_chatbot: str | None = None
     #: "tree" (walk the rubric) or "task" (the support task's own criteria, support's panel)
     criteria: str = "tree"
     #: ``--criteria task``: credit for any assistant turn ("anywhere", default) or the last only
     criteria_scope: str = "anywhere"
+    #: "carebench" or "vera": the defaults of the options below (None: vera for ``vera:`` rubrics)
+    protocol: str | None = None
+    #: what --turns counts: "exchanges" or "messages" (VERA-MH's -t); None: the protocol's
+    turn_unit: str | None = None
+    #: the chatbot writes the first message
+    provider_speaks_first: bool = False
+    #: the per-turn reminder of the persona's role in the simulator's view; None: the protocol's
+    persona_reminder: bool | None = None
+    #: session labels played in order per persona and repeat (each its own conversation)
+    sessions: list[str] = field(default_factory=list)
+    #: stop a conversation once its messages hold this many words (after a chatbot reply)
+    max_total_words: int | None = None
+    #: without --system-prompt: "none" or "assistant" (a one-line helpful-assistant prompt, as
+    #: VERA-MH sends); None: the protocol's
+    default_system_prompt: str | None = None
     title: str = "Converse: simulated conversations judged with a decision-tree rubric"
     notes: list[str] = field(default_factory=list)
     #: the shared run flags (--out, --cache, --budget, ...)
     run: RunOptions = field(default_factory=run_options)
 
+    def protocol_settings(self) -> dict[str, Any]:
+        """The generation protocol with every default resolved (recorded in the manifest)."""
+        proto = self.protocol or ("vera" if (self.rubric or "").startswith("vera:") else "carebench")
+        vera = proto == "vera"
+        return {"protocol": proto, "turns": self.turns if self.turns is not None else (30 if vera else 20),
+                "turn_unit": self.turn_unit or ("messages" if vera else "exchanges"),
+                "provider_speaks_first": self.provider_speaks_first,
+                "persona_reminder": self.persona_reminder if self.persona_reminder is not None else vera,
+                "sessions": list(self.sessions), "max_total_words": self.max_total_words,
+                "default_system_prompt": self.default_system_prompt or ("assistant" if vera else "none")}
+
+    @property
+    def generates(self) -> bool:
+        """Whether this run simulates its conversations (not ``converse judge``)."""
+        return self.from_run is None and self.transcripts is None
+
     def validate(self) -> None:
         if self.criteria not in CRITERIA:
             raise CarebenchError(f"--criteria must be one of {', '.join(CRITERIA)}, got {self.criteria!r}")
         if self.criteria == "task":
-            if self.personas_from != "support-tasks" or self.from_run is not None:
+            if self.personas_from != "support-tasks" or not self.generates:
                 raise CarebenchError("--criteria task judges a conversation against its support task's own "
                                      "criteria: it needs --personas-from support-tasks on converse run")
             if self.rubric is not None:
@@ -176,15 +230,30 @@ class ConverseConfig:
                                      f"got {self.criteria_scope!r}")
         if not self.judges:
             raise CarebenchError("give at least one --judge")
-        if self.from_run is None:
+        if self.transcripts is not None and self.from_run is not None:
+            raise CarebenchError("give either a run directory or --transcripts, not both")
+        if self.generates:
             if not self.simulators:
                 raise CarebenchError("give at least one --simulator (the model that plays the user)")
             if not self.chatbots:
                 raise CarebenchError("give at least one --chatbot (the model under test)")
         if self.judge_mode not in MODES:
             raise CarebenchError(f"--judge-mode must be one of {', '.join(MODES)}, got {self.judge_mode!r}")
-        if self.turns < 1:
+        if self.turns is not None and self.turns < 1:
             raise CarebenchError(f"--turns must be at least 1, got {self.turns}")
+        if self.protocol not in (None, "carebench", "vera"):
+            raise CarebenchError(f"--protocol must be carebench or vera, got {self.protocol!r}")
+        if self.turn_unit not in (None, *TURN_UNITS):
+            raise CarebenchError(f"--turn-unit must be one of {', '.join(TURN_UNITS)}, got {self.turn_unit!r}")
+        if self.default_system_prompt not in (None, "none", "assistant"):
+            raise CarebenchError("--default-system-prompt must be none or assistant, "
+                                 f"got {self.default_system_prompt!r}")
+        if self.max_total_words is not None and self.max_total_words < 1:
+            raise CarebenchError(f"--max-total-words must be at least 1, got {self.max_total_words}")
+        bad = next((x for x in self.sessions if not x or not x.replace("-", "").isalnum()), None)
+        if bad is not None or len(set(self.sessions)) != len(self.sessions):
+            raise CarebenchError(f"--sessions takes distinct names of letters, digits and '-', got "
+                                 f"{','.join(self.sessions)!r}")
         if self.repeats < 1:
             raise CarebenchError(f"--repeats must be at least 1, got {self.repeats}")
         for name, specs in (("--chatbot", self.chatbots), ("--simulator", self.simulators)):
@@ -213,16 +282,26 @@ class ConverseSuite:
                                  cfg.judge_question, cfg.rubric_rules)
         judge_models = [run.model(s) for s in cfg.judges]
         judges = panel_seats([str(m.spec) for m in judge_models], judge_models)
-        gcfg = GenerationConfig(turns=cfg.turns, repeats=cfg.repeats, temperature=cfg.temperature,
+        proto = cfg.protocol_settings()
+        system_prompt = ((read_text(cfg.system_prompt_file).strip() or None) if cfg.system_prompt_file
+                         else ASSISTANT_PROMPT if proto["default_system_prompt"] == "assistant" else None)
+        gcfg = GenerationConfig(turns=proto["turns"], repeats=cfg.repeats, temperature=cfg.temperature,
                                 simulator_temperature=cfg.temperature, max_tokens=cfg.max_tokens,
                                 simulator_max_tokens=cfg.simulator_max_tokens, seed=cfg.seed,
-                                system_prompt=(read_text(cfg.system_prompt_file).strip() or None)
-                                if cfg.system_prompt_file else None)
+                                system_prompt=system_prompt, turn_unit=proto["turn_unit"],
+                                provider_speaks_first=proto["provider_speaks_first"],
+                                persona_reminder=proto["persona_reminder"], sessions=tuple(proto["sessions"]),
+                                max_total_words=proto["max_total_words"])
         if cfg.from_run is not None:
             return inputs, judges, gcfg, [], _earlier_conversations(Path(cfg.from_run))
-        if cfg.personas_from:
-            from carebench.converse.personas import personas_from
+        if cfg.transcripts is not None:
+            from carebench.converse.transcripts import load_transcripts
 
+            known = load_personas(inputs.personas_source) if inputs.personas_source != BUILTIN else None
+            # --personas, or a vera: bundle's: their risk levels are joined
+            convs = load_transcripts(cfg.transcripts, cfg.transcripts_chatbot, known)
+            return inputs, judges, gcfg, [], convs
+        if cfg.personas_from:
             inputs.personas_source = cfg.personas or BUILTIN
             personas = personas_from(cfg.personas_from, inputs.personas_source)
         else:
@@ -237,21 +316,23 @@ class ConverseSuite:
         prompts = {p.id: persona_prompt(p, inputs.persona_template) for p in personas}  # checked before calls
         sims = [run.model(s) for s in cfg.simulators]
         bots = [run.model(s) for s in cfg.chatbots]
-        convs = [Conversation(p, prompts[p.id], s, b, r)
-                 for s in sims for b in bots for p in personas for r in range(cfg.repeats)]
+        labels = [f"s{i}-{name}" for i, name in enumerate(gcfg.sessions, 1)] or [None]
+        convs = [Conversation(p, prompts[p.id], s, b, r, session=lab, attempt=r * len(labels) + i)
+                 for s in sims for b in bots for p in personas for r in range(cfg.repeats)
+                 for i, lab in enumerate(labels)]
         return inputs, judges, gcfg, personas, convs
 
     def plan(self, run: Run) -> Plan:
         cfg = self.cfg
         inputs, judges, gcfg, self._personas, convs = self._prepare(run)
         stages = []
-        if cfg.from_run is None:
+        if cfg.generates:
             stages.append(stage(run, "generation", planned_generation(convs, gcfg), exact=False))
             stages[-1].upper_bound = True
-            fake = [{"id": c.id, "turns": [{"role": "user",
-                                            "content": f"{c.id} " + "x" * (4 * gcfg.simulator_max_tokens)},
-                                           {"role": "assistant", "content": "x" * (4 * gcfg.max_tokens)}]
-                     * gcfg.turns} for c in convs]
+            fake = [{"id": c.id, "turns": ([{"role": "user",
+                                             "content": f"{c.id} " + "x" * (4 * gcfg.simulator_max_tokens)},
+                                            {"role": "assistant", "content": "x" * (4 * gcfg.max_tokens)}]
+                                           * gcfg.max_messages)[:gcfg.max_messages]} for c in convs]
         else:
             fake = [c for c in convs if c["status"] == "ok"]
         if cfg.criteria == "task":
@@ -269,7 +350,7 @@ class ConverseSuite:
                                                    temperature=cfg.judge_temperature,
                                                    max_tokens=cfg.judge_max_tokens, mode=cfg.judge_mode,
                                                    reasons=cfg.judge_reasons),
-                   exact=cfg.from_run is not None)
+                   exact=not cfg.generates)
         js.upper_bound = True
         stages.append(js)
         return Plan(self.name, stages, [("generation assumes every conversation runs all its turns with "
@@ -280,7 +361,7 @@ class ConverseSuite:
     def execute(self, run: Run) -> Execution:
         cfg = self.cfg
         inputs, judges, gcfg, personas, convs = self._prepare(run)
-        if cfg.from_run is None:
+        if cfg.generates:
             gen = generate(run, convs, gcfg)
             conv_records = [c.to_record() for c in convs if not c.cut]
             if gen.stopped:
@@ -304,8 +385,10 @@ class ConverseSuite:
         harness = sum(c["status"] == HARNESS_FAILURE for c in conv_records)
         judge_fail = sum(w["status"] != "ok" for w in walks)
         judge_calls_failed = sum(w.get("failure") == "call" for w in walks)
+        judge_context = sum(w.get("failure") == "context" for w in walks)
         config = {k: v for k, v in asdict(cfg).items() if k != "notes"}
         config["system_prompt"] = gcfg.system_prompt
+        config.update(cfg.protocol_settings(), max_messages=gcfg.max_messages)
         config["stop_marker"] = STOP_MARKER
         files = {"rubric.json": [inputs.rubric.to_dict()]}
         if personas:
@@ -313,14 +396,18 @@ class ConverseSuite:
         return Execution(
             records=conv_records + walks, config=config,
             dataset={"rubric": cfg.rubric, "rubric_sha256": data_sha256([inputs.rubric.to_dict()]),
-                     "personas": inputs.personas_source if cfg.from_run is None else cfg.from_run,
+                     "personas": inputs.personas_source if cfg.generates else (cfg.from_run or cfg.personas),
+                     **_transcripts_provenance(cfg, conv_records),
+                     **({"vera_bundle": inputs.vera} if inputs.vera else {}),
                      "conversations": len(conv_records),
                      "personas_from": cfg.personas_from,
                      "illustrative": inputs.personas_source == BUILTIN},
             seeds={"bootstrap": cfg.seed, "generation": cfg.seed},
             extra={"scoring": {"dimensions": inputs.rubric.dimensions, "seed": cfg.seed,
                                "bootstrap": cfg.bootstrap, "judges": [j.label for j in judges]},
-                   "failures": {"harness": harness, "judge": judge_fail, "judge_calls": judge_calls_failed},
+                   "failures": {"harness": harness, "judge": judge_fail, "judge_calls": judge_calls_failed,
+                                "judge_context": judge_context,
+                                "truncated_reasons": sum(w.get("truncated_reasons", 0) for w in walks)},
                    # how each judge's answers were constrained (JSON schema, grammar, or the parser only)
                    "output_modes": run.output_modes(),
                    "title": cfg.title, "notes": list(cfg.notes)},
@@ -345,6 +432,7 @@ class ConverseSuite:
         failed_votes = sum(v["status"] != "ok" for r in crit_records for v in r["votes"])
         config = {k: v for k, v in asdict(cfg).items() if k != "notes"}
         config["system_prompt"] = gcfg.system_prompt
+        config.update(cfg.protocol_settings(), max_messages=gcfg.max_messages)
         config["stop_marker"] = STOP_MARKER
         return Execution(
             records=conv_records + crit_records, config=config,
@@ -450,6 +538,15 @@ def score_criteria(records: Sequence[Mapping[str, Any]], settings: Mapping[str, 
     return m
 
 
+def _transcripts_provenance(cfg: ConverseConfig, convs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """``converse judge --transcripts``: where the conversations came from and a hash of them."""
+    if cfg.transcripts is None:
+        return {}
+    return {"transcripts": cfg.transcripts,
+            "transcripts_sha256": data_sha256([{"id": c["id"], "turns": [(t["role"], t["content"]) for t in c["turns"]]}
+                                               for c in convs])}
+
+
 def _earlier_conversations(run_dir: Path) -> list[dict[str, Any]]:
     path = run_dir / "records.jsonl"
     if not path.is_file():
@@ -475,7 +572,6 @@ class ImportSuite(ConverseSuite):
 
     def execute(self, run: Run) -> Execution:
         from carebench.converse.vera_import import read_personas_risk, read_results
-        from carebench.rundir import file_sha256
 
         dims = self.dimensions or (load_rubric(self.rubric).dimensions if self.rubric else None)
         levels = read_personas_risk(self.personas) if self.personas else None

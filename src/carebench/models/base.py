@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from carebench.types import CarebenchError, ChatRequest, Completion
 
@@ -90,3 +90,13 @@ class ChatModel(Protocol):
     async def complete(self, request: ChatRequest) -> Completion: ...
 
     async def aclose(self) -> None: ...
+
+
+@dataclass(slots=True)
+class Call:
+    """One model call to make; ``tag`` is the caller's handle (e.g. item id and method).
+    Made by suites and embedders, run by :mod:`carebench.runner` (which re-exports it)."""
+
+    model: ChatModel
+    request: ChatRequest
+    tag: Any = None

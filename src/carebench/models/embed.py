@@ -17,7 +17,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from carebench.types import CarebenchError
+from carebench.models.base import Call
+from carebench.types import CarebenchError, ChatRequest, Message
 
 
 @runtime_checkable
@@ -71,9 +72,6 @@ class APIEmbedder:
         self.name = str(self.model.spec) + (f"#dim{dimensions}" if dimensions else "")
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        from carebench.runner import Call
-        from carebench.types import ChatRequest, Message
-
         calls = [Call(self.model, ChatRequest((Message("user", t),), max_tokens=self.dimensions), ("embed", i))
                  for i, t in enumerate(texts)]
         res = self._calls(calls, "embeddings")

@@ -21,8 +21,8 @@ from typing import Any
 
 from carebench.run import RunOptions
 from carebench.run_options import run_options
-from carebench.rundir import run_dir_path
-from carebench.runner import RunResult
+from carebench.rundir import read_jsonl, run_dir_path
+from carebench.runner import CallPlan, RunResult, capped_request
 from carebench.types import CarebenchError, Completion
 
 SUITE = "plural"
@@ -89,7 +89,6 @@ def estimated_stage(name: str, like: Sequence[Any], n: int) -> Any:
     counted as cached. ``exact`` is False."""
     from carebench.experiment import PlanStage
     from carebench.models.pricing import call_cost_bound, is_priced
-    from carebench.runner import CallPlan, capped_request
 
     by_model: dict[str, dict[str, Any]] = {}
     cost = 0.0
@@ -119,8 +118,6 @@ class PluralCommand:
         return self.cfg
 
     def read_records(self, run_dir: Path, manifest: Mapping[str, Any]) -> Any:
-        from carebench.rundir import read_jsonl
-
         return read_jsonl(Path(run_dir) / "records.jsonl")
 
     def render(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Any:

@@ -86,7 +86,7 @@ from carebench.plural.sample import composition, draw_sample
 from carebench.report import Report
 from carebench.run import Run
 from carebench.rundir import file_sha256, new_run_dir, read_json, write_json
-from carebench.runner import Call
+from carebench.runner import Call, call_key
 from carebench.types import CarebenchError, Completion, is_harness_failure
 
 # -- sample and run (VEILED-SH, §5.3, §6, Appendix D) ------------------------------------------
@@ -215,7 +215,6 @@ class RunCommand(PluralCommand):
         """Responses are exact; jury questions contain the replies, so a reply not yet in
         the cache is assumed to fill its output cap (an upper bound on the prompt)."""
         from carebench.judging import judge_calls
-        from carebench.runner import call_key
 
         cfg = self.cfg
         pre = self._prepare(run)

@@ -15,7 +15,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from carebench.experiment import Execution, Plan, read_records, run_suite, stage
+from carebench.experiment import (
+    Execution,
+    Plan,
+    incomplete_metrics,
+    incomplete_report,
+    read_records,
+    run_suite,
+    stage,
+)
 from carebench.models.pricing import is_priced
 from carebench.report import Report
 from carebench.risk.data import RiskDataset, load_dataset
@@ -31,7 +39,7 @@ from carebench.risk.experiment import (
 from carebench.risk.methods import MethodContext, make_method
 from carebench.risk.methods.llm import POOL_PER_LEVEL, FewShotMethod
 from carebench.risk.prompts import prompt_set, read_prompt_dir, using_prompts
-from carebench.risk.report import arm_name
+from carebench.risk.report import arm_name, build_risk_report
 from carebench.risk.scoring import DEFAULT_MAX_FAILURE_SHARE, FAILURE_POLICIES, score_records
 from carebench.risk.sweep import SWEEP_KS, fewshot_sweep
 from carebench.run import Run
@@ -150,8 +158,6 @@ class RiskSuite:
     def score(self, records: list[dict[str, Any]], manifest: Mapping[str, Any]) -> dict[str, Any]:
         cfg = manifest.get("config") or {}
         if not records and manifest.get("incomplete"):  # stopped before any method finished
-            from carebench.experiment import incomplete_metrics
-
             return incomplete_metrics(manifest, {"predictions": 0})
         return score_records(
             records, failures=cfg.get("failures", "wrong"), B=int(cfg.get("bootstrap", 2000)),
@@ -161,11 +167,7 @@ class RiskSuite:
 
     def render(self, metrics: Mapping[str, Any], records: list[dict[str, Any]],
                manifest: Mapping[str, Any]) -> Report:
-        from carebench.risk.report import build_risk_report
-
         if metrics.get("status") == "incomplete" and not records:
-            from carebench.experiment import incomplete_report
-
             return incomplete_report("Risk: graded severity measurement", metrics)
         return build_risk_report(dict(metrics), records, dict(manifest))
 
@@ -193,8 +195,6 @@ class SweepSuite:
         self.seed, self.bootstrap, self.failures = seed, bootstrap, failures
 
     def _prepare(self, run: Run):
-        from carebench.risk.data import load_dataset
-
         data = load_dataset(self.data, self.format)
         train = load_dataset(self.train, self.train_format) if self.train else None
         ctx = MethodContext(run=run, models={"default": run.model(self.model)},

@@ -30,7 +30,7 @@ import numpy as np
 
 from carebench.datasets.sheets import CriterionItem
 from carebench.support.records import REFERENCE, ResponseRecord
-from carebench.support.tasks import Task
+from carebench.support.tasks import Task, write_tasks
 from carebench.types import CarebenchError
 
 #: DistressBench's calibration draw seed (B.1, E.8).
@@ -135,7 +135,6 @@ def write_sample(out_dir: Path, drawn: Sequence[Task], info: dict[str, Any],
     """``calibration_tasks.jsonl``, ``calibration_sample.json`` and (with replies) ``criterion_sheet.jsonl``."""
     from carebench.datasets.records import write_jsonl
     from carebench.rundir import write_json
-    from carebench.support.tasks import write_tasks
 
     out_dir.mkdir(parents=True, exist_ok=True)
     write_tasks(out_dir / "calibration_tasks.jsonl", drawn)

@@ -25,13 +25,25 @@ from typing import Any
 import numpy as np
 
 from carebench.criteria import render_transcript
-from carebench.experiment import Execution, Plan, run_suite
-from carebench.judging import JUDGE_MAX_TOKENS, BinaryVerdict, JudgeQuestion, ask, panel_seats
+from carebench.experiment import Execution, Plan, run_suite, stage
+from carebench.judging import (
+    JUDGE_MAX_TOKENS,
+    BinaryVerdict,
+    JudgeQuestion,
+    ask,
+    judge_calls,
+    panel_seats,
+)
 from carebench.report import Paragraph, Report, Section, Table
 from carebench.run import Run, RunOptions
 from carebench.run_options import run_options
 from carebench.rundir import read_jsonl, run_dir_path
-from carebench.support.generation import GenerationConfig, generate
+from carebench.support.generation import (
+    GenerationConfig,
+    assumed_response,
+    generate,
+    planned_generation,
+)
 from carebench.support.records import ResponseRecord
 from carebench.support.tasks import Task, load_tasks
 from carebench.templates import fill, prompt
@@ -126,10 +138,6 @@ def plan_coherence(run: Run, tasks: Sequence[Task], models: Sequence[Any], judge
                    cfg: CoherenceConfig) -> Plan:
     """The dry run: every regeneration call (followed through the cache) and every
     transition verdict; a reply not in the cache is assumed to fill its output cap."""
-    from carebench.experiment import stage
-    from carebench.judging import judge_calls
-    from carebench.support.generation import assumed_response, planned_generation
-
     gcfg = GenerationConfig(attempts=1, seed=cfg.seed)
     gen_calls, done, exact = planned_generation(tasks, models, run.cache, gcfg)
     convs = [(m, t) for m in models for t in tasks]

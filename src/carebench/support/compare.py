@@ -26,7 +26,7 @@ import numpy as np
 
 from carebench.compare.comparability import sha_of
 from carebench.compare.measures import HEADLINE, SAFETY, Drill, Measure, RunView, SystemView
-from carebench.support.records import REFERENCE
+from carebench.support.records import REFERENCE, read_run_records, read_run_rows
 from carebench.support.scoring import DIMENSIONS, TaskTable, score
 from carebench.types import CarebenchError
 
@@ -57,7 +57,6 @@ class SupportComparer:
 
     def read(self, run_dir: Path, manifest: Mapping[str, Any]) -> RunView:
         from carebench.support.analyses import _conv_dim
-        from carebench.support.records import read_run_records
 
         run_dir = Path(run_dir)
         if manifest.get("kind") in ("calibration", "coherence"):
@@ -201,7 +200,6 @@ def _first_replies(run_dir: Path, wanted: set[tuple[str, str]]) -> dict[tuple[st
     import json
 
     from carebench.records_parquet import fresh_parquet, read_parquet_columns
-    from carebench.support.records import read_run_rows
 
     if not wanted:
         return {}

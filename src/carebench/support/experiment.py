@@ -18,7 +18,7 @@ from carebench.run import RunOptions
 from carebench.run_options import run_options
 from carebench.rundir import read_json
 from carebench.support.generation import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE
-from carebench.support.records import REFERENCE, ResponseRecord, VerdictRecord
+from carebench.support.records import REFERENCE, ResponseRecord, VerdictRecord, read_run_rows
 from carebench.support.tasks import Task, load_tasks
 from carebench.types import CarebenchError
 
@@ -162,8 +162,6 @@ def support_metrics(
 
 def load_records(run_dir: Path, task_ids: set[str] | None = None) -> tuple[list[ResponseRecord], list[VerdictRecord]]:
     """Response and verdict records of a run, optionally only those of some tasks."""
-    from carebench.support.records import read_run_rows
-
     responses: list[ResponseRecord] = []
     verdicts: list[VerdictRecord] = []
     for row in read_run_rows(run_dir, task_ids):

@@ -554,7 +554,6 @@ _ARROW_TYPES = {"attempt": "int64", "met": "bool_"}
 
 def read_run_rows(run_dir: str | Path, task_ids: set[str] | None = None) -> list[dict[str, Any]]:
     """Whole record rows of a run (optionally only some tasks), Parquet first."""
-    from carebench.datasets.files import read_rows
     from carebench.records_parquet import fresh_parquet, read_parquet_texts
 
     path = fresh_parquet(Path(run_dir))

@@ -178,10 +178,6 @@ def _iv(value: Any, ci: Any) -> Interval | None:
     return Interval(float(value))
 
 
-def _num(v: Any) -> Any:
-    return None if v is None else v
-
-
 def _short(names: Sequence[str]) -> list[str]:
     """Figure labels without base URLs or directories, unless that would merge two names."""
     def one(n: str) -> str:
@@ -390,8 +386,8 @@ def _dimensions(metrics) -> Section:
         if not x:
             continue
         rows.append([DIMENSION_LABELS[d], x.get("n_tasks"), x.get("n_criteria"), x.get("weight_share"),
-                     _num(x.get("median")),
-                     _num(x.get("best")), x.get("best_model"), _num(x.get("best_minus_median"))])
+                     x.get("median"),
+                     x.get("best"), x.get("best_model"), x.get("best_minus_median")])
         matrix.append([(x.get("pass_rate") or {}).get(r) for r in responders])
     blocks: list[Block] = [Table(
         ["dimension", "tasks carrying it", "criteria", "weight share", "median model", "best model pass rate",

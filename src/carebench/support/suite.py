@@ -32,17 +32,25 @@ from carebench.experiment import (
     single_threaded_blas,
     stage,
 )
-from carebench.judging import JUDGE_MAX_TOKENS, panel_seats
+from carebench.judging import JUDGE_MAX_TOKENS, ask, judge_calls, judge_request, panel_seats
 from carebench.models.families import panel_independence
 from carebench.models.settings import model_settings
 from carebench.report import Report
 from carebench.run import Run, RunOptions
 from carebench.run_options import run_options
-from carebench.rundir import data_sha256, file_sha256, read_json, read_jsonl, run_dir_path
+from carebench.rundir import (
+    data_sha256,
+    file_sha256,
+    read_json,
+    read_jsonl,
+    run_dir_path,
+    write_json,
+)
 from carebench.support.experiment import (
     SCOPE_CHOICES,
     SUITE,
     SupportRunConfig,
+    check_score,
     judged_scopes,
     load_records,
     load_run,
@@ -56,8 +64,15 @@ from carebench.support.generation import (
     planned_generation,
     reference_responses,
 )
-from carebench.support.judging import judge_responses
-from carebench.support.records import PARQUET_COLUMNS, ResponseRecord, VerdictRecord, is_empty_reply
+from carebench.support.judging import criterion_question, judge_responses
+from carebench.support.records import (
+    PARQUET_COLUMNS,
+    SCOPES,
+    ResponseRecord,
+    VerdictRecord,
+    is_empty_reply,
+    read_run_records,
+)
 from carebench.support.tasks import (
     Task,
     load_subcategories,
@@ -121,9 +136,7 @@ class SupportSuite:
         return tasks, responders, judges, gcfg, system_prompt
 
     def plan(self, run: Run) -> Plan:
-        from carebench.judging import judge_request
         from carebench.runner import Call
-        from carebench.support.judging import criterion_question
 
         cfg = self.cfg
         tasks, responders, judges, gcfg, _ = self._prepare(run)
@@ -207,7 +220,6 @@ class SupportSuite:
 
     def read_records(self, run_dir: Path, manifest: Mapping[str, Any]) -> Any:
         """Column tables of every record, plus objects for the tasks the report shows."""
-        from carebench.support.records import read_run_records
         from carebench.support.report import detail_task_ids
 
         run_dir = Path(run_dir)
@@ -292,10 +304,6 @@ def rescore(
     (``--score``) adds or drops HealthBench's score; rescoring in place records
     that choice in ``manifest.json``, so ``carebench report DIR`` reproduces it.
     """
-    from carebench.rundir import write_json
-    from carebench.support.experiment import check_score
-    from carebench.support.records import SCOPES, read_run_records
-
     run_dir = Path(run_dir)
     manifest = read_json(run_dir / "manifest.json")
     if manifest.get("suite") != SUITE:
@@ -376,7 +384,6 @@ class JudgeCalibrationSuite:
 
     def _prepare(self):
         from carebench.support.calibration import load_labels
-        from carebench.support.judging import criterion_question
 
         cfg = self.cfg
         assert cfg is not None, "a JudgeCalibrationSuite without a config can only score and render"
@@ -411,8 +418,6 @@ class JudgeCalibrationSuite:
         return labels, tasks, verdicts, questions
 
     def plan(self, run: Run) -> Plan:
-        from carebench.judging import judge_calls
-
         cfg = self.cfg
         _, _, _, questions = self._prepare()
         if not cfg.candidates:
@@ -424,7 +429,6 @@ class JudgeCalibrationSuite:
             ["command: support calibrate"])
 
     def execute(self, run: Run) -> Execution:
-        from carebench.judging import ask
         from carebench.support.calibration import calibrate_judges
 
         cfg = self.cfg
@@ -445,8 +449,6 @@ class JudgeCalibrationSuite:
         with single_threaded_blas():  # the kappa intervals must not depend on the core count
             result = calibrate_judges(labels, verdicts, panel_size=cfg.panel_size, seed=cfg.seed, B=cfg.bootstrap,
                                       tasks=tasks, scope=metrics_scope(cfg.scope), family=cfg.families or None)
-        from carebench.rundir import write_json
-
         return Execution(
             records=[v.to_dict() for v in verdicts],
             config={k: v for k, v in asdict(cfg).items()},

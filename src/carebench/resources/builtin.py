@@ -1,0 +1,30 @@
+"""Where a registry comes from: the snapshot shipped with carebench, or a user's file.
+
+The built-in snapshot (``carebench/data/resources/builtin.json``, carebench's own
+format) is built by ``scripts/build_resources.py`` from open-helplines (CC0) and
+official sources named per entry; docs/resources.md gives its sources and dates.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources as importlib_resources
+from pathlib import Path
+
+from carebench.resources.formats import parse_carebench_json, read_registry
+from carebench.resources.registry import Registry
+
+BUILTIN_FILE = "builtin.json"
+
+
+@lru_cache(maxsize=1)
+def builtin_registry() -> Registry:
+    """The snapshot shipped with carebench (read once per process)."""
+    text = (importlib_resources.files("carebench") / "data" / "resources" / BUILTIN_FILE).read_text("utf-8")
+    return parse_carebench_json(text, origin="builtin")
+
+
+def load_registry(path: str | Path | None) -> Registry:
+    """``--resources FILE``: the registry at ``path`` (carebench JSON, CSV or an open-helplines
+    directory); ``None``: the built-in snapshot."""
+    return builtin_registry() if path is None else read_registry(path)
