@@ -199,7 +199,7 @@ def test_every_command_rejects_an_unknown_option_in_at_most_three_lines(capsys, 
         (["risk", "run", "--data", "builtin:sample", "--xyzzy", "3"], "No such option: --xyzzy"),
         (["risk", "run", "--data"], "'--data' requires an argument"),
         (["risk", "run", "--data", "builtin:sample", "--seed", "abc"], "Invalid value for '--seed'"),
-        (["models", "check"], "Missing argument"),
+        (["models", "check", "--timeout", "3"], "Missing argument"),  # given nothing, it shows its help
         (["no-such-command"], "No such command"),
     ],
 )

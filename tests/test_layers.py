@@ -16,7 +16,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("calls", {"runner", "batch"}),
     ("run", {"run", "run_options"}),
     ("skeleton", {"experiment", "planning", "judging", "criteria"}),
-    ("tools", {"compare"}),
+    ("tools", {"compare", "view"}),
     ("suites", {"risk", "support", "plural", "construct", "converse", "annotate"}),
     ("application", {"suites", "cli", "demo", "batch.cli", "resources.cli", "__main__"}),
 ]

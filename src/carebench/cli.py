@@ -31,9 +31,50 @@ app = typer.Typer(
 models_app = typer.Typer(help="Model providers.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 
+def _version_text() -> str:
+    """carebench's version and, when llama-cpp-python is installed, its version (no model is loaded)."""
+    import importlib.util
+    from importlib import metadata
+
+    import carebench
+
+    lines = [f"carebench {carebench.__version__}"]
+    if importlib.util.find_spec("llama_cpp") is None:
+        lines.append("llama.cpp runtime: not installed (pip install 'carebench[llm]' for llamacpp: models)")
+    else:
+        try:
+            version = metadata.version("llama-cpp-python")
+        except metadata.PackageNotFoundError:
+            version = "unknown version"
+        lines.append(f"llama.cpp runtime: llama-cpp-python {version}")
+    return "\n".join(lines)
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(_version_text())
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option(
+        "--version", is_eager=True, callback=_show_version,
+        help="Print carebench's version and the llama.cpp runtime's, if installed, and exit.")] = False) -> None:
+    """Measure how AI systems recognize and respond to suicide and self-harm risk."""
+
+
+def _help_when_no_args(cmd) -> None:
+    """Every command that needs an argument or option prints its help when given none
+    (a group already does through ``no_args_is_help``)."""
+    for sub in getattr(cmd, "commands", {}).values():
+        _help_when_no_args(sub)
+    if not hasattr(cmd, "commands") and any(p.required for p in cmd.params):
+        cmd.no_args_is_help = True
+
+
 _MOUNTED: set[str] = set()
 #: top-level commands that read run directories through the suite table, not a suite's app
-_OWN_COMMANDS = frozenset({"compare", "leaderboard"})
+_OWN_COMMANDS = frozenset({"compare", "leaderboard", "view"})
 
 
 def _mount_suites(only: str | None = None) -> None:
@@ -161,7 +202,7 @@ def compare(
     failed = metrics["gate"]["failed"]
     n_gated = sum(r["gated"] for p in metrics["pairs"] for r in p["rows"])
     typer.echo(f"{'FAIL' if failed else 'pass'}: {len(failed)} of {n_gated} gated metric(s) regressed; "
-               f"report in {out_dir}/report.md")
+               f"report in {out_dir}/report.html")
     for f in failed:
         typer.echo(f"  regression: {f['label']} ({f['pair']}) {f['diff']:+.4f}")
     if failed:
@@ -187,10 +228,35 @@ def leaderboard(
                             allow_different=list(allow_different or []), B=bootstrap, seed=seed)
     out_dir, metrics = run_leaderboard(cfg, suite_table.comparer)
     excluded = [r for r in metrics["runs"] if not r["included"]]
-    typer.echo(f"leaderboard of {len(metrics['runs']) - len(excluded)} run(s) in {out_dir}/report.md"
+    typer.echo(f"leaderboard of {len(metrics['runs']) - len(excluded)} run(s) in {out_dir}/report.html"
                + (f"; {len(excluded)} excluded" if excluded else ""))
     for r in excluded:
         typer.echo(f"  excluded {r['path']}: {r['reason']}")
+
+
+@app.command()
+def view(
+    folders: Annotated[list[Path] | None, typer.Argument(
+        show_default="runs", help="Folders holding run directories (searched up to 4 levels down).")] = None,
+    out: Annotated[Path | None, typer.Option(show_default="FIRST_FOLDER/view",
+                                             help="Folder for the page (index.html).")] = None,
+    serve: Annotated[bool, typer.Option("--serve", help="Serve the page on 127.0.0.1 (needs carebench[annotate]).")] = False,
+    port: Annotated[int, typer.Option(help="Port for --serve (0: any free port).")] = 8000,
+    leaderboards: Annotated[bool, typer.Option(help="Merge comparable runs of each suite into leaderboards.")] = True,
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples of the leaderboards.")] = 2000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 12345,
+) -> None:
+    """One page across every run directory: runs table, leaderboards, search over texts."""
+    from carebench.view import ViewConfig, build_view
+
+    cfg = ViewConfig([str(f) for f in folders or [Path("runs")]], out=None if out is None else str(out),
+                     leaderboards=leaderboards, B=bootstrap, seed=seed)
+    res = build_view(cfg, suite_table.comparer)
+    typer.echo(f"view of {len(res.runs)} run(s): {res.index.with_name('index.html')}")
+    if serve:
+        from carebench.view.serve import serve as serve_view
+
+        serve_view(res.index, [r.path for r in res.runs] or [Path(cfg.folders[0])], port)
 
 
 def _click_classes(name: str) -> tuple[type[BaseException], ...]:
@@ -230,7 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     batch_options.COMMAND_LINE = list(sys.argv[1:] if argv is None else argv)
     _mount_suites(_command_name(batch_options.COMMAND_LINE))
     try:
-        rc = app(args=argv, prog_name="carebench", standalone_mode=False)
+        command = typer.main.get_command(app)
+        _help_when_no_args(command)
+        rc = command.main(args=argv, prog_name="carebench", standalone_mode=False)
     except BatchPending as e:  # before RunStopped: batch mode wrote what the run waits for
         print(f"carebench: {e}", file=sys.stderr)
         return 4
@@ -249,8 +317,14 @@ def main(argv: list[str] | None = None) -> int:
         exit_code = getattr(e, "exit_code", 2)
         if type(e).__name__ == "Exit":  # Click's own Exit in older Typer
             return exit_code
-        if type(e).__name__ == "NoArgsIsHelpError":  # the help text is already shown
-            return exit_code
+        if type(e).__name__ == "NoArgsIsHelpError":
+            # a bare group lists its commands (stdout, exit 0); a command given none of the inputs it
+            # needs shows its help on stderr and exits 2: a CI step with empty variables never passes
+            if hasattr(getattr(e, "ctx", None) and e.ctx.command, "commands"):
+                print(e.format_message())
+                return 0
+            print(e.format_message(), file=sys.stderr)
+            return 2
         _show_usage_error(e)
         return 2
     if rc == 130:  # Typer turns Ctrl-C into Exit(130), returned in non-standalone mode

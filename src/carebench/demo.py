@@ -270,9 +270,10 @@ def run_demo(
         render_index(run_dir)  # each part rendered its own report already: nothing is drawn twice
     elapsed = time.perf_counter() - t_start
     cpu = _cpu_seconds() - cpu_start
-    _say(f"\ndone: open {run_dir / 'report.html'}" + "".join(
-        f"\n      {run_dir / p / 'report.html'}" for p in parts))
-    _say(f"NOTE: {DISCLAIMER}")
+    # the result (where to look, and what the numbers are not) on stdout; progress stays on stderr
+    print(f"done: open {run_dir / 'report.html'}" + "".join(
+        f"\n      {run_dir / p / 'report.html'}" for p in parts), flush=True)
+    print(f"NOTE: {DISCLAIMER}", flush=True)
     llama = {k: sum(p[k] for p in meter.phases.values()) for k in ("prompt_tokens", "generated_tokens", "llama_loads")}
     load = " ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"
     _say(f"carebench demo took {elapsed:.1f} s, {cpu:.1f} s CPU (" + ", ".join(

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from carebench.models.pricing import unpriced_note
 from carebench.report import Callout, KeyValue, Report, Section, write_report
+from carebench.report.banners import banner_kinds, banner_texts, manifest_bytes
 from carebench.report.figure_reuse import reusing_figures
 from carebench.run import Run, RunOptions
 from carebench.rundir import (
@@ -294,6 +295,10 @@ def rerender(run_dir: str | Path, suite: Suite, *, out_dir: str | Path | None = 
         write_json(target / "metrics.json", metrics)
         with reusing_figures(target / "figures"):  # redraw only the charts whose inputs changed
             report = suite.render(metrics, records, manifest)
+        # the run-level warnings, decided for every suite alike from the manifest and metrics
+        carried = "The runs it reads" if isinstance(metrics.get("banners"), list) else None  # compare, leaderboard
+        report.banners[:0] = [t for t in banner_texts(banner_kinds(manifest_bytes(manifest), metrics), carried)
+                              if t not in report.banners]
         write_report(report, target)
     return metrics
 

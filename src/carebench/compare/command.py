@@ -18,7 +18,13 @@ from typing import Any
 from carebench.compare.comparability import compare_keys, open_manifest, refuse
 from carebench.compare.measures import Comparer
 from carebench.compare.paired import Gate, apply_gates, choose_pairs, compare_pair, parse_pairs
-from carebench.compare.rundirs import describe, read_run, tool_manifest, write_tool_dir
+from carebench.compare.rundirs import (
+    describe,
+    input_banners,
+    read_run,
+    tool_manifest,
+    write_tool_dir,
+)
 from carebench.stats.bootstrap import DEFAULT_B, PAIRED_SEED
 from carebench.types import CarebenchError
 
@@ -86,6 +92,7 @@ def compare_runs(cfg: CompareConfig, comparer_of: Callable[[str], Comparer | Non
         "pairs": results,
         "gate": {"failed": failed, "exit_code": 1 if failed else 0},
         "drilldown": [d.to_dict() for d in drills],
+        "banners": input_banners([cfg.base, cfg.candidate]),
     }
 
 

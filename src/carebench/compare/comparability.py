@@ -72,10 +72,13 @@ class Check:
         return shown
 
     def reason(self) -> str:
-        """One line for a leaderboard's excluded-runs list."""
-        names = ", ".join(k for k, _, _ in self.differences[:MAX_LISTED])
+        """One line for a leaderboard's excluded-runs list: each differing key with both
+        values, and the flags that would include the run on purpose."""
+        shown = self.differences[:MAX_LISTED]
+        names = "; ".join(f"{k}: first run {short(a)}, this run {short(b)}" for k, a, b in shown)
         more = len(self.differences) - MAX_LISTED
-        return f"differs in {names}" + (f" and {more} more" if more > 0 else "")
+        return (f"differs in {names}" + (f" and {more} more" if more > 0 else "")
+                + f" (include it on purpose: {override_flags(k for k, _, _ in self.differences)})")
 
     def to_dict(self) -> dict[str, Any]:
         return {"differences": [{"key": k, "base": a, "candidate": b} for k, a, b in self.differences],
@@ -117,8 +120,13 @@ def refuse(check: Check, what: str = "the runs are not comparable") -> None:
     if check.ok:
         return
     n = len(check.differences)
-    raise CarebenchError(f"{what} ({n} difference{'s' if n != 1 else ''}; "
-                         "--allow-different KEY overrides one on purpose):\n  " + "\n  ".join(check.lines()))
+    raise CarebenchError(f"{what} ({n} difference{'s' if n != 1 else ''}; to compare them on purpose add "
+                         f"{override_flags(k for k, _, _ in check.differences)}):\n  " + "\n  ".join(check.lines()))
+
+
+def override_flags(keys: Iterable[str]) -> str:
+    """The command-line flags overriding these comparability keys."""
+    return " ".join(f"--allow-different {k}" for k in keys)
 
 
 def sha_of(rows: Sequence[Any]) -> str:

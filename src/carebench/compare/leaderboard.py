@@ -27,7 +27,7 @@ import numpy as np
 from carebench.compare.comparability import compare_keys, open_manifest
 from carebench.compare.measures import Comparer, RunView, batch_samples
 from carebench.compare.paired import resampler
-from carebench.compare.rundirs import read_run, tool_manifest, write_tool_dir
+from carebench.compare.rundirs import input_banners, read_run, tool_manifest, write_tool_dir
 from carebench.stats.bands import all_gaps, bands_from_samples
 from carebench.stats.bootstrap import DEFAULT_B, PAIRED_SEED, percentile_interval
 from carebench.types import CarebenchError
@@ -68,6 +68,12 @@ def build_leaderboard(cfg: LeaderboardConfig, comparer_of: Callable[[str], Compa
         v, comparer = read_run(r, comparer_of, suite=suite, comparer=comparer)
         views.append(v)
     assert comparer is not None
+    return leaderboard_of_views(views, comparer, cfg)
+
+
+def leaderboard_of_views(views: Sequence[RunView], comparer: Comparer, cfg: LeaderboardConfig) -> dict[str, Any]:
+    """The leaderboard of runs already read by their suite's comparer (the first is the reference)."""
+    suite = str(views[0].manifest.get("suite"))
     first = views[0]
     runs, included = [], []
     for i, v in enumerate(views):
@@ -85,7 +91,7 @@ def build_leaderboard(cfg: LeaderboardConfig, comparer_of: Callable[[str], Compa
             "duplicates": duplicates, "settings": {"B": cfg.B, "seed": cfg.seed, "alpha": cfg.alpha,
                                                    "prefer": cfg.prefer,
                                                    "allow_different": sorted(cfg.allow_different)},
-            "boards": boards}
+            "boards": boards, "banners": input_banners([str(v.path) for _, v in included])}
 
 
 def _owners(included: Sequence[tuple[int, RunView]], prefer: str | None) -> tuple[dict[str, int], list[dict]]:

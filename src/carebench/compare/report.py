@@ -174,7 +174,9 @@ def leaderboard_report(m: Mapping[str, Any]) -> Report:
                 [[g["upper"], g["lower"], _iv(g["diff"], g["ci"]), "yes" if g["separated"] else "no"]
                  for g in b["gaps"]], number_format=".4f")]))
         sections.append(Section(f"Leaderboard: {b['label']}", blocks, anchor=f"board-{k + 1}"))
-    return Report(title=f"Leaderboard ({m['suite']})", subtitle=f"{len(runs)} run(s)", sections=sections,
+    n_in = len(runs) - len(excluded)
+    subtitle = f"{n_in} run(s) merged" + (f"; {len(excluded)} excluded (see Runs)" if excluded else "")
+    return Report(title=f"Leaderboard ({m['suite']})", subtitle=subtitle, sections=sections,
                   attachments={"leaderboard.csv": leaderboard_csv(dict(m))})
 
 

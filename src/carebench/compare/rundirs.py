@@ -35,6 +35,24 @@ def describe(view: RunView) -> dict[str, Any]:
             "carebench": (m.get("versions") or {}).get("carebench"), "systems": sorted(view.systems)}
 
 
+def input_banners(run_dirs: list[str | Path]) -> list[str]:
+    """The banners (embedded model, illustrative data, flagged results) of the runs a compare or
+    leaderboard reads, which its report carries."""
+    import json
+
+    from carebench.report.banners import KINDS, banner_kinds
+
+    kinds: set[str] = set()
+    for d in run_dirs:
+        raw = (Path(d) / "manifest.json").read_bytes()
+        try:
+            metrics = json.loads((Path(d) / "metrics.json").read_text("utf-8"))
+        except (OSError, ValueError):
+            metrics = {}
+        kinds.update(banner_kinds(raw, metrics if isinstance(metrics, dict) else {}))
+    return [k for k in KINDS if k in kinds]
+
+
 def tool_manifest(suite: str, extra: dict[str, Any]) -> dict[str, Any]:
     from datetime import UTC, datetime
 

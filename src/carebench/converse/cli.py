@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from carebench.converse.rubric import BUILTIN_RUBRICS
 from carebench.resources.options import LocaleOption, ResourcesOption
 from carebench.run_options import RUN_FLAGS, RunOptions, run_flags
 
@@ -19,8 +20,9 @@ app = typer.Typer(help="Simulated multi-turn conversations judged with decision-
                   no_args_is_help=True, add_completion=False)
 
 Rubric = Annotated[str | None, typer.Option(
-    show_default="none: give one", help="Rubric: a VERA-MH TSV, a YAML rubric, a bundle directory with manifest.json, or vera:PATH (a "
-         "VERA-MH checkout, or its data/SI or data/HFO folder: rubric, personas and persona templates together).")]
+    show_default="none: give one", help=f"Rubric: built in {', '.join(BUILTIN_RUBRICS)}; or a VERA-MH TSV, a YAML rubric, "
+         "a bundle directory with manifest.json, or vera:PATH (a VERA-MH checkout, or its data/SI or data/HFO "
+         "folder: rubric, personas and persona templates together).")]
 Judge = Annotated[list[str] | None, typer.Option(show_default="none: give at least one", help="Judge model spec (repeatable: several judges).")]
 RubricRules = Annotated[str | None, typer.Option(
     "--rubric-rules", show_default="the rubric's own: vera for VERA-MH files, carebench for YAML rubrics",

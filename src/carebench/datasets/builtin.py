@@ -21,6 +21,13 @@ def package_file(folder: str, filename: str) -> Path:
     return Path(str(resources.files("carebench") / "data" / folder / filename))
 
 
+def builtin_specs(folder: str, suffix: str = ".jsonl") -> list[str]:
+    """``builtin:NAME`` of every ``NAME<suffix>`` data file under ``carebench/data/<folder>/``,
+    read from the package so help texts never name a data set that is not shipped."""
+    root = resources.files("carebench") / "data" / folder
+    return sorted(f"{PREFIX}{p.name[: -len(suffix)]}" for p in root.iterdir() if p.name.endswith(suffix))
+
+
 def builtin_name(spec: str | Path) -> str | None:
     """``NAME`` of a ``builtin:NAME`` spec; ``None`` for anything else."""
     s = str(spec)

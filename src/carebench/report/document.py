@@ -493,6 +493,9 @@ class Report:
     subtitle: str | None = None
     notes: list[str] = field(default_factory=list)
     sections: list[Section] = field(default_factory=list)
+    #: warnings shown at the very top, before anything else, in one style in every report
+    #: (see :mod:`carebench.report.banners`): the embedded model, illustrative data, flagged results
+    banners: list[str] = field(default_factory=list)
     #: extra text files written beside the report (e.g. a CSV of a table too long to sort in
     #: a script-free page): file name -> content
     attachments: dict[str, str] = field(default_factory=dict)

@@ -217,6 +217,8 @@ class _Html:
         put(f"<header>\n<h1>{e(str(report.title))}</h1>")
         if report.subtitle:
             put(f'\n<p class="subtitle">{e(report.subtitle)}</p>')
+        for text in report.banners:
+            put(f'\n<div class="banner" role="alert"><strong>Warning:</strong> {e(str(text))}</div>')
         if report.notes:
             put('\n<ul class="notes">')
             for n in report.notes:

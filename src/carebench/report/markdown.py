@@ -152,6 +152,8 @@ def render_markdown(report: Report) -> str:
     parts = [f"# {_one_line(report.title)}"]
     if report.subtitle:
         parts.append(f"*{_one_line(report.subtitle)}*")
+    for text in report.banners:
+        parts.append(f"> [!WARNING]\n> {_one_line(text)}")
     if report.notes:
         parts.append("\n".join(f"- {_one_line(n)}" for n in report.notes))
     anchors = report.anchors()

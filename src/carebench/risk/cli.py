@@ -7,9 +7,12 @@ from typing import Annotated
 
 import typer
 
+from carebench.datasets.builtin import builtin_specs
 from carebench.risk.methods.llm import POOL_PER_LEVEL
 from carebench.run_options import RUN_FLAG_VALUES, RUN_FLAGS, RunOptions, run_flags
 from carebench.types import CarebenchError
+
+BUILTIN_DATA = ", ".join(builtin_specs("risk"))
 
 app = typer.Typer(
     help="Graded suicide-risk measurement (Beyond the Flag): methods, metrics, report.",
@@ -22,7 +25,7 @@ app = typer.Typer(
 @app.command()
 @run_flags()
 def run(
-    data: Annotated[str | None, typer.Option(show_default="the --config file's; one of them is needed", help="PATH to JSONL/CSV/Parquet, or builtin:NAME.")] = None,
+    data: Annotated[str | None, typer.Option(show_default="the --config file's; one of them is needed", help=f"PATH to JSONL/CSV/Parquet, or builtin:NAME (built in: {BUILTIN_DATA}).")] = None,
     format: Annotated[str | None, typer.Option(
         "--format", show_default="detect from the file, or the --config file's", help="jsonl, csv, parquet, gaur or clinician-sentences.")] = None,
     columns: Annotated[str | None, typer.Option(
@@ -153,7 +156,7 @@ def _summary(metrics: dict) -> None:
 @app.command("sweep")
 @run_flags()
 def sweep(
-    data: Annotated[str, typer.Option(help="PATH to JSONL/CSV/Parquet, or builtin:NAME.")],
+    data: Annotated[str, typer.Option(help=f"PATH to JSONL/CSV/Parquet, or builtin:NAME (built in: {BUILTIN_DATA}).")],
     model: Annotated[str, typer.Option(help="Chat model spec (e.g. openai:gpt-4o-mini).")],
     format: Annotated[
         str | None, typer.Option("--format", show_default='detect from the file', help="Input format.")

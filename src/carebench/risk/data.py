@@ -177,10 +177,28 @@ def load_dataset(spec: str | Path, fmt: str | None = None,
     if not items:
         raise CarebenchError(f"{path}: no items")
     _check_unique(items, path)
+    side = sidecar_meta(path)
+    if side.get("description"):
+        notes = [*notes, str(side["description"])]
+    if side.get("derived_from"):
+        meta["derived_from"] = side["derived_from"]
     return RiskDataset(
         name=path.stem, items=items, source=str(path), format=fmt, sha256=file_sha256(path),
-        notes=notes, meta=meta,
+        illustrative=bool(side.get("illustrative", False)), notes=notes, meta=meta,
     )
+
+
+def sidecar_meta(path: Path) -> dict[str, Any]:
+    """``NAME.meta.json`` beside a data file ``NAME.EXT``, as the built-in corpora have: what a
+    copy of illustrative data (e.g. the demo's subset of the built-in sample) must keep saying."""
+    side = path.with_name(f"{path.stem}.meta.json")
+    if not side.is_file():
+        return {}
+    try:
+        data = json.loads(side.read_text("utf-8"))
+    except (OSError, ValueError) as e:
+        raise CarebenchError(f"{side}: not valid JSON ({e})") from None
+    return data if isinstance(data, dict) else {}
 
 
 def detect_format(path: Path) -> str:

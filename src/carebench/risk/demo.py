@@ -23,7 +23,7 @@ from carebench.risk.experiment import MethodSpec, RunConfig
 from carebench.risk.methods import REGISTRY
 from carebench.risk.suite import run_experiment
 from carebench.run_options import run_options
-from carebench.rundir import write_jsonl
+from carebench.rundir import write_json, write_jsonl
 
 #: quick demo: posts per level, and as many stratified cross-validation folds (each fold
 #: holds out one post per level); --full runs the paper's 5 folds on the whole sample
@@ -68,6 +68,9 @@ def quick_subset(path: Path, per_level: int = QUICK_PER_LEVEL) -> int:
             taken[level] = taken.get(level, 0) + 1
             rows.append(row)
     write_jsonl(path, rows)
+    # the copy stays illustrative: its sidecar repeats the built-in sample's description
+    meta = json.loads((resources.files("carebench") / "data" / "risk" / "sample.meta.json").read_text("utf-8"))
+    write_json(path.with_name(f"{path.stem}.meta.json"), {**meta, "derived_from": "builtin:sample"})
     return len(rows)
 
 

@@ -11,10 +11,13 @@ from typing import Annotated
 
 import typer
 
+from carebench.datasets.builtin import builtin_specs
 from carebench.models.families import parse_family_overrides
 from carebench.resources.options import LocaleOption, ResourcesOption
 from carebench.run_options import RUN_FLAGS, RunOptions, run_flags
 from carebench.types import CarebenchError
+
+BUILTIN_TASKS = ", ".join(builtin_specs("support"))
 
 app = typer.Typer(
     help="Rubric-scored crisis support with a calibrated judge panel (DistressBench).",
@@ -39,7 +42,7 @@ def _caps(values: list[str] | None) -> dict[str, int]:
 @app.command()
 @run_flags()
 def run(
-    tasks: Annotated[str, typer.Option(help="Task file (.jsonl/.csv/.parquet) or builtin:NAME.")] = "builtin:sample",
+    tasks: Annotated[str, typer.Option(help=f"Task file (.jsonl/.csv/.parquet) or builtin:NAME (built in: {BUILTIN_TASKS}).")] = "builtin:sample",
     responder: Annotated[list[str] | None, typer.Option(show_default='none: give one, or --include-reference', help="Responder model spec (repeatable).")] = None,
     judge: Annotated[list[str] | None, typer.Option(show_default='none: give at least one', help="Judge model spec (repeat for the panel; DistressBench uses 3).")] = None,
     attempts: Annotated[int, typer.Option(help="Independent attempts per task.")] = 3,
@@ -232,7 +235,7 @@ def rescore(
 
 @app.command("calibration-sample")
 def calibration_sample(
-    tasks: Annotated[str, typer.Option(help="Task file (.jsonl/.csv/.parquet) or builtin:NAME.")],
+    tasks: Annotated[str, typer.Option(help=f"Task file (.jsonl/.csv/.parquet) or builtin:NAME (built in: {BUILTIN_TASKS}).")],
     n: Annotated[int, typer.Option(help="Calibration tasks to draw (DistressBench B.1: 75).")] = 75,
     seed: Annotated[int, typer.Option(help="Draw seed (DistressBench E.8: 20260714).")] = 20260714,
     strata: Annotated[str, typer.Option(help="Comma-separated strata: subcategory and/or metadata fields.")]
@@ -276,7 +279,7 @@ def calibration_sample(
 @app.command()
 @run_flags()
 def coherence(
-    tasks: Annotated[str, typer.Option(help="Task file (.jsonl/.csv/.parquet) or builtin:NAME.")],
+    tasks: Annotated[str, typer.Option(help=f"Task file (.jsonl/.csv/.parquet) or builtin:NAME (built in: {BUILTIN_TASKS}).")],
     model: Annotated[list[str], typer.Option(help="Model whose replies test the scripts (repeatable; A.5 used 4).")],
     judge: Annotated[str, typer.Option(help="Judge model spec.")],
     n: Annotated[int, typer.Option(help="Multi-turn tasks to sample (A.5: 18).")] = 18,

@@ -1,0 +1,170 @@
+"""``carebench view``: the page built over several run directories, read back with html.parser.
+
+References are independent of the view: run names from the directories made, headline and
+leaderboard values recomputed from records.jsonl with scikit-learn, texts from the runs' records.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from html.parser import HTMLParser
+
+from sklearn.metrics import f1_score
+
+from carebench.cli import main
+from view.view_runs import HOSTILE, NEEDLE
+
+
+class Page(HTMLParser):
+    """Rows of the runs table (cell texts), every tag's attributes, and the JSON data block."""
+
+    def __init__(self, html: str):
+        super().__init__(convert_charrefs=True)
+        self.rows: list[list[str]] = []
+        self.attrs: list[tuple[str, dict]] = []
+        self.data_block = ""
+        self.scripts: list[str] = []
+        self._in_runs = self._in_row = self._in_cell = self._in_data = self._in_script = False
+        self._table_depth = 0
+        self.feed(html)
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        self.attrs.append((tag, a))
+        if tag == "table" and a.get("id") == "runs":
+            self._in_runs = True
+        if self._in_runs and tag == "tr" and self._in_body:
+            self._in_row = True
+            self.rows.append([])
+        if self._in_runs and tag == "tbody":
+            self._in_body = True
+        if self._in_row and tag == "td":
+            self._in_cell = True
+            self.rows[-1].append("")
+        if tag == "script":
+            self._in_script = True
+            self._in_data = a.get("id") == "view-data"
+
+    _in_body = False
+
+    def handle_endtag(self, tag):
+        if tag == "table":
+            self._in_runs = self._in_body = False
+        if tag == "tr":
+            self._in_row = False
+        if tag == "td":
+            self._in_cell = False
+        if tag == "script":
+            self._in_script = self._in_data = False
+
+    def handle_data(self, data):
+        if self._in_cell:
+            self.rows[-1][-1] += data
+        if self._in_data:
+            self.data_block += data
+        elif self._in_script:
+            self.scripts.append(data)
+
+
+def _macro_f1(run_dir, method):
+    recs = [json.loads(x) for x in (run_dir / "records.jsonl").read_text().splitlines() if x.strip()]
+    rows = [r for r in recs if r["method"] == method]
+    return f1_score([r["gold"] for r in rows], [r["pred"] for r in rows], average="macro", labels=[0, 1, 2, 3])
+
+
+def test_the_runs_table_lists_each_run_once(built):
+    root, runs, out, html = built
+    page = Page(html)
+    names = [row[0].split(" ")[0] for row in page.rows]
+    expected = sorted(p.relative_to(root / "runs").as_posix() for p in runs.values())
+    assert sorted(names) == expected
+    assert len(names) == len(set(names)) == 5
+    # each row links to that run's own report
+    hrefs = {a["href"] for t, a in page.attrs if t == "a" and a.get("href", "").endswith("report.html")}
+    for p in runs.values():
+        assert (out / f"../runs/{p.relative_to(root / 'runs').as_posix()}/report.html").resolve().is_file()
+        assert f"../runs/{p.relative_to(root / 'runs').as_posix()}/report.html" in hrefs
+
+
+def test_headline_is_the_best_method_with_its_interval(built):
+    _root, runs, _out, html = built
+    page = Page(html)
+    row = next(r for r in page.rows if r[0].startswith("risk-lr"))
+    f1 = _macro_f1(runs["risk-lr"], "tfidf-lr")
+    assert f"tfidf-lr: macro-F1 {f1:.3f} [" in row[4] and "(n = 48)" in row[4]
+    ci = json.loads((runs["risk-lr"] / "metrics.json").read_text())["methods"]["tfidf-lr"]["macro_f1"]["ci"]
+    assert f"[{ci[0]:.3f}, {ci[1]:.3f}]" in row[4]
+
+
+def test_banners_of_runs_and_a_compare_carries_its_inputs(built):
+    _root, _runs, _out, html = built
+    page = Page(html)
+    banners = {r[0].split(" ")[0]: r[6] for r in page.rows}
+    assert "illustrative data" in banners["risk-lr"]  # builtin:sample
+    assert "embedded model" in banners["embedded"]
+    assert "illustrative data" not in banners["nested/support"] and "embedded model" not in banners["nested/support"]
+    assert "illustrative data" in banners["cmp"]  # from the two risk runs it compared
+    assert re.search(r"Warning:</strong> 1 run\(s\) use the small embedded model", html)
+
+
+def test_leaderboard_merges_the_comparable_risk_runs(built):
+    _root, runs, _out, html = built
+    section = html.split('id="leaderboards"')[1].split('id="search"')[0]
+    text = re.sub(r"<[^>]+>", " ", section)
+    first = section.split("</table>")[0]  # the risk group's headline board
+    for run, method in (("risk-lr", "tfidf-lr"), ("risk-ord", "tfidf-ordinal")):
+        f1 = _macro_f1(runs[run], method)
+        cell = re.search(rf'<td data-label="system">{method}</td><td data-label="macro-F1" class="num">([^<]*)</td>'
+                         rf'<td data-label="run"><a href="[^"]*{run}/report.html">', first)
+        assert cell is not None and cell.group(1).startswith(f"{f1:.3f} ["), method
+    # the embedded-model risk run has other data: it is not merged with the built-in-sample runs
+    assert "Group 1: 2 run(s), 2 system(s)" in text
+
+
+def test_hostile_text_is_escaped_and_searchable(built):
+    _root, runs, _out, html = built
+    page = Page(html)
+    assert "<script>window.__xss" not in html and "<img src=x" not in html
+    data = json.loads(page.data_block)
+    support_i = next(i for i, r in enumerate(data["runs"]) if r["name"] == "nested/support")
+    hits = [(i, t) for i, texts in enumerate(data["texts"]) for t in texts if NEEDLE in t[2]]
+    assert len(hits) == 1 and HOSTILE in hits[0][1][2]  # the text itself, back from JSON escapes
+    assert hits[0][0] == support_i
+    # every search text of the support run is one of its records' strings
+    recs = (runs["support"] / "records.jsonl").read_text()
+    assert data["texts"][support_i]
+    for t in data["texts"][support_i]:
+        assert json.dumps(t[2], ensure_ascii=False)[1:-1] in recs
+
+
+def test_no_external_url_and_only_hashed_scripts(built):
+    _root, _runs, _out, html = built
+    page = Page(html)
+    for tag, a in page.attrs:
+        for key in ("src", "href", "action"):
+            v = a.get(key)
+            if v is not None:
+                assert not re.match(r"^([a-z][a-z0-9+.-]*:|//)", v, re.IGNORECASE), (tag, key, v)
+    assert not re.search(r"https?://", html)
+    csp = next(a["content"] for t, a in page.attrs if t == "meta" and a.get("http-equiv") == "Content-Security-Policy")
+    assert "default-src 'none'" in csp and csp.count("'sha256-") == 2
+    import base64
+    import hashlib
+
+    hashes = {"'sha256-" + base64.b64encode(hashlib.sha256(s.encode()).digest()).decode() + "'"
+              for s in page.scripts}
+    assert hashes == set(re.findall(r"'sha256-[^']+'", csp))
+
+
+def test_bad_folder_is_one_line_and_serve_without_the_extra(tmp_path, capsys, monkeypatch, built):
+    assert main(["view", str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"carebench: error: {tmp_path / 'nope'}: no such folder"]
+    root = built[0]
+    monkeypatch.setitem(sys.modules, "uvicorn", None)  # import uvicorn now raises ImportError
+    assert main(["view", str(root / "runs"), "--out", str(tmp_path / "s"), "--serve", "--no-leaderboards"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pip install 'carebench[annotate]'" in err[0]
+    assert (tmp_path / "s" / "index.html").is_file()  # the page is written before serving is tried

@@ -1,0 +1,49 @@
+"""Run directories for the view tests: two real risk runs (offline baselines on the built-in
+sample), a support run with a hostile reply, an embedded-model run, and a compare of the risk runs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from run_dirs import support_tasks, write_risk_run, write_support_run
+
+from carebench.cli import main
+
+HOSTILE = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2"> "quoted" & done'
+#: a word only one reply holds, for the search tests
+NEEDLE = "marmalade"
+
+
+def met(r, t, a, c, j):
+    return hashlib.sha256(f"{r}|{t}|{a}|{c}|{j}".encode()).digest()[0] < (200 if r.endswith("a") else 120)
+
+
+def reply(r, t, a):
+    if t == "t01" and r.endswith("b"):
+        return f"I hear you. {HOSTILE} Would toast with {NEEDLE} help right now?"
+    return f"reply of {r} to {t}"
+
+
+def make_runs(root: Path, cache: Path) -> dict[str, Path]:
+    """The runs under ``root/runs`` by name (``main`` must be importable; the risk runs take ~4 s each)."""
+    runs = root / "runs"
+    out = {}
+    for name, method in (("risk-lr", "tfidf-lr"), ("risk-ord", "tfidf-ordinal")):
+        out[name] = runs / name
+        assert main(["risk", "run", "--data", "builtin:sample", "--method", method, "--out", str(out[name]),
+                     "--bootstrap", "200", "--cache", str(cache)]) == 0
+    out["support"] = write_support_run(runs / "nested" / "support", support_tasks(4),
+                                       ["openai:resp-a", "openai:resp-b"], met, reply=reply, rerender=True)
+    out["embedded"] = write_risk_run(
+        runs / "embedded", {f"i{k}": k % 4 for k in range(8)},
+        {"llm": {f"i{k}": (k + (k % 3 == 0)) % 4 for k in range(8)}}, rerender=True)
+    mf = out["embedded"] / "manifest.json"
+    manifest = json.loads(mf.read_text())
+    manifest["models"] = ["llamacpp:builtin"]
+    mf.write_text(json.dumps(manifest))
+    out["compare"] = runs / "cmp"
+    assert main(["compare", str(out["risk-lr"]), str(out["risk-ord"]), "--out", str(out["compare"]),
+                 "--bootstrap", "200"]) in (0, 1)
+    return out
