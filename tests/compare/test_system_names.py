@@ -9,9 +9,11 @@ run's own records.jsonl (failed predictions scored as the farthest level, the ru
 from __future__ import annotations
 
 import json
+import re
 import zlib
 
 import pytest
+from run_dirs import write_risk_run
 from sklearn.metrics import f1_score
 
 from carebench.cli import main
@@ -99,3 +101,16 @@ def test_identity_and_display_names_by_hand():
     # two identical identities stay apart through the run's own key
     same = display_names({"x": "llm", "y": "llm"}, {"x": "llm", "y": "llm"})
     assert len(set(same.values())) == 2
+
+
+def test_a_run_written_before_the_names_re_renders_with_its_method_names(tmp_path, capsys):
+    gold = {f"i{k:02d}": k % 4 for k in range(24)}
+    run = write_risk_run(tmp_path / "old", gold, {"llm": dict(gold), "tfidf-lr": {i: 0 for i in gold}})
+    manifest = json.loads((run / "manifest.json").read_text())
+    del manifest["methods"]  # older runs did not list their methods
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    assert main(["report", str(run)]) == 0
+    md = (run / "report.md").read_text()
+    table2 = md[md.index("## Main results"): md.index("## Bootstrap")]
+    rows = re.findall(r"^\| ([^|]+) \|", table2, re.MULTILINE)
+    assert [r.strip() for r in rows[3:]] == ["llm", "tfidf-lr"]
