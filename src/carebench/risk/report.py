@@ -16,6 +16,7 @@ Figure 4 (Appendix G) on top, computed from the same metrics.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import numpy as np
@@ -71,7 +72,8 @@ def _val(cell: dict[str, Any]) -> float | None:
 
 def shown_names(records: list[dict[str, Any]], manifest: dict[str, Any]) -> dict[str, str]:
     """Each record name's name in this run's report: the method and its options when no
-    other system of the run has them, else the full name with the model (never two alike).
+    other system of the run has them, else the full name with the model (never two alike),
+    without the model's server address unless only the address tells two systems apart.
     A name the user gave (``label``) is kept."""
     entries = {m.get("name"): m for m in manifest.get("methods") or [] if isinstance(m, dict)}
     full = system_identities(records, manifest)
@@ -83,7 +85,8 @@ def shown_names(records: list[dict[str, Any]], manifest: dict[str, Any]) -> dict
             short[name] = full[name] = name  # the user's own label
         else:
             short[name] = system_identity(method, e.get("options"))
-    return display_names(full, short)
+    local = {k: re.sub(r"@https?://\S+", "", v) for k, v in full.items()}
+    return display_names(local if len(set(local.values())) == len(local) else full, short)
 
 
 def _renamed(metrics: dict[str, Any], records: list[dict[str, Any]], manifest: dict[str, Any],
