@@ -9,7 +9,7 @@ from test_import_structure import _imports, _modules
 #: low to high; a module belongs to the layer of its longest matching prefix (under carebench.)
 LAYERS: list[tuple[str, set[str]]] = [
     ("foundation", {"", "types", "stats", "fileio", "jsonclean", "wording", "cores", "templates", "taxonomy",
-                    "taxonomy_schema", "prompts", "cli_params"}),
+                    "taxonomy_schema", "prompts", "cli_params", "system_names"}),
     ("data", {"datasets", "records_parquet", "rundir", "report", "batch.options", "batch.manifest",
               "resources", "rubric", "rubric_walk"}),
     ("models", {"models", "cache"}),

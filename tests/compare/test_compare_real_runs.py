@@ -114,3 +114,28 @@ def test_a_plural_run_of_the_scripted_jury(tmp_path, capsys):
     assert {k for k, r in rows.items() if r["gated"]} == {"full:P1", "full:P2", "full:C1"}
     assert m["pairs"][0]["n_clusters"] == 2  # q1, q2 from source s1; q3 from s2
     assert rc in (0, 1)
+
+
+def test_one_responder_with_its_own_option_is_another_leaderboard_row(tmp_path, capsys):
+    """A per-responder setting changes the answers, so it is part of the system's name: the
+    same spec in two runs, once with its own temperature, is two rows, not a duplicate."""
+    tasks_path = _write_tasks(tmp_path / "tasks.jsonl")
+    script = _scripted(load_tasks(tasks_path))
+    dirs = []
+    with StubServer() as stub:
+        stub.handler = script
+        spec = {n: f"openai:{n}@{stub.base_url}" for n in ("resp-a", "judge-a", "judge-b", "judge-c")}
+        for k, opts in enumerate(([], [f"{spec['resp-a']}:temperature=1"])):
+            cfg = SupportRunConfig(
+                tasks=str(tasks_path), responders=[spec["resp-a"]], responder_options=opts,
+                judges=[spec["judge-a"], spec["judge-b"], spec["judge-c"]], attempts=2, bootstrap=200,
+                run=run_options(out=tmp_path / f"run{k}", progress=False))
+            dirs.append(run_support(cfg, cache=CompletionCache(tmp_path / "c.sqlite")))
+    capsys.readouterr()
+    assert main(["leaderboard", *map(str, dirs), "--out", str(tmp_path / "lb"), "--bootstrap", "200"]) == 0
+    m = json.loads((tmp_path / "lb" / "metrics.json").read_text())
+    rows = m["boards"][0]["rows"]
+    assert not m["duplicates"] and sorted(r["system"] for r in rows) == sorted(
+        [spec["resp-a"], f"{spec['resp-a']} {{temperature=1.0}}"])
+    # hand-worked in tests/support/test_run_e2e.py: resp-a scores 0.9 whatever its temperature here
+    assert all(r["value"] == pytest.approx(0.9) for r in rows)

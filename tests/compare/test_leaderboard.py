@@ -114,6 +114,7 @@ def test_risk_leaderboard_ranks_methods_by_macro_f1(tmp_path, capsys):
     assert main(["leaderboard", str(a), str(b), "--out", str(tmp_path / "lb"), "--bootstrap", "200"]) == 0
     _, board = _board(tmp_path / "lb")
     assert board["metric"] == "macro_f1"
-    assert [r["system"] for r in board["rows"]] == ["perfect", "half"]
+    # a system's full name: its method and the model its records hold
+    assert [r["system"] for r in board["rows"]] == ["perfect@openai:perfect", "half@openai:half"]
     assert board["rows"][0]["value"] == 1.0
     assert board["gaps"][0]["separated"] is True

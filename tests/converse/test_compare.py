@@ -9,6 +9,7 @@ personas in sorted order, never from the code under test.
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import xml.etree.ElementTree as ET
 
@@ -234,13 +235,13 @@ class ByChatbot(ConverseScript):
 NAMES = ["Anna", "Ben", "Cleo", "Dora", "Emil"]
 
 
-def _converse_run(tmp_path, url, out, bots, rubric_rows=NAV):
+def _converse_run(tmp_path, url, out, bots, rubric_rows=NAV, prompt="You are a helpful assistant.\n"):
     personas = tmp_path / "personas.tsv"
     personas.write_text("id\tname\trisk_level\tbackground\n"
                         + "".join(f"p{k}\t{n}\t{'low' if k % 2 else 'high'}\tNotes <i>{k}</i>.\n"
                                   for k, n in enumerate(NAMES)))
     sysp = tmp_path / "system.txt"
-    sysp.write_text("You are a helpful assistant.\n")
+    sysp.write_text(prompt)
     args = ["converse", "run", "--rubric", str(write_tsv(tmp_path / f"{out.name}.tsv", rubric_rows)),
             "--personas", str(personas), "--simulator", f"openai:sim-a@{url}",
             *[x for b in bots for x in ("--chatbot", f"openai:{b}@{url}")],
@@ -330,3 +331,23 @@ def test_leaderboard_of_three_chatbots_run_as_two_plus_one_equals_one_run_of_thr
     assert [r[1].split(":")[1].split("@")[0] for r in rows] == ["bot-a", "bot-c", "bot-b"]
     (t1,) = [r for r in l1["boards"][0]["rows"] if "bot-c" in r["system"]]
     assert t1["run"] == str(c)
+
+
+def test_one_chatbot_under_two_system_prompts_is_two_leaderboard_rows(tmp_path, capsys):
+    """The system prompt changes the answers, so it is part of the chatbot's name: one spec run
+    under two prompts is two rows (with the prompt check overridden), not a refused duplicate."""
+    with StubServer() as stub:
+        stub.handler = ByChatbot(ANSWERS)
+        u = stub.base_url
+        a = _converse_run(tmp_path, u, tmp_path / "a", ["bot-a"])
+        b = _converse_run(tmp_path, u, tmp_path / "b", ["bot-a"], prompt="You are a careful listener.\n")
+    capsys.readouterr()
+    assert main(["leaderboard", str(a), str(b), "--allow-different", "system_prompt",
+                 "--out", str(tmp_path / "lb")]) == 0
+    m = json.loads((tmp_path / "lb" / "metrics.json").read_text())
+    names = [r["system"] for r in m["boards"][0]["rows"]]
+    # the prompt as sent to the chatbot: the file's text without its trailing newline
+    digests = {hashlib.sha256(p.encode()).hexdigest()[:12]
+               for p in ("You are a helpful assistant.", "You are a careful listener.")}
+    assert not m["duplicates"] and len(names) == 2
+    assert {n.rsplit("system_prompt=", 1)[1].rstrip("}") for n in names} == digests

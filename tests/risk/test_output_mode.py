@@ -28,4 +28,5 @@ def test_json_decoding_is_named_in_the_report_and_its_mode_in_the_manifest(tmp_p
     assert manifest["methods"][0]["options"] == {"decoding": "json"}
     md = (tmp_path / "r" / "report.md").read_text()
     table2 = md[md.index("## Main results"): md.index("## Bootstrap")]
-    assert "| llm (decoding: json) |" in table2
+    # the method with its options: the same name in the tables and in the figures' legends
+    assert "| llm:decoding=json |" in table2 and "| llm |" not in table2

@@ -177,6 +177,7 @@ class SystemView:
     units: list[str]
     measures: dict[str, Measure]
     model: str | None = None  # the model spec behind the system (for duplicate detection)
+    local: str | None = None  # its name inside its own run, when that differs from the full name
 
 
 @dataclass

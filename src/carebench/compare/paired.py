@@ -64,21 +64,37 @@ def parse_pairs(values: Iterable[str], option: str) -> list[tuple[str, str]]:
     return out
 
 
+def _resolve(view: RunView, name: str) -> str | None:
+    """A system by its full name, else by its name inside the run when only one has it."""
+    if name in view.systems:
+        return name
+    hits = [k for k, s in view.systems.items() if s.local == name]
+    return hits[0] if len(hits) == 1 else None
+
+
 def choose_pairs(base: RunView, candidate: RunView, explicit: Sequence[tuple[str, str]],
                  option: str) -> list[tuple[str, str]]:
-    """Explicit pairs, else every system name in both runs, else the only system of each."""
+    """Explicit pairs, else every system (full name) in both runs, else the systems with one
+    name inside both runs (one method on two models), else the only system of each."""
     if explicit:
+        out = []
         for a, b in explicit:
-            if a not in base.systems:
+            ra, rb = _resolve(base, a), _resolve(candidate, b)
+            if ra is None:
                 raise CarebenchError(f"{option} {a}={b}: the base run has no scored system {a!r}; it has "
                                      f"{', '.join(sorted(base.systems)) or 'none'}")
-            if b not in candidate.systems:
+            if rb is None:
                 raise CarebenchError(f"{option} {a}={b}: the candidate run has no scored system {b!r}; it has "
                                      f"{', '.join(sorted(candidate.systems)) or 'none'}")
-        return list(explicit)
+            out.append((ra, rb))
+        return out
     same = [s for s in base.systems if s in candidate.systems]
     if same:
         return [(s, s) for s in same]
+    local = [(k, _resolve(candidate, v.local)) for k, v in base.systems.items() if v.local]
+    local = [(a, b) for a, b in local if b is not None]
+    if local:
+        return local
     if len(base.systems) == 1 and len(candidate.systems) == 1:
         return [(next(iter(base.systems)), next(iter(candidate.systems)))]
     raise CarebenchError(f"no system is in both runs (base: {', '.join(sorted(base.systems)) or 'none'}; "

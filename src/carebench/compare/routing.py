@@ -40,6 +40,7 @@ def attach_routing_measures(systems: Mapping[str, Any], replies: Iterable[Checke
     :class:`~carebench.compare.measures.SystemView` (a system without a checked reply gets none)."""
     counts = unit_counts(replies)
     for name, view in systems.items():
-        if name in counts:
-            for m in routing_measures(counts[name], view.units):
+        local = view.local if view.local is not None else name  # the checked replies carry the run's own name
+        if local in counts:
+            for m in routing_measures(counts[local], view.units):
                 view.measures[m.name] = m

@@ -56,11 +56,27 @@ from carebench.converse.scoring import (
 from carebench.converse.suite import rated_walks, scored_criteria
 from carebench.criteria import DIMENSIONS
 from carebench.rundir import read_jsonl
+from carebench.system_names import system_identity
 from carebench.types import CarebenchError
 
 EXCERPT_CHARS = 400
 SHORT = {BP: "BP", SUB: "SUB", HPH: "HPH", NR: "NR"}
 SEVERITY = {BP: 0.0, SUB: 1.0, HPH: 2.0}  # Not Relevant has none
+
+
+def chatbot_name(chatbot: str, manifest: Mapping[str, Any]) -> str:
+    """A chatbot's full name: its spec, plus the (hash of the) system prompt it ran under when
+    the run set one; the prompt changes the answers, so one spec under two prompts is two systems."""
+    prompt = (manifest.get("config") or {}).get("system_prompt")
+    if not prompt:
+        return chatbot
+    return system_identity(chatbot, None, None,
+                           {"system_prompt": hashlib.sha256(prompt.encode("utf-8")).hexdigest()[:12]})
+
+
+def _local(base: RunView, candidate: RunView, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Pairs by the names the runs' records use (the chatbot specs)."""
+    return [(base.systems[a].local or a, candidate.systems[b].local or b) for a, b in pairs]
 
 
 class ConverseComparer:
@@ -92,8 +108,9 @@ class ConverseComparer:
             mine = [w for w in rated if w["chatbot"] == chatbot]
             C, units = count_matrix([w["ratings"] for w in mine], [w["persona"] for w in mine], dims)
             K, _ = conversation_matrix([w["ratings"] for w in mine], [w["persona"] for w in mine], dims)
-            systems[chatbot] = SystemView(chatbot, units, {m.name: m for m in measures(C, dims, K)},
-                                          model=chatbot)
+            key = chatbot_name(chatbot, manifest)
+            systems[key] = SystemView(key, units, {m.name: m for m in measures(C, dims, K)},
+                                      model=chatbot, local=chatbot)
         add_routing_measures(systems, convs, manifest)  # where the chatbot sent each persona (if checked)
         cfg = manifest.get("config") or {}
         dataset = manifest.get("dataset") or {}
@@ -141,7 +158,8 @@ class ConverseComparer:
             ms = [Measure.ratio("score", "mean weighted score", means[:, 0], has[:, 0])]
             ms += [Measure.ratio(f"dimension:{d}", f"weighted score, {d}", means[:, k + 1], has[:, k + 1])
                    for k, d in enumerate(dims)]
-            systems[chatbot] = SystemView(chatbot, units, {m.name: m for m in ms}, model=chatbot)
+            key = chatbot_name(chatbot, manifest)
+            systems[key] = SystemView(key, units, {m.name: m for m in ms}, model=chatbot, local=chatbot)
         add_routing_measures(systems, convs, manifest)
         cfg = manifest.get("config") or {}
         dataset = manifest.get("dataset") or {}
@@ -167,9 +185,9 @@ class ConverseComparer:
     def _criteria_drilldown(self, base: RunView, candidate: RunView, pairs: Sequence[tuple[str, str]],
                             limit: int) -> list[Drill]:
         out = []
-        for a, b in pairs:
+        for (ka, kb), (a, b) in zip(pairs, _local(base, candidate, pairs), strict=True):
             rows = []
-            for p in sorted(set(base.systems[a].units) & set(candidate.systems[b].units)):
+            for p in sorted(set(base.systems[ka].units) & set(candidate.systems[kb].units)):
                 sa = base.extra["persona_scores"][(a, p)]
                 sb = candidate.extra["persona_scores"][(b, p)]
                 if sa == sb:
@@ -193,8 +211,8 @@ class ConverseComparer:
         out = []
         dims = [d for d in base.extra["dimensions"] if d in candidate.extra["dimensions"]]
         both = base.extra["has_transcripts"] and candidate.extra["has_transcripts"]
-        for a, b in pairs:
-            shared = sorted(set(base.systems[a].units) & set(candidate.systems[b].units))
+        for (ka, kb), (a, b) in zip(pairs, _local(base, candidate, pairs), strict=True):
+            shared = sorted(set(base.systems[ka].units) & set(candidate.systems[kb].units))
             rows = []
             for p in shared:
                 for d in dims:

@@ -32,6 +32,7 @@ from carebench.risk.scoring import (
     items_of,
     method_order,
     resampling_groups,
+    system_identities,
 )
 from carebench.stats.metrics import LOWER_IS_BETTER
 
@@ -59,6 +60,7 @@ class RiskComparer:
         incomplete = set(manifest.get("incomplete") or [])
         systems: dict[str, SystemView] = {}
         preds: dict[str, dict[str, Any]] = {}
+        identity = system_identities(records, manifest)  # the join key across runs
         for name in method_order(records):
             if name in incomplete:
                 continue
@@ -76,8 +78,9 @@ class RiskComparer:
                                     (low & (p > y)).astype(float), low.astype(float), section=SAFETY,
                                     higher_is_better=False))
             model = next((r.get("model") for r in rows if r.get("model")), None)
-            systems[name] = SystemView(name, sid, {m.name: m for m in ms}, model=model)
-            preds[name] = {i: (int(r["pred"]) if r.get("pred") is not None else None, str(r.get("raw") or ""))
+            key = identity[name]
+            systems[key] = SystemView(key, sid, {m.name: m for m in ms}, model=model, local=name)
+            preds[key] = {i: (int(r["pred"]) if r.get("pred") is not None else None, str(r.get("raw") or ""))
                            for i, r in ((str(r["item_id"]), r) for r in rows)}
         dataset = manifest.get("dataset") or {}
         keys = {

@@ -16,6 +16,7 @@ Figure 4 (Appendix G) on top, computed from the same metrics.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import numpy as np
@@ -36,7 +37,14 @@ from carebench.report import (
     figure_name,
 )
 from carebench.risk.scale import LEVEL_NAMES
-from carebench.risk.scoring import DEFAULT_MAX_FAILURE_SHARE, EXCLUDED, TABLE2_METRICS, method_order
+from carebench.risk.scoring import (
+    DEFAULT_MAX_FAILURE_SHARE,
+    EXCLUDED,
+    TABLE2_METRICS,
+    method_order,
+    system_identities,
+)
+from carebench.system_names import display_names, system_identity
 
 HEADERS = {
     "accuracy": "Acc ↑", "macro_f1": "F1-Mac ↑", "weighted_f1": "F1-Wt ↑", "qwk": "QWK ↑",
@@ -62,8 +70,59 @@ def _val(cell: dict[str, Any]) -> float | None:
     return None if cell is None else cell.get("value")
 
 
+def shown_names(records: list[dict[str, Any]], manifest: dict[str, Any]) -> dict[str, str]:
+    """Each record name's name in this run's report: the method and its options when no
+    other system of the run has them, else the full name with the model (never two alike),
+    without the model's server address unless only the address tells two systems apart.
+    A name the user gave (``label``) is kept."""
+    entries = {m.get("name"): m for m in manifest.get("methods") or [] if isinstance(m, dict)}
+    full = system_identities(records, manifest)
+    short = {}
+    for name in full:
+        e = entries.get(name) or {}
+        method = e.get("method") or name
+        if name != method and not name.startswith((f"{method}[", f"{method}@")):
+            short[name] = full[name] = name  # the user's own label
+        else:
+            short[name] = system_identity(method, e.get("options"))
+    local = {k: re.sub(r"@https?://\S+", "", v) for k, v in full.items()}
+    return display_names(local if len(set(local.values())) == len(local) else full, short)
+
+
+def _renamed(metrics: dict[str, Any], records: list[dict[str, Any]], manifest: dict[str, Any],
+             shown: dict[str, str]) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
+    """The run's metrics, records and manifest with every record name replaced by its shown name,
+    so tables, legends and figure titles all say the same."""
+    def n(x: Any) -> Any:
+        return shown.get(x, x)
+
+    m = dict(metrics)
+    m["methods"] = {n(k): v for k, v in (metrics.get("methods") or {}).items()}
+    m["incomplete"] = [n(x) for x in metrics.get("incomplete") or []]
+    st = dict(metrics.get("settings") or {})
+    if "best_by_macro_f1" in st:
+        st["best_by_macro_f1"] = n(st["best_by_macro_f1"])
+    if isinstance(st.get("flagged"), list):
+        st["flagged"] = [n(x) for x in st["flagged"]]
+    elif isinstance(st.get("flagged"), dict):
+        st["flagged"] = {n(k): v for k, v in st["flagged"].items()}
+    m["settings"] = st
+    pv = dict(metrics.get("paired_vs_best") or {})
+    if pv:
+        pv["reference"] = n(pv.get("reference"))
+        pv["comparisons"] = {n(k): v for k, v in (pv.get("comparisons") or {}).items()}
+        m["paired_vs_best"] = pv
+    recs = [dict(r, method=n(r["method"])) for r in records]
+    man = dict(manifest)
+    man["methods"] = [dict(e, name=n(e.get("name"))) for e in manifest.get("methods") or [] if isinstance(e, dict)]
+    man["harness_failures"] = {n(k): v for k, v in (manifest.get("harness_failures") or {}).items()}
+    return m, recs, man
+
+
 def build_risk_report(metrics: dict[str, Any], records: list[dict[str, Any]],
                  manifest: dict[str, Any]) -> Report:
+    if not manifest.get("sweep"):  # a sweep's arms are named by k, not by system
+        metrics, records, manifest = _renamed(metrics, records, manifest, shown_names(records, manifest))
     ds = manifest.get("dataset") or {}
     st = metrics.get("settings") or {}
     incomplete = list(metrics.get("incomplete") or [])
@@ -146,7 +205,7 @@ def _shown(metrics: dict[str, Any], name: str) -> str:
     method is marked wherever it is listed."""
     e = metrics["methods"].get(name) or {}
     label = name
-    if e.get("decoding") and e["decoding"] != "plain":
+    if e.get("decoding") and e["decoding"] != "plain" and f"decoding={e['decoding']}" not in name:
         label = f"{name} (decoding: {e['decoding']})"
     return f"⚠ {label} (flagged: not ranked)" if _flag(metrics, name) else label
 

@@ -19,7 +19,7 @@ report opens with a warning naming it and its commonest failure reasons.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,6 +30,7 @@ from carebench.stats.bootstrap import bootstrap_metrics, paired_metric_bootstrap
 from carebench.stats.chance import chance_baseline
 from carebench.stats.classification import confusion_matrix, per_class_prf
 from carebench.stats.metrics import RISK_METRICS
+from carebench.system_names import system_identity
 from carebench.types import CarebenchError
 
 METRIC_KEYS = tuple(RISK_METRICS)  # accuracy ... over_triage, in the issue's order
@@ -48,6 +49,29 @@ def method_order(records: Sequence[dict[str, Any]]) -> list[str]:
     for r in records:
         seen.setdefault(r["method"], None)
     return list(seen)
+
+
+def system_identities(records: Sequence[dict[str, Any]], manifest: Mapping[str, Any]) -> dict[str, str]:
+    """Each record name's full system name (``carebench.system_names``): the method and
+    options the manifest lists under that name, the model spec its records hold, and the
+    request options the run set for that model. A run that recorded none of these keeps
+    the record name."""
+    entries = {m.get("name"): m for m in manifest.get("methods") or [] if isinstance(m, Mapping)}
+    model_options = (manifest.get("config") or {}).get("model_options") or {}
+    out: dict[str, str] = {}
+    for name in method_order(records):
+        e = entries.get(name)
+        model = next((r.get("model") for r in records if r["method"] == name and r.get("model")), None)
+        if e is None:
+            out[name] = system_identity(name, None, model)
+            continue
+        spec = model or e.get("model")
+        opts = model_options.get(e.get("model")) or model_options.get(spec) if spec else None
+        options = dict(e.get("options") or {})
+        if e.get("voter_models"):  # a vote's panel is part of what it is
+            options["voters"] = list(e["voter_models"])
+        out[name] = system_identity(e.get("method") or name, options, spec, opts)
+    return out
 
 
 def items_of(records: Sequence[dict[str, Any]]) -> tuple[list[str], dict[str, int], dict[str, Any]]:

@@ -30,9 +30,25 @@ from carebench.compare.comparability import sha_of
 from carebench.compare.measures import HEADLINE, SAFETY, Drill, Measure, RunView, SystemView
 from carebench.support.records import REFERENCE, read_run_records, read_run_rows
 from carebench.support.scoring import DIMENSIONS, TaskTable, score
+from carebench.system_names import system_identity
 from carebench.types import CarebenchError
 
 REPLY_CHARS = 600
+
+
+def responder_identities(responders: Sequence[str], manifest: Mapping[str, Any]) -> dict[str, str]:
+    """Each responder's full name: its spec, plus the generation settings the run set for it
+    alone (``--responder-option``, a settings file) where they differ from the run's own;
+    a run that recorded no per-responder settings keeps the spec."""
+    gen = manifest.get("generation") or {}
+    cfg = manifest.get("config") or {}
+    base = {"temperature": cfg.get("temperature"), "max_tokens": cfg.get("max_tokens"), "top_p": None}
+    out = {}
+    for spec in responders:
+        own = {k: v for k, v in (gen.get(spec) or {}).items()
+               if v is not None and k in base and v != base[k]}
+        out[spec] = system_identity(spec, None, None, own)
+    return out
 
 
 class SupportComparer:
@@ -99,6 +115,7 @@ class SupportComparer:
 
             routing = unit_counts(checked_replies(tasks, read_response_rows(run_dir)))
         systems: dict[str, SystemView] = {}
+        identity = responder_identities(sc.responders, manifest)
         for r, name in enumerate(sc.responders):
             if name == REFERENCE:
                 continue  # clinician references: not a system to gate or rank (§4.7)
@@ -121,7 +138,8 @@ class SupportComparer:
                 from carebench.compare.routing import routing_measures
 
                 ms.extend(routing_measures(routing[name], units))
-            systems[name] = SystemView(name, units, {m.name: m for m in ms}, model=name)
+            systems[identity[name]] = SystemView(identity[name], units, {m.name: m for m in ms}, model=name,
+                                                 local=name)
         for m in systems.values():  # headline rows first, in a stable order
             m.measures = dict(sorted(m.measures.items(), key=lambda kv: (kv[1].section != HEADLINE, 0)))
         dataset = manifest.get("dataset") or {}
@@ -141,6 +159,8 @@ class SupportComparer:
 
     def drilldown(self, base: RunView, candidate: RunView, pairs: Sequence[tuple[str, str]],
                   limit: int) -> list[Drill]:
+        # the run's records name a responder by its spec
+        pairs = [(base.systems[a].local or a, candidate.systems[b].local or b) for a, b in pairs]
         flips = {(a, b): _flips(base, candidate, a, b)[:limit] for a, b in pairs}
         # one read per run of the shown conversations' replies, whatever the number of pairs
         rb = _first_replies(base.path, {(a, f[0]) for a, b in pairs for f in flips[a, b]})
