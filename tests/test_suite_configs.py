@@ -28,6 +28,7 @@ NO_RUN = {
     "plural.sample.PolicySampleConfig": "settings of the sample draw inside SampleRunConfig",
     "runner.RunnerConfig": "the runner's own settings, built by the run context",
     "support.generation.GenerationConfig": "settings of the generation step inside SupportRunConfig",
+    "view.build.ViewConfig": "builds a page from finished run directories; makes no model call",
 }
 #: command configs that must hold ``run`` (at least these: the walk below must find them)
 COMMAND_CONFIGS = {

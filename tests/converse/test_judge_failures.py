@@ -69,6 +69,10 @@ def test_context_overflow_is_permanent_reported_once_and_not_repaid(tmp_path, ca
         m = json.loads((tmp_path / out / "manifest.json").read_text())
         assert m["failures"]["judge_context"] == 1 and m["failures"]["judge_calls"] == 0
         assert m.get("status") != "incomplete"
+        report = (tmp_path / out / "report.md").read_text()
+        row = [x for x in report.splitlines() if "longer than the judge's context" in x]
+        assert len(row) == 1 and row[0].rstrip(" |").endswith("1"), row
+        assert "--judge-max-tokens" in report and "bigger context" in report
 
 
 def test_truncated_reason_keeps_the_answer_and_records_the_cut(tmp_path):
@@ -97,6 +101,9 @@ def test_truncated_reason_keeps_the_answer_and_records_the_cut(tmp_path):
         assert walks[name]["status"] == "judge_failure" and walks[name]["failure"] == "parse"
     m = json.loads((tmp_path / "o" / "manifest.json").read_text())
     assert m["failures"]["truncated_reasons"] == 3 and m["failures"]["judge"] == 2
+    report = (tmp_path / "o" / "report.md").read_text()
+    row = [x for x in report.splitlines() if "reason the output cap cut off" in x]
+    assert len(row) == 1 and row[0].rstrip(" |").endswith("3"), row
 
 
 @pytest.mark.parametrize("error, overflow", [

@@ -14,6 +14,7 @@ import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from carebench.converse.judging import CONTEXT_ADVICE
 from carebench.converse.rubric import RATINGS
 from carebench.converse.scoring import (
     CRITERIA_COLUMNS,
@@ -309,12 +310,15 @@ def build_report(metrics: Mapping[str, Any], records: Sequence[Mapping[str, Any]
     if metrics.get("criteria") == "task":
         return _build_criteria_report(metrics, records, manifest)
     counts = metrics.get("counts") or {}
+    failures = manifest.get("failures") or {}  # why walks failed (a context overflow is permanent)
     sections = [Section("Run", [KeyValue([
         ("conversations", counts.get("conversations", 0)),
         ("harness failures (never judged)", counts.get("harness_failures", 0)),
         ("ended by the simulator's stop marker", counts.get("ended_by_simulator", 0)),
         ("walks (conversation x judge)", counts.get("walks", 0)),
         ("judge failures (never rated)", counts.get("judge_failures", 0)),
+        ("of them: judge prompt longer than the judge's context", failures.get("judge_context", 0)),
+        ("answers kept whose reason the output cap cut off", failures.get("truncated_reasons", 0)),
         ("judges", ", ".join(metrics.get("judges") or []) or "none"),
         ("bootstrap", (f"B = {metrics['bootstrap']['B']}, seed {metrics['bootstrap']['seed']}, "
                       "resampling personas")),
@@ -324,6 +328,9 @@ def build_report(metrics: Mapping[str, Any], records: Sequence[Mapping[str, Any]
             "Some conversations or walks failed (see the counts above); they are left out of every "
             "score and listed in the drill-down. Re-running the same command retries failed calls.",
             kind="warning"))
+    if failures.get("judge_context"):
+        sections[0].blocks.append(Callout(
+            f"{failures['judge_context']} walk(s) stopped because {CONTEXT_ADVICE}.", kind="warning"))
     for cb, entry in (metrics.get("chatbots") or {}).items():
         sections.append(_chatbot_section(cb, entry))
     pairs = metrics.get("pairwise") or []
