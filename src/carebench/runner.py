@@ -254,6 +254,18 @@ class Runner:
         async def one(i: int, call: Call) -> None:
             spec = str(call.model.spec)
             key = keys[i] = call_key(call)
+            first = inflight.get(key)
+            if first is not None:  # an identical call of this batch (under way or answered): share
+                # its answer; looked up before the cache, whose writer thread may or may not have
+                # committed it yet, so the counts do not depend on that thread's timing
+                comp = await asyncio.shield(first)
+                res.shared += 1
+                self.ledger.shared += 1
+                res.completions[i] = comp
+                if comp is not None:
+                    self._deliver(call, comp)
+                    progress.advance(0.0)
+                return
             if self.cache is not None:
                 hit = self.cache.get(key)
                 if hit is not None:
@@ -263,16 +275,6 @@ class Runner:
                     self._deliver(call, hit)
                     progress.advance(0.0)
                     return
-            first = inflight.get(key)
-            if first is not None:  # an identical call is already under way: share its answer
-                comp = await asyncio.shield(first)
-                res.shared += 1
-                self.ledger.shared += 1
-                res.completions[i] = comp
-                if comp is not None:
-                    self._deliver(call, comp)
-                    progress.advance(0.0)
-                return
             fut = inflight[key] = loop.create_future()
             comp = None
             try:
