@@ -10,7 +10,8 @@ is timed on), so the count needs nothing from carebench's own records.
     PYTHONPATH=src:tests python scripts/sigkill_repeats.py plural --kills 20
     PYTHONPATH=src:tests python scripts/sigkill_repeats.py construct --kills 20
 
-Each trial starts from an empty cache, kills the run at a moment drawn uniformly over a
+Trials go on until ``--kills`` runs were killed (a run that finishes before its moment
+is shown and tried again with a new one, at most 3 x ``--kills`` trials). Each trial starts from an empty cache, kills the run at a moment drawn uniformly over a
 full run's duration counted from its first answer (start-up time varies with the load;
 every third trial at a moment inside the run's longest stretch with no answer sent after
 that: its slowest CPU step while or after calls are made), then re-runs it to completion.
@@ -157,9 +158,9 @@ def main() -> None:
     print(f"carebench from {SRC}; each answer held {DELAY:g} s")
     print(f"{a.job}: a full run goes on {duration:.2f} s after its first answer; longest stretch without "
           f"an answer sent after it {gap0:.2f}-{gap1:.2f} s (times from the first answer)")
-    late_total = killed = 0
-    for i in range(a.kills):
-        at = rng.uniform(gap0, gap1) if i % 3 == 0 else rng.uniform(0.0, duration)
+    late_total = killed = i = 0
+    while killed < a.kills and i < 3 * a.kills:  # a run that finished before its moment is tried again
+        at = rng.uniform(gap0, gap1) if killed % 3 == 0 else rng.uniform(0.0, duration)
         with tempfile.TemporaryDirectory() as d:
             r = trial(a.job, Path(d), at, a.grace)
         killed += r["killed"]
@@ -169,7 +170,8 @@ def main() -> None:
         print(f"  kill {i + 1:2d} at first answer + {at:5.2f} s{'' if r['killed'] else ' (finished first)'}: "
               f"{r['answered']} answered, re-run repeated {r['repeats']} "
               f"({r['repeats_late']} answered > {a.grace * 1000:.0f} ms before the kill; worst {worst})")
-    print(f"{a.job}: {killed}/{a.kills} runs killed; calls repeated whose answer was sent more than "
+        i += 1
+    print(f"{a.job}: {killed} runs killed in {i} trials; calls repeated whose answer was sent more than "
           f"{a.grace * 1000:.0f} ms before the kill: {late_total}")
     uptime = subprocess.run(["uptime"], check=False, capture_output=True, text=True).stdout.strip()
     print(f"uptime: {uptime}")
