@@ -2,7 +2,7 @@
 
 Example (YAML)::
 
-    data: ../shared/data/gaur2019/500_Reddit_users_posts_labels.csv
+    data: data/500_Reddit_users_posts_labels.csv
     format: gaur
     models: [openai:gpt-4o-mini, anthropic:claude-haiku-4-5]   # model-backed methods run on each
     moderation_model: openai-moderation:omni-moderation-latest
