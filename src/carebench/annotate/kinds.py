@@ -105,8 +105,8 @@ def load_sheet(path: Path, kind: str) -> list[tuple[str, dict[str, Any]]]:
         rows = sheet_files.load_criterion_items(path)
         return [(r.item_id, r.model_dump(mode="json")) for r in rows]
     if kind == "rubric-walk":
-        raise CarebenchError("--kind rubric-walk loads a converse run: give --run RUN_DIR and --rubric, "
-                             "not --project")
+        raise CarebenchError("--kind rubric-walk loads conversations: give --run RUN_DIR or --transcripts PATH "
+                             "with --rubric, not --project")
     raise CarebenchError(f"--kind {kind!r}: use one of {', '.join(KINDS)}")
 
 

@@ -306,7 +306,7 @@ class ConverseSuite:
         if cfg.from_run is not None:
             return inputs, judges, gcfg, [], _earlier_conversations(Path(cfg.from_run))
         if cfg.transcripts is not None:
-            from carebench.converse.transcripts import load_transcripts
+            from carebench.datasets.transcripts import load_transcripts
 
             known = load_personas(inputs.personas_source) if inputs.personas_source != BUILTIN else None
             # --personas, or a vera: bundle's: their risk levels are joined
