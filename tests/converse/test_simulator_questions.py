@@ -159,6 +159,33 @@ def test_dry_run_prices_the_stage_and_judge_transcripts_asks_exactly(tmp_path, c
     assert len(sq) == 3 and all(list(r["questions"]) == ["risk-consistency"] for r in sq)
 
 
+class Failing(Script):
+    """Ben's role-reversal question fails with HTTP 500 every time."""
+
+    def __call__(self, req):
+        prompt = req.body["messages"][-1]["content"]
+        if "ABOUT THE USER'S SIDE:" in prompt and "[Ben]" in prompt and "stated risk level" not in prompt:
+            return StubReply(status=500, content="boom")
+        return super().__call__(req)
+
+
+def test_a_failed_call_is_counted_never_a_verdict_and_exits_1(tmp_path, capsys):
+    out = tmp_path / "run"
+    with StubServer() as stub:
+        stub.handler = Failing(SQ)
+        assert main([*_run_args(tmp_path, stub.base_url), "--retries", "0", "--out", str(out)]) == 1
+    assert "1 question(s) on the simulated user had a call that failed" in capsys.readouterr().err
+    records = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+    ben = next(r for r in records if r["kind"] == "simulator_questions" and r["persona"] == "pb")
+    assert ben["questions"]["role-reversal"]["status"] == "error" and ben["questions"]["role-reversal"]["answer"] is None
+    assert ben["questions"]["risk-consistency"]["answer"] == "Yes"
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["failures"]["simulator_question_calls"] == 1 and m["failed_calls"] == 1
+    (got,) = json.loads((out / "metrics.json").read_text())["simulators"].values()
+    assert got["judge_questions"]["role-reversal"]["answered"] == 2  # Anna Yes, Cara No; Ben and Dan failed
+    assert got["judge_questions"]["role-reversal"]["failures"] == 2
+
+
 @pytest.mark.parametrize("extra, message", [
     (["--simulator-questions", "role-reversal,mood"], "unknown question 'mood'"),
     (["--simulator-questions", ","], "--simulator-questions: unknown question"),

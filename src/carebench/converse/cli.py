@@ -55,9 +55,11 @@ def _finish(run_dir: Path) -> None:
         typer.echo(f"carebench: {f['judge_context']} walk(s) stopped: {CONTEXT_ADVICE} (counted as judge "
                    "failures, never rated)", err=True)
     judged = "criteria-judged conversation(s)" if (m.get("scoring") or {}).get("criteria") == "task" else "walk(s)"
-    if f.get("harness") or f.get("judge_calls"):
+    if f.get("harness") or f.get("judge_calls") or f.get("simulator_question_calls"):
+        sq = (f" and {f['simulator_question_calls']} question(s) on the simulated user"
+              if f.get("simulator_question_calls") else "")
         typer.echo(f"carebench: run incomplete: {f.get('harness', 0)} conversation(s) and "
-                   f"{f.get('judge_calls', 0)} {judged} had a call that failed after every retry (harness "
+                   f"{f.get('judge_calls', 0)} {judged}{sq} had a call that failed after every retry (harness "
                    "failures): never rated, counted in the report. Re-run the same command to retry them",
                    err=True)
         raise typer.Exit(1)
