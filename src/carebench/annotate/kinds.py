@@ -11,8 +11,8 @@
 - ``criterion``: one rubric criterion of one reply at a time, met / not met
   (DistressBench, Appendix B.1) -> ``CriterionLabel`` rows, which
   ``carebench support calibrate --labels`` reads;
-- ``rubric-walk``: one conversation of a converse run, the rubric's decision tree walked
-  by a clinician question by question (VERA-MH's rubric format and walk rules) ->
+- ``rubric-walk``: one conversation (of a converse run, or a transcript from elsewhere),
+  the rubric's decision tree walked by a clinician question by question (VERA-MH's rubric format and walk rules) ->
   ``WalkLabel`` rows: every question answered and the rating of every dimension.
 
 Each kind knows how to load its sheet, what its form may contain, and how a

@@ -10,8 +10,10 @@ all, so ``carebench report DIR`` and ``converse rescore`` work the same on each:
 
 Records: ``kind: conversation`` (the transcript and its status) and ``kind: walk``
 (one per conversation and judge: the questions asked, the answers and reasons, the
-ratings). Harness failures (a call that failed after every retry) and judge failures
-(an unparseable answer) are counted in the manifest and the report and never rated.
+ratings); with ``--simulator-questions``, ``kind: simulator_questions`` (the judge's
+answers on the simulated user, one per conversation). Harness failures (a call that failed
+after every retry) and judge failures (an unparseable answer) are counted in the manifest
+and the report and never rated.
 """
 
 from __future__ import annotations
