@@ -123,7 +123,7 @@ def test_overlap_three_and_the_cli_loads_a_run(tmp_path, capsys):
     assert per_item == {"p1|sim|bot-a|0": 3, "p2|sim|bot-b|0": 3, "p3|sim|bot-a|0": 3}
     # bad input: one line, exit 2
     assert main(["annotate", "load", "--db", str(db), "--kind", "rubric-walk", "--run", str(run)]) == 2
-    assert "needs --run RUN_DIR and --rubric FILE" in capsys.readouterr().err
+    assert "needs --run RUN_DIR or --transcripts PATH (one of them) and --rubric FILE" in capsys.readouterr().err
     assert main(["annotate", "load", "--db", str(db), "--run", str(tmp_path), "--rubric", str(rubric)]) == 2
     assert "not a run directory" in capsys.readouterr().err
 

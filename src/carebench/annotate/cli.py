@@ -58,30 +58,44 @@ def load(
     name: Annotated[str | None, typer.Option(show_default="the file's stem", help="Project name.")] = None,
     kind: Annotated[str | None, typer.Option(show_default='detect', help="policy, review, criterion or "
                                                                          "rubric-walk.")] = None,
-    run: Annotated[Path | None, typer.Option(show_default="needed for rubric-walk", help="rubric-walk: a converse run directory whose finished "
+    run: Annotated[Path | None, typer.Option(show_default="needed for rubric-walk unless --transcripts",
+                                             help="rubric-walk: a converse run directory whose finished "
                                                   "conversations clinicians walk the rubric over.")] = None,
-    rubric: Annotated[str | None, typer.Option(show_default="needed with --run", help="rubric-walk: the rubric (VERA-MH TSV, YAML, bundle "
+    transcripts: Annotated[Path | None, typer.Option(
+        show_default="none: rubric walks need it or --run",
+        help="rubric-walk: conversations carebench did not generate, in the formats 'converse judge "
+             "--transcripts' reads (JSONL rows of {id, persona?, risk_level?, locale?, chatbot?, messages}, "
+             "or VERA-MH conversation .txt files or a directory of them).")] = None,
+    rubric: Annotated[str | None, typer.Option(show_default="needed with --run or --transcripts", help="rubric-walk: the rubric (VERA-MH TSV, YAML, bundle "
                                                     "directory or builtin:sample).")] = None,
     rules: Annotated[str | None, typer.Option(show_default="the rubric's own",
                                               help="rubric-walk: walk rules (vera, carebench, vera+OPTION).")] = None,
     overlap: Annotated[int, typer.Option(help="rubric-walk: clinicians per conversation.")] = 2,
 ) -> None:
-    """Load a sheet (or a converse run's conversations) as a project and assign it to the
-    eligible annotators."""
+    """Load a sheet (or conversations to walk the rubric over: a converse run's, or
+    transcripts from elsewhere) as a project and assign it to the eligible annotators."""
     store = _store(db, create=True)
     from carebench.annotate.kinds import builtin_sheet, detect_kind, load_sheet
     from carebench.datasets.builtin import builtin_name
 
-    if run is not None or kind == "rubric-walk":
-        from carebench.annotate.walks import KIND, load_run
+    if run is not None or transcripts is not None or kind == "rubric-walk":
+        from carebench.annotate.walks import KIND, load_run, load_transcripts
 
         if kind not in (None, KIND) or project is not None:
-            raise CarebenchError("--run loads a rubric walk: give --run RUN_DIR --rubric FILE, without --project")
-        if run is None or rubric is None:
-            raise CarebenchError("--kind rubric-walk needs --run RUN_DIR and --rubric FILE")
-        kind, rows, stem, source = KIND, load_run(run, rubric, rules, overlap), run.name, str(run)
+            raise CarebenchError("--run and --transcripts load a rubric walk: give one of them with "
+                                 "--rubric FILE, without --project")
+        if (run is None) == (transcripts is None) or rubric is None:
+            raise CarebenchError("--kind rubric-walk needs --run RUN_DIR or --transcripts PATH (one of them) "
+                                 "and --rubric FILE")
+        if run is not None:
+            kind, rows, stem, source = KIND, load_run(run, rubric, rules, overlap), run.name, str(run)
+        else:
+            assert transcripts is not None
+            rows = load_transcripts(transcripts, rubric, rules, overlap)
+            kind, stem, source = KIND, transcripts.stem, str(transcripts)
     elif project is None:
-        raise CarebenchError("give --project SHEET (or --kind rubric-walk --run RUN_DIR --rubric FILE)")
+        raise CarebenchError("give --project SHEET (or --kind rubric-walk --run RUN_DIR or --transcripts PATH, "
+                             "with --rubric FILE)")
     elif (builtin := builtin_name(str(project))) is not None:
         sheet_kind, rows = builtin_sheet(builtin)
         if kind is not None and kind != sheet_kind:

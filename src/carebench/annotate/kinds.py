@@ -11,8 +11,8 @@
 - ``criterion``: one rubric criterion of one reply at a time, met / not met
   (DistressBench, Appendix B.1) -> ``CriterionLabel`` rows, which
   ``carebench support calibrate --labels`` reads;
-- ``rubric-walk``: one conversation of a converse run, the rubric's decision tree walked
-  by a clinician question by question (VERA-MH's rubric format and walk rules) ->
+- ``rubric-walk``: one conversation (of a converse run, or a transcript from elsewhere),
+  the rubric's decision tree walked by a clinician question by question (VERA-MH's rubric format and walk rules) ->
   ``WalkLabel`` rows: every question answered and the rating of every dimension.
 
 Each kind knows how to load its sheet, what its form may contain, and how a
@@ -105,8 +105,8 @@ def load_sheet(path: Path, kind: str) -> list[tuple[str, dict[str, Any]]]:
         rows = sheet_files.load_criterion_items(path)
         return [(r.item_id, r.model_dump(mode="json")) for r in rows]
     if kind == "rubric-walk":
-        raise CarebenchError("--kind rubric-walk loads a converse run: give --run RUN_DIR and --rubric, "
-                             "not --project")
+        raise CarebenchError("--kind rubric-walk loads conversations: give --run RUN_DIR or --transcripts PATH "
+                             "with --rubric, not --project")
     raise CarebenchError(f"--kind {kind!r}: use one of {', '.join(KINDS)}")
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from carebench.annotate.forms import Form, FormError
+from carebench.datasets.transcripts import load_transcripts as read_transcripts
 from carebench.rubric import Rubric, load_rubric, rubric_from_mapping
 from carebench.rubric_walk import WalkState
 from carebench.rundir import read_jsonl
@@ -35,17 +36,38 @@ def load_run(run_dir: Path, rubric_path: str, rules: str | None = None,
     """(conversation id, item) for every finished conversation of a converse run directory.
     Conversations that failed (harness failure) have no transcript worth walking and are
     left out; each item carries the rubric so the page walks the tree it was loaded with."""
-    if overlap < 1:
-        raise CarebenchError(f"--overlap {overlap}: give at least 1 clinician per conversation")
+    _check_overlap(overlap)
     path = Path(run_dir) / "records.jsonl"
     if not path.is_file():
         raise CarebenchError(f"--run {run_dir}: not a run directory (no records.jsonl)")
     rubric = load_rubric(rubric_path, rules)
+    convs = [rec for rec in read_jsonl(path) if rec.get("kind") == "conversation" and rec.get("status") == "ok"]
+    if not convs:
+        raise CarebenchError(f"--run {run_dir}: no finished conversations to walk")
+    return _items(convs, rubric, rubric_path, overlap)
+
+
+def load_transcripts(source: Path, rubric_path: str, rules: str | None = None,
+                     overlap: int = DEFAULT_OVERLAP) -> list[tuple[str, dict[str, Any]]]:
+    """(conversation id, item) for every conversation of a transcripts file or directory
+    (the formats ``converse judge --transcripts`` reads): conversations carebench did not
+    generate, walked like a run's. Each item keeps the transcript's id, persona, risk level
+    and chatbot, so the export joins ``converse calibrate --transcripts`` on the same ids."""
+    _check_overlap(overlap)
+    convs = read_transcripts(source)  # bad input (no chatbot turn, unknown role, empty): one line
+    return _items(convs, load_rubric(rubric_path, rules), rubric_path, overlap)
+
+
+def _check_overlap(overlap: int) -> None:
+    if overlap < 1:
+        raise CarebenchError(f"--overlap {overlap}: give at least 1 clinician per conversation")
+
+
+def _items(convs: list[dict[str, Any]], rubric: Rubric, rubric_path: str,
+           overlap: int) -> list[tuple[str, dict[str, Any]]]:
     tree = rubric.to_dict()
     rows = []
-    for rec in read_jsonl(path):
-        if rec.get("kind") != "conversation" or rec.get("status") != "ok":
-            continue
+    for rec in convs:
         turns = [{"role": str(t.get("role")), "content": str(t.get("content") or "")}
                  for t in rec.get("turns") or []]
         rows.append((str(rec["id"]), {
@@ -53,8 +75,6 @@ def load_run(run_dir: Path, rubric_path: str, rules: str | None = None,
             "risk_level": rec.get("risk_level"), "chatbot": rec.get("chatbot"),
             "simulator": rec.get("simulator"), "turns": turns, "rubric": tree,
             "rubric_source": str(rubric_path), "overlap": overlap}))
-    if not rows:
-        raise CarebenchError(f"--run {run_dir}: no finished conversations to walk")
     return rows
 
 

@@ -32,6 +32,13 @@ RubricRules = Annotated[str | None, typer.Option(
 JudgeFrom = Annotated[Path | None, typer.Option(
     show_default="none", help="Add the judge a 'converse calibrate' directory selected (its selection.json); "
     "the run records the directory, the selection's hash and its figures.")]
+SimulatorQuestions = Annotated[str | None, typer.Option(
+    show_default="none: only the deterministic role-reversal check",
+    help="Comma-separated judge questions on the simulated user, asked once per finished conversation: "
+         "role-reversal (did the user ever write as the assistant?), risk-consistency (did the user stay "
+         "consistent with the persona's stated risk level?). Shares per simulator in the report.")]
+SimulatorJudge = Annotated[str | None, typer.Option(
+    show_default="the first --judge", help="With --simulator-questions: the model spec that answers them.")]
 Seed = Annotated[int, typer.Option(help="Seed of sampling and of the bootstrap.")]
 Bootstrap = Annotated[int, typer.Option(help="Bootstrap resamples (personas resampled).")]
 
@@ -48,9 +55,11 @@ def _finish(run_dir: Path) -> None:
         typer.echo(f"carebench: {f['judge_context']} walk(s) stopped: {CONTEXT_ADVICE} (counted as judge "
                    "failures, never rated)", err=True)
     judged = "criteria-judged conversation(s)" if (m.get("scoring") or {}).get("criteria") == "task" else "walk(s)"
-    if f.get("harness") or f.get("judge_calls"):
+    if f.get("harness") or f.get("judge_calls") or f.get("simulator_question_calls"):
+        sq = (f" and {f['simulator_question_calls']} question(s) on the simulated user"
+              if f.get("simulator_question_calls") else "")
         typer.echo(f"carebench: run incomplete: {f.get('harness', 0)} conversation(s) and "
-                   f"{f.get('judge_calls', 0)} {judged} had a call that failed after every retry (harness "
+                   f"{f.get('judge_calls', 0)} {judged}{sq} had a call that failed after every retry (harness "
                    "failures): never rated, counted in the report. Re-run the same command to retry them",
                    err=True)
         raise typer.Exit(1)
@@ -135,11 +144,13 @@ def run(
              "(only the last chatbot turn).")] = "anywhere",
     retries: Annotated[int | None, typer.Option(
         show_default="the runner's: 6, transient failures only", help="Retries of a failed call before it is a harness failure.")] = None,
+    simulator_questions: SimulatorQuestions = None, simulator_judge: SimulatorJudge = None,
     seed: Seed = 12345, bootstrap: Bootstrap = 2000,
     options: RunOptions = RUN_FLAGS,
     locale: LocaleOption = None, resources: ResourcesOption = None,
 ) -> None:
     """Simulate conversations, walk the rubric over each with each judge, score, report."""
+    from carebench.converse.simulator_questions import parse_names
     from carebench.converse.suite import ConverseConfig
 
     cfg = ConverseConfig(
@@ -156,6 +167,7 @@ def run(
         sessions=[x.strip() for x in sessions.split(",")] if sessions is not None else [],
         max_total_words=max_total_words, default_system_prompt=default_system_prompt,
         locale=locale, resources=str(resources) if resources else None,
+        simulator_questions=parse_names(simulator_questions), simulator_judge=simulator_judge,
         run=replace(options, max_retries=retries))
     _go(_with_judge_from(cfg, judge_from))
 
@@ -181,12 +193,14 @@ def judge_cmd(
     judge_max_tokens: Annotated[int, typer.Option(help="Judge output cap (tokens).")] = 400,
     judge_mode: Annotated[str, typer.Option(
         help="question (one call per rubric question, default) or dimension (one call per dimension).")] = "question",
+    simulator_questions: SimulatorQuestions = None, simulator_judge: SimulatorJudge = None,
     seed: Seed = 12345, bootstrap: Bootstrap = 2000,
     options: RunOptions = RUN_FLAGS,
     locale: LocaleOption = None, resources: ResourcesOption = None,
 ) -> None:
     """Walk the rubric over an earlier run's conversations (other judges or rubric), or over
     conversations from elsewhere (--transcripts), in a new directory."""
+    from carebench.converse.simulator_questions import parse_names
     from carebench.converse.suite import ConverseConfig
     from carebench.types import CarebenchError
 
@@ -202,6 +216,7 @@ def judge_cmd(
                          judge_question=str(judge_question) if judge_question else None,
                          judge_max_tokens=judge_max_tokens, judge_mode=judge_mode, seed=seed,
                          bootstrap=bootstrap, locale=locale, resources=str(resources) if resources else None,
+                         simulator_questions=parse_names(simulator_questions), simulator_judge=simulator_judge,
                          run=options)
     _go(_with_judge_from(cfg, judge_from))
 

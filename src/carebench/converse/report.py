@@ -377,6 +377,19 @@ def _simulators_section(sims: Mapping[str, Any]) -> Section | None:
                   "evidence), with 95% Wilson intervals."),
         Table(["simulator", "conversations", *(f"ended by {v} [95% CI]" for v in ENDINGS.values()),
                "role reversal [95% CI]"], rows, number_format=".2f")]
+    asked = [(sim, name, q) for sim, e in sims.items() for name, q in (e.get("judge_questions") or {}).items()]
+    if asked:
+        blocks += [
+            Paragraph("Judge questions on the simulated user, once per conversation: role-reversal asks whether "
+                      "the user ever wrote as the assistant or helper (Yes is a failure of the simulator); "
+                      "risk-consistency asks whether the user's messages stayed consistent with the persona's "
+                      "stated risk level (No is a failure; not asked where the risk level is unknown). The share "
+                      "answering Yes is over the conversations whose answer parsed, with its 95% Wilson "
+                      "interval; failed answers are counted, never a verdict."),
+            Table(["simulator", "question", "judge", "answered", "Yes [95% CI]", "failed", "not applicable"],
+                  [[sim, name, ", ".join(q["judge"]), q["answered"],
+                    None if q["yes"]["share"] is None else cell(q["yes"]), q["failures"], q["not_applicable"]]
+                   for sim, name, q in asked], number_format=".2f")]
     flagged = sum(e["role_reversal"]["n"] for e in sims.values())
     if flagged:
         blocks.append(Callout(f"{flagged} conversation(s) had a simulated user writing as the assistant; their "

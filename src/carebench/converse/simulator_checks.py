@@ -22,7 +22,9 @@ every re-render. It looks for three kinds of evidence:
   phrases, which the optional judge question is meant to cover.
 
 Each share (ended by the stop marker, the turn cap, the word cap; role reversal) is
-reported per simulator with a 95% Wilson score interval over its conversations.
+reported per simulator with a 95% Wilson score interval over its conversations; so are the
+answers of the optional judge questions (:mod:`carebench.converse.simulator_questions`),
+over the conversations whose answer parsed.
 """
 
 from __future__ import annotations
@@ -87,15 +89,35 @@ def wilson(k: int, n: int) -> tuple[float, float]:
 
 
 def _share(k: int, n: int) -> dict[str, Any]:
+    if n == 0:
+        return {"n": 0, "share": None, "ci_low": None, "ci_high": None}
     lo, hi = wilson(k, n)
     return {"n": k, "share": k / n, "ci_low": lo, "ci_high": hi}
 
 
-def simulator_summary(convs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+def judge_question_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per question, over one simulator's ``simulator_questions`` records: how many
+    conversations were asked, answered, failed (never a verdict) or not applicable, and
+    the share answered Yes with its 95% Wilson interval over the answered ones."""
+    names = list(dict.fromkeys(n for r in records for n in r.get("questions") or {}))
+    out = {}
+    for name in names:
+        got = [r["questions"][name] for r in records if name in (r.get("questions") or {})]
+        ok = [a for a in got if a["status"] == "ok"]
+        out[name] = {"judge": sorted({str(r.get("judge")) for r in records}),
+                     "not_applicable": sum(a["status"] == "not_applicable" for a in got),
+                     "failures": sum(a["status"] not in ("ok", "not_applicable") for a in got),
+                     "answered": len(ok), "yes": _share(sum(a["answer"] == "Yes" for a in ok), len(ok))}
+    return out
+
+
+def simulator_summary(convs: Sequence[Mapping[str, Any]],
+                      questions: Sequence[Mapping[str, Any]] = ()) -> dict[str, dict[str, Any]]:
     """Per simulator, over its conversations that ran (harness failures left out): how
     many ended by each cause and how many had a role reversal, each with its share and
     95% Wilson interval. A record without a ``role_reversal`` field (an older run) is
-    checked from its turns."""
+    checked from its turns. With the optional judge questions' records, also their
+    answers (:func:`judge_question_summary`) under ``judge_questions``."""
     by_sim: dict[str, list[Mapping[str, Any]]] = {}
     for c in convs:
         if c.get("status") == "ok":
@@ -108,4 +130,7 @@ def simulator_summary(convs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str,
         out[sim] = {"conversations": n,
                     "ended_by": {e: _share(sum(c.get("ended_by") == e for c in cs), n) for e in ENDINGS},
                     "role_reversal": _share(reversed_, n)}
+        mine = [q for q in questions if str(q.get("simulator")) == sim]
+        if mine:
+            out[sim]["judge_questions"] = judge_question_summary(mine)
     return out

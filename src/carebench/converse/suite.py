@@ -10,8 +10,10 @@ all, so ``carebench report DIR`` and ``converse rescore`` work the same on each:
 
 Records: ``kind: conversation`` (the transcript and its status) and ``kind: walk``
 (one per conversation and judge: the questions asked, the answers and reasons, the
-ratings). Harness failures (a call that failed after every retry) and judge failures
-(an unparseable answer) are counted in the manifest and the report and never rated.
+ratings); with ``--simulator-questions``, ``kind: simulator_questions`` (the judge's
+answers on the simulated user, one per conversation). Harness failures (a call that failed
+after every retry) and judge failures (an unparseable answer) are counted in the manifest
+and the report and never rated.
 """
 
 from __future__ import annotations
@@ -204,6 +206,11 @@ class ConverseConfig:
     resources: str | None = None
     #: ``--judge-from CALIBRATION_DIR``: the selection a judge came from (recorded in the config)
     judge_from: dict[str, Any] | None = None
+    #: ``--simulator-questions``: judge questions on the simulated user (role-reversal,
+    #: risk-consistency); empty: none asked
+    simulator_questions: list[str] = field(default_factory=list)
+    #: ``--simulator-judge``: the model that answers them (None: the first judge)
+    simulator_judge: str | None = None
     #: the shared run flags (--out, --cache, --budget, ...)
     run: RunOptions = field(default_factory=run_options)
 
@@ -238,6 +245,16 @@ class ConverseConfig:
                                      f"got {self.criteria_scope!r}")
         if not self.judges:
             raise CarebenchError("give at least one --judge")
+        from carebench.converse.simulator_questions import QUESTIONS
+
+        bad = next((q for q in self.simulator_questions if q not in QUESTIONS), None)
+        if bad is not None:
+            raise CarebenchError(f"--simulator-questions: unknown question {bad!r} (give one or more of "
+                                 f"{', '.join(QUESTIONS)}, comma-separated)")
+        if self.simulator_judge is not None and not self.simulator_questions:
+            raise CarebenchError("--simulator-judge goes with --simulator-questions")
+        if self.simulator_questions and self.criteria == "task":
+            raise CarebenchError("--simulator-questions go with the rubric's tree (--criteria tree)")
         if self.transcripts is not None and self.from_run is not None:
             raise CarebenchError("give either a run directory or --transcripts, not both")
         self.locale = run_locale(self.locale)
@@ -306,7 +323,7 @@ class ConverseSuite:
         if cfg.from_run is not None:
             return inputs, judges, gcfg, [], _earlier_conversations(Path(cfg.from_run))
         if cfg.transcripts is not None:
-            from carebench.converse.transcripts import load_transcripts
+            from carebench.datasets.transcripts import load_transcripts
 
             known = load_personas(inputs.personas_source) if inputs.personas_source != BUILTIN else None
             # --personas, or a vera: bundle's: their risk levels are joined
@@ -364,9 +381,26 @@ class ConverseSuite:
                    exact=not cfg.generates)
         js.upper_bound = True
         stages.append(js)
+        if cfg.simulator_questions:
+            from carebench.converse.simulator_questions import STAGE, planned_calls
+
+            asked = fake
+            if cfg.generates:  # the persona's risk level decides whether risk-consistency is asked
+                asked = [{**f, "risk_level": c.persona.risk_level, "persona_name": c.persona.name}
+                         for f, c in zip(fake, convs, strict=True)]
+            ss = stage(run, STAGE, planned_calls(asked, cfg.simulator_questions, self._simulator_judge(run)),
+                       exact=not cfg.generates)
+            ss.upper_bound = cfg.generates
+            stages.append(ss)
         return Plan(self.name, stages, [("generation assumes every conversation runs all its turns with "
                                         "replies at their output caps, and judging assumes every question "
                                         "of the rubric is asked: both are upper bounds")])
+
+    def _simulator_judge(self, run: Run) -> Any:
+        """The judge seat answering the questions on the simulated user."""
+        cfg = self.cfg
+        model = run.model(cfg.simulator_judge or cfg.judges[0])
+        return panel_seats([str(model.spec)], [model])[0]
 
     # -- execution ------------------------------------------------------------------------
     def execute(self, run: Run) -> Execution:
@@ -399,6 +433,7 @@ class ConverseSuite:
             walks = judged.walks
             if judged.stopped:
                 run.mark_incomplete("judging", open_ended=True)
+        sim_records, sim_failed_calls = self._ask_simulator_questions(run, gen, conv_records)
         harness = sum(c["status"] == HARNESS_FAILURE for c in conv_records)
         judge_fail = sum(w["status"] != "ok" for w in walks)
         judge_calls_failed = sum(w.get("failure") == "call" for w in walks)
@@ -411,7 +446,7 @@ class ConverseSuite:
         if personas:
             files["personas.jsonl"] = [p.to_row() for p in personas]
         return Execution(
-            records=conv_records + walks, config=config,
+            records=conv_records + walks + sim_records, config=config,
             dataset={"rubric": cfg.rubric, "rubric_sha256": data_sha256([inputs.rubric.to_dict()]),
                      "personas": inputs.personas_source if cfg.generates else (cfg.from_run or cfg.personas),
                      **_transcripts_provenance(cfg, conv_records),
@@ -424,13 +459,33 @@ class ConverseSuite:
                                "bootstrap": cfg.bootstrap, "judges": [j.label for j in judges]},
                    "failures": {"harness": harness, "judge": judge_fail, "judge_calls": judge_calls_failed,
                                 "judge_context": judge_context,
-                                "truncated_reasons": sum(w.get("truncated_reasons", 0) for w in walks)},
+                                "truncated_reasons": sum(w.get("truncated_reasons", 0) for w in walks),
+                                **({"simulator_question_calls": sim_failed_calls}
+                                   if cfg.simulator_questions else {})},
                    # how each judge's answers were constrained (JSON schema, grammar, or the parser only)
                    "output_modes": run.output_modes(),
                    "resources": self.resources,
                    "title": cfg.title, "notes": list(cfg.notes)},
-            failed_calls=harness + judge_calls_failed,
+            failed_calls=harness + judge_calls_failed + sim_failed_calls,
         )
+
+    def _ask_simulator_questions(self, run: Run, gen: Any,
+                                 conv_records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+        """``--simulator-questions``: the judge questions on the simulated user, once per
+        finished conversation (records and the count of calls that failed after every retry)."""
+        cfg = self.cfg
+        if not cfg.simulator_questions:
+            return [], 0
+        from carebench.converse.simulator_questions import STAGE, ask_simulator_questions
+
+        if run.stopped or (gen is not None and gen.stopped):
+            run.mark_incomplete(STAGE)
+            return [], 0
+        res = ask_simulator_questions(run, [c for c in conv_records if c["status"] == "ok"],
+                                      cfg.simulator_questions, self._simulator_judge(run))
+        if res.stopped:
+            run.mark_incomplete(STAGE)
+        return res.records, res.failed_calls
 
     def _execute_criteria(self, run: Run, cfg: ConverseConfig, inputs: Inputs, judges: Any, gcfg: Any,
                           personas: Sequence[Any], gen: Any, conv_records: list[dict[str, Any]]) -> Execution:
@@ -512,7 +567,7 @@ class ConverseSuite:
         block = routing_block(records, manifest)
         if block is not None:
             m["resources"] = block
-        m["simulators"] = simulator_summary(convs)
+        m["simulators"] = simulator_summary(convs, [r for r in records if r.get("kind") == "simulator_questions"])
         return m
 
     def render(self, metrics: Mapping[str, Any], records: Sequence[Mapping[str, Any]],

@@ -1,9 +1,12 @@
-"""Conversations carebench did not generate, read as conversation records to judge.
+"""Conversations carebench did not generate, read as conversation records.
 
-``converse judge --transcripts PATH`` walks the rubric over conversations that come from
-elsewhere: production logs, another harness, or VERA-MH's own conversation files. Each
-becomes a ``kind: conversation`` record like a generated one (status ok, ``ended_by`` and
-``simulator`` both ``transcript``), so judging, scoring, the report and ``compare`` treat it the same way.
+Conversations that come from elsewhere (production logs, another harness, VERA-MH's own
+conversation files) are judged by ``converse judge --transcripts PATH`` and walked by
+clinicians after ``annotate load --kind rubric-walk --transcripts PATH``; both read them
+here, in the data layer, because one suite never imports another. Each becomes a
+``kind: conversation`` record like a generated one (status ok, ``ended_by`` and
+``simulator`` both ``transcript``), so judging, scoring, the report, ``compare`` and the
+rubric-walk pages treat it the same way.
 
 Two sources:
 
