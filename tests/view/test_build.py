@@ -201,3 +201,52 @@ def test_bad_folder_is_one_line_and_serve_without_the_extra(tmp_path, capsys, mo
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "pip install 'carebench[annotate]'" in err[0]
     assert (tmp_path / "s" / "index.html").is_file()  # the page is written before serving is tried
+
+
+def test_a_rebuild_reuses_the_leaderboards_until_a_run_changes(built, tmp_path):
+    import shutil
+
+    from carebench.suites import comparer
+    from carebench.view import ViewConfig, build_view
+
+    runs = built[1]
+    for name in ("risk-lr", "risk-ord"):
+        shutil.copytree(runs[name], tmp_path / "runs" / name)
+    reads: list[str] = []
+
+    def counting(suite):
+        c = comparer(suite)
+
+        class Counting:
+            def __getattr__(self, k):
+                return getattr(c, k)
+
+            def read(self, run_dir, manifest):
+                reads.append(run_dir.name)
+                return c.read(run_dir, manifest)
+
+        return Counting()
+
+    cfg = ViewConfig([str(tmp_path / "runs")], out=str(tmp_path / "site"), B=200)
+
+    def lr_cell():
+        html = (tmp_path / "site" / "index.html").read_text("utf-8")
+        return re.search(r'<td data-label="system">tfidf-lr</td><td data-label="macro-F1" class="num">([^<]*)<',
+                         html).group(1)
+
+    build_view(cfg, counting)
+    assert sorted(reads) == ["risk-lr", "risk-ord"]
+    first = lr_cell()
+    assert first.startswith(f"{_macro_f1(tmp_path / 'runs' / 'risk-lr', 'tfidf-lr'):.3f} [")
+    reads.clear()
+    build_view(cfg, counting)
+    assert reads == [] and lr_cell() == first  # nothing changed: the leaderboards kept beside the page
+    # one prediction of risk-lr changes: its suite's leaderboards are built again, with the new score
+    path = tmp_path / "runs" / "risk-lr" / "records.jsonl"
+    recs = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    k = next(i for i, r in enumerate(recs) if r["method"] == "tfidf-lr" and r["pred"] == r["gold"])
+    recs[k]["pred"] = (recs[k]["gold"] + 2) % 4
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    build_view(cfg, counting)
+    assert sorted(reads) == ["risk-lr", "risk-ord"]
+    assert lr_cell().startswith(f"{_macro_f1(tmp_path / 'runs' / 'risk-lr', 'tfidf-lr'):.3f} [") and lr_cell() != first

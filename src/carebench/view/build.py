@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -11,11 +12,13 @@ from pathlib import Path
 from carebench.compare.measures import Comparer
 from carebench.stats.bootstrap import DEFAULT_B, PAIRED_SEED
 from carebench.types import CarebenchError
-from carebench.view.leaderboards import SuiteBoards, suite_leaderboards
+from carebench.view.leaderboards import SuiteBoards, cached_suite_leaderboards
 from carebench.view.page import render_page, run_name
 from carebench.view.runs import RunSummary, find_runs, summarise
 from carebench.view.search import run_records
 
+#: each suite's leaderboards and what they were built from (beside the page; deleting it only costs time)
+LEADERBOARD_CACHE = "leaderboards-cache.json"
 #: the search texts' cache earlier versions kept beside the page (removed: the page now carries the records)
 _OLD_CACHE = "search-cache.json"
 #: runs written by the core tools: listed, never merged into a leaderboard themselves
@@ -72,8 +75,11 @@ def build_view(cfg: ViewConfig, comparer_of: Callable[[str], Comparer | None] = 
         for s in summaries:
             if s.suite not in TOOL_SUITES and s.status == "complete":
                 by_suite.setdefault(s.suite, []).append(s.path)
+        cache = _read_json(out / LEADERBOARD_CACHE)
+        before = json.dumps(cache, sort_keys=True)
+        cache = {k: v for k, v in cache.items() if k in by_suite}
         for suite, runs in sorted(by_suite.items()):
-            sb = suite_leaderboards(suite, runs, comparer_of, cfg.B, cfg.seed)
+            sb = cached_suite_leaderboards(suite, runs, comparer_of, cfg.B, cfg.seed, cache, _generator())
             if sb is not None:
                 boards.append(sb)
     records: list[bytes] = []  # per run, its records.jsonl as the page carries it
@@ -87,6 +93,8 @@ def build_view(cfg: ViewConfig, comparer_of: Callable[[str], Comparer | None] = 
     out.mkdir(parents=True, exist_ok=True)
     index = out / "index.html"
     _replace(index, page)
+    if cfg.leaderboards and json.dumps(cache, sort_keys=True) != before:
+        _replace(out / LEADERBOARD_CACHE, [json.dumps(cache, ensure_ascii=False).encode("utf-8")])
     (out / _OLD_CACHE).unlink(missing_ok=True)  # what earlier versions kept beside the page
     return ViewResult(index, summaries, boards, sum(len(r) for r in records))
 
@@ -115,6 +123,15 @@ def _replace(path: Path, parts: list[bytes]) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        with open(path, "rb") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return data if type(data) is dict else {}
 
 
 def _generator() -> str:
