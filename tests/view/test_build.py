@@ -250,3 +250,19 @@ def test_a_rebuild_reuses_the_leaderboards_until_a_run_changes(built, tmp_path):
     build_view(cfg, counting)
     assert sorted(reads) == ["risk-lr", "risk-ord"]
     assert lr_cell().startswith(f"{_macro_f1(tmp_path / 'runs' / 'risk-lr', 'tfidf-lr'):.3f} [") and lr_cell() != first
+
+
+def test_the_records_budget_is_shared_smallest_first(tmp_path):
+    from carebench.view.search import record_limits
+
+    sizes = {"a": 10, "b": 100, "c": 1000, "d": 0}
+    for name, n in sizes.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "records.jsonl").write_bytes(b"x" * n)
+    (tmp_path / "e").mkdir()  # no records at all
+    dirs = [tmp_path / n for n in ("a", "b", "c", "d", "e")]
+    # 300 in all: d and e need nothing, a takes its 10, b its 100 (under an even share of 290 / 2),
+    # c what is left (190)
+    assert record_limits(dirs, total=300, each=1000) == [10, 100, 190, 0, 0]
+    assert record_limits(dirs, total=10_000, each=50) == [10, 50, 50, 0, 0]  # the per-run cap
+    assert record_limits(dirs, total=60, each=1000) == [10, 25, 25, 0, 0]  # a even share of 50 between b, c

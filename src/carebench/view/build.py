@@ -15,7 +15,7 @@ from carebench.types import CarebenchError
 from carebench.view.leaderboards import SuiteBoards, cached_suite_leaderboards
 from carebench.view.page import render_page, run_name
 from carebench.view.runs import RunSummary, find_runs, summarise
-from carebench.view.search import run_records
+from carebench.view.search import record_limits, run_records
 
 #: each suite's leaderboards and what they were built from (beside the page; deleting it only costs time)
 LEADERBOARD_CACHE = "leaderboards-cache.json"
@@ -84,8 +84,9 @@ def build_view(cfg: ViewConfig, comparer_of: Callable[[str], Comparer | None] = 
                 boards.append(sb)
     records: list[bytes] = []  # per run, its records.jsonl as the page carries it
     cut: list[str] = []
-    for s, name in zip(summaries, names, strict=True):
-        raw, was_cut = run_records(s.path) if cfg.search else (b"", False)
+    limits = record_limits([s.path for s in summaries]) if cfg.search else [0] * len(summaries)
+    for s, name, limit in zip(summaries, names, limits, strict=True):
+        raw, was_cut = run_records(s.path, limit) if cfg.search else (b"", False)
         records.append(raw)
         if was_cut:
             cut.append(name)

@@ -27,7 +27,7 @@ from markupsafe import escape
 
 from carebench.view.leaderboards import SuiteBoards
 from carebench.view.runs import RunSummary
-from carebench.view.search import MAX_BYTES, safe_json
+from carebench.view.search import MAX_BYTES, TOTAL_BYTES, safe_json
 
 DASH = "\u2013"
 FLAG_TEXT = {
@@ -181,8 +181,9 @@ def render_page(summaries: Sequence[RunSummary], names: Sequence[str], boards: S
         'placeholder="a word from an item, a reply or a transcript"><button type="submit">Search</button></form>'
         '\n<p id="results-summary" aria-live="polite">Searching needs scripts enabled.</p>\n<ol id="results"></ol>')
     if cut:
-        put(f'\n<p class="muted">Only the first {MAX_BYTES // 1_000_000} MB of records of {len(cut)} large run(s) '
-            f"are searchable: {_e(', '.join(cut))}.</p>")
+        put(f'\n<p class="muted">Only the first records of {len(cut)} large run(s) are searchable (a page carries '
+            f"at most {MAX_BYTES // 1_000_000} MB of a run's records and {TOTAL_BYTES // 1_000_000} MB in all): "
+            f"{_e(', '.join(cut))}.</p>")
     put("\n</section>\n</main>")
     put(f"\n<footer>{_e(generator)}</footer>")
     runs = [{"name": n, "suite": s.suite, "href": h} for s, n, h in zip(summaries, names, hrefs, strict=True)]
