@@ -4,14 +4,17 @@ Makes two risk runs (offline baselines on the built-in sample) and one support r
 them into 200 run directories, then times, in this one process:
 
 * the reference: ``json.load`` of every ``manifest.json`` and ``metrics.json``;
-* ``build_view`` with the runs table and the text search (``--no-leaderboards``), first into a
-  new folder (every ``records.jsonl`` parsed) and then rebuilt in place (the texts come from
-  the page's cache, re-read only for records that changed);
-* ``build_view`` as ``carebench view`` runs by default (the leaderboards too, which read
-  every comparable run's records through its suite's comparer and bootstrap them).
+* ``build_view`` with the runs table and the text search (``--no-leaderboards``): a first
+  build (into a new folder) and a rebuild (over the page it wrote). Each is timed right
+  after a reference timing, so both see the same load, ``--repeat`` times; the best of
+  each and the median of the paired ratios are printed;
+* ``build_view`` as ``carebench view`` runs by default (the leaderboards too), first build
+  and rebuild, and what the leaderboards alone cost: every comparable run's records read
+  through its suite's comparer, and the bootstrap (B = 2,000); and, as the floor of any
+  build that parses the records, ``json.loads`` of every line of every ``records.jsonl``.
 
-Each figure is the best of ``--repeat`` timings; the ratios to the reference are printed
-with the load average. Usage: ``python benchmarks/view_build.py [--runs 200] [--repeat 3]``.
+Each figure is printed with the load average (as ``uptime`` shows it). Usage:
+``python benchmarks/view_build.py [--runs 200] [--repeat 15]``.
 """
 
 from __future__ import annotations
@@ -64,22 +67,35 @@ def reference(runs: list[Path]) -> int:
     return n
 
 
-def best(fn, repeat: int) -> float:
-    times = []
+def timed(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def paired(ref, fn, repeat: int) -> tuple[float, float, list[float]]:
+    """Best reference time, best ``fn`` time, and each ``fn`` time over the reference timed just before it."""
+    refs, times = [], []
     for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
+        refs.append(timed(ref))
+        times.append(timed(fn))
+    return min(refs), min(times), sorted(t / r for r, t in zip(refs, times, strict=True))
+
+
+def line(what: str, t_ref: float, t: float, ratios: list[float]) -> str:
+    return (f"{what}: best {t * 1e3:.1f} ms against the reference's best {t_ref * 1e3:.1f} ms = "
+            f"{t / t_ref:.2f}x; paired ratio median {ratios[len(ratios) // 2]:.2f}x "
+            f"(range {ratios[0]:.2f}-{ratios[-1]:.2f}, {len(ratios)} pairs); load average {_load()}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=200)
-    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=15)
     args = ap.parse_args()
     from carebench.suites import comparer
     from carebench.view import ViewConfig, build_view
+    from carebench.view.leaderboards import suite_leaderboards
     from carebench.view.runs import find_runs
 
     with tempfile.TemporaryDirectory() as d:
@@ -87,36 +103,49 @@ def main() -> None:
         runs_dir = make_runs(tmp, args.runs)
         dirs = find_runs([runs_dir])
         assert len(dirs) == args.runs
-        size = sum((p / f).stat().st_size for p in dirs for f in ("manifest.json", "metrics.json", "records.jsonl"))
-        print(f"{args.runs} run directories ({size / 1e6:.1f} MB of manifests, metrics and records); "
-              f"load average {_load()}")
-        reference(dirs)  # warm the page cache and the json module
-        build_view(ViewConfig([str(runs_dir)], out=str(tmp / "warm"), leaderboards=False), comparer)
-        t_ref = best(lambda: reference(dirs), args.repeat)
-        print(f"reference (json.load of manifest.json and metrics.json): {t_ref * 1e3:.1f} ms; "
+        size = {f: sum((p / f).stat().st_size for p in dirs) for f in ("manifest.json", "metrics.json",
+                                                                         "records.jsonl")}
+        print(f"{args.runs} run directories: manifests {size['manifest.json'] / 1e6:.1f} MB, metrics "
+              f"{size['metrics.json'] / 1e6:.1f} MB, records {size['records.jsonl'] / 1e6:.1f} MB; "
               f"load average {_load()}")
         fresh = iter(range(10**6))
-        t_cold = best(lambda: build_view(ViewConfig([str(runs_dir)], out=str(tmp / f"cold-{next(fresh)}"),
-                                                    leaderboards=False), comparer), args.repeat)
-        print(f"carebench view --no-leaderboards, first build (every records.jsonl parsed for the search): "
-              f"{t_cold * 1e3:.1f} ms, {t_cold / t_ref:.2f}x the reference; load average {_load()}")
-        # the rebuild and the reference alternate, so both see the same load; the median ratio is quoted
-        ratios, warm = [], []
-        for _ in range(args.repeat * 3):
-            r = best(lambda: reference(dirs), 1)
-            w = best(lambda: build_view(ViewConfig([str(runs_dir)], out=str(tmp / "warm"), leaderboards=False),
-                                        comparer), 1)
-            ratios.append(w / r)
-            warm.append(w)
-        ratios.sort()
-        print(f"carebench view --no-leaderboards, rebuild (search texts from the page's cache): best "
-              f"{min(warm) * 1e3:.1f} ms; ratio to the reference run just before it: median "
-              f"{ratios[len(ratios) // 2]:.2f}x (range {ratios[0]:.2f}-{ratios[-1]:.2f}, {len(ratios)} pairs); "
+
+        def build(folder: str | None = None, leaderboards: bool = False):
+            out = tmp / (folder or f"first-{next(fresh)}")
+            return build_view(ViewConfig([str(runs_dir)], out=str(out), leaderboards=leaderboards), comparer)
+
+        reference(dirs)  # warm the page cache and the json module
+        build("warm")
+        t_ref, t, ratios = paired(lambda: reference(dirs), build, args.repeat)
+        print(f"reference (json.load of every manifest.json and metrics.json): best {t_ref * 1e3:.1f} ms; "
               f"load average {_load()}")
-        t_full = best(lambda: build_view(ViewConfig([str(runs_dir)], out=str(tmp / "b")), comparer), 1)
-        print(f"carebench view (default, with leaderboards, B = 2000): {t_full * 1e3:.1f} ms, "
-              f"{t_full / t_ref:.2f}x the reference; load average {_load()}")
-        page = (tmp / "b" / "index.html").stat().st_size
+        print(line("carebench view --no-leaderboards, first build", t_ref, t, ratios))
+        t_ref, t, ratios = paired(lambda: reference(dirs), lambda: build("warm"), args.repeat)
+        print(line("carebench view --no-leaderboards, rebuild", t_ref, t, ratios))
+        n = max(3, args.repeat // 5)
+        t_ref, t, ratios = paired(lambda: reference(dirs), lambda: build(leaderboards=True), n)
+        print(line("carebench view (default: leaderboards too), first build", t_ref, t, ratios))
+        build("full", leaderboards=True)
+        t_ref, t, ratios = paired(lambda: reference(dirs), lambda: build("full", leaderboards=True), n)
+        print(line("carebench view (default: leaderboards too), rebuild", t_ref, t, ratios))
+        by_suite: dict[str, list[Path]] = {}
+        for p in dirs:
+            with open(p / "manifest.json", "rb") as f:
+                by_suite.setdefault(json.load(f)["suite"], []).append(p)
+        t_lb = min(timed(lambda: [suite_leaderboards(s, r, comparer, 2000, 12345) for s, r in by_suite.items()])
+                   for _ in range(n))
+        print(f"the leaderboards alone (comparers read {args.runs} runs' records, bootstrap B = 2000): best "
+              f"{t_lb * 1e3:.1f} ms = {t_lb / t_ref:.2f}x the reference; load average {_load()}")
+        def parse_records():
+            for p in dirs:
+                with open(p / "records.jsonl", "rb") as f:
+                    for line in f:
+                        json.loads(line)
+
+        t_rec = min(timed(parse_records) for _ in range(n))
+        print(f"floor of anything that parses the records (json.loads of every line of every records.jsonl): "
+              f"best {t_rec * 1e3:.1f} ms = {t_rec / t_ref:.2f}x the reference; load average {_load()}")
+        page = (tmp / "full" / "index.html").stat().st_size
         print(f"page: {page / 1e6:.2f} MB")
 
 

@@ -18,7 +18,8 @@ from view.view_runs import HOSTILE, NEEDLE
 
 
 class Page(HTMLParser):
-    """Rows of the runs table (cell texts), every tag's attributes, and the JSON data block."""
+    """Rows of the runs table (cell texts), every tag's attributes, the JSON data block and each
+    run's records block."""
 
     def __init__(self, html: str):
         super().__init__(convert_charrefs=True)
@@ -26,6 +27,8 @@ class Page(HTMLParser):
         self.attrs: list[tuple[str, dict]] = []
         self.data_block = ""
         self.scripts: list[str] = []
+        self.records: dict[int, str] = {}  # run index -> its records block
+        self._run: int | None = None
         self._in_runs = self._in_row = self._in_cell = self._in_data = self._in_script = False
         self._table_depth = 0
         self.feed(html)
@@ -44,8 +47,11 @@ class Page(HTMLParser):
             self._in_cell = True
             self.rows[-1].append("")
         if tag == "script":
-            self._in_script = True
+            self._in_script = "type" not in a  # the page's own code; anything typed is a data block
             self._in_data = a.get("id") == "view-data"
+            self._run = int(a["data-run"]) if a.get("class") == "run-records" else None
+            if self._run is not None:
+                self.records[self._run] = ""
 
     _in_body = False
 
@@ -58,12 +64,15 @@ class Page(HTMLParser):
             self._in_cell = False
         if tag == "script":
             self._in_script = self._in_data = False
+            self._run = None
 
     def handle_data(self, data):
         if self._in_cell:
             self.rows[-1][-1] += data
         if self._in_data:
             self.data_block += data
+        elif self._run is not None:
+            self.records[self._run] += data
         elif self._in_script:
             self.scripts.append(data)
 
@@ -123,20 +132,44 @@ def test_leaderboard_merges_the_comparable_risk_runs(built):
     assert "Group 1: 2 run(s), 2 system(s)" in text
 
 
-def test_hostile_text_is_escaped_and_searchable(built):
-    _root, runs, _out, html = built
+def _strings(x):
+    if isinstance(x, str):
+        yield x
+    elif isinstance(x, dict | list):
+        for v in x.values() if isinstance(x, dict) else x:
+            yield from _strings(v)
+
+
+def test_each_runs_records_are_carried_escaped_for_the_search(built):
+    root, _runs, _out, html = built
     page = Page(html)
     assert "<script>window.__xss" not in html and "<img src=x" not in html
-    data = json.loads(page.data_block)
-    support_i = next(i for i, r in enumerate(data["runs"]) if r["name"] == "nested/support")
-    hits = [(i, t) for i, texts in enumerate(data["texts"]) for t in texts if NEEDLE in t[2]]
-    assert len(hits) == 1 and HOSTILE in hits[0][1][2]  # the text itself, back from JSON escapes
-    assert hits[0][0] == support_i
-    # every search text of the support run is one of its records' strings
-    recs = (runs["support"] / "records.jsonl").read_text()
-    assert data["texts"][support_i]
-    for t in data["texts"][support_i]:
-        assert json.dumps(t[2], ensure_ascii=False)[1:-1] in recs
+    names = [r["name"] for r in json.loads(page.data_block)["runs"]]
+    with_records = {i for i, n in enumerate(names) if (root / "runs" / n / "records.jsonl").is_file()}
+    assert set(page.records) == with_records and len(with_records) == 4  # the compare has no records
+    for i, block in page.records.items():
+        assert "<" not in block  # nothing in a block can close it or open markup
+        lines = (root / "runs" / names[i] / "records.jsonl").read_text("utf-8").splitlines()
+        # every record reads back as the file holds it, in order
+        assert [json.loads(x) for x in block.splitlines() if x.strip()] == [json.loads(x) for x in lines if x.strip()]
+    support = names.index("nested/support")
+    found = [t for r in map(json.loads, page.records[support].splitlines()) for t in _strings(r) if NEEDLE in t]
+    assert found and all(HOSTILE in t for t in found)  # the hostile reply, back from the escapes
+    assert all(NEEDLE not in block for i, block in page.records.items() if i != support)
+
+
+def test_a_run_over_the_byte_limit_carries_its_first_whole_lines(tmp_path):
+    from carebench.view.search import run_records
+
+    lines = [json.dumps({"item_id": k, "text": f"<b>{k}</b> " + "x" * 40}) + "\n" for k in range(10)]
+    (tmp_path / "records.jsonl").write_text("".join(lines), "utf-8")
+    size = len(lines[0].encode())
+    raw, cut = run_records(tmp_path, limit=3 * size + 5)
+    assert cut and [json.loads(x)["item_id"] for x in raw.decode().splitlines()] == [0, 1, 2]
+    assert b"<" not in raw and json.loads(raw.decode().splitlines()[0])["text"].startswith("<b>0</b> ")
+    raw, cut = run_records(tmp_path)
+    assert not cut and [json.loads(x) for x in raw.decode().splitlines()] == [json.loads(x) for x in lines]
+    assert run_records(tmp_path / "none") == (b"", False)
 
 
 def test_no_external_url_and_only_hashed_scripts(built):
@@ -168,3 +201,68 @@ def test_bad_folder_is_one_line_and_serve_without_the_extra(tmp_path, capsys, mo
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "pip install 'carebench[annotate]'" in err[0]
     assert (tmp_path / "s" / "index.html").is_file()  # the page is written before serving is tried
+
+
+def test_a_rebuild_reuses_the_leaderboards_until_a_run_changes(built, tmp_path):
+    import shutil
+
+    from carebench.suites import comparer
+    from carebench.view import ViewConfig, build_view
+
+    runs = built[1]
+    for name in ("risk-lr", "risk-ord"):
+        shutil.copytree(runs[name], tmp_path / "runs" / name)
+    reads: list[str] = []
+
+    def counting(suite):
+        c = comparer(suite)
+
+        class Counting:
+            def __getattr__(self, k):
+                return getattr(c, k)
+
+            def read(self, run_dir, manifest):
+                reads.append(run_dir.name)
+                return c.read(run_dir, manifest)
+
+        return Counting()
+
+    cfg = ViewConfig([str(tmp_path / "runs")], out=str(tmp_path / "site"), B=200)
+
+    def lr_cell():
+        html = (tmp_path / "site" / "index.html").read_text("utf-8")
+        return re.search(r'<td data-label="system">tfidf-lr</td><td data-label="macro-F1" class="num">([^<]*)<',
+                         html).group(1)
+
+    build_view(cfg, counting)
+    assert sorted(reads) == ["risk-lr", "risk-ord"]
+    first = lr_cell()
+    assert first.startswith(f"{_macro_f1(tmp_path / 'runs' / 'risk-lr', 'tfidf-lr'):.3f} [")
+    reads.clear()
+    build_view(cfg, counting)
+    assert reads == [] and lr_cell() == first  # nothing changed: the leaderboards kept beside the page
+    # one prediction of risk-lr changes: its suite's leaderboards are built again, with the new score
+    path = tmp_path / "runs" / "risk-lr" / "records.jsonl"
+    recs = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    k = next(i for i, r in enumerate(recs) if r["method"] == "tfidf-lr" and r["pred"] == r["gold"])
+    recs[k]["pred"] = (recs[k]["gold"] + 2) % 4
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    build_view(cfg, counting)
+    assert sorted(reads) == ["risk-lr", "risk-ord"]
+    assert lr_cell().startswith(f"{_macro_f1(tmp_path / 'runs' / 'risk-lr', 'tfidf-lr'):.3f} [") and lr_cell() != first
+
+
+def test_the_records_budget_is_shared_smallest_first(tmp_path):
+    from carebench.view.search import record_limits
+
+    sizes = {"a": 10, "b": 100, "c": 1000, "d": 0}
+    for name, n in sizes.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "records.jsonl").write_bytes(b"x" * n)
+    (tmp_path / "e").mkdir()  # no records at all
+    dirs = [tmp_path / n for n in ("a", "b", "c", "d", "e")]
+    # 300 in all: d and e need nothing, a takes its 10, b its 100 (under an even share of 290 / 2),
+    # c what is left (190)
+    assert record_limits(dirs, total=300, each=1000) == [10, 100, 190, 0, 0]
+    assert record_limits(dirs, total=10_000, each=50) == [10, 50, 50, 0, 0]  # the per-run cap
+    assert record_limits(dirs, total=60, each=1000) == [10, 25, 25, 0, 0]  # a even share of 50 between b, c

@@ -47,3 +47,23 @@ def make_runs(root: Path, cache: Path) -> dict[str, Path]:
     assert main(["compare", str(out["risk-lr"]), str(out["risk-ord"]), "--out", str(out["compare"]),
                  "--bootstrap", "200"]) in (0, 1)
     return out
+
+
+def make_demo(out: Path, cache: Path) -> Path:
+    """``carebench demo`` as a user runs it, all of its parts, offline: its model is a loopback
+    stub instead of the embedded one (whose generation takes minutes on a shared machine)."""
+    import os
+
+    from carebench.demo import run_demo
+    from stub_server import StubReply, StubServer
+
+    saved = os.environ.get("CAREBENCH_CACHE")
+    try:
+        with StubServer() as stub:
+            stub.handler = lambda req: StubReply(content='{"met": true, "level": 2, "rationale": "a stub"}')
+            return run_demo(out=out, model_spec=f"openai:demo@{stub.base_url}", cache_path=cache, jobs=1)
+    finally:  # run_demo points CAREBENCH_CACHE at its cache for its parts
+        if saved is None:
+            os.environ.pop("CAREBENCH_CACHE", None)
+        else:
+            os.environ["CAREBENCH_CACHE"] = saved

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -11,13 +12,15 @@ from pathlib import Path
 from carebench.compare.measures import Comparer
 from carebench.stats.bootstrap import DEFAULT_B, PAIRED_SEED
 from carebench.types import CarebenchError
-from carebench.view.leaderboards import SuiteBoards, suite_leaderboards
+from carebench.view.leaderboards import SuiteBoards, cached_suite_leaderboards
 from carebench.view.page import render_page, run_name
 from carebench.view.runs import RunSummary, find_runs, summarise
-from carebench.view.search import cached_run_texts
+from carebench.view.search import record_limits, run_records
 
-#: the texts already read from each run's records (beside the page; deleting it only costs time)
-CACHE_FILE = "search-cache.json"
+#: each suite's leaderboards and what they were built from (beside the page; deleting it only costs time)
+LEADERBOARD_CACHE = "leaderboards-cache.json"
+#: the search texts' cache earlier versions kept beside the page (removed: the page now carries the records)
+_OLD_CACHE = "search-cache.json"
 #: runs written by the core tools: listed, never merged into a leaderboard themselves
 TOOL_SUITES = frozenset({"compare", "leaderboard", "demo"})
 
@@ -37,7 +40,7 @@ class ViewResult:
     index: Path
     runs: list[RunSummary]
     boards: list[SuiteBoards]
-    n_texts: int
+    records_bytes: int  # of records carried for the search
 
 
 def out_dir_of(cfg: ViewConfig) -> Path:
@@ -46,8 +49,6 @@ def out_dir_of(cfg: ViewConfig) -> Path:
 
 def build_view(cfg: ViewConfig, comparer_of: Callable[[str], Comparer | None] = lambda _: None) -> ViewResult:
     """Write ``index.html`` across every run directory under ``cfg.folders``; returns what it holds."""
-    from carebench.fileio import atomic_write_bytes
-
     roots = [Path(f) for f in cfg.folders]
     for r in roots:
         if not r.is_dir():
@@ -74,34 +75,29 @@ def build_view(cfg: ViewConfig, comparer_of: Callable[[str], Comparer | None] = 
         for s in summaries:
             if s.suite not in TOOL_SUITES and s.status == "complete":
                 by_suite.setdefault(s.suite, []).append(s.path)
+        cache = _read_json(out / LEADERBOARD_CACHE)
+        before = json.dumps(cache, sort_keys=True)
+        cache = {k: v for k, v in cache.items() if k in by_suite}
         for suite, runs in sorted(by_suite.items()):
-            sb = suite_leaderboards(suite, runs, comparer_of, cfg.B, cfg.seed)
+            sb = cached_suite_leaderboards(suite, runs, comparer_of, cfg.B, cfg.seed, cache, _generator())
             if sb is not None:
                 boards.append(sb)
-    texts: list[str] = []  # per run, its texts as JSON
-    n_texts = 0
+    records: list[bytes] = []  # per run, its records.jsonl as the page carries it
     cut: list[str] = []
-    cache = _read_cache(out / CACHE_FILE) if cfg.search else {}
-    before = {k: v[0] for k, v in cache.items() if type(v) is list and v}
-    for s, name in zip(summaries, names, strict=True):
-        if not cfg.search:
-            texts.append("[]")
-            continue
-        encoded, n, was_cut = cached_run_texts(s.path, cache)
-        texts.append(encoded)
-        n_texts += n
+    limits = record_limits([s.path for s in summaries]) if cfg.search else [0] * len(summaries)
+    for s, name, limit in zip(summaries, names, limits, strict=True):
+        raw, was_cut = run_records(s.path, limit) if cfg.search else (b"", False)
+        records.append(raw)
         if was_cut:
             cut.append(name)
-    html = render_page(summaries, names, boards, texts, cut, out, _generator())
+    page = render_page(summaries, names, boards, records, cut, out, _generator())
     out.mkdir(parents=True, exist_ok=True)
     index = out / "index.html"
-    atomic_write_bytes(index, html.encode("utf-8"))
-    if cfg.search:
-        live = {str((s.path / "records.jsonl").absolute()) for s in summaries}
-        kept = {k: v for k, v in cache.items() if k in live}
-        if {k: v[0] for k, v in kept.items()} != before:  # rewritten only when a run's records changed, appeared or went
-            atomic_write_bytes(out / CACHE_FILE, json.dumps(kept, ensure_ascii=False).encode("utf-8"))
-    return ViewResult(index, summaries, boards, n_texts)
+    _replace(index, page)
+    if cfg.leaderboards and json.dumps(cache, sort_keys=True) != before:
+        _replace(out / LEADERBOARD_CACHE, [json.dumps(cache, ensure_ascii=False).encode("utf-8")])
+    (out / _OLD_CACHE).unlink(missing_ok=True)  # what earlier versions kept beside the page
+    return ViewResult(index, summaries, boards, sum(len(r) for r in records))
 
 
 def _carry_input_flags(summaries: list[RunSummary]) -> None:
@@ -116,7 +112,21 @@ def _carry_input_flags(summaries: list[RunSummary]) -> None:
                 s.flags += [f for f in src.flags if f not in s.flags]
 
 
-def _read_cache(path: Path) -> dict:
+def _replace(path: Path, parts: list[bytes]) -> None:
+    """Write ``path`` through a temporary file renamed over it: a reader never sees half a page.
+    Not synced to disk (unlike run outputs): the page is rebuilt from the runs in a moment, and
+    syncing its megabytes of records cost more than the rest of the build."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.writelines(parts)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _read_json(path: Path) -> dict:
     try:
         with open(path, "rb") as f:
             data = json.load(f)

@@ -5,13 +5,20 @@ comparability keys (all equal: one group; nothing is overridden, so no group mix
 data sets, panels or scoring settings). Each group with at least two systems becomes a
 leaderboard. A system found in several runs of a group is taken from the newest run
 (``--prefer newest``), never averaged, and the page says so.
+
+Reading the runs through the comparers and bootstrapping them costs many times the rest of
+the view, so each suite's leaderboards are kept beside the page (``leaderboards-cache.json``)
+with what they were built from: the suite's runs, the size and time of every file directly in
+each, the bootstrap settings and the carebench version. A rebuild reuses them while all of
+that is unchanged; deleting the file only costs time.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -59,3 +66,41 @@ def suite_leaderboards(suite: str, runs: Sequence[Path], comparer_of: Callable[[
         except CarebenchError as e:
             out.unreadable += [(str(v.path), str(e).splitlines()[0]) for v in views]
     return out
+
+
+#: bump when what a cached entry holds changes
+CACHE_VERSION = 1
+
+
+def cached_suite_leaderboards(suite: str, runs: Sequence[Path], comparer_of: Callable[[str], Comparer | None],
+                              B: int, seed: int, cache: dict[str, Any], version: str) -> SuiteBoards | None:
+    """:func:`suite_leaderboards`, from ``cache`` when built from the same runs, files and
+    settings (``cache`` is updated otherwise)."""
+    stamp = [CACHE_VERSION, version, B, seed, [[str(p), _files(p)] for p in runs]]
+    hit = cache.get(suite)
+    if type(hit) is dict and hit.get("stamp") == stamp:
+        got = hit.get("boards")
+        if got is None:
+            return None
+        try:
+            return SuiteBoards(suite, got["boards"], [(str(a), str(b)) for a, b in got["unreadable"]],
+                               [str(x) for x in got["alone"]])
+        except (KeyError, TypeError, ValueError):
+            pass  # a damaged entry: built again
+    sb = suite_leaderboards(suite, runs, comparer_of, B, seed)
+    cache[suite] = {"stamp": stamp, "boards": None if sb is None else asdict(sb)}
+    return sb
+
+
+def _files(run_dir: Path) -> list[list[Any]]:
+    """Name, size and modification time of every file directly in ``run_dir`` (what a comparer reads)."""
+    out = []
+    try:
+        with os.scandir(run_dir) as it:
+            for e in it:
+                if e.is_file():
+                    st = e.stat()
+                    out.append([e.name, st.st_size, st.st_mtime_ns])
+    except OSError:
+        return []
+    return sorted(out)

@@ -3,9 +3,10 @@
 Like the reports (:mod:`carebench.report.html`), every text from a run passes through
 ``markupsafe.escape`` before it meets markup, CSS is inline, and a Content-Security-Policy
 admits only carebench's own two scripts by their hashes (the report's table sorter and
-the view's filter and search). The data the search reads sits in an inert
-``application/json`` block with ``<``, ``>`` and ``&`` written as JSON escapes, so no
-dataset text can close it; the script puts results on the page with ``textContent``.
+the view's filter and search). The data the scripts read sits in inert blocks: the runs
+list as ``application/json`` with ``<``, ``>`` and ``&`` written as JSON escapes, each
+run's records as ``application/x-ndjson`` with ``<`` so written (:mod:`carebench.view.search`),
+so no dataset text can close them; the script puts results on the page with ``textContent``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import re
 import string
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
@@ -25,7 +27,7 @@ from markupsafe import escape
 
 from carebench.view.leaderboards import SuiteBoards
 from carebench.view.runs import RunSummary
-from carebench.view.search import safe_json
+from carebench.view.search import MAX_BYTES, TOTAL_BYTES, safe_json
 
 DASH = "\u2013"
 FLAG_TEXT = {
@@ -35,8 +37,13 @@ FLAG_TEXT = {
 }
 
 
+#: what markupsafe.escape rewrites; most cells hold none of it and are used as they are
+_SPECIAL = re.compile("[&<>\"']").search
+
+
 def _e(x: object) -> str:
-    return str(escape(x))
+    s = str(x)
+    return str(escape(s)) if _SPECIAL(s) else s
 
 
 @lru_cache(maxsize=4)
@@ -48,16 +55,17 @@ def _hash(js: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(js.encode("utf-8")).digest()).decode("ascii") + "'"
 
 
-def href_to(target: Path, out_dir: Path, memo: dict[str, str] | None = None) -> str:
+def href_to(target: str | Path, out_dir: Path, memo: dict[str, str] | None = None) -> str:
     """A relative URL from the page's folder to ``target`` (works from file:// and when served);
-    ``memo`` keeps each parent folder's relative path (runs share a few parents)."""
+    ``memo`` keeps the relative path of each folder holding runs (runs share a few)."""
     parent, name = os.path.split(os.fspath(target))
-    rel = memo.get(parent) if memo is not None else None
+    above, run = os.path.split(parent)
+    rel = memo.get(above) if memo is not None else None
     if rel is None:
-        rel = os.path.relpath(os.path.abspath(parent), os.path.abspath(out_dir)).replace(os.sep, "/")
+        rel = os.path.relpath(os.path.abspath(above), os.path.abspath(out_dir)).replace(os.sep, "/")
         if memo is not None:
-            memo[parent] = rel
-    return quote(f"{rel}/{name}", safe="/")
+            memo[above] = rel
+    return quote(f"{rel}/{run}/{name}", safe="/")
 
 
 def run_name(s: RunSummary, roots: Sequence[Path]) -> str:
@@ -73,12 +81,16 @@ def run_name(s: RunSummary, roots: Sequence[Path]) -> str:
 
 
 def render_page(summaries: Sequence[RunSummary], names: Sequence[str], boards: Sequence[SuiteBoards],
-                texts: Sequence[str], cut: Sequence[str], out_dir: Path, generator: str,
-                problems: Sequence[str] = ()) -> str:
+                records: Sequence[bytes], cut: Sequence[str], out_dir: Path, generator: str,
+                problems: Sequence[str] = ()) -> list[bytes]:
+    """The page as pieces of UTF-8 to write one after another; ``records`` are the runs' records
+    as :func:`~carebench.view.search.run_records` gives them (bytes, so megabytes of records are
+    copied once into the file, never decoded, encoded or joined)."""
     out: list[str] = []
     put = out.append
     memo: dict[str, str] = {}
-    hrefs = [href_to(s.path / "report.html", out_dir, memo) if s.has_report else None for s in summaries]
+    hrefs = [href_to(os.path.join(s.path, "report.html"), out_dir, memo) if s.has_report else None
+             for s in summaries]
     suites = sorted({s.suite for s in summaries})
     flagged = [s for s in summaries if s.flags]
     put('<header>\n<h1>carebench view</h1>')
@@ -169,19 +181,25 @@ def render_page(summaries: Sequence[RunSummary], names: Sequence[str], boards: S
         'placeholder="a word from an item, a reply or a transcript"><button type="submit">Search</button></form>'
         '\n<p id="results-summary" aria-live="polite">Searching needs scripts enabled.</p>\n<ol id="results"></ol>')
     if cut:
-        put(f'\n<p class="muted">Only the first texts of {len(cut)} large run(s) are searchable: '
+        put(f'\n<p class="muted">Only the first records of {len(cut)} large run(s) are searchable (a page carries '
+            f"at most {MAX_BYTES // 1_000_000} MB of a run's records and {TOTAL_BYTES // 1_000_000} MB in all): "
             f"{_e(', '.join(cut))}.</p>")
     put("\n</section>\n</main>")
     put(f"\n<footer>{_e(generator)}</footer>")
     runs = [{"name": n, "suite": s.suite, "href": h} for s, n, h in zip(summaries, names, hrefs, strict=True)]
-    # each run's texts arrive already encoded by safe_json (and cached so): joined, not re-encoded
-    put(f'\n<script type="application/json" id="view-data">{{"runs":{safe_json(runs)},"texts":['
-        + ",".join(texts) + "]}</script>")
+    put(f'\n<script type="application/json" id="view-data">{{"runs":{safe_json(runs)}}}</script>')
     sorter, view_js = _asset("carebench.report", "sort_table.js"), _asset("carebench.view", "view.js")
-    put(f"\n<script>{sorter}</script>\n<script>{view_js}</script>")
+    tail = f"\n<script>{sorter}</script>\n<script>{view_js}</script>"
     shell = string.Template(_asset("carebench.view", "view.html"))
-    return shell.substitute(script_hashes=f"{_hash(sorter)} {_hash(view_js)}", generator=_e(generator),
-                            body="".join(out))
+    pre, post = shell.substitute(script_hashes=f"{_hash(sorter)} {_hash(view_js)}", generator=_e(generator),
+                                 body="\x00body\x00").split("\x00body\x00")
+    chunks = [(pre + "".join(out)).encode("utf-8")]
+    for i, raw in enumerate(records):
+        if raw:  # an inert data block the script parses when a reader first searches
+            chunks += [b'\n<script type="application/x-ndjson" class="run-records" data-run="%d">' % i, raw,
+                       b"</script>"]
+    chunks.append((tail + post).encode("utf-8"))
+    return chunks
 
 
 def _iv(value: Any, ci: Sequence[Any]) -> str:

@@ -92,7 +92,7 @@ def _walk(path: str, depth: int) -> Iterator[str]:
             yield from _walk(e.path, depth + 1)
 
 
-def _load(path: Path) -> tuple[Any, bytes, str | None]:
+def _load(path: str) -> tuple[Any, bytes, str | None]:
     """A JSON file's content and bytes (None, b"" when missing), or why it cannot be read."""
     try:
         with open(path, "rb") as f:
@@ -101,15 +101,16 @@ def _load(path: Path) -> tuple[Any, bytes, str | None]:
     except FileNotFoundError:
         return None, b"", None
     except (OSError, ValueError) as e:
-        return None, b"", f"{path.name} unreadable ({e.__class__.__name__})"
+        return None, b"", f"{os.path.basename(path)} unreadable ({e.__class__.__name__})"
 
 
 def summarise(path: Path) -> tuple[RunSummary, dict[str, Any], dict[str, Any]]:
     """The run's table row, manifest and metrics (both empty when unreadable)."""
-    manifest, raw_manifest, problem = _load(path / "manifest.json")
-    metrics, _, problem_m = _load(path / "metrics.json")
-    manifest = manifest if isinstance(manifest, dict) else {}
-    metrics = metrics if isinstance(metrics, dict) else {}
+    d = os.fspath(path)  # strings, not Path objects: this runs once per run directory
+    manifest, raw_manifest, problem = _load(os.path.join(d, "manifest.json"))
+    metrics, _, problem_m = _load(os.path.join(d, "metrics.json"))
+    manifest = manifest if type(manifest) is dict else {}
+    metrics = metrics if type(metrics) is dict else {}
     suite = str(manifest.get("suite") or "unknown")
     status = str(manifest.get("status") or ("complete" if metrics else "no metrics"))
     if manifest.get("incomplete"):
@@ -138,7 +139,7 @@ def summarise(path: Path) -> tuple[RunSummary, dict[str, Any], dict[str, Any]]:
         inputs = []
     return (RunSummary(path=path, suite=suite, created=str(manifest.get("created") or ""), status=status,
                        systems=systems, headline=headline, flags=flags, inputs=inputs,
-                       has_report=(path / "report.html").is_file()), manifest, metrics)
+                       has_report=os.path.isfile(os.path.join(d, "report.html"))), manifest, metrics)
 
 
 def _num(x: Any) -> float | None:
@@ -148,6 +149,8 @@ def _num(x: Any) -> float | None:
 def _measure(entry: Mapping[str, Any], name: str) -> tuple[float, float | None, float | None] | None:
     """``entry[name]`` as (value, lo, hi) in the shapes metrics files use."""
     m = entry.get(name)
+    if m is None and name != "score":
+        return None
     rows = entry.get("scores")
     if m is None and name == "score" and type(rows) is list:  # a table of dimensions ending in "overall"
         row = next((r for r in rows if type(r) is dict and r.get("dimension") == "overall"), None)
@@ -155,7 +158,7 @@ def _measure(entry: Mapping[str, Any], name: str) -> tuple[float, float | None, 
             return None
         v = _num(row.get("score"))
         return None if v is None else (v, _num(row.get("ci_low")), _num(row.get("ci_high")))
-    if isinstance(m, Mapping):
+    if type(m) is dict:
         v = _num(m.get("value"))
         ci = m.get("ci") if isinstance(m.get("ci"), list) else [m.get("lo"), m.get("hi")]
     else:
@@ -174,9 +177,9 @@ def _systems_mapping(metrics: Mapping[str, Any]) -> tuple[str, dict[str, Mapping
         if type(block) is list and block and all(type(r) is dict and "system" in r for r in block[:50]):
             # rows of cells, one per system (and profile)
             block = {str(r["system"]) + (f" ({r['profile']})" if r.get("profile") else ""): r for r in block}
-        if not isinstance(block, Mapping) or not block:
+        if type(block) is not dict or not block:
             continue
-        entries = {k: v for k, v in block.items() if isinstance(v, Mapping) and k not in _REFERENCE_ROWS}
+        entries = {k: v for k, v in block.items() if type(v) is dict and k not in _REFERENCE_ROWS}
         if not entries:
             continue
         for name in HEADLINE_MEASURES:

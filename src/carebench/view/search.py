@@ -1,34 +1,31 @@
-"""The texts a reader searches across runs: items, replies and transcripts, from ``records.jsonl``.
+"""The texts a reader searches across runs: each run's ``records.jsonl``, carried into the page as it is.
 
-Records differ by suite, so texts are found by shape, not by schema: every string of
-a record that reads as prose (a space in it, and at least ``MIN_CHARS`` long) is one
-entry, labelled by the record's id fields (item, task, prompt, persona ...) and its
-system. A text repeated within a run (a risk item's excerpt once per method) is kept
-once. Each run contributes at most ``MAX_PER_RUN`` texts, each cut at ``MAX_CHARS``;
-the page says when a run was cut.
+Why as it is: finding the texts means parsing every record, and records are several times
+the bytes of the manifests and metrics the runs table needs, so a build that parsed them
+could not stay near the cost of reading those. The page's script parses the records, and
+only when a reader first searches. Records differ by suite, so texts are found there by
+shape, not by schema (the rules are in ``templates/view.js`` and docs/view.md).
+
+The bytes go into an inert ``<script type="application/x-ndjson">`` block. Every ``<`` is
+written ``\\u003c``: in JSON a ``<`` can only stand inside a string, where that escape
+reads back as the same character, so no record can close the block or open markup. A run
+contributes at most ``MAX_BYTES`` of whole lines, and all runs together at most
+``TOTAL_BYTES`` (shared so that no run gets less than an even share unless it needs less);
+the page names runs that were cut.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-MIN_CHARS = 16
-MAX_CHARS = 4000
-MAX_PER_RUN = 5000
-#: record fields naming the unit a text belongs to, in the order they are shown
-ID_FIELDS = ("item_id", "task_id", "prompt_id", "persona", "persona_id", "conversation_id", "case_id", "id")
-#: record fields naming the system that wrote a reply
-SYSTEM_FIELDS = ("method", "responder", "system", "chatbot", "judge", "model")
-#: fields that are never dataset or model text
-_SKIP = frozenset({"status", "error", "kind", "model", "scope", "command", "path"})
-_NOT_TEXT = _SKIP | set(ID_FIELDS) | set(SYSTEM_FIELDS)
-
-
-#: bump when what is extracted changes, so cached texts are re-read
-CACHE_VERSION = 2
+#: the most bytes of one run's records carried into the page (whole lines)
+MAX_BYTES = 4_000_000
+#: the most bytes of all runs' records in one page (a browser opens it in a few seconds)
+TOTAL_BYTES = 64_000_000
 
 
 def safe_json(data: Any) -> str:
@@ -37,93 +34,36 @@ def safe_json(data: Any) -> str:
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
 
-def cached_run_texts(run_dir: Path, cache: dict[str, Any]) -> tuple[str, int, bool]:
-    """:func:`run_texts` as :func:`safe_json` text, how many, and whether cut; from ``cache``
-    when ``records.jsonl`` has the same size and time as when it was read (``cache`` is
-    updated). A rebuilt view then parses only the records that changed, and the page
-    takes each run's texts as they were encoded."""
-    path = Path(run_dir) / "records.jsonl"
+def run_records(run_dir: str | Path, limit: int = MAX_BYTES) -> tuple[bytes, bool]:
+    """A run's ``records.jsonl`` (at most ``limit`` bytes, whole lines) with ``<`` escaped,
+    and whether it was cut; empty when the run has none."""
     try:
-        st = path.stat()
-    except OSError:
-        return "[]", 0, False
-    key = str(path.absolute())
-    stamp = [CACHE_VERSION, st.st_size, st.st_mtime_ns]
-    hit = cache.get(key)
-    if type(hit) is list and len(hit) == 4 and hit[0] == stamp and type(hit[1]) is str:
-        return hit[1], int(hit[2]), bool(hit[3])
-    texts, cut = run_texts(run_dir)
-    encoded = safe_json(texts)
-    cache[key] = [stamp, encoded, len(texts), cut]
-    return encoded, len(texts), cut
+        with open(os.path.join(run_dir, "records.jsonl"), "rb", buffering=0) as f:
+            # read(n) would set aside n bytes first: read all unless the file is over the limit
+            raw = f.readall() if os.fstat(f.fileno()).st_size <= limit else f.read(limit + 1)
+    except OSError:  # no records (a compare, a leaderboard) or unreadable: nothing to search
+        return b"", False
+    cut = len(raw) > limit
+    if cut:
+        raw = raw[:raw.rfind(b"\n", 0, limit) + 1]
+    if b"<" in raw:
+        raw = raw.replace(b"<", b"\\u003c")
+    return raw, cut
 
 
-def run_texts(run_dir: Path) -> tuple[list[list[str]], bool]:
-    """``[where, field, text]`` per searchable text of one run, and whether it was cut."""
-    path = Path(run_dir) / "records.jsonl"
-    out: list[list[str]] = []
-    seen: set[str] = set()
-    if not path.is_file():
-        return out, False
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if type(rec) is not dict:
-                continue
-            where = _where(rec)
-            for field, text in _texts(rec, "", 0):
-                if text in seen:
-                    continue
-                seen.add(text)
-                out.append([where, field, text[:MAX_CHARS]])
-                if len(out) >= MAX_PER_RUN:
-                    return out, True
-    return out, False
-
-
-def _where(rec: dict[str, Any]) -> str:
-    ids = []
-    for k in ID_FIELDS:
-        v = rec.get(k)
-        if v is not None and type(v) in (str, int):
-            ids.append(f"{k.removesuffix('_id')} {v}")
-            if len(ids) == 2:
-                break
-    for k in SYSTEM_FIELDS:
-        v = rec.get(k)
-        if type(v) is str and v:
-            ids.append(v)
-            break
-    return ", ".join(ids)
-
-
-def _texts(obj: Any, field: str, depth: int) -> Iterator[tuple[str, str]]:
-    """Prose strings of a parsed JSON value (exact JSON types: dict, list, str)."""
-    kind = type(obj)
-    if kind is str:
-        if len(obj) >= MIN_CHARS and " " in obj:
-            yield field, obj
-    elif depth > 4:
-        return
-    elif kind is dict:
-        role = obj.get("role")
-        for k, v in obj.items():
-            t = type(v)
-            if t is not str and t is not dict and t is not list:
-                continue
-            if k in _NOT_TEXT:
-                continue
-            name = role if k == "content" and type(role) is str else k
-            if t is str:
-                if len(v) >= MIN_CHARS and " " in v:
-                    yield name, v
-            else:
-                yield from _texts(v, name, depth + 1)
-    elif kind is list:
-        for v in obj:
-            yield from _texts(v, field, depth + 1)
+def record_limits(run_dirs: Sequence[str | Path], total: int = TOTAL_BYTES, each: int = MAX_BYTES) -> list[int]:
+    """Bytes of records each run may carry: what it has, up to ``each``, with ``total`` shared
+    out smallest first so that a run with less than an even share leaves the rest to the others."""
+    sizes = []
+    for d in run_dirs:
+        try:
+            sizes.append(os.stat(os.path.join(d, "records.jsonl")).st_size)
+        except OSError:
+            sizes.append(0)
+    limits = [0] * len(sizes)
+    left, n = total, len(sizes)
+    for i in sorted(range(n), key=sizes.__getitem__):
+        limits[i] = min(sizes[i], each, left // n)
+        left -= limits[i]
+        n -= 1
+    return limits
