@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -38,6 +39,7 @@ from carebench.report import (
     stacked_bar_chart,
 )
 from carebench.report.headline import Candidate, best_headline, no_headline
+from carebench.rubric import SEVERITY_RATING
 
 _SHARE_KEYS = ("bp_pct", "suboptimal_pct", "hph_pct")
 #: transcripts shown in the drill-down (the rest are in records.jsonl)
@@ -174,7 +176,7 @@ def _chatbot_section(cb: str, entry: Mapping[str, Any]) -> Section:
 def _walk_blocks(walk: Mapping[str, Any]) -> list[Any]:
     if walk["status"] != "ok":
         return [Callout(f"judge failure ({walk['judge']}): {walk.get('error')}", kind="warning")]
-    rows = [[s["question_id"], s["dimension"], s["answer"], s.get("reason", ""), s.get("effect", "")]
+    rows = [[s["question_id"], s["dimension"], s["answer"], s.get("reason", ""), _effect_text(s.get("effect", ""))]
             for s in walk.get("steps") or []]
     out: list[Any] = [KeyValue([(d, r) for d, r in walk["ratings"].items()])]
     if rows:
@@ -405,6 +407,14 @@ def vera_attachments(metrics: Mapping[str, Any], records: Sequence[Mapping[str, 
         out[f"scores_by_risk{suffix}.json"] = json.dumps(vera_scores_by_risk_json(walks, dims, models),
                                                          indent=2) + "\n"
     return out
+
+
+def _effect_text(effect: str) -> str:
+    """A walk step's effect with each severity code named ("severity Red (High Potential for Harm)")."""
+    return _SEVERITY_CODE.sub(lambda m: f"{m[1]} ({SEVERITY_RATING[m[1]]})", effect)
+
+
+_SEVERITY_CODE = re.compile(r"\b(" + "|".join(map(re.escape, SEVERITY_RATING)) + r")\b")
 
 
 def converse_headline(metrics: Mapping[str, Any]) -> Headline:
