@@ -375,3 +375,18 @@ def test_a_missing_banner_fails_the_check(reports, tmp_path):
     (copy / "report.html").write_text(stripped, "utf-8")
     with pytest.raises(AssertionError, match="banner"):
         test_banners_where_due({"demo": copy}, "demo")
+
+
+def test_compare_and_leaderboard_headlines_state_the_decision_and_the_top_row(reports):
+    """The compare's box states the gate decision metrics.json records and the first gated
+    difference; the leaderboard's, the best value of its first board."""
+    cm = _read(reports["compare"], "metrics.json")
+    verdict = page(reports["compare"]).verdict
+    assert verdict.startswith("Gate failed" if cm["gate"]["failed"] else "Gate passed")
+    row = next(r for p in cm["pairs"] for r in p["rows"] if r["gated"] and r["diff"] is not None)
+    assert f"{row['diff']:.4f} [" in _headline_numbers(page(reports["compare"]))
+    lb = _read(reports["leaderboard"], "metrics.json")
+    board = next(b for b in lb["boards"] if b["rows"])
+    top = max(board["rows"], key=lambda r: r["value"] if board.get("higher_is_better", True) else -r["value"])
+    text = _headline_numbers(page(reports["leaderboard"]))
+    assert f"{top['value']:.4f} [" in text and f"(n = {board['n_common_units']} " in text

@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from carebench.models.pricing import unpriced_note
-from carebench.report import Callout, KeyValue, Report, Section, write_report
-from carebench.report import Headline
+from carebench.report import Callout, Headline, KeyValue, Report, Section, write_report
 from carebench.report.banners import banner_kinds, banner_texts, manifest_bytes
 from carebench.report.figure_reuse import reusing_figures
 from carebench.report.headline import no_headline
