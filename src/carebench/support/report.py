@@ -32,7 +32,7 @@ from carebench.report import (
     heatmap,
     scatter_chart,
 )
-from carebench.report.headline import Candidate, best_headline, no_headline
+from carebench.report.headline import SMALL_N, Candidate, best_headline, no_headline
 from carebench.support.panel import cell_votes, collapse
 from carebench.support.records import REFERENCE, ResponseRecord, VerdictRecord, is_empty_reply
 from carebench.support.tasks import Task
@@ -969,8 +969,7 @@ def calibration_headline(result: Mapping[str, Any]) -> Headline:
         return no_headline("no panel was selected")
     top = panels[0]
     counts = result.get("counts") or {}
-    n = next((counts[k] for k in ("labels", "items", "labelled_items", "n_items") if isinstance(counts.get(k), int)),
-             None)
+    n = next((counts[k] for k in ("items_with_consensus", "items") if isinstance(counts.get(k), int)), None)
     caveats = []
     lead = sel.get("lead") or {}
     if lead.get("spans_zero"):
@@ -978,9 +977,9 @@ def calibration_headline(result: Mapping[str, Any]) -> Headline:
         caveats.append(f"not separable from the runner-up panel: the kappa lead's interval [{lo:.3f}, {hi:.3f}] "
                        "spans zero" if lo is not None and hi is not None else
                        "not separable from the runner-up panel: the kappa lead's interval spans zero")
-    if n is not None and n < 30:
-        caveats.append(f"small n: {n} labels (fewer than 30)")
+    if n is not None and n < SMALL_N:
+        caveats.append(f"small n: {n} items with a clinician consensus (fewer than {SMALL_N})")
     return Headline("Selected panel: " + " + ".join(map(str, sel["selected"])),
                     measure="Cohen's kappa with the clinician consensus (-1 to 1, higher is better)",
                     value=Interval(float(top.get("kappa")), None, None) if top.get("kappa") is not None else None,
-                    n=n, unit="labels" if n is not None else "", caveats=caveats)
+                    n=n, unit="items with a clinician consensus" if n is not None else "", caveats=caveats)
