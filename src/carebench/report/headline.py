@@ -17,7 +17,7 @@ from carebench.report.document import Headline, Interval, format_number
 
 #: Fewer units than this (items, tasks, personas, prompts) earn a "small n" caveat. Why 30: a
 #: percentile bootstrap over fewer units gives intervals that are both wide and unreliable
-#: in coverage; 30 is the usual rule of thumb for resampling to behave (docs/statistics.md).
+#: in coverage; 30 is the usual rule of thumb for resampling to behave (docs/architecture.md).
 SMALL_N = 30
 
 
