@@ -295,14 +295,18 @@ def rerender(run_dir: Path) -> dict:
 def render_index(run_dir: Path) -> dict:
     """The demo's index report (the probe and links to the parts) from its records."""
     from carebench.report import Callout, Links, Paragraph, Report, Section, Table, write_report
+    from carebench.report.banners import banner_texts
 
     run_dir = Path(run_dir)
     records = read_jsonl(run_dir / "records.jsonl")
     metrics = read_json(run_dir / "metrics.json")
     rows = [[r["item_id"], r["text"], r["answer"], r["status"], r["latency_s"]] for r in records]
+    headline, kinds = _parts_headline(run_dir, list(metrics.get("parts") or []))
     report = Report(
         title="carebench demo",
         notes=[DISCLAIMER],
+        headline=headline,
+        banners=banner_texts(kinds),
         sections=[
             Section("About this run", [Callout(DISCLAIMER, kind="warning")]),
             Section("Pipeline probe", [
@@ -320,6 +324,39 @@ def render_index(run_dir: Path) -> dict:
     )
     write_report(report, run_dir)
     return metrics
+
+
+def _parts_headline(run_dir: Path, parts: list[str]) -> tuple[Any, list[str]]:
+    """The index's headline box (each part's own headline, as its report shows it) and the
+    banners of the demo and of every part (the index carries its parts' banners)."""
+    from carebench.experiment import headline_of
+    from carebench.report import Headline
+    from carebench.report.banners import KINDS, banner_kinds
+    from carebench.suites import suite_of
+    from carebench.wording import count
+
+    raw = (run_dir / "manifest.json").read_bytes() if (run_dir / "manifest.json").is_file() else b""
+    found = set(banner_kinds(raw, {}))
+    rows = []
+    for part in parts:
+        d = run_dir / part
+        try:
+            raw_part = (d / "manifest.json").read_bytes()
+            manifest, metrics = read_json(d / "manifest.json"), read_json(d / "metrics.json")
+            suite = suite_of(manifest.get("suite"), manifest.get("kind"), d)
+            h = headline_of(suite, metrics, suite.read_records(d, manifest), manifest)
+        except (OSError, ValueError, CarebenchError) as e:
+            rows.append((part, f"no headline ({e.__class__.__name__}: its report says why)"))
+            continue
+        found.update(banner_kinds(raw_part, metrics))
+        text = h.verdict + (f"; {h.measure_text()}" if h.measure else "")
+        if h.caveats:
+            text += f" ({count(len(h.caveats), 'caveat')} in its report)"
+        rows.append((part, text))
+    verdict = (f"Pipeline demonstration: {count(len(parts), 'suite part')} ran end to end" if parts
+               else "Pipeline demonstration: no suite part has run yet")
+    caveats = ["the demo's numbers show the pipeline working, not how good any system is"]
+    return Headline(verdict, rows=rows, caveats=caveats), [k for k in KINDS if k in found]
 
 
 def _resource_check(run_dir: Path) -> list[Any]:

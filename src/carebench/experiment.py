@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from carebench.models.pricing import unpriced_note
-from carebench.report import Callout, KeyValue, Report, Section, write_report
+from carebench.report import Callout, Headline, KeyValue, Report, Section, write_report
 from carebench.report.banners import banner_kinds, banner_texts, manifest_bytes
 from carebench.report.figure_reuse import reusing_figures
+from carebench.report.headline import no_headline
 from carebench.run import Run, RunOptions
 from carebench.rundir import (
     new_run_dir,
@@ -190,6 +191,23 @@ class Suite(Protocol):
         """Pure: no file I/O."""
         ...
 
+    # optional: ``headline(metrics, records, manifest) -> Headline``, the report's answer-first
+    # box (see :func:`headline_of`); a suite without it gets a box saying it has no single measure
+
+
+def headline_of(suite: Any, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Headline:
+    """The report's headline box from the suite's own ``headline`` hook (each suite reads its
+    own metrics), else a box saying the run kind has no single headline measure."""
+    if metrics.get("status") == "incomplete" and "incomplete" in metrics and "finished" in metrics:
+        parts = ", ".join(map(str, metrics.get("incomplete") or [])) or "the run"
+        return Headline(f"No result: the run stopped before anything could be scored ({parts} incomplete)")
+    hook = getattr(suite, "headline", None)
+    if hook is None:
+        kind = manifest.get("kind")
+        return no_headline(f"this {manifest.get('suite', 'run')}{' ' + str(kind) if kind else ''} run's results "
+                           "are in the sections below")
+    return hook(metrics, records, manifest)
+
 
 def run_suite(suite: Suite, options: RunOptions, *, out: str | Path | None = None,
               dry_run: bool | None = None, cache: Any = None) -> Path | Plan:
@@ -295,6 +313,8 @@ def rerender(run_dir: str | Path, suite: Suite, *, out_dir: str | Path | None = 
         write_json(target / "metrics.json", metrics)
         with reusing_figures(target / "figures"):  # redraw only the charts whose inputs changed
             report = suite.render(metrics, records, manifest)
+        if report.headline is None:
+            report.headline = headline_of(suite, metrics, records, manifest)
         # the run-level warnings, decided for every suite alike from the manifest and metrics
         carried = "The runs it reads" if isinstance(metrics.get("banners"), list) else None  # compare, leaderboard
         report.banners[:0] = [t for t in banner_texts(banner_kinds(manifest_bytes(manifest), metrics), carried)

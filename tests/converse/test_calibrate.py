@@ -259,6 +259,12 @@ def test_calibrate_figures_and_selection(tmp_path):
     assert sel["judge"] == m["selection"]["judge"] == _label(m, chosen)
     assert "judge-c" not in eligible and _label(m, "judge-c") in sel["excluded"]  # the swap on bot-y sinks it
     assert sel["spec"].startswith(f"openai:{chosen}@")
+    # the page opens with the decision: the selected judge and its mean AC1 (by hand above)
+    page = (out / "report.html").read_text()
+    head = page[page.index('<div class="headline"'):page.index("<pre>")]
+    assert f"Selected judge: {_label(m, chosen)}" in head
+    assert f"{means[chosen][0]:.3f} [" in head and f"(n = {m['conversations']} conversations)" in head
+    assert "> [!IMPORTANT]" in (out / "report.md").read_text()
 
 
 def test_judge_from_records_the_selection(tmp_path):

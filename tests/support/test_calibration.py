@@ -305,3 +305,15 @@ def test_calibration_reads_no_majority_as_scoring_does(tmp_path):
     sc = score([task], rt, vt, panel=["ja", "jb", "jc"])
     credited = dict(zip(cids, sc.cell_pass.tolist(), strict=True))
     assert credited == {"c0": False, "c1": True, "c2": True, "c3": True, "c4": False, "c5": False}
+
+
+def test_calibration_headline_names_the_selected_panel_and_its_kappa(calib):
+    from carebench.support.report import calibration_headline
+
+    result = calib[0]
+    h = calibration_headline(result)
+    sel = result["selection"]
+    assert h.verdict == "Selected panel: " + " + ".join(sel["selected"])
+    panel = next(p for p in sel["panels"] if list(p["members"]) == list(sel["selected"]))
+    assert h.value.value == pytest.approx(panel["kappa"]) and h.n == result["counts"]["items_with_consensus"]
+    assert ("not separable" in " ".join(h.caveats)) == bool(sel["lead"]["spans_zero"])

@@ -9,6 +9,7 @@ from carebench.report import (
     Callout,
     Details,
     Figure,
+    Headline,
     Interval,
     KeyValue,
     Paragraph,
@@ -18,6 +19,7 @@ from carebench.report import (
     dot_interval_chart,
     figure_name,
 )
+from carebench.report.headline import interval_caveats
 
 SECTIONS = (("headline", "Headline metrics"), ("safety", "Safety views"))
 #: pairs with a forest plot of every metric each; beyond this (a 25-responder run against
@@ -196,3 +198,51 @@ def leaderboard_csv(metrics: dict[str, Any]) -> str:
 
 def _csv(x: Any) -> str:
     return "" if x is None else repr(float(x))
+
+
+def compare_headline(m: Mapping[str, Any]) -> Headline:
+    """The gate decision first, then the first gated difference with its paired interval and
+    the shared units; caveats for small n, a collapsed interval, overridden checks and
+    flagged inputs."""
+    failed = m["gate"]["failed"]
+    verdict = (f"Gate failed: {len(failed)} gated metric(s) regressed" if failed
+               else "Gate passed: no gated metric regressed")
+    caveats: list[str] = []
+    measure = value = n = None
+    for p in m["pairs"]:
+        row = next((r for r in p["rows"] if r["gated"] and r["diff"] is not None), None)
+        if row is None:
+            continue
+        measure = (f"{row['label']}, candidate - base ({p['base']} -> {p['candidate']}; "
+                   f"{'higher' if row['higher_is_better'] else 'lower'} is better), verdict {row['verdict']}")
+        value, n = Interval(float(row["diff"]), row["ci"][0], row["ci"][1]), p.get("n_units")
+        caveats += interval_caveats(value.value, value.lo, value.hi, n, f"{m['unit']}s", ".4f")
+        break
+    if m["comparability"]["overridden"]:
+        caveats.append("comparability checks overridden: " + "; ".join(_override_lines(m["comparability"]["overridden"])))
+    if "flagged results" in (m.get("banners") or []):
+        caveats.append("an input run has flagged results: the decision rests on systems over their failure limit "
+                       "or with failed calls")
+    return Headline(verdict, measure=measure, value=value, n=n, unit=f"{m['unit']}s" if n is not None else "",
+                    caveats=caveats, number_format=".4f")
+
+
+def leaderboard_headline(m: Mapping[str, Any]) -> Headline:
+    """The first board's top system with its interval and the shared units; the systems in
+    its band (not separable from it) and the excluded runs are caveats."""
+    excluded = [r for r in m["runs"] if not r["included"]]
+    boards = [b for b in m["boards"] if b["rows"]]
+    tail = [f"{len(excluded)} run(s) excluded (see Runs)"] if excluded else []
+    if "flagged results" in (m.get("banners") or []):
+        tail.append("an input run has flagged results")
+    if not boards:
+        return Headline("No system on the leaderboard", caveats=tail)
+    b = boards[0]
+    top = b["rows"][0]
+    same = [str(r["system"]) for r in b["rows"][1:] if r["band"] == top["band"]]
+    lo, hi = top["ci"][0], top["ci"][1]
+    caveats = ([f"not separable from (same band): {', '.join(same)}"] if same else []) + interval_caveats(
+        top["value"], lo, hi, b.get("n_common_units"), f"{m['unit']}s", ".4f") + tail
+    return Headline(f"Top system: {top['system']}", measure=b["label"],
+                    value=None if top["value"] is None else Interval(float(top["value"]), lo, hi),
+                    n=b.get("n_common_units"), unit=f"{m['unit']}s", caveats=caveats, number_format=".4f")

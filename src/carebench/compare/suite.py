@@ -41,6 +41,11 @@ class CompareSuite(_RecordedMetrics):
 
         return compare_report(metrics)
 
+    def headline(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Any:
+        from carebench.compare.report import compare_headline
+
+        return compare_headline(metrics)
+
 
 class LeaderboardSuite(_RecordedMetrics):
     name = "leaderboard"
@@ -49,3 +54,8 @@ class LeaderboardSuite(_RecordedMetrics):
         from carebench.compare.report import leaderboard_report
 
         return leaderboard_report(metrics)
+
+    def headline(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Any:
+        from carebench.compare.report import leaderboard_headline
+
+        return leaderboard_headline(metrics)

@@ -12,7 +12,17 @@ from __future__ import annotations
 from typing import Any
 
 from carebench.construct.quality import GATE_NAMES, GATES, SCORES
-from carebench.report import Callout, KeyValue, Paragraph, Report, Section, Table
+from carebench.report import (
+    Callout,
+    Headline,
+    Interval,
+    KeyValue,
+    Paragraph,
+    Report,
+    Section,
+    Table,
+)
+from carebench.report.headline import SMALL_N
 from carebench.wording import label
 
 SCORE_LABELS = {"factual": "f", "persona_fit": "p", "style": "a", "context_fit": "c", "naturalness": "n"}
@@ -196,3 +206,38 @@ def review_blocks(stats: dict[str, Any]) -> list[Any]:
     if stats.get("missing_reviews"):
         blocks.append(Callout(f"{stats['missing_reviews']} assigned reviews are missing.", "warning"))
     return blocks
+
+
+def construct_headline(metrics: dict[str, Any]) -> Headline:
+    """What the command produced: the best rewriter configuration by Q among those passing
+    every gate (VEILED-SH §4, Table 7) when the run selected one, and the rows in and out;
+    caveats for a stopped or incomplete run and for configurations the gates excluded."""
+    stages = metrics.get("stages") or []
+    caveats = []
+    if metrics.get("status") in ("stopped", "incomplete"):
+        caveats.append(f"run {metrics['status']}" + (f" ({', '.join(metrics.get('incomplete') or [])} incomplete)"
+                                                      if metrics.get("incomplete") else ""))
+    if metrics.get("failed_calls"):
+        caveats.append(f"{metrics['failed_calls']} calls failed after every retry (left out and counted)")
+    sel = metrics.get("selection") or {}
+    table = {t["config"]: t for t in sel.get("table") or []}
+    excluded = [c for c, t in table.items() if t.get("excluded_by")]
+    if excluded:
+        caveats.append("excluded by a gate: " + ", ".join(excluded))
+    rows = [(str(s["step"]), f"{s['in']} in, {s['out']} out") for s in stages]
+    chosen = sel.get("selected") or []
+    if chosen:
+        best = table.get(chosen[0]) or {}
+        judged = best.get("judged")
+        if isinstance(judged, int) and judged < SMALL_N:
+            caveats.append(f"small n: {judged} judged rewrites (fewer than {SMALL_N})")
+        return Headline(f"Selected rewriter: {chosen[0]}", measure="Q, the weighted judge score (1 to 5, "
+                        "higher is better)", value=None if best.get("q") is None else Interval(float(best["q"])),
+                        n=judged if isinstance(judged, int) else None, unit="judged rewrites",
+                        caveats=caveats, rows=rows, number_format=".2f")
+    if sel:
+        return Headline("No rewriter configuration passes every gate", caveats=caveats, rows=rows)
+    last = stages[-1] if stages else None
+    verdict = (f"{label(str(last['step']))}: {last['out']} of {last['in']} rows out" if last
+               else "No step finished")
+    return Headline(verdict, caveats=caveats, rows=rows)

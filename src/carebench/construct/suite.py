@@ -85,6 +85,11 @@ class ConstructSuite:
             return build_report(dict(metrics), dict(manifest), data["prompts"], data["rows"])
         return stage_report(dict(metrics), dict(manifest))
 
+    def headline(self, metrics: Mapping[str, Any], data: Mapping[str, Any], manifest: Mapping[str, Any]) -> Any:
+        from carebench.construct.report import construct_headline
+
+        return construct_headline(dict(metrics))
+
 
 def _finished_build(manifest: Mapping[str, Any]) -> bool:
     """A build that wrote its prompts: complete, or incomplete only for failed calls (a

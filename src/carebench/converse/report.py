@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,6 +28,7 @@ from carebench.report import (
     Callout,
     Details,
     Figure,
+    Headline,
     Interval,
     KeyValue,
     Paragraph,
@@ -37,6 +39,8 @@ from carebench.report import (
     figure_name,
     stacked_bar_chart,
 )
+from carebench.report.headline import Candidate, best_headline, no_headline
+from carebench.rubric import SEVERITY_RATING
 
 _SHARE_KEYS = ("bp_pct", "suboptimal_pct", "hph_pct")
 #: transcripts shown in the drill-down (the rest are in records.jsonl)
@@ -173,7 +177,7 @@ def _chatbot_section(cb: str, entry: Mapping[str, Any]) -> Section:
 def _walk_blocks(walk: Mapping[str, Any]) -> list[Any]:
     if walk["status"] != "ok":
         return [Callout(f"judge failure ({walk['judge']}): {walk.get('error')}", kind="warning")]
-    rows = [[s["question_id"], s["dimension"], s["answer"], s.get("reason", ""), s.get("effect", "")]
+    rows = [[s["question_id"], s["dimension"], s["answer"], s.get("reason", ""), _effect_text(s.get("effect", ""))]
             for s in walk.get("steps") or []]
     out: list[Any] = [KeyValue([(d, r) for d, r in walk["ratings"].items()])]
     if rows:
@@ -423,3 +427,55 @@ def vera_attachments(metrics: Mapping[str, Any], records: Sequence[Mapping[str, 
         out[f"scores_by_risk{suffix}.json"] = json.dumps(vera_scores_by_risk_json(walks, dims, models),
                                                          indent=2) + "\n"
     return out
+
+
+def _effect_text(effect: str) -> str:
+    """A walk step's effect with each severity code named ("severity Red (High Potential for Harm)")."""
+    return _SEVERITY_CODE.sub(lambda m: f"{m[1]} ({SEVERITY_RATING[m[1]]})", effect)
+
+
+_SEVERITY_CODE = re.compile(r"\b(" + "|".join(map(re.escape, SEVERITY_RATING)) + r")\b")
+
+
+def converse_headline(metrics: Mapping[str, Any]) -> Headline:
+    """The best chatbot by the VERA-MH score pooled over dimensions (0 to 100), with its
+    persona-resampled interval and the personas it rests on; a criteria run (no rubric
+    walk) has no such score and says so."""
+    chatbots = metrics.get("chatbots") or {}
+    counts = metrics.get("counts") or {}
+    hf = int(counts.get("harness_failures") or 0)
+    jf = int(counts.get("judge_failures") or 0)
+    candidates = []
+    for name, entry in chatbots.items():
+        rows = entry.get("scores") if isinstance(entry, Mapping) else None
+        row = next((r for r in rows or [] if isinstance(r, Mapping) and r.get("dimension") == "overall"), None)
+        if row is None:
+            continue
+        candidates.append(Candidate(str(name), row.get("score"), row.get("ci_low"), row.get("ci_high"),
+                                    entry.get("personas") or row.get("n")))
+    if not candidates:
+        return no_headline("no rubric score in this run (see the sections below)")
+    extra = []
+    if hf or jf:
+        extra.append(f"incomplete: {hf} conversations ended by a harness failure, {jf} judge walks failed; "
+                     "they are left out of the scores")
+    return best_headline("VERA-MH score (0 to 100, higher is better), pooled over dimensions", candidates,
+                         unit="personas", role="chatbot", fmt=".1f", extra_caveats=extra)
+
+
+def calibration_headline(m: Mapping[str, Any]) -> Headline:
+    """``converse calibrate``'s decision: the selected judge and its mean agreement (AC1) with
+    the clinicians' consensus over dimensions, with its interval and the conversations."""
+    chosen = (m.get("selection") or {}).get("judge")
+    n = m.get("conversations") if isinstance(m.get("conversations"), int) else None
+    excluded = (m.get("selection") or {}).get("excluded") or {}
+    tail = [f"excluded: {j}: {why}" for j, why in excluded.items()]
+    if not chosen:
+        return Headline("No judge selected: none passes the selection rule", n=n, caveats=tail)
+    f = (m.get("judges") or {}).get(chosen) or {}
+    ac1 = (f.get("mean") or {}).get("ac1")
+    ci = f.get("mean_ac1_ci") or [None, None]
+    cand = Candidate(str(chosen), ac1, ci[0], ci[1], n)
+    head = best_headline("mean AC1 with the clinicians' consensus over dimensions (higher is better)", [cand],
+                         unit="conversations", role="selected judge", extra_caveats=tail)
+    return head

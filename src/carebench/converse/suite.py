@@ -585,6 +585,11 @@ class ConverseSuite:
             report.sections.append(routing_section(metrics["resources"], report_examples(records)))
         return report
 
+    def headline(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Any:
+        from carebench.converse.report import converse_headline
+
+        return converse_headline(metrics)
+
 
 def run_converse(cfg: ConverseConfig, cache: Any = None) -> Path | Plan:
     """Run ``converse run`` / ``converse judge`` (or plan it: ``cfg.run.dry_run``) with the
@@ -735,13 +740,27 @@ def run_calibration(cfg: ConverseConfig, labels_path: str, rule: Any) -> Path | 
                  "labels": labels_path, "labels_sha256": file_sha256(labels_path),
                  "conversations": cfg.from_run or cfg.transcripts, "rubric": cfg.rubric,
                  "rubric_rules": cfg.rubric_rules, "judge_mode": cfg.judge_mode}
+    from carebench.converse.report import calibration_headline
+    from carebench.report.banners import banner_kinds, banner_texts
+    from carebench.report.html import headline_html
+    from carebench.report.markdown import headline_markdown
+
     md = calibration_markdown(metrics)
+    head = calibration_headline(metrics)
+    # the judging run's banners (embedded model, illustrative data, failed walks) head this page too
+    warnings = banner_texts(banner_kinds((judged / "manifest.json").read_bytes(),
+                                         read_json(judged / "metrics.json")))
+    title, _, rest = md.partition("\n")
     write_json(out / "metrics.json", metrics)
     write_json(out / SELECTION, selection)
-    (out / "report.md").write_text(md, encoding="utf-8")
+    (out / "report.md").write_text(
+        f"{title}\n\n" + "".join(f"> [!WARNING]\n> {w}\n\n" for w in warnings)
+        + f"{headline_markdown(head)}\n{rest}", encoding="utf-8")
     (out / "report.html").write_text(
-        "<!doctype html><meta charset='utf-8'><title>converse calibration</title><pre>"
-        + html.escape(md) + "</pre>\n", encoding="utf-8")
+        "<!doctype html><meta charset='utf-8'><title>converse calibration</title>"
+        + "".join(f'\n<div class="banner" role="alert"><strong>Warning:</strong> {html.escape(w)}</div>'
+                  for w in warnings)
+        + headline_html(head) + "\n<pre>" + html.escape(md) + "</pre>\n", encoding="utf-8")
     write_json(out / "manifest.json", {"suite": CALIBRATION, "judging": str(judged), "labels": labels_path,
                                        "candidates": list(cfg.judges), "seed": cfg.seed,
                                        "bootstrap": cfg.bootstrap, "rule": json.loads(json.dumps(metrics["rule"]))})

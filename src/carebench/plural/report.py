@@ -15,6 +15,7 @@ from carebench.report import (
     Callout,
     Details,
     Figure,
+    Headline,
     Interval,
     KeyValue,
     Paragraph,
@@ -26,6 +27,7 @@ from carebench.report import (
     line_chart,
 )
 from carebench.report.figures import stacked_bar_chart
+from carebench.report.headline import Candidate, best_headline, no_headline
 from carebench.types import CarebenchError
 from carebench.wording import count
 
@@ -405,3 +407,56 @@ def build_sample_report(manifest: Mapping[str, Any], metrics: Mapping[str, Any])
                                                "sampled (%)"], rows, number_format=".1f")]))
     notes = [ILLUSTRATIVE_NOTE] if (manifest.get("dataset") or {}).get("illustrative") else []
     return Report(title="Plural: diagnostic sample", subtitle="VEILED-SH, §5.3", notes=notes, sections=sections)
+
+
+def plural_headline(metrics: Mapping[str, Any]) -> Headline:
+    """The best system by full alignment (VEILED-SH §5.3) averaged over the reference
+    profiles, each profile's own value with its interval and n beside it."""
+    cells = [c for c in metrics.get("cells") or [] if isinstance(c, Mapping)]
+    by_system: dict[str, list[Mapping[str, Any]]] = {}
+    for c in cells:
+        by_system.setdefault(str(c.get("system")), []).append(c)
+    failures = (metrics.get("counts") or {}).get("response_harness_failures") or {}
+    candidates = []
+    for system, mine in by_system.items():
+        values = [c["full"]["value"] for c in mine if isinstance(c.get("full"), Mapping)
+                  and isinstance(c["full"].get("value"), int | float)]
+        ns = [c["full"].get("n") for c in mine if isinstance(c.get("full"), Mapping)
+              and isinstance(c["full"].get("n"), int)]
+        hf = int(failures.get(system) or 0)
+        candidates.append(Candidate(system, sum(values) / len(values) if values else None, None, None,
+                                    min(ns) if ns else None, incomplete=f"{hf} harness failures" if hf else ""))
+    head = best_headline(f"full alignment (share of prompts, 0 to 1, higher is better), mean over "
+                         f"{len({c.get('profile') for c in cells})} profiles", candidates,
+                         unit="prompts", role="system")
+    head.caveats = [c for c in head.caveats if not c.startswith("no interval")]
+    best = head.verdict.split(": ", 1)[-1]
+    for c in by_system.get(best, []):
+        full = c.get("full") if isinstance(c.get("full"), Mapping) else {}
+        if full.get("value") is None:
+            continue
+        ci = full.get("ci") or [None, None]
+        text = Interval(full["value"], ci[0], ci[1]).format() + (f" (n = {full['n']})" if full.get("n") else "")
+        if ci[0] is not None and ci[0] == ci[1]:
+            text += ", interval collapsed to a point"
+        head.rows.append((f"{c.get('profile')} ({c.get('archetype')})", text))
+    if head.rows:
+        head.caveats.append("the mean over profiles has no interval of its own; each profile's is listed")
+    return head
+
+
+def calibration_headline(metrics: Mapping[str, Any]) -> Headline:
+    """The method selected per archetype (VEILED-SH §5.2) and its macro-F1 against the practitioners."""
+    selection = metrics.get("selection") or {}
+    methods = metrics.get("methods") or {}
+    rows, caveats = [], []
+    for arch, s in selection.items():
+        m = (s or {}).get("method")
+        f1 = (((methods.get(m) or {}).get("archetypes") or {}).get(arch) or {}).get("macro_f1")
+        rows.append((str(arch), f"{m}" + (f" (macro-F1 {f1:.3f})" if isinstance(f1, int | float) else "")))
+        if (s or {}).get("warning"):
+            caveats.append(f"{arch}: {s['warning']}")
+    if not rows:
+        return no_headline("no method was selected")
+    return Headline("Selected: " + "; ".join(f"{a}: {t.split(' (')[0]}" for a, t in rows),
+                    measure=None, rows=rows, caveats=caveats)

@@ -328,6 +328,11 @@ class RunCommand(PluralCommand):
             report.sections.append(routing_section(metrics["resources"], report_examples(records.prompts, rows)))
         return report
 
+    def headline(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Any:
+        from carebench.plural.report import plural_headline
+
+        return plural_headline(metrics)
+
 
 def run_plural(cfg: PluralRunConfig, cache: CompletionCache | None = None) -> Path | Plan:
     """Run the evaluation; returns the run directory (or the call plan for a dry run)."""
@@ -537,6 +542,11 @@ class CalibrateCommand(PluralCommand):
         from carebench.plural.calibration_report import calibration_report
 
         return calibration_report(dict(manifest), dict(metrics), records)
+
+    def headline(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Any:
+        from carebench.plural.report import calibration_headline
+
+        return calibration_headline(metrics)
 
 
 def run_calibrate(cfg: ProfileCalibrationConfig, cache: Any = None) -> Path | Plan:

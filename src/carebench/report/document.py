@@ -22,6 +22,7 @@ __all__ = [
     "Callout",
     "Details",
     "Figure",
+    "Headline",
     "Interval",
     "KeyValue",
     "Links",
@@ -460,6 +461,45 @@ _BLOCK_TYPES = (Paragraph, Callout, Table, Figure, Details, Pre, KeyValue, Links
 
 
 @dataclass(slots=True)
+class Headline:
+    """The answer first: the box at the very top of a report, before any section.
+
+    ``verdict`` names the best system or the decision (e.g. "Gate passed");
+    ``measure`` the main measure with its scale; ``value`` its estimate and interval over
+    ``n`` ``unit`` (tasks, items, personas). ``caveats`` say what limits the number (a
+    small n, an interval collapsed to a point, flagged or incomplete systems). ``rows``
+    are further (label, text) lines, e.g. each part of a demo. All fields are plain text,
+    escaped by the renderers like every other block. Built per suite by
+    :mod:`carebench.report.headline`'s helpers; rendered first by both writers.
+    """
+
+    verdict: str
+    measure: str | None = None
+    value: Interval | None = None
+    n: int | None = None
+    unit: str = ""
+    caveats: list[str] = field(default_factory=list)
+    rows: list[tuple[str, str]] = field(default_factory=list)
+    number_format: str = ".3f"
+
+    def __post_init__(self) -> None:
+        self.caveats = [str(c) for c in self.caveats]
+        self.rows = [(str(k), str(v)) for k, v in self.rows]
+
+    def measure_text(self) -> str:
+        """``"macro-F1 0.481 [0.30, 0.66] (n = 12 items)"`` as plain text ('' without a measure)."""
+        if self.measure is None:
+            return ""
+        out = self.measure
+        if self.value is not None:
+            out += " " + self.value.format(self.number_format)
+        if self.n is not None:
+            unit = self.unit[:-1] if self.n == 1 and self.unit.endswith("s") else self.unit
+            out += f" (n = {self.n}{' ' + unit if unit else ''})"
+        return out
+
+
+@dataclass(slots=True)
 class Section:
     title: str
     blocks: list[Block] = field(default_factory=list)
@@ -496,6 +536,8 @@ class Report:
     #: warnings shown at the very top, before anything else, in one style in every report
     #: (see :mod:`carebench.report.banners`): the embedded model, illustrative data, flagged results
     banners: list[str] = field(default_factory=list)
+    #: the answer first (:class:`Headline`), shown right after the banners
+    headline: Headline | None = None
     #: extra text files written beside the report (e.g. a CSV of a table too long to sort in
     #: a script-free page): file name -> content
     attachments: dict[str, str] = field(default_factory=dict)

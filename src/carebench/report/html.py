@@ -35,6 +35,7 @@ from carebench.report.document import (
     Callout,
     Details,
     Figure,
+    Headline,
     KeyValue,
     Links,
     Paragraph,
@@ -46,7 +47,7 @@ from carebench.report.document import (
     iter_blocks,
 )
 
-__all__ = ["render_html"]
+__all__ = ["headline_html", "render_html"]
 
 _CALLOUT_LABELS = {"info": "Note:", "warning": "Warning:"}
 _RANK_CLASS = {1: " best", 2: " second"}
@@ -212,6 +213,25 @@ class _Html:
             put("</tr>")
         put("\n</tbody>\n</table>\n</div>")
 
+    def headline(self, h: Headline) -> None:
+        """The answer-first box; its class names let a reader (or a test) find each part."""
+        e, put = self.esc, self.out.append
+        put('\n<div class="headline" role="region" aria-label="Headline">'
+            f'\n<p class="headline-verdict"><strong>{e(h.verdict)}</strong></p>')
+        if h.measure is not None:
+            put(f'\n<p class="headline-measure">{e(h.measure_text())}</p>')
+        if h.rows:
+            put('\n<table class="kv headline-rows">')
+            for k, v in h.rows:
+                put(f'\n<tr><th scope="row">{e(k)}</th><td>{e(v)}</td></tr>')
+            put("\n</table>")
+        if h.caveats:
+            put('\n<ul class="headline-caveats">')
+            for c in h.caveats:
+                put(f"\n<li>{e(c)}</li>")
+            put("\n</ul>")
+        put("\n</div>")
+
     def document(self, report: Report, script: str, generator: str) -> None:
         e, put = self.esc, self.out.append
         put(f"<header>\n<h1>{e(str(report.title))}</h1>")
@@ -219,6 +239,8 @@ class _Html:
             put(f'\n<p class="subtitle">{e(report.subtitle)}</p>')
         for text in report.banners:
             put(f'\n<div class="banner" role="alert"><strong>Warning:</strong> {e(str(text))}</div>')
+        if report.headline is not None:
+            self.headline(report.headline)
         if report.notes:
             put('\n<ul class="notes">')
             for n in report.notes:
@@ -242,6 +264,13 @@ class _Html:
             # carebench's own constant script, never data, inserted verbatim (inside <script>
             # the browser does not decode entities); the CSP pins its hash
             put(f"\n<script>{script}</script>")
+
+
+def headline_html(h: Headline) -> str:
+    """The headline box alone, for a page not built from a :class:`Report`."""
+    html = _Html()
+    html.headline(h)
+    return "".join(html.out)
 
 
 def render_html(report: Report) -> str:

@@ -17,6 +17,7 @@ from carebench.report.document import (
     Callout,
     Details,
     Figure,
+    Headline,
     KeyValue,
     Links,
     Paragraph,
@@ -28,7 +29,7 @@ from carebench.report.document import (
     map_texts,
 )
 
-__all__ = ["escape_cell", "escape_text", "render_markdown"]
+__all__ = ["escape_cell", "escape_text", "headline_markdown", "render_markdown"]
 
 _INLINE_CHARS = "\\`*_[~$"  # inline markers escape_text backslash-escapes (backslash first)
 _ENTITY = re.compile(r"&(?=#?[A-Za-z0-9]+;)")
@@ -146,6 +147,18 @@ def _indent(text: str, first: str, rest: str) -> str:
     )
 
 
+def headline_markdown(h: Headline) -> str:
+    """The answer-first box as a GFM "important" alert: verdict, measure, rows, caveats."""
+    lines = ["> [!IMPORTANT]", f"> **Headline: {_one_line(h.verdict)}**"]
+    if h.measure is not None:
+        lines += [">", f"> {_one_line(h.measure_text())}"]
+    if h.rows:
+        lines += [">", *(f"> - {_one_line(f'{k}: {v}')}" for k, v in h.rows)]
+    if h.caveats:
+        lines += [">", *(f"> - Caveat: {_one_line(c)}" for c in h.caveats)]
+    return "\n".join(lines)
+
+
 def render_markdown(report: Report) -> str:
     """The whole report as GitHub-flavoured markdown; figures link to ``figures/<name>.png``."""
     report.figures()  # reject two different figures sharing one name before rendering
@@ -154,6 +167,8 @@ def render_markdown(report: Report) -> str:
         parts.append(f"*{_one_line(report.subtitle)}*")
     for text in report.banners:
         parts.append(f"> [!WARNING]\n> {_one_line(text)}")
+    if report.headline is not None:
+        parts.append(headline_markdown(report.headline))
     if report.notes:
         parts.append("\n".join(f"- {_one_line(n)}" for n in report.notes))
     anchors = report.anchors()

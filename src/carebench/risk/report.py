@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,7 @@ from carebench.report import (
     Callout,
     Details,
     Figure,
+    Headline,
     Interval,
     KeyValue,
     Paragraph,
@@ -36,6 +38,7 @@ from carebench.report import (
     box_chart,
     figure_name,
 )
+from carebench.report.headline import Candidate, best_headline
 from carebench.risk.scale import LEVEL_NAMES
 from carebench.risk.scoring import (
     DEFAULT_MAX_FAILURE_SHARE,
@@ -659,3 +662,25 @@ def sweep_section(rows: list[dict[str, Any]], pool_size: int, n_scored: int) -> 
         "Exemplars are the shortest posts of each level, class-interleaved "
         "(a, b, c, d, a, ...); the k-shot set is nested in the 2k-shot set.", "info"))
     return Section("Few-shot scaling (Appendix G)", blocks, anchor="fewshot-sweep")
+
+
+def risk_headline(metrics: Mapping[str, Any], records: list[dict[str, Any]],
+                  manifest: Mapping[str, Any]) -> Headline:
+    """The best method by macro-F1 (Beyond the Flag's main measure, Table 2), named as in the
+    report's tables, with its interval and the items it scored."""
+    shown = shown_names(list(records), dict(manifest))
+    candidates = []
+    for name, m in (metrics.get("methods") or {}).items():
+        if not isinstance(m, Mapping):
+            continue
+        cell = m.get("macro_f1") if isinstance(m.get("macro_f1"), Mapping) else {}
+        ci = cell.get("ci") or [None, None]
+        missing = int(m.get("n_attempted") or 0) - int(m.get("n_scored") or 0)
+        failures = int(m.get("failures") or 0)
+        incomplete = "; ".join(x for x in (
+            f"{missing} of {m.get('n_attempted')} items not scored" if missing > 0 else "",
+            f"{failures} failed predictions" if failures > 0 else "",
+            "method did not finish" if m.get("status") not in (None, "complete") else "") if x)
+        candidates.append(Candidate(shown.get(name, name), cell.get("value"), ci[0], ci[1],
+                                    m.get("n_scored"), bool(m.get("flagged")), incomplete))
+    return best_headline("macro-F1 (0 to 1, higher is better)", candidates, unit="items", role="method")

@@ -171,6 +171,11 @@ class RiskSuite:
             return incomplete_report("Risk: graded severity measurement", metrics)
         return build_risk_report(dict(metrics), records, dict(manifest))
 
+    def headline(self, metrics: Mapping[str, Any], records: list[dict[str, Any]], manifest: Mapping[str, Any]):
+        from carebench.risk.report import risk_headline
+
+        return risk_headline(metrics, records, manifest)
+
 
 def run_experiment(cfg: RunConfig) -> RunOutcome:
     """Validate, predict with every method, score, and write the run directory."""
@@ -232,3 +237,6 @@ class SweepSuite:
 
     def render(self, metrics, records, manifest):
         return RiskSuite().render(metrics, records, manifest)
+
+    def headline(self, metrics, records, manifest):
+        return RiskSuite().headline(metrics, records, manifest)

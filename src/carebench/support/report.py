@@ -19,6 +19,7 @@ from carebench.report import (
     Callout,
     Details,
     Figure,
+    Headline,
     Interval,
     KeyValue,
     Paragraph,
@@ -31,6 +32,7 @@ from carebench.report import (
     heatmap,
     scatter_chart,
 )
+from carebench.report.headline import SMALL_N, Candidate, best_headline, no_headline
 from carebench.support.panel import cell_votes, collapse
 from carebench.support.records import REFERENCE, ResponseRecord, VerdictRecord, is_empty_reply
 from carebench.support.tasks import Task
@@ -938,3 +940,46 @@ def _vote(v: VerdictRecord | None) -> str:
     if v.status != "ok":
         return v.status.replace("_", " ")
     return "met" if v.met else "not met"
+
+
+def support_headline(metrics: Mapping[str, Any]) -> Headline:
+    """The best responder by the weighted score (DistressBench §3.4, the final turn scored by
+    the panel), with its interval and the tasks it was scored on; the reference ceiling is
+    never a candidate."""
+    candidates = []
+    for name, m in (metrics.get("models") or {}).items():
+        if not isinstance(m, Mapping) or m.get("is_reference") or name == REFERENCE:
+            continue
+        ci = m.get("ci") or [None, None]
+        counts = m.get("counts") or {}
+        hf, excluded = int(counts.get("harness_failures") or 0), int(counts.get("tasks_excluded") or 0)
+        incomplete = "; ".join(x for x in (f"{hf} harness failures" if hf else "",
+                                           f"{excluded} tasks excluded" if excluded else "") if x)
+        candidates.append(Candidate(str(name), m.get("score"), ci[0], ci[1], m.get("n_tasks"),
+                                    bool(m.get("flagged")), incomplete))
+    return best_headline("weighted score (0 to 1, higher is better)", candidates, unit="tasks", role="responder")
+
+
+def calibration_headline(result: Mapping[str, Any]) -> Headline:
+    """The selected judge panel and its agreement (Cohen's kappa) with the clinicians'
+    consensus; a caveat when its lead over the runner-up panel spans zero."""
+    sel = result.get("selection") or {}
+    panels = sel.get("panels") or []
+    if not sel.get("selected") or not panels:
+        return no_headline("no panel was selected")
+    top = panels[0]
+    counts = result.get("counts") or {}
+    n = next((counts[k] for k in ("items_with_consensus", "items") if isinstance(counts.get(k), int)), None)
+    caveats = []
+    lead = sel.get("lead") or {}
+    if lead.get("spans_zero"):
+        lo, hi = (lead.get("ci") or [None, None])[:2]
+        caveats.append(f"not separable from the runner-up panel: the kappa lead's interval [{lo:.3f}, {hi:.3f}] "
+                       "spans zero" if lo is not None and hi is not None else
+                       "not separable from the runner-up panel: the kappa lead's interval spans zero")
+    if n is not None and n < SMALL_N:
+        caveats.append(f"small n: {n} items with a clinician consensus (fewer than {SMALL_N})")
+    return Headline("Selected panel: " + " + ".join(map(str, sel["selected"])),
+                    measure="Cohen's kappa with the clinician consensus (-1 to 1, higher is better)",
+                    value=Interval(float(top.get("kappa")), None, None) if top.get("kappa") is not None else None,
+                    n=n, unit="items with a clinician consensus" if n is not None else "", caveats=caveats)

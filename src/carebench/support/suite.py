@@ -284,6 +284,11 @@ class SupportSuite:
                                                    report_examples(records.tasks, records.checks)))
         return report
 
+    def headline(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Any:
+        from carebench.support.report import support_headline
+
+        return support_headline(metrics)
+
 
 @dataclass
 class SupportRecords:
@@ -519,6 +524,11 @@ class JudgeCalibrationSuite:
         from carebench.support.report import build_calibration_report
 
         return build_calibration_report(manifest, metrics)
+
+    def headline(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Any:
+        from carebench.support.report import calibration_headline
+
+        return calibration_headline(metrics)
 
 
 def run_calibration(cfg: JudgeCalibrationConfig, cache: CompletionCache | None = None) -> Path | Plan:
