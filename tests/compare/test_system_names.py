@@ -114,3 +114,18 @@ def test_a_run_written_before_the_names_re_renders_with_its_method_names(tmp_pat
     table2 = md[md.index("## Main results"): md.index("## Bootstrap")]
     rows = re.findall(r"^\| ([^|]+) \|", table2, re.MULTILINE)
     assert [r.strip() for r in rows[3:]] == ["llm", "tfidf-lr"]
+
+
+def test_a_method_without_model_calls_names_no_model(tmp_path, capsys):
+    """tfidf-lr beside an llm run with --model: the model belongs to llm's name only."""
+    with StubServer() as stub:
+        stub.handler = _answer
+        spec = f"openai:model-one@{stub.base_url}"
+        out = tmp_path / "mixed"
+        assert main(["risk", "run", "--data", "builtin:sample", "--method", "tfidf-lr", "--method", "llm",
+                     "--model", spec, "--bootstrap", "200", "--out", str(out), "--no-cache"]) == 0
+    assert main(["leaderboard", str(out), "--out", str(tmp_path / "lb"), "--bootstrap", "200"]) == 0
+    board = next(b for b in json.loads((tmp_path / "lb" / "metrics.json").read_text())["boards"]
+                 if b["metric"] == "macro_f1")
+    names = sorted(r["system"] for r in board["rows"])
+    assert names == sorted(["tfidf-lr", f"llm@{spec}"]), names

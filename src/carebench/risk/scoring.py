@@ -53,8 +53,9 @@ def method_order(records: Sequence[dict[str, Any]]) -> list[str]:
 
 def system_identities(records: Sequence[dict[str, Any]], manifest: Mapping[str, Any]) -> dict[str, str]:
     """Each record name's full system name (``carebench.system_names``): the method and
-    options the manifest lists under that name, the model spec its records hold, and the
-    request options the run set for that model. A run that recorded none of these keeps
+    options the manifest lists under that name, the model spec its records hold (none for a
+    method whose records name no model, even when the run had a --model), and the request
+    options the run set for that model. A run that recorded none of these keeps
     the record name."""
     entries = {m.get("name"): m for m in manifest.get("methods") or [] if isinstance(m, Mapping)}
     model_options = (manifest.get("config") or {}).get("model_options") or {}
@@ -65,7 +66,7 @@ def system_identities(records: Sequence[dict[str, Any]], manifest: Mapping[str, 
         if e is None:
             out[name] = system_identity(name, None, model)
             continue
-        spec = model or e.get("model")
+        spec = model  # a method that made no model call (tfidf-lr beside --model) names no model
         opts = model_options.get(e.get("model")) or model_options.get(spec) if spec else None
         options = dict(e.get("options") or {})
         if e.get("voter_models"):  # a vote's panel is part of what it is

@@ -123,7 +123,9 @@ class RiskSuite:
             log_progress(cfg, f"risk: {s.name} on {len(data.items)} items")
             not_made, logged = run.ledger.not_made, len(run.call_rows)
             preds = m.predict(data.items, ctx)
-            model_spec = str(ctx.models["default"].spec) if "default" in ctx.models else None
+            # the model a method asked (a supervised or moderation method beside --model asked none)
+            model_spec = (str(ctx.models["default"].spec)
+                          if getattr(m, "needs_model", False) and "default" in ctx.models else None)
             rows = collect(data.items, preds, s.name, model_spec)
             failed = sum(is_harness_failure(c["completion"].get("error")) for c in run.call_rows[logged:])
             if failed:  # the harness failed, not the model: the method is incomplete, never scored
