@@ -16,10 +16,11 @@ full run's duration counted from its first answer (start-up time varies with the
 every third trial at a moment inside the run's longest stretch with no answer sent after
 that: its slowest CPU step while or after calls are made), then re-runs it to completion.
 
-Measured 3 Dec 2026 (each answer held 0.2 s, 2-core VM): construct build, 20/20 runs
-killed (load average 0.2-0.6), plural run 13/20 killed (the other 7 finished before
-their moment; load average 8-9): 0 calls repeated whose answer was sent more than
-100 ms before the kill; every repeat was a call still in flight.
+Measured 3 Dec 2026 (each answer held 0.2 s, 2-core VM), after the writer-thread commit:
+plural run 20 killed in 23 trials (load average 0.5-1.2), construct build 20 killed in
+21 trials (load average 4.6-5.8): 0 calls repeated whose answer was sent more than
+100 ms before the kill; every repeat was a call still in flight or answered < 100 ms
+before the kill.
 """
 
 from __future__ import annotations
