@@ -36,6 +36,7 @@ from carebench.report import (
     box_chart,
     figure_name,
 )
+from carebench.report.figures import NothingToShow, figure_or_sentence
 from carebench.risk.scale import LEVEL_NAMES
 from carebench.risk.scoring import (
     DEFAULT_MAX_FAILURE_SHARE,
@@ -45,6 +46,7 @@ from carebench.risk.scoring import (
     system_identities,
 )
 from carebench.system_names import display_names, system_identity
+from carebench.wording import label
 
 HEADERS = {
     "accuracy": "Acc ↑", "macro_f1": "F1-Mac ↑", "weighted_f1": "F1-Wt ↑", "qwk": "QWK ↑",
@@ -385,8 +387,9 @@ def _per_class(metrics: dict[str, Any], names: list[str]) -> Section:
     if names:
         series = {n: [np.nan if v is None else v for v in metrics["methods"][n]["per_class_f1"]]
                   for n in names}
-        png = bar_chart(list(LEVEL_NAMES), series, "Per-class F1 by method", "F1", ylim=(0, 1))
-        blocks.append(Figure("fig1_per_class_f1", png, "Figure 1: per-class F1 by method."))
+        blocks.append(figure_or_sentence(
+            "fig1_per_class_f1", "Figure 1: per-class F1 by method.",
+            lambda: bar_chart(list(LEVEL_NAMES), series, "Per-class F1 by method", "F1", ylim=(0, 1))))
     return Section("Per-class F1 (Figure 1)", blocks, anchor="per-class")
 
 
@@ -401,9 +404,9 @@ def _confusions(metrics: dict[str, Any], names: list[str]) -> Section:
            if st.get("failures") == "wrong" else " Failed predictions are excluded."))]
     for n in names:
         cm = metrics["methods"][n]["confusion"]
-        png = confusion_heatmap(cm, list(LEVEL_NAMES), f"{n}")
-        blocks.append(Figure(figure_name(f"fig3_confusion_{n}"), png,
-                             f"Figure 3: confusion matrix, {n}."))
+        blocks.append(figure_or_sentence(
+            figure_name(f"fig3_confusion_{n}"), f"Figure 3: confusion matrix, {n}.",
+            lambda cm=cm, n=n: confusion_heatmap(cm, list(LEVEL_NAMES), f"{n}")))
     return Section("Confusion matrices (Figure 3)", blocks, anchor="confusion")
 
 
@@ -490,11 +493,9 @@ def _comparison(metrics: dict[str, Any], names: list[str]) -> Section:
                   for k in keys] for n in names}
     if not series:
         return Section("Method comparison", [])
-    png = bar_chart([HEADERS[k].rstrip(" ↑") for k in keys], series,
-                    "Method comparison", "value")
-    return Section("Method comparison (Figure 6)", [
-        Figure("fig6_method_comparison", png,
-               "Figure 6: methods across five metrics. " + policy_text(metrics))],
+    return Section("Method comparison (Figure 6)", [figure_or_sentence(
+        "fig6_method_comparison", "Figure 6: methods across five metrics. " + policy_text(metrics),
+        lambda: bar_chart([HEADERS[k].rstrip(" ↑") for k in keys], series, "Method comparison", "value"))],
         anchor="comparison")
 
 
@@ -518,9 +519,9 @@ def _moderation_figure(records: list[dict[str, Any]]) -> Section | None:
     for ch in ("self_harm", "self_harm_intent", "self_harm_instructions"):
         groups = {LEVEL_NAMES[lvl]: [float(s[ch]) for i, s in seen.items() if gold[i] == lvl and ch in s]
                   for lvl in range(4)}
-        png = box_chart(groups, f"{ch} by gold level", "score")
-        blocks.append(Figure(f"fig2_moderation_{ch}", png,
-                             f"Figure 2: moderation {ch} score distribution per gold level."))
+        blocks.append(figure_or_sentence(
+            f"fig2_moderation_{ch}", f"Figure 2: moderation {label(ch)} ({ch}) score distribution per gold level.",
+            lambda groups=groups, ch=ch: box_chart(groups, f"{label(ch)} by gold level", "score")))
     return Section("Moderation score distributions (Figure 2)", blocks, anchor="moderation")
 
 
@@ -651,7 +652,11 @@ def sweep_section(rows: list[dict[str, Any]], pool_size: int, n_scored: int) -> 
                   ("items scored by every arm", n_scored)]),
         table,
     ]
-    png = sweep_figure(rows)
+    try:
+        png = sweep_figure(rows)
+    except NothingToShow as empty:
+        png = None
+        blocks.append(Paragraph(empty.sentence()))
     if png:
         blocks.append(Figure("fig4_fewshot_sweep", png,
                              "Figure 4: macro-F1 and QWK against k; dotted lines: the k=0 reference."))
