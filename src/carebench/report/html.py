@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 import string
 import struct
 from functools import lru_cache
@@ -49,6 +50,20 @@ from carebench.report.document import (
 __all__ = ["render_html"]
 
 _CALLOUT_LABELS = {"info": "Note:", "warning": "Warning:"}
+
+#: a token long enough to widen a table column on a phone (NUL separates a column's cells)
+_LONG_TOKEN = re.compile(r"[^\s\0]{20,}")
+#: where such a token may wrap: after its punctuation (never inside a word)
+_AFTER_PUNCT = re.compile(r"([/:@._=+,|-]+)(?=[^\s\0])")
+
+
+def _soft_breaks(escaped: str) -> str:
+    """Escaped text with a ``<wbr>`` after the punctuation of each long token (a model
+    spec, a URL, a file path), so a table column can be narrow on a phone without a word
+    being broken mid-word (the page's CSS never breaks words anywhere)."""
+    if _LONG_TOKEN.search(escaped) is None:
+        return escaped
+    return _LONG_TOKEN.sub(lambda m: _AFTER_PUNCT.sub(r"\1<wbr>", m.group()), escaped)
 _RANK_CLASS = {1: " best", 2: " second"}
 
 
@@ -109,6 +124,14 @@ class _Html:
             return out
         return _escape(value)
 
+    def text_column(self, texts: list[str]) -> list[str]:
+        """:meth:`escape_column` for text shown in cells: long tokens may wrap at punctuation."""
+        out = self.escape_column(texts)
+        if not out or _LONG_TOKEN.search("\0".join(out)) is None:
+            return out
+        # markup given on purpose (an object with __html__, not a str) is left as it is
+        return [_soft_breaks(x) if type(t) is str else x for t, x in zip(texts, out, strict=True)]
+
     def escape_column(self, texts: list[str]) -> list[str]:
         """Each text escaped, a whole column in one ``escape`` call: escaping replaces single
         characters (``&<>'"``), so escaping the texts joined by NUL and splitting there gives
@@ -166,22 +189,23 @@ class _Html:
         few highlighted rows are written cell by cell."""
         e, put = self.esc, self.out.append
         shown = t.shown()
+        sortable = t.sorts()
         align = [e(a) for a in shown.align]
         # the cue's words are CSS content, shown only while the box can scroll (templates/report.html)
         put(f'\n<div class="table-wrap">\n<div class="scroll-cue" aria-hidden="true"></div>'
-            f'\n<table class="data{" sortable" if t.sortable else ""}">')
+            f'\n<table class="data{" sortable" if sortable else ""}">')
         if t.caption:
             put(f"\n<caption>{e(t.caption)}</caption>")
         put("\n<thead><tr>")
         for j, c in enumerate(t.columns):
             kind = (f' data-sort-type="{"number" if shown.numeric[j] else "text"}"'
-                    if t.sortable else "")
-            put(f'<th scope="col" class="{align[j]}"{kind}>{e(c)}</th>')
+                    if sortable else "")
+            put(f'<th scope="col" class="{align[j]}"{kind}>{_soft_breaks(e(c))}</th>')
         put("</tr></thead>\n<tbody>")
-        cells = [self.escape_column(column) for column in shown.texts]
+        cells = [self.text_column(column) for column in shown.texts]
         # a row format holds every '<td class="ALIGN"...</td>' of a row; in a sortable table
         # each cell's piece is ' data-sort="KEY">TEXT', else '>' is in the format
-        if t.sortable:
+        if sortable:
             attrs = [[f' data-sort="{k}"' for k in self.escape_column(column)]
                      for column in t.sort_key_columns(shown)]
             pieces = [[f"{a}>{x}" for a, x in zip(column_attrs, column, strict=True)]
@@ -247,7 +271,7 @@ class _Html:
 def render_html(report: Report) -> str:
     """The whole report as one HTML document (UTF-8 text)."""
     report.figures()  # reject two different figures sharing one name before rendering
-    sortable = any(isinstance(b, Table) and b.sortable
+    sortable = any(isinstance(b, Table) and b.sorts()
                    for s in report.sections for b in iter_blocks(s.blocks))
     script, script_hash = _sort_script() if sortable else ("", "")
     generator = _generator()
