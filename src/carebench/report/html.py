@@ -57,6 +57,17 @@ _LONG_TOKEN = re.compile(r"[^\s\0]{20,}")
 _AFTER_PUNCT = re.compile(r"([/:@._=+,|-]+)(?=[^\s\0])")
 
 
+#: in prose, a long token wraps after a slash only: the words beside it stay searchable as typed
+_AFTER_SLASH = re.compile(r"(?<!&lt;)(/+)(?=[^\s\0/])")
+
+
+def _prose_breaks(escaped: str) -> str:
+    """Escaped prose with a ``<wbr>`` after the slashes of each long token (a URL, a path)."""
+    if _LONG_TOKEN.search(escaped) is None:
+        return escaped
+    return _LONG_TOKEN.sub(lambda m: _AFTER_SLASH.sub(r"\1<wbr>", m.group()), escaped)
+
+
 def _soft_breaks(escaped: str) -> str:
     """Escaped text with a ``<wbr>`` after the punctuation of each long token (a model
     spec, a URL, a file path), so a table column can be narrow on a phone without a word
@@ -114,6 +125,11 @@ class _Html:
         self.out: list[str] = []
         self.memo: dict[str, str] = {}
 
+    def text(self, value: object) -> str:
+        """Escaped prose shown on the page (not an attribute): long tokens may wrap after a
+        slash (see :func:`_prose_breaks`); markup given on purpose is left as it is."""
+        return _prose_breaks(self.esc(value)) if type(value) is str else self.esc(value)
+
     def esc(self, value: object) -> str:
         # only exact str is remembered: an equal str subclass may escape differently
         # (markupsafe.Markup has __html__ and is not escaped)
@@ -146,25 +162,25 @@ class _Html:
         return [self.esc(x) for x in texts]
 
     def block(self, b: Block) -> None:
-        e, put = self.esc, self.out.append
+        e, t, put = self.esc, self.text, self.out.append
         if isinstance(b, Paragraph):
-            put(f"\n<p>{e(str(b.text))}</p>")
+            put(f"\n<p>{t(str(b.text))}</p>")
         elif isinstance(b, Callout):
             put(f'\n<div class="callout {e(b.kind)}" role="note"><strong>'
-                f"{e(_CALLOUT_LABELS[b.kind])}</strong> {e(str(b.text))}</div>")
+                f"{e(_CALLOUT_LABELS[b.kind])}</strong> {t(str(b.text))}</div>")
         elif isinstance(b, Pre):
             put(f"\n<pre>{e(str(b.text))}</pre>")
         elif isinstance(b, KeyValue):
             put('\n<table class="kv">')
             for k, v in b.pairs:
                 num = ' class="num"' if is_numeric(v) else ""
-                put(f'\n<tr><th scope="row">{e(str(k))}</th><td{num}>'
-                    f"{e(format_value(v, b.number_format))}</td></tr>")
+                put(f'\n<tr><th scope="row">{t(str(k))}</th><td{num}>'
+                    f"{t(format_value(v, b.number_format))}</td></tr>")
             put("\n</table>")
         elif isinstance(b, Links):
             put('\n<ul class="links">')
             for text, href in b.items:
-                put(f'\n<li><a href="{e(href)}">{e(text)}</a></li>')
+                put(f'\n<li><a href="{e(href)}">{t(text)}</a></li>')
             put("\n</ul>")
         elif isinstance(b, Table):
             self.table(b)
@@ -174,9 +190,9 @@ class _Html:
             dims = f' width="{e(size[0])}" height="{e(size[1])}"' if size and size[0] else ""
             data = e(base64.b64encode(b.png).decode("ascii"))
             put(f'\n<figure id="{e(f"fig-{b.name}")}">\n<img src="data:image/png;base64,{data}" '
-                f'alt="{caption}"{dims}>\n<figcaption>{caption}</figcaption>\n</figure>')
+                f'alt="{caption}"{dims}>\n<figcaption>{_prose_breaks(caption)}</figcaption>\n</figure>')
         elif isinstance(b, Details):
-            put(f"\n<details{' open' if b.open else ''}>\n<summary>{e(str(b.summary))}</summary>"
+            put(f"\n<details{' open' if b.open else ''}>\n<summary>{t(str(b.summary))}</summary>"
                 '\n<div class="details-body">')
             for child in b.blocks:
                 self.block(child)
@@ -195,7 +211,7 @@ class _Html:
         put(f'\n<div class="table-wrap">\n<div class="scroll-cue" aria-hidden="true"></div>'
             f'\n<table class="data{" sortable" if sortable else ""}">')
         if t.caption:
-            put(f"\n<caption>{e(t.caption)}</caption>")
+            put(f"\n<caption>{self.text(t.caption)}</caption>")
         put("\n<thead><tr>")
         for j, c in enumerate(t.columns):
             kind = (f' data-sort-type="{"number" if shown.numeric[j] else "text"}"'
@@ -240,13 +256,13 @@ class _Html:
         e, put = self.esc, self.out.append
         put(f"<header>\n<h1>{e(str(report.title))}</h1>")
         if report.subtitle:
-            put(f'\n<p class="subtitle">{e(report.subtitle)}</p>')
+            put(f'\n<p class="subtitle">{self.text(report.subtitle)}</p>')
         for text in report.banners:
-            put(f'\n<div class="banner" role="alert"><strong>Warning:</strong> {e(str(text))}</div>')
+            put(f'\n<div class="banner" role="alert"><strong>Warning:</strong> {self.text(str(text))}</div>')
         if report.notes:
             put('\n<ul class="notes">')
             for n in report.notes:
-                put(f"\n<li>{e(str(n))}</li>")
+                put(f"\n<li>{self.text(str(n))}</li>")
             put("\n</ul>")
         put("\n</header>")
         anchors = report.anchors()
