@@ -46,7 +46,7 @@ from carebench.risk.scoring import (
     system_identities,
 )
 from carebench.system_names import display_names, system_identity
-from carebench.wording import label
+from carebench.wording import label, name_with_code
 
 HEADERS = {
     "accuracy": "Acc ↑", "macro_f1": "F1-Mac ↑", "weighted_f1": "F1-Wt ↑", "qwk": "QWK ↑",
@@ -424,7 +424,7 @@ def _triage(metrics: dict[str, Any], names: list[str]) -> Section:
 def _failures(metrics: dict[str, Any], names: list[str], records: list[dict[str, Any]],
               st: dict[str, Any]) -> Section:
     statuses = sorted({s for n in names for s in metrics["methods"][n]["failures_by_status"]})
-    cols = ["Method", "Scored", "Excluded", "Failures", *statuses]
+    cols = ["Method", "Scored", "Excluded", "Failures", *map(name_with_code, statuses)]
     rows = []
     for n in names:
         e = metrics["methods"][n]
@@ -540,7 +540,7 @@ def _items(records: list[dict[str, Any]], names: list[str]) -> Section:
         if r["status"] == EXCLUDED:
             return "excluded"
         if r["status"] != "ok" or r.get("pred") is None:
-            return f"failed ({r['status']})"
+            return f"failed: {name_with_code(r['status'])}"
         return LEVEL_NAMES[int(r["pred"])]
 
     ids = list(by_item)[:MAX_ITEMS_SHOWN]
