@@ -53,8 +53,8 @@ _CALLOUT_LABELS = {"info": "Note:", "warning": "Warning:"}
 
 #: a token long enough to widen a table column on a phone (NUL separates a column's cells)
 _LONG_TOKEN = re.compile(r"[^\s\0]{20,}")
-#: where such a token may wrap: after its punctuation (never inside a word)
-_AFTER_PUNCT = re.compile(r"([/:@._=+,|-]+)(?=[^\s\0])")
+#: where such a token may wrap: after its punctuation (never inside a word, nor in an escaped "</")
+_AFTER_PUNCT = re.compile(r"(?<!&lt;)([/:@._=+,|-]+)(?=[^\s\0])")
 
 
 #: in prose, a long token wraps after a slash only: the words beside it stay searchable as typed
