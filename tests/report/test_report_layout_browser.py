@@ -120,8 +120,8 @@ def test_support_slices_are_labelled_and_small_slices_flagged(runs):
     metrics = json.loads((runs["support"] / "metrics.json").read_text("utf-8"))
     n = {v: x["n_tasks"] for v, x in metrics["slices"]["turn_structure"]["values"].items()}
     assert all(k < 5 for k in n.values())  # four tasks: every side is small
-    for v, k in n.items():
-        assert f"| {v} \u2020 | {k} |" in md
+    for v, k in n.items():  # values read as words ("single" -> "Single")
+        assert f"| {v.capitalize()} \u2020 | {k} |" in md
     assert "Order unchanged: True" not in md and "Order unchanged" not in md
 
 

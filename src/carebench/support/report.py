@@ -477,7 +477,7 @@ def _slices(metrics) -> Section:
             continue
         values = data.get("values", {})
         few = {v for v, x in values.items() if (x.get("n_tasks") or 0) < MIN_SLICE_TASKS}
-        rows = [[f"{v} {FEW_MARK}" if v in few else v, x.get("n_tasks"),
+        rows = [[f"{key_label(v)} {FEW_MARK}" if v in few else key_label(v), x.get("n_tasks"),
                  _iv(x.get("pooled"), x.get("pooled_ci")),
                  *[(x.get("per_model") or {}).get(r) for r in responders]] for v, x in values.items()]
         caption = f"By {key_label(axis).lower()}."
@@ -512,9 +512,9 @@ def _slices(metrics) -> Section:
                 caption="Figure 6 (E.2): subcategory (rows) by the top eight models of the leaderboard.",
             ))
         diff = data.get("differences") or {}
-        flagged = [[v, r, _iv(x["excess"], x.get("excess_ci")), _iv(x["gap"], x.get("gap_ci"))]
+        flagged = [[key_label(v), r, _iv(x["excess"], x.get("excess_ci")), _iv(x["gap"], x.get("gap_ci"))]
                    for v, d in diff.items() for r, x in (d.get("per_model") or {}).items() if x.get("worse")]
-        pooled_rows = [[v, _iv(d.get("pooled_gap"), d.get("pooled_gap_ci")), ", ".join(d.get("models_worse") or [])
+        pooled_rows = [[key_label(v), _iv(d.get("pooled_gap"), d.get("pooled_gap_ci")), ", ".join(d.get("models_worse") or [])
                         or "none"] for v, d in diff.items()]
         if pooled_rows:
             blocks.append(Table(
@@ -575,7 +575,7 @@ def _non_response(metrics) -> Section:
     for key, label in (("by_subcategory", "subcategory"), ("by_progression_stage", "progression stage")):
         data = nr.get(key) or {}
         responders = list(per)
-        trows = [[v, x["pooled"].get("empty"), x["pooled"].get("attempts"), x["pooled"].get("rate"),
+        trows = [[key_label(v), x["pooled"].get("empty"), x["pooled"].get("attempts"), x["pooled"].get("rate"),
                   *[(x.get("per_responder") or {}).get(r, {}).get("rate") for r in responders]]
                  for v, x in data.items()]
         if trows:
