@@ -429,7 +429,10 @@ def dot_interval_chart(
     if sort:  # stable: ties keep input order; NaN last
         order.sort(key=lambda i: (math.isnan(v[i]), -v[i] if not math.isnan(v[i]) else 0.0))
     with _styled():
-        fig = _new_figure(6.5, max(2.2, 0.38 * n + 1.2))
+        # wide enough for the longest label beside the plot and for the title above it
+        longest = max((len(str(x)) for x in labels), default=0)
+        fig = _new_figure(min(14.0, max(6.5, 3.5 + 0.075 * longest, 0.1 * len(str(title)))),
+                          max(2.2, 0.38 * n + 1.2))
         ax = fig.add_subplot()
         ax.grid(axis="y", visible=False)
         ys = np.arange(n)[::-1].astype(float)  # first entry at the top
@@ -459,17 +462,22 @@ def dot_interval_chart(
             ax.axvline(float(reference), linestyle=":", color="#57606a", linewidth=1.2)
         ax.set_yticks(ys, [_tx(labels[i]) for i in order])
         ax.set_ylim(-0.5, n - 0.5)
-        ax.set_title(_tx(title))
+        # flush right: a title longer than the plot runs left over the labels, never off the image
+        ax.set_title(_tx(title), loc="right")
+        if xlabel:
+            ax.set_xlabel(_tx(xlabel))
         if sides is not None:
-            # the cue sits in the x label's line: left words flush left, right words flush right
+            # the cue sits above the plot, flush with its left and right edges (inside its width,
+            # so a long label never pushes it off the image)
             left, right = sides
-            xlabel = f"\u2190 {left}      {xlabel or ''}      {right} \u2192"
+            for x, text, ha in ((0.0, f"\u2190 {left}", "left"), (1.0, f"{right} \u2192", "right")):
+                ax.annotate(_tx(text), xy=(x, 1.0), xycoords="axes fraction", xytext=(0, 3),
+                            textcoords="offset points", ha=ha, va="bottom", fontsize=8.5, color="#57606a")
+            ax.set_title(_tx(title), loc="right", pad=16)
             if reference is not None:  # both sides of the reference stay in view
                 lo_x, hi_x = ax.get_xlim()
                 span = max(abs(lo_x - reference), abs(hi_x - reference))
                 ax.set_xlim(reference - span, reference + span)
-        if xlabel:
-            ax.set_xlabel(_tx(xlabel))
         return fig_to_png(fig, dpi)
 
 
