@@ -52,7 +52,7 @@ __all__ = ["render_html"]
 _CALLOUT_LABELS = {"info": "Note:", "warning": "Warning:"}
 
 #: a token long enough to widen a table column on a phone (NUL separates a column's cells)
-_LONG_TOKEN = re.compile(r"[^\s\0]{20,}")
+_LONG_TOKEN = re.compile(r"(?<![^\s\0])[^\s\0]{20,}")
 #: where such a token may wrap: after its punctuation (never inside a word, nor in an escaped "</")
 _AFTER_PUNCT = re.compile(r"(?<!&lt;)([/:@._=+,|-]+)(?=[^\s\0])")
 
@@ -61,9 +61,14 @@ _AFTER_PUNCT = re.compile(r"(?<!&lt;)([/:@._=+,|-]+)(?=[^\s\0])")
 _AFTER_SLASH = re.compile(r"(?<!&lt;)(/+)(?=[^\s\0/])")
 
 
+def _may_have_long_token(text: str) -> bool:
+    """A quick filter before the regular expressions: any whitespace-free run of 20 characters."""
+    return max(map(len, text.split()), default=0) >= 20
+
+
 def _prose_breaks(escaped: str) -> str:
     """Escaped prose with a ``<wbr>`` after the slashes of each long token (a URL, a path)."""
-    if _LONG_TOKEN.search(escaped) is None:
+    if not _may_have_long_token(escaped):
         return escaped
     return _LONG_TOKEN.sub(lambda m: _AFTER_SLASH.sub(r"\1<wbr>", m.group()), escaped)
 
@@ -72,7 +77,7 @@ def _soft_breaks(escaped: str) -> str:
     """Escaped text with a ``<wbr>`` after the punctuation of each long token (a model
     spec, a URL, a file path), so a table column can be narrow on a phone without a word
     being broken mid-word (the page's CSS never breaks words anywhere)."""
-    if _LONG_TOKEN.search(escaped) is None:
+    if not _may_have_long_token(escaped):
         return escaped
     return _LONG_TOKEN.sub(lambda m: _AFTER_PUNCT.sub(r"\1<wbr>", m.group()), escaped)
 _RANK_CLASS = {1: " best", 2: " second"}
@@ -143,8 +148,14 @@ class _Html:
     def text_column(self, texts: list[str]) -> list[str]:
         """:meth:`escape_column` for text shown in cells: long tokens may wrap at punctuation."""
         out = self.escape_column(texts)
-        if not out or _LONG_TOKEN.search("\0".join(out)) is None:
+        if not out:
             return out
+        if not _may_have_long_token(" ".join(out)):
+            return out
+        joined = "\0".join(out)
+        if set(map(type, texts)) == {str} and joined.count("\0") == len(out) - 1:
+            # one pass over the column: a token never spans the NUL between two cells
+            return _soft_breaks(joined).split("\0")
         # markup given on purpose (an object with __html__, not a str) is left as it is
         return [_soft_breaks(x) if type(t) is str else x for t, x in zip(texts, out, strict=True)]
 
