@@ -26,7 +26,7 @@ from carebench.report import (
 )
 from carebench.report.figures import figure_or_sentence, stacked_bar_chart
 from carebench.types import CarebenchError
-from carebench.wording import count
+from carebench.wording import count, name_with_code
 
 #: fewer source cases than this and the cluster bootstrap's intervals are flagged as not informative
 MIN_SOURCE_CASES = 10
@@ -351,10 +351,11 @@ def _counts(metrics: Mapping[str, Any]) -> Section:
     statuses = sorted({k for j in c["judgment_status_by_judge"].values() for k in j})
     blocks: list[Block] = [
         Table(["system", "archetype", "status", "responses"],
-              [[s, a, k, n] for s, per in c["response_status"].items() for a, v in per.items() for k, n in v.items()],
+              [[s, a, name_with_code(k), n] for s, per in c["response_status"].items() for a, v in per.items()
+               for k, n in v.items()],
               caption="System responses by status. Harness failures (error) are never scored; empty or "
                       "content-filtered replies are scored as failed without a judge call."),
-        Table(["judge", *statuses], [[j, *[v.get(k, 0) for k in statuses]]
+        Table(["judge", *map(name_with_code, statuses)], [[j, *[v.get(k, 0) for k in statuses]]
                                      for j, v in c["judgment_status_by_judge"].items()],
               caption="Recorded verdicts by status. A parse failure counts as failed against the system; a "
                       "failed judge call is left out of that judge's rates."),
@@ -376,11 +377,11 @@ def _examples(examples: Sequence[Mapping[str, Any]], st: Mapping[str, Any], name
         for pol in ex.get("policies", []):
             inner.append(Paragraph(f"{pol['profile']} policy: {_named(pol['response'], names)}"))
         for r in ex.get("responses", []):
-            inner.append(Paragraph(f"{r['system']} ({r['archetype']} instruction, {r['status']}):"))
+            inner.append(Paragraph(f"{r['system']} ({r['archetype']} instruction, {name_with_code(r['status'])}):"))
             inner.append(Pre(r.get("text") or ""))
             for j in r.get("judgments", []):
                 verdict = (f"appropriate={j['appropriate']}, satisfied: {_named(j['categories'], names)}"
-                           if j["status"] == "ok" else j["status"])
+                           if j["status"] == "ok" else name_with_code(j["status"]))
                 inner.append(Paragraph(f"{j['judge']} on {j['profile']}: {verdict}. {j.get('rationale') or ''}"))
         blocks.append(Details(f"{ex['prompt_id']} ({ex.get('context')})", inner))
     return Section("Example responses and verdicts", blocks)
