@@ -82,6 +82,9 @@ class Page(HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         classes = set((dict(attrs).get("class") or "").split())
+        if tag == "wbr":  # a line-break chance inside a long token: the cell's text goes on
+            self._joined = True
+            return
         if tag in ("br", "img", "meta", "link", "hr", "input", "col"):
             return
         self.stack.append((tag, classes))
@@ -135,7 +138,11 @@ class Page(HTMLParser):
             if self._inside("headline-verdict"):
                 self.verdict += data
         if any(t in ("td", "th") for t, _ in self.stack):
-            self.cells.append((data.strip(), code))
+            if getattr(self, "_joined", False) and self.cells:  # the rest of a token split by <wbr>
+                self.cells[-1] = (self.cells[-1][0] + data.strip(), self.cells[-1][1])
+            else:
+                self.cells.append((data.strip(), code))
+        self._joined = False
 
 
 def page(run_dir: Path) -> Page:

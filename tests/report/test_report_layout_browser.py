@@ -120,8 +120,8 @@ def test_support_slices_are_labelled_and_small_slices_flagged(runs):
     metrics = json.loads((runs["support"] / "metrics.json").read_text("utf-8"))
     n = {v: x["n_tasks"] for v, x in metrics["slices"]["turn_structure"]["values"].items()}
     assert all(k < 5 for k in n.values())  # four tasks: every side is small
-    for v, k in n.items():
-        assert f"| {v} \u2020 | {k} |" in md
+    for v, k in n.items():  # values read as words ("single" -> "Single")
+        assert f"| {v.capitalize()} \u2020 | {k} |" in md
     assert "Order unchanged: True" not in md and "Order unchanged" not in md
 
 
@@ -147,3 +147,85 @@ def test_demo_links_every_suite_report(runs, browser):
     finally:
         page.close()
     assert hrefs == ["risk/report.html"]
+
+
+PHONE_CHECK = """() => {
+  const vw = document.documentElement.clientWidth;
+  const out = {vw, scrollWidth: document.documentElement.scrollWidth, score: null, first: null,
+               styles: [], split: []};
+  // the score column: the first numeric column after the first text column of the first data table
+  const table = document.querySelector("main table.data");
+  const heads = Array.from(table.tHead.rows[0].cells);
+  const firstText = heads.findIndex((th) => th.getAttribute("data-sort-type") === "text");
+  const score = heads.find((th, j) => j > firstText && th.getAttribute("data-sort-type") === "number");
+  if (score) {
+    const r = score.getBoundingClientRect();
+    out.score = {text: score.textContent, left: r.left, right: r.right};
+  }
+  const first = document.querySelector("main section > :not(h2)");
+  const fr = first.getBoundingClientRect();
+  out.first = {tag: first.tagName, left: fr.left, right: fr.right};
+  const shown = "main, header, main *, header *";
+  for (const el of document.querySelectorAll(shown)) {
+    const cs = getComputedStyle(el);
+    if (cs.wordBreak === "break-all" || cs.overflowWrap === "anywhere")
+      out.styles.push(el.tagName + ": " + cs.wordBreak + " / " + cs.overflowWrap);
+  }
+  // every run of letters and digits in a table cell or caption lies on one line
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  const range = document.createRange();
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const host = node.parentElement;
+    if (!host || !host.closest("td, th, caption, h1, h2, p, li, figcaption, summary")) continue;
+    if (host.getClientRects().length === 0) continue;  // not rendered (closed details)
+    for (const m of node.data.matchAll(/[\\p{L}\\p{N}]{2,}/gu)) {
+      range.setStart(node, m.index);
+      range.setEnd(node, m.index + m[0].length);
+      const lines = new Set(Array.from(range.getClientRects()).filter((r) => r.width > 0).map((r) => Math.round(r.top)));
+      if (lines.size > 1) out.split.push(m[0]);
+    }
+  }
+  return out;
+}"""
+
+
+@pytest.mark.parametrize("name", ["risk", "support", "plural", "demo"])
+def test_phone_width_fits_and_breaks_no_word(runs, browser, name):
+    """At 390 px: no horizontal page scroll (wide tables scroll in their own box), the first
+    block of the report and the headline table's score column header are on screen, no
+    element may break words anywhere, and no word in a table, caption or paragraph is split
+    across two lines (a model spec wraps after its punctuation)."""
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    try:
+        page.goto((runs[name] / "report.html").resolve().as_uri())
+        got = page.evaluate(PHONE_CHECK)
+    finally:
+        page.close()
+    vw = got["vw"]
+    assert vw == 390 and got["scrollWidth"] <= vw, got["scrollWidth"]
+    assert got["score"] is not None, "no score column found"
+    assert 0 <= got["score"]["left"] and got["score"]["right"] <= vw, got["score"]
+    assert 0 <= got["first"]["left"] and got["first"]["right"] <= vw, got["first"]
+    assert got["styles"] == []
+    assert got["split"] == []
+
+
+def test_the_phone_check_sees_a_word_split_and_a_page_scroll(browser, tmp_path):
+    """The phone check can fail: a narrow cell that breaks anywhere splits a word, and a
+    wide unwrapped line scrolls the page."""
+    f = tmp_path / "bad.html"
+    f.write_text('<!DOCTYPE html><html><body><header><h1>T</h1></header><main><section><h2>S</h2>'
+                 '<table class="data"><thead><tr><th data-sort-type="text">name</th>'
+                 '<th data-sort-type="number">score</th></tr></thead><tbody><tr>'
+                 '<td style="overflow-wrap:anywhere;max-width:3em;width:3em">candidate</td><td>1</td></tr>'
+                 '</tbody></table><p style="white-space:nowrap">' + "wide " * 200 + "</p></section></main>"
+                 "</body></html>", "utf-8")
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    try:
+        page.goto(f.as_uri())
+        got = page.evaluate(PHONE_CHECK)
+    finally:
+        page.close()
+    assert got["scrollWidth"] > got["vw"]
+    assert got["styles"] == ["TD: normal / anywhere"]
+    assert got["split"] == ["candidate"]

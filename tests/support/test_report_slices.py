@@ -21,7 +21,7 @@ def test_all_unknown_axes_are_hidden_and_small_slices_flagged():
     blocks = _slices(metrics).blocks
     tables = [b for b in blocks if isinstance(b, Table)]
     assert [t.columns[0] for t in tables] == ["Turn structure"]
-    assert [r[0] for r in tables[0].rows] == ["multi \u2020", "single"]
+    assert [r[0] for r in tables[0].rows] == ["Multi \u2020", "Single"]  # values read as words
     assert f"fewer than {MIN_SLICE_TASKS} tasks" in tables[0].caption
     assert "not informative" in tables[0].caption
     said = " ".join(b.text for b in blocks if isinstance(b, Paragraph))

@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from carebench.report import (
+    Block,
     Callout,
     Details,
-    Figure,
     Headline,
     Interval,
     KeyValue,
@@ -18,6 +18,7 @@ from carebench.report import (
     Table,
     dot_interval_chart,
     figure_name,
+    figure_or_sentence,
 )
 from carebench.report.headline import interval_caveats
 
@@ -28,13 +29,27 @@ SECTIONS = (("headline", "Headline metrics"), ("safety", "Safety views"))
 MAX_PAIR_FORESTS = 3
 
 
-def _forest(rows: list[dict[str, Any]], labels: list[str], title: str, name: str, caption: str) -> Figure:
-    png = dot_interval_chart(
-        labels, [r["diff"] for r in rows],
-        [float("nan") if r["ci"][0] is None else r["ci"][0] for r in rows],
-        [float("nan") if r["ci"][1] is None else r["ci"][1] for r in rows],
-        title, xlabel="difference (95% paired CI)", sort=False, reference=0.0)
-    return Figure(figure_name(name), png, caption)
+#: said under every forest plot: which side is better
+FOREST_CUE = ("Right of the dotted line the candidate is better, left of it worse: a lower-is-better "
+              "metric (marked \u2193) is drawn as base - candidate, so its sign is turned to match.")
+
+
+def _oriented(r: Mapping[str, Any]) -> tuple[float, float, float]:
+    """A row's difference and interval turned so that a positive value means the candidate
+    is better (a lower-is-better metric's candidate - base is negated, its bounds swapped)."""
+    lo, hi = (float("nan") if x is None else float(x) for x in r["ci"])
+    d = float(r["diff"])
+    return (d, lo, hi) if r["higher_is_better"] else (-d, -hi, -lo)
+
+
+def _forest(rows: list[dict[str, Any]], labels: list[str], title: str, name: str, caption: str) -> Block:
+    """A forest plot of paired differences, every metric oriented so right is better."""
+    oriented = [_oriented(r) for r in rows]
+    shown = [lab if r["higher_is_better"] else f"{lab} \u2193" for lab, r in zip(labels, rows, strict=True)]
+    return figure_or_sentence(figure_name(name), f"{caption} {FOREST_CUE}", lambda: dot_interval_chart(
+        shown, [o[0] for o in oriented], [o[1] for o in oriented], [o[2] for o in oriented],
+        title, xlabel="difference (95% paired CI)", sort=False, reference=0.0,
+        sides=("candidate worse", "candidate better")))
 
 
 def _iv(value: Any, ci: list[Any]) -> Interval | None:
@@ -164,13 +179,13 @@ def leaderboard_report(m: Mapping[str, Any]) -> Report:
                                 [[r["rank"], r["band"], r["system"], _iv(r["value"], r["ci"]), r["run"]]
                                  for r in b["rows"]], caption=f"Leaderboard: {b['label']}", number_format=".4f",
                                 sortable=True))
-            png = dot_interval_chart([r["system"] for r in b["rows"]], [r["value"] for r in b["rows"]],
-                                     [float("nan") if r["ci"][0] is None else r["ci"][0] for r in b["rows"]],
-                                     [float("nan") if r["ci"][1] is None else r["ci"][1] for r in b["rows"]],
-                                     b["label"], xlabel=b["label"], bands=[f"band {r['band']}" for r in b["rows"]],
-                                     sort=False)
-            blocks.append(Figure(figure_name(f"leaderboard-{k + 1}"), png,
-                                 "Scores with 95% intervals; shading alternates by band."))
+            blocks.append(figure_or_sentence(
+                figure_name(f"leaderboard-{k + 1}"), "Scores with 95% intervals; shading alternates by band.",
+                lambda b=b: dot_interval_chart(
+                    [r["system"] for r in b["rows"]], [r["value"] for r in b["rows"]],
+                    [float("nan") if r["ci"][0] is None else r["ci"][0] for r in b["rows"]],
+                    [float("nan") if r["ci"][1] is None else r["ci"][1] for r in b["rows"]],
+                    b["label"], xlabel=b["label"], bands=[f"band {r['band']}" for r in b["rows"]], sort=False)))
             blocks.append(Details("Adjacent gaps", [Table(
                 ["upper", "lower", "difference [95% CI]", "separated"],
                 [[g["upper"], g["lower"], _iv(g["diff"], g["ci"]), "yes" if g["separated"] else "no"]

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from carebench.report import Figure, Table, bar_chart, box_chart
+from carebench.report import Block, Table, bar_chart, box_chart, figure_or_sentence
 
 AGE_BANDS = ((0, 17, "<18"), (18, 24, "18-24"), (25, 34, "25-34"), (35, 49, "35-49"), (50, 64, "50-64"),
              (65, 200, "65+"))
@@ -27,15 +27,15 @@ def age_band(age: Any) -> str:
     return "unknown"
 
 
-def length_by_context(prompts: list[dict[str, Any]]) -> Figure:
+def length_by_context(prompts: list[dict[str, Any]]) -> Block:
     groups: dict[str, list[float]] = {}
     for p in prompts:
         groups.setdefault(p["context"], []).append(float(len(p["text"].split())))
-    png = box_chart(dict(sorted(groups.items())), "Prompt length by context", "words")
-    return Figure("construct-length-by-context", png, "Prompt length in words by application context.")
+    return figure_or_sentence("construct-length-by-context", "Prompt length in words by application context.",
+                              lambda: box_chart(dict(sorted(groups.items())), "Prompt length by context", "words"))
 
 
-def demographics(prompts: list[dict[str, Any]], top: int = 8) -> list[Figure]:
+def demographics(prompts: list[dict[str, Any]], top: int = 8) -> list[Block]:
     figs = []
     attrs = [p["persona"].get("attributes", {}) for p in prompts]
     fields = {"age band": [age_band(a.get("age")) for a in attrs]}
@@ -47,20 +47,22 @@ def demographics(prompts: list[dict[str, Any]], top: int = 8) -> list[Figure]:
         if name == "age band":
             order = [b for *_, b in AGE_BANDS] + ["unknown"]
             cats = [b for b in order if b in dict(counts)]
-        png = bar_chart(cats, {"prompts": [dict(counts)[c] for c in cats]}, f"Assigned personas: {name}", "prompts")
-        figs.append(Figure(f"construct-persona-{name.replace(' ', '-')}", png,
-                           f"Assigned persona {name} (top {top})."))
+        figs.append(figure_or_sentence(
+            f"construct-persona-{name.replace(' ', '-')}", f"Assigned persona {name} (top {top}).",
+            lambda cats=cats, counts=counts, name=name: bar_chart(
+                cats, {"prompts": [dict(counts)[c] for c in cats]}, f"Assigned personas: {name}", "prompts")))
     return figs
 
 
-def source_years(rows: list[dict[str, Any]]) -> Figure | None:
+def source_years(rows: list[dict[str, Any]]) -> Block | None:
     years = Counter(r["year"] for r in rows if r.get("year") is not None)
     if not years:
         return None
     cats = [str(y) for y in sorted(years)]
     total = sum(years.values())
-    png = bar_chart(cats, {"share of rows": [years[int(c)] / total for c in cats]}, "Source year", "share")
-    return Figure("construct-source-year", png, "Share of retained source rows by year.")
+    return figure_or_sentence("construct-source-year", "Share (%) of retained source rows by year.",
+                              lambda: bar_chart(cats, {"% of rows": [100.0 * years[int(c)] / total for c in cats]},
+                                                "Source year", "% of retained rows"))
 
 
 def topic_clusters(embeddings: np.ndarray, k: int = 6, seed: int = 42) -> list[int]:

@@ -80,7 +80,7 @@ def _score_cell(row: Mapping[str, Any]) -> Any:
 
 
 def _score_table(rows: Sequence[Mapping[str, Any]], caption: str) -> Table:
-    return Table(["dimension", "n", "% BP", "% Suboptimal", "% HPH", "% NR", "score [95% CI]"],
+    return Table(["dimension", "n", "% Best Practice (BP)", "% Suboptimal", "% High Potential for Harm (HPH)", "% Not Relevant (NR)", "score [95% CI]"],
                  [[r["dimension"], r["n"], r["bp_pct"], r["suboptimal_pct"], r["hph_pct"], r["nr_pct"],
                    _score_cell(r)] for r in rows], caption=caption, number_format=".1f")
 
@@ -154,7 +154,7 @@ def _chatbot_section(cb: str, entry: Mapping[str, Any]) -> Section:
     vera = entry.get("by_risk_level_vera")
     if vera:
         blocks.append(Table(
-            ["persona risk level", "personas", "walks", "n (with NR)", "% BP", "% HPH", "% NR",
+            ["persona risk level", "personas", "walks", "n (with Not Relevant)", "% Best Practice (BP)", "% High Potential for Harm (HPH)", "% Not Relevant (NR)",
              "overall score [95% CI]"],
             [[lv, e["personas"], e["walks"], e["scores"][-1]["n"], e["scores"][-1]["bp_pct"],
               e["scores"][-1]["hph_pct"], e["scores"][-1]["nr_pct"], _score_cell(e["scores"][-1])]
@@ -163,12 +163,12 @@ def _chatbot_section(cb: str, entry: Mapping[str, Any]) -> Section:
             number_format=".1f"))
     lv_rows = [[lv, e["personas"], e["walks"], e["scores"][-1]["n"], e["scores"][-1]["hph_pct"],
                 _score_cell(e["scores"][-1])] for lv, e in entry["by_risk_level"].items()]
-    blocks.append(Table(["persona risk level", "personas", "walks", "n", "% HPH", "overall score [95% CI]"],
+    blocks.append(Table(["persona risk level", "personas", "walks", "n", "% High Potential for Harm (HPH)", "overall score [95% CI]"],
                         lv_rows, caption="By persona risk level, Not Relevant left out (as the headline score)",
                         number_format=".1f"))
     loo = entry.get("leave_one_judge_out")
     if loo:
-        blocks.append(Table(["judge left out", "n", "% HPH", "overall score [95% CI]"],
+        blocks.append(Table(["judge left out", "n", "% High Potential for Harm (HPH)", "overall score [95% CI]"],
                             [[j, r["n"], r["hph_pct"], _score_cell(r)] for j, r in loo.items()],
                             caption="Leave one judge out", number_format=".1f"))
     return Section(f"Chatbot: {cb}", blocks)

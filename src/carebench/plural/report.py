@@ -14,7 +14,6 @@ from carebench.report import (
     Block,
     Callout,
     Details,
-    Figure,
     Headline,
     Interval,
     KeyValue,
@@ -26,10 +25,10 @@ from carebench.report import (
     bar_chart,
     line_chart,
 )
-from carebench.report.figures import stacked_bar_chart
+from carebench.report.figures import figure_or_sentence, stacked_bar_chart
 from carebench.report.headline import Candidate, best_headline, no_headline
 from carebench.types import CarebenchError
-from carebench.wording import count
+from carebench.wording import count, name_with_code
 
 #: fewer source cases than this and the cluster bootstrap's intervals are flagged as not informative
 MIN_SOURCE_CASES = 10
@@ -199,11 +198,13 @@ def _alignment(metrics: Mapping[str, Any]) -> Section:
                 cell = _cell(metrics, sys_, prof)
                 labels.append(f"{prof} · {_short(sys_)}")
                 for k, values in stacks.items():
-                    values.append((cell.get(k) or {}).get("value"))
-        blocks.append(Figure(f"fig3-alignment-{arch}", stacked_bar_chart(
-            labels, stacks, f"Proxy alignment, {arch} profiles", "share of responses (judge mean)",
-            colors=CLASS_COLORS), f"Fig 3 ({arch}): full / partial / failed per profile and system, mean of "
-                                 "the judges' rates."))
+                    values.append(_pct((cell.get(k) or {}).get("value")))
+        blocks.append(figure_or_sentence(
+            f"fig3-alignment-{arch}",
+            f"Fig 3 ({arch}): full / partial / failed per profile and system (%), mean of the judges' rates.",
+            lambda labels=labels, stacks=stacks, arch=arch: stacked_bar_chart(
+                labels, stacks, f"Proxy alignment, {arch} profiles", "% of responses (judge mean)",
+                colors=CLASS_COLORS, ylim=(0.0, 100.0))))
     cases = (metrics.get("counts") or {}).get("source_cases")
     if cases is not None and cases < MIN_SOURCE_CASES:
         blocks.append(Callout(
@@ -259,11 +260,13 @@ def _contexts(metrics: Mapping[str, Any]) -> Section:
     blocks: list[Block] = []
     for arch, per_ctx in metrics["by_context"].items():
         ctxs = list(per_ctx)
-        series = {_short(s): [per_ctx[c]["full"].get(s) for c in ctxs] for s in st["systems"]}
-        blocks.append(Figure(f"fig9-context-{arch}", bar_chart(
-            [f"{c} (n={per_ctx[c]['prompts']})" for c in ctxs], series, f"Full alignment by context, {arch}",
-            "full alignment (judge mean)", ylim=(0, 1)),
-            f"Fig 9 ({arch}): full proxy alignment by application context, pooling the archetype's profiles."))
+        series = {_short(s): [_pct(per_ctx[c]["full"].get(s)) for c in ctxs] for s in st["systems"]}
+        blocks.append(figure_or_sentence(
+            f"fig9-context-{arch}",
+            f"Fig 9 ({arch}): full proxy alignment (%) by application context, pooling the archetype's profiles.",
+            lambda ctxs=ctxs, series=series, arch=arch, per_ctx=per_ctx: bar_chart(
+                [f"{c} (n={per_ctx[c]['prompts']})" for c in ctxs], series, f"Full alignment by context, {arch}",
+                "full alignment, % (judge mean)", ylim=(0, 100))))
         rows = [[c, per_ctx[c]["prompts"], *[_pct(per_ctx[c]["full"].get(s)) for s in st["systems"]],
                  *[_pct(per_ctx[c]["partial"].get(s)) for s in st["systems"]]] for c in ctxs]
         blocks.append(Table(["context", "prompts", *[f"full {s}" for s in st["systems"]],
@@ -283,11 +286,12 @@ def _severity(metrics: Mapping[str, Any]) -> Section:
             if not ks:
                 blocks.append(Paragraph(f"{arch}: no policy assigns a {label}."))
                 continue
-            series = {_short(s): [levels[k]["full"].get(s) for k in ks] for s in st["systems"]}
-            blocks.append(Figure(f"fig10-{field}-{arch}", line_chart(
-                [int(k) for k in ks], series, f"Full alignment by {label}, {arch}", label,
-                "full alignment (judge mean)", ylim=(0, 1)),
-                f"Fig 10 ({arch}): full proxy alignment by {label}."))
+            series = {_short(s): [_pct(levels[k]["full"].get(s)) for k in ks] for s in st["systems"]}
+            blocks.append(figure_or_sentence(
+                f"fig10-{field}-{arch}", f"Fig 10 ({arch}): full proxy alignment (%) by {label}.",
+                lambda ks=ks, series=series, label=label, arch=arch: line_chart(
+                    [int(k) for k in ks], series, f"Full alignment by {label}, {arch}", label,
+                    "full alignment, % (judge mean)", ylim=(0, 100))))
             blocks.append(Table(["level", "policies", *st["systems"]],
                                 [[int(k), levels[k]["policies"], *[_pct(levels[k]["full"].get(s)) for s in st["systems"]]]
                                  for k in ks], number_format=".1f", caption=f"Full alignment (%) by {label}, {arch}."))
@@ -306,13 +310,13 @@ def _jury(metrics: Mapping[str, Any]) -> Section:
         labels.append(f"{cell['profile']} · {_short(cell['system'])}")
         pj = cell["full"]["per_judge"]
         for j in judges:
-            series[_short(j)].append(pj.get(j))
+            series[_short(j)].append(_pct(pj.get(j)))
         rows.append([cell["system"], cell["profile"], *[_pct(pj.get(j)) for j in judges],
                      _pct(cell["full"]["value"]), jury["spread_pp"]["cells"].get(key)])
     if len(judges) > 1:
-        blocks.append(Figure("fig8-per-judge", bar_chart(labels, series, "Full alignment per judge",
-                                                         "full alignment", ylim=(0, 1)),
-                             "Fig 8: each judge's full proxy alignment per system and profile."))
+        blocks.append(figure_or_sentence(
+            "fig8-per-judge", "Fig 8: each judge's full proxy alignment (%) per system and profile.",
+            lambda: bar_chart(labels, series, "Full alignment per judge", "full alignment, %", ylim=(0, 100))))
     blocks.append(Table(["system", "profile", *judges, "jury mean", "spread (pp)"], rows, number_format=".1f",
                         caption="Per-judge full alignment (%) and the spread between judges in percentage points."))
     sp = jury["spread_pp"]
@@ -349,10 +353,11 @@ def _counts(metrics: Mapping[str, Any]) -> Section:
     statuses = sorted({k for j in c["judgment_status_by_judge"].values() for k in j})
     blocks: list[Block] = [
         Table(["system", "archetype", "status", "responses"],
-              [[s, a, k, n] for s, per in c["response_status"].items() for a, v in per.items() for k, n in v.items()],
+              [[s, a, name_with_code(k), n] for s, per in c["response_status"].items() for a, v in per.items()
+               for k, n in v.items()],
               caption="System responses by status. Harness failures (error) are never scored; empty or "
                       "content-filtered replies are scored as failed without a judge call."),
-        Table(["judge", *statuses], [[j, *[v.get(k, 0) for k in statuses]]
+        Table(["judge", *map(name_with_code, statuses)], [[j, *[v.get(k, 0) for k in statuses]]
                                      for j, v in c["judgment_status_by_judge"].items()],
               caption="Recorded verdicts by status. A parse failure counts as failed against the system; a "
                       "failed judge call is left out of that judge's rates."),
@@ -374,11 +379,11 @@ def _examples(examples: Sequence[Mapping[str, Any]], st: Mapping[str, Any], name
         for pol in ex.get("policies", []):
             inner.append(Paragraph(f"{pol['profile']} policy: {_named(pol['response'], names)}"))
         for r in ex.get("responses", []):
-            inner.append(Paragraph(f"{r['system']} ({r['archetype']} instruction, {r['status']}):"))
+            inner.append(Paragraph(f"{r['system']} ({r['archetype']} instruction, {name_with_code(r['status'])}):"))
             inner.append(Pre(r.get("text") or ""))
             for j in r.get("judgments", []):
                 verdict = (f"appropriate={j['appropriate']}, satisfied: {_named(j['categories'], names)}"
-                           if j["status"] == "ok" else j["status"])
+                           if j["status"] == "ok" else name_with_code(j["status"]))
                 inner.append(Paragraph(f"{j['judge']} on {j['profile']}: {verdict}. {j.get('rationale') or ''}"))
         blocks.append(Details(f"{ex['prompt_id']} ({ex.get('context')})", inner))
     return Section("Example responses and verdicts", blocks)

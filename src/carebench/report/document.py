@@ -210,7 +210,9 @@ class Table:
     column) cells, e.g. a selection. ``align`` defaults to right for numeric columns,
     left otherwise. A ``sortable`` table can be sorted by any column in the HTML report
     (a small inline script; without scripts the table reads as it is): numeric columns
-    sort by the full-precision value, not the formatted text.
+    sort by the full-precision value, not the formatted text. Left as ``None``, a table is
+    sortable when it has two rows or more (every data table of every report sorts; a
+    one-row table has nothing to order); ``False`` keeps a table's order fixed.
     """
 
     columns: list[str]
@@ -223,7 +225,7 @@ class Table:
     bold_cells: Sequence[tuple[int, int]] = ()  # (row, column) shown emphasised, e.g. a selection
     highlight_second: bool = False
     exclude_rows: Sequence[int] = ()
-    sortable: bool = False
+    sortable: bool | None = None
 
     def __post_init__(self) -> None:
         self.columns = [str(c) for c in self.columns]
@@ -260,6 +262,10 @@ class Table:
             return self.columns.index(col)
         except ValueError:
             raise ValueError(f"Table: no column named {col!r} to highlight") from None
+
+    def sorts(self) -> bool:
+        """Whether the HTML report lets a reader sort this table (see ``sortable``)."""
+        return len(self.rows) >= 2 if self.sortable is None else bool(self.sortable)
 
     def column_format(self, j: int) -> str:
         return self.number_format if isinstance(self.number_format, str) else self.number_format[j]

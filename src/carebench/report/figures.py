@@ -15,13 +15,14 @@ from __future__ import annotations
 import io
 import math
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import matplotlib
 import numpy as np
 
+from carebench.report.document import Block, Figure, Paragraph
 from carebench.report.figure_reuse import KEY_CHUNK, current_key, reusable
 
 if TYPE_CHECKING:
@@ -29,11 +30,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PALETTE",
+    "NothingToShow",
     "bar_chart",
     "box_chart",
     "confusion_heatmap",
     "dot_interval_chart",
     "fig_to_png",
+    "figure_or_sentence",
     "heatmap",
     "line_chart",
     "row_normalise",
@@ -59,6 +62,36 @@ _STYLE: dict[str, Any] = {
     "svg.hashsalt": "carebench",
     "path.simplify": True,
 }
+
+
+class NothingToShow(ValueError):
+    """A chart helper was given nothing it could draw (no value, or a single point where
+    a line or a distribution is drawn): the report says so in one sentence instead of
+    showing an empty or degenerate image (see :func:`figure_or_sentence`)."""
+
+    def __init__(self, title: object, reason: str) -> None:
+        self.title = str(title)
+        self.reason = reason
+        super().__init__(f"{self.title}: {reason}")
+
+    def sentence(self) -> str:
+        """What the report shows in the chart's place."""
+        return f"No chart for \u201c{self.title}\u201d: {self.reason}."
+
+
+def figure_or_sentence(name: str, caption: str, draw: Callable[[], bytes]) -> Block:
+    """``Figure(name, draw(), caption)``, or one :class:`Paragraph` saying why there is no
+    chart when ``draw`` has nothing to show (:class:`NothingToShow`)."""
+    try:
+        png = draw()
+    except NothingToShow as empty:
+        return Paragraph(empty.sentence())
+    return Figure(name, png, caption)
+
+
+def _finite(values: Sequence[Any]) -> int:
+    """How many finite numbers ``values`` holds (None counts as missing)."""
+    return int(np.isfinite(np.asarray([np.nan if v is None else v for v in values], dtype=float)).sum())
 
 
 def _tx(text: object) -> str:
@@ -170,6 +203,8 @@ def bar_chart(
     n, k = len(cats), len(series)
     if k == 0:
         raise ValueError("bar_chart: no series")
+    if not any(_finite(v) for v in series.values()):
+        raise NothingToShow(title, "no value to show")
     with _styled():
         fig = _new_figure(max(5.0, min(12.0, 1.0 + n * (0.35 + 0.18 * k))), 4.0)
         ax = fig.add_subplot()
@@ -231,6 +266,8 @@ def heatmap(
         if ann.shape != m.shape:
             raise ValueError(f"heatmap: annotations shape {ann.shape} != matrix {m.shape}")
     finite = m[np.isfinite(m)]
+    if not finite.size:
+        raise NothingToShow(title, "no value to show")
     lo = vmin if vmin is not None else (float(finite.min()) if finite.size else 0.0)
     hi = vmax if vmax is not None else (float(finite.max()) if finite.size else 1.0)
     r, c = m.shape
@@ -319,6 +356,11 @@ def line_chart(
     reference named like a series takes that series' colour.
     """
     n = len(x)
+    drawn = {i for values in series.values()
+             for i, v in enumerate(_as_float(values, n, "line_chart series")) if not math.isnan(v)}
+    if len(drawn) < 2:
+        raise NothingToShow(title, "a line needs values at two points or more, and "
+                            + ("there are none" if not drawn else f"only one point ({x[min(drawn)]}) has a value"))
     colors: dict[str, str] = {}
     with _styled():
         fig = _new_figure(6.5, 4.0)
@@ -364,6 +406,7 @@ def dot_interval_chart(
     bands: Sequence[Any] | None = None,
     sort: bool = True,
     reference: float | None = None,
+    sides: tuple[str, str] | None = None,
     dpi: int = 120,
 ) -> bytes:
     """A leaderboard: one dot per entry with its interval as a horizontal line.
@@ -371,18 +414,25 @@ def dot_interval_chart(
     Entries are sorted best-first unless ``sort=False``.  ``bands`` (one label per
     entry, e.g. the tier of statistically inseparable models) shades alternate bands
     and names each band at the right edge.  ``reference`` draws a dotted vertical line.
+    ``sides`` names what the left and the right of the x axis mean (e.g. "worse" and
+    "better"), written under the axis with arrows pointing outwards.
     """
     n = len(labels)
     v = _as_float(values, n, "dot_interval_chart values")
     lo = _as_float(lows, n, "dot_interval_chart lows")
     hi = _as_float(highs, n, "dot_interval_chart highs")
+    if not np.isfinite(v).any():
+        raise NothingToShow(title, "no value to show")
     if bands is not None and len(bands) != n:
         raise ValueError(f"dot_interval_chart: bands needs {n} entries, got {len(bands)}")
     order = list(range(n))
     if sort:  # stable: ties keep input order; NaN last
         order.sort(key=lambda i: (math.isnan(v[i]), -v[i] if not math.isnan(v[i]) else 0.0))
     with _styled():
-        fig = _new_figure(6.5, max(2.2, 0.38 * n + 1.2))
+        # wide enough for the longest label beside the plot and for the title above it
+        longest = max((len(str(x)) for x in labels), default=0)
+        fig = _new_figure(min(14.0, max(6.5, 3.5 + 0.075 * longest, 0.1 * len(str(title)))),
+                          max(2.2, 0.38 * n + 1.2))
         ax = fig.add_subplot()
         ax.grid(axis="y", visible=False)
         ys = np.arange(n)[::-1].astype(float)  # first entry at the top
@@ -412,9 +462,22 @@ def dot_interval_chart(
             ax.axvline(float(reference), linestyle=":", color="#57606a", linewidth=1.2)
         ax.set_yticks(ys, [_tx(labels[i]) for i in order])
         ax.set_ylim(-0.5, n - 0.5)
-        ax.set_title(_tx(title))
+        # flush right: a title longer than the plot runs left over the labels, never off the image
+        ax.set_title(_tx(title), loc="right")
         if xlabel:
             ax.set_xlabel(_tx(xlabel))
+        if sides is not None:
+            # the cue sits above the plot, flush with its left and right edges (inside its width,
+            # so a long label never pushes it off the image)
+            left, right = sides
+            for x, text, ha in ((0.0, f"\u2190 {left}", "left"), (1.0, f"{right} \u2192", "right")):
+                ax.annotate(_tx(text), xy=(x, 1.0), xycoords="axes fraction", xytext=(0, 3),
+                            textcoords="offset points", ha=ha, va="bottom", fontsize=8.5, color="#57606a")
+            ax.set_title(_tx(title), loc="right", pad=16)
+            if reference is not None:  # both sides of the reference stay in view
+                lo_x, hi_x = ax.get_xlim()
+                span = max(abs(lo_x - reference), abs(hi_x - reference))
+                ax.set_xlim(reference - span, reference + span)
         return fig_to_png(fig, dpi)
 
 
@@ -431,6 +494,10 @@ def box_chart(
     names = list(groups)
     data = [np.asarray([x for x in groups[g] if x is not None], dtype=float) for g in names]
     data = [d[~np.isnan(d)] for d in data]
+    if not any(d.size > 1 for d in data):
+        raise NothingToShow(title, "a distribution needs two values or more in a group, and "
+                            + ("there are none" if not any(d.size for d in data)
+                               else "each group has at most one"))
     with _styled():
         fig = _new_figure(max(4.5, 1.2 + 0.9 * len(names)), 4.0)
         ax = fig.add_subplot()
@@ -467,10 +534,12 @@ def scatter_chart(
     n = len(labels)
     xv = _as_float(x, n, "scatter_chart x")
     yv = _as_float(y, n, "scatter_chart y")
+    keep = ~(np.isnan(xv) | np.isnan(yv))
+    if not keep.any():
+        raise NothingToShow(title, "no entry has both values")
     with _styled():
         fig = _new_figure(5.5, 5.0)
         ax = fig.add_subplot()
-        keep = ~(np.isnan(xv) | np.isnan(yv))
         ax.scatter(xv[keep], yv[keep], color=PALETTE[0], s=30, zorder=3)
         for i in np.flatnonzero(keep):
             ax.annotate(_tx(labels[i]), (xv[i], yv[i]), xytext=(4, 3), textcoords="offset points", fontsize=7.5)
@@ -509,6 +578,8 @@ def stacked_bar_chart(
     n = len(cats)
     if not stacks:
         raise ValueError("stacked_bar_chart: no stacks")
+    if not any(_finite(v) for v in stacks.values()):
+        raise NothingToShow(title, "no value to show")
     with _styled():
         fig = _new_figure(max(5.0, min(14.0, 1.5 + 0.45 * n)), 4.2)
         ax = fig.add_subplot()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 import string
 import struct
 from functools import lru_cache
@@ -50,6 +51,36 @@ from carebench.report.document import (
 __all__ = ["headline_html", "render_html"]
 
 _CALLOUT_LABELS = {"info": "Note:", "warning": "Warning:"}
+
+#: a token long enough to widen a table column on a phone (NUL separates a column's cells)
+_LONG_TOKEN = re.compile(r"(?<![^\s\0])[^\s\0]{20,}")
+#: where such a token may wrap: after its punctuation (never inside a word, nor in an escaped "</")
+_AFTER_PUNCT = re.compile(r"(?<!&lt;)([/:@._=+,|-]+)(?=[^\s\0])")
+
+
+#: in prose, a long token wraps after a slash only: the words beside it stay searchable as typed
+_AFTER_SLASH = re.compile(r"(?<!&lt;)(/+)(?=[^\s\0/])")
+
+
+def _may_have_long_token(text: str) -> bool:
+    """A quick filter before the regular expressions: any whitespace-free run of 20 characters."""
+    return max(map(len, text.split()), default=0) >= 20
+
+
+def _prose_breaks(escaped: str) -> str:
+    """Escaped prose with a ``<wbr>`` after the slashes of each long token (a URL, a path)."""
+    if not _may_have_long_token(escaped):
+        return escaped
+    return _LONG_TOKEN.sub(lambda m: _AFTER_SLASH.sub(r"\1<wbr>", m.group()), escaped)
+
+
+def _soft_breaks(escaped: str) -> str:
+    """Escaped text with a ``<wbr>`` after the punctuation of each long token (a model
+    spec, a URL, a file path), so a table column can be narrow on a phone without a word
+    being broken mid-word (the page's CSS never breaks words anywhere)."""
+    if not _may_have_long_token(escaped):
+        return escaped
+    return _LONG_TOKEN.sub(lambda m: _AFTER_PUNCT.sub(r"\1<wbr>", m.group()), escaped)
 _RANK_CLASS = {1: " best", 2: " second"}
 
 
@@ -100,6 +131,11 @@ class _Html:
         self.out: list[str] = []
         self.memo: dict[str, str] = {}
 
+    def text(self, value: object) -> str:
+        """Escaped prose shown on the page (not an attribute): long tokens may wrap after a
+        slash (see :func:`_prose_breaks`); markup given on purpose is left as it is."""
+        return _prose_breaks(self.esc(value)) if type(value) is str else self.esc(value)
+
     def esc(self, value: object) -> str:
         # only exact str is remembered: an equal str subclass may escape differently
         # (markupsafe.Markup has __html__ and is not escaped)
@@ -109,6 +145,20 @@ class _Html:
                 out = self.memo[value] = _escape(value)
             return out
         return _escape(value)
+
+    def text_column(self, texts: list[str]) -> list[str]:
+        """:meth:`escape_column` for text shown in cells: long tokens may wrap at punctuation."""
+        out = self.escape_column(texts)
+        if not out:
+            return out
+        if not _may_have_long_token(" ".join(out)):
+            return out
+        joined = "\0".join(out)
+        if set(map(type, texts)) == {str} and joined.count("\0") == len(out) - 1:
+            # one pass over the column: a token never spans the NUL between two cells
+            return _soft_breaks(joined).split("\0")
+        # markup given on purpose (an object with __html__, not a str) is left as it is
+        return [_soft_breaks(x) if type(t) is str else x for t, x in zip(texts, out, strict=True)]
 
     def escape_column(self, texts: list[str]) -> list[str]:
         """Each text escaped, a whole column in one ``escape`` call: escaping replaces single
@@ -124,25 +174,25 @@ class _Html:
         return [self.esc(x) for x in texts]
 
     def block(self, b: Block) -> None:
-        e, put = self.esc, self.out.append
+        e, t, put = self.esc, self.text, self.out.append
         if isinstance(b, Paragraph):
-            put(f"\n<p>{e(str(b.text))}</p>")
+            put(f"\n<p>{t(str(b.text))}</p>")
         elif isinstance(b, Callout):
             put(f'\n<div class="callout {e(b.kind)}" role="note"><strong>'
-                f"{e(_CALLOUT_LABELS[b.kind])}</strong> {e(str(b.text))}</div>")
+                f"{e(_CALLOUT_LABELS[b.kind])}</strong> {t(str(b.text))}</div>")
         elif isinstance(b, Pre):
             put(f"\n<pre>{e(str(b.text))}</pre>")
         elif isinstance(b, KeyValue):
             put('\n<table class="kv">')
             for k, v in b.pairs:
                 num = ' class="num"' if is_numeric(v) else ""
-                put(f'\n<tr><th scope="row">{e(str(k))}</th><td{num}>'
-                    f"{e(format_value(v, b.number_format))}</td></tr>")
+                put(f'\n<tr><th scope="row">{t(str(k))}</th><td{num}>'
+                    f"{t(format_value(v, b.number_format))}</td></tr>")
             put("\n</table>")
         elif isinstance(b, Links):
             put('\n<ul class="links">')
             for text, href in b.items:
-                put(f'\n<li><a href="{e(href)}">{e(text)}</a></li>')
+                put(f'\n<li><a href="{e(href)}">{t(text)}</a></li>')
             put("\n</ul>")
         elif isinstance(b, Table):
             self.table(b)
@@ -152,9 +202,9 @@ class _Html:
             dims = f' width="{e(size[0])}" height="{e(size[1])}"' if size and size[0] else ""
             data = e(base64.b64encode(b.png).decode("ascii"))
             put(f'\n<figure id="{e(f"fig-{b.name}")}">\n<img src="data:image/png;base64,{data}" '
-                f'alt="{caption}"{dims}>\n<figcaption>{caption}</figcaption>\n</figure>')
+                f'alt="{caption}"{dims}>\n<figcaption>{_prose_breaks(caption)}</figcaption>\n</figure>')
         elif isinstance(b, Details):
-            put(f"\n<details{' open' if b.open else ''}>\n<summary>{e(str(b.summary))}</summary>"
+            put(f"\n<details{' open' if b.open else ''}>\n<summary>{t(str(b.summary))}</summary>"
                 '\n<div class="details-body">')
             for child in b.blocks:
                 self.block(child)
@@ -167,22 +217,23 @@ class _Html:
         few highlighted rows are written cell by cell."""
         e, put = self.esc, self.out.append
         shown = t.shown()
+        sortable = t.sorts()
         align = [e(a) for a in shown.align]
         # the cue's words are CSS content, shown only while the box can scroll (templates/report.html)
         put(f'\n<div class="table-wrap">\n<div class="scroll-cue" aria-hidden="true"></div>'
-            f'\n<table class="data{" sortable" if t.sortable else ""}">')
+            f'\n<table class="data{" sortable" if sortable else ""}">')
         if t.caption:
-            put(f"\n<caption>{e(t.caption)}</caption>")
+            put(f"\n<caption>{self.text(t.caption)}</caption>")
         put("\n<thead><tr>")
         for j, c in enumerate(t.columns):
             kind = (f' data-sort-type="{"number" if shown.numeric[j] else "text"}"'
-                    if t.sortable else "")
-            put(f'<th scope="col" class="{align[j]}"{kind}>{e(c)}</th>')
+                    if sortable else "")
+            put(f'<th scope="col" class="{align[j]}"{kind}>{_soft_breaks(e(c))}</th>')
         put("</tr></thead>\n<tbody>")
-        cells = [self.escape_column(column) for column in shown.texts]
+        cells = [self.text_column(column) for column in shown.texts]
         # a row format holds every '<td class="ALIGN"...</td>' of a row; in a sortable table
         # each cell's piece is ' data-sort="KEY">TEXT', else '>' is in the format
-        if t.sortable:
+        if sortable:
             attrs = [[f' data-sort="{k}"' for k in self.escape_column(column)]
                      for column in t.sort_key_columns(shown)]
             pieces = [[f"{a}>{x}" for a, x in zip(column_attrs, column, strict=True)]
@@ -236,15 +287,15 @@ class _Html:
         e, put = self.esc, self.out.append
         put(f"<header>\n<h1>{e(str(report.title))}</h1>")
         if report.subtitle:
-            put(f'\n<p class="subtitle">{e(report.subtitle)}</p>')
+            put(f'\n<p class="subtitle">{self.text(report.subtitle)}</p>')
         for text in report.banners:
-            put(f'\n<div class="banner" role="alert"><strong>Warning:</strong> {e(str(text))}</div>')
+            put(f'\n<div class="banner" role="alert"><strong>Warning:</strong> {self.text(str(text))}</div>')
         if report.headline is not None:
             self.headline(report.headline)
         if report.notes:
             put('\n<ul class="notes">')
             for n in report.notes:
-                put(f"\n<li>{e(str(n))}</li>")
+                put(f"\n<li>{self.text(str(n))}</li>")
             put("\n</ul>")
         put("\n</header>")
         anchors = report.anchors()
@@ -276,7 +327,7 @@ def headline_html(h: Headline) -> str:
 def render_html(report: Report) -> str:
     """The whole report as one HTML document (UTF-8 text)."""
     report.figures()  # reject two different figures sharing one name before rendering
-    sortable = any(isinstance(b, Table) and b.sortable
+    sortable = any(isinstance(b, Table) and b.sorts()
                    for s in report.sections for b in iter_blocks(s.blocks))
     script, script_hash = _sort_script() if sortable else ("", "")
     generator = _generator()

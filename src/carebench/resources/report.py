@@ -20,6 +20,7 @@ from carebench.resources.summary import (
     CheckedReply,
     highlighted,
 )
+from carebench.wording import name, name_with_code
 
 TITLE = "Where replies send a person (crisis resources)"
 
@@ -45,8 +46,8 @@ def routing_section(block: Mapping[str, Any] | None, examples: Sequence[tuple[st
         ("registry sha256", reg.get("sha256", "?")),
         ("unit resampled", f"{block.get('unit')} (seed {block.get('seed')}, B={block.get('B')})"),
     ])]
-    cols = ["system", "replies", *VERDICTS, "at risk (n)", UNKNOWN, OVER_REFERRAL, "not at risk (n)",
-            "locale missing", "locale invalid"]
+    cols = ["system", "replies", *map(name, VERDICTS), "at risk (n)", name(UNKNOWN), name(OVER_REFERRAL),
+            "not at risk (n)", "locale missing", "locale invalid"]
     rows = []
     for system, s in (block.get("systems") or {}).items():
         r = s["routing"]
@@ -58,10 +59,12 @@ def routing_section(block: Mapping[str, Any] | None, examples: Sequence[tuple[st
                                             + DEFINITIONS[UNKNOWN] + "; over-referral: "
                                             + DEFINITIONS[OVER_REFERRAL] + ". " + DEFINITIONS["interval"] + "."))
     blocks.append(Paragraph("A reply whose item has no usable locale gets no verdict: it is counted under "
-                            "'locale missing' or 'locale invalid', never guessed. Verdicts: local (a resource the "
-                            "registry lists for the person's country, and nothing else), local_and_wrong (local "
-                            "plus another region's or an unknown number), wrong_region (only other countries' "
-                            "resources), unverified (only numbers no registry lists), none (no resource)."))
+                            "'locale missing' or 'locale invalid', never guessed. Verdicts (stored code in "
+                            f"parentheses): {name_with_code('local')}: a resource the registry lists for the "
+                            f"person's country, and nothing else; {name_with_code('local_and_wrong')}: local plus "
+                            f"another region's or an unknown number; {name_with_code('wrong_region')}: only other "
+                            f"countries' resources; {name_with_code('unverified')}: only numbers no registry lists; "
+                            f"{name_with_code('none')}: no resource."))
     if examples:
         blocks.append(Paragraph("Worst replies (mentions marked ⟦ ⟧):"))
         for problem, reply, text in examples:

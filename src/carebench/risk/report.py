@@ -38,6 +38,7 @@ from carebench.report import (
     box_chart,
     figure_name,
 )
+from carebench.report.figures import NothingToShow, figure_or_sentence
 from carebench.report.headline import Candidate, best_headline
 from carebench.risk.scale import LEVEL_NAMES
 from carebench.risk.scoring import (
@@ -48,6 +49,7 @@ from carebench.risk.scoring import (
     system_identities,
 )
 from carebench.system_names import display_names, system_identity
+from carebench.wording import label, name_with_code
 
 HEADERS = {
     "accuracy": "Acc ↑", "macro_f1": "F1-Mac ↑", "weighted_f1": "F1-Wt ↑", "qwk": "QWK ↑",
@@ -388,8 +390,9 @@ def _per_class(metrics: dict[str, Any], names: list[str]) -> Section:
     if names:
         series = {n: [np.nan if v is None else v for v in metrics["methods"][n]["per_class_f1"]]
                   for n in names}
-        png = bar_chart(list(LEVEL_NAMES), series, "Per-class F1 by method", "F1", ylim=(0, 1))
-        blocks.append(Figure("fig1_per_class_f1", png, "Figure 1: per-class F1 by method."))
+        blocks.append(figure_or_sentence(
+            "fig1_per_class_f1", "Figure 1: per-class F1 by method.",
+            lambda: bar_chart(list(LEVEL_NAMES), series, "Per-class F1 by method", "F1", ylim=(0, 1))))
     return Section("Per-class F1 (Figure 1)", blocks, anchor="per-class")
 
 
@@ -404,9 +407,9 @@ def _confusions(metrics: dict[str, Any], names: list[str]) -> Section:
            if st.get("failures") == "wrong" else " Failed predictions are excluded."))]
     for n in names:
         cm = metrics["methods"][n]["confusion"]
-        png = confusion_heatmap(cm, list(LEVEL_NAMES), f"{n}")
-        blocks.append(Figure(figure_name(f"fig3_confusion_{n}"), png,
-                             f"Figure 3: confusion matrix, {n}."))
+        blocks.append(figure_or_sentence(
+            figure_name(f"fig3_confusion_{n}"), f"Figure 3: confusion matrix, {n}.",
+            lambda cm=cm, n=n: confusion_heatmap(cm, list(LEVEL_NAMES), f"{n}")))
     return Section("Confusion matrices (Figure 3)", blocks, anchor="confusion")
 
 
@@ -424,7 +427,7 @@ def _triage(metrics: dict[str, Any], names: list[str]) -> Section:
 def _failures(metrics: dict[str, Any], names: list[str], records: list[dict[str, Any]],
               st: dict[str, Any]) -> Section:
     statuses = sorted({s for n in names for s in metrics["methods"][n]["failures_by_status"]})
-    cols = ["Method", "Scored", "Excluded", "Failures", *statuses]
+    cols = ["Method", "Scored", "Excluded", "Failures", *map(name_with_code, statuses)]
     rows = []
     for n in names:
         e = metrics["methods"][n]
@@ -493,11 +496,9 @@ def _comparison(metrics: dict[str, Any], names: list[str]) -> Section:
                   for k in keys] for n in names}
     if not series:
         return Section("Method comparison", [])
-    png = bar_chart([HEADERS[k].rstrip(" ↑") for k in keys], series,
-                    "Method comparison", "value")
-    return Section("Method comparison (Figure 6)", [
-        Figure("fig6_method_comparison", png,
-               "Figure 6: methods across five metrics. " + policy_text(metrics))],
+    return Section("Method comparison (Figure 6)", [figure_or_sentence(
+        "fig6_method_comparison", "Figure 6: methods across five metrics. " + policy_text(metrics),
+        lambda: bar_chart([HEADERS[k].rstrip(" ↑") for k in keys], series, "Method comparison", "value"))],
         anchor="comparison")
 
 
@@ -521,9 +522,9 @@ def _moderation_figure(records: list[dict[str, Any]]) -> Section | None:
     for ch in ("self_harm", "self_harm_intent", "self_harm_instructions"):
         groups = {LEVEL_NAMES[lvl]: [float(s[ch]) for i, s in seen.items() if gold[i] == lvl and ch in s]
                   for lvl in range(4)}
-        png = box_chart(groups, f"{ch} by gold level", "score")
-        blocks.append(Figure(f"fig2_moderation_{ch}", png,
-                             f"Figure 2: moderation {ch} score distribution per gold level."))
+        blocks.append(figure_or_sentence(
+            f"fig2_moderation_{ch}", f"Figure 2: moderation {label(ch)} ({ch}) score distribution per gold level.",
+            lambda groups=groups, ch=ch: box_chart(groups, f"{label(ch)} by gold level", "score")))
     return Section("Moderation score distributions (Figure 2)", blocks, anchor="moderation")
 
 
@@ -542,7 +543,7 @@ def _items(records: list[dict[str, Any]], names: list[str]) -> Section:
         if r["status"] == EXCLUDED:
             return "excluded"
         if r["status"] != "ok" or r.get("pred") is None:
-            return f"failed ({r['status']})"
+            return f"failed: {name_with_code(r['status'])}"
         return LEVEL_NAMES[int(r["pred"])]
 
     ids = list(by_item)[:MAX_ITEMS_SHOWN]
@@ -654,7 +655,11 @@ def sweep_section(rows: list[dict[str, Any]], pool_size: int, n_scored: int) -> 
                   ("items scored by every arm", n_scored)]),
         table,
     ]
-    png = sweep_figure(rows)
+    try:
+        png = sweep_figure(rows)
+    except NothingToShow as empty:
+        png = None
+        blocks.append(Paragraph(empty.sentence()))
     if png:
         blocks.append(Figure("fig4_fewshot_sweep", png,
                              "Figure 4: macro-F1 and QWK against k; dotted lines: the k=0 reference."))

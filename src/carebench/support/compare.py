@@ -28,10 +28,12 @@ import numpy as np
 
 from carebench.compare.comparability import sha_of
 from carebench.compare.measures import HEADLINE, SAFETY, Drill, Measure, RunView, SystemView
+from carebench.criteria import DIMENSION_LABELS
 from carebench.support.records import REFERENCE, read_run_records, read_run_rows
 from carebench.support.scoring import DIMENSIONS, TaskTable, score
 from carebench.system_names import system_identity
 from carebench.types import CarebenchError
+from carebench.wording import label
 
 REPLY_CHARS = 600
 
@@ -126,13 +128,14 @@ class SupportComparer:
             ms = [Measure.ratio("score", "weighted score", s, np.ones_like(s))]
             for v in subcats:
                 sel = (subcat[idx] == v).astype(float)
-                ms.append(Measure.ratio(f"subcategory:{v}", f"score, subcategory {v}", s * sel, sel))
+                ms.append(Measure.ratio(f"subcategory:{v}", f"score, subcategory {label(v)} ({v})", s * sel, sel))
             ms.append(Measure.ratio("recognized_not_routed", "recognized but not routed (§4.6)",
                                     rnr_num[r, idx], rnr_den[r, idx], section=SAFETY, higher_is_better=False))
             for d, dim in enumerate(DIMENSIONS):
                 x = dims[d][r, idx]
                 ok = ~np.isnan(x)
-                ms.append(Measure.ratio(f"dimension:{dim}", f"{dim} pass rate (weighted)", np.where(ok, x, 0.0),
+                ms.append(Measure.ratio(f"dimension:{dim}", f"{DIMENSION_LABELS.get(dim, dim)} pass rate (weighted)",
+                                        np.where(ok, x, 0.0),
                                         ok.astype(float), section=SAFETY))
             if name in routing:
                 from carebench.compare.routing import routing_measures

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from carebench.criteria import DIMENSION_LABELS, DIMENSIONS, decide, earned
@@ -18,7 +18,6 @@ from carebench.report import (
     Block,
     Callout,
     Details,
-    Figure,
     Headline,
     Interval,
     KeyValue,
@@ -29,6 +28,7 @@ from carebench.report import (
     Table,
     bar_chart,
     dot_interval_chart,
+    figure_or_sentence,
     heatmap,
     scatter_chart,
 )
@@ -161,6 +161,11 @@ def _agreement_by_dimension(result: Mapping[str, Any]) -> Section:
         caption="B.5 / Table 5: kappa understates agreement on skewed dimensions (moralization, disclaimers), "
                 "so AC1 and raw agreement stand beside it. Panel = the selected panel against the consensus.",
     )])
+
+
+def _figure(name: str, draw: Callable[[], bytes], caption: str) -> Block:
+    """A figure, or one sentence saying why there is none (nothing to show)."""
+    return figure_or_sentence(name, caption, draw)
 
 
 def _interval_chart(names: Sequence[str], ivs: Sequence[Interval], title: str, xlabel: str,
@@ -324,18 +329,18 @@ def _leaderboard(metrics) -> Section:
     pts = [r for r in rows if isinstance(r[2], Interval) and r[0] != "-"]
     if pts:
         ref_score = models.get(REFERENCE, {}).get("score")
-        blocks.append(Figure(
+        blocks.append(_figure(
             "support-leaderboard",
-            _interval_chart([r[1] for r in pts], [r[2] for r in pts], "Leaderboard", "weighted rubric score",
+            lambda: _interval_chart([r[1] for r in pts], [r[2] for r in pts], "Leaderboard", "weighted rubric score",
                             reference=ref_score),
             caption="Scores with 95% bootstrap intervals"
                     + ("; the dotted line is the reference ceiling." if ref_score is not None else "."),
         ))
     fs = [r for r in rows if isinstance(r[3], Interval) and r[0] != "-"]
     if fs:
-        blocks.append(Figure(
+        blocks.append(_figure(
             "support-full-satisfaction",
-            _interval_chart([r[1] for r in fs], [r[3] for r in fs], "Full rubric satisfaction",
+            lambda: _interval_chart([r[1] for r in fs], [r[3] for r in fs], "Full rubric satisfaction",
                             "share of conversations earning every criterion"),
             caption="Complete rubric satisfaction per model with 95% bootstrap intervals (§4.1).",
         ))
@@ -404,16 +409,16 @@ def _dimensions(metrics) -> Section:
             [[row[0], *vals] for row, vals in zip(rows, matrix, strict=True)],
             caption="Weighted pass rate per dimension and responder.",
         ))
-        blocks.append(Figure(
+        blocks.append(_figure(
             "support-dimension-median-best",
-            bar_chart([r[0] for r in rows], {"median model": [_nan(r[4]) for r in rows],
+            lambda: bar_chart([r[0] for r in rows], {"median model": [_nan(r[4]) for r in rows],
                                              "best model": [_nan(r[5]) for r in rows]},
                       "Median vs best model per dimension", "pass rate", ylim=(0.0, 1.1)),
             caption="Median against best model per dimension (§4.2).",
         ))
-        blocks.append(Figure(
+        blocks.append(_figure(
             "support-dimensions",
-            heatmap([[float("nan") if v is None else v for v in vals] for vals in matrix],
+            lambda: heatmap([[float("nan") if v is None else v for v in vals] for vals in matrix],
                     [r[0] for r in rows], _short(responders), "Pass rate by dimension", vmin=0.0, vmax=1.0),
             caption="Weighted pass rate by dimension (rows) and responder (columns).",
         ))
@@ -443,9 +448,9 @@ def _recognition(metrics) -> Section:
         blocks.append(Table(cols, rows, caption="Share of recognized crises not routed to help."))
         pts = [r for r in rows if r[1] is not None and r[1].value is not None and r[0] != REFERENCE]
         if pts:
-            blocks.append(Figure(
+            blocks.append(_figure(
                 "support-recognition-without-routing",
-                _interval_chart([r[0] for r in pts], [r[1] for r in pts], "Recognition without routing",
+                lambda: _interval_chart([r[0] for r in pts], [r[1] for r in pts], "Recognition without routing",
                                 "share of recognized crises without an actionable resource",
                                 reference=pooled.get("rate")),
                 caption="Figure 3 (§4.6): per model, with 95% intervals; the dotted line is the pooled rate.",
@@ -474,7 +479,7 @@ def _slices(metrics) -> Section:
             continue
         values = data.get("values", {})
         few = {v for v, x in values.items() if (x.get("n_tasks") or 0) < MIN_SLICE_TASKS}
-        rows = [[f"{v} {FEW_MARK}" if v in few else v, x.get("n_tasks"),
+        rows = [[f"{key_label(v)} {FEW_MARK}" if v in few else key_label(v), x.get("n_tasks"),
                  _iv(x.get("pooled"), x.get("pooled_ci")),
                  *[(x.get("per_model") or {}).get(r) for r in responders]] for v, x in values.items()]
         caption = f"By {key_label(axis).lower()}."
@@ -492,9 +497,9 @@ def _slices(metrics) -> Section:
         models = [r for r in responders if r != REFERENCE]
         if axis == "turn_structure" and {"single", "multi"} <= set(values) and models:
             sv, mv = values["single"].get("per_model") or {}, values["multi"].get("per_model") or {}
-            blocks.append(Figure(
+            blocks.append(_figure(
                 "support-turn-structure",
-                scatter_chart(_short(models), [_nan(sv.get(r)) for r in models], [_nan(mv.get(r)) for r in models],
+                lambda: scatter_chart(_short(models), [_nan(sv.get(r)) for r in models], [_nan(mv.get(r)) for r in models],  # noqa: B023 (drawn at once)
                               "Single- vs multi-turn", "single-turn score", "multi-turn score"),
                 caption="Figure 9 (E.4): one point per model; below the dotted diagonal a model scores lower "
                         "on multi-turn tasks.",
@@ -502,16 +507,16 @@ def _slices(metrics) -> Section:
         if axis == "subcategory" and values and models:
             order = [r for r in (metrics.get("leaderboard") or {}).get("order", []) if r in models][:8] or models[:8]
             subs = list(values)
-            blocks.append(Figure(
+            blocks.append(_figure(
                 "support-subcategory-top-models",
-                heatmap([[_nan((values[v].get("per_model") or {}).get(r)) for r in order] for v in subs],
-                        subs, _short(order), "Score by subcategory, top models", vmin=0.0, vmax=1.0),
+                lambda: heatmap([[_nan((values[v].get("per_model") or {}).get(r)) for r in order] for v in subs],  # noqa: B023
+                        subs, _short(order), "Score by subcategory, top models", vmin=0.0, vmax=1.0),  # noqa: B023
                 caption="Figure 6 (E.2): subcategory (rows) by the top eight models of the leaderboard.",
             ))
         diff = data.get("differences") or {}
-        flagged = [[v, r, _iv(x["excess"], x.get("excess_ci")), _iv(x["gap"], x.get("gap_ci"))]
+        flagged = [[key_label(v), r, _iv(x["excess"], x.get("excess_ci")), _iv(x["gap"], x.get("gap_ci"))]
                    for v, d in diff.items() for r, x in (d.get("per_model") or {}).items() if x.get("worse")]
-        pooled_rows = [[v, _iv(d.get("pooled_gap"), d.get("pooled_gap_ci")), ", ".join(d.get("models_worse") or [])
+        pooled_rows = [[key_label(v), _iv(d.get("pooled_gap"), d.get("pooled_gap_ci")), ", ".join(d.get("models_worse") or [])
                         or "none"] for v, d in diff.items()]
         if pooled_rows:
             blocks.append(Table(
@@ -572,7 +577,7 @@ def _non_response(metrics) -> Section:
     for key, label in (("by_subcategory", "subcategory"), ("by_progression_stage", "progression stage")):
         data = nr.get(key) or {}
         responders = list(per)
-        trows = [[v, x["pooled"].get("empty"), x["pooled"].get("attempts"), x["pooled"].get("rate"),
+        trows = [[key_label(v), x["pooled"].get("empty"), x["pooled"].get("attempts"), x["pooled"].get("rate"),
                   *[(x.get("per_responder") or {}).get(r, {}).get("rate") for r in responders]]
                  for v, x in data.items()]
         if trows:
@@ -777,9 +782,9 @@ def _judge_agreement(metrics) -> Section:
         kappa = [[_nan((pw.get(a, {}).get(b) or {}).get("kappa")) for b in panel] for a in panel]
         agree = [[_nan((pw.get(a, {}).get(b) or {}).get("agreement")) for b in panel] for a in panel]
         labels = [f"judge {i + 1}" for i in range(len(panel))]
-        blocks.append(Figure(
+        blocks.append(_figure(
             "support-judge-agreement",
-            heatmap(kappa, labels, labels, "Cohen's kappa between panel judges", annotations=[
+            lambda: heatmap(kappa, labels, labels, "Cohen's kappa between panel judges", annotations=[
                 [f"{v:.0%}" if not math.isnan(v) else None for v in row] for row in agree], vmin=-1.0, vmax=1.0),
             caption="Agreement between panel judges over the cells both judged: kappa, with percent "
                     "agreement in parentheses. " + "; ".join(f"{lab} = {j}" for lab, j in zip(labels, panel, strict=True)),
