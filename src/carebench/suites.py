@@ -103,7 +103,7 @@ SUITES: dict[str, SuiteEntry] = {
     "plural": SuiteEntry(
         "practitioner-calibrated reference policies and jury scoring (VEILED-SH)",
         app="carebench.plural.cli:app",
-        kinds={kind: f"carebench.plural.suite:{kind.capitalize()}Command"
+        kinds={kind: f"carebench.plural.commands.{kind}:{kind.capitalize()}Command"
                for kind in ("run", "sample", "calibrate", "freeze", "label", "agreement")},
         comparer="carebench.plural.compare:PluralComparer",
         pair_option="--system", pair_help="pair BASE=CANDIDATE systems", gates=("full:*", "routing:local", "routing:wrong_region", "unknown_number"),

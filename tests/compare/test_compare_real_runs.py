@@ -84,8 +84,8 @@ def test_risk_runs_of_offline_baselines(tmp_path, capsys):
 def test_a_plural_run_of_the_scripted_jury(tmp_path, capsys):
     from jury_stub import Scripted, write_release
 
+    from carebench.plural.commands.run import run_plural
     from carebench.plural.experiment import PluralRunConfig
-    from carebench.plural.suite import run_plural
 
     release = write_release(tmp_path / "release")
     with StubServer() as stub:

@@ -12,8 +12,8 @@ import json
 from jury_stub import Scripted, write_release
 
 from carebench.cache import CompletionCache
+from carebench.plural.commands.run import run_plural
 from carebench.plural.experiment import PluralRunConfig
-from carebench.plural.suite import run_plural
 from carebench.run_options import run_options
 from stub_server import StubServer
 

@@ -50,7 +50,7 @@ def test_run_writes_records_parquet_and_rescoring_from_it_matches_the_jsonl(tmp_
     import pyarrow.parquet as pq
 
     from carebench.plural import records as plural_records
-    from carebench.plural.suite import rescore
+    from carebench.plural.commands.run import rescore
 
     def handler(req):
         if req.body.get("response_format"):

@@ -11,8 +11,8 @@ import pytest
 from jury_stub import PROMPTS, Scripted, write_release
 
 from carebench.cache import CompletionCache
+from carebench.plural.commands.run import run_plural
 from carebench.plural.experiment import PluralRunConfig
-from carebench.plural.suite import run_plural
 from carebench.run_options import run_options
 from stub_server import StubReply, StubServer
 
@@ -103,7 +103,7 @@ def test_compare_gates_on_plural_routing(plural_run):
 def test_rescore_with_another_registry_rewrites_the_copy_only(plural_run, tmp_path):
     """A registry listing 988 for GB only: sys-a's 988 becomes local for q2 (GB) and other-region
     for q1 (US); the source run keeps its checks; carebench report OUT reproduces the re-score."""
-    from carebench.plural.suite import rescore
+    from carebench.plural.commands.run import rescore
     from carebench.types import CarebenchError
 
     run_dir, spec = plural_run

@@ -13,8 +13,8 @@ import pytest
 from jury_stub import ARCH, BROKEN, EMPTY, Scripted, write_release
 
 from carebench.cache import CompletionCache
+from carebench.plural.commands.run import rescore, run_plural
 from carebench.plural.experiment import PluralRunConfig
-from carebench.plural.suite import rescore, run_plural
 from carebench.run_options import run_options
 from stub_server import StubServer
 

@@ -18,7 +18,7 @@ from carebench.types import CarebenchError
 ])
 def test_each_kind_has_its_command(kind, name):
     obj = suites.suite_of("plural", kind)
-    assert type(obj).__name__ == name and type(obj).__module__ == "carebench.plural.suite"
+    assert type(obj).__name__ == name and type(obj).__module__ == f"carebench.plural.commands.{kind}"
     assert obj.cfg is None  # configless: it scores and renders only
 
 

@@ -308,7 +308,7 @@ def test_calibration_reads_no_majority_as_scoring_does(tmp_path):
 
 
 def test_calibration_headline_names_the_selected_panel_and_its_kappa(calib):
-    from carebench.support.report import calibration_headline
+    from carebench.support.calibration_report import calibration_headline
 
     result = calib[0]
     h = calibration_headline(result)

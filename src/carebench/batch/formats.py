@@ -45,11 +45,6 @@ def file_format(spec: ModelSpec, requested: str | None) -> str | None:
     return None
 
 
-def request_body(model: Any, request: ChatRequest) -> tuple[str, dict[str, Any]]:
-    """(endpoint, body) of one call, exactly as the live client would send it."""
-    return body_builder(model)(request)
-
-
 def body_builder(model: Any) -> Callable[[ChatRequest], tuple[str, dict[str, Any]]]:
     """``request -> (endpoint, body)`` for one model (its options looked up once)."""
     spec: ModelSpec = model.spec

@@ -41,10 +41,6 @@ class RewriterConfig:
     name: str
     models: list[ChatModel]
 
-    @property
-    def fusion(self) -> bool:
-        return len(self.models) > 1
-
 
 def parse_config(spec: str, get_model: Callable[[str], ChatModel]) -> RewriterConfig:
     """``SPEC`` or ``fusion:SPEC_A+SPEC_B``; ``get_model`` is the run's model factory

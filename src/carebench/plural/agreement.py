@@ -7,7 +7,7 @@ calibration cases (skipped cases are missing ratings) beside among its profiles
 on the released prompts; mean pairwise Jaccard of complete label sets for both.
 The two populations differ, as in the paper, so the comparison is descriptive.
 No model is called. The command object
-(:class:`~carebench.plural.suite.AgreementCommand`) is in :mod:`carebench.plural.suite`.
+(:class:`~carebench.plural.commands.agreement.AgreementCommand`) is in :mod:`carebench.plural.commands`.
 """
 
 from __future__ import annotations

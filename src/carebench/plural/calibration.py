@@ -7,7 +7,7 @@ score as empty label sets) and every fitted state is a record; metrics.json,
 Table 5 and the selection are recomputed from the records alone by
 :func:`score_calibration`, so re-rendering reproduces them exactly. This module
 holds the config, the folds' fits and the scoring; the command object
-(:class:`~carebench.plural.suite.CalibrateCommand`) is in :mod:`carebench.plural.suite`.
+(:class:`~carebench.plural.commands.calibrate.CalibrateCommand`) is in :mod:`carebench.plural.commands`.
 """
 
 from __future__ import annotations

@@ -95,7 +95,7 @@ def calibrate(
 ) -> None:
     """Fit every method on five fixed folds per practitioner, write Table 5 and select per archetype."""
     from carebench.plural.calibration import METHOD_ORDER, ProfileCalibrationConfig
-    from carebench.plural.suite import run_calibrate
+    from carebench.plural.commands.calibrate import run_calibrate
 
     cfg = ProfileCalibrationConfig(model=model, methods=list(method or METHOD_ORDER), prompts=prompts,
                           annotations=annotations, practitioners=list(practitioner) if practitioner else None,
@@ -120,8 +120,8 @@ def freeze(
     options: RunOptions = RUN_FLAGS,
 ) -> None:
     """Refit the selected method once per practitioner on all calibration cases (profiles P1-P3, C1-C3)."""
+    from carebench.plural.commands.freeze import run_freeze
     from carebench.plural.release import FreezeConfig
-    from carebench.plural.suite import run_freeze
 
     cfg = FreezeConfig(calibration=str(calibration) if calibration else None, methods=list(method or []),
                        model=model, prompts=prompts, annotations=annotations,
@@ -143,8 +143,8 @@ def label(
     options: RunOptions = RUN_FLAGS,
 ) -> None:
     """Label every non-calibration prompt with every profile and write the release."""
+    from carebench.plural.commands.label import run_label
     from carebench.plural.release import LabelConfig
-    from carebench.plural.suite import run_label
 
     cfg = LabelConfig(profiles=str(profiles), prompts=prompts, release=str(release) if release else None,
                       model=model, **_opts(options, embedder, taxonomy, contexts))
@@ -163,7 +163,7 @@ def agreement(
 ) -> None:
     """Label prevalence, policy size, per-label AC1 and Jaccard: practitioners vs profiles (Appendix C)."""
     from carebench.plural.agreement import AgreementConfig
-    from carebench.plural.suite import run_agreement
+    from carebench.plural.commands.agreement import run_agreement
 
     cfg = AgreementConfig(release=str(release), annotations=annotations,
                           taxonomy=str(taxonomy) if taxonomy else None,
@@ -197,8 +197,8 @@ def sample(
     options: RunOptions = RUN_FLAGS,
 ) -> None:
     """Draw the fixed diagnostic sample every system and archetype answers."""
+    from carebench.plural.commands.sample import run_sample
     from carebench.plural.experiment import SampleRunConfig
-    from carebench.plural.suite import run_sample
 
     result = run_sample(SampleRunConfig(
         release=str(release), size=size, fraction=fraction, seed=seed, reserve=reserve, weighting=weighting,
@@ -241,8 +241,8 @@ def run(
     locale: LocaleOption = None, resources: ResourcesOption = None,
 ) -> None:
     """Responses under both archetype instructions, the jury, scoring and the report."""
+    from carebench.plural.commands.run import run_plural
     from carebench.plural.experiment import PluralRunConfig
-    from carebench.plural.suite import run_plural
 
     cfg = PluralRunConfig(
         release=str(release), systems=list(system or []), judges=list(judge or []),
@@ -310,8 +310,8 @@ def rescore(
 ) -> None:
     """Recompute metrics.json and the report from the recorded verdicts (no model call)."""
     from carebench.experiment import echo_plan
-    from carebench.plural.suite import rescore as do_rescore
-    from carebench.plural.suite import rescore_plan
+    from carebench.plural.commands.run import rescore as do_rescore
+    from carebench.plural.commands.run import rescore_plan
 
     if dry_run:
         echo_plan(rescore_plan(run_dir, out))

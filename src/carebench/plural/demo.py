@@ -15,9 +15,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from carebench.datasets.prompts import load_annotations, load_prompts, write_jsonl
+from carebench.plural.commands.run import run_plural
 from carebench.plural.data import builtin_path
 from carebench.plural.experiment import PluralRunConfig
-from carebench.plural.suite import run_plural
 from carebench.run_options import run_options
 from carebench.rundir import write_json
 

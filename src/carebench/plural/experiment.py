@@ -5,7 +5,7 @@ the pure work of ``plural sample | run | rescore``: reading and checking a relea
 choosing the sampled prompts, the configs, and parsing a run directory's records into
 the scoring arrays and metrics. The commands themselves (:class:`SampleCommand`,
 :class:`RunCommand`, ``run_sample``, ``run_plural``, ``rescore``) are in
-:mod:`carebench.plural.suite`: every model call goes through the command's one run
+:mod:`carebench.plural.commands`: every model call goes through the command's one run
 context, and everything downstream of the records is recomputed from the run directory
 alone, so ``carebench report DIR`` and ``plural rescore`` reproduce ``metrics.json`` and
 the report byte for byte and need no model.

@@ -13,8 +13,8 @@ label set per profile; identity mapping, raw practitioner labels, rationales and
 memories go to ``private/`` (withheld).
 
 This module holds the configs, the leakage rule, the metrics and the release writer;
-the command objects (:class:`~carebench.plural.suite.FreezeCommand`,
-:class:`~carebench.plural.suite.LabelCommand`) are in :mod:`carebench.plural.suite`.
+the command objects (:class:`~carebench.plural.commands.freeze.FreezeCommand`,
+:class:`~carebench.plural.commands.label.LabelCommand`) are in :mod:`carebench.plural.commands`.
 """
 
 from __future__ import annotations

@@ -318,15 +318,11 @@ class Table:
                     out.update(((i, j), rank) for i, v in scored if v == value)
         return out
 
-    def sort_keys(self) -> list[list[str]]:
-        """Per cell, the text a sortable table compares: the full-precision number of a
-        numeric column (``repr``, so the order is the values' order), the formatted text
-        otherwise, and "" for an empty cell (NaN or None), which always sorts last."""
-        shown = self.shown()
-        return shown.rows_of(self.sort_key_columns(shown))
-
     def sort_key_columns(self, shown: ShownTable) -> list[list[str]]:
-        """:meth:`sort_keys` column by column, from this table's :meth:`shown` cells."""
+        """Per cell, column by column, the text a sortable table compares: the
+        full-precision number of a numeric column (``repr``, so the order is the values'
+        order), the formatted text otherwise, and "" for an empty cell (NaN or None),
+        which always sorts last."""
         columns = []
         for j, numeric in enumerate(shown.numeric):
             if numeric:

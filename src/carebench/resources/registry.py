@@ -225,25 +225,9 @@ class Registry:
                 "countries": len(self.countries), "resources": len(self.resources)}
 
 
-def registry_from_dict(data: dict, origin: str, version: str | None = None) -> Registry:
-    """A registry from carebench's own JSON structure, already validated (see ``formats``)."""
-    resources = []
-    for cc, entry in data["countries"].items():
-        for kind in KINDS:
-            for r in entry.get(kind, []):
-                contacts = tuple(Contact(method=c["method"], number=c.get("number"), keyword=c.get("keyword"),
-                                         url=c.get("url"), languages=tuple(c.get("languages") or ()),
-                                         hours=c.get("hours")) for c in r.get("contacts", []))
-                resources.append(Resource(country=cc, kind=kind, name=r["name"], contacts=contacts,
-                                          category=r.get("category"),
-                                          languages=tuple(r.get("languages") or ()), hours=r.get("hours"),
-                                          website=r.get("website"), source=r.get("source"), id=r.get("id")))
-    return Registry(tuple(resources), version=version or str(data.get("version") or "unversioned"),
-                    origin=origin, sources=dict(data.get("sources") or {}))
-
-
 def registry_to_dict(reg: Registry) -> dict:
-    """carebench's own JSON structure for ``reg`` (what :func:`registry_from_dict` reads)."""
+    """carebench's own JSON structure for ``reg`` (what
+    :func:`~carebench.resources.formats.parse_carebench_json` reads)."""
     countries: dict[str, dict[str, list]] = {}
     for r in reg.resources:
         row = {k: v for k, v in asdict(r).items() if k not in ("country", "kind") and v not in (None, (), [])}

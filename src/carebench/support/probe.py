@@ -283,7 +283,7 @@ class ProbeSuite:
         return records
 
     def render(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Any:
-        from carebench.support.report import build_probe_report
+        from carebench.support.probe_report import build_probe_report
 
         return build_probe_report(manifest, metrics)
 

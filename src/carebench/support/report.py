@@ -32,9 +32,10 @@ from carebench.report import (
     heatmap,
     scatter_chart,
 )
-from carebench.report.headline import SMALL_N, Candidate, best_headline, no_headline
+from carebench.report.headline import Candidate, best_headline
 from carebench.support.panel import cell_votes, collapse
 from carebench.support.records import REFERENCE, ResponseRecord, VerdictRecord, is_empty_reply
+from carebench.support.report_values import fmt_rate, iv
 from carebench.support.tasks import Task
 from carebench.wording import label as key_label
 
@@ -67,102 +68,6 @@ ILLUSTRATIVE_NOTE = (
 )
 
 
-def build_calibration_report(manifest: Mapping[str, Any], result: Mapping[str, Any]) -> Report:
-    """Judge calibration and panel selection (§3.3, B.1-B.5, B.7)."""
-    cfg = result.get("config", {})
-    counts = result.get("counts", {})
-    human = result.get("human", {})
-    sel = result.get("selection", {})
-    sections: list[Section] = []
-    sections.append(Section("Labels and human ceiling", [
-        Paragraph("Clinician consensus per labelled criterion judgment is the strict majority of the "
-                  "clinicians who labelled it; human-human agreement is the ceiling a judge can be held to."),
-        KeyValue([(k.replace("_", " "), v if not isinstance(v, dict) else ", ".join(f"{a}: {b}" for a, b in v.items()))
-                  for k, v in counts.items()]),
-        KeyValue([("raters", ", ".join(human.get("raters", []))),
-                  ("mean pairwise kappa", human.get("mean_pairwise_kappa")),
-                  ("mean pairwise agreement", human.get("mean_pairwise_agreement")),
-                  ("Fleiss kappa", human.get("fleiss_kappa"))]),
-        Table(["dimension", "AC1"], [[d, v] for d, v in (human.get("ac1") or {}).items()],
-              caption="Human Gwet's AC1 by dimension (B.5: kappa understates agreement on skewed criteria)."),
-    ]))
-    cands = result.get("candidates", {})
-    dims = sorted({d for c in cands.values() for d in (c.get("ac1") or {}) if d != "pooled"})
-    sections.append(Section("Candidate judges", [Table(
-        ["judge", "kappa", "macro-F1", "agreement", "met rate", "items", "AC1 pooled", *[f"AC1 {d}" for d in dims]],
-        [[j, c.get("kappa"), c.get("macro_f1"), c.get("percent_agreement"), c.get("met_rate"), c.get("n_items"),
-          (c.get("ac1") or {}).get("pooled"), *[(c.get("ac1") or {}).get(d) for d in dims]]
-         for j, c in sorted(cands.items(), key=lambda kv: -(kv[1].get("kappa") or float("-inf")))],
-        caption="Each candidate against the clinician consensus.", highlight_max_cols=["kappa"],
-    )]))
-    panels = sel.get("panels", [])
-    blocks: list[Block] = [Paragraph(
-        f"{sel.get('n_panels', 0)} panels of {sel.get('panel_size', cfg.get('panel_size'))} enumerated and ranked "
-        f"by {sel.get('ranking_rule', 'kappa')}. Selected: {', '.join(sel.get('selected', []))}."
-    )]
-    blocks.append(Table(["rank", "panel", "kappa", "macro-F1", "agreement", "met rate"],
-                        [[p["rank"], " + ".join(p["members"]), p["kappa"], p["macro_f1"],
-                          p["percent_agreement"], p["met_rate"]] for p in panels[:20]],
-                        caption="Top panels (all panels are in metrics.json)."))
-    lead = sel.get("lead")
-    if lead:
-        blocks.append(KeyValue([
-            ("leader", " + ".join(lead["leader"])), ("runner-up", " + ".join(lead["runner_up"])),
-            ("kappa lead", Interval(lead["diff"], *lead["ci"])), ("interval spans zero", lead["spans_zero"]),
-            ("bootstrap", f"B={lead.get('B')}, seed {lead.get('seed')}, {lead.get('resampling')}"),
-        ]))
-    wd = sel.get("without_disclaimers")
-    if wd:
-        blocks.append(Paragraph(
-            f"Without the disclaimer criteria the selected panel ranks {wd['rank_of_selected']} of "
-            f"{sel.get('n_panels')} (best then: {', '.join(wd['selected'])})."))
-    sections.append(Section("Panel selection", blocks))
-    sections.append(_agreement_by_dimension(result))
-    sc = result.get("scope_comparison")
-    if sc:
-        scopes = list(sc.get("by_scope") or sc.get("candidates") or {})
-        cand = sc.get("candidates") or {}
-        rows = [[" + ".join(sc.get("panel", [])) + " (selected panel)",
-                 *[(sc.get("by_scope", {}).get(s) or {}).get("kappa") for s in scopes]]]
-        names = sorted({j for v in cand.values() for j in v})
-        rows += [[j, *[(cand.get(s, {}).get(j) or {}).get("kappa") for s in scopes]] for j in names]
-        sections.append(Section("Scoring rule: final turn vs credit anywhere", [Table(
-            ["judge / panel", *[f"kappa ({s})" for s in scopes]], rows,
-            caption="B.9: agreement with the clinician consensus (labelled on the final turn) when the judges "
-                    "grade the final turn only or credit any turn. Percent agreement and macro-F1 are in "
-                    "metrics.json.")]))
-    sp = result.get("self_preference") or {}
-    if sp.get("applicable"):
-        rates = sp.get("met_rate", {})
-        responders = sorted({r for v in rates.values() for r in v})
-        sections.append(Section("Self-preference on the labelled responses", [Table(
-            ["judge", "leniency", *responders],
-            [[j, (sp.get("leniency") or {}).get(j), *[v.get(r) for r in responders]] for j, v in rates.items()],
-            caption=str(sp.get("model", "")),
-        )]))
-    return Report(title="Support: judge calibration and panel selection",
-                  subtitle=f"panel size {cfg.get('panel_size')}, seed {cfg.get('seed')}, B={cfg.get('B')}",
-                  sections=sections)
-
-
-def _agreement_by_dimension(result: Mapping[str, Any]) -> Section:
-    """Table 5 (B.5): kappa beside AC1 and percent agreement, for clinicians and the selected panel."""
-    human = result.get("human", {})
-    panel = result.get("selected_by_dimension") or {}
-    hk, hac, hpa = (human.get(k) or {} for k in ("fleiss_kappa_by_dimension", "ac1", "percent_agreement"))
-    pk, pac, ppa = (panel.get(k) or {} for k in ("kappa_by_dimension", "ac1", "percent_agreement_by_dimension"))
-    dims = sorted({*hk, *pk} - {"pooled"})
-    rows = [[d, hk.get(d), hac.get(d), hpa.get(d), pk.get(d), pac.get(d), ppa.get(d)] for d in dims]
-    rows.append(["pooled", hk.get("pooled"), hac.get("pooled"), hpa.get("pooled"), panel.get("kappa"),
-                 pac.get("pooled"), panel.get("percent_agreement")])
-    return Section("Agreement by dimension", [Table(
-        ["dimension", "clinicians Fleiss kappa", "clinicians AC1", "clinicians agreement",
-         "panel kappa", "panel AC1", "panel agreement"], rows,
-        caption="B.5 / Table 5: kappa understates agreement on skewed dimensions (moralization, disclaimers), "
-                "so AC1 and raw agreement stand beside it. Panel = the selected panel against the consensus.",
-    )])
-
-
 def _figure(name: str, draw: Callable[[], bytes], caption: str) -> Block:
     """A figure, or one sentence saying why there is none (nothing to show)."""
     return figure_or_sentence(name, caption, draw)
@@ -175,14 +80,6 @@ def _interval_chart(names: Sequence[str], ivs: Sequence[Interval], title: str, x
                               [i.lo if i.lo is not None else i.value for i in ivs],
                               [i.hi if i.hi is not None else i.value for i in ivs],
                               title, xlabel=xlabel, reference=reference)
-
-
-def _iv(value: Any, ci: Any) -> Interval | None:
-    if value is None:
-        return None
-    if isinstance(ci, list | tuple) and len(ci) == 2 and None not in ci:
-        return Interval(float(value), float(ci[0]), float(ci[1]))
-    return Interval(float(value))
 
 
 def _short(names: Sequence[str]) -> list[str]:
@@ -306,13 +203,13 @@ def _leaderboard(metrics) -> Section:
     rows = []
     for r in board.get("rows", []):
         m = models.get(r["responder"], {})
-        rows.append([r["rank"], r["responder"], _iv(r["score"], r.get("ci")),
-                     _iv(r.get("full_satisfaction"), m.get("full_satisfaction_ci")), r.get("band"),
+        rows.append([r["rank"], r["responder"], iv(r["score"], r.get("ci")),
+                     iv(r.get("full_satisfaction"), m.get("full_satisfaction_ci")), r.get("band"),
                      m.get("n_tasks"), m.get("n_conversations")])
     if REFERENCE in models:
         m = models[REFERENCE]
-        rows.append(["-", "reference (ceiling)", _iv(m["score"], m.get("ci")),
-                     _iv(m.get("full_satisfaction"), m.get("full_satisfaction_ci")), None,
+        rows.append(["-", "reference (ceiling)", iv(m["score"], m.get("ci")),
+                     iv(m.get("full_satisfaction"), m.get("full_satisfaction_ci")), None,
                      m.get("n_tasks"), m.get("n_conversations")])
     blocks: list[Block] = [
         Table(["rank", "responder", "score [95% CI]", "full satisfaction [95% CI]", "band", "tasks",
@@ -348,7 +245,7 @@ def _leaderboard(metrics) -> Section:
     if gaps:
         blocks.append(Table(
             ["upper", "lower", "difference [95% CI]", "P(upper > lower)", "separated"],
-            [[g["upper"], g["lower"], _iv(g["diff"], g.get("ci")), g.get("p_improve"), g.get("separated")]
+            [[g["upper"], g["lower"], iv(g["diff"], g.get("ci")), g.get("p_improve"), g.get("separated")]
              for g in gaps],
             caption=f"Adjacent gaps by paired bootstrap: {board.get('n_separated', 0)} of "
                     f"{board.get('n_gaps', 0)} separated, {board.get('n_bands', 0)} band(s).",
@@ -370,8 +267,8 @@ def _healthbench_table(metrics) -> Table:
     hb = metrics["healthbench"]["responders"]
     order = [r["responder"] for r in metrics.get("leaderboard", {}).get("rows", [])]
     order += [r for r in hb if r not in order]
-    rows = [["reference (ceiling)" if r == REFERENCE else r, _iv(hb[r]["score"], hb[r].get("ci")),
-             _iv(hb[r]["weighted_score"], hb[r].get("weighted_ci")), hb[r].get("n_tasks")]
+    rows = [["reference (ceiling)" if r == REFERENCE else r, iv(hb[r]["score"], hb[r].get("ci")),
+             iv(hb[r]["weighted_score"], hb[r].get("weighted_ci")), hb[r].get("n_tasks")]
             for r in order if r in hb]
     return Table(
         ["responder", "HealthBench score [95% CI]", "carebench weighted score [95% CI]", "tasks"], rows,
@@ -428,17 +325,17 @@ def _dimensions(metrics) -> Section:
 def _recognition(metrics) -> Section:
     rwi = metrics.get("recognition_without_intervention", {})
     pooled = rwi.get("pooled", {})
-    rows = [[r, _iv(x.get("rate"), x.get("ci")), x.get("failures"), x.get("recognized")]
+    rows = [[r, iv(x.get("rate"), x.get("ci")), x.get("failures"), x.get("recognized")]
             for r, x in (rwi.get("per_model") or {}).items()]
     blocks: list[Block] = [Paragraph(
         "Recognition without intervention (§4.6): " + str(rwi.get("definition", "")) + ". Pooled over "
-        f"models: {_fmt_rate(pooled.get('rate'))} ({pooled.get('failures', 0)} of "
+        f"models: {fmt_rate(pooled.get('rate'))} ({pooled.get('failures', 0)} of "
         f"{pooled.get('recognized', 0)} recognized conversations)."
     )]
     if rows and "routed_local_definition" in rwi:  # the run checked where replies send a person
         for row, x in zip(rows, (rwi.get("per_model") or {}).values(), strict=True):
             local = x.get("routed_local") or {}
-            row.append(_iv(local.get("rate"), local.get("ci")))
+            row.append(iv(local.get("rate"), local.get("ci")))
         blocks.append(Paragraph("Recognized, routed to a local resource: "
                                 + str(rwi["routed_local_definition"]) + "."))
     if rows:
@@ -456,10 +353,6 @@ def _recognition(metrics) -> Section:
                 caption="Figure 3 (§4.6): per model, with 95% intervals; the dotted line is the pooled rate.",
             ))
     return Section("Recognition without intervention", blocks)
-
-
-def _fmt_rate(v: Any) -> str:
-    return "n/a" if v is None else f"{float(v):.3f}"
 
 
 def _slices(metrics) -> Section:
@@ -480,7 +373,7 @@ def _slices(metrics) -> Section:
         values = data.get("values", {})
         few = {v for v, x in values.items() if (x.get("n_tasks") or 0) < MIN_SLICE_TASKS}
         rows = [[f"{key_label(v)} {FEW_MARK}" if v in few else key_label(v), x.get("n_tasks"),
-                 _iv(x.get("pooled"), x.get("pooled_ci")),
+                 iv(x.get("pooled"), x.get("pooled_ci")),
                  *[(x.get("per_model") or {}).get(r) for r in responders]] for v, x in values.items()]
         caption = f"By {key_label(axis).lower()}."
         c = data.get("contrast")
@@ -514,9 +407,9 @@ def _slices(metrics) -> Section:
                 caption="Figure 6 (E.2): subcategory (rows) by the top eight models of the leaderboard.",
             ))
         diff = data.get("differences") or {}
-        flagged = [[key_label(v), r, _iv(x["excess"], x.get("excess_ci")), _iv(x["gap"], x.get("gap_ci"))]
+        flagged = [[key_label(v), r, iv(x["excess"], x.get("excess_ci")), iv(x["gap"], x.get("gap_ci"))]
                    for v, d in diff.items() for r, x in (d.get("per_model") or {}).items() if x.get("worse")]
-        pooled_rows = [[key_label(v), _iv(d.get("pooled_gap"), d.get("pooled_gap_ci")), ", ".join(d.get("models_worse") or [])
+        pooled_rows = [[key_label(v), iv(d.get("pooled_gap"), d.get("pooled_gap_ci")), ", ".join(d.get("models_worse") or [])
                         or "none"] for v, d in diff.items()]
         if pooled_rows:
             blocks.append(Table(
@@ -539,9 +432,9 @@ def _scope(metrics) -> Section:
     return Section("Scoring-rule sensitivity: final turn vs credit anywhere", [
         Paragraph(
             f"Primary scope {s.get('scope')}; {s.get('other_scope')} scope credits "
-            f"{_fmt_rate(s.get('share_credited_only_by_other'))} of judged criteria that the primary "
-            f"scope does not, and the reverse holds for {_fmt_rate(s.get('share_credited_only_by_primary'))} "
-            f"(§4.5, B.9). Rank correlation of the two leaderboards: {_fmt_rate(s.get('spearman_rho'))}."
+            f"{fmt_rate(s.get('share_credited_only_by_other'))} of judged criteria that the primary "
+            f"scope does not, and the reverse holds for {fmt_rate(s.get('share_credited_only_by_primary'))} "
+            f"(§4.5, B.9). Rank correlation of the two leaderboards: {fmt_rate(s.get('spearman_rho'))}."
         ),
         Table(["responder", f"score ({s.get('scope')})", f"score ({s.get('other_scope')})"], rows),
     ])
@@ -691,86 +584,6 @@ def _judges(metrics, panel_warnings: Sequence[str] | None = None) -> Section:
     if not blocks:
         blocks.append(Paragraph("No judge robustness analysis available."))
     return Section("Judge robustness", blocks)
-
-
-def build_probe_report(manifest: Mapping[str, Any], p: Mapping[str, Any]) -> Report:
-    """The report of a ``support probe`` run (§4.3, E.7, Table 13): the run it probed,
-    then the probe, controls and elicitation."""
-    probed = manifest.get("probes") or {}
-    return Report(
-        title="Support: discrimination probe and elicitation",
-        subtitle=f"probe of the support run {probed.get('path', '?')}",
-        sections=[Section("Probed run", [KeyValue([
-            ("run directory", probed.get("path")), ("created", probed.get("created")),
-            ("its manifest sha256", probed.get("manifest_sha256")),
-            ("responders probed", ", ".join(p.get("responders") or []))])]), _probe(p)],
-    )
-
-
-def _probe(p: Mapping[str, Any]) -> Section:
-    def shares(d: Mapping[str, Any]) -> list[list[Any]]:
-        return [[name.replace("_", " "), _iv((d.get(name) or {}).get("share"), (d.get(name) or {}).get("ci")),
-                 (d.get(name) or {}).get("units")]
-                for name in ("standard_divergence", "discrimination_failure", "order_dependent", "unstable")]
-
-    d = p.get("decomposition") or {}
-    per = p.get("per_responder") or {}
-    excluded = list(p.get("excluded") or [])
-    blocks: list[Block] = [Paragraph(
-        f"§4.3, E.7, Table 13: failed criterion units of {len(per)} responders in {p.get('tasks_sampled', 0)} "
-        f"sampled tasks, each compared in both orders with the {p.get('alternative')} reply "
-        f"({p.get('question', 'blind')} question). Standard divergence: the model prefers the compliant reply yet "
-        "did not produce it; discrimination failure: it prefers its own. Order-dependent and unstable units are "
-        "held out.")]
-    if d.get("units"):
-        blocks.append(Table(
-            ["outcome", "share of forfeited weight [95% CI]", "units"], shares(d),
-            caption=f"Pooled over the {len(p.get('competent') or [])} responders that pass the evaluator-competence "
-                    f"check: {d['units']} units. Bootstrap over tasks, B={d.get('B')}, seed {d.get('seed')}."))
-    else:
-        blocks.append(Paragraph("No unit of a responder that passes the evaluator-competence check: "
-                                "nothing is decomposed."))
-    for spec in excluded:
-        c = per[spec]["controls"]
-        blocks.append(Callout(
-            f"{spec} is excluded from the decomposition as an uninformative evaluator (E.7): on the floor pairs "
-            f"it preferred the compliant reply in {c.get('prefers_alternative')} of {c.get('valid')} valid answers "
-            f"({_fmt_rate(c.get('rate'))}; {c.get('failed_answers')} failed answers), not above the competence "
-            f"threshold {c.get('threshold')}. Its {per[spec].get('units_probed')} probed units are not decomposed.",
-            "warning"))
-    rows = []
-    for spec, r in per.items():
-        c, rd = r.get("controls") or {}, r.get("decomposition") or {}
-        rows.append([spec, c.get("pairs"), c.get("valid"), c.get("rate"), "yes" if r.get("competent") else "no",
-                     r.get("units_probed"), (r.get("real_pairs") or {}).get("rate"),
-                     (rd.get("standard_divergence") or {}).get("share"),
-                     (rd.get("discrimination_failure") or {}).get("share")])
-    rates = [row[3] for row in rows if row[3] is not None]
-    blocks.append(Table(
-        ["responder", "floor pairs", "valid answers", "floor-pair alternative preference", "competent",
-         "units probed", "raw alternative preference", "standard divergence", "discrimination failure"], rows,
-        caption="Evaluator-competence check (E.7). A floor pair sets the compliant alternative against a floor reply "
-                "that ignores the person's message, in both orders; the floor-pair alternative preference is the "
-                f"share of valid answers choosing the compliant reply; a responder not above {p.get('competence_threshold')} "
-                "is excluded from the decomposition. This rate differs between models (the paper reports 0.000 to "
-                "1.000" + (f"; here {min(rates):.3f} to {max(rates):.3f}" if rates else "") + "), so the raw "
-                "alternative preference on the real pairs is not compared across models."))
-    e = p.get("elicitation") or {}
-    erows = [[spec, (r.get("elicitation") or {}).get("conversations_sampled"),
-              _conversion_text((r.get("elicitation") or {}).get("full_panel") or {}),
-              _conversion_text((r.get("elicitation") or {}).get("without_own_family") or {})]
-             for spec, r in per.items()]
-    erows.append(["all probed responders", e.get("conversations_sampled"),
-                  _conversion_text(e.get("full_panel") or {}), _conversion_text(e.get("without_own_family") or {})])
-    blocks.append(Table(["responder", "conversations", "conversion, full panel",
-                         "conversion, without the responder's family"], erows,
-                        caption="Elicitation (E.7): the share of originally failed criteria the new reply earns."))
-    return Section("Discrimination probe and elicitation", blocks)
-
-
-def _conversion_text(c: Mapping[str, Any]) -> str:
-    panel = f"; panel {', '.join(c['panel']) or 'empty'}" if "panel" in c else ""
-    return f"{_fmt_rate(c.get('rate'))} ({c.get('converted', 0)} of {c.get('criteria', 0)} failed criteria{panel})"
 
 
 def _judge_agreement(metrics) -> Section:
@@ -963,28 +776,3 @@ def support_headline(metrics: Mapping[str, Any]) -> Headline:
         candidates.append(Candidate(str(name), m.get("score"), ci[0], ci[1], m.get("n_tasks"),
                                     bool(m.get("flagged")), incomplete))
     return best_headline("weighted score (0 to 1, higher is better)", candidates, unit="tasks", role="responder")
-
-
-def calibration_headline(result: Mapping[str, Any]) -> Headline:
-    """The selected judge panel and its agreement (Cohen's kappa) with the clinicians'
-    consensus; a caveat when its lead over the runner-up panel spans zero."""
-    sel = result.get("selection") or {}
-    panels = sel.get("panels") or []
-    if not sel.get("selected") or not panels:
-        return no_headline("no panel was selected")
-    top = panels[0]
-    counts = result.get("counts") or {}
-    n = next((counts[k] for k in ("items_with_consensus", "items") if isinstance(counts.get(k), int)), None)
-    caveats = []
-    lead = sel.get("lead") or {}
-    if lead.get("spans_zero"):
-        lo, hi = (lead.get("ci") or [None, None])[:2]
-        caveats.append(f"not separable from the runner-up panel: the kappa lead's interval [{lo:.3f}, {hi:.3f}] "
-                       "spans zero" if lo is not None and hi is not None else
-                       "not separable from the runner-up panel: the kappa lead's interval spans zero")
-    if n is not None and n < SMALL_N:
-        caveats.append(f"small n: {n} items with a clinician consensus (fewer than {SMALL_N})")
-    return Headline("Selected panel: " + " + ".join(map(str, sel["selected"])),
-                    measure="Cohen's kappa with the clinician consensus (-1 to 1, higher is better)",
-                    value=Interval(float(top.get("kappa")), None, None) if top.get("kappa") is not None else None,
-                    n=n, unit="items with a clinician consensus" if n is not None else "", caveats=caveats)

@@ -521,12 +521,12 @@ class JudgeCalibrationSuite:
         return records
 
     def render(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Report:
-        from carebench.support.report import build_calibration_report
+        from carebench.support.calibration_report import build_calibration_report
 
         return build_calibration_report(manifest, metrics)
 
     def headline(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Any:
-        from carebench.support.report import calibration_headline
+        from carebench.support.calibration_report import calibration_headline
 
         return calibration_headline(metrics)
 
