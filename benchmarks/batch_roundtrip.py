@@ -41,9 +41,9 @@ from carebench.batch.export import BatchSink
 from carebench.batch.import_ import import_results
 from carebench.batch.manifest import Manifest
 from carebench.batch.options import BatchOptions
-from carebench.cache import CompletionCache
+from carebench.engine.cache import CompletionCache
+from carebench.engine.runner import Call, call_key
 from carebench.models import get_model
-from carebench.runner import Call, call_key
 from carebench.types import ChatRequest, Message
 
 SYSTEM = Message("system", "You are a careful rater of how a reply to a person in distress meets one "

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from carebench.plural.commands.run import rescore
-from carebench.plural.experiment import compute_metrics, load_run
+from carebench.plural.config import compute_metrics, load_run
 from carebench.plural.records import PARQUET_COLUMNS, read_jury_columns
 from carebench.records_parquet import write_records_parquet
 

@@ -133,8 +133,8 @@ def synthetic_report(seed: int = 0) -> Report:
 
 
 def support_report(run_dir: Path) -> Report:
-    from carebench.experiment import single_threaded_blas
-    from carebench.rundir import read_json
+    from carebench.engine.rundir import read_json
+    from carebench.engine.skeleton import single_threaded_blas
     from carebench.support.suite import SupportSuite
 
     suite = SupportSuite()

@@ -69,6 +69,13 @@ def load_old_runner(tmp: Path):
     try:
         src = subprocess.run(["git", "-C", str(ROOT), "show", f"{OLD_COMMIT}:src/carebench/runner.py"],
                              capture_output=True, text=True, check=True).stdout
+        src = src.replace("from carebench.run import", "from carebench.engine.context import")
+        src = src.replace("from carebench.runner import", "from carebench.engine.runner import")
+        src = src.replace("from carebench.run_options import", "from carebench.engine.options import")
+        src = src.replace("from carebench.rundir import", "from carebench.engine.rundir import")
+        src = src.replace("from carebench.experiment import", "from carebench.engine.skeleton import")
+        src = src.replace("from carebench.planning import", "from carebench.engine.planning import")
+        src = src.replace("from carebench.cache import", "from carebench.engine.cache import")
         path = tmp / "runner_d2decf4.py"
         path.write_text(src)
         spec = importlib.util.spec_from_file_location("runner_d2decf4", path)
@@ -115,8 +122,8 @@ def bench_raw(url: str, n: int, conc: int, tag: str, progress: bool) -> Result:
 
 
 def bench_run_calls(url: str, n: int, conc: int, tag: str, progress: bool, cache: Path) -> Result:
-    from carebench.run import Run, RunOptions
-    from carebench.runner import Call
+    from carebench.engine.context import Run, RunOptions
+    from carebench.engine.runner import Call
     from carebench.types import ChatRequest, messages
 
     with Run(RunOptions(concurrency=conc, progress=progress, cache_path=cache)) as run:
@@ -134,7 +141,7 @@ def bench_run_calls(url: str, n: int, conc: int, tag: str, progress: bool, cache
 
 
 def bench_old(old, url: str, n: int, conc: int, tag: str, progress: bool, cache: Path) -> Result:
-    from carebench.cache import CompletionCache
+    from carebench.engine.cache import CompletionCache
     from carebench.models import get_model
     from carebench.types import ChatRequest, messages
 

@@ -280,16 +280,16 @@ def rescore_run(run_dir: Path) -> None:
 
 
 def phases(run_dir: Path) -> None:
-    """One rescore, phase by phase (the steps ``carebench.experiment.rerender`` takes), with
+    """One rescore, phase by phase (the steps ``carebench.engine.skeleton.rerender`` takes), with
     wall and CPU seconds (CPU counts every thread, e.g. BLAS)."""
     import carebench.support.report as support_report
-    from carebench.experiment import cycle_collector_paused, single_threaded_blas
+    from carebench.engine.rundir import read_json, write_json
+    from carebench.engine.skeleton import cycle_collector_paused, single_threaded_blas
     from carebench.report import figures
     from carebench.report.figure_reuse import drawing_done
     from carebench.report.html import render_html
     from carebench.report.markdown import render_markdown
     from carebench.report.writer import write_report
-    from carebench.rundir import read_json, write_json
     from carebench.support.suite import SupportSuite
 
     drawn = [0.0, 0.0]
@@ -344,8 +344,8 @@ def phases(run_dir: Path) -> None:
 
 def write_run_dir(run_dir: Path, tasks, rt, vt, strings, B: int) -> None:
     """The run directory ``support run`` would leave (records.jsonl and records.parquet)."""
-    from carebench.experiment import write_records
-    from carebench.rundir import write_json, write_jsonl
+    from carebench.engine.rundir import write_json, write_jsonl
+    from carebench.engine.skeleton import write_records
     from carebench.support.records import PARQUET_COLUMNS
 
     stat = ["ok", "parse_error", "error", "not_judged_empty"]

@@ -21,8 +21,8 @@ from stub_server import StubServer
 
 def fast_retries(monkeypatch: Any) -> None:
     """Retry back-off of milliseconds (7 tries well inside a one-second outage)."""
-    import carebench.run as run_mod
-    from carebench.runner import RunnerConfig
+    import carebench.engine.context as run_mod
+    from carebench.engine.runner import RunnerConfig
 
     monkeypatch.setattr(run_mod, "RunnerConfig", functools.partial(
         RunnerConfig, backoff_base_s=0.005, backoff_max_s=0.02))

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from carebench.cache import CompletionCache
+from carebench.engine.cache import CompletionCache
 from carebench.types import Completion
 from stub_server import StubReply, StubServer
 
@@ -28,8 +28,8 @@ CONCURRENCY = 48
 
 WORKER = r"""
 import json, sys
-from carebench.run import Run, RunOptions
-from carebench.runner import Call
+from carebench.engine.context import Run, RunOptions
+from carebench.engine.runner import Call
 from carebench.types import ChatRequest, messages
 
 base_url, cache_path, out, n, conc = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])

@@ -22,9 +22,9 @@ from stub_server import StubReply, StubServer
 
 WORKER = r"""
 import asyncio, sys, time
-from carebench.cache import CompletionCache
+from carebench.engine.cache import CompletionCache
 from carebench.models import get_model
-from carebench.runner import Call, Runner, RunnerConfig
+from carebench.engine.runner import Call, Runner, RunnerConfig
 from carebench.types import ChatRequest, Completion, messages
 
 base_url, cache_path, burn_s = sys.argv[1], sys.argv[2], float(sys.argv[3])
@@ -104,7 +104,7 @@ def test_a_failed_background_commit_is_raised_at_flush_and_stores_nothing(tmp_pa
 
     import pytest
 
-    from carebench.cache import CacheWriter, CompletionCache
+    from carebench.engine.cache import CacheWriter, CompletionCache
     from carebench.types import Completion
 
     cache = CompletionCache(tmp_path / "c.sqlite")

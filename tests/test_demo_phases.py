@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from carebench import experiment
 from carebench import suites as suite_table
 from carebench.demo import machine, run_demo
+from carebench.engine import skeleton as experiment
 from stub_server import StubReply, StubServer
 
 

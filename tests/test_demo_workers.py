@@ -223,7 +223,7 @@ def test_jobs_rule(usable, load, requested, n):
 
 
 def _hammer(path: str, start: int, n: int) -> None:
-    from carebench.cache import CompletionCache
+    from carebench.engine.cache import CompletionCache
     from carebench.types import Completion
 
     cache = CompletionCache(path)

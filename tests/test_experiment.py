@@ -139,7 +139,7 @@ def test_parquet_with_all_null_columns_reads_like_the_jsonl(tmp_path):
     """Every verdict failed (met null in every row): the Parquet column has the null type."""
     import os
 
-    from carebench.experiment import write_records
+    from carebench.engine.skeleton import write_records
     from carebench.support.records import PARQUET_COLUMNS, read_run_records
 
     rows = [{"kind": "response", "task_id": "t1", "responder": "m", "attempt": 0, "turns": [],

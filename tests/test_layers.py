@@ -10,12 +10,12 @@ from test_import_structure import _imports, _modules
 LAYERS: list[tuple[str, set[str]]] = [
     ("foundation", {"", "types", "stats", "fileio", "jsonclean", "wording", "cores", "templates", "taxonomy",
                     "taxonomy_schema", "prompts", "cli_params", "system_names"}),
-    ("data", {"datasets", "records_parquet", "rundir", "report", "batch.options", "batch.manifest",
-              "resources", "rubric", "rubric_walk"}),
-    ("models", {"models", "cache"}),
-    ("calls", {"runner", "batch"}),
-    ("run", {"run", "run_options"}),
-    ("skeleton", {"experiment", "planning", "judging", "criteria"}),
+    ("data", {"datasets", "records_parquet", "engine.rundir", "report", "batch.options", "batch.manifest",
+              "resources", "rubric", "rubric_walk", "engine"}),
+    ("models", {"models", "engine.cache"}),
+    ("calls", {"engine.runner", "batch"}),
+    ("run", {"engine.context", "engine.options"}),
+    ("skeleton", {"engine.skeleton", "engine.planning", "judging", "criteria"}),
     ("tools", {"compare", "view"}),
     ("suites", {"risk", "support", "plural", "construct", "converse", "annotate"}),
     ("application", {"suites", "cli", "demo", "batch.cli", "resources.cli", "__main__"}),
@@ -40,7 +40,7 @@ def test_the_layer_lookup():
     assert names[layer_of("carebench.batch.export")] == "calls"
     assert names[layer_of("carebench.batch.options")] == "data"
     assert names[layer_of("carebench")] == "foundation"
-    assert names[layer_of("carebench.runner")] == "calls" and names[layer_of("carebench.run")] == "run"
+    assert names[layer_of("carebench.engine.runner")] == "calls" and names[layer_of("carebench.engine.context")] == "run"
 
 
 def test_every_module_has_a_layer():

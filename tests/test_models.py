@@ -7,12 +7,12 @@ import json
 import pytest
 from pydantic import BaseModel, Field
 
-from carebench.cache import CompletionCache
+from carebench.engine.cache import CompletionCache
+from carebench.engine.rundir import write_jsonl
+from carebench.engine.runner import Call, Runner, RunnerConfig, call_row
 from carebench.models import get_model, parse_spec
 from carebench.models.pricing import cost_usd, price_for
 from carebench.models.structured import extract_json, parse_model
-from carebench.rundir import write_jsonl
-from carebench.runner import Call, Runner, RunnerConfig, call_row
 from carebench.types import CarebenchError, ChatRequest, Usage, messages
 from stub_server import StubReply, StubServer
 

@@ -20,10 +20,10 @@ N_ITEMS = 120
 WORKER = r"""
 import sys
 from pathlib import Path
-from carebench.cache import CompletionCache
+from carebench.engine.cache import CompletionCache
 from carebench.models import get_model
-from carebench.rundir import new_run_dir, write_jsonl, write_manifest
-from carebench.runner import Call, Runner, RunnerConfig, call_row
+from carebench.engine.rundir import new_run_dir, write_jsonl, write_manifest
+from carebench.engine.runner import Call, Runner, RunnerConfig, call_row
 from carebench.types import ChatRequest, messages
 
 base_url, cache_path, out, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])

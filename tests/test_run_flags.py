@@ -1,4 +1,4 @@
-"""The shared run flags are declared once (``carebench.run_options.run_flags``) and every
+"""The shared run flags are declared once (``carebench.engine.options.run_flags``) and every
 model-calling command exposes them alike; the decorator hands the command the built
 ``RunOptions``."""
 
@@ -13,8 +13,8 @@ import typer
 import typer.main
 from typer.testing import CliRunner
 
-from carebench.run import RunOptions
-from carebench.run_options import RUN_FLAG_VALUES, RUN_FLAGS, run_flags
+from carebench.engine.context import RunOptions
+from carebench.engine.options import RUN_FLAG_VALUES, RUN_FLAGS, run_flags
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "carebench"
 
@@ -73,7 +73,7 @@ def test_no_module_declares_a_run_flag_itself():
                "Batch", "BatchFormat"}
     offenders = []
     for path in SRC.rglob("*.py"):
-        if path.name == "run_options.py":
+        if path.name == "engine/options.py":
             continue
         for node in ast.walk(ast.parse(path.read_text("utf-8"))):
             if isinstance(node, ast.arg) and node.annotation is not None:

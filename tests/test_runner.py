@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from carebench.cache import CompletionCache
+from carebench.engine.cache import CompletionCache
+from carebench.engine.runner import Call, Ledger, Runner, RunnerConfig
 from carebench.models import get_model
 from carebench.models.structured import choice_spec
-from carebench.runner import Call, Ledger, Runner, RunnerConfig
 from carebench.types import CarebenchError, ChatRequest, label_probabilities, messages
 from stub_server import StubReply, StubServer
 
@@ -305,7 +305,7 @@ def test_identical_calls_in_one_batch_are_made_once(stub, tmp_path):
 def test_run_accounts_spend_per_stage(stub, tmp_path, price_per_call):
     """The manifest's per-stage figures add up batch by batch: two batches of one stage
     (one repeating a cached call) and one of another, at $1 a provider call."""
-    from carebench.run import Run, RunOptions
+    from carebench.engine.context import Run, RunOptions
 
     price_per_call(1.0, "stub-model")
     stub.handler = lambda r: StubReply(content="ok")

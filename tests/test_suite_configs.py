@@ -1,7 +1,7 @@
-"""Every command's config holds the shared run options as ``run: RunOptions``.
+"""Every command's config holds the shared run options as ``options: RunOptions``.
 
 Read from the source with ``ast``: every class named ``*Config`` (and construct's
-``ConstructOptions``) either declares ``run: RunOptions`` or is listed below with the
+``ConstructOptions``) either declares ``options: RunOptions`` or is listed below with the
 reason it needs none, so a new command config that re-declares ``--budget``,
 ``--cache``, ... (or forgets them) fails here."""
 
@@ -18,7 +18,7 @@ PACKAGE = Path(carebench.__file__).resolve().parent
 NO_RUN = {
     "compare.command.CompareConfig": "compares finished run directories; makes no model call",
     "compare.leaderboard.LeaderboardConfig": "ranks finished run directories; makes no model call",
-    "construct.config.BuildConfig": "the build file's settings; the command's run is ConstructOptions.run",
+    "construct.config.BuildConfig": "the build file's settings; the command's run is ConstructOptions.options",
     "construct.quality.ConfigSummary": "a summary row, not a config",
     "construct.review.ReviewSampleConfig": "settings of one construct step",
     "construct.rewriting.RewriterConfig": "settings of one construct step",
@@ -26,15 +26,15 @@ NO_RUN = {
     "converse.generation.GenerationConfig": "settings of the generation step inside ConverseConfig",
     "plural.responses.ResponseConfig": "settings of the response step inside PluralRunConfig",
     "plural.sample.PolicySampleConfig": "settings of the sample draw inside SampleRunConfig",
-    "runner.RunnerConfig": "the runner's own settings, built by the run context",
+    "engine.runner.RunnerConfig": "the runner's own settings, built by the run context",
     "support.generation.GenerationConfig": "settings of the generation step inside SupportRunConfig",
     "view.build.ViewConfig": "builds a page from finished run directories; makes no model call",
 }
 #: command configs that must hold ``run`` (at least these: the walk below must find them)
 COMMAND_CONFIGS = {
-    "converse.suite.ConverseConfig", "risk.experiment.RunConfig", "support.experiment.SupportRunConfig",
+    "converse.suite.ConverseConfig", "risk.config.RunConfig", "support.config.SupportRunConfig",
     "support.suite.JudgeCalibrationConfig", "support.coherence.CoherenceConfig", "support.probe.ProbeConfig",
-    "plural.experiment.PluralRunConfig", "plural.experiment.SampleRunConfig",
+    "plural.config.PluralRunConfig", "plural.config.SampleRunConfig",
     "plural.calibration.ProfileCalibrationConfig", "plural.release.FreezeConfig", "plural.release.LabelConfig",
     "plural.agreement.AgreementConfig", "construct.command.ConstructOptions",
 }
@@ -52,7 +52,7 @@ def _configs() -> dict[str, ast.ClassDef]:
 
 def _holds_run(cls: ast.ClassDef, classes: dict[str, ast.ClassDef]) -> bool:
     for n in cls.body:
-        if (isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.target.id == "run"
+        if (isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.target.id == "options"
                 and ast.unparse(n.annotation) == "RunOptions"):
             return True
     # a base class declared in the package (e.g. plural's CommandOptions) may hold it
@@ -74,7 +74,7 @@ def test_every_command_config_holds_run_options():
 
 
 def test_the_check_tells_a_config_with_run_from_one_without():
-    with_run = ast.parse("class AConfig:\n    x: int = 1\n    run: RunOptions = field(default_factory=run_options)\n")
+    with_run = ast.parse("class AConfig:\n    x: int = 1\n    options: RunOptions = field(default_factory=run_options)\n")
     without = ast.parse("class BConfig:\n    budget_usd: float | None = None\n    out: str | None = None\n")
     derived = ast.parse("class CConfig(AConfig):\n    y: int = 2\n")
     classes = {"m.AConfig": with_run.body[0], "m.BConfig": without.body[0], "m.CConfig": derived.body[0]}

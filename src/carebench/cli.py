@@ -122,9 +122,9 @@ def models_check(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the answer.")] = 60.0,
 ) -> None:
     """Send one tiny request; print ok, latency and the model's answer."""
-    from carebench.run import Run
-    from carebench.run_options import run_options
-    from carebench.runner import Call
+    from carebench.engine.context import Run
+    from carebench.engine.options import run_options
+    from carebench.engine.runner import Call
 
     req = ChatRequest(messages(("user", "Reply with the single word: ready")), max_tokens=16)
     # one try and one retry, never from the cache: the point is to reach the model now
@@ -145,7 +145,7 @@ def models_check(
 @app.command()
 def report(run_dir: Annotated[Path, typer.Argument(help="A carebench run directory.")]) -> None:
     """Re-render a run directory's metrics and reports from its records alone."""
-    from carebench.rundir import read_json
+    from carebench.engine.rundir import read_json
 
     if read_json(run_dir / "manifest.json").get("suite") == "demo":
         from carebench.demo import rerender as rerender_demo

@@ -3,7 +3,7 @@
 Typer maps one parameter to one option. :func:`expand` lets a command declare one
 parameter (marked by a :class:`Slot` default) and receive one built value, while
 ``--help`` shows the options it stands for, in its place. The shared run flags
-(:func:`carebench.run_options.run_flags`) and ``carebench compare``'s pairing options
+(:func:`carebench.engine.options.run_flags`) and ``carebench compare``'s pairing options
 (one per suite in the suite table) are declared this way, once.
 """
 

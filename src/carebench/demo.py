@@ -16,9 +16,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from carebench.run import Run
-from carebench.run_options import run_options
-from carebench.rundir import (
+from carebench.engine.context import Run
+from carebench.engine.options import run_options
+from carebench.engine.rundir import (
     new_run_dir,
     read_json,
     read_jsonl,
@@ -26,7 +26,7 @@ from carebench.rundir import (
     write_jsonl,
     write_manifest,
 )
-from carebench.runner import Call
+from carebench.engine.runner import Call
 from carebench.types import BatchPending, CarebenchError, ChatRequest, RunStopped, messages
 
 DISCLAIMER = (
@@ -329,7 +329,7 @@ def render_index(run_dir: Path) -> dict:
 def _parts_headline(run_dir: Path, parts: list[str]) -> tuple[Any, list[str]]:
     """The index's headline box (each part's own headline, as its report shows it) and the
     banners of the demo and of every part (the index carries its parts' banners)."""
-    from carebench.experiment import headline_of
+    from carebench.engine.skeleton import headline_of
     from carebench.report import Headline
     from carebench.report.banners import KINDS, banner_kinds
     from carebench.suites import suite_of

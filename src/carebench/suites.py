@@ -173,8 +173,8 @@ def default_gates_text() -> str:
 
 def rerender(run_dir: str | Path) -> dict[str, Any]:
     """``carebench report DIR``: metrics and report from the records alone."""
-    from carebench.experiment import rerender as rerender_run
-    from carebench.rundir import read_json
+    from carebench.engine.rundir import read_json
+    from carebench.engine.skeleton import rerender as rerender_run
 
     run_dir = Path(run_dir)
     manifest = read_json(run_dir / "manifest.json")

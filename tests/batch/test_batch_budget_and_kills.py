@@ -10,8 +10,8 @@ import pytest
 
 from batch.test_export_import import _fixtures, export
 from carebench.batch.manifest import Manifest
-from carebench.cache import CompletionCache
 from carebench.cli import main
+from carebench.engine.cache import CompletionCache
 from stub_server import StubServer
 
 

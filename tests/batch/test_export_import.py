@@ -13,12 +13,12 @@ import pytest
 from carebench.batch.formats import completion_from
 from carebench.batch.manifest import Manifest
 from carebench.batch.options import BatchOptions
-from carebench.cache import CompletionCache
 from carebench.cli import main
+from carebench.engine.cache import CompletionCache
+from carebench.engine.context import Run, RunOptions
+from carebench.engine.options import Batch, BatchFormat
+from carebench.engine.runner import Call
 from carebench.models.options import request_options
-from carebench.run import Run, RunOptions
-from carebench.run_options import Batch, BatchFormat
-from carebench.runner import Call
 from carebench.types import BatchPending, ChatRequest, StructuredSpec, messages
 from stub_server import StubReply, StubServer
 
@@ -77,7 +77,7 @@ def test_export_writes_each_request_once_with_manifest_last(tmp_path, monkeypatc
     assert all(x["method"] == "POST" and x["body"]["reasoning_effort"] == "low"
                and x["body"]["max_tokens"] == 300 for x in oa)
     keys = {x["custom_id"] for x in oa}
-    from carebench.runner import call_key
+    from carebench.engine.runner import call_key
 
     assert keys == {call_key(c) for c in calls[:3]}
     an = [json.loads(x) for x in (tmp_path / "bdir" / files["anthropic"]["path"]).read_text().splitlines()]
@@ -210,8 +210,8 @@ def test_bad_input_one_line_nothing_imported(tmp_path, monkeypatch, capsys, case
 
 def test_batch_completion_equals_the_live_clients(tmp_path, monkeypatch):
     """The same HTTP response body, read by the live client and by the importer."""
+    from carebench.engine.runner import Runner, RunnerConfig
     from carebench.models import get_model
-    from carebench.runner import Runner, RunnerConfig
 
     with StubServer() as stub:
         for body, spec in ((CHAT_BODY, f"openai:gpt-4o-mini@{stub.base_url}"),
@@ -244,7 +244,7 @@ def test_shared_flags_build_batch_options(tmp_path):
     import typer
     from typer.testing import CliRunner
 
-    from carebench.run_options import run_options
+    from carebench.engine.options import run_options
     from carebench.types import CarebenchError
 
     opts = run_options(batch=tmp_path / "b", batch_format="vllm")

@@ -26,10 +26,10 @@ from batch.vllm_protocol import (
 )
 from carebench.batch.manifest import Manifest
 from carebench.batch.options import BatchOptions
-from carebench.cache import CompletionCache
 from carebench.cli import main
-from carebench.run import Run, RunOptions
-from carebench.runner import Call
+from carebench.engine.cache import CompletionCache
+from carebench.engine.context import Run, RunOptions
+from carebench.engine.runner import Call
 from carebench.types import BatchPending, ChatRequest, messages
 
 TEXTS = ("alpha", "beta", "gamma")

@@ -16,9 +16,9 @@ from carebench.batch.formats import CHAT, completion_from, stored_for
 from carebench.batch.import_ import import_results
 from carebench.batch.manifest import Manifest
 from carebench.batch.options import BatchOptions
-from carebench.cache import CompletionCache, encode_completion
-from carebench.run import Run, RunOptions
-from carebench.runner import Call
+from carebench.engine.cache import CompletionCache, encode_completion
+from carebench.engine.context import Run, RunOptions
+from carebench.engine.runner import Call
 from carebench.types import BatchPending, ChatRequest, messages
 from stub_server import StubReply, StubServer
 
@@ -105,12 +105,12 @@ def test_direct_chat_rows_equal_the_parsers(body, spec):
 
 
 def test_documented_chat_bodies_take_the_direct_path(monkeypatch):
-    import carebench.cache
+    import carebench.engine.cache
 
     def no(*a):
         raise AssertionError("the parser's path")
 
-    monkeypatch.setattr(carebench.cache, "encode_completion", no)
+    monkeypatch.setattr(carebench.engine.cache, "encode_completion", no)
     build = stored_for(CHAT, "openai:gpt-4o-mini")
     for body in (BODY, _variant(finish_reason="length"), _variant(usage=None), _variant(logprobs={"content": []})):
         assert json.loads(build(body))["batch"] is True

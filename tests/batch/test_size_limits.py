@@ -9,8 +9,8 @@ import pytest
 
 from carebench.batch.manifest import Manifest
 from carebench.batch.options import DEFAULT_LIMITS, parse_limits
-from carebench.run import Run, RunOptions
-from carebench.runner import Call
+from carebench.engine.context import Run, RunOptions
+from carebench.engine.runner import Call
 from carebench.types import BatchPending, ChatRequest, messages
 
 

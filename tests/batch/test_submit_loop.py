@@ -69,7 +69,7 @@ def test_interrupted_submit_resumes_without_a_second_batch(tmp_path, monkeypatch
         assert _posts(api, "/v1/files") == 1  # the upload is not repeated either
         assert main(["batch", "fetch", str(bdir), "--cache", str(tmp_path / "c.sqlite")]) == 0
         assert main(["batch", "fetch", str(bdir), "--cache", str(tmp_path / "c.sqlite")]) == 0
-    from carebench.cache import CompletionCache
+    from carebench.engine.cache import CompletionCache
 
     assert len(CompletionCache(tmp_path / "c.sqlite")) == 7
     assert all(f["submission"]["fetched"] for _, f in Manifest.load(bdir).files())

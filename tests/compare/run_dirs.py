@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from carebench.experiment import write_records
-from carebench.rundir import write_json, write_jsonl
+from carebench.engine.rundir import write_json, write_jsonl
+from carebench.engine.skeleton import write_records
 from carebench.support.records import PARQUET_COLUMNS
 
 DIMS = ("recognition", "compassion", "deescalation", "resources", "disclaimers", "moralization", "harmless")

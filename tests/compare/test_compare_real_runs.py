@@ -9,10 +9,10 @@ import json
 import pytest
 from test_run_e2e import _scripted, _write_tasks
 
-from carebench.cache import CompletionCache
 from carebench.cli import main
-from carebench.run_options import run_options
-from carebench.support.experiment import SupportRunConfig
+from carebench.engine.cache import CompletionCache
+from carebench.engine.options import run_options
+from carebench.support.config import SupportRunConfig
 from carebench.support.suite import run_support
 from carebench.support.tasks import load_tasks
 from stub_server import StubServer
@@ -29,7 +29,7 @@ def support_run(tmp_path_factory):
         cfg = SupportRunConfig(
             tasks=str(tasks_path), responders=[spec["resp-a"], spec["resp-b"]],
             judges=[spec["judge-a"], spec["judge-b"], spec["judge-c"]], attempts=2, include_reference=True,
-            bootstrap=300, run=run_options(out=tmp / "run", progress=False))
+            bootstrap=300, options=run_options(out=tmp / "run", progress=False))
         run_dir = run_support(cfg, cache=CompletionCache(tmp / "c.sqlite"))
     return tmp, run_dir, spec
 
@@ -85,7 +85,7 @@ def test_a_plural_run_of_the_scripted_jury(tmp_path, capsys):
     from jury_stub import Scripted, write_release
 
     from carebench.plural.commands.run import run_plural
-    from carebench.plural.experiment import PluralRunConfig
+    from carebench.plural.config import PluralRunConfig
 
     release = write_release(tmp_path / "release")
     with StubServer() as stub:
@@ -93,7 +93,7 @@ def test_a_plural_run_of_the_scripted_jury(tmp_path, capsys):
         spec = {n: f"openai:{n}@{stub.base_url}" for n in ("sys-a", "sys-b", "judge-a", "judge-b", "judge-c")}
         cfg = PluralRunConfig(release=str(release), systems=[spec["sys-a"], spec["sys-b"]],
                               judges=[spec["judge-a"], spec["judge-b"], spec["judge-c"]],
-                              run=run_options(out=tmp_path / "run", progress=False), sample_size=3, bootstrap=200)
+                              options=run_options(out=tmp_path / "run", progress=False), sample_size=3, bootstrap=200)
         run_dir = run_plural(cfg, cache=CompletionCache(tmp_path / "c.sqlite"))
     capsys.readouterr()
     manifest = json.loads((run_dir / "manifest.json").read_text())
@@ -129,7 +129,7 @@ def test_one_responder_with_its_own_option_is_another_leaderboard_row(tmp_path, 
             cfg = SupportRunConfig(
                 tasks=str(tasks_path), responders=[spec["resp-a"]], responder_options=opts,
                 judges=[spec["judge-a"], spec["judge-b"], spec["judge-c"]], attempts=2, bootstrap=200,
-                run=run_options(out=tmp_path / f"run{k}", progress=False))
+                options=run_options(out=tmp_path / f"run{k}", progress=False))
             dirs.append(run_support(cfg, cache=CompletionCache(tmp_path / "c.sqlite")))
     capsys.readouterr()
     assert main(["leaderboard", *map(str, dirs), "--out", str(tmp_path / "lb"), "--bootstrap", "200"]) == 0

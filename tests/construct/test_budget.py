@@ -14,7 +14,7 @@ from construct_stub import Pipeline
 from rerender_check import assert_report_reproduces
 
 from carebench.cli import main
-from carebench.rundir import read_json, read_jsonl
+from carebench.engine.rundir import read_json, read_jsonl
 from stub_server import StubServer
 
 MODELS = ("router", "judge", "good", "plain")

@@ -12,7 +12,7 @@ from rerender_check import assert_report_reproduces
 from carebench.cli import main
 from carebench.construct.io import builtin_path
 from carebench.datasets.prompts import load_prompts
-from carebench.rundir import read_json, read_jsonl
+from carebench.engine.rundir import read_json, read_jsonl
 from stub_server import StubServer
 
 

@@ -11,7 +11,7 @@ from carebench.cli import main
 from carebench.construct.io import write_models
 from carebench.construct.sources import Persona, Proxy, WorkRow
 from carebench.datasets.sheets import load_review_items
-from carebench.rundir import read_json, read_jsonl
+from carebench.engine.rundir import read_json, read_jsonl
 
 
 def _err(capsys, argv):

@@ -15,7 +15,7 @@ from test_budget import MODELS, _config
 
 from carebench.cli import main
 from carebench.construct.io import builtin_path
-from carebench.rundir import read_jsonl
+from carebench.engine.rundir import read_jsonl
 from stub_server import StubServer
 
 

@@ -1,5 +1,5 @@
 """``converse run`` and ``converse judge`` put the shared run flags into the config's
-``run`` (one RunOptions, built by ``carebench.run_options.run_options``), and the suite
+``run`` (one RunOptions, built by ``carebench.engine.options.run_options``), and the suite
 runs with exactly those options."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from carebench.cli import main
-from carebench.experiment import Plan
+from carebench.engine.skeleton import Plan
 
 
 @pytest.fixture
@@ -34,7 +34,7 @@ def test_run_flags_reach_the_config(captured, tmp_path):
                  "--concurrency", "3", "--timeout", "9", "--retries", "4",
                  "--model-option", "openai:bot:max_tokens=64", "--dry-run"]) == 0
     (cfg,) = captured
-    r = cfg.run
+    r = cfg.options
     assert (r.out, r.cache_path, r.use_cache, r.budget_usd, r.concurrency, r.timeout_s, r.max_retries,
             r.dry_run) == (out, cache, True, 2.5, 3, 9.0, 4, True)
     assert r.model_options["openai:bot"].max_tokens == 64
@@ -46,15 +46,15 @@ def test_judge_flags_reach_the_config(captured, tmp_path):
                  "--budget", "0.5", "--out", str(tmp_path / "j"), "--dry-run"]) == 0
     (cfg,) = captured
     assert cfg.from_run == str(tmp_path / "earlier")
-    assert (cfg.run.use_cache, cfg.run.budget_usd, cfg.run.out, cfg.run.dry_run) == (
+    assert (cfg.options.use_cache, cfg.options.budget_usd, cfg.options.out, cfg.options.dry_run) == (
         False, 0.5, Path(tmp_path / "j"), True)
 
 
 def test_defaults_are_the_shared_defaults():
     from carebench.converse.suite import ConverseConfig
-    from carebench.run import RunOptions
+    from carebench.engine.context import RunOptions
 
-    r = ConverseConfig().run
+    r = ConverseConfig().options
     assert isinstance(r, RunOptions)
     assert (r.out, r.cache_path, r.use_cache, r.budget_usd, r.dry_run, r.concurrency, r.timeout_s) == (
         None, None, True, None, False, None, 120.0)

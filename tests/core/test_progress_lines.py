@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 
-from carebench.cache import CompletionCache
+from carebench.engine.cache import CompletionCache
+from carebench.engine.runner import Call, Runner, RunnerConfig
 from carebench.models import get_model
-from carebench.runner import Call, Runner, RunnerConfig
 from carebench.types import ChatRequest, messages
 from stub_server import StubReply, StubServer
 

@@ -6,7 +6,7 @@ import gc
 
 import pytest
 
-from carebench.experiment import cycle_collector_paused
+from carebench.engine.skeleton import cycle_collector_paused
 
 
 def test_paused_inside_and_restored_after_even_on_error():

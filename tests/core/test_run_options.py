@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from carebench.run_options import run_options
+from carebench.engine.options import run_options
 from carebench.types import CarebenchError
 
 

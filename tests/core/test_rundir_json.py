@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from carebench.rundir import write_json
+from carebench.engine.rundir import write_json
 
 
 def test_write_json_writes_strict_json(tmp_path):

@@ -12,7 +12,7 @@ import json
 import numpy as np
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from carebench.experiment import rerender, single_threaded_blas
+from carebench.engine.skeleton import rerender, single_threaded_blas
 from carebench.report import Report
 
 

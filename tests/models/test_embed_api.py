@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from carebench.engine.context import Run
+from carebench.engine.options import run_options
 from carebench.models.embed import load_embedder
-from carebench.run import Run
-from carebench.run_options import run_options
 from carebench.types import CarebenchError
 from stub_server import StubReply, StubServer, stub_embedding
 

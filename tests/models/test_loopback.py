@@ -12,9 +12,9 @@ import json
 import openai
 import pytest
 
+from carebench.engine.context import Run, RunOptions
+from carebench.engine.runner import Call
 from carebench.models.loopback import LoopbackEndpoint
-from carebench.run import Run, RunOptions
-from carebench.runner import Call
 from carebench.types import BudgetReached
 from stub_server import StubReply, StubServer
 

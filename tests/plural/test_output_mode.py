@@ -11,10 +11,10 @@ import json
 
 from jury_stub import Scripted, write_release
 
-from carebench.cache import CompletionCache
+from carebench.engine.cache import CompletionCache
+from carebench.engine.options import run_options
 from carebench.plural.commands.run import run_plural
-from carebench.plural.experiment import PluralRunConfig
-from carebench.run_options import run_options
+from carebench.plural.config import PluralRunConfig
 from stub_server import StubServer
 
 
@@ -29,7 +29,7 @@ def test_output_mode_decided_once_per_server_and_recorded(tmp_path):
         u = stub.base_url
         judges = [f"openai:judge-{j}@{u}" for j in "abc"]
         cfg = PluralRunConfig(release=str(release), systems=[f"openai:sys-a@{u}"], judges=judges,
-                              run=run_options(out=tmp_path / "run", progress=False), sample_size=3, bootstrap=50)
+                              options=run_options(out=tmp_path / "run", progress=False), sample_size=3, bootstrap=50)
         run_dir = run_plural(cfg, cache=CompletionCache(tmp_path / "c.sqlite"))
         requests = list(stub.requests)
     # one refused probe for the whole server (it was one per judge model: three)
@@ -53,7 +53,7 @@ def test_two_servers_are_probed_once_each(tmp_path):
         judges = [f"openai:judge-{j}@{llama.base_url}" for j in "ab"] + [
             f"openai:judge-{j}@{other.base_url}" for j in "cd"]
         cfg = PluralRunConfig(release=str(release), systems=[f"openai:sys-a@{other.base_url}"], judges=judges,
-                              run=run_options(out=tmp_path / "run", progress=False), sample_size=3, bootstrap=50)
+                              options=run_options(out=tmp_path / "run", progress=False), sample_size=3, bootstrap=50)
         run_dir = run_plural(cfg, cache=CompletionCache(tmp_path / "c.sqlite"))
         kinds_llama = [_kind(r) for r in llama.requests]
         kinds_other = [_kind(r) for r in other.requests if (r.body or {}).get("model") != "sys-a"]
@@ -76,7 +76,7 @@ def test_output_option_fixes_the_mode_without_a_refused_probe(tmp_path):
         judges = [f"openai:judge-{j}@{u}" for j in "abc"]
         opts = [f"{j}:output=json_object" for j in judges]
         cfg = PluralRunConfig(release=str(release), systems=[f"openai:sys-a@{u}"], judges=judges,
-                              run=run_options(out=tmp_path / "run", progress=False, model_option=opts),
+                              options=run_options(out=tmp_path / "run", progress=False, model_option=opts),
                               sample_size=3, bootstrap=50)
         run_dir = run_plural(cfg, cache=CompletionCache(tmp_path / "c.sqlite"))
         requests = list(stub.requests)

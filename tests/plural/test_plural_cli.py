@@ -124,7 +124,7 @@ def test_calls_failed_after_retries_end_the_run_incomplete_with_one_line(tmp_pat
     assert manifest["status"] == "incomplete" and manifest["failed_calls"] == 2
     assert five_hundreds == 2 * 7  # two calls, seven tries each
     assert "output_modes" in manifest
-    from carebench.rundir import read_jsonl
+    from carebench.engine.rundir import read_jsonl
 
     judged = {(r["system"], r["prompt_id"]) for r in read_jsonl(out / "records.jsonl") if r.get("kind") == "judgment"}
     assert not any(p == "q1" and s.startswith("openai:sys-a") for s, p in judged)

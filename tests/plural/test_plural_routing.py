@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from jury_stub import PROMPTS, Scripted, write_release
 
-from carebench.cache import CompletionCache
+from carebench.engine.cache import CompletionCache
+from carebench.engine.options import run_options
 from carebench.plural.commands.run import run_plural
-from carebench.plural.experiment import PluralRunConfig
-from carebench.run_options import run_options
+from carebench.plural.config import PluralRunConfig
 from stub_server import StubReply, StubServer
 
 SEED, B = 99, 300
@@ -41,7 +41,7 @@ def plural_run(tmp_path_factory):
         stub.handler = Mentions()
         spec = {n: f"openai:{n}@{stub.base_url}" for n in ("sys-a", "sys-b", "judge-a")}
         cfg = PluralRunConfig(release=str(release), systems=[spec["sys-a"], spec["sys-b"]], judges=[spec["judge-a"]],
-                              run=run_options(out=tmp / "run", progress=False), sample_size=3, seed=SEED, bootstrap=B)
+                              options=run_options(out=tmp / "run", progress=False), sample_size=3, seed=SEED, bootstrap=B)
         run_dir = run_plural(cfg, cache=CompletionCache(tmp / "c.sqlite"))
     return run_dir, spec
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from jury_stub import ARCH, BROKEN, EMPTY, Scripted, write_release
 
-from carebench.cache import CompletionCache
+from carebench.engine.cache import CompletionCache
+from carebench.engine.options import run_options
 from carebench.plural.commands.run import rescore, run_plural
-from carebench.plural.experiment import PluralRunConfig
-from carebench.run_options import run_options
+from carebench.plural.config import PluralRunConfig
 from stub_server import StubServer
 
 
@@ -30,7 +30,7 @@ def scripted_run(tmp_path_factory):
         spec = {n: f"openai:{n}@{u}" for n in ("sys-a", "sys-b", "judge-a", "judge-b", "judge-c")}
         cfg = PluralRunConfig(
             release=str(release), systems=[spec["sys-a"], spec["sys-b"]],
-            judges=[spec["judge-a"], spec["judge-b"], spec["judge-c"]], run=run_options(out=tmp_path / "run", progress=False),
+            judges=[spec["judge-a"], spec["judge-b"], spec["judge-c"]], options=run_options(out=tmp_path / "run", progress=False),
             sample_size=3, bootstrap=200, families={spec["judge-c"]: "acme", spec["sys-b"]: "acme"},
         )
         run_dir = run_plural(cfg, cache=CompletionCache(tmp_path / "c.sqlite"))

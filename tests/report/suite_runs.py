@@ -46,10 +46,10 @@ def support_run(root: Path) -> Path:
 def plural_run(root: Path, systems: tuple[str, ...] = ("sys-a", "sys-b"), name: str = "plural") -> Path:
     from jury_stub import Scripted, write_release
 
-    from carebench.cache import CompletionCache
+    from carebench.engine.cache import CompletionCache
+    from carebench.engine.options import run_options
     from carebench.plural.commands.run import run_plural
-    from carebench.plural.experiment import PluralRunConfig
-    from carebench.run_options import run_options
+    from carebench.plural.config import PluralRunConfig
     from stub_server import StubServer
 
     release = write_release(root / f"{name}-release")
@@ -59,7 +59,7 @@ def plural_run(root: Path, systems: tuple[str, ...] = ("sys-a", "sys-b"), name: 
         cfg = PluralRunConfig(
             release=str(release), systems=[f"openai:{s}@{u}" for s in systems],
             judges=[f"openai:judge-{j}@{u}" for j in "abc"],
-            run=run_options(out=root / name, progress=False), sample_size=3, bootstrap=200)
+            options=run_options(out=root / name, progress=False), sample_size=3, bootstrap=200)
         return run_plural(cfg, cache=CompletionCache(root / f"{name}.sqlite"))
 
 
@@ -87,7 +87,7 @@ def demo_index(root: Path, part: Path) -> Path:
     """A demo run directory holding one suite part (a copy of ``part``), its index
     re-rendered by the demo's own renderer."""
     from carebench.demo import PROBE_ITEMS, rerender
-    from carebench.rundir import write_json, write_jsonl, write_manifest
+    from carebench.engine.rundir import write_json, write_jsonl, write_manifest
 
     out = root / "demo"
     out.mkdir()

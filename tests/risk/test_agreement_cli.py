@@ -11,8 +11,8 @@ import pytest
 from sklearn.metrics import cohen_kappa_score
 from typer.testing import CliRunner
 
+from carebench.engine.rundir import read_jsonl
 from carebench.risk.cli import app
-from carebench.rundir import read_jsonl
 
 LEVELS = {"a": 0, "b": 1, "c": 2, "d": 3}
 

@@ -10,8 +10,8 @@ import pytest
 import sklearn.metrics as skm
 from typer.testing import CliRunner
 
+from carebench.engine.rundir import read_jsonl
 from carebench.risk.cli import app
-from carebench.rundir import read_jsonl
 from carebench.suites import rerender
 
 FITTED = ["tfidf-lr", "tfidf-ordinal", "moderation-fixed", "moderation-calibrated"]
@@ -240,7 +240,7 @@ def test_transfer_fits_on_train_corpus(tmp_path):
 
 
 def test_method_arguments_and_model_expansion():
-    from carebench.risk.config import method_specs
+    from carebench.risk.config_file import method_specs
     from carebench.risk.methods import REGISTRY
 
     specs = method_specs(["embed-lr:encoder=/m/x,C=0.5", "tfidf-lr"], None, "--method")
@@ -253,7 +253,7 @@ def test_method_arguments_and_model_expansion():
 
 
 def test_repeated_methods_get_distinct_labels():
-    from carebench.risk.experiment import MethodSpec, resolve_labels
+    from carebench.risk.config import MethodSpec, resolve_labels
     from carebench.types import CarebenchError
 
     names = [s.name for s in resolve_labels(

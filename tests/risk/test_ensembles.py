@@ -12,6 +12,8 @@ from sklearn.model_selection import StratifiedKFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+from carebench.engine.context import Run
+from carebench.engine.options import run_options
 from carebench.models import get_model
 from carebench.risk.methods import MethodContext, RiskItem, RiskPrediction, make_method
 from carebench.risk.methods.ensembles import (
@@ -23,8 +25,6 @@ from carebench.risk.methods.ensembles import (
     moderation_level,
 )
 from carebench.risk.methods.schema import DIMENSIONS
-from carebench.run import Run
-from carebench.run_options import run_options
 from carebench.types import Usage
 from stub_server import StubReply, StubServer
 

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 from sklearn.metrics import accuracy_score, cohen_kappa_score, f1_score
 
+from carebench.engine.context import Run
+from carebench.engine.options import run_options
+from carebench.engine.rundir import read_jsonl
 from carebench.models import get_model
 from carebench.risk.methods import MethodContext, RiskItem, make_method
 from carebench.risk.methods.llm import interleave, select_pool
 from carebench.risk.sweep import fewshot_sweep
-from carebench.run import Run
-from carebench.run_options import run_options
-from carebench.rundir import read_jsonl
 from carebench.types import CarebenchError
 from stub_server import StubServer
 

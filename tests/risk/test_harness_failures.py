@@ -16,8 +16,8 @@ import numpy as np
 import sklearn.metrics as skm
 from typer.testing import CliRunner
 
+from carebench.engine.rundir import read_jsonl
 from carebench.risk.cli import app
-from carebench.rundir import read_jsonl
 from outage import Outage, fast_retries
 from stub_server import StubReply, StubServer
 

@@ -13,13 +13,13 @@ from collections import Counter
 
 import pytest
 
+from carebench.engine.context import Run
+from carebench.engine.options import run_options
 from carebench.models import get_model
 from carebench.models.base import ModelSpec
 from carebench.risk.answers import parse_final_line as parse_final
 from carebench.risk.methods import MethodContext, RiskItem, make_method
 from carebench.risk.methods.schema import DIMENSIONS, profile_level
-from carebench.run import Run
-from carebench.run_options import run_options
 from carebench.types import CarebenchError, Completion, TokenLogprob, Usage
 from stub_server import StubReply, StubServer
 

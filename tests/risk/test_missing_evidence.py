@@ -6,8 +6,8 @@ import json
 
 from typer.testing import CliRunner
 
+from carebench.engine.rundir import read_jsonl
 from carebench.risk.cli import app
-from carebench.rundir import read_jsonl
 from stub_server import StubReply, StubServer
 
 PROFILE = {

@@ -7,9 +7,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from carebench.engine.rundir import read_jsonl
 from carebench.risk.cli import app
 from carebench.risk.data import load_dataset
-from carebench.rundir import read_jsonl
 from carebench.types import CarebenchError
 from stub_server import StubServer
 

@@ -8,9 +8,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from carebench.engine.rundir import read_jsonl
 from carebench.models.options import collect_model_options, parse_model_option
 from carebench.risk.cli import app
-from carebench.rundir import read_jsonl
 from carebench.types import CarebenchError
 from stub_server import StubReply, StubServer
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from carebench.run_options import run_options
+from carebench.engine.options import run_options
 from carebench.support.tasks import Task
 from stub_server import StubReply
 
@@ -103,8 +103,8 @@ def single_turn_task(tid: str, i: int, weights: tuple[int, ...] = (1, 1, 1, 1, 1
 def two_responder_run(tmp: Path, tasks_path: Path, handler: Callable[[Any], Any]) -> Iterator[tuple[Path, dict]]:
     """A one-attempt support run of resp-a and resp-b judged by judge-a/b/c, all answered by
     ``handler`` on the loopback stub, which stays up while the caller uses the run."""
-    from carebench.cache import CompletionCache
-    from carebench.support.experiment import SupportRunConfig
+    from carebench.engine.cache import CompletionCache
+    from carebench.support.config import SupportRunConfig
     from carebench.support.suite import run_support
     from stub_server import StubServer
 
@@ -113,5 +113,5 @@ def two_responder_run(tmp: Path, tasks_path: Path, handler: Callable[[Any], Any]
         spec = {n: f"openai:{n}@{stub.base_url}" for n in ("resp-a", "resp-b", "judge-a", "judge-b", "judge-c")}
         cfg = SupportRunConfig(tasks=str(tasks_path), responders=[spec["resp-a"], spec["resp-b"]],
                                judges=[spec[f"judge-{k}"] for k in "abc"], attempts=1, bootstrap=50,
-                               run=run_options(out=tmp / "run", progress=False))
+                               options=run_options(out=tmp / "run", progress=False))
         yield run_support(cfg, cache=CompletionCache(tmp / "c.sqlite")), spec

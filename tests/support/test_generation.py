@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from carebench.engine.context import Run
+from carebench.engine.options import run_options
 from carebench.models import get_model
-from carebench.run import Run
-from carebench.run_options import run_options
 from carebench.support.generation import GenerationConfig, generate, reference_responses
 from carebench.support.tasks import load_tasks
 from stub_server import StubReply, StubServer

@@ -7,6 +7,8 @@ import json
 import pytest
 
 from carebench.criteria import Criterion, criterion_prompt
+from carebench.engine.context import Run
+from carebench.engine.options import run_options
 from carebench.judging import (
     BinaryVerdict,
     CategoryVerdict,
@@ -17,8 +19,6 @@ from carebench.judging import (
     parse_answer,
 )
 from carebench.models import get_model
-from carebench.run import Run
-from carebench.run_options import run_options
 from carebench.support.judging import criterion_question, judge_responses
 from carebench.support.records import ResponseRecord
 from carebench.support.tasks import load_tasks

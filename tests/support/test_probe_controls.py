@@ -25,7 +25,7 @@ from rerender_bytes import assert_rerenders_byte_for_byte
 from scripted_stub import Script, single_turn_task, two_responder_run
 
 from carebench.cli import main
-from carebench.run_options import run_options
+from carebench.engine.options import run_options
 from carebench.support.probe import ProbeConfig, floor_reply, run_probe
 from carebench.support.tasks import load_tasks
 
@@ -79,7 +79,7 @@ def probe_run(tmp_path_factory):
 def _probe(run_dir: Path, **kw):
     """The probe's own run directory and its metrics (the probe's results)."""
     out = run_dir.parent / f"probe-{len(list(run_dir.parent.glob('probe-*')))}"
-    d = run_probe(ProbeConfig(run_dir=str(run_dir), run=run_options(out=out, no_cache=True, progress=False),
+    d = run_probe(ProbeConfig(run_dir=str(run_dir), options=run_options(out=out, no_cache=True, progress=False),
                               bootstrap=200, n_conversations=1, **kw))
     assert d == out
     return d, json.loads((d / "metrics.json").read_text())
@@ -194,14 +194,14 @@ def test_dry_run_plans_the_calls_the_probe_then_makes(probe_run, tmp_path):
     """The dry run walks the probe's chain without calling: its stages hold as many calls
     as the real probe then makes (every scripted answer succeeds), and once those are
     cached a second dry run is exact with nothing left to make."""
-    from carebench.experiment import Plan
+    from carebench.engine.skeleton import Plan
 
     run_dir, _ = probe_run
     cache = tmp_path / "probe.sqlite"
 
     def probe(dry_run: bool, out=None):
         return run_probe(ProbeConfig(run_dir=str(run_dir), bootstrap=50, n_conversations=1,
-                                     run=run_options(cache=cache, dry_run=dry_run, progress=False, out=out)))
+                                     options=run_options(cache=cache, dry_run=dry_run, progress=False, out=out)))
 
     plan = probe(True)
     assert isinstance(plan, Plan)

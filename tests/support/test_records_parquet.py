@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from carebench.experiment import write_records
+from carebench.engine.skeleton import write_records
 from carebench.records_parquet import jsonl_order
 from carebench.support.records import PARQUET_COLUMNS, read_run_records, read_run_rows
 

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from scripted_stub import single_turn_task
 
-from carebench.cache import CompletionCache
-from carebench.run_options import run_options
-from carebench.support.experiment import SupportRunConfig
+from carebench.engine.cache import CompletionCache
+from carebench.engine.options import run_options
+from carebench.support.config import SupportRunConfig
 from carebench.support.suite import rescore, run_support
 from stub_server import StubReply, StubServer
 
@@ -97,7 +97,7 @@ def _run(tmp: Path, tasks: Path, name: str, swap: bool = False) -> tuple[Path, d
         live = {n: f"openai:{n}@{stub.base_url}" for n in ("resp-a", "resp-b", "judge-a")}
         cfg = SupportRunConfig(tasks=str(tasks), responders=[live["resp-a"], live["resp-b"]],
                                judges=[live["judge-a"]], attempts=2, seed=SEED, bootstrap=B,
-                               run=run_options(out=tmp / name, progress=False))
+                               options=run_options(out=tmp / name, progress=False))
         run_dir = run_support(cfg, cache=CompletionCache(tmp / f"{name}.sqlite"))
     return run_dir, live
 

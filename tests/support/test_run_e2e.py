@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from scripted_stub import Script
 
-from carebench.cache import CompletionCache
-from carebench.run_options import run_options
-from carebench.support.experiment import SupportRunConfig
+from carebench.engine.cache import CompletionCache
+from carebench.engine.options import run_options
+from carebench.support.config import SupportRunConfig
 from carebench.support.suite import rescore, run_support
 from carebench.support.tasks import load_tasks, write_tasks
 from stub_server import StubReply, StubServer
@@ -87,7 +87,7 @@ def scripted_run(tmp_path):
         cfg = SupportRunConfig(
             tasks=str(tasks_path), responders=[spec["resp-a"], spec["resp-b"]],
             judges=[spec["judge-a"], spec["judge-b"], spec["judge-c"]], attempts=2,
-            include_reference=True, bootstrap=300, run=run_options(out=tmp_path / "run", progress=False),
+            include_reference=True, bootstrap=300, options=run_options(out=tmp_path / "run", progress=False),
         )
         run_dir = run_support(cfg, cache=CompletionCache(tmp_path / "c.sqlite"))
         yield run_dir, spec, script, stub
@@ -246,7 +246,7 @@ def test_builtin_tasks_two_responders_three_judges(tmp_path):
         cfg = SupportRunConfig(
             tasks="builtin:sample", responders=[f"openai:resp-a@{u}", f"openai:resp-b@{u}"],
             judges=[f"openai:judge-{k}@{u}" for k in "abc"], attempts=1, include_reference=True,
-            bootstrap=200, run=run_options(out=tmp_path / "run", progress=False),
+            bootstrap=200, options=run_options(out=tmp_path / "run", progress=False),
         )
         run_dir = run_support(cfg, cache=CompletionCache(tmp_path / "c.sqlite"))
         n_crit = sum(len(t.criteria) for t in tasks)
@@ -270,7 +270,7 @@ def test_llamacpp_builtin_smoke(tmp_path):
     cfg = SupportRunConfig(
         tasks=str(tmp_path / "one.jsonl"), responders=["llamacpp:builtin"], judges=["llamacpp:builtin"] * 3,
         attempts=1, max_tokens=32, judge_max_tokens=48,
-        bootstrap=100, run=run_options(out=tmp_path / "run", progress=False),
+        bootstrap=100, options=run_options(out=tmp_path / "run", progress=False),
     )
     run_dir = run_support(cfg, cache=CompletionCache(tmp_path / "c.sqlite"))
     m = json.loads((run_dir / "metrics.json").read_text())
@@ -372,7 +372,7 @@ def test_credit_anywhere_judges_earlier_turns_when_the_final_one_is_blank(tmp_pa
         cfg = SupportRunConfig(
             tasks=str(tasks_path), responders=[f"openai:resp-b@{u}"],
             judges=[f"openai:judge-{k}@{u}" for k in "abc"], attempts=2, scope="both",
-            bootstrap=100, run=run_options(out=tmp_path / "run", progress=False),
+            bootstrap=100, options=run_options(out=tmp_path / "run", progress=False),
         )
         run_dir = run_support(cfg, cache=CompletionCache(tmp_path / "c.sqlite"))
     # the blank first turn of M attempt 1 is carried into the second request as an empty message
@@ -475,7 +475,7 @@ def test_discrimination_probe_and_elicitation(scripted_run):
     judges = [spec[f"judge-{k}"] for k in "abc"]
     before = {p.relative_to(run_dir): p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
     probe_dir = run_probe(ProbeConfig(run_dir=str(run_dir), responders=[a], bootstrap=100,
-                                      run=run_options(out=run_dir.parent / "probe", no_cache=True, progress=False),
+                                      options=run_options(out=run_dir.parent / "probe", no_cache=True, progress=False),
                                       families={a: "acme", judges[0]: "acme"}))
     res = json.loads((probe_dir / "metrics.json").read_text())
     # two floor pairs, each in both orders: attempt 0 on c3 (its failed unit); attempt 1's only unit, c5,

@@ -252,7 +252,7 @@ def test_task_rows_without_a_system_prompt_hash_as_before_the_field_existed():
     """``Task.system_prompt`` (HealthBench-style files) is left out of a row when empty, so
     the built-in sample's dataset hash, which compare checks across runs, is the one the
     code before the field gave (computed with that code)."""
-    from carebench.rundir import data_sha256
+    from carebench.engine.rundir import data_sha256
 
     rows = [t.to_row() for t in load_tasks("builtin:sample")]
     assert all("system_prompt" not in r for r in rows)

@@ -14,10 +14,10 @@ import numpy as np
 import typer
 
 from carebench.compare.measures import Measure, RunView, SystemView
-from carebench.experiment import Execution, Plan, echo_plan, read_records, run_suite, stage
+from carebench.engine.options import RUN_FLAGS, RunOptions, run_flags
+from carebench.engine.runner import Call
+from carebench.engine.skeleton import Execution, Plan, echo_plan, read_records, run_suite, stage
 from carebench.report import Paragraph, Report, Section
-from carebench.run_options import RUN_FLAGS, RunOptions, run_flags
-from carebench.runner import Call
 from carebench.suites import SuiteEntry
 from carebench.types import ChatRequest, messages
 

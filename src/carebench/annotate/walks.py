@@ -21,9 +21,9 @@ from typing import Any
 
 from carebench.annotate.forms import Form, FormError
 from carebench.datasets.transcripts import load_transcripts as read_transcripts
+from carebench.engine.rundir import read_jsonl
 from carebench.rubric import Rubric, load_rubric, rubric_from_mapping
 from carebench.rubric_walk import WalkState
-from carebench.rundir import read_jsonl
 from carebench.types import CarebenchError
 
 KIND = "rubric-walk"

@@ -19,7 +19,7 @@ CacheOpt = Annotated[Path | None, typer.Option(
 
 
 def _cache(path: Path | None):
-    from carebench.cache import CompletionCache
+    from carebench.engine.cache import CompletionCache
 
     return CompletionCache(path)
 

@@ -29,8 +29,8 @@ from typing import Any
 from carebench.batch.formats import body_builder, file_format, request_line
 from carebench.batch.manifest import Manifest
 from carebench.batch.options import BatchOptions
+from carebench.engine.runner import BATCH_PENDING  # noqa: F401 - the reason calls wait, for callers
 from carebench.models.anthropic_native import ANTHROPIC_VERSION
-from carebench.runner import BATCH_PENDING  # noqa: F401 - the reason calls wait, for callers
 from carebench.types import CarebenchError, ChatRequest, RunStopped
 
 

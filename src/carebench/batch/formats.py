@@ -190,7 +190,7 @@ def stored_for(endpoint: str, spec: str) -> Callable[[dict[str, Any]], str]:
     body goes through the live client's parser and the cache's encoder. The two give the
     same bytes (tests/batch/test_import_rows.py); the direct path spares a million-line
     import building and re-encoding a million ``Completion`` objects."""
-    from carebench.cache import encode_completion
+    from carebench.engine.cache import encode_completion
 
     parse = parser_for(endpoint, spec)
 

@@ -67,7 +67,7 @@ def run_loop(dir: str | Path, args: list[str], *, poll_s: float = 30.0, max_poll
              batch_format: str | None = None, cache_path: str | Path | None = None) -> int:
     """Drive ``args`` (a carebench command line) through batch rounds; its exit code at the end."""
     from carebench.batch.submit import fetch, status, submit
-    from carebench.cache import CompletionCache
+    from carebench.engine.cache import CompletionCache
 
     if not args:
         raise CarebenchError("give the carebench command after --, e.g. carebench batch run --dir DIR -- "

@@ -100,7 +100,7 @@ def run_compare(cfg: CompareConfig, comparer_of: Callable[[str], Comparer | None
     """Compare, write the directory (and the JUnit / summary files asked for); returns it and the metrics."""
     from carebench.compare.ci_outputs import write_junit, write_summary
     from carebench.compare.suite import CompareSuite
-    from carebench.rundir import run_dir_path
+    from carebench.engine.rundir import run_dir_path
 
     out = run_dir_path(COMPARE, cfg.out)  # checked before any work
     metrics = compare_runs(cfg, comparer_of)

@@ -168,7 +168,7 @@ def _board(pattern: str, included: Sequence[tuple[int, RunView]], owner: dict[st
 
 def run_leaderboard(cfg: LeaderboardConfig, comparer_of: Callable[[str], Comparer | None]) -> tuple[Path, dict]:
     from carebench.compare.suite import LeaderboardSuite
-    from carebench.rundir import run_dir_path
+    from carebench.engine.rundir import run_dir_path
 
     out = run_dir_path(LEADERBOARD, cfg.out)
     metrics = build_leaderboard(cfg, comparer_of)

@@ -56,7 +56,7 @@ def input_banners(run_dirs: list[str | Path]) -> list[str]:
 def tool_manifest(suite: str, extra: dict[str, Any]) -> dict[str, Any]:
     from datetime import UTC, datetime
 
-    from carebench.rundir import versions
+    from carebench.engine.rundir import versions
 
     return {"suite": suite, "created": datetime.now(UTC).isoformat(timespec="seconds"),
             "command": " ".join(["carebench", *(shlex.quote(a) for a in sys.argv[1:])]),
@@ -67,8 +67,8 @@ def write_tool_dir(out: Path, suite: Any, metrics: dict[str, Any], manifest: dic
     """metrics.json, the report (through the same path as ``carebench report DIR``), manifest last."""
     import json
 
-    from carebench.experiment import rerender
-    from carebench.rundir import new_run_dir, write_json
+    from carebench.engine.rundir import new_run_dir, write_json
+    from carebench.engine.skeleton import rerender
 
     manifest = json.loads(json.dumps(manifest, default=str))  # rendered exactly as re-read from disk
     out = new_run_dir(manifest["suite"], out)

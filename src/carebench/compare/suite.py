@@ -25,7 +25,7 @@ class _RecordedMetrics:
     execute = plan
 
     def read_records(self, run_dir: Path, manifest: Mapping[str, Any]) -> dict[str, Any]:
-        from carebench.rundir import read_json
+        from carebench.engine.rundir import read_json
 
         return read_json(Path(run_dir) / "metrics.json")
 

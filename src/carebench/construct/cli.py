@@ -1,7 +1,7 @@
 """``carebench construct``: the dataset construction pipeline (VEILED-SH, §4).
 
 User errors raise ``CarebenchError``; the top-level CLI prints one line and exits 2.
-Each command runs through one :class:`carebench.run.Run`; a budget stop ends with
+Each command runs through one :class:`carebench.engine.context.Run`; a budget stop ends with
 the run's ``RunStopped`` line (spent, calls left, how to resume) and exit code 3.
 """
 
@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from carebench.construct.command import ConstructOptions
-from carebench.run_options import RUN_FLAGS, RunOptions, run_flags
+from carebench.engine.options import RUN_FLAGS, RunOptions, run_flags
 
 app = typer.Typer(
     help="Build a context-specific prompt set: screen, route personas, rewrite, judge, select, anonymize, review "
@@ -29,7 +29,7 @@ Seed = Annotated[int, typer.Option(help="Seed for sampling and assignment.")]
 
 def _done(result, what: str) -> None:
     """The run directory, or a dry run's plan (the shape every suite prints)."""
-    from carebench.experiment import Plan, echo_plan
+    from carebench.engine.skeleton import Plan, echo_plan
 
     if isinstance(result, Plan):
         echo_plan(result)
@@ -54,7 +54,7 @@ def screen(
     from carebench.construct.stages import screen_stage
 
     _done(screen_stage(sources, list(lexicon or []), lexicon_replace, classifier, threshold, uncertain_low,
-                       keep_share, seed, ConstructOptions(run=options)), "screened")
+                       keep_share, seed, ConstructOptions(options=options)), "screened")
 
 
 @app.command()
@@ -74,7 +74,7 @@ def route(
     from carebench.construct.stages import route_stage
 
     _done(route_stage(rows, personas, model, embedder, k, attributes,
-                      ConstructOptions(run=options), id_field, text_field), "routed")
+                      ConstructOptions(options=options), id_field, text_field), "routed")
 
 
 @app.command()
@@ -95,7 +95,7 @@ def rewrite(
 
     ctxs = list(rewrite_context or ["counselor_chat", "platform_search", "triage"])
     _done(rewrite_stage(rows, list(rewriter), contexts, ctxs, forum_share, all_configs, expressions, seed,
-                        ConstructOptions(run=options)), "rewritten")
+                        ConstructOptions(options=options)), "rewritten")
 
 
 @app.command()
@@ -109,7 +109,7 @@ def judge(
     """Judge every rewrite: three gates and five 1-5 scores (VEILED-SH Table 3)."""
     from carebench.construct.stages import judge_stage
 
-    _done(judge_stage(rows, judge_model, contexts, ConstructOptions(run=options)), "judged")
+    _done(judge_stage(rows, judge_model, contexts, ConstructOptions(options=options)), "judged")
 
 
 @app.command()
@@ -125,7 +125,7 @@ def select(
     from carebench.construct.stages import select_stage
 
     limits = {"severity_preserved": severity, "no_leakage": leakage, "format_ok": format_limit}
-    run_dir = select_stage(rows, limits, ConstructOptions(run=options))
+    run_dir = select_stage(rows, limits, ConstructOptions(options=options))
     sel = json.loads((run_dir / "selection.json").read_text("utf-8"))
     typer.echo("selected: " + (", ".join(sel["selected"]) or "none"))
     _done(run_dir, "selection")
@@ -147,7 +147,7 @@ def anonymize(
     from carebench.construct.stages import anonymize_stage
 
     _done(anonymize_stage(rows, backend, names, reversals, literals, on_residual, not keep_gate_failures,
-                          ConstructOptions(run=options)), "prompts")
+                          ConstructOptions(options=options)), "prompts")
 
 
 @app.command("review-sample")
@@ -168,7 +168,7 @@ def review_sample(
     if len(who) != 2:
         raise CarebenchError("give exactly two --reviewer names")
     _done(review_sample_stage(rows, total, per_reviewer, shared, who, seed,  # type: ignore[arg-type]
-                              ConstructOptions(run=options)), "review sheets")
+                              ConstructOptions(options=options)), "review sheets")
 
 
 @app.command("review-stats")
@@ -183,7 +183,7 @@ def review_stats(
     """IPW failure rates and ratings with within-cell bootstrap intervals, and agreement (VEILED-SH A.5)."""
     from carebench.construct.stages import review_stats_stage
 
-    _done(review_stats_stage(key, list(reviews), bootstrap, seed, ConstructOptions(run=options)),
+    _done(review_stats_stage(key, list(reviews), bootstrap, seed, ConstructOptions(options=options)),
           "review statistics")
 
 
@@ -204,19 +204,19 @@ def build(
     cfg = load_build_config(config or "builtin:build")
     if limit is not None:
         cfg = cfg.model_copy(update={"limit": limit})
-    opts = ConstructOptions(run=options)
+    opts = ConstructOptions(options=options)
     opts.model = model
     result = run_build(cfg, opts)
     if not isinstance(result, Path):
         _done(result, "plan")
         return
-    from carebench.rundir import read_json
+    from carebench.engine.rundir import read_json
 
     m = read_json(result / "metrics.json")
     for s in m["stages"]:
         typer.echo(f"{s['step']:<10} {s['in']:>5} -> {s['out']:<5} {s['note']}")
     _done(result, "built")
-    from carebench.experiment import failed_calls_message
+    from carebench.engine.skeleton import failed_calls_message
 
     msg = failed_calls_message(result)
     if msg:

@@ -1,11 +1,11 @@
-"""One construct command = one :class:`carebench.run.Run` + one run directory.
+"""One construct command = one :class:`carebench.engine.context.Run` + one run directory.
 
 Every construct command (``build`` and each single stage) goes through
 :func:`run_construct_command`: the run owns the runner, cache, budget, ``calls.jsonl`` rows,
 models and progress; this module writes ``records.jsonl`` and the manifest
 (``running``, then ``complete`` or ``incomplete`` through
-:func:`carebench.experiment.write_run`; ``stopped`` when bad input ended it), then ``metrics.json`` and the
-report through :func:`carebench.experiment.rerender`, the same code as
+:func:`carebench.engine.skeleton.write_run`; ``stopped`` when bad input ended it), then ``metrics.json`` and the
+report through :func:`carebench.engine.skeleton.rerender`, the same code as
 ``carebench report DIR``, so a re-render reproduces them byte for byte.
 
 A budget stop (:class:`~carebench.construct.calls.StageStopped`) keeps the counts of
@@ -24,10 +24,10 @@ from typing import Any
 
 from carebench.construct.calls import StageStopped
 from carebench.construct.suite import ConstructSuite
-from carebench.experiment import Execution, Plan, rerender, write_run
-from carebench.run import Run, RunOptions
-from carebench.run_options import run_options
-from carebench.rundir import new_run_dir, write_manifest
+from carebench.engine.context import Run, RunOptions
+from carebench.engine.options import run_options
+from carebench.engine.rundir import new_run_dir, write_manifest
+from carebench.engine.skeleton import Execution, Plan, rerender, write_run
 from carebench.types import CarebenchError
 
 SUITE = "construct"
@@ -40,17 +40,17 @@ class ConstructOptions:
     model: str | None = None
     embedding_cache: str | None = None
     #: the shared run flags (--out, --cache, --budget, ...)
-    run: RunOptions = field(default_factory=run_options)
+    options: RunOptions = field(default_factory=run_options)
 
     @property
     def dry_run(self) -> bool:
-        return self.run.dry_run
+        return self.options.dry_run
 
     def run_options(self, *, calls: bool = True) -> RunOptions:
         """The run's options; a command that makes no model call opens no cache."""
         if not calls:
-            return run_options(out=self.run.out, no_cache=True, progress=False)
-        return self.run
+            return run_options(out=self.options.out, no_cache=True, progress=False)
+        return self.options
 
 
 @dataclass
@@ -92,7 +92,7 @@ def run_construct_command(
 ) -> Path | Plan:
     """Create the run directory, run ``body(run, stages, run_dir)`` (it writes its output
     rows and adds records), then write calls, records and the manifest through
-    :func:`carebench.experiment.write_run`, and score and render them exactly as
+    :func:`carebench.engine.skeleton.write_run`, and score and render them exactly as
     ``carebench report DIR`` does.
 
     ``run``: a run the caller already opened (e.g. to check model specs before the
@@ -103,7 +103,7 @@ def run_construct_command(
     if opts.dry_run:
         return plan_command(kind, opts, body, run)
     with run:
-        run_dir = new_run_dir(SUITE, opts.run.out)
+        run_dir = new_run_dir(SUITE, opts.options.out)
         stages = Stages(current=kind)
         seeds = {"construct": config.get("seed", 42)}
 

@@ -47,10 +47,10 @@ from carebench.construct.screening import (
 from carebench.construct.sources import SourceRow, WorkRow
 from carebench.datasets.prompts import Persona as PromptPersona
 from carebench.datasets.prompts import PromptRecord
-from carebench.experiment import Plan
+from carebench.engine.context import Run
+from carebench.engine.rundir import data_sha256
+from carebench.engine.skeleton import Plan
 from carebench.models.embed import APIEmbedder
-from carebench.run import Run
-from carebench.rundir import data_sha256
 from carebench.taxonomy import load_contexts, load_taxonomy
 from carebench.types import CarebenchError
 
@@ -138,7 +138,7 @@ def build(cfg: BuildConfig, opts: ConstructOptions) -> Path | Plan:
         write_models(run_dir / "prompts.jsonl", final)
 
     return run_construct_command("build", opts, cfg.model_dump(mode="json"), dataset, body, run=run,
-                       manifest_extra={"attributes_mode": cfg.attributes, "budget_usd": opts.run.budget_usd})
+                       manifest_extra={"attributes_mode": cfg.attributes, "budget_usd": opts.options.budget_usd})
 
 
 def _chain(cfg, opts, sources, personas, lexicon, contracts, expressions, reversals, literals, backend, configs,

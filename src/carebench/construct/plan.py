@@ -1,4 +1,4 @@
-"""``--dry-run`` for construct commands: the shared plan shape (:class:`carebench.experiment.Plan`).
+"""``--dry-run`` for construct commands: the shared plan shape (:class:`carebench.engine.skeleton.Plan`).
 
 Construction is a chain: sketches feed the persona picks, drafts feed revisions
 and the judge, screening decides which rows go on. A dry run therefore walks the
@@ -30,11 +30,11 @@ from typing import Any
 
 import numpy as np
 
-from carebench import planning
-from carebench.experiment import Plan
-from carebench.planning import filler
-from carebench.run import Run
-from carebench.runner import Call
+from carebench.engine import planning
+from carebench.engine.context import Run
+from carebench.engine.planning import filler
+from carebench.engine.runner import Call
+from carebench.engine.skeleton import Plan
 
 #: what a worst-case reply says, by the stage's task (JSON answers must parse and keep rows going)
 _CLASSIFIER = json.dumps({"relevant": True, "intent": []})
@@ -62,7 +62,7 @@ def worst_case_reply(stage: str, call: Call, n: int) -> str:
 
 class PlanningRun(planning.PlanningRun):
     """Stands in for the run during a construct dry run (see the module docstring and
-    :class:`carebench.planning.PlanningRun`)."""
+    :class:`carebench.engine.planning.PlanningRun`)."""
 
     def __init__(self, run: Run):
         super().__init__(run, worst_case_reply)

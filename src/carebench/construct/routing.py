@@ -19,8 +19,8 @@ from carebench.construct.calls import HARNESS_FAILURE, answer_status, ask_json
 from carebench.construct.personas import attribute_mask, nearest, normalise, persona_matrix
 from carebench.construct.prompts import pick_prompt, system_prompt, text_prompt
 from carebench.construct.sources import Persona, WorkRow
+from carebench.engine.context import Run
 from carebench.models.base import ChatModel
-from carebench.run import Run
 from carebench.types import CarebenchError
 
 ATTRIBUTE_MODES = ("inform", "filter")

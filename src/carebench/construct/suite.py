@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from carebench.construct.quality import GATE_NAMES, Outcome, selection
+from carebench.engine.rundir import read_jsonl
 from carebench.report import Report
-from carebench.rundir import read_jsonl
 from carebench.types import CarebenchError
 
 

@@ -13,8 +13,8 @@ from typing import Annotated
 import typer
 
 from carebench.converse.rubric import BUILTIN_RUBRICS
+from carebench.engine.options import RUN_FLAGS, RunOptions, run_flags
 from carebench.resources.options import LocaleOption, ResourcesOption
-from carebench.run_options import RUN_FLAGS, RunOptions, run_flags
 
 app = typer.Typer(help="Simulated multi-turn conversations judged with decision-tree rubrics (VERA-MH).",
                   no_args_is_help=True, add_completion=False)
@@ -44,7 +44,7 @@ Bootstrap = Annotated[int, typer.Option(help="Bootstrap resamples (personas resa
 
 
 def _finish(run_dir: Path) -> None:
-    from carebench.rundir import read_json
+    from carebench.engine.rundir import read_json
 
     m = read_json(run_dir / "manifest.json")
     typer.echo(f"wrote {run_dir / 'report.html'} and {run_dir / 'scores.csv'}")
@@ -76,10 +76,10 @@ def _with_judge_from(cfg, judge_from):
 
 def _go(cfg) -> None:
     from carebench.converse.suite import run_converse
-    from carebench.experiment import echo_plan
+    from carebench.engine.skeleton import echo_plan
 
     res = run_converse(cfg)
-    if cfg.run.dry_run:
+    if cfg.options.dry_run:
         echo_plan(res)  # type: ignore[arg-type]
         return
     _finish(Path(res))  # type: ignore[arg-type]
@@ -168,7 +168,7 @@ def run(
         max_total_words=max_total_words, default_system_prompt=default_system_prompt,
         locale=locale, resources=str(resources) if resources else None,
         simulator_questions=parse_names(simulator_questions), simulator_judge=simulator_judge,
-        run=replace(options, max_retries=retries))
+        options=replace(options, max_retries=retries))
     _go(_with_judge_from(cfg, judge_from))
 
 
@@ -217,7 +217,7 @@ def judge_cmd(
                          judge_max_tokens=judge_max_tokens, judge_mode=judge_mode, seed=seed,
                          bootstrap=bootstrap, locale=locale, resources=str(resources) if resources else None,
                          simulator_questions=parse_names(simulator_questions), simulator_judge=simulator_judge,
-                         run=options)
+                         options=options)
     _go(_with_judge_from(cfg, judge_from))
 
 
@@ -254,7 +254,7 @@ def calibrate_cmd(
     with them, and select one judge by a stated rule (docs/converse.md, "Calibrating the judge")."""
     from carebench.converse.calibration import Rule
     from carebench.converse.suite import ConverseConfig, run_calibration
-    from carebench.experiment import echo_plan
+    from carebench.engine.skeleton import echo_plan
     from carebench.types import CarebenchError
 
     if (run_dir is None) == (transcripts is None):
@@ -267,12 +267,12 @@ def calibrate_cmd(
                          judge_system=str(judge_system) if judge_system else None,
                          judge_question=str(judge_question) if judge_question else None,
                          judge_max_tokens=judge_max_tokens, judge_mode=judge_mode, seed=seed,
-                         bootstrap=bootstrap, run=options)
+                         bootstrap=bootstrap, options=options)
     res = run_calibration(cfg, str(labels), Rule(metric=select_metric, floor=floor, consensus=consensus))
     if options.dry_run:
         echo_plan(res)  # type: ignore[arg-type]
         return
-    from carebench.rundir import read_json
+    from carebench.engine.rundir import read_json
 
     sel = read_json(Path(res) / "selection.json")  # type: ignore[arg-type]
     typer.echo(f"wrote {Path(res) / 'report.html'} and {Path(res) / 'selection.json'}: selected "  # type: ignore[arg-type]
@@ -305,8 +305,8 @@ def rescore(run_dir: Annotated[Path, typer.Argument(help="A converse run directo
 
 def _rescore(run_dir: Path, judges, seed, bootstrap, out, resources=None, locale=None) -> None:
     from carebench.converse.suite import SUITE, ConverseSuite
-    from carebench.experiment import rerender
-    from carebench.rundir import read_json
+    from carebench.engine.rundir import read_json
+    from carebench.engine.skeleton import rerender
     from carebench.types import CarebenchError
 
     manifest = read_json(Path(run_dir) / "manifest.json")
@@ -314,7 +314,7 @@ def _rescore(run_dir: Path, judges, seed, bootstrap, out, resources=None, locale
         raise CarebenchError(f"{run_dir} is a {manifest.get('suite')!r} run, not a converse run")
     settings = dict(manifest.get("scoring") or {})
     if judges:
-        from carebench.rundir import read_jsonl
+        from carebench.engine.rundir import read_jsonl
 
         recs = read_jsonl(Path(run_dir) / "records.jsonl")
         recorded = sorted({r["judge"] for r in recs if r.get("kind") == "walk"}
@@ -367,7 +367,7 @@ def import_vera(
 ) -> None:
     """Score VERA-MH results files with persona-resampling intervals (no model calls)."""
     from carebench.converse.suite import ImportSuite
-    from carebench.experiment import run_suite
+    from carebench.engine.skeleton import run_suite
 
     res = run_suite(ImportSuite([str(p) for p in results], chatbot, seed, bootstrap,
                                 str(personas) if personas else None, dimensions, rubric),

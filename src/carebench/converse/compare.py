@@ -55,7 +55,7 @@ from carebench.converse.scoring import (
 )
 from carebench.converse.suite import rated_walks, scored_criteria
 from carebench.criteria import DIMENSIONS
-from carebench.rundir import read_jsonl
+from carebench.engine.rundir import read_jsonl
 from carebench.system_names import system_identity
 from carebench.types import CarebenchError
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from carebench.converse.suite import ConverseConfig, run_converse
-from carebench.run_options import run_options
+from carebench.engine.options import run_options
 
 DEMO_PERSONAS = ("p-low-1", "p-imminent-1")
 DEMO_NOTE = (
@@ -41,7 +41,7 @@ def run_demo(out_dir: Path, model_spec: str = "llamacpp:builtin", quick: bool = 
         judge_max_tokens=12 if quick else 80, judge_reasons=not quick, bootstrap=500 if quick else 2000,
         title="Converse suite demo (embedded model, illustrative rubric and personas)", notes=[DEMO_NOTE],
         locale="en-US",  # the sample personas have none: the chatbot's turns are checked for the US
-        run=run_options(out=out_dir),
+        options=run_options(out=out_dir),
     )
     res = run_converse(cfg)
     assert isinstance(res, Path)

@@ -5,7 +5,7 @@ For every simulator x chatbot x persona x repeat (x session), up to
 message, then the chatbot's reply), or ``turns`` single messages as VERA-MH's ``-t``
 counts them, the chatbot always speaking last. Messages run in lockstep across all
 conversations: one batch of simulator calls (stage ``simulator``) or of chatbot calls
-(stage ``chatbot``) per message, each through :meth:`carebench.run.Run.calls`, so
+(stage ``chatbot``) per message, each through :meth:`carebench.engine.context.Run.calls`, so
 every turn is cached and budgeted. A killed run re-asks the same requests and gets
 the completed turns back from the cache: it resumes mid-conversation without
 repeating a completed turn.
@@ -32,7 +32,7 @@ from typing import Any
 
 from carebench.converse.personas import OPENING, PROMPTS, Persona
 from carebench.converse.simulator_checks import role_reversal
-from carebench.runner import Call
+from carebench.engine.runner import Call
 from carebench.templates import fill, package_template
 from carebench.types import ChatRequest, Completion, Message
 

@@ -58,7 +58,10 @@ from carebench.converse.simulator_checks import simulator_summary
 from carebench.criteria import SCOPES
 from carebench.datasets.files import read_text
 from carebench.datasets.selection import select_ids
-from carebench.experiment import (
+from carebench.engine.context import Run, RunOptions
+from carebench.engine.options import run_options
+from carebench.engine.rundir import data_sha256, file_sha256, read_jsonl, run_dir_path
+from carebench.engine.skeleton import (
     Execution,
     Plan,
     incomplete_metrics,
@@ -69,9 +72,6 @@ from carebench.experiment import (
 from carebench.judging import panel_seats
 from carebench.report import Report
 from carebench.resources.options import run_locale
-from carebench.run import Run, RunOptions
-from carebench.run_options import run_options
-from carebench.rundir import data_sha256, file_sha256, read_jsonl, run_dir_path
 from carebench.types import CarebenchError
 
 SUITE = "converse"
@@ -212,7 +212,7 @@ class ConverseConfig:
     #: ``--simulator-judge``: the model that answers them (None: the first judge)
     simulator_judge: str | None = None
     #: the shared run flags (--out, --cache, --budget, ...)
-    run: RunOptions = field(default_factory=run_options)
+    options: RunOptions = field(default_factory=run_options)
 
     def protocol_settings(self) -> dict[str, Any]:
         """The generation protocol with every default resolved (recorded in the manifest)."""
@@ -592,9 +592,9 @@ class ConverseSuite:
 
 
 def run_converse(cfg: ConverseConfig, cache: Any = None) -> Path | Plan:
-    """Run ``converse run`` / ``converse judge`` (or plan it: ``cfg.run.dry_run``) with the
+    """Run ``converse run`` / ``converse judge`` (or plan it: ``cfg.options.dry_run``) with the
     config's run options; a budget stop raises ``RunStopped`` after writing what finished."""
-    return run_suite(ConverseSuite(cfg), cfg.run, cache=cache)
+    return run_suite(ConverseSuite(cfg), cfg.options, cache=cache)
 
 
 def rated_walks(walks: Sequence[Mapping[str, Any]],
@@ -710,7 +710,7 @@ def run_calibration(cfg: ConverseConfig, labels_path: str, rule: Any) -> Path | 
 
     from carebench.converse.calibration import calibrate, clinician_ratings
     from carebench.datasets.walk_labels import load_walk_labels
-    from carebench.rundir import read_json, write_json
+    from carebench.engine.rundir import read_json, write_json
 
     rule.check()
     try:
@@ -722,8 +722,8 @@ def run_calibration(cfg: ConverseConfig, labels_path: str, rule: Any) -> Path | 
     if not labels:
         raise CarebenchError(f"labels {labels_path}: no rows")
     clinician_ratings(labels)  # bad bands or a rating given twice stop here, before any call
-    out = run_dir_path(CALIBRATION, cfg.run.out)
-    judged = run_converse(replace(cfg, run=replace(cfg.run, out=str(out / "judging"))))
+    out = run_dir_path(CALIBRATION, cfg.options.out)
+    judged = run_converse(replace(cfg, options=replace(cfg.options, out=str(out / "judging"))))
     if not isinstance(judged, Path):
         return judged
     manifest = read_json(judged / "manifest.json")

@@ -30,7 +30,7 @@ from typing import Any
 from carebench.converse.personas import PROMPTS, snake
 from carebench.converse.rubric import Rubric, load_rubric
 from carebench.datasets.files import read_text
-from carebench.rundir import file_sha256
+from carebench.engine.rundir import file_sha256
 from carebench.templates import fill_some, package_template
 from carebench.types import CarebenchError
 

@@ -95,7 +95,7 @@ class ChatModel(Protocol):
 @dataclass(slots=True)
 class Call:
     """One model call to make; ``tag`` is the caller's handle (e.g. item id and method).
-    Made by suites and embedders, run by :mod:`carebench.runner` (which re-exports it)."""
+    Made by suites and embedders, run by :mod:`carebench.engine.runner` (which re-exports it)."""
 
     model: ChatModel
     request: ChatRequest

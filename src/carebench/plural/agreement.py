@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
+from carebench.engine.context import RunOptions
+from carebench.engine.rundir import read_json
 from carebench.plural.data import ARCHETYPES, resolve
 from carebench.plural.policy import Policy
 from carebench.plural.runs import no_call_options
-from carebench.run import RunOptions
-from carebench.rundir import read_json
 from carebench.stats import gwet_ac1, mean_pairwise_jaccard
 from carebench.types import CarebenchError
 
@@ -54,7 +54,7 @@ class AgreementConfig:
     taxonomy: str | None = None
     #: the run context's settings (agreement makes no call, but runs like every command;
     #: --budget is accepted for symmetry)
-    run: RunOptions = field(default_factory=no_call_options)
+    options: RunOptions = field(default_factory=no_call_options)
 
 
 def agreement_records(release: Path, annotations: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:

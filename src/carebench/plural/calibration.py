@@ -18,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
+from carebench.engine.rundir import data_sha256, file_sha256
 from carebench.plural import selection as sel
 from carebench.plural.data import Calibration, is_builtin, resolve
 from carebench.plural.policy import Policy
 from carebench.plural.profiles import METHODS, FitData
 from carebench.plural.profiles.memalign_mlflow import check_backend
 from carebench.plural.runs import CommandOptions
-from carebench.rundir import data_sha256, file_sha256
 from carebench.stats import mean_pairwise_jaccard
 from carebench.types import CarebenchError
 

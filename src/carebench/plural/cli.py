@@ -11,8 +11,8 @@ from typing import Annotated
 
 import typer
 
+from carebench.engine.options import RUN_FLAGS, Json, RunOptions, run_flags
 from carebench.resources.options import LocaleOption, ResourcesOption
-from carebench.run_options import RUN_FLAGS, Json, RunOptions, run_flags
 from carebench.types import CarebenchError
 
 app = typer.Typer(
@@ -38,13 +38,13 @@ _BACKEND = ("E4/E5 guideline distillation: native, or mlflow (MLflow's MemAlignO
 
 
 def _opts(options: RunOptions, embedder=None, taxonomy=None, contexts=None, memalign_backend=None):
-    """A calibration-side command's options: its own, and the shared run flags as ``run``."""
+    """A calibration-side command's options: its own, and the shared run flags as ``options``."""
     return {
         "embedder": embedder,
         "taxonomy": str(taxonomy) if taxonomy else None,
         "contexts": str(contexts) if contexts else None,
         "memalign_backend": memalign_backend,
-        "run": options,
+        "options": options,
     }
 
 
@@ -60,7 +60,7 @@ def _no_model_flags(command: str, budget: str, dry_run: str):
 
 def _done(result, line) -> None:
     """A dry run's plan (the same JSON shape as every suite's), or the result's summary line."""
-    from carebench.experiment import Plan, echo_plan
+    from carebench.engine.skeleton import Plan, echo_plan
 
     if isinstance(result, Plan):
         echo_plan(result)
@@ -68,7 +68,7 @@ def _done(result, line) -> None:
     if isinstance(result, dict):
         typer.echo(json.dumps(result, indent=2))
         return
-    from carebench.rundir import read_json
+    from carebench.engine.rundir import read_json
 
     typer.echo(line(read_json(result / "metrics.json")))
     typer.echo(f"wrote {result}/report.html")
@@ -167,7 +167,7 @@ def agreement(
 
     cfg = AgreementConfig(release=str(release), annotations=annotations,
                           taxonomy=str(taxonomy) if taxonomy else None,
-                          run=options)
+                          options=options)
     _done(run_agreement(cfg), lambda m: "mean pairwise Jaccard: " + ", ".join(
         f"{k} {v:.3f}" for k, v in m["jaccard"].items()))
 
@@ -198,15 +198,15 @@ def sample(
 ) -> None:
     """Draw the fixed diagnostic sample every system and archetype answers."""
     from carebench.plural.commands.sample import run_sample
-    from carebench.plural.experiment import SampleRunConfig
+    from carebench.plural.config import SampleRunConfig
 
     result = run_sample(SampleRunConfig(
         release=str(release), size=size, fraction=fraction, seed=seed, reserve=reserve, weighting=weighting,
-        run=options))
+        options=options))
     if isinstance(result, dict):  # a dry run: the composition (drawing a sample makes no call)
         typer.echo(json.dumps(result, indent=2))
         return
-    from carebench.rundir import read_json
+    from carebench.engine.rundir import read_json
 
     m = read_json(result / "metrics.json")
     typer.echo(f"sampled {m['sample_size']} of {m['release_prompts']} prompts ({m['reserved']} reserved for "
@@ -242,7 +242,7 @@ def run(
 ) -> None:
     """Responses under both archetype instructions, the jury, scoring and the report."""
     from carebench.plural.commands.run import run_plural
-    from carebench.plural.experiment import PluralRunConfig
+    from carebench.plural.config import PluralRunConfig
 
     cfg = PluralRunConfig(
         release=str(release), systems=list(system or []), judges=list(judge or []),
@@ -254,16 +254,16 @@ def run(
         judge_max_tokens=judge_max_tokens, families=_pairs(family, "--family", "SPEC=FAMILY"), seed=seed,
         bootstrap=bootstrap, empty_policy=empty_policy, zero_coverage=zero_coverage,
         locale=locale, resources=str(resources) if resources else None,
-        run=options,
+        options=options,
     )
     result = run_plural(cfg)
-    from carebench.experiment import Plan, echo_plan
+    from carebench.engine.skeleton import Plan, echo_plan
 
     if isinstance(result, Plan):
         echo_plan(result)
         return
     _summary(result)
-    from carebench.experiment import failed_calls_message
+    from carebench.engine.skeleton import failed_calls_message
 
     msg = failed_calls_message(result)
     if msg:
@@ -272,7 +272,7 @@ def run(
 
 
 def _summary(run_dir: Path) -> None:
-    from carebench.rundir import read_json
+    from carebench.engine.rundir import read_json
 
     manifest = read_json(run_dir / "manifest.json")
     for w in manifest.get("warnings") or []:
@@ -309,7 +309,7 @@ def rescore(
     locale: LocaleOption = None,
 ) -> None:
     """Recompute metrics.json and the report from the recorded verdicts (no model call)."""
-    from carebench.experiment import echo_plan
+    from carebench.engine.skeleton import echo_plan
     from carebench.plural.commands.run import rescore as do_rescore
     from carebench.plural.commands.run import rescore_plan
 

@@ -38,7 +38,7 @@ class PluralComparer:
 
     def read(self, run_dir: Path, manifest: Mapping[str, Any]) -> RunView:
         from carebench.plural.analyses import outcomes
-        from carebench.plural.experiment import load_run
+        from carebench.plural.config import load_run
 
         if manifest.get("kind") != "run":
             raise CarebenchError(f"{run_dir} is a plural {manifest.get('kind')!r} run; compare needs plural run "

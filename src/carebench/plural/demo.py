@@ -15,11 +15,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from carebench.datasets.prompts import load_annotations, load_prompts, write_jsonl
+from carebench.engine.options import run_options
+from carebench.engine.rundir import write_json
 from carebench.plural.commands.run import run_plural
+from carebench.plural.config import PluralRunConfig
 from carebench.plural.data import builtin_path
-from carebench.plural.experiment import PluralRunConfig
-from carebench.run_options import run_options
-from carebench.rundir import write_json
 
 #: calibration cases in the quick demo (``--full``: 6); each gives 2 replies x 6 policies to judge
 DEMO_CASES = 1
@@ -65,7 +65,7 @@ def run_demo(out_dir: Path, model_spec: str = "llamacpp:builtin", quick: bool = 
     release = demo_release(out_dir.parent / f"{out_dir.name}-release", DEMO_CASES if quick else 6)
     cfg = PluralRunConfig(
         release=str(release), systems=[model_spec], judges=[model_spec] * 3, sample_size=DEMO_CASES if quick else 6,
-        run=run_options(out=out_dir), max_tokens=QUICK_REPLY_TOKENS if quick else 400,
+        options=run_options(out=out_dir), max_tokens=QUICK_REPLY_TOKENS if quick else 400,
         judge_max_tokens=QUICK_JURY_TOKENS if quick else 200,
         bootstrap=500 if quick else 2000, notes=[DEMO_NOTE],
     )

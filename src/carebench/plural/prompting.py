@@ -29,7 +29,7 @@ RATIONALE_CHARS = 300
 
 #: which part of the labelling a prompt asks for: everything ("full") or one step of a
 #: two-step method ("interpret": intent and function only, then "policy"); not a run
-#: stage (``Run.calls(stage=...)``) nor a dry-run plan stage (``experiment.PlanStage``)
+#: stage (``Run.calls(stage=...)``) nor a dry-run plan stage (``engine.skeleton.PlanStage``)
 PromptStage = Literal["full", "interpret", "policy"]
 
 DEFAULT_INSTRUCTION = (

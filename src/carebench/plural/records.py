@@ -401,7 +401,7 @@ def _columns_from_table(p: Path, tab: Any, categories: Sequence[str],
 
 def read_records(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Response and judgment rows of a run's ``records.jsonl`` (file:line on a bad line)."""
-    from carebench.rundir import read_jsonl
+    from carebench.engine.rundir import read_jsonl
 
     responses: list[dict[str, Any]] = []
     judgments: list[dict[str, Any]] = []

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from carebench.engine.rundir import read_json, write_json, write_jsonl
 from carebench.fileio import atomic_write_text
 from carebench.plural.profiles import Profile
 from carebench.plural.runs import CommandOptions
-from carebench.rundir import read_json, write_json, write_jsonl
 from carebench.types import CarebenchError
 
 ALIAS_PREFIX = {"peer": "P", "clinician": "C"}

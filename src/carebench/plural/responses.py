@@ -18,9 +18,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from carebench.engine.runner import Call
 from carebench.models.base import ChatModel
 from carebench.plural.records import ResponseRecord
-from carebench.runner import Call
 from carebench.templates import fill, prompt
 from carebench.types import CarebenchError, ChatRequest, Completion, Message
 

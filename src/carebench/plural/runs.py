@@ -1,9 +1,9 @@
 """What the plural commands share: their options, the run context's settings, and
 the rule that turns one batch of calls into answers a profile method may use.
 
-Every plural command runs through one :class:`carebench.run.Run` (runner, cache,
+Every plural command runs through one :class:`carebench.engine.context.Run` (runner, cache,
 run-wide budget, ``calls.jsonl``, models) and the experiment skeleton
-(:func:`carebench.experiment.run_suite`). A profile method needs every answer of
+(:func:`carebench.engine.skeleton.run_suite`). A profile method needs every answer of
 a round before it can go on (GEPA's next candidate, the guidelines distilled from
 the traces), so :func:`answered` makes a round all or nothing: a round the budget
 cut short raises :class:`CutShort` (the command marks that work ``incomplete``),
@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from carebench.run import RunOptions
-from carebench.run_options import run_options
-from carebench.rundir import read_jsonl, run_dir_path
-from carebench.runner import CallPlan, RunResult, capped_request
+from carebench.engine.context import RunOptions
+from carebench.engine.options import run_options
+from carebench.engine.rundir import read_jsonl, run_dir_path
+from carebench.engine.runner import CallPlan, RunResult, capped_request
 from carebench.types import CarebenchError, Completion
 
 SUITE = "plural"
@@ -61,7 +61,7 @@ class CommandOptions:
     contexts: str | None = None
     memalign_backend: str | None = None  # E4/E5 guideline distillation: native (default) or mlflow
     #: the shared run flags (--out, --cache, --budget, ...)
-    run: RunOptions = field(default_factory=run_options)
+    options: RunOptions = field(default_factory=run_options)
 
 
 def no_call_options() -> RunOptions:
@@ -75,11 +75,11 @@ def out_dir(command: str, out: str | Path | None) -> Path:
 
 
 def run_plural_command(suite: Any, cfg: Any, command: str, cache: Any = None) -> Any:
-    """Run (or plan) one plural command on the skeleton: one run context (``cfg.run``), the
+    """Run (or plan) one plural command on the skeleton: one run context (``cfg.options``), the
     run directory, ``carebench report``-compatible metrics and report, exit 3 on a stop."""
-    from carebench.experiment import run_suite
+    from carebench.engine.skeleton import run_suite
 
-    return run_suite(suite, cfg.run, out=out_dir(command, cfg.run.out), cache=cache)
+    return run_suite(suite, cfg.options, out=out_dir(command, cfg.options.out), cache=cache)
 
 
 def estimated_stage(name: str, like: Sequence[Any], n: int) -> Any:
@@ -87,7 +87,7 @@ def estimated_stage(name: str, like: Sequence[Any], n: int) -> Any:
     demonstrations, GEPA's candidates): ``n`` calls, each costed at the worst case
     (full output cap) of the mean of ``like``, requests of the same shape; never
     counted as cached. ``exact`` is False."""
-    from carebench.experiment import PlanStage
+    from carebench.engine.skeleton import PlanStage
     from carebench.models.pricing import call_cost_bound, is_priced
 
     by_model: dict[str, dict[str, Any]] = {}
@@ -121,7 +121,7 @@ class PluralCommand:
         return read_jsonl(Path(run_dir) / "records.jsonl")
 
     def render(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Any:
-        from carebench.experiment import incomplete_report
+        from carebench.engine.skeleton import incomplete_report
 
         if metrics.get("status") == "incomplete":
             return incomplete_report(self.title, metrics)

@@ -73,7 +73,7 @@ def load_ratings(path: str | Path, raters: list[str] | None = None, id_column: s
 
 
 def _from_records(path: Path, raters: list[str] | None) -> Ratings:
-    from carebench.rundir import read_jsonl
+    from carebench.engine.rundir import read_jsonl
 
     if not path.is_file():
         raise CarebenchError(f"no records.jsonl at {path}")

@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 
 from carebench.datasets.builtin import builtin_specs
+from carebench.engine.options import RUN_FLAG_VALUES, RUN_FLAGS, RunOptions, run_flags
 from carebench.risk.methods.llm import POOL_PER_LEVEL
-from carebench.run_options import RUN_FLAG_VALUES, RUN_FLAGS, RunOptions, run_flags
 from carebench.types import CarebenchError
 
 BUILTIN_DATA = ", ".join(builtin_specs("risk"))
@@ -60,8 +60,8 @@ def run(
     options: RunOptions = RUN_FLAGS, flags: dict = RUN_FLAG_VALUES,
 ) -> None:
     """Run methods on a labelled corpus and write metrics, records and the report."""
-    from carebench.risk.config import config_from_file, method_specs
-    from carebench.risk.experiment import RunConfig
+    from carebench.risk.config import RunConfig
+    from carebench.risk.config_file import config_from_file, method_specs
     from carebench.risk.suite import run_experiment
 
     models = list(model or [])
@@ -90,17 +90,17 @@ def run(
             train=train, train_format=train_format, failures=failures or "wrong",
             max_failure_share=0.2 if max_failure_share is None else max_failure_share,
             columns=columns, train_columns=train_columns, limit=limit,
-            prompts=str(prompts) if prompts else None, run=options,
+            prompts=str(prompts) if prompts else None, options=options,
         )
     outcome = run_experiment(cfg)
     if outcome.plan is not None:
-        from carebench.experiment import echo_plan
+        from carebench.engine.skeleton import echo_plan
 
         echo_plan(outcome.plan)
         return
     _summary(outcome.metrics or {})
     typer.echo(f"wrote {outcome.run_dir}/report.md, report.html, metrics.json, records.jsonl")
-    from carebench.experiment import failed_calls_message
+    from carebench.engine.skeleton import failed_calls_message
 
     msg = failed_calls_message(outcome.run_dir) if outcome.run_dir is not None else None
     if msg:
@@ -183,11 +183,11 @@ def sweep(
     options: RunOptions = RUN_FLAGS,
 ) -> None:
     """Few-shot k sweep (Figure 4): every k scored on the same items outside the pool."""
-    from carebench.experiment import Plan, echo_plan, run_suite
+    from carebench.engine.rundir import read_json, write_json
+    from carebench.engine.skeleton import Plan, echo_plan, run_suite
     from carebench.risk.report import SWEEP_METRICS, sweep_rows
     from carebench.risk.suite import SweepSuite
     from carebench.risk.sweep import SWEEP_KS
-    from carebench.rundir import read_json, write_json
 
     suite = SweepSuite(data, model, format=format, ks=list(k) if k else SWEEP_KS,
                        pool_per_level=pool_per_level, train=train, train_format=train_format,

@@ -24,7 +24,7 @@ from typing import Any
 
 from carebench.compare.comparability import sha_of
 from carebench.compare.measures import SAFETY, Drill, Measure, RunView, SystemView
-from carebench.experiment import read_records
+from carebench.engine.skeleton import read_records
 from carebench.risk.scale import LEVEL_NAMES, K
 from carebench.risk.scoring import (
     TABLE2_METRICS,

@@ -1,206 +1,196 @@
-"""The config-file form of ``carebench risk run`` (YAML or TOML), for many methods and models.
+"""A risk run's configuration, method contexts and records (one per item and method).
 
-Example (YAML)::
+:class:`carebench.risk.suite.RiskSuite` runs them in the run skeleton.
 
-    data: data/500_Reddit_users_posts_labels.csv
-    format: gaur
-    models: [openai:gpt-4o-mini, anthropic:claude-haiku-4-5]   # model-backed methods run on each
-    moderation_model: openai-moderation:omni-moderation-latest
-    seed: 42
-    bootstrap: 2000
-    methods:
-      - tfidf-lr
-      - embed-lr
-      - method: llm
-        options: {variant: conservative}
-        label: llm-conservative
-      - method: llm-cot
-        model: anthropic:claude-haiku-4-5    # only this model
-
-Command-line options given explicitly override the file.
+Order matters for the run guarantees (docs/methods.md): the data (and ``--train`` data) are
+validated, every method is built and every model spec parsed before the first model
+call; the run directory is written only once all predictions exist (each file
+atomically), and the completion cache makes an interrupted run resumable.
 """
 
 from __future__ import annotations
 
-import tomllib
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from carebench.datasets.files import read_text
-from carebench.risk.experiment import MethodSpec, RunConfig
-from carebench.risk.scoring import DEFAULT_MAX_FAILURE_SHARE
+from carebench.engine.context import Run, RunOptions
+from carebench.engine.options import run_options
+from carebench.engine.skeleton import Plan
+from carebench.risk.data import RiskDataset
+from carebench.risk.methods import MethodContext, RiskItem, RiskPrediction
+from carebench.risk.scoring import DEFAULT_MAX_FAILURE_SHARE, EXCLUDED
 from carebench.types import CarebenchError
 
-TOP_KEYS = {
-    "data", "format", "model", "models", "moderation_model", "seed", "bootstrap", "out",
-    "train", "train_format", "failures", "max_failure_share", "columns", "train_columns",
-    "prompts", "model_options", "use_cache", "cache", "budget_usd", "budget", "concurrency",
-    "n_folds", "methods",
-}
-#: the run-option keys of a config file (``budget`` is the older name of ``budget_usd``)
-RUN_KEYS = ("out", "use_cache", "cache", "budget_usd", "budget", "concurrency", "model_options")
-METHOD_KEYS = {"method", "label", "model", "models", "moderation_model", "options"}
+#: methods that need no chat model (fitted on the data or driven by moderation scores)
+DEFAULT_METHODS = ("tfidf-lr",)
 
 
-def read_config(path: str | Path) -> dict[str, Any]:
-    path = Path(path)
-    if not path.is_file():
-        raise CarebenchError(f"config file not found: {path}")
-    text = read_text(path)
-    try:
-        if path.suffix.lower() == ".toml":
-            data = tomllib.loads(text)
-        elif path.suffix.lower() in (".yaml", ".yml"):
-            import yaml
+@dataclass
+class MethodSpec:
+    """One method to run: registry name, display label, its models and options."""
 
-            data = yaml.safe_load(text)
-        else:
-            raise CarebenchError(f"{path}: config must be .yaml, .yml or .toml")
-    except (tomllib.TOMLDecodeError, ValueError) as e:
-        raise CarebenchError(f"{path}: invalid config ({e})") from None
-    except Exception as e:  # yaml.YAMLError without importing yaml at module level
-        if type(e).__module__.startswith("yaml"):
-            raise CarebenchError(f"{path}: invalid YAML ({e})") from None
-        raise
-    if not isinstance(data, dict):
-        raise CarebenchError(f"{path}: the config must be a mapping of settings")
-    unknown = set(data) - TOP_KEYS
-    if unknown:
-        raise CarebenchError(f"{path}: unknown setting(s) {', '.join(sorted(unknown))}; "
-                             f"known: {', '.join(sorted(TOP_KEYS))}")
-    return data
+    method: str
+    label: str | None = None
+    model: str | None = None  # overrides RunConfig.model (role "default")
+    moderation_model: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    voter_models: list[str] = field(default_factory=list)  # a vote's panel (roles voter1..)
+
+    @property
+    def name(self) -> str:
+        return self.label or self.method
 
 
-def _needs_model(method: str) -> bool:
-    from carebench.risk.methods import REGISTRY
+@dataclass
+class RunConfig:
+    data: str
+    methods: list[MethodSpec]
+    format: str | None = None
+    model: str | None = None
+    moderation_model: str | None = None
+    seed: int = 42
+    bootstrap: int = 2000
+    train: str | None = None
+    train_format: str | None = None
+    failures: str = "wrong"
+    max_failure_share: float = DEFAULT_MAX_FAILURE_SHARE
+    columns: str | dict[str, str] | None = None  # field=column mapping of --data
+    train_columns: str | dict[str, str] | None = None  # the same for --train
+    prompts: str | None = None  # directory replacing package prompt files
+    n_folds: int = 5
+    limit: int | None = None  # only the first N items of --data (a quick look, not a sample)
+    notes: list[str] = field(default_factory=list)  # shown in the report (e.g. skipped methods)
+    #: the shared run flags (--out, --cache, --budget, --model-option, ...)
+    options: RunOptions = field(default_factory=run_options)
 
-    factory = REGISTRY.get(method)
-    if factory is None:
-        raise CarebenchError(f"unknown risk method {method!r}; known: {', '.join(sorted(REGISTRY))}")
-    return bool(getattr(factory, "needs_model", False) or getattr(factory(), "needs_model", False))
-
-
-def _takes_panel(method: str) -> bool:
-    """Ensembles whose voters are the run's models (vote, adjudicated, stacked)."""
-    from carebench.risk.methods import REGISTRY
-
-    return bool(getattr(REGISTRY.get(method), "uses", {}).get("votes"))
-
-
-def parse_method_arg(text: str) -> dict[str, Any]:
-    """``NAME`` or ``NAME:key=value,key=value`` (values read as YAML scalars/lists), e.g.
-    ``embed-lr:encoder=/models/mentalbert`` or ``llm:variant=conservative``."""
-    name, _, rest = text.partition(":")
-    entry: dict[str, Any] = {"method": name.strip()}
-    if rest.strip():
-        import yaml
-
-        opts: dict[str, Any] = {}
-        for part in rest.split(","):
-            key, eq, value = part.partition("=")
-            if not eq or not key.strip():
-                raise CarebenchError(f"--method {text!r}: options must be key=value pairs")
-            try:
-                opts[key.strip()] = yaml.safe_load(value.strip())
-            except yaml.YAMLError:
-                opts[key.strip()] = value.strip()
-        entry["options"] = opts
-    return entry
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        # per-model request options where a reader of risk manifests finds them (only what is set)
+        d["model_options"] = {spec: o.to_dict() for spec, o in self.options.model_options.items()}
+        d["options"]["model_options"] = d["model_options"]
+        return d
 
 
-def method_specs(entries: list[Any], models: list[str] | None, where: str) -> list[MethodSpec]:
-    """Expand method entries; a model-backed method without its own model runs on each of
-    ``models`` (labelled ``method@model`` when there are several)."""
-    if not isinstance(entries, list) or not entries:
-        raise CarebenchError(f"{where}: 'methods' must be a non-empty list")
-    out: list[MethodSpec] = []
-    for i, e in enumerate(entries, 1):
-        if isinstance(e, str):
-            e = parse_method_arg(e)
-        if not isinstance(e, dict) or "method" not in e:
-            raise CarebenchError(f"{where}: methods[{i}] needs a 'method' name")
-        unknown = set(e) - METHOD_KEYS
-        if unknown:
-            raise CarebenchError(f"{where}: methods[{i}]: unknown key(s) {', '.join(sorted(unknown))}")
-        opts = e.get("options") or {}
-        if not isinstance(opts, dict):
-            raise CarebenchError(f"{where}: methods[{i}]: 'options' must be a mapping")
-        own = e.get("models") or ([e["model"]] if e.get("model") else None)
-        pool = own or models
-        if pool and len(pool) > 1 and _takes_panel(e["method"]):
-            # a vote's panel is the models themselves (§4.3), not one run per model
-            out.append(MethodSpec(e["method"], e.get("label"), pool[0], e.get("moderation_model"),
-                                  dict(opts), list(pool)))
-            continue
-        targets = own or (models if models and _needs_model(e["method"]) else [None])
-        for m in targets:
-            label = e.get("label")
-            if label and len(targets) > 1:
-                label = f"{label}@{m}"
-            out.append(MethodSpec(e["method"], label, m, e.get("moderation_model"), dict(opts)))
+@dataclass
+class RunOutcome:
+    run_dir: Path | None
+    plan: Plan | None = None
+    metrics: dict[str, Any] | None = None
+
+
+def log_progress(cfg: RunConfig, msg: str) -> None:
+    if cfg.options.progress:
+        print(msg, file=sys.stderr, flush=True)
+
+
+def resolve_labels(specs: Sequence[MethodSpec], default_model: str | None) -> list[MethodSpec]:
+    """Give every method a unique record name; the same method on several models gets
+    ``method@model``."""
+    specs = list(specs)
+    if not specs:
+        raise CarebenchError("no method given: pass --method NAME (e.g. --method tfidf-lr)")
+    counts: dict[str, int] = {}
+    for s in specs:
+        counts[s.name] = counts.get(s.name, 0) + 1
+    out = []
+    for s in specs:
+        if s.label is None and counts[s.method] > 1:
+            label = s.method
+            if s.options:
+                label += "[" + ",".join(f"{k}={v}" for k, v in sorted(s.options.items())) + "]"
+            if s.model or (default_model and len({x.model for x in specs
+                                                   if x.method == s.method}) > 1):
+                label += f"@{s.model or default_model}"
+            s = MethodSpec(s.method, label, s.model, s.moderation_model, dict(s.options),
+                           list(s.voter_models))
+        out.append(s)
+    names = [s.name for s in out]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise CarebenchError(f"method names must be unique; repeated: {', '.join(sorted(dup))}")
     return out
 
 
-def file_budget(data: dict[str, Any], where: str) -> float | None:
-    """``budget_usd`` (the shared name), or ``budget`` (the name risk configs used first)."""
-    new, old = data.get("budget_usd"), data.get("budget")
-    if new is not None and old is not None and new != old:
-        raise CarebenchError(f"{where}: 'budget' and 'budget_usd' disagree ({old} vs {new}); give one")
-    value = new if new is not None else old
-    if value is not None and not isinstance(value, int | float):
-        raise CarebenchError(f"{where}: 'budget_usd' must be a number of USD, got {value!r}")
-    return value
-
-
-def config_from_file(path: str | Path, overrides: dict[str, Any], run: dict[str, Any] | None = None) -> RunConfig:
-    """A RunConfig from a file, with explicitly given CLI values (not None) taking precedence.
-
-    ``run`` holds the shared run flags given on the command line (the keyword arguments of
-    :func:`carebench.run_options.run_options`); a flag left at None takes the file's value."""
-    data = read_config(path)
-    for k, v in overrides.items():
-        if v is not None and k not in ("methods", "model_option"):
-            if k == "model":
-                data.pop("models", None)  # a --model given once replaces the file's models
-            if k == "models":
-                data.pop("model", None)
-            data[k] = v
-    models = data.pop("models", None)
-    if isinstance(models, str):
-        models = [models]
-    if data.get("model") and not models:
-        models = [data["model"]]
-    entries = overrides.get("methods") or data.get("methods")
-    if not entries:
-        raise CarebenchError(f"{path}: no methods (add 'methods:' or pass --method)")
-    if "data" not in data:
-        raise CarebenchError(f"{path}: missing 'data' (or pass --data)")
-    specs = method_specs(entries, models, str(path))
-    return RunConfig(
-        data=str(data["data"]), methods=specs, format=data.get("format"),
-        model=data.get("model") or (models[0] if models and len(models) == 1 else None),
-        moderation_model=data.get("moderation_model"), seed=int(data.get("seed", 42)),
-        bootstrap=int(data.get("bootstrap", 2000)),
-        train=data.get("train"), train_format=data.get("train_format"),
-        failures=str(data.get("failures", "wrong")),
-        max_failure_share=float(data.get("max_failure_share", DEFAULT_MAX_FAILURE_SHARE)),
-        columns=data.get("columns"), train_columns=data.get("train_columns"),
-        prompts=None if data.get("prompts") is None else str(data["prompts"]),
-        n_folds=int(data.get("n_folds", 5)), run=_file_run_options(data, run or {}, str(path)),
-        limit=None if data.get("limit") is None else int(data["limit"]),
+def method_context(spec: MethodSpec, cfg: RunConfig, run: Run, train: RiskDataset | None) -> MethodContext:
+    roles: dict[str, Any] = {}
+    chat = spec.model or cfg.model
+    if chat:
+        roles["default"] = run.model(chat)
+    mod = spec.moderation_model or cfg.moderation_model
+    if mod:
+        roles["moderation"] = run.model(mod)
+    for i, voter in enumerate(spec.voter_models, 1):
+        roles[f"voter{i}"] = run.model(voter)
+    return MethodContext(
+        run=run, models=roles, seed=cfg.seed,
+        train=None if train is None else train.items, n_folds=cfg.n_folds, get_model=run.model,
+        method=spec.name, stage=spec.name,
     )
 
 
-def _file_run_options(data: dict[str, Any], flags: dict[str, Any], where: str) -> Any:
-    """The file's run settings under the command line's (a flag given wins)."""
-    from carebench.run_options import run_options
+def prediction_record(pred: RiskPrediction, item: RiskItem, name: str, model: str | None) -> dict[str, Any]:
+    """One ``records.jsonl`` line (item_id, method, gold, pred, status, ...; see docs/risk.md)."""
+    ok = pred.status == "ok" and pred.level is not None
+    return {
+        "item_id": item.id,
+        "method": name,
+        "gold": int(item.level),
+        "pred": int(pred.level) if ok else None,
+        "status": pred.status if pred.status != "ok" or ok else "error",
+        "group": item.group,
+        "model": model,
+        "probs": pred.probs,
+        "usage": {"prompt_tokens": pred.usage.prompt_tokens,
+                  "completion_tokens": pred.usage.completion_tokens,
+                  "reasoning_tokens": pred.usage.reasoning_tokens},
+        "latency_s": pred.latency_s,  # service time (request sent to answer received)
+        "queue_wait_s": round(pred.queue_wait_s, 6),
+        "cost_usd": pred.cost_usd if pred.priced else None,  # None: unpriced, not $0
+        "n_calls": pred.n_calls,
+        "raw": pred.raw,
+        "profile": pred.profile,
+        "detail": pred.detail,
+        "recovered": bool(item.meta.get("recovered", False)),
+        "excerpt": excerpt(item.text),
+    }
 
-    given = {k: v for k, v in flags.items() if v is not None}
-    budget = given.pop("budget", None)
-    return run_options(**{
-        "out": data.get("out"), "cache": data.get("cache"),
-        "concurrency": data.get("concurrency"), **given,
-        "no_cache": bool(given.get("no_cache")) or not bool(data.get("use_cache", True)),
-        "budget": budget if budget is not None else file_budget(data, where),
-        "model_options": data.get("model_options"),
-    })
+
+#: characters of an item's text kept in its records, for the report's per-item table
+EXCERPT_CHARS = 160
+
+
+def excerpt(text: str) -> str:
+    """The item's text with its whitespace collapsed, cut at :data:`EXCERPT_CHARS`."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= EXCERPT_CHARS else flat[: EXCERPT_CHARS - 1].rstrip() + "…"
+
+
+def excluded_record(item: RiskItem, name: str, model: str | None) -> dict[str, Any]:
+    """An item the method deliberately did not score (e.g. a few-shot exemplar)."""
+    return {"item_id": item.id, "method": name, "gold": int(item.level), "pred": None,
+            "status": EXCLUDED, "group": item.group, "model": model, "probs": None,
+            "usage": {"prompt_tokens": 0, "completion_tokens": 0}, "latency_s": 0.0,
+            "cost_usd": 0.0, "n_calls": 0, "raw": "", "profile": None,
+            "detail": {"reason": "held out by the method (e.g. few-shot exemplar pool)"},
+            "recovered": bool(item.meta.get("recovered", False)), "excerpt": excerpt(item.text)}
+
+
+def collect(items: Sequence[RiskItem], preds: Sequence[RiskPrediction], name: str,
+            model: str | None) -> list[dict[str, Any]]:
+    """Records for every item, in item order: predicted, failed or excluded."""
+    by_id: dict[str, RiskPrediction] = {}
+    known = {it.id for it in items}
+    for p in preds:
+        if p.item_id not in known:
+            raise CarebenchError(f"method {name} returned a prediction for unknown item {p.item_id!r}")
+        if p.item_id in by_id:
+            raise CarebenchError(f"method {name} returned two predictions for item {p.item_id!r}")
+        by_id[p.item_id] = p
+    return [
+        prediction_record(by_id[it.id], it, name, model) if it.id in by_id
+        else excluded_record(it, name, model)
+        for it in items
+    ]

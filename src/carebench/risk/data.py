@@ -31,9 +31,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from carebench.datasets.builtin import builtin_file, package_file
 from carebench.datasets.columns import parse_columns, rename_rows
 from carebench.datasets.files import csv_rows, format_from_suffix, read_rows, read_text
+from carebench.engine.rundir import data_sha256, file_sha256
 from carebench.risk.methods.base import RiskItem
 from carebench.risk.scale import LEVEL_NAMES, to_level
-from carebench.rundir import data_sha256, file_sha256
 from carebench.types import CarebenchError
 
 FORMATS = ("jsonl", "csv", "parquet", "gaur", "clinician-sentences")

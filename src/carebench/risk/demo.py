@@ -19,11 +19,11 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-from carebench.risk.experiment import MethodSpec, RunConfig
+from carebench.engine.options import run_options
+from carebench.engine.rundir import write_json, write_jsonl
+from carebench.risk.config import MethodSpec, RunConfig
 from carebench.risk.methods import REGISTRY
 from carebench.risk.suite import run_experiment
-from carebench.run_options import run_options
-from carebench.rundir import write_json, write_jsonl
 
 #: quick demo: posts per level, and as many stratified cross-validation folds (each fold
 #: holds out one post per level); --full runs the paper's 5 folds on the whole sample
@@ -90,7 +90,7 @@ def run_demo(out_dir: Path, model_spec: str = "llamacpp:builtin", quick: bool = 
     for n in notes:
         print(f"risk demo: {n}", file=sys.stderr, flush=True)
     cfg = RunConfig(data=data, methods=specs, seed=42, n_folds=QUICK_FOLDS if quick else 5,
-                    bootstrap=500 if quick else 2000, notes=notes, run=run_options(out=out_dir))
+                    bootstrap=500 if quick else 2000, notes=notes, options=run_options(out=out_dir))
     outcome = run_experiment(cfg)
     assert outcome.run_dir is not None
     return outcome.run_dir

@@ -1,10 +1,10 @@
-"""The risk suite's objects in the run skeleton (:mod:`carebench.experiment`).
+"""The risk suite's objects in the run skeleton (:mod:`carebench.engine.skeleton`).
 
 :class:`RiskSuite` runs a set of methods on one corpus; :class:`SweepSuite` runs the
 few-shot k sweep (Beyond the Flag, Appendix G, Figure 4) as an ordinary risk run:
 one method per arm, scored and rendered like any risk run (the manifest's ``sweep``
 key adds the sweep table and Figure 4). Both write their run directory through
-:func:`carebench.experiment.run_suite`.
+:func:`carebench.engine.skeleton.run_suite`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from carebench.experiment import (
+from carebench.engine.context import Run
+from carebench.engine.rundir import read_json
+from carebench.engine.skeleton import (
     Execution,
     Plan,
     incomplete_metrics,
@@ -26,8 +28,7 @@ from carebench.experiment import (
 )
 from carebench.models.pricing import is_priced
 from carebench.report import Report
-from carebench.risk.data import RiskDataset, load_dataset
-from carebench.risk.experiment import (
+from carebench.risk.config import (
     MethodSpec,
     RunConfig,
     RunOutcome,
@@ -36,19 +37,18 @@ from carebench.risk.experiment import (
     method_context,
     resolve_labels,
 )
+from carebench.risk.data import RiskDataset, load_dataset
 from carebench.risk.methods import MethodContext, make_method
 from carebench.risk.methods.llm import POOL_PER_LEVEL, FewShotMethod
 from carebench.risk.prompts import prompt_set, read_prompt_dir, using_prompts
 from carebench.risk.report import arm_name, build_risk_report
 from carebench.risk.scoring import DEFAULT_MAX_FAILURE_SHARE, FAILURE_POLICIES, score_records
 from carebench.risk.sweep import SWEEP_KS, fewshot_sweep
-from carebench.run import Run
-from carebench.rundir import read_json
 from carebench.types import CarebenchError, is_harness_failure
 
 
 class RiskSuite:
-    """The risk suite in the run skeleton (:mod:`carebench.experiment`).
+    """The risk suite in the run skeleton (:mod:`carebench.engine.skeleton`).
 
     All methods share one run context, so the budget caps the whole command. A
     method the budget cut short keeps the predictions it finished, is marked
@@ -181,7 +181,7 @@ class RiskSuite:
 
 def run_experiment(cfg: RunConfig) -> RunOutcome:
     """Validate, predict with every method, score, and write the run directory."""
-    out = run_suite(RiskSuite(cfg), cfg.run)
+    out = run_suite(RiskSuite(cfg), cfg.options)
     if isinstance(out, Plan):
         return RunOutcome(None, plan=out)
     return RunOutcome(out, metrics=read_json(out / "metrics.json"))

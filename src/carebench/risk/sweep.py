@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from carebench.risk.experiment import prediction_record
+from carebench.risk.config import prediction_record
 from carebench.risk.methods.base import MethodContext, RiskItem, RiskPrediction
 from carebench.risk.methods.llm import POOL_PER_LEVEL, FewShotMethod, run_calls
 from carebench.risk.report import arm_name, sweep_figure, sweep_rows

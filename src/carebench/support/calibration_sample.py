@@ -134,7 +134,7 @@ def write_sample(out_dir: Path, drawn: Sequence[Task], info: dict[str, Any],
                  sheet: Sequence[CriterionItem] | None) -> None:
     """``calibration_tasks.jsonl``, ``calibration_sample.json`` and (with replies) ``criterion_sheet.jsonl``."""
     from carebench.datasets.records import write_jsonl
-    from carebench.rundir import write_json
+    from carebench.engine.rundir import write_json
 
     out_dir.mkdir(parents=True, exist_ok=True)
     write_tasks(out_dir / "calibration_tasks.jsonl", drawn)

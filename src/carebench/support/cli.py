@@ -12,9 +12,9 @@ from typing import Annotated
 import typer
 
 from carebench.datasets.builtin import builtin_specs
+from carebench.engine.options import RUN_FLAGS, RunOptions, run_flags
 from carebench.models.families import parse_family_overrides
 from carebench.resources.options import LocaleOption, ResourcesOption
-from carebench.run_options import RUN_FLAGS, RunOptions, run_flags
 from carebench.types import CarebenchError
 
 BUILTIN_TASKS = ", ".join(builtin_specs("support"))
@@ -90,8 +90,8 @@ def run(
     resources: ResourcesOption = None,
 ) -> None:
     """Regenerate replies, judge every criterion with the panel, score and report."""
-    from carebench.experiment import Plan, echo_plan
-    from carebench.support.experiment import SupportRunConfig
+    from carebench.engine.skeleton import Plan, echo_plan
+    from carebench.support.config import SupportRunConfig
     from carebench.support.suite import run_support
 
     cfg = SupportRunConfig(
@@ -105,7 +105,7 @@ def run(
         responder_settings_file=str(responder_settings) if responder_settings else None,
         recollect_truncated=recollect_truncated, recollect_cap=recollect_cap,
         families=parse_family_overrides(family),
-        run=replace(options, max_retries=retries),
+        options=replace(options, max_retries=retries),
         locale=locale, resources=str(resources) if resources else None,
     )
     result = run_support(cfg)
@@ -133,7 +133,7 @@ def _healthbench_summary(metrics: dict) -> None:
 
 def _echoed_plan(result: object) -> bool:
     """A dry run's plan is printed (the JSON every suite prints); anything else is a result."""
-    from carebench.experiment import Plan, echo_plan
+    from carebench.engine.skeleton import Plan, echo_plan
 
     if isinstance(result, Plan):
         echo_plan(result)
@@ -142,7 +142,7 @@ def _echoed_plan(result: object) -> bool:
 
 
 def _exit_if_incomplete(run_dir: Path) -> None:
-    from carebench.support.experiment import incomplete_message
+    from carebench.support.config import incomplete_message
 
     msg = incomplete_message(run_dir)
     if msg:
@@ -151,7 +151,7 @@ def _exit_if_incomplete(run_dir: Path) -> None:
 
 
 def _summary(run_dir: Path, metrics: dict | None = None) -> None:
-    from carebench.rundir import read_json
+    from carebench.engine.rundir import read_json
 
     m = metrics if metrics is not None else read_json(run_dir / "metrics.json")
     rows = m.get("leaderboard", {}).get("rows", [])
@@ -194,12 +194,12 @@ def calibrate(
         labels=str(labels), candidates=list(candidate or []), run_dir=str(run_dir) if run_dir else None,
         verdicts=str(verdicts) if verdicts else None, panel_size=panel_size, seed=seed, scope=scope,
         bootstrap=bootstrap, families=parse_family_overrides(family),
-        run=options,
+        options=options,
     )
     d = run_calibration(cfg)
     if _echoed_plan(d):
         return
-    from carebench.rundir import read_json
+    from carebench.engine.rundir import read_json
 
     sel = read_json(d / "metrics.json").get("selection", {})
     typer.echo(f"{sel.get('n_panels', 0)} panels; selected: {', '.join(sel.get('selected', []))}")
@@ -262,7 +262,7 @@ def calibration_sample(
     info["source"] = tasks
     sheet = None
     if run_dir is not None:
-        from carebench.support.experiment import load_run
+        from carebench.support.config import load_run
 
         _, _, responses, _ = load_run(run_dir)
         if replies_per_task < 1:
@@ -288,12 +288,12 @@ def coherence(
     options: RunOptions = RUN_FLAGS,
 ) -> None:
     """Multi-turn coherence gate (A.5): do the scripted user turns still follow regenerated replies?"""
-    from carebench.rundir import read_json
+    from carebench.engine.rundir import read_json
     from carebench.support.coherence import CoherenceConfig, run_coherence
 
     d = run_coherence(CoherenceConfig(
         tasks=tasks, models=list(model), judge=judge, n=n, gate=gate, seed=seed,
-        run=options))
+        options=options))
     if _echoed_plan(d):
         return
     m = read_json(d / "metrics.json")
@@ -328,14 +328,14 @@ def probe(
 
     Writes its own run directory (default runs/support-probe-<time>), which names the probed run;
     the probed run is only read."""
-    from carebench.rundir import read_json
+    from carebench.engine.rundir import read_json
     from carebench.support.probe import ProbeConfig, run_probe
 
     d = run_probe(ProbeConfig(
         run_dir=str(run_dir), responders=list(responder or []), alternative=alternative, question=question,
         competence_threshold=competence_threshold, floor_reply=str(floor_reply) if floor_reply else None,
         n_tasks=n_tasks, n_conversations=conversations, seed=seed, bootstrap=bootstrap,
-        run=options))
+        options=options))
     if _echoed_plan(d):
         return
     res = read_json(d / "metrics.json")

@@ -25,7 +25,10 @@ from typing import Any
 import numpy as np
 
 from carebench.criteria import render_transcript
-from carebench.experiment import Execution, Plan, run_suite, stage
+from carebench.engine.context import Run, RunOptions
+from carebench.engine.options import run_options
+from carebench.engine.rundir import read_jsonl, run_dir_path
+from carebench.engine.skeleton import Execution, Plan, run_suite, stage
 from carebench.judging import (
     JUDGE_MAX_TOKENS,
     BinaryVerdict,
@@ -35,9 +38,6 @@ from carebench.judging import (
     panel_seats,
 )
 from carebench.report import Paragraph, Report, Section, Table
-from carebench.run import Run, RunOptions
-from carebench.run_options import run_options
-from carebench.rundir import read_jsonl, run_dir_path
 from carebench.support.generation import (
     GenerationConfig,
     assumed_response,
@@ -64,7 +64,7 @@ class CoherenceConfig:
     seed: int = SAMPLE_SEED
     notes: list[str] = field(default_factory=list)
     #: the shared run flags (--out, --cache, --budget, --concurrency, ...)
-    run: RunOptions = field(default_factory=run_options)
+    options: RunOptions = field(default_factory=run_options)
 
 
 _USER_HEAD = "CONVERSATION SO FAR\n"
@@ -220,8 +220,8 @@ class CoherenceSuite:
 def run_coherence(cfg: CoherenceConfig, cache_obj: Any = None) -> Path | Plan:
     """``support coherence``: the run directory (default ``runs/support-coherence-<time>``)
     or, for a dry run, the plan."""
-    out = cfg.run.out if cfg.run.out is not None else run_dir_path("support-coherence")
-    return run_suite(CoherenceSuite(cfg), cfg.run, out=out, cache=cache_obj)
+    out = cfg.options.out if cfg.options.out is not None else run_dir_path("support-coherence")
+    return run_suite(CoherenceSuite(cfg), cfg.options, out=out, cache=cache_obj)
 
 
 def coherence_report(m: dict[str, Any]) -> Report:

@@ -64,7 +64,7 @@ class SupportComparer:
         self._task_files: dict[str, tuple[list[Any], TaskTable, str]] = {}
 
     def _tasks(self, path: Path) -> tuple[list[Any], TaskTable, str]:
-        from carebench.rundir import file_sha256
+        from carebench.engine.rundir import file_sha256
         from carebench.support.tasks import load_tasks
 
         digest = file_sha256(path)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from carebench.run_options import run_options
-from carebench.support.experiment import SupportRunConfig
+from carebench.engine.options import run_options
+from carebench.support.config import SupportRunConfig
 from carebench.support.suite import run_support
 
 #: Quick demo task: one two-turn conversation (8 criteria), so regeneration of every
@@ -39,7 +39,7 @@ def run_demo(out_dir: Path, model_spec: str = "llamacpp:builtin", quick: bool = 
         judges=[model_spec] * 3,
         attempts=1 if quick else 3,
         include_reference=not quick,
-        run=run_options(out=out_dir),
+        options=run_options(out=out_dir),
         max_tokens=QUICK_REPLY_TOKENS if quick else 400,
         # the verdict is the answer's first field: a short cap keeps it and cuts only the
         # rationale (counted as cut in the report), which keeps the quick demo within budget

@@ -25,10 +25,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from carebench.engine.context import Run
+from carebench.engine.runner import Call
 from carebench.models.base import ChatModel
 from carebench.models.settings import ModelSettings
-from carebench.run import Run
-from carebench.runner import Call
 from carebench.support.records import INCOMPLETE, REFERENCE, ResponseRecord
 from carebench.support.tasks import Task
 from carebench.types import ChatRequest, Completion, Message
@@ -258,7 +258,7 @@ def planned_generation(
     later prompts. Returns the calls, the finished responses where every turn is
     cached (else None) and whether every request is exact.
     """
-    from carebench.cache import cache_key
+    from carebench.engine.cache import cache_key
 
     calls: list[Call] = []
     done: list[ResponseRecord | None] = []

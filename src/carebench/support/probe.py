@@ -55,7 +55,12 @@ import numpy as np
 from pydantic import BaseModel
 
 from carebench.criteria import S_MET, S_NOT_MET, credited, panel_states, render_transcript
-from carebench.experiment import Execution, Plan, run_suite, single_threaded_blas
+from carebench.engine.context import Run, RunOptions
+from carebench.engine.options import run_options
+from carebench.engine.planning import PlanningRun, filler
+from carebench.engine.rundir import file_sha256, read_json, run_dir_path, write_json
+from carebench.engine.runner import Call
+from carebench.engine.skeleton import Execution, Plan, run_suite, single_threaded_blas
 from carebench.judging import (
     JUDGE_MAX_TOKENS,
     JudgeQuestion,
@@ -64,13 +69,8 @@ from carebench.judging import (
     read_answers,
 )
 from carebench.models.families import family_of
-from carebench.planning import PlanningRun, filler
-from carebench.run import Run, RunOptions
-from carebench.run_options import run_options
-from carebench.rundir import file_sha256, read_json, run_dir_path, write_json
-from carebench.runner import Call
 from carebench.stats.bootstrap import Resampler, percentile_interval
-from carebench.support.experiment import load_run
+from carebench.support.config import load_run
 from carebench.support.judging import criterion_question
 from carebench.support.records import REFERENCE, ResponseRecord
 from carebench.support.tasks import Task
@@ -110,7 +110,7 @@ class ProbeConfig:
     max_tokens: int = 4096
     families: dict[str, str] = field(default_factory=dict)
     #: the shared run flags (--cache, --budget, --concurrency, ...)
-    run: RunOptions = field(default_factory=run_options)
+    options: RunOptions = field(default_factory=run_options)
 
 
 @dataclass(frozen=True)
@@ -313,14 +313,14 @@ def check_probe_config(cfg: ProbeConfig) -> None:
 
 def run_probe(cfg: ProbeConfig, cache_obj: Any = None) -> Path | Plan:
     """Probe, controls and elicitation for the responders of a support run: the probe's own
-    run directory (``cfg.run.out``, default ``runs/support-probe-<time>``), or with
-    ``cfg.run.dry_run`` the plan of its calls (nothing written)."""
+    run directory (``cfg.options.out``, default ``runs/support-probe-<time>``), or with
+    ``cfg.options.dry_run`` the plan of its calls (nothing written)."""
     check_probe_config(cfg)
     load_run(Path(cfg.run_dir))  # a missing or non-support run: one line before the output directory
-    out = cfg.run.out if cfg.run.out is not None else run_dir_path("support-probe")
+    out = cfg.options.out if cfg.options.out is not None else run_dir_path("support-probe")
     if Path(out).resolve() == Path(cfg.run_dir).resolve():
         raise CarebenchError(f"--out {out} is the probed run; the probe writes its own run directory")
-    return run_suite(ProbeSuite(cfg), cfg.run, out=out, cache=cache_obj)
+    return run_suite(ProbeSuite(cfg), cfg.options, out=out, cache=cache_obj)
 
 
 def _execute_probe(cfg: ProbeConfig, run: Run | PlanningRun) -> Execution | Plan:

@@ -1,11 +1,11 @@
-"""The support suite's skeleton objects (:mod:`carebench.experiment`), one per command.
+"""The support suite's skeleton objects (:mod:`carebench.engine.skeleton`), one per command.
 
 ``support run`` is :class:`SupportSuite`; a run directory whose manifest names a
 ``kind`` is another command's: ``calibration`` (:class:`JudgeCalibrationSuite`),
 ``coherence`` (:class:`~carebench.support.coherence.CoherenceSuite`) and ``probe``
 (:class:`~carebench.support.probe.ProbeSuite`); the suite table
 (:mod:`carebench.suites`) names the object that re-renders each kind. Every command writes its run
-directory through :func:`carebench.experiment.run_suite`, so ``carebench report DIR``
+directory through :func:`carebench.engine.skeleton.run_suite`, so ``carebench report DIR``
 reproduces each one's ``metrics.json`` and report byte for byte.
 """
 
@@ -19,10 +19,20 @@ from typing import Any
 
 import numpy as np
 
-from carebench.cache import CompletionCache
 from carebench.datasets.files import read_text
 from carebench.datasets.selection import select_ids
-from carebench.experiment import (
+from carebench.engine.cache import CompletionCache
+from carebench.engine.context import Run, RunOptions
+from carebench.engine.options import run_options
+from carebench.engine.rundir import (
+    data_sha256,
+    file_sha256,
+    read_json,
+    read_jsonl,
+    run_dir_path,
+    write_json,
+)
+from carebench.engine.skeleton import (
     Execution,
     Plan,
     incomplete_metrics,
@@ -36,17 +46,7 @@ from carebench.judging import JUDGE_MAX_TOKENS, ask, judge_calls, judge_request,
 from carebench.models.families import panel_independence
 from carebench.models.settings import model_settings
 from carebench.report import Report
-from carebench.run import Run, RunOptions
-from carebench.run_options import run_options
-from carebench.rundir import (
-    data_sha256,
-    file_sha256,
-    read_json,
-    read_jsonl,
-    run_dir_path,
-    write_json,
-)
-from carebench.support.experiment import (
+from carebench.support.config import (
     SCOPE_CHOICES,
     SUITE,
     SupportRunConfig,
@@ -84,7 +84,7 @@ from carebench.types import CarebenchError
 
 
 class SupportSuite:
-    """The support suite in the run skeleton (:mod:`carebench.experiment`).
+    """The support suite in the run skeleton (:mod:`carebench.engine.skeleton`).
 
     Generation and judging share one run context: a budget stop in generation marks
     generation and judging ``incomplete`` (only conversations that finished every
@@ -138,7 +138,7 @@ class SupportSuite:
         return tasks, responders, judges, gcfg, system_prompt
 
     def plan(self, run: Run) -> Plan:
-        from carebench.runner import Call
+        from carebench.engine.runner import Call
 
         cfg = self.cfg
         tasks, responders, judges, gcfg, _ = self._prepare(run)
@@ -306,7 +306,7 @@ class SupportRecords:
 
 def run_support(cfg: SupportRunConfig, cache: CompletionCache | None = None) -> Path | Plan:
     """Run the suite; returns the run directory (or the call plan for a dry run)."""
-    return run_suite(SupportSuite(cfg), cfg.run, cache=cache)
+    return run_suite(SupportSuite(cfg), cfg.options, cache=cache)
 
 
 def _warn_unexpected_subcategories(cfg: SupportRunConfig, tasks: Sequence[Task]) -> None:
@@ -413,7 +413,7 @@ class JudgeCalibrationConfig:
     judge_max_tokens: int = JUDGE_MAX_TOKENS
     families: dict[str, str] = field(default_factory=dict)  # --family SPEC=NAME overrides
     #: the shared run flags (--out, --cache, --budget, ...)
-    run: RunOptions = field(default_factory=run_options)
+    options: RunOptions = field(default_factory=run_options)
 
 
 class JudgeCalibrationSuite:
@@ -533,6 +533,6 @@ class JudgeCalibrationSuite:
 
 def run_calibration(cfg: JudgeCalibrationConfig, cache: CompletionCache | None = None) -> Path | Plan:
     """``support calibrate``: the run directory (default ``runs/support-calibration-<time>``),
-    or the plan of the candidate judges' calls for a dry run (``cfg.run.dry_run``)."""
-    out = cfg.run.out if cfg.run.out is not None else run_dir_path("support-calibration")
-    return run_suite(JudgeCalibrationSuite(cfg), cfg.run, out=out, cache=cache)
+    or the plan of the candidate judges' calls for a dry run (``cfg.options.dry_run``)."""
+    out = cfg.options.out if cfg.options.out is not None else run_dir_path("support-calibration")
+    return run_suite(JudgeCalibrationSuite(cfg), cfg.options, out=out, cache=cache)

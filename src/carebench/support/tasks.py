@@ -399,7 +399,7 @@ def unique_tasks(numbered: Iterable[tuple[str, Task]], label: str | Path, id_fie
 
 def write_tasks(path: Path, tasks: Sequence[Task]) -> None:
     """Write tasks as JSONL (a run directory keeps its own copy for rescoring)."""
-    from carebench.rundir import write_jsonl
+    from carebench.engine.rundir import write_jsonl
 
     write_jsonl(Path(path), (t.to_row() for t in tasks))
 

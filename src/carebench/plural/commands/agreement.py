@@ -7,14 +7,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from carebench.experiment import Execution, Plan
+from carebench.engine.context import Run
+from carebench.engine.rundir import file_sha256
+from carebench.engine.skeleton import Execution, Plan
 from carebench.plural.agreement import AgreementConfig, agreement_metrics, agreement_records
 from carebench.plural.data import is_builtin, load_vocabulary, resolve
 from carebench.plural.policy import label_space
 from carebench.plural.runs import PluralCommand, run_plural_command
 from carebench.report import Report
-from carebench.run import Run
-from carebench.rundir import file_sha256
 
 
 class AgreementCommand(PluralCommand):

@@ -8,7 +8,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from carebench.experiment import Execution, Plan, incomplete_metrics, stage
+from carebench.engine.context import Run
+from carebench.engine.runner import Call
+from carebench.engine.skeleton import Execution, Plan, incomplete_metrics, stage
 from carebench.plural import selection as sel
 from carebench.plural.calibration import (
     ProfileCalibrationConfig,
@@ -30,8 +32,6 @@ from carebench.plural.profiles.base import Env
 from carebench.plural.prompting import label_request
 from carebench.plural.runs import CutShort, PluralCommand, estimated_stage, run_plural_command
 from carebench.report import Report
-from carebench.run import Run
-from carebench.runner import Call
 from carebench.types import CarebenchError
 
 LATER_ROUNDS_NOTE = ("E3's candidates and reflections, E4/E5's guidelines and every fitted method's "

@@ -8,7 +8,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from carebench.experiment import Execution, Plan, incomplete_metrics, stage
+from carebench.engine.context import Run
+from carebench.engine.rundir import read_json, write_json
+from carebench.engine.runner import Call
+from carebench.engine.skeleton import Execution, Plan, incomplete_metrics, stage
 from carebench.plural.calibration import METHOD_ORDER, dataset_info
 from carebench.plural.data import (
     check_contexts,
@@ -24,9 +27,6 @@ from carebench.plural.prompting import label_request
 from carebench.plural.release import FreezeConfig, aliases, method_overrides
 from carebench.plural.runs import CutShort, PluralCommand, estimated_stage, run_plural_command
 from carebench.report import Report
-from carebench.run import Run
-from carebench.rundir import read_json, write_json
-from carebench.runner import Call
 from carebench.types import CarebenchError
 
 

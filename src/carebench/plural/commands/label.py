@@ -7,7 +7,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from carebench.experiment import Execution, Plan, incomplete_metrics
+from carebench.engine.context import Run
+from carebench.engine.rundir import file_sha256
+from carebench.engine.runner import Call
+from carebench.engine.skeleton import Execution, Plan, incomplete_metrics
 from carebench.plural.calibration import METHOD_ORDER
 from carebench.plural.data import (
     check_contexts,
@@ -29,9 +32,6 @@ from carebench.plural.release import (
 )
 from carebench.plural.runs import CutShort, PluralCommand, estimated_stage, run_plural_command
 from carebench.report import Report
-from carebench.run import Run
-from carebench.rundir import file_sha256
-from carebench.runner import Call
 from carebench.types import CarebenchError
 
 

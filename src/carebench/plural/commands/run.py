@@ -9,9 +9,12 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from carebench.cache import CompletionCache
-from carebench.experiment import Execution, Plan, incomplete_metrics, rerender, stage
-from carebench.plural.experiment import (
+from carebench.engine.cache import CompletionCache
+from carebench.engine.context import Run
+from carebench.engine.rundir import new_run_dir, read_json, write_json
+from carebench.engine.runner import call_key
+from carebench.engine.skeleton import Execution, Plan, incomplete_metrics, rerender, stage
+from carebench.plural.config import (
     JURY_BATCH,
     PluralRunConfig,
     Release,
@@ -29,9 +32,6 @@ from carebench.plural.records import PARQUET_COLUMNS, JudgmentRecord, ResponseRe
 from carebench.plural.responses import response_calls, response_records
 from carebench.plural.runs import SUITE, PluralCommand, run_plural_command
 from carebench.report import Report
-from carebench.run import Run
-from carebench.rundir import new_run_dir, read_json, write_json
-from carebench.runner import call_key
 from carebench.types import CarebenchError, Completion, is_harness_failure
 
 

@@ -7,12 +7,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from carebench.experiment import Execution, Plan
-from carebench.plural.experiment import Release, SampleRunConfig, load_release
+from carebench.engine.context import Run
+from carebench.engine.skeleton import Execution, Plan
+from carebench.plural.config import Release, SampleRunConfig, load_release
 from carebench.plural.runs import PluralCommand, run_plural_command
 from carebench.plural.sample import composition, draw_sample
 from carebench.report import Report
-from carebench.run import Run
 
 
 class SampleCommand(PluralCommand):
@@ -58,6 +58,6 @@ class SampleCommand(PluralCommand):
 def run_sample(cfg: SampleRunConfig) -> Path | dict[str, Any]:
     """Draw the diagnostic sample and write it as a run directory (or describe it: dry run,
     which prints the composition: there are no calls to plan)."""
-    if cfg.run.dry_run:
+    if cfg.options.dry_run:
         return SampleCommand(cfg).draw()[2]
     return run_plural_command(SampleCommand(cfg), cfg, "sample")

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from carebench.engine.runner import Call
 from carebench.plural.policy import example_f1
 from carebench.plural.profiles.base import Env, FitData, Profile, new_profile, stable_seed
 from carebench.plural.profiles.prompted import predict_with
@@ -27,7 +28,6 @@ from carebench.plural.prompting import (
     label_request,
 )
 from carebench.plural.runs import CutShort
-from carebench.runner import Call
 from carebench.types import CarebenchError, ChatRequest, Message
 
 METRIC_CALLS = 40

@@ -21,6 +21,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from carebench.engine.runner import Call
 from carebench.plural.profiles.base import Env, FitData, Profile, new_profile
 from carebench.plural.profiles.prompted import predict_with
 from carebench.plural.prompting import (
@@ -35,7 +36,6 @@ from carebench.plural.prompting import (
     label_request,
     rubric_text,
 )
-from carebench.runner import Call
 from carebench.types import ChatRequest, Message, StructuredSpec
 
 RETRIEVAL_K = 5

@@ -30,6 +30,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from carebench.engine.runner import Call
 from carebench.plural.profiles.base import Env, FitData
 from carebench.plural.prompting import (
     DEFAULT_INSTRUCTION,
@@ -40,7 +41,6 @@ from carebench.plural.prompting import (
     format_labels,
     rubric_text,
 )
-from carebench.runner import Call
 from carebench.types import CarebenchError
 
 BACKENDS = ("native", "mlflow")

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from carebench.runner import Call, RunResult
+from carebench.engine.runner import Call, RunResult
 from carebench.types import CarebenchError, Usage
 
 #: prediction statuses; only "ok" carries a level
@@ -53,10 +53,10 @@ class RiskPrediction:
 
 @dataclass
 class MethodContext:
-    """What a method may use: the run (``carebench.run.Run``: calls, cache, budget, models),
+    """What a method may use: the run (``carebench.engine.context.Run``: calls, cache, budget, models),
     its models by role, seeds, an optional training set and the stage its calls count under."""
 
-    run: Any  # carebench.run.Run; None for fitted methods that call no model
+    run: Any  # carebench.engine.context.Run; None for fitted methods that call no model
     models: dict[str, Any]  # role -> ChatModel; role "default" is the --model
     seed: int = 42
     train: Sequence[RiskItem] | None = None  # set for transfer (--train); else cross-validate

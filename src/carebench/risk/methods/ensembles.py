@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from carebench.engine.runner import Call
 from carebench.risk.answers import parse_level_answer
 from carebench.risk.methods.base import MethodContext, RiskItem, RiskPrediction, register
 from carebench.risk.methods.folds import fit_predict_oof
@@ -59,7 +60,6 @@ from carebench.risk.methods.schema import (
 )
 from carebench.risk.prompts import load_prompt, render
 from carebench.risk.scale import LETTERS, LEVEL_NAMES, K
-from carebench.runner import Call
 from carebench.types import CarebenchError, Completion, Message
 
 DEFAULT_VARIANTS = ("clinical", "conservative", "contextual")

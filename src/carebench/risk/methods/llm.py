@@ -29,6 +29,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from carebench.engine.runner import Call
 from carebench.models.structured import choice_spec
 from carebench.risk.answers import parse_final_line, parse_level_answer
 from carebench.risk.methods.base import (
@@ -40,7 +41,6 @@ from carebench.risk.methods.base import (
 )
 from carebench.risk.prompts import join, render
 from carebench.risk.scale import LETTERS, K, letter_to_level
-from carebench.runner import Call
 from carebench.types import (
     CarebenchError,
     ChatRequest,

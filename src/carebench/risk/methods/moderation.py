@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from carebench.engine.runner import Call
 from carebench.risk.methods.base import (
     HARNESS_FAILURE,
     MethodContext,
@@ -31,7 +32,6 @@ from carebench.risk.methods.base import (
     register,
 )
 from carebench.risk.methods.folds import splits_for
-from carebench.runner import Call
 from carebench.types import CarebenchError, ChatRequest, Completion, messages
 
 FIXED_THRESHOLDS = (0.10, 0.35, 0.70)

@@ -14,11 +14,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from carebench.engine.runner import Call
 from carebench.models.structured import json_spec, parse_model
 from carebench.risk.methods.base import MethodContext, RiskItem, RiskPrediction, register
 from carebench.risk.methods.llm import account, call_status, failed, post_message, run_calls
 from carebench.risk.prompts import load_prompt
-from carebench.runner import Call
 from carebench.types import ChatRequest, Completion, Message
 
 Score = Literal[0, 1, 2, 3]

@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from carebench.engine.runner import Call
 from carebench.models.embed import HFEncoder, default_encoder_path
 from carebench.risk.methods.base import MethodContext, RiskItem, RiskPrediction, register
 from carebench.risk.methods.folds import fit_predict_oof
-from carebench.runner import Call
 from carebench.types import CarebenchError
 
 K = 4

@@ -1,7 +1,7 @@
 """The run context: one per command invocation, owning everything a run spends.
 
 It owns the runner, the completion cache, the run-wide budget and spend (the
-runner's :class:`~carebench.runner.Ledger`), the call log written to
+runner's :class:`~carebench.engine.runner.Ledger`), the call log written to
 ``calls.jsonl``, the model instances and the progress display. Every stage and
 batch of every suite goes through :meth:`Run.calls`, so the budget is one cap for
 the whole command: a budget that reset per batch once let a $5 run spend $65.
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
-from carebench.cache import CompletionCache
-from carebench.runner import (
+from carebench.engine.cache import CompletionCache
+from carebench.engine.runner import (
     BATCH_PENDING,
     Call,
     CallPlan,
@@ -33,7 +33,7 @@ from carebench.types import BatchPending, CarebenchError, Completion, RunStopped
 @dataclass
 class RunOptions:
     """The command-line knobs every suite's run shares (built from the flags by
-    :func:`carebench.run_options.run_options`; suite configs hold one as ``run``)."""
+    :func:`carebench.engine.options.run_options`; suite configs hold one as ``options``)."""
 
     budget_usd: float | None = None
     use_cache: bool = True

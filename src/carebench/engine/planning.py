@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
-from carebench.experiment import Plan, PlanStage
-from carebench.run import Run
-from carebench.runner import Call, RunResult, call_key
+from carebench.engine.context import Run
+from carebench.engine.runner import Call, RunResult, call_key
+from carebench.engine.skeleton import Plan, PlanStage
 from carebench.types import Completion
 
 #: ``reply(stage, call, n)``: the worst-case text answering the ``n``-th uncached call

@@ -19,13 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from carebench.models.pricing import unpriced_note
-from carebench.report import Callout, Headline, KeyValue, Report, Section, write_report
-from carebench.report.banners import banner_kinds, banner_texts, manifest_bytes
-from carebench.report.figure_reuse import reusing_figures
-from carebench.report.headline import no_headline
-from carebench.run import Run, RunOptions
-from carebench.rundir import (
+from carebench.engine.context import Run, RunOptions
+from carebench.engine.rundir import (
     new_run_dir,
     read_json,
     read_jsonl,
@@ -35,7 +30,12 @@ from carebench.rundir import (
     write_jsonl,
     write_manifest,
 )
-from carebench.runner import Call, CallPlan
+from carebench.engine.runner import Call, CallPlan
+from carebench.models.pricing import unpriced_note
+from carebench.report import Callout, Headline, KeyValue, Report, Section, write_report
+from carebench.report.banners import banner_kinds, banner_texts, manifest_bytes
+from carebench.report.figure_reuse import reusing_figures
+from carebench.report.headline import no_headline
 from carebench.wording import count
 
 
@@ -155,12 +155,12 @@ def plan_summary(plan: dict[str, Any]) -> str:
 def echo_plan(plan: Plan, as_json: bool | None = None) -> None:
     """Print a dry-run plan: a short summary, or the JSON (the same shape for every
     suite) with ``--json``. ``as_json=None`` follows the running command's ``--json``
-    flag (:data:`carebench.run_options.Json`), so a command only declares it."""
+    flag (:data:`carebench.engine.options.Json`), so a command only declares it."""
     import json
 
     import typer
 
-    from carebench.run_options import JSON_OUTPUT
+    from carebench.engine.options import JSON_OUTPUT
 
     if as_json is None:
         as_json = JSON_OUTPUT.get()

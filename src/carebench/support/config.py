@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from carebench.engine.context import RunOptions
+from carebench.engine.options import run_options
+from carebench.engine.rundir import read_json
 from carebench.judging import JUDGE_MAX_TOKENS
-from carebench.run import RunOptions
-from carebench.run_options import run_options
-from carebench.rundir import read_json
 from carebench.support.generation import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE
 from carebench.support.records import REFERENCE, ResponseRecord, VerdictRecord, read_run_rows
 from carebench.support.tasks import Task, load_tasks
@@ -66,7 +66,7 @@ class SupportRunConfig:
     #: --resources: the crisis-resource registry replies are checked against (None: built-in)
     resources: str | None = None
     #: the shared run flags (--out, --cache, --budget, ...; --retries is ``run.max_retries``)
-    run: RunOptions = field(default_factory=run_options)
+    options: RunOptions = field(default_factory=run_options)
 
     def validate(self) -> None:
         if not self.responders and not self.include_reference:

@@ -22,6 +22,9 @@ from typing import Any
 import numpy as np
 
 from carebench.datasets.prompts import load_policies, load_prompts
+from carebench.engine.context import RunOptions
+from carebench.engine.options import run_options
+from carebench.engine.rundir import file_sha256, read_json, read_jsonl
 from carebench.plural.jury import JUDGE_MAX_TOKENS
 from carebench.plural.records import (
     JudgmentColumns,
@@ -34,9 +37,6 @@ from carebench.plural.responses import ARCHETYPES, ResponseConfig
 from carebench.plural.runs import SUITE, no_call_options
 from carebench.plural.sample import PolicySampleConfig, draw_sample
 from carebench.plural.scoring import ScoringRules
-from carebench.run import RunOptions
-from carebench.run_options import run_options
-from carebench.rundir import file_sha256, read_json, read_jsonl
 from carebench.types import CarebenchError
 
 #: Judge questions per runner batch: bounds memory at paper scale (180,090 verdicts).
@@ -160,7 +160,7 @@ class SampleRunConfig:
     weighting: float = 1.0
     #: the run context's settings (a sample makes no call, but runs like every command;
     #: --budget is accepted for a uniform CLI)
-    run: RunOptions = field(default_factory=no_call_options)
+    options: RunOptions = field(default_factory=no_call_options)
 
     def sample_config(self) -> PolicySampleConfig:
         return PolicySampleConfig(size=self.size, fraction=self.fraction, seed=self.seed, reserve=self.reserve,
@@ -200,7 +200,7 @@ class PluralRunConfig:
     #: --resources: the crisis-resource registry replies are checked against (None: built-in)
     resources: str | None = None
     #: the shared run flags (--out, --cache, --budget, ...)
-    run: RunOptions = field(default_factory=run_options)
+    options: RunOptions = field(default_factory=run_options)
 
     def validate(self) -> None:
         from carebench.resources.options import run_locale

@@ -8,7 +8,7 @@ field by another name. A command now takes them all from one decorator, as Inspe
     @app.command()
     @run_flags()
     def run(data: ..., options: RunOptions = RUN_FLAGS) -> None:
-        cfg = RunConfig(data=data, run=options)
+        cfg = RunConfig(data=data, options=options)
 
 The flags stand in ``--help`` where ``options`` stands in the signature. A command that
 calls no model declares only what it uses (``@run_flags(only=("out",), no_cache=True)``);
@@ -26,7 +26,7 @@ from typing import Annotated, Any
 import typer
 
 from carebench.cli_params import Slot, expand
-from carebench.run import RunOptions
+from carebench.engine.context import RunOptions
 
 Out = Annotated[Path | None, typer.Option(
     "--out", show_default="runs/<suite>-<time>", help="Run directory to write.")]

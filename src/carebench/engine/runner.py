@@ -3,7 +3,7 @@ cache, cost/latency accounting, budget cap and a progress bar.
 
 Suites build a list of ``Call``s and hand it to ``Runner.run``; they never talk to a
 provider directly, so every call is cached, retried and accounted the same way.
-One ``Runner`` (owned by the run context, :mod:`carebench.run`) serves every batch of
+One ``Runner`` (owned by the run context, :mod:`carebench.engine.context`) serves every batch of
 a command, and its :class:`Ledger` carries spend and the budget across batches: a
 budget that reset per batch was no cap at all.
 """
@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from carebench.cache import CacheWriter, CompletionCache, cache_key
+from carebench.engine.cache import CacheWriter, CompletionCache, cache_key
 from carebench.models.base import Call, ChatModel, PermanentError, TransientError, Unreachable
 from carebench.models.pricing import call_cost_bound, is_priced
 from carebench.types import GAVE_UP, CarebenchError, ChatRequest, Completion, is_context_overflow
