@@ -90,3 +90,27 @@ def test_every_name_in_the_table_exists():
                 module, _, attr = target.partition(":")
                 assert hasattr(importlib.import_module(module), attr), target
         assert (entry.comparer is None) == (entry.pair_option is None) == (not entry.gates)
+
+
+def test_the_documented_entry_is_a_valid_entry_shaped_like_the_toy():
+    """docs/architecture.md, "Adding a suite": its example entry builds a SuiteEntry (a renamed
+    or removed field fails here) and names the same parts the toy suite's real entry does."""
+    import ast
+    import dataclasses
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text("utf-8")
+    section = doc.split("### Adding a suite", 1)[1].split("\n### ", 1)[0]
+    block = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    call = ast.parse("{" + block + "\n}", mode="eval").body.values[0]
+    assert isinstance(call, ast.Call) and call.func.id == "SuiteEntry"
+    documented = {k.arg for k in call.keywords}
+    fields = {f.name for f in dataclasses.fields(suites.SuiteEntry)}
+    assert documented <= fields, documented - fields
+    entry = suites.SuiteEntry(*[ast.literal_eval(a) for a in call.args],
+                              **{k.arg: ast.literal_eval(k.value) for k in call.keywords})
+    assert entry.package == "carebench.toy"
+    # every part the toy's real entry sets is shown in the example
+    shown = {f.name for f in dataclasses.fields(ENTRY) if getattr(ENTRY, f.name) not in (None, "", ())}
+    assert shown - {"help"} <= documented, shown - documented

@@ -73,11 +73,13 @@ def reusable(fn: F) -> F:
         token = _drawing.set(key)
         t0 = time.perf_counter()
         try:
-            return fn(*args, **kwargs)
+            png = fn(*args, **kwargs)
         finally:
             _drawing.reset(token)
-            tally[0] += 1
-            tally[1] += time.perf_counter() - t0
+        # counted only when a chart came out (one with nothing to show raised instead)
+        tally[0] += 1
+        tally[1] += time.perf_counter() - t0
+        return png
 
     return chart  # type: ignore[return-value]
 
