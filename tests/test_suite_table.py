@@ -102,7 +102,7 @@ def test_the_documented_entry_is_a_valid_entry_shaped_like_the_toy():
 
     doc = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text("utf-8")
     section = doc.split("### Adding a suite", 1)[1].split("\n### ", 1)[0]
-    block = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    block = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
     call = ast.parse("{" + block + "\n}", mode="eval").body.values[0]
     assert isinstance(call, ast.Call) and call.func.id == "SuiteEntry"
     documented = {k.arg for k in call.keywords}

@@ -14,7 +14,7 @@ import typer
 
 from carebench.converse.rubric import BUILTIN_RUBRICS
 from carebench.engine.options import RUN_FLAGS, RunOptions, run_flags
-from carebench.resources.options import LocaleOption, ResourcesOption
+from carebench.resources.options import LocaleOption, ResourcesOption, run_locale
 
 app = typer.Typer(help="Simulated multi-turn conversations judged with decision-tree rubrics (VERA-MH).",
                   no_args_is_help=True, add_completion=False)
@@ -331,7 +331,6 @@ def _rescore(run_dir: Path, judges, seed, bootstrap, out, resources=None, locale
     recheck = None
     if resources is not None or locale is not None:  # where the chatbot sent people, against another registry
         from carebench.resources import load_registry
-        from carebench.resources.options import run_locale
 
         if out is None or Path(out).resolve() == Path(run_dir).resolve():
             raise CarebenchError("--resources/--locale re-check the conversations: give --out (the run's "

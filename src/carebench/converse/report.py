@@ -408,7 +408,6 @@ def vera_attachments(metrics: Mapping[str, Any], records: Sequence[Mapping[str, 
     ``scores.<chatbot>.json``), from the walks the metrics scored, so VERA-MH's own tooling
     reads a carebench run."""
     import json
-    import re
 
     from carebench.converse.vera_import import vera_scores_by_risk_json, vera_scores_json
 

@@ -60,7 +60,14 @@ from carebench.datasets.files import read_text
 from carebench.datasets.selection import select_ids
 from carebench.engine.context import Run, RunOptions
 from carebench.engine.options import run_options
-from carebench.engine.rundir import data_sha256, file_sha256, read_jsonl, run_dir_path
+from carebench.engine.rundir import (
+    data_sha256,
+    file_sha256,
+    read_json,
+    read_jsonl,
+    run_dir_path,
+    write_json,
+)
 from carebench.engine.skeleton import (
     Execution,
     Plan,
@@ -531,7 +538,6 @@ class ConverseSuite:
     def read_records(self, run_dir: Path, manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
         records = read_jsonl(Path(run_dir) / "records.jsonl")
         if getattr(self, "recheck", None) is not None:
-            from carebench.converse.personas import load_personas
             from carebench.converse.routing import with_checks
 
             path = Path(run_dir) / "personas.jsonl"
@@ -710,7 +716,6 @@ def run_calibration(cfg: ConverseConfig, labels_path: str, rule: Any) -> Path | 
 
     from carebench.converse.calibration import calibrate, clinician_ratings
     from carebench.datasets.walk_labels import load_walk_labels
-    from carebench.engine.rundir import read_json, write_json
 
     rule.check()
     try:

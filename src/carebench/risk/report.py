@@ -38,7 +38,12 @@ from carebench.report import (
     box_chart,
     figure_name,
 )
-from carebench.report.figures import NothingToShow, figure_or_sentence
+from carebench.report.figures import (
+    NothingToShow,
+    confusion_heatmap,
+    figure_or_sentence,
+    line_chart,
+)
 from carebench.report.headline import Candidate, best_headline
 from carebench.risk.scale import LEVEL_NAMES
 from carebench.risk.scoring import (
@@ -397,7 +402,6 @@ def _per_class(metrics: dict[str, Any], names: list[str]) -> Section:
 
 
 def _confusions(metrics: dict[str, Any], names: list[str]) -> Section:
-    from carebench.report.figures import confusion_heatmap
 
     st = metrics.get("settings") or {}
     blocks: list[Any] = [Paragraph(
@@ -613,7 +617,6 @@ def sweep_rows(metrics: dict[str, Any], ks: list[int], failures: str) -> list[di
 
 def sweep_figure(rows: list[dict[str, Any]]) -> bytes | None:
     """Figure 4: macro-F1 and QWK against k (k > 0), the k=0 values as dotted lines."""
-    from carebench.report.figures import line_chart
 
     ref = next((r for r in rows if r["k"] == 0), None)
     arms = [

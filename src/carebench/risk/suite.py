@@ -41,7 +41,7 @@ from carebench.risk.data import RiskDataset, load_dataset
 from carebench.risk.methods import MethodContext, make_method
 from carebench.risk.methods.llm import POOL_PER_LEVEL, FewShotMethod
 from carebench.risk.prompts import prompt_set, read_prompt_dir, using_prompts
-from carebench.risk.report import arm_name, build_risk_report
+from carebench.risk.report import arm_name, build_risk_report, risk_headline
 from carebench.risk.scoring import DEFAULT_MAX_FAILURE_SHARE, FAILURE_POLICIES, score_records
 from carebench.risk.sweep import SWEEP_KS, fewshot_sweep
 from carebench.types import CarebenchError, is_harness_failure
@@ -174,7 +174,6 @@ class RiskSuite:
         return build_risk_report(dict(metrics), records, dict(manifest))
 
     def headline(self, metrics: Mapping[str, Any], records: list[dict[str, Any]], manifest: Mapping[str, Any]):
-        from carebench.risk.report import risk_headline
 
         return risk_headline(metrics, records, manifest)
 
