@@ -14,7 +14,7 @@ import typer
 
 from carebench.converse.rubric import BUILTIN_RUBRICS
 from carebench.engine.options import RUN_FLAGS, RunOptions, run_flags
-from carebench.resources.options import LocaleOption, ResourcesOption, run_locale
+from carebench.resources.options import LocaleOption, ResourcesOption, recheck_against
 
 app = typer.Typer(help="Simulated multi-turn conversations judged with decision-tree rubrics (VERA-MH).",
                   no_args_is_help=True, add_completion=False)
@@ -328,17 +328,10 @@ def _rescore(run_dir: Path, judges, seed, bootstrap, out, resources=None, locale
     if bootstrap is not None:
         settings["bootstrap"] = bootstrap
     manifest = {**manifest, "scoring": settings}
-    recheck = None
-    if resources is not None or locale is not None:  # where the chatbot sent people, against another registry
-        from carebench.resources import load_registry
-
-        if out is None or Path(out).resolve() == Path(run_dir).resolve():
-            raise CarebenchError("--resources/--locale re-check the conversations: give --out (the run's "
-                                 "records keep the checks it recorded)")
-        registry = load_registry(resources)
-        loc = run_locale(locale) if locale is not None else (manifest.get("resources") or {}).get("locale")
-        recheck = (registry, loc)
-        manifest["resources"] = {**registry.summary(), "locale": loc}
+    # where the chatbot sent people, against another registry
+    recheck, block = recheck_against(resources, locale, manifest, run_dir, out, "conversations")
+    if block is not None:
+        manifest["resources"] = block
     target = Path(out) if out else Path(run_dir)
     metrics = rerender(run_dir, ConverseSuite(recheck=recheck), out_dir=target, manifest=manifest)
     if metrics.get("status") == "incomplete":

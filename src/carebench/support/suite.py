@@ -46,6 +46,7 @@ from carebench.judging import JUDGE_MAX_TOKENS, ask, judge_calls, judge_request,
 from carebench.models.families import panel_independence
 from carebench.models.settings import model_settings
 from carebench.report import Report
+from carebench.resources.options import recheck_against
 from carebench.support.config import (
     SCOPE_CHOICES,
     SUITE,
@@ -377,18 +378,9 @@ def rescore(
             recorded = read_json(run_dir / "manifest.json")
             write_json(run_dir / "manifest.json",
                        {**recorded, "scoring": {**(recorded.get("scoring") or {}), "score": score_as}})
-    recheck = None
-    if resources is not None or locale is not None:
-        from carebench.resources import load_registry
-        from carebench.resources.options import run_locale
-
-        if out_dir is None:
-            raise CarebenchError("--resources/--locale re-check the replies: give --out (the run's records "
-                                 "keep the checks it recorded)")
-        registry = load_registry(resources)
-        loc = run_locale(locale) if locale is not None else (manifest.get("resources") or {}).get("locale")
-        recheck = (registry, loc)
-        manifest = {**manifest, "resources": {**registry.summary(), "locale": loc}}
+    recheck, block = recheck_against(resources, locale, manifest, run_dir, out_dir, "replies")
+    if block is not None:
+        manifest = {**manifest, "resources": block}
     return rerender(run_dir, SupportSuite(recheck=recheck), out_dir=out_dir, manifest=manifest)
 
 

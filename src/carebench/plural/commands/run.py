@@ -32,6 +32,7 @@ from carebench.plural.records import PARQUET_COLUMNS, JudgmentRecord, ResponseRe
 from carebench.plural.responses import response_calls, response_records
 from carebench.plural.runs import SUITE, PluralCommand, run_plural_command
 from carebench.report import Report
+from carebench.resources.options import recheck_against
 from carebench.types import CarebenchError, Completion, is_harness_failure
 
 
@@ -260,18 +261,10 @@ def rescore(run_dir: Path, *, judges: Sequence[str] | None = None, out_dir: Path
     if B is not None:
         scoring["bootstrap"] = B
     rescored = {**manifest, "scoring": scoring}
-    recheck = None
-    if resources is not None or locale is not None:  # where replies send a person, against another registry
-        from carebench.resources import load_registry
-        from carebench.resources.options import run_locale
-
-        if out_dir is None or Path(out_dir).resolve() == Path(run_dir).resolve():
-            raise CarebenchError("--resources/--locale re-check the replies: give --out (the run's records "
-                                 "keep the checks it recorded)")
-        registry = load_registry(resources)
-        loc = run_locale(locale) if locale is not None else (manifest.get("resources") or {}).get("locale")
-        recheck = (registry, loc)
-        rescored["resources"] = {**registry.summary(), "locale": loc}
+    # where replies send a person, against another registry
+    recheck, block = recheck_against(resources, locale, manifest, run_dir, out_dir, "replies")
+    if block is not None:
+        rescored["resources"] = block
     if out_dir is None or Path(out_dir).resolve() == Path(run_dir).resolve():
         return rerender(run_dir, RunCommand(), manifest=rescored)
     return _rescore_into(Path(run_dir), Path(out_dir), rescored, recheck)
