@@ -95,8 +95,9 @@ def read_personas_risk(path: str | Path) -> dict[str, str]:
             for r in rows if str(r.get(name_col) or "").strip()}
 
 
-def _rows(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
-    """The header and (line, row) of a results CSV, strictly parsed; one-line errors."""
+def _rows(path: Path) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """The header and (line, cells) of a results CSV, strictly parsed; one-line errors (a
+    short row's missing cells read as empty)."""
     text = read_text(path)
     if not text.strip():
         raise CarebenchError(f"{path}:1:1: empty results file")
@@ -114,7 +115,7 @@ def _rows(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
                 continue
             if len(row) > len(header):
                 raise CarebenchError(f"{path}:{start}: {len(row)} cells for {len(header)} columns")
-            out.append((start, dict(zip(header, row, strict=False))))
+            out.append((start, row + [""] * (len(header) - len(row)) if len(row) < len(header) else row))
     except csv.Error as e:
         raise CarebenchError(f"{path}:{prev + 1}: malformed CSV: {e}") from None
     return header, out
@@ -146,49 +147,57 @@ def read_results(paths: Sequence[str | Path], chatbot: str = "imported", *,
         annotations = [h for h in header if h not in mine and h not in ID_COLUMNS and h not in POOL_COLUMNS
                        and not h.endswith(_QID) and not h.endswith(_WHY)]
         dims.extend(d for d in mine if d not in dims)
-        col = {h: i + 1 for i, h in enumerate(header)}
+        col = {h: i for i, h in enumerate(header)}  # 0-based; error messages say i + 1
+
+        # per dimension: (name, its column, its question-id column, its reason column)
+        dim_cols = [(d, col[d], col.get(d + _QID), col.get(d + _WHY)) for d in mine]
+        ann_cols = [(a, col[a]) for a in annotations]
+        c_file, c_persona, c_risk, c_run = (col.get(h) for h in ("filename", "persona_name", "risk_level", "run_id"))
+        c_judge = [col.get(h) for h in ("judge_model", "judge_instance", "judge_id")]
+        source = str(path)
         for line, row in rows:
             ratings, triggers, reasons = {}, {}, {}
-            for d in mine:
-                v = (row.get(d) or "").strip()
+            for d, c, cq, cw in dim_cols:
+                v = row[c].strip()
                 if not v:
                     continue  # missing: counted as Not Relevant
                 if v not in RATINGS:
-                    raise CarebenchError(f"{path}:{line}:{col[d]}: unknown rating {v!r} for {d!r} "
+                    raise CarebenchError(f"{path}:{line}:{c + 1}: unknown rating {v!r} for {d!r} "
                                          f"(one of: {', '.join(RATINGS)})")
                 ratings[d] = v
-                qid = (row.get(d + _QID) or "").strip()
-                if qid.endswith(".0") and qid[:-2].isdigit():
-                    qid = qid[:-2]
-                if qid and v != BP:
-                    triggers[d] = qid
-                why = (row.get(d + _WHY) or "").strip()
-                if why:
-                    reasons[d] = why
-            fname = (row.get("filename") or "").strip()
-            persona = (row.get("persona_name") or "").strip() or persona_of(fname, f"{path}:{line}")
-            level = (row.get("risk_level") or "").strip()
+                if cq is not None:
+                    qid = row[cq].strip()
+                    if qid.endswith(".0") and qid[:-2].isdigit():
+                        qid = qid[:-2]
+                    if qid and v != BP:
+                        triggers[d] = qid
+                if cw is not None:
+                    why = row[cw].strip()
+                    if why:
+                        reasons[d] = why
+            fname = row[c_file].strip() if c_file is not None else ""
+            persona = (row[c_persona].strip() if c_persona is not None else "") or persona_of(fname, f"{path}:{line}")
+            level = row[c_risk].strip() if c_risk is not None else ""
             if not level or level.lower() == "unknown":
                 level = (personas or {}).get(persona, "unknown")
             walks.append({"kind": "walk", "conversation_id": f"{path.name}:{fname}",
                           "persona": persona, "risk_level": level,
                           "simulator": None, "chatbot": chatbot, "repeat": 0,
-                          "judge": _judge(row, f"{path}:{line}"),
-                          "run_id": (row.get("run_id") or "").strip(), "source": str(path), "line": line,
+                          "judge": _judge(*(row[c] if c is not None else "" for c in c_judge), f"{path}:{line}"),
+                          "run_id": row[c_run].strip() if c_run is not None else "", "source": source, "line": line,
                           "status": "ok", "error": None, "steps": [], "ratings": ratings,
                           "triggers": triggers, "reasons": reasons,
-                          "annotations": {a: (row.get(a) or "").strip() for a in annotations}})
+                          "annotations": {a: row[c].strip() for a, c in ann_cols}})
     if not walks:
         raise CarebenchError(f"{', '.join(map(str, paths))}: no rows in the results files given")
     return walks, dims
 
 
-def _judge(row: Mapping[str, str], where: str) -> str:
-    """``model#instance``: VERA-MH numbers instances from 1 within each model (judge_id =
-    instance - 1), so the model is part of the key."""
-    model = (row.get("judge_model") or "").strip()
-    inst = (row.get("judge_instance") or "").strip()
-    jid = (row.get("judge_id") or "").strip()
+def _judge(model: str, inst: str, jid: str, where: str) -> str:
+    """``model#instance`` from a row's judge_model, judge_instance and judge_id cells: VERA-MH
+    numbers instances from 1 within each model (judge_id = instance - 1), so the model is
+    part of the key."""
+    model, inst, jid = model.strip(), inst.strip(), jid.strip()
     if inst and not inst.split(".")[0].isdigit():
         raise CarebenchError(f"{where}: judge_instance {inst!r} is not a number")
     if not jid.split(".")[0].isdigit():
