@@ -9,12 +9,12 @@ from test_import_structure import _imports, _modules
 #: low to high; a module belongs to the layer of its longest matching prefix (under carebench.)
 LAYERS: list[tuple[str, set[str]]] = [
     ("foundation", {"", "types", "stats", "fileio", "jsonclean", "wording", "cores", "templates", "taxonomy",
-                    "taxonomy_schema", "prompts", "cli_params", "system_names"}),
+                    "taxonomy_schema", "prompts", "cli_params", "listen_socket", "system_names"}),
     ("data", {"datasets", "records_parquet", "engine.rundir", "report", "batch.options", "batch.manifest",
               "resources", "rubric", "rubric_walk", "engine"}),
     ("models", {"models", "engine.cache"}),
     ("calls", {"engine.runner", "batch"}),
-    ("run", {"engine.context", "engine.options"}),
+    ("run", {"engine.run", "engine.options"}),
     ("skeleton", {"engine.skeleton", "engine.planning", "judging", "criteria"}),
     ("tools", {"compare", "view"}),
     ("suites", {"risk", "support", "plural", "construct", "converse", "annotate"}),
@@ -40,7 +40,7 @@ def test_the_layer_lookup():
     assert names[layer_of("carebench.batch.export")] == "calls"
     assert names[layer_of("carebench.batch.options")] == "data"
     assert names[layer_of("carebench")] == "foundation"
-    assert names[layer_of("carebench.engine.runner")] == "calls" and names[layer_of("carebench.engine.context")] == "run"
+    assert names[layer_of("carebench.engine.runner")] == "calls" and names[layer_of("carebench.engine.run")] == "run"
 
 
 def test_every_module_has_a_layer():

@@ -8,11 +8,10 @@ clear error. Access logging is off: request paths carry sign-in tokens.
 from __future__ import annotations
 
 import ipaddress
-import socket
 import sys
 from pathlib import Path
 
-from carebench.types import CarebenchError
+from carebench.listen_socket import listen_socket
 
 
 def is_loopback(host: str) -> bool:
@@ -22,20 +21,6 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as e:
-        sock.close()
-        raise CarebenchError(f"cannot listen on {host}:{port} ({e.strerror})") from None
-    sock.listen(512)
-    sock.set_inheritable(True)
-    return sock
 
 
 def serve(db: str, host: str = "127.0.0.1", port: int = 8000, settings_path: Path | None = None,
@@ -50,7 +35,7 @@ def serve(db: str, host: str = "127.0.0.1", port: int = 8000, settings_path: Pat
     settings = load_settings(settings_path)
     taxonomy, contexts = load_taxonomy(taxonomy_path), load_contexts(contexts_path)
     store = Store(db, create=False)
-    sock = bind(host, port)
+    sock = listen_socket(host, port)
     actual = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     if not is_loopback(host):

@@ -22,7 +22,7 @@ from typing import Any
 
 from carebench.resources import Registry, check_reply
 from carebench.resources.options import item_locale
-from carebench.resources.summary import CheckedReply, routing_metrics, worst_examples
+from carebench.resources.summary import CheckedReply, routing_metrics, worst_with_text
 
 UNIT = "source post"
 
@@ -70,9 +70,7 @@ def report_examples(prompts: Sequence[Any], rows: Sequence[Mapping[str, Any]], l
                     ) -> list[tuple[str, CheckedReply, str]]:
     ids = {p.id for p in prompts}
     kept = [r for r in rows if r.get("resources") is not None and r.get("prompt_id") in ids]
-    replies = checked_replies(prompts, kept)
-    text = {id(c): r.get("text") or "" for c, r in zip(replies, kept, strict=True)}
-    return [(p, c, text[id(c)]) for p, c in worst_examples(replies, limit)]
+    return worst_with_text(checked_replies(prompts, kept), [r.get("text") or "" for r in kept], limit)
 
 
 def add_routing_measures(systems: Mapping[str, Any], run_dir: Path, manifest: Mapping[str, Any]) -> None:

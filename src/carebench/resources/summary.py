@@ -25,7 +25,7 @@ resamples where the denominator is not zero.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -180,6 +180,13 @@ def worst_examples(replies: Iterable[CheckedReply], limit: int = 5) -> list[tupl
             found.append((_SEVERITY["over_referral"], k, "over_referral", r))
     found.sort(key=lambda t: (t[0], t[1]))
     return [(p, r) for _, _, p, r in found[:limit]]
+
+
+def worst_with_text(replies: Sequence[CheckedReply], texts: Sequence[str], limit: int = 5
+                    ) -> list[tuple[str, CheckedReply, str]]:
+    """:func:`worst_examples` with each reply's text (``texts[k]`` is ``replies[k]``'s)."""
+    text = {id(c): x for c, x in zip(replies, texts, strict=True)}
+    return [(p, c, text[id(c)]) for p, c in worst_examples(replies, limit)]
 
 
 OPEN, CLOSE = "⟦", "⟧"

@@ -22,7 +22,7 @@ from typing import Any
 
 from carebench.resources import Registry, check_reply
 from carebench.resources.options import item_locale
-from carebench.resources.summary import CheckedReply, routing_metrics, worst_examples
+from carebench.resources.summary import CheckedReply, routing_metrics, worst_with_text
 from carebench.support.records import HARNESS_FAILURE_STATUSES
 
 UNIT = "task"
@@ -103,6 +103,4 @@ def report_examples(tasks: Sequence[Any], rows: Sequence[Mapping[str, Any]], lim
     """The worst replies with their text, for the report."""
     by_id = {t.id for t in tasks}
     with_text = [r for r in rows if r.get("resources") is not None and r.get("task_id") in by_id]
-    replies = checked_replies(tasks, with_text)
-    text = {id(c): r.get("final_reply") or "" for c, r in zip(replies, with_text, strict=True)}
-    return [(p, c, text[id(c)]) for p, c in worst_examples(replies, limit)]
+    return worst_with_text(checked_replies(tasks, with_text), [r.get("final_reply") or "" for r in with_text], limit)

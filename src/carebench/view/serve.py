@@ -9,10 +9,10 @@ runs, read-only, on loopback.
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Sequence
 from pathlib import Path
 
+from carebench.listen_socket import listen_socket
 from carebench.types import CarebenchError
 
 HOST = "127.0.0.1"
@@ -41,14 +41,7 @@ def serve(index: Path, runs: Sequence[Path], port: int = 8000) -> None:
         return RedirectResponse(page)
 
     app = Starlette(routes=[Route("/", home), Mount("/", StaticFiles(directory=str(root)))])
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((HOST, port))
-    except OSError as e:
-        sock.close()
-        raise CarebenchError(f"cannot listen on {HOST}:{port} ({e.strerror})") from None
-    sock.listen(128)
+    sock = listen_socket(HOST, port, backlog=128)
     print(f"carebench view: serving {root} on http://{HOST}:{sock.getsockname()[1]}{page}", flush=True)
     config = uvicorn.Config(app, access_log=False, log_level="warning", lifespan="off", server_header=False)
     uvicorn.Server(config).run(sockets=[sock])
