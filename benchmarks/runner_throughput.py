@@ -69,7 +69,7 @@ def load_old_runner(tmp: Path):
     try:
         src = subprocess.run(["git", "-C", str(ROOT), "show", f"{OLD_COMMIT}:src/carebench/runner.py"],
                              capture_output=True, text=True, check=True).stdout
-        src = src.replace("from carebench.run import", "from carebench.engine.context import")
+        src = src.replace("from carebench.run import", "from carebench.engine.run import")
         src = src.replace("from carebench.runner import", "from carebench.engine.runner import")
         src = src.replace("from carebench.run_options import", "from carebench.engine.options import")
         src = src.replace("from carebench.rundir import", "from carebench.engine.rundir import")
@@ -122,7 +122,7 @@ def bench_raw(url: str, n: int, conc: int, tag: str, progress: bool) -> Result:
 
 
 def bench_run_calls(url: str, n: int, conc: int, tag: str, progress: bool, cache: Path) -> Result:
-    from carebench.engine.context import Run, RunOptions
+    from carebench.engine.run import Run, RunOptions
     from carebench.engine.runner import Call
     from carebench.types import ChatRequest, messages
 

@@ -21,7 +21,7 @@ from stub_server import StubServer
 
 def fast_retries(monkeypatch: Any) -> None:
     """Retry back-off of milliseconds (7 tries well inside a one-second outage)."""
-    import carebench.engine.context as run_mod
+    import carebench.engine.run as run_mod
     from carebench.engine.runner import RunnerConfig
 
     monkeypatch.setattr(run_mod, "RunnerConfig", functools.partial(

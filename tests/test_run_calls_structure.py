@@ -1,6 +1,6 @@
 """Every model and embedding call goes through the run context (``Run.calls``).
 
-Only ``carebench/engine/context.py`` (the run context) and ``carebench/engine/runner.py`` may drive the
+Only ``carebench/engine/run.py`` (the run context) and ``carebench/engine/runner.py`` may drive the
 runner: a module that calls ``run_sync``/``Runner.run``, builds a ``Runner`` or reaches
 for a run's ``.runner`` bypasses the run's stage accounting (``by_stage``), and a
 private runner also bypasses its budget and ``calls.jsonl``. Read from the source with
@@ -16,7 +16,7 @@ import carebench
 
 PACKAGE = Path(carebench.__file__).resolve().parent
 #: the run context and the runner itself
-OWNERS = {PACKAGE / "engine/context.py", PACKAGE / "engine/runner.py"}
+OWNERS = {PACKAGE / "engine/run.py", PACKAGE / "engine/runner.py"}
 
 
 def runner_uses(source: str) -> list[str]:

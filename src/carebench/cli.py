@@ -122,8 +122,8 @@ def models_check(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the answer.")] = 60.0,
 ) -> None:
     """Send one tiny request; print ok, latency and the model's answer."""
-    from carebench.engine.context import Run
     from carebench.engine.options import run_options
+    from carebench.engine.run import Run
     from carebench.engine.runner import Call
 
     req = ChatRequest(messages(("user", "Reply with the single word: ready")), max_tokens=16)

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from carebench.engine.context import Run
+from carebench.engine.run import Run
 from carebench.engine.runner import Call, RunResult
 from carebench.models.base import ChatModel
 from carebench.models.structured import Parsed, json_spec, parse_model
@@ -240,7 +240,7 @@ def judge_calls(
     max_tokens: int = JUDGE_MAX_TOKENS,
 ) -> list[Call]:
     """The calls :func:`ask` makes, question-major, for a caller that runs them itself
-    (e.g. through ``carebench.engine.context.Run.calls`` to account them under a stage)."""
+    (e.g. through ``carebench.engine.run.Run.calls`` to account them under a stage)."""
     return [
         Call(j.model, judge_request(q, j.seat, temperature, max_tokens), {"question": _tag(q.key), "judge": j.label})
         for q in questions for j in judges

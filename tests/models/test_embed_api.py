@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from carebench.engine.context import Run
 from carebench.engine.options import run_options
+from carebench.engine.run import Run
 from carebench.models.embed import load_embedder
 from carebench.types import CarebenchError
 from stub_server import StubReply, StubServer, stub_embedding

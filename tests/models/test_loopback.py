@@ -12,7 +12,7 @@ import json
 import openai
 import pytest
 
-from carebench.engine.context import Run, RunOptions
+from carebench.engine.run import Run, RunOptions
 from carebench.engine.runner import Call
 from carebench.models.loopback import LoopbackEndpoint
 from carebench.types import BudgetReached

@@ -12,8 +12,8 @@ from sklearn.model_selection import StratifiedKFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from carebench.engine.context import Run
 from carebench.engine.options import run_options
+from carebench.engine.run import Run
 from carebench.models import get_model
 from carebench.risk.methods import MethodContext, RiskItem, RiskPrediction, make_method
 from carebench.risk.methods.ensembles import (

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import accuracy_score, cohen_kappa_score, f1_score
 
-from carebench.engine.context import Run
 from carebench.engine.options import run_options
+from carebench.engine.run import Run
 from carebench.engine.rundir import read_jsonl
 from carebench.models import get_model
 from carebench.risk.methods import MethodContext, RiskItem, make_method

@@ -13,8 +13,8 @@ from collections import Counter
 
 import pytest
 
-from carebench.engine.context import Run
 from carebench.engine.options import run_options
+from carebench.engine.run import Run
 from carebench.models import get_model
 from carebench.models.base import ModelSpec
 from carebench.risk.answers import parse_final_line as parse_final

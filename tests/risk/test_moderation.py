@@ -77,8 +77,8 @@ def test_calibrated_thresholds_fitted_on_training_folds_only(monkeypatch):
 
 
 def test_scores_from_a_moderation_model_via_the_run(tmp_path):
-    from carebench.engine.context import Run
     from carebench.engine.options import run_options
+    from carebench.engine.run import Run
     from carebench.models import get_model
     from stub_server import StubReply, StubServer
 

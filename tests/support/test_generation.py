@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from carebench.engine.context import Run
 from carebench.engine.options import run_options
+from carebench.engine.run import Run
 from carebench.models import get_model
 from carebench.support.generation import GenerationConfig, generate, reference_responses
 from carebench.support.tasks import load_tasks

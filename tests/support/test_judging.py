@@ -7,8 +7,8 @@ import json
 import pytest
 
 from carebench.criteria import Criterion, criterion_prompt
-from carebench.engine.context import Run
 from carebench.engine.options import run_options
+from carebench.engine.run import Run
 from carebench.judging import (
     BinaryVerdict,
     CategoryVerdict,

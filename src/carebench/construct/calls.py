@@ -1,6 +1,6 @@
 """The two ways construction talks to models, both through the command's one run.
 
-Every model call goes through :meth:`carebench.engine.context.Run.calls` (cache, retries, the
+Every model call goes through :meth:`carebench.engine.run.Run.calls` (cache, retries, the
 run-wide budget, ``calls.jsonl``, per-stage accounting): JSON answers through
 :func:`ask_json` (screening classifier, persona sketch and pick, construction judge),
 free text through :func:`generate` (rewrites) and API embeddings through
@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from carebench.engine.context import Run
+from carebench.engine.run import Run
 from carebench.engine.runner import Call, RunResult
 from carebench.judging import Judge, JudgeAnswer, JudgeQuestion, judge_calls, read_answers
 from carebench.models.base import ChatModel

@@ -1,7 +1,7 @@
 """``carebench construct``: the dataset construction pipeline (VEILED-SH, §4).
 
 User errors raise ``CarebenchError``; the top-level CLI prints one line and exits 2.
-Each command runs through one :class:`carebench.engine.context.Run`; a budget stop ends with
+Each command runs through one :class:`carebench.engine.run.Run`; a budget stop ends with
 the run's ``RunStopped`` line (spent, calls left, how to resume) and exit code 3.
 """
 

@@ -1,4 +1,4 @@
-"""One construct command = one :class:`carebench.engine.context.Run` + one run directory.
+"""One construct command = one :class:`carebench.engine.run.Run` + one run directory.
 
 Every construct command (``build`` and each single stage) goes through
 :func:`run_construct_command`: the run owns the runner, cache, budget, ``calls.jsonl`` rows,
@@ -24,8 +24,8 @@ from typing import Any
 
 from carebench.construct.calls import StageStopped
 from carebench.construct.suite import ConstructSuite
-from carebench.engine.context import Run, RunOptions
 from carebench.engine.options import run_options
+from carebench.engine.run import Run, RunOptions
 from carebench.engine.rundir import new_run_dir, write_manifest
 from carebench.engine.skeleton import Execution, Plan, rerender, write_run
 from carebench.types import CarebenchError

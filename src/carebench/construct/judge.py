@@ -8,7 +8,7 @@ from carebench.construct.calls import answer_status, ask_json
 from carebench.construct.prompts import row_persona, system_prompt, user_prompt
 from carebench.construct.quality import ConstructionVerdict
 from carebench.construct.sources import WorkRow
-from carebench.engine.context import Run
+from carebench.engine.run import Run
 from carebench.models.base import ChatModel
 
 JUDGE_MAX_TOKENS = 400

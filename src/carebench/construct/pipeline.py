@@ -47,7 +47,7 @@ from carebench.construct.screening import (
 from carebench.construct.sources import SourceRow, WorkRow
 from carebench.datasets.prompts import Persona as PromptPersona
 from carebench.datasets.prompts import PromptRecord
-from carebench.engine.context import Run
+from carebench.engine.run import Run
 from carebench.engine.rundir import data_sha256
 from carebench.engine.skeleton import Plan
 from carebench.models.embed import APIEmbedder

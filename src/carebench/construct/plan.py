@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from carebench.engine import planning
-from carebench.engine.context import Run
 from carebench.engine.planning import filler
+from carebench.engine.run import Run
 from carebench.engine.runner import Call
 from carebench.engine.skeleton import Plan
 

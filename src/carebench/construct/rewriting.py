@@ -25,7 +25,7 @@ from carebench.construct.calls import HARNESS_FAILURE, generate, usable_text
 from carebench.construct.prompts import row_persona, system_prompt, user_prompt
 from carebench.construct.review import largest_remainder
 from carebench.construct.sources import WorkRow
-from carebench.engine.context import Run
+from carebench.engine.run import Run
 from carebench.models.base import ChatModel
 from carebench.types import CarebenchError, Message
 

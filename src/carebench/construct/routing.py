@@ -19,7 +19,7 @@ from carebench.construct.calls import HARNESS_FAILURE, answer_status, ask_json
 from carebench.construct.personas import attribute_mask, nearest, normalise, persona_matrix
 from carebench.construct.prompts import pick_prompt, system_prompt, text_prompt
 from carebench.construct.sources import Persona, WorkRow
-from carebench.engine.context import Run
+from carebench.engine.run import Run
 from carebench.models.base import ChatModel
 from carebench.types import CarebenchError
 

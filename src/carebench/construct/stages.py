@@ -21,7 +21,7 @@ from carebench.construct.pipeline import (
 )
 from carebench.construct.quality import ConstructionVerdict, Outcome, row_passes, selection
 from carebench.construct.sources import SourceRow, WorkRow
-from carebench.engine.context import Run
+from carebench.engine.run import Run
 from carebench.engine.rundir import data_sha256, read_jsonl, write_json, write_jsonl
 from carebench.types import CarebenchError
 

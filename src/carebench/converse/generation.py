@@ -5,7 +5,7 @@ For every simulator x chatbot x persona x repeat (x session), up to
 message, then the chatbot's reply), or ``turns`` single messages as VERA-MH's ``-t``
 counts them, the chatbot always speaking last. Messages run in lockstep across all
 conversations: one batch of simulator calls (stage ``simulator``) or of chatbot calls
-(stage ``chatbot``) per message, each through :meth:`carebench.engine.context.Run.calls`, so
+(stage ``chatbot``) per message, each through :meth:`carebench.engine.run.Run.calls`, so
 every turn is cached and budgeted. A killed run re-asks the same requests and gets
 the completed turns back from the cache: it resumes mid-conversation without
 repeating a completed turn.

@@ -2,7 +2,7 @@
 
 Every (transcript, judge) pair is one walk (:class:`carebench.converse.walker.WalkState`).
 Walks advance in rounds: each round asks every unfinished walk its pending question in
-one batch through :meth:`carebench.engine.context.Run.calls` (stage ``judging``), so the calls are
+one batch through :meth:`carebench.engine.run.Run.calls` (stage ``judging``), so the calls are
 cached, budgeted and concurrent. A question's request carries the transcript, the
 question, its examples and its options, and asks for JSON whose ``answer`` is
 constrained to the options (a JSON schema with an enum: providers that support

@@ -26,7 +26,7 @@ from typing import Annotated, Any
 import typer
 
 from carebench.cli_params import Slot, expand
-from carebench.engine.context import RunOptions
+from carebench.engine.run import RunOptions
 
 Out = Annotated[Path | None, typer.Option(
     "--out", show_default="runs/<suite>-<time>", help="Run directory to write.")]

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
-from carebench.engine.context import Run
+from carebench.engine.run import Run
 from carebench.engine.runner import Call, RunResult, call_key
 from carebench.engine.skeleton import Plan, PlanStage
 from carebench.types import Completion

@@ -3,7 +3,7 @@ cache, cost/latency accounting, budget cap and a progress bar.
 
 Suites build a list of ``Call``s and hand it to ``Runner.run``; they never talk to a
 provider directly, so every call is cached, retried and accounted the same way.
-One ``Runner`` (owned by the run context, :mod:`carebench.engine.context`) serves every batch of
+One ``Runner`` (owned by the run context, :mod:`carebench.engine.run`) serves every batch of
 a command, and its :class:`Ledger` carries spend and the budget across batches: a
 budget that reset per batch was no cap at all.
 """

@@ -36,7 +36,7 @@ def load_embedder(spec: str | Path | None = None, *, run: Any = None, stage: str
     """``None``/``"builtin"``: the packaged MiniLM; a directory: a local HF encoder;
     ``openai-embed:MODEL[@BASE_URL]``: an OpenAI-compatible ``/v1/embeddings`` server.
 
-    API embeddings go through the command's ``run`` (:class:`carebench.engine.context.Run`: its model,
+    API embeddings go through the command's ``run`` (:class:`carebench.engine.run.Run`: its model,
     and ``Run.calls`` under ``stage``, so they are cached, budgeted and logged like
     completions) and may ask for ``dimensions`` where the API offers them. ``calls``
     replaces ``run.calls`` (e.g. one that stops the caller's step on a budget stop).

@@ -1,7 +1,7 @@
 """What the plural commands share: their options, the run context's settings, and
 the rule that turns one batch of calls into answers a profile method may use.
 
-Every plural command runs through one :class:`carebench.engine.context.Run` (runner, cache,
+Every plural command runs through one :class:`carebench.engine.run.Run` (runner, cache,
 run-wide budget, ``calls.jsonl``, models) and the experiment skeleton
 (:func:`carebench.engine.skeleton.run_suite`). A profile method needs every answer of
 a round before it can go on (GEPA's next candidate, the guidelines distilled from
@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from carebench.engine.context import RunOptions
 from carebench.engine.options import run_options
+from carebench.engine.run import RunOptions
 from carebench.engine.rundir import read_jsonl, run_dir_path
 from carebench.engine.runner import CallPlan, RunResult, capped_request
 from carebench.types import CarebenchError, Completion

@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from carebench.engine.context import Run
+from carebench.engine.run import Run
 from carebench.engine.rundir import read_json
 from carebench.engine.skeleton import (
     Execution,

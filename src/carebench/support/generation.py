@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from carebench.engine.context import Run
+from carebench.engine.run import Run
 from carebench.engine.runner import Call
 from carebench.models.base import ChatModel
 from carebench.models.settings import ModelSettings

@@ -19,7 +19,7 @@ from carebench.criteria import (
     Scope,
 )
 from carebench.criteria import criterion_question as core_question
-from carebench.engine.context import Run
+from carebench.engine.run import Run
 from carebench.judging import JUDGE_MAX_TOKENS, Judge, JudgeQuestion, ask
 from carebench.support.records import ResponseRecord, VerdictRecord, is_empty_reply
 from carebench.support.tasks import Task

@@ -8,7 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from carebench.engine.context import Run
+from carebench.engine.run import Run
 from carebench.engine.rundir import read_json, write_json
 from carebench.engine.runner import Call
 from carebench.engine.skeleton import Execution, Plan, incomplete_metrics, stage

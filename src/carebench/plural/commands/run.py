@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from carebench.engine.cache import CompletionCache
-from carebench.engine.context import Run
+from carebench.engine.run import Run
 from carebench.engine.rundir import new_run_dir, read_json, write_json
 from carebench.engine.runner import call_key
 from carebench.engine.skeleton import Execution, Plan, incomplete_metrics, rerender, stage

@@ -7,7 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from carebench.engine.context import Run
+from carebench.engine.run import Run
 from carebench.engine.skeleton import Execution, Plan
 from carebench.plural.config import Release, SampleRunConfig, load_release
 from carebench.plural.runs import PluralCommand, run_plural_command

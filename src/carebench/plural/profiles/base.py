@@ -3,7 +3,7 @@
 A method is fit on one practitioner's labelled calibration cases and predicts a
 policy for any prompt (VEILED-SH, §5.2). Methods work in batches (many
 practitioners and folds at once) so each round of model calls is one batch of the
-command's run context (:class:`carebench.engine.context.Run`): cached, budgeted, logged.
+command's run context (:class:`carebench.engine.run.Run`): cached, budgeted, logged.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from carebench.engine.context import Run
+from carebench.engine.run import Run
 from carebench.engine.runner import Call
 from carebench.models.base import ChatModel
 from carebench.plural.policy import Policy

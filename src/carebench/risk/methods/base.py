@@ -53,10 +53,10 @@ class RiskPrediction:
 
 @dataclass
 class MethodContext:
-    """What a method may use: the run (``carebench.engine.context.Run``: calls, cache, budget, models),
+    """What a method may use: the run (``carebench.engine.run.Run``: calls, cache, budget, models),
     its models by role, seeds, an optional training set and the stage its calls count under."""
 
-    run: Any  # carebench.engine.context.Run; None for fitted methods that call no model
+    run: Any  # carebench.engine.run.Run; None for fitted methods that call no model
     models: dict[str, Any]  # role -> ChatModel; role "default" is the --model
     seed: int = 42
     train: Sequence[RiskItem] | None = None  # set for transfer (--train); else cross-validate
