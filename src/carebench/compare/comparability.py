@@ -98,7 +98,7 @@ def compare_keys(base: Mapping[str, Any], candidate: Mapping[str, Any], allow: I
     out = Check()
     for key in sorted(set(base) | set(candidate)):
         a, b = base.get(key), candidate.get(key)
-        if _canonical(a) == _canonical(b):
+        if a is b or _canonical(a) == _canonical(b):
             if key in allow:
                 out.notes.append(f"--allow-different {key} was given but the runs do not differ in it")
             continue

@@ -71,8 +71,11 @@ def build_leaderboard(cfg: LeaderboardConfig, comparer_of: Callable[[str], Compa
     return leaderboard_of_views(views, comparer, cfg)
 
 
-def leaderboard_of_views(views: Sequence[RunView], comparer: Comparer, cfg: LeaderboardConfig) -> dict[str, Any]:
-    """The leaderboard of runs already read by their suite's comparer (the first is the reference)."""
+def leaderboard_of_views(views: Sequence[RunView], comparer: Comparer, cfg: LeaderboardConfig,
+                         banners: Sequence[str] | None = None) -> dict[str, Any]:
+    """The leaderboard of runs already read by their suite's comparer (the first is the reference).
+    A run none of whose systems is kept may be an outline (:mod:`carebench.compare.outline`);
+    ``banners``: the runs' banners when the caller has read them already."""
     suite = str(views[0].manifest.get("suite"))
     first = views[0]
     runs, included = [], []
@@ -84,17 +87,18 @@ def leaderboard_of_views(views: Sequence[RunView], comparer: Comparer, cfg: Lead
         runs.append(entry)
         if check.ok:
             included.append((i, v))
-    owner, duplicates = _owners(included, cfg.prefer)
+    owner, duplicates = owners(included, cfg.prefer)
     boards = [_board(pattern, included, owner, cfg, first) for pattern in comparer.leaderboard_measures]
     boards = [b for group in boards for b in group]
     return {"suite": suite, "unit": comparer.unit, "cluster": first.cluster, "runs": runs,
             "duplicates": duplicates, "settings": {"B": cfg.B, "seed": cfg.seed, "alpha": cfg.alpha,
                                                    "prefer": cfg.prefer,
                                                    "allow_different": sorted(cfg.allow_different)},
-            "boards": boards, "banners": input_banners([str(v.path) for _, v in included])}
+            "boards": boards,
+            "banners": list(banners) if banners is not None else input_banners([str(v.path) for _, v in included])}
 
 
-def _owners(included: Sequence[tuple[int, RunView]], prefer: str | None) -> tuple[dict[str, int], list[dict]]:
+def owners(included: Sequence[tuple[int, RunView]], prefer: str | None) -> tuple[dict[str, int], list[dict]]:
     """Which run supplies each system; a system in several runs needs ``--prefer``."""
     seen: dict[str, list[tuple[int, RunView]]] = {}
     for i, v in included:

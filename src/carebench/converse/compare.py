@@ -51,9 +51,10 @@ from carebench.converse.scoring import (
     conversation_matrix,
     count_matrix,
     criteria_persona_means,
+    rated_walks,
+    scored_criteria,
     scores_from_counts,
 )
-from carebench.converse.suite import rated_walks, scored_criteria
 from carebench.criteria import DIMENSIONS
 from carebench.engine.rundir import read_jsonl
 from carebench.system_names import system_identity

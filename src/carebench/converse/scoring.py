@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from carebench.converse.judging import JUDGE_CALL_FAILURE
 from carebench.converse.rubric import BP, HPH, NR, RATINGS, SUB
 from carebench.criteria import DIMENSIONS, Criterion, PanelDecision, decide, earned, weighted_score
 from carebench.stats.bootstrap import (
@@ -432,3 +433,25 @@ def criteria_pairwise(overall: Mapping[str, Mapping[str, float]], *, B: int = B_
             pairs.append({"a": a, "b": b, "personas": len(common), "difference": res.diff,
                           "ci_low": res.ci[0], "ci_high": res.ci[1], "p_a_better": res.p_improve})
     return pairs
+
+
+def rated_walks(walks: Sequence[Mapping[str, Any]],
+                settings: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], list[str]]:
+    """The walks a run scores (rated, by the judges its scoring settings keep) and the
+    dimensions in rubric order (then any other dimension a walk rated)."""
+    keep = settings.get("judges")
+    rated = [w for w in walks if w.get("kind", "walk") == "walk" and w["status"] == "ok"
+             and (not keep or w["judge"] in keep)]
+    dims = list(settings.get("dimensions") or [])
+    for w in rated:
+        dims.extend(d for d in w["ratings"] if d not in dims)
+    return rated, dims
+
+
+def scored_criteria(records: Sequence[Mapping[str, Any]],
+                    settings: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], list[str]]:
+    """The criteria records a ``--criteria task`` run scores (no judge call failure) and its
+    panel: the judges its scoring settings keep, else every judge that voted."""
+    crit = [r for r in records if r.get("kind") == "criteria"]
+    panel = list(settings.get("judges") or sorted({v["judge"] for r in crit for v in r["votes"]}))
+    return [r for r in crit if r["status"] != JUDGE_CALL_FAILURE], panel

@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from carebench.compare.outline import write_outline
+from carebench.converse.compare import ConverseComparer
 from carebench.converse.generation import (
     ASSISTANT_PROMPT,
     HARNESS_FAILURE,
@@ -53,7 +55,14 @@ from carebench.converse.personas import (
     personas_from,
 )
 from carebench.converse.rubric import Rubric, load_bundle, load_rubric, parse_rules
-from carebench.converse.scoring import B_DEFAULT, SEED_DEFAULT, summarize, summarize_criteria
+from carebench.converse.scoring import (
+    B_DEFAULT,
+    SEED_DEFAULT,
+    rated_walks,
+    scored_criteria,
+    summarize,
+    summarize_criteria,
+)
 from carebench.converse.simulator_checks import simulator_summary
 from carebench.criteria import SCOPES
 from carebench.datasets.files import read_text
@@ -299,6 +308,11 @@ class ConverseSuite:
     """Generation, judging, scoring and the report (see the module docstring)."""
 
     name = SUITE
+
+
+    def outline(self, run_dir: Path) -> None:
+        """``comparison.json``, so leaderboards read this run in full only when they keep a system of it."""
+        write_outline(run_dir, ConverseComparer())
 
     def __init__(self, cfg: ConverseConfig | None = None, recheck: Any = None):
         self.cfg = cfg
@@ -601,28 +615,6 @@ def run_converse(cfg: ConverseConfig, cache: Any = None) -> Path | Plan:
     """Run ``converse run`` / ``converse judge`` (or plan it: ``cfg.options.dry_run``) with the
     config's run options; a budget stop raises ``RunStopped`` after writing what finished."""
     return run_suite(ConverseSuite(cfg), cfg.options, cache=cache)
-
-
-def rated_walks(walks: Sequence[Mapping[str, Any]],
-                settings: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], list[str]]:
-    """The walks a run scores (rated, by the judges its scoring settings keep) and the
-    dimensions in rubric order (then any other dimension a walk rated)."""
-    keep = settings.get("judges")
-    rated = [w for w in walks if w.get("kind", "walk") == "walk" and w["status"] == "ok"
-             and (not keep or w["judge"] in keep)]
-    dims = list(settings.get("dimensions") or [])
-    for w in rated:
-        dims.extend(d for d in w["ratings"] if d not in dims)
-    return rated, dims
-
-
-def scored_criteria(records: Sequence[Mapping[str, Any]],
-                    settings: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], list[str]]:
-    """The criteria records a ``--criteria task`` run scores (no judge call failure) and its
-    panel: the judges its scoring settings keep, else every judge that voted."""
-    crit = [r for r in records if r.get("kind") == "criteria"]
-    panel = list(settings.get("judges") or sorted({v["judge"] for r in crit for v in r["votes"]}))
-    return [r for r in crit if r["status"] != JUDGE_CALL_FAILURE], panel
 
 
 def score_criteria(records: Sequence[Mapping[str, Any]], settings: Mapping[str, Any]) -> dict[str, Any]:

@@ -193,6 +193,9 @@ class Suite(Protocol):
 
     # optional: ``headline(metrics, records, manifest) -> Headline``, the report's answer-first
     # box (see :func:`headline_of`); a suite without it gets a box saying it has no single measure
+    # optional: ``outline(run_dir)``, called once the run directory is complete, writes what its
+    # comparer reads short of the per-unit data (:mod:`carebench.compare.outline`), so a
+    # leaderboard over many runs reads in full only the runs whose systems it keeps
 
 
 def headline_of(suite: Any, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Headline:
@@ -226,6 +229,9 @@ def run_suite(suite: Suite, options: RunOptions, *, out: str | Path | None = Non
     run_dir = new_run_dir(suite.name, run_dir)
     write_run(run_dir, suite.name, ex, run)
     rerender(run_dir, suite)
+    outline = getattr(suite, "outline", None)
+    if outline is not None:
+        outline(run_dir)
     run.finish()
     return run_dir
 

@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from carebench.compare.outline import write_outline
 from carebench.engine.run import Run
 from carebench.engine.rundir import read_json
 from carebench.engine.skeleton import (
@@ -28,6 +29,7 @@ from carebench.engine.skeleton import (
 )
 from carebench.models.pricing import is_priced
 from carebench.report import Report
+from carebench.risk.compare import RiskComparer
 from carebench.risk.config import (
     MethodSpec,
     RunConfig,
@@ -57,6 +59,11 @@ class RiskSuite:
     """
 
     name = "risk"
+
+
+    def outline(self, run_dir: Path) -> None:
+        """``comparison.json``, so leaderboards read this run in full only when they keep a system of it."""
+        write_outline(run_dir, RiskComparer())
 
     def __init__(self, cfg: RunConfig | None = None):
         self.cfg = cfg

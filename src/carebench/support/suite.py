@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from carebench.compare.outline import write_outline
 from carebench.datasets.files import read_text
 from carebench.datasets.selection import select_ids
 from carebench.engine.cache import CompletionCache
@@ -47,6 +48,7 @@ from carebench.models.families import panel_independence
 from carebench.models.settings import model_settings
 from carebench.report import Report
 from carebench.resources.options import recheck_against
+from carebench.support.compare import SupportComparer
 from carebench.support.config import (
     SCOPE_CHOICES,
     SUITE,
@@ -94,6 +96,11 @@ class SupportSuite:
     """
 
     name = SUITE
+
+
+    def outline(self, run_dir: Path) -> None:
+        """``comparison.json``, so leaderboards read this run in full only when they keep a system of it."""
+        write_outline(run_dir, SupportComparer())
 
     def __init__(self, cfg: SupportRunConfig | None = None, recheck: Any = None):
         self.cfg = cfg

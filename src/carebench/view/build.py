@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Callable
@@ -61,7 +62,10 @@ def build_view(cfg: ViewConfig, comparer_of: Callable[[str], Comparer | None] = 
     if (out / "manifest.json").exists():
         raise CarebenchError(f"{out} is a run directory: give the view its own --out folder")
     paths = find_runs(roots)
-    summaries = [summarise(p)[0] for p in paths]
+    read = [summarise(p) for p in paths]
+    summaries = [s for s, _, _ in read]
+    manifests = {s.path: m for s, m, _ in read}
+    flags = {s.path: list(s.flags) for s in summaries}  # the runs' own banners, before any are carried
     demos = [s.path for s in summaries if s.suite == "demo"]
     for s in summaries if demos else ():
         parent = next((d for d in demos if d in s.path.parents), None)
@@ -76,10 +80,12 @@ def build_view(cfg: ViewConfig, comparer_of: Callable[[str], Comparer | None] = 
             if s.suite not in TOOL_SUITES and s.status == "complete":
                 by_suite.setdefault(s.suite, []).append(s.path)
         cache = _read_json(out / LEADERBOARD_CACHE)
-        before = json.dumps(cache, sort_keys=True)
+        n_before = len(cache)
         cache = {k: v for k, v in cache.items() if k in by_suite}
+        kept = {k: id(v) for k, v in cache.items()}  # an entry built again is a new object
         for suite, runs in sorted(by_suite.items()):
-            sb = cached_suite_leaderboards(suite, runs, comparer_of, cfg.B, cfg.seed, cache, _generator())
+            sb = cached_suite_leaderboards(suite, runs, comparer_of, cfg.B, cfg.seed, cache, _generator(),
+                                           manifests, flags)
             if sb is not None:
                 boards.append(sb)
     records: list[bytes] = []  # per run, its records.jsonl as the page carries it
@@ -94,7 +100,7 @@ def build_view(cfg: ViewConfig, comparer_of: Callable[[str], Comparer | None] = 
     out.mkdir(parents=True, exist_ok=True)
     index = out / "index.html"
     _replace(index, page)
-    if cfg.leaderboards and json.dumps(cache, sort_keys=True) != before:
+    if cfg.leaderboards and (len(cache) != n_before or {k: id(v) for k, v in cache.items()} != kept):
         _replace(out / LEADERBOARD_CACHE, [json.dumps(cache, ensure_ascii=False).encode("utf-8")])
     (out / _OLD_CACHE).unlink(missing_ok=True)  # what earlier versions kept beside the page
     return ViewResult(index, summaries, boards, sum(len(r) for r in records))
@@ -135,6 +141,7 @@ def _read_json(path: Path) -> dict:
     return data if type(data) is dict else {}
 
 
+@functools.cache
 def _generator() -> str:
     try:
         return f"carebench {metadata.version('carebench')}"

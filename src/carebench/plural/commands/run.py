@@ -9,11 +9,13 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from carebench.compare.outline import write_outline
 from carebench.engine.cache import CompletionCache
 from carebench.engine.run import Run
 from carebench.engine.rundir import new_run_dir, read_json, write_json
 from carebench.engine.runner import call_key
 from carebench.engine.skeleton import Execution, Plan, incomplete_metrics, rerender, stage
+from carebench.plural.compare import PluralComparer
 from carebench.plural.config import (
     JURY_BATCH,
     PluralRunConfig,
@@ -70,6 +72,11 @@ class RunCommand(PluralCommand):
     """
 
     title = "Plural: alignment with practitioner-calibrated policies"
+
+
+    def outline(self, run_dir: Path) -> None:
+        """``comparison.json``, so leaderboards read this run in full only when they keep a system of it."""
+        write_outline(run_dir, PluralComparer())
 
     def _prepare(self, run: Run) -> Prepared:
         from carebench.judging import panel_seats
