@@ -100,10 +100,10 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--repeat", type=int, default=15)
     args = ap.parse_args()
+    from carebench.compare.outline import OUTLINE
     from carebench.suites import comparer
     from carebench.view import ViewConfig, build_view
     from carebench.view.leaderboards import suite_leaderboards
-    from carebench.compare.outline import OUTLINE
     from carebench.view.runs import find_runs
 
     with tempfile.TemporaryDirectory() as d:

@@ -111,7 +111,7 @@ def test_an_outline_is_ignored_once_the_run_directory_changes(built, tmp_path):
     reads: list[str] = []
     res = build_view(ViewConfig([str(folder)], out=str(tmp_path / "site"), B=200), _counting(reads))
     assert sorted(reads) == ["a-lr", "b-lr", "c-ord"]
-    (board,) = [sb for sb in res.boards if sb.suite == "risk"][0].boards
+    (board,) = next(sb for sb in res.boards if sb.suite == "risk").boards
     macro = next(b for b in board["boards"] if b["metric"] == "macro_f1")
     assert {r["system"] for r in macro["rows"]} == {"tfidf-renamed", "tfidf-lr", "tfidf-ordinal"}
 
