@@ -104,7 +104,7 @@ def main() -> None:
     from carebench.suites import comparer
     from carebench.view import ViewConfig, build_view
     from carebench.view.leaderboards import suite_leaderboards
-    from carebench.view.runs import find_runs
+    from carebench.view.runs import find_runs, summarise
 
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -137,12 +137,14 @@ def main() -> None:
         t_ref, t, ratios = paired(lambda: reference(dirs), lambda: build("full", leaderboards=True), n)
         print(line("carebench view (default: leaderboards too), rebuild", t_ref, t, ratios))
         by_suite: dict[str, list[Path]] = {}
+        read = {p: summarise(p) for p in dirs}  # what the view has read of each run before its leaderboards
+        manifests = {p: m for p, (_, m, _) in read.items()}
+        flags = {p: s.flags for p, (s, _, _) in read.items()}
         for p in dirs:
-            with open(p / "manifest.json", "rb") as f:
-                by_suite.setdefault(json.load(f)["suite"], []).append(p)
+            by_suite.setdefault(manifests[p]["suite"], []).append(p)
 
         def leaderboards():
-            return [suite_leaderboards(s, r, comparer, 2000, 12345) for s, r in by_suite.items()]
+            return [suite_leaderboards(s, r, comparer, 2000, 12345, manifests, flags) for s, r in by_suite.items()]
 
         t_lb = min(timed(leaderboards) for _ in range(n))
         print(f"the leaderboards alone (grouped from the runs' outlines, the runs kept read in "
