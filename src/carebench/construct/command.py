@@ -42,10 +42,6 @@ class ConstructOptions:
     #: the shared run flags (--out, --cache, --budget, ...)
     options: RunOptions = field(default_factory=run_options)
 
-    @property
-    def dry_run(self) -> bool:
-        return self.options.dry_run
-
     def run_options(self, *, calls: bool = True) -> RunOptions:
         """The run's options; a command that makes no model call opens no cache."""
         if not calls:
@@ -133,4 +129,4 @@ class ConstructCommand(ConstructSuite):
 def run_command(command: ConstructCommand, opts: ConstructOptions, *, calls: bool = True) -> Path | Plan:
     """Run (or plan) a construct command through the run skeleton; ``calls`` False: it
     makes no model call (no cache opened)."""
-    return run_suite(command, opts.run_options(calls=calls), dry_run=opts.dry_run)
+    return run_suite(command, opts.run_options(calls=calls), dry_run=opts.options.dry_run)
