@@ -1,8 +1,8 @@
 """``carebench construct``: the dataset construction pipeline (VEILED-SH, §4).
 
 User errors raise ``CarebenchError``; the top-level CLI prints one line and exits 2.
-Each command runs through one :class:`carebench.engine.run.Run`; a budget stop ends with
-the run's ``RunStopped`` line (spent, calls left, how to resume) and exit code 3.
+Each command runs through the run skeleton (:mod:`carebench.construct.command`); a budget
+stop ends with the run's ``RunStopped`` line (spent, calls left, how to resume) and exit code 3.
 """
 
 from __future__ import annotations

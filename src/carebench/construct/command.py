@@ -1,18 +1,19 @@
-"""One construct command = one :class:`carebench.engine.run.Run` + one run directory.
+"""One construct command (``build`` or a single stage) on the run skeleton.
 
-Every construct command (``build`` and each single stage) goes through
-:func:`run_construct_command`: the run owns the runner, cache, budget, ``calls.jsonl`` rows,
-models and progress; this module writes ``records.jsonl`` and the manifest
-(``running``, then ``complete`` or ``incomplete`` through
-:func:`carebench.engine.skeleton.write_run`; ``stopped`` when bad input ended it), then ``metrics.json`` and the
-report through :func:`carebench.engine.skeleton.rerender`, the same code as
-``carebench report DIR``, so a re-render reproduces them byte for byte.
+:class:`ConstructCommand` is the command's suite object for
+:func:`carebench.engine.skeleton.run_suite`, the skeleton every suite runs through:
+``execute`` runs the command's body through the run, ``plan`` walks the same body
+against a :class:`~carebench.construct.plan.PlanningRun` (``--dry-run``), and the
+scoring and report are :class:`~carebench.construct.suite.ConstructSuite`'s, the same
+code as ``carebench report DIR``. The body names its output files (:meth:`Stages.output`);
+they are written with the run directory, only when every step finished.
 
 A budget stop (:class:`~carebench.construct.calls.StageStopped`) keeps the counts of
-the steps that finished, marks the step it cut short ``incomplete`` (manifest,
-metrics and report), writes no output rows and ends with the run's one-line stop
-message (exit code 3). Re-running the same command resumes from the cache: no
-completed call is repeated.
+the steps that finished, marks the step it cut short ``incomplete``, writes no output
+rows and ends with the run's one-line stop message (exit code 3); re-running the same
+command resumes from the cache, repeating no completed call. Bad input that ends the
+body (e.g. residual identifiers) writes the run as ``stopped`` (its report lists why)
+and then stops the command (exit code 2).
 """
 
 from __future__ import annotations
@@ -23,14 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from carebench.construct.calls import StageStopped
+from carebench.construct.io import write_models
+from carebench.construct.plan import PlanningRun
 from carebench.construct.suite import ConstructSuite
 from carebench.engine.options import run_options
 from carebench.engine.run import Run, RunOptions
-from carebench.engine.rundir import new_run_dir, write_manifest
-from carebench.engine.skeleton import Execution, Plan, rerender, write_run
+from carebench.engine.skeleton import Execution, Plan, run_suite
 from carebench.types import CarebenchError
-
-SUITE = "construct"
 
 
 @dataclass
@@ -42,10 +42,6 @@ class ConstructOptions:
     #: the shared run flags (--out, --cache, --budget, ...)
     options: RunOptions = field(default_factory=run_options)
 
-    @property
-    def dry_run(self) -> bool:
-        return self.options.dry_run
-
     def run_options(self, *, calls: bool = True) -> RunOptions:
         """The run's options; a command that makes no model call opens no cache."""
         if not calls:
@@ -55,12 +51,13 @@ class ConstructOptions:
 
 @dataclass
 class Stages:
-    """Counts in and out per step, the run's records (see :mod:`carebench.construct.suite`)
-    and the step under way (the one a budget stop marks incomplete)."""
+    """Counts in and out per step, the run's records (see :mod:`carebench.construct.suite`),
+    the step under way (the one a budget stop marks incomplete) and the output files."""
 
     rows: list[dict[str, Any]] = field(default_factory=list)
     records: list[dict[str, Any]] = field(default_factory=list)
     current: str | None = None
+    outputs: list[tuple[str, Any, Callable[[Path, Any], None]]] = field(default_factory=list)
 
     def begin(self, step: str) -> None:
         self.current = step
@@ -75,78 +72,61 @@ class Stages:
         """A record ``metrics.json`` is scored from (e.g. ``selection`` outcomes)."""
         self.records.append({"kind": kind, **fields})
 
+    def output(self, name: str, data: Any, write: Callable[[Path, Any], None] = write_models) -> None:
+        """An output file of the command (``write(path, data)``, rows by default), written
+        into the run directory once every step finished; a dry run writes none."""
+        self.outputs.append((name, data, write))
 
-Body = Callable[[Run, Stages, Path], None]
+    def write_outputs(self, run_dir: Path) -> None:
+        for name, data, write in self.outputs:
+            write(run_dir / name, data)
 
 
-def run_construct_command(
-    kind: str,
-    opts: ConstructOptions,
-    config: dict[str, Any],
-    dataset: dict[str, Any],
-    body: Body,
-    *,
-    calls: bool = True,
-    run: Run | None = None,
-    manifest_extra: dict[str, Any] | None = None,
-) -> Path | Plan:
-    """Create the run directory, run ``body(run, stages, run_dir)`` (it writes its output
-    rows and adds records), then write calls, records and the manifest through
-    :func:`carebench.engine.skeleton.write_run`, and score and render them exactly as
-    ``carebench report DIR`` does.
+Body = Callable[[Run, Stages], None]
 
-    ``run``: a run the caller already opened (e.g. to check model specs before the
-    directory exists); it is closed here either way. With ``opts.dry_run`` nothing is
-    written: the body runs against a :class:`~carebench.construct.plan.PlanningRun`
-    and the plan comes back."""
-    run = run or Run(opts.run_options(calls=calls))
-    if opts.dry_run:
-        return plan_command(kind, opts, body, run)
-    with run:
-        run_dir = new_run_dir(SUITE, opts.options.out)
-        stages = Stages(current=kind)
-        seeds = {"construct": config.get("seed", 42)}
 
-        def manifest(status: str) -> None:  # the placeholder while the body runs
-            write_manifest(run_dir, suite=SUITE, config=config, models=sorted(run.model_specs()),
-                           seeds=seeds, dataset=dataset,
-                           extra={"status": status, "kind": kind, **(manifest_extra or {}),
-                                  "stages": stages.rows})
+class ConstructCommand(ConstructSuite):
+    """One construct command as a suite: ``body(run, stages)`` does its work, adding step
+    counts and records to ``stages`` and naming its output files."""
 
-        def finish(status: str | None = None, **extra: Any) -> None:
-            """Calls, records and the manifest through the core writer, then the report.
-            ``status`` None: the core's (``incomplete`` after a budget stop or failed calls)."""
-            ex = Execution(records=stages.records, config=config, dataset=dataset, seeds=seeds,
-                           models=sorted(run.model_specs()), status=status,
-                           failed_calls=int(extra.pop("failed_calls", 0)),
-                           extra={"kind": kind, **(manifest_extra or {}), "stages": stages.rows, **extra})
-            write_run(run_dir, SUITE, ex, run)
-            rerender(run_dir, ConstructSuite())
+    def __init__(self, kind: str, config: dict[str, Any], dataset: dict[str, Any], body: Body, *,
+                 check: Callable[[Run], Any] | None = None, manifest_extra: dict[str, Any] | None = None):
+        """``check(run)``: what must hold before any call and before the run directory exists
+        (the build's model specs); ``manifest_extra``: more manifest keys."""
+        self.kind, self.config, self.dataset, self.body = kind, config, dataset, body
+        self.check, self.manifest_extra = check, manifest_extra or {}
 
-        manifest("running")
+    def plan(self, run: Run) -> Plan:
+        """The body against a planning run (its output files are never written), as the shared plan."""
+        if self.check is not None:
+            self.check(run)
+        planner = PlanningRun(run)
+        self.body(planner, Stages(current=self.kind))  # type: ignore[arg-type]
+        return planner.plan(self.name, [f"command: construct {self.kind}"])
+
+    def execute(self, run: Run) -> Execution:
+        if self.check is not None:
+            self.check(run)
+        stages = Stages(current=self.kind)
+        ex = Execution(records=stages.records, config=self.config, dataset=self.dataset,
+                       seeds={"construct": self.config.get("seed", 42)},
+                       extra={"kind": self.kind, **self.manifest_extra, "stages": stages.rows})
         try:
-            body(run, stages, run_dir)
+            self.body(run, stages)
         except StageStopped as stop:
             # later prompts depend on answers not yet known: the calls left are a lower bound
-            run.mark_incomplete(stages.current or kind, open_ended=True)
-            finish(stopped_batch=stop.batch)  # incomplete: the finished steps, no output rows
-            run.finish()  # the run's one-line stop message, exit code 3
-            raise  # pragma: no cover - finish() raises once the budget stopped the run
-        except CarebenchError:
-            finish("stopped")  # bad input (e.g. residual identifiers): the report lists them
-            raise
-        finish(failed_calls=run.failed_calls)  # harness failures: left out, counted, retried by a re-run
-    return run_dir
+            run.mark_incomplete(stages.current or self.kind, open_ended=True)
+            ex.extra["stopped_batch"] = stop.batch  # incomplete: the finished steps, no output rows
+        except CarebenchError as e:
+            ex.status, ex.error = "stopped", e  # bad input (e.g. residual identifiers): the report lists them
+        else:
+            ex.failed_calls = run.failed_calls  # harness failures: left out, counted, retried by a re-run
+            ex.artifacts = stages.write_outputs
+        ex.models = sorted(run.model_specs())
+        return ex
 
 
-def plan_command(kind: str, opts: ConstructOptions, body: Body, run: Run) -> Plan:
-    """A dry run: the command's body against a planning run, in a scratch directory (its
-    output rows are thrown away), as the shared plan."""
-    import tempfile
-
-    from carebench.construct.plan import PlanningRun
-
-    planner = PlanningRun(run)
-    with run, tempfile.TemporaryDirectory(prefix="carebench-plan-") as scratch:
-        body(planner, Stages(current=kind), Path(scratch))  # type: ignore[arg-type]
-    return planner.plan(SUITE, [f"command: construct {kind}"])
+def run_command(command: ConstructCommand, opts: ConstructOptions, *, calls: bool = True) -> Path | Plan:
+    """Run (or plan) a construct command through the run skeleton; ``calls`` False: it
+    makes no model call (no cache opened)."""
+    return run_suite(command, opts.run_options(calls=calls), dry_run=opts.options.dry_run)

@@ -18,9 +18,9 @@ import numpy as np
 
 from carebench.construct import anonymize as anon
 from carebench.construct.calls import HARNESS_FAILURE, embedding_calls
-from carebench.construct.command import ConstructOptions, Stages, run_construct_command
+from carebench.construct.command import ConstructCommand, ConstructOptions, Stages, run_command
 from carebench.construct.config import BuildConfig
-from carebench.construct.io import load_models, resolve, write_models
+from carebench.construct.io import load_models, resolve
 from carebench.construct.judge import judge
 from carebench.construct.lexicon import load_lexicon
 from carebench.construct.personas import get_embedder as load
@@ -108,19 +108,19 @@ def build(cfg: BuildConfig, opts: ConstructOptions) -> Path | Plan:
     literals = anon.load_phrase_list(cfg.literals)
     names = anon.load_phrase_list(cfg.names)
     backend = anon.make_backend(cfg.anonymizer, names=names)
-    run = Run(opts.run_options())
-    try:  # every model spec checked before the run directory exists
-        configs = [parse_config(s, run.model) for s in dict.fromkeys(cfg.rewriters)]
-        router = run.model(cfg.router)  # type: ignore[arg-type]
-        judge_model = run.model(cfg.judge)  # type: ignore[arg-type]
-    except BaseException:
-        run.close()
-        raise
+
+    def models(run: Run) -> tuple[list[Any], Any, Any]:
+        """The rewriter configurations, router and judge (checked before any call and before
+        the run directory exists; the run builds each model once)."""
+        return ([parse_config(s, run.model) for s in dict.fromkeys(cfg.rewriters)],
+                run.model(cfg.router), run.model(cfg.judge))  # type: ignore[arg-type]
+
     dataset = {"source": cfg.sources, "rows": len(sources),
                "sha256": data_sha256(s.model_dump(mode="json") for s in sources),
                "illustrative": all(s.illustrative for s in sources)}
 
-    def body(run: Run, stages: Stages, run_dir: Path) -> None:
+    def body(run: Run, stages: Stages) -> None:
+        configs, router, judge_model = models(run)
         embedder = get_embedder(cfg.embedder, run)
         final, rows = _chain(cfg, opts, sources, personas, lexicon, contracts, expressions, reversals, literals,
                              backend, configs, router, judge_model, embedder, run, stages)
@@ -134,11 +134,11 @@ def build(cfg: BuildConfig, opts: ConstructOptions) -> Path | Plan:
             clusters = topic_clusters(vectors, k=cfg.topics, seed=cfg.seed)
             for p, c in zip(final, clusters, strict=True):
                 stages.record("topic", id=p.id, cluster=c)  # so the report re-renders without an embedder
-        write_models(run_dir / "rows.jsonl", rows)
-        write_models(run_dir / "prompts.jsonl", final)
+        stages.output("rows.jsonl", rows)
+        stages.output("prompts.jsonl", final)
 
-    return run_construct_command("build", opts, cfg.model_dump(mode="json"), dataset, body, run=run,
-                       manifest_extra={"attributes_mode": cfg.attributes, "budget_usd": opts.options.budget_usd})
+    return run_command(ConstructCommand("build", cfg.model_dump(mode="json"), dataset, body, check=models, manifest_extra={
+        "attributes_mode": cfg.attributes, "budget_usd": opts.options.budget_usd}), opts)
 
 
 def _chain(cfg, opts, sources, personas, lexicon, contracts, expressions, reversals, literals, backend, configs,

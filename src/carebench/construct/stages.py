@@ -11,8 +11,8 @@ from typing import Any
 
 from carebench.construct import anonymize as anon
 from carebench.construct import rewriting as rw
-from carebench.construct.command import ConstructOptions, Stages, run_construct_command
-from carebench.construct.io import load_models, write_models
+from carebench.construct.command import ConstructCommand, ConstructOptions, Stages, run_command
+from carebench.construct.io import load_models
 from carebench.construct.pipeline import (
     _anonymize,
     classifier_verdicts,
@@ -28,10 +28,10 @@ from carebench.types import CarebenchError
 
 def run_stage(kind: str, opts: ConstructOptions, config: dict[str, Any], rows_in: list[Any], body,
               *, calls: bool = True) -> Path:
-    """One stage command: its input's digest in the manifest, then :func:`run_construct_command`."""
+    """One stage command: its input's digest in the manifest, then :func:`run_command`."""
     dataset = {"rows": len(rows_in), "sha256": data_sha256(
         r.model_dump(mode="json") if hasattr(r, "model_dump") else r for r in rows_in)}
-    return run_construct_command(kind, opts, config, dataset, body, calls=calls)
+    return run_command(ConstructCommand(kind, config, dataset, body), opts, calls=calls)
 
 
 def load_rows(path: str, unique: bool = True) -> list[WorkRow]:
@@ -48,11 +48,11 @@ def screen_stage(sources: str, lexicon: list[str], lexicon_replace: bool, classi
     cfg = ScreenConfig(classifier, threshold, uncertain_low, keep_share, seed)
     cfg.validate()
 
-    def body(run: Run, stages: Stages, run_dir: Path) -> None:
+    def body(run: Run, stages: Stages) -> None:
         verdicts = classifier_verdicts(classifier, rows, run)
         kept, rep = screen(rows, lex, verdicts, cfg)
         stages.add("screen", len(rows), len(kept), f"classifier {classifier}", **rep)
-        write_models(run_dir / "screened.jsonl", kept)
+        stages.output("screened.jsonl", kept)
 
     return run_stage("screen", opts, {"sources": sources, "lexicon": lexicon, "classifier": classifier,
                                       "threshold": threshold, "uncertain_low": uncertain_low,
@@ -68,12 +68,12 @@ def route_stage(rows_path: str, personas: str, model: str, embedder: str, k: int
     rows = load_rows(rows_path)
     table = load_personas(personas, id_field, text_field)
 
-    def body(run: Run, stages: Stages, run_dir: Path) -> None:
+    def body(run: Run, stages: Stages) -> None:
         emb = get_embedder(embedder, run)
         routed, rep = route(rows, table, emb, run.model(model), run, k=k, attributes=attributes,
                             cache_dir=opts.embedding_cache)
         stages.add("route", len(rows), len(routed), f"attributes {attributes}", **rep)
-        write_models(run_dir / "routed.jsonl", routed)
+        stages.output("routed.jsonl", routed)
 
     return run_stage("route", opts, {"rows": rows_path, "personas": personas, "model": model, "k": k,
                                      "attributes": attributes, "embedder": embedder}, rows, body)
@@ -94,7 +94,7 @@ def rewrite_stage(rows_path: str, rewriters: list[str], contexts_path: str | Non
             raise CarebenchError(f"rewrite context {c!r} is not a known non-forum context")
     exprs = load_expressions(expressions)
 
-    def body(run: Run, stages: Stages, run_dir: Path) -> None:
+    def body(run: Run, stages: Stages) -> None:
         configs = [rw.parse_config(s, run.model) for s in dict.fromkeys(rewriters)]
         if any(r.persona is None for r in rows):
             raise CarebenchError(f"{rows_path}: rows need a persona (run `construct route` first)")
@@ -114,7 +114,7 @@ def rewrite_stage(rows_path: str, rewriters: list[str], contexts_path: str | Non
             out_rows.append(r)
         stages.add("rewrite", len(rows), sum(bool(r.output) for r in out_rows),
                    "every configuration on every row" if all_configs else "round-robin", **rw.rewrite_report(out_rows))
-        write_models(run_dir / "rewrites.jsonl", out_rows)
+        stages.output("rewrites.jsonl", out_rows)
 
     return run_stage("rewrite", opts, {"rows": rows_path, "rewriters": rewriters, "forum_share": forum_share,
                                        "all_configs": all_configs, "seed": seed,
@@ -129,12 +129,12 @@ def judge_stage(rows_path: str, judge_spec: str, contexts_path: str | None, opts
     contracts = {n: c.contract_text() for n, c in load_contexts(contexts_path).items()}
     todo = [r for r in rows if r.rewriter and r.output]
 
-    def body(run: Run, stages: Stages, run_dir: Path) -> None:
+    def body(run: Run, stages: Stages) -> None:
         res = judge([(r, r.output) for r in todo], contracts, run.model(judge_spec), run)  # type: ignore[misc]
         for r, (v, status) in zip(todo, res, strict=True):
             r.verdict = v.model_dump() if v is not None else {"status": status}
         stages.add("judge", len(todo), sum(v is not None for v, _ in res), "verdicts parsed")
-        write_models(run_dir / "judged.jsonl", rows)
+        stages.output("judged.jsonl", rows)
 
     return run_stage("judge", opts, {"rows": rows_path, "judge": judge_spec}, rows, body)
 
@@ -159,11 +159,11 @@ def select_stage(rows_path: str, limits: dict[str, float], opts: ConstructOption
     if not outcomes:
         raise CarebenchError(f"{rows_path}: no rewrites with a rewriter to select from")
 
-    def body(run: Run, stages: Stages, run_dir: Path) -> None:
+    def body(run: Run, stages: Stages) -> None:
         sel = selection(outcomes, limits)
         stages.record("selection", limits=sel["limits"], outcomes=[o.to_dict() for o in outcomes])
         stages.add("select", len({o.config for o in outcomes}), len(sel["selected"]), "gate-first, then by Q")
-        write_json(run_dir / "selection.json", sel)
+        stages.output("selection.json", sel, write_json)
 
     return run_stage("select", opts, {"rows": rows_path, "limits": limits}, rows, body, calls=False)
 
@@ -178,7 +178,7 @@ def anonymize_stage(rows_path: str, backend_spec: str, names: str | None, revers
     if on_residual not in ("error", "drop"):
         raise CarebenchError("--on-residual must be error or drop")
 
-    def body(run: Run, stages: Stages, run_dir: Path) -> None:
+    def body(run: Run, stages: Stages) -> None:
         released = []
         for r in rows:
             if not r.context:
@@ -190,7 +190,7 @@ def anonymize_stage(rows_path: str, backend_spec: str, names: str | None, revers
                 continue
             released.append(r)
         cfg = BuildConfig(on_residual=on_residual)  # type: ignore[arg-type]
-        write_models(run_dir / "prompts.jsonl", _anonymize(cfg, released, backend, rev, lits, stages))
+        stages.output("prompts.jsonl", _anonymize(cfg, released, backend, rev, lits, stages))
 
     return run_stage("anonymize", opts, {"rows": rows_path, "backend": backend_spec, "on_residual": on_residual},
                      rows, body, calls=False)
@@ -205,17 +205,17 @@ def review_sample_stage(rows_path: str, total: int, per_reviewer: int, shared: i
     cfg = ReviewSampleConfig(total, per_reviewer, shared, reviewers, seed)
     cfg.validate()
 
-    def body(run: Run, stages: Stages, run_dir: Path) -> None:
+    def body(run: Run, stages: Stages) -> None:
         key, design = draw_sample(rows, cfg)
         by_id = {r.id: r for r in rows}
         both = []
         for who in reviewers:
             sheet = [ReviewItem.model_validate(s) for s in sheet_rows(key, by_id, who)]
-            write_models(run_dir / f"review_{who}.jsonl", sheet)
+            stages.output(f"review_{who}.jsonl", sheet)
             both += sheet
         # one file for `carebench annotate load`: each row goes to the reviewer it names
-        write_models(run_dir / "review_sheet.jsonl", sorted(both, key=lambda r: (r.item_id, r.reviewer)))
-        write_jsonl(run_dir / "review_key.private.jsonl", key)
+        stages.output("review_sheet.jsonl", sorted(both, key=lambda r: (r.item_id, r.reviewer)))
+        stages.output("review_key.private.jsonl", key, write_jsonl)
         stages.add("review sample", len(rows), len(key), f"{len(design['cells'])} context x rewriter cells", **design)
 
     return run_stage("review-sample", opts, {"rows": rows_path, "total": total, "per_reviewer": per_reviewer,
@@ -232,7 +232,7 @@ def review_stats_stage(key_path: str, reviews: list[str], B: int, seed: int, opt
         raise CarebenchError("give at least one --reviews file")
     rows = [r.model_dump() for path in reviews for r in load_reviews(path)]
 
-    def body(run: Run, stages: Stages, run_dir: Path) -> None:
+    def body(run: Run, stages: Stages) -> None:
         stats = review_stats(key, rows, B=B, seed=seed)
         stages.add("review stats", len(rows), stats["items_reviewed"], "reviews in, distinct items out")
         stages.record("review_stats", stats=stats)

@@ -62,6 +62,9 @@ class Execution:
     #: input ended the command); None: ``incomplete`` after a budget stop or failed calls, else
     #: ``complete``
     status: str | None = None
+    #: bad input that ended the work after what finished was recorded (e.g. construct's residual
+    #: identifiers): the run is written and rendered (``status`` says why), then this is raised
+    error: Exception | None = None
 
 
 @dataclass
@@ -215,7 +218,8 @@ def headline_of(suite: Any, metrics: Mapping[str, Any], records: Any, manifest: 
 def run_suite(suite: Suite, options: RunOptions, *, out: str | Path | None = None,
               dry_run: bool | None = None, cache: Any = None) -> Path | Plan:
     """Run a suite end to end (or plan it: ``options.dry_run``); raises ``RunStopped``
-    after writing what finished if the budget stopped the run. The run directory is
+    after writing what finished if the budget stopped the run, and the execution's
+    ``error`` after writing the run it ended. The run directory is
     ``options.out``; ``out`` overrides it (a command whose default differs, e.g.
     ``runs/plural-freeze-<time>``), and so does ``dry_run``."""
     out = out if out is not None else options.out
@@ -229,6 +233,8 @@ def run_suite(suite: Suite, options: RunOptions, *, out: str | Path | None = Non
     run_dir = new_run_dir(suite.name, run_dir)
     write_run(run_dir, suite.name, ex, run)
     rerender(run_dir, suite)
+    if ex.error is not None:
+        raise ex.error
     outline = getattr(suite, "outline", None)
     if outline is not None:
         outline(run_dir)
