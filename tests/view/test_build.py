@@ -14,7 +14,7 @@ from html.parser import HTMLParser
 from sklearn.metrics import f1_score
 
 from carebench.cli import main
-from view.view_runs import HOSTILE, NEEDLE
+from view.view_runs import HOSTILE, NEEDLE, counting_comparers
 
 
 class Page(HTMLParser):
@@ -206,27 +206,13 @@ def test_bad_folder_is_one_line_and_serve_without_the_extra(tmp_path, capsys, mo
 def test_a_rebuild_reuses_the_leaderboards_until_a_run_changes(built, tmp_path):
     import shutil
 
-    from carebench.suites import comparer
     from carebench.view import ViewConfig, build_view
 
     runs = built[1]
     for name in ("risk-lr", "risk-ord"):
         shutil.copytree(runs[name], tmp_path / "runs" / name)
     reads: list[str] = []
-
-    def counting(suite):
-        c = comparer(suite)
-
-        class Counting:
-            def __getattr__(self, k):
-                return getattr(c, k)
-
-            def read(self, run_dir, manifest):
-                reads.append(run_dir.name)
-                return c.read(run_dir, manifest)
-
-        return Counting()
-
+    counting = counting_comparers(reads)
     cfg = ViewConfig([str(tmp_path / "runs")], out=str(tmp_path / "site"), B=200)
 
     def lr_cell():

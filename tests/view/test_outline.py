@@ -17,23 +17,7 @@ from carebench.compare.leaderboard import LeaderboardConfig, build_leaderboard
 from carebench.compare.outline import OUTLINE, read_outline
 from carebench.suites import comparer
 from carebench.view import ViewConfig, build_view
-
-
-def _counting(reads):
-    def comparer_of(suite):
-        c = comparer(suite)
-
-        class Counting:
-            def __getattr__(self, k):
-                return getattr(c, k)
-
-            def read(self, run_dir, manifest):
-                reads.append(run_dir.name)
-                return c.read(run_dir, manifest)
-
-        return Counting()
-
-    return comparer_of
+from view.view_runs import counting_comparers
 
 
 def _canon(x):
@@ -79,7 +63,7 @@ def test_only_the_runs_a_leaderboard_keeps_are_read_and_the_board_equals_the_lea
     for name, src in (("a-lr", "risk-lr"), ("b-lr", "risk-lr"), ("c-ord", "risk-ord")):
         shutil.copytree(runs[src], folder / name)
     reads: list[str] = []
-    res = build_view(ViewConfig([str(folder)], out=str(tmp_path / "site"), B=200), _counting(reads))
+    res = build_view(ViewConfig([str(folder)], out=str(tmp_path / "site"), B=200), counting_comparers(reads))
     assert sorted(reads) == ["b-lr", "c-ord"]  # a-lr is grouped from its outline and never scored
     (risk,) = [sb for sb in res.boards if sb.suite == "risk"]
     (board,) = risk.boards
@@ -109,7 +93,7 @@ def test_an_outline_is_ignored_once_the_run_directory_changes(built, tmp_path):
     (folder / "a-lr" / "records.parquet").unlink(missing_ok=True)
     assert read_outline(folder / "a-lr", json.loads((folder / "a-lr" / "manifest.json").read_text())) is None
     reads: list[str] = []
-    res = build_view(ViewConfig([str(folder)], out=str(tmp_path / "site"), B=200), _counting(reads))
+    res = build_view(ViewConfig([str(folder)], out=str(tmp_path / "site"), B=200), counting_comparers(reads))
     assert sorted(reads) == ["a-lr", "b-lr", "c-ord"]
     (board,) = next(sb for sb in res.boards if sb.suite == "risk").boards
     macro = next(b for b in board["boards"] if b["metric"] == "macro_f1")

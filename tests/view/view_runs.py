@@ -67,3 +67,23 @@ def make_demo(out: Path, cache: Path) -> Path:
             os.environ.pop("CAREBENCH_CACHE", None)
         else:
             os.environ["CAREBENCH_CACHE"] = saved
+
+
+def counting_comparers(reads: list[str]):
+    """The suite table's comparers, each noting the name of every run directory it reads in full."""
+    from carebench.suites import comparer
+
+    def comparer_of(suite):
+        c = comparer(suite)
+
+        class Counting:
+            def __getattr__(self, k):
+                return getattr(c, k)
+
+            def read(self, run_dir, manifest):
+                reads.append(run_dir.name)
+                return c.read(run_dir, manifest)
+
+        return Counting()
+
+    return comparer_of
