@@ -41,7 +41,7 @@ def headline_box(run_dir: Path) -> Box:
     for line in md[start:].split("\n")[1:]:
         if not line.startswith(">"):
             break
-        lines.append(line[1:].strip())
+        lines.append(re.sub(r"\\(.)", r"\1", line[1:].strip()))  # markdown's escapes undone
     m = re.fullmatch(r"\*\*Headline: (.*)\*\*", lines[0])
     assert m, lines[0]
     box = Box(m[1])
