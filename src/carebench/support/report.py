@@ -38,6 +38,7 @@ from carebench.support.records import REFERENCE, ResponseRecord, VerdictRecord, 
 from carebench.support.report_values import fmt_rate, iv
 from carebench.support.tasks import Task
 from carebench.wording import label as key_label
+from carebench.wording import name as status_name
 
 #: Per-task reply details cover at most this many tasks and replies (the rest stay in
 #: records.jsonl), so a seed-scale run still gives a report a browser can open.
@@ -463,7 +464,7 @@ def _non_response(metrics) -> Section:
     rows = [[r, x.get("attempts"), x.get("empty"), x.get("rate"), *[(x.get("status") or {}).get(s) for s in statuses]]
             for r, x in per.items()]
     blocks: list[Block] = [Table(
-        ["responder", "conversations", "empty final turns", "rate", *statuses], rows,
+        ["responder", "conversations", "empty final turns", "rate", *map(status_name, statuses)], rows,
         caption="Non-response (E.6): empty final turns score zero without judging; final-turn status "
                 "counts (content filtering and truncation recorded, not retried).",
     )]
@@ -628,7 +629,7 @@ def _task_table(tasks: Sequence[Task], metrics) -> Section:
         t = by_id.get(tid)
         vals = [per.get(r) for r in responders]
         models = [v for r, v in zip(responders, vals, strict=True) if r != REFERENCE and v is not None]
-        rows.append([tid, t.subcategory if t else None, t.metadata.turn_structure if t else None,
+        rows.append([tid, key_label(t.subcategory) if t else None, t.metadata.turn_structure if t else None,
                      (sum(models) / len(models)) if models else None, *vals])
     rows.sort(key=lambda r: (r[3] is None, r[3] if r[3] is not None else 0.0, r[0]))
     return Section("Every task's score", [Details(f"All {len(rows)} tasks, hardest first", [Table(
@@ -692,7 +693,7 @@ def _per_task(tasks, responses, verdicts, panel: Sequence[str], scope: str, deta
                               "verdict is in records.jsonl.", "info"))
     for t in shown:
         inner: list[Block] = [KeyValue([
-            ("subcategory", t.subcategory),
+            ("subcategory", key_label(t.subcategory)),
             *[(k, getattr(t.metadata, k)) for k in ("age_band", "turn_structure", "harm_intent",
                                                      "progression_stage", "signal_directness", "split")],
         ])]
@@ -710,7 +711,7 @@ def _per_task(tasks, responses, verdicts, panel: Sequence[str], scope: str, deta
             inner.append(Details("User turns", [Pre("\n\n".join(f"[user {i + 1}] {u}" for i, u in enumerate(t.turns)))]))
         for r in sorted(by_task.get(t.id, []), key=lambda r: (r.responder == REFERENCE, r.responder, r.attempt)):
             inner.append(_reply_details(t, r, cells, panel, scope))
-        blocks.append(Details(f"{t.id} ({t.subcategory}, {t.metadata.turn_structure}-turn)", inner))
+        blocks.append(Details(f"{t.id} ({key_label(t.subcategory)}, {t.metadata.turn_structure}-turn)", inner))
     return Section("Replies and verdicts per task", blocks)
 
 
