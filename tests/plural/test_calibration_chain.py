@@ -405,7 +405,7 @@ def test_agreement_headline_is_the_jaccard_of_each_population(chain):
     assert m, row
     assert float(m[1]) == pytest.approx(prac, abs=5e-4) and float(m[4]) == pytest.approx(prof, abs=5e-4)
     assert (int(m[2]), int(m[3]), int(m[5]), int(m[6])) == (len(pracs), len(CAL_IDS), 3, len(ids))
-    move = "higher" if round(prof, 3) > round(prac, 3) else "lower"
+    move = {1: "higher", -1: "lower", 0: "equal"}[int(np.sign(round(prof, 3) - round(prac, 3)))]
     assert f"{move} for peer support" in box.verdict
     assert any("different prompts" in c for c in box.caveats)
 

@@ -192,9 +192,9 @@ def agreement_headline(man: dict[str, Any], metrics: dict[str, Any]) -> Headline
                     f" ({len(r.get('raters') or [])} raters, {r.get('items', 0)} {items})")
 
         rows.append((title, f"practitioners {side(hk, 'calibration cases')} -> profiles {side(pk, 'released prompts')}"))
-        if hk in jac and pk in jac:
-            moves.append(f"{'higher' if jac[pk] > jac[hk] else 'lower' if jac[pk] < jac[hk] else 'equal'} "
-                         f"for {title.lower()}")
+        if hk in jac and pk in jac:  # compared as shown (3 decimals): a shown tie is called equal
+            prof, prac = round(jac[pk], 3), round(jac[hk], 3)
+            moves.append(f"{'higher' if prof > prac else 'lower' if prof < prac else 'equal'} for {title.lower()}")
         small = [f"{(raters.get(k) or {}).get('items', 0)} {what}" for k, what in
                  ((hk, "calibration cases"), (pk, "released prompts"))
                  if k in jac and (raters.get(k) or {}).get("items", 0) < SMALL_N]
