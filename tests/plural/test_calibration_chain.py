@@ -426,3 +426,14 @@ def test_sample_headline_counts_what_was_sampled(chain, tmp_path):
     in_sample = {p.context for p in release if p.id in picked}
     assert box.rows["contexts"] == f"{len(in_sample)} of {len(contexts)} in the sample"
     assert any(c.startswith(f"small n: {len(rows)} prompts") for c in box.caveats)
+    from test_headlines import page, raw_codes
+
+    assert not raw_codes(page(out)), raw_codes(page(out))
+
+
+@pytest.mark.parametrize("kind", ["freeze", "label", "agree"])
+def test_release_reports_show_no_stored_code(chain, kind):
+    """The freeze, label and agreement reports pass the same names-not-codes check as the demo's."""
+    from test_headlines import page, raw_codes
+
+    assert not raw_codes(page(chain[kind])), raw_codes(page(chain[kind]))

@@ -60,6 +60,7 @@ def test_gate_rates_per_task_and_model(tmp_path, capsys):
     assert len(multi) >= 2
     # the headline box: the gate's decision and the acceptable share, recounted from records.jsonl
     from headline_box import headline_box
+    from test_headlines import page, raw_codes
 
     rows = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
     judged = [r for r in rows if r.get("kind") == "transition" and r["status"] == "ok"]
@@ -72,6 +73,7 @@ def test_gate_rates_per_task_and_model(tmp_path, capsys):
     assert any(c.startswith("small n: 2 tasks checked (A.5 checked 18)") for c in box.caveats)
     per_b = [r for r in judged if r["model"] == b]
     assert box.rows[b].startswith(f"{sum(r['follows'] for r in per_b) / len(per_b):.3f} (")
+    assert not raw_codes(page(out)), raw_codes(page(out))  # names, not stored codes (docs/architecture.md)
 
 
 def test_dry_run_plans_the_gate_and_is_exact_once_cached(tmp_path, capsys):

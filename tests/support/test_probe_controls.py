@@ -116,6 +116,7 @@ def test_incompetent_evaluator_is_excluded_and_reported(probe_run):
     # the headline box: the standard-divergence share of the competent responders' forfeited
     # weight, recounted from the probe records (weights 1 + 2 of 10), and who was excluded
     from headline_box import headline_box
+    from test_headlines import page, raw_codes
 
     rows = [json.loads(x) for x in (probe_dir / "records.jsonl").read_text().splitlines()]
     units = [r for r in rows if r.get("kind") == "probe" and r["responder"] == a]
@@ -131,6 +132,7 @@ def test_incompetent_evaluator_is_excluded_and_reported(probe_run):
     assert box.rows["discrimination failure"].startswith("0.300 [")
     assert any(b in c and "excluded as uninformative evaluators" in c for c in box.caveats)
     assert any(c.startswith("small n: 4 tasks") for c in box.caveats)
+    assert not raw_codes(page(probe_dir)), raw_codes(page(probe_dir))  # names, not stored codes
 
 
 def test_probe_writes_its_own_run_and_leaves_the_probed_run_unchanged(probe_run):
