@@ -336,7 +336,8 @@ def _key_names(keys, names=None) -> dict[str, set[str]]:
     for k in keys:
         name = names.get(k)
         squashed = re.sub(r"[^a-z]", "", name.lower()) if name else ""
-        if "_" in k or (name and k != name and (squashed == k or name.isupper() and name.lower() == k)):
+        coded = "_" in k or (re.search(r"\d", k) and re.search(r"[A-Za-z]", k))  # self_worth, O18
+        if coded or (name and k != name and (squashed == k or name.isupper() and name.lower() == k)):
             out[k] = {k.replace("_", " "), k.replace("_", "-")} | ({name} if name else set())
     return out
 
@@ -345,8 +346,9 @@ def _codes() -> dict[str, set[str]]:
     """Raw codes a reader should see only in a code column or beside their name, read from
     the package's own tables so a new key is checked as soon as it exists: the taxonomy's
     category codes (its package data file, read here with yaml), the rubric's severity bands
-    (Red, Yellow; their ratings as VERA-MH names them), the support criterion dimensions
-    and subcategories, the risk clinical-profile dimensions, the metric keys of
+    (Red, Yellow; their ratings as VERA-MH names them), the support criterion dimensions,
+    subcategories and task metadata (keys such as ``age_band`` and values such as ``O18``),
+    the risk clinical-profile dimensions, the metric keys of
     ``stats.metrics``, the call and answer failure kinds, and the crisis-resource verdicts
     and matches. Code -> the names that may stand beside it."""
     import typing
@@ -360,13 +362,15 @@ def _codes() -> dict[str, set[str]]:
     from carebench.risk.compare import LABELS as METRIC_LABELS
     from carebench.risk.methods.schema import DIMENSIONS as PROFILE_DIMENSIONS
     from carebench.stats.metrics import CM_METRICS
-    from carebench.support.tasks import KNOWN_SUBCATEGORIES
+    from carebench.support.tasks import AGE_BAND_NAMES, KNOWN_SUBCATEGORIES, TaskMeta
 
     tax = yaml.safe_load((Path(carebench.__file__).parent / "data" / "taxonomy.yaml").read_text("utf-8"))
     codes = {e["code"]: {e["name"]} for entries in tax["fields"].values() for e in entries}
     codes.update({"Red": {"High Potential for Harm"}, "Yellow": {"Suboptimal"}})
     failures = {*typing.get_args(types.Status), *typing.get_args(judging.AnswerStatus), *wording.CODE_NAMES}
+    task_values = {v for f in TaskMeta.model_fields.values() for v in typing.get_args(f.annotation)}
     for keys, names in ((DIMENSIONS, DIMENSION_LABELS), (KNOWN_SUBCATEGORIES, None), (PROFILE_DIMENSIONS, None),
+                        (TaskMeta.model_fields, None), (task_values, AGE_BAND_NAMES),
                         (CM_METRICS, METRIC_LABELS), (failures, wording.CODE_NAMES),
                         ((*VERDICTS, *MATCHES), wording.CODE_NAMES)):
         codes.update(_key_names(keys, names))
@@ -405,7 +409,7 @@ def test_no_raw_code_outside_a_code_column(reports, name):
     stored index and no rubric question as its number alone."""
     codes = _codes()
     assert {"RESPONSE_1", "INTENT_0", "Red", "self_worth", "empty_response", "macro_f1", "qwk",
-            "deescalation", "wrong_region", "ideation_presence"} <= set(codes)
+            "deescalation", "wrong_region", "ideation_presence", "O18", "age_band", "post_action"} <= set(codes)
     assert not {"recognition", "accuracy", "local", "ok"} & set(codes), "plain words are not codes"
     bare = raw_codes(page(reports[name]))
     assert not bare, f"{name}: raw code(s) outside a code column: {bare[:5]}"

@@ -35,7 +35,7 @@ from carebench.report import (
 from carebench.report.headline import Candidate, best_headline
 from carebench.support.panel import cell_votes, collapse
 from carebench.support.records import REFERENCE, ResponseRecord, VerdictRecord, is_empty_reply
-from carebench.support.report_values import fmt_rate, iv
+from carebench.support.report_values import fmt_rate, iv, value_label
 from carebench.support.tasks import Task
 from carebench.wording import label as key_label
 from carebench.wording import name as status_name
@@ -373,14 +373,14 @@ def _slices(metrics) -> Section:
             continue
         values = data.get("values", {})
         few = {v for v, x in values.items() if (x.get("n_tasks") or 0) < MIN_SLICE_TASKS}
-        rows = [[f"{key_label(v)} {FEW_MARK}" if v in few else key_label(v), x.get("n_tasks"),
+        rows = [[f"{value_label(v)} {FEW_MARK}" if v in few else value_label(v), x.get("n_tasks"),
                  iv(x.get("pooled"), x.get("pooled_ci")),
                  *[(x.get("per_model") or {}).get(r) for r in responders]] for v, x in values.items()]
         caption = f"By {key_label(axis).lower()}."
         c = data.get("contrast")
         if c and c.get("diff") is not None:
             ci = c.get("ci") or [None, None]
-            caption += (f" {c['a']} - {c['b']}: {c['diff']:+.3f}"
+            caption += (f" {value_label(c['a'])} - {value_label(c['b'])}: {c['diff']:+.3f}"
                         + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]." if None not in ci else "."))
             if {c["a"], c["b"]} & few:
                 caption += " The interval is not informative: a side has too few tasks."
@@ -408,9 +408,9 @@ def _slices(metrics) -> Section:
                 caption="Figure 6 (E.2): subcategory (rows) by the top eight models of the leaderboard.",
             ))
         diff = data.get("differences") or {}
-        flagged = [[key_label(v), r, iv(x["excess"], x.get("excess_ci")), iv(x["gap"], x.get("gap_ci"))]
+        flagged = [[value_label(v), r, iv(x["excess"], x.get("excess_ci")), iv(x["gap"], x.get("gap_ci"))]
                    for v, d in diff.items() for r, x in (d.get("per_model") or {}).items() if x.get("worse")]
-        pooled_rows = [[key_label(v), iv(d.get("pooled_gap"), d.get("pooled_gap_ci")), ", ".join(d.get("models_worse") or [])
+        pooled_rows = [[value_label(v), iv(d.get("pooled_gap"), d.get("pooled_gap_ci")), ", ".join(d.get("models_worse") or [])
                         or "none"] for v, d in diff.items()]
         if pooled_rows:
             blocks.append(Table(
@@ -471,7 +471,7 @@ def _non_response(metrics) -> Section:
     for key, label in (("by_subcategory", "subcategory"), ("by_progression_stage", "progression stage")):
         data = nr.get(key) or {}
         responders = list(per)
-        trows = [[key_label(v), x["pooled"].get("empty"), x["pooled"].get("attempts"), x["pooled"].get("rate"),
+        trows = [[value_label(v), x["pooled"].get("empty"), x["pooled"].get("attempts"), x["pooled"].get("rate"),
                   *[(x.get("per_responder") or {}).get(r, {}).get("rate") for r in responders]]
                  for v, x in data.items()]
         if trows:
@@ -694,7 +694,7 @@ def _per_task(tasks, responses, verdicts, panel: Sequence[str], scope: str, deta
     for t in shown:
         inner: list[Block] = [KeyValue([
             ("subcategory", key_label(t.subcategory)),
-            *[(k, getattr(t.metadata, k)) for k in ("age_band", "turn_structure", "harm_intent",
+            *[(key_label(k), value_label(getattr(t.metadata, k))) for k in ("age_band", "turn_structure", "harm_intent",
                                                      "progression_stage", "signal_directness", "split")],
         ])]
         inner.append(Table(
