@@ -75,6 +75,7 @@ class Page(HTMLParser):
         self.verdict = ""
         self.cells: list[tuple[str, bool]] = []  # (table cell text, in a code column or element)
         self.texts: list[tuple[str, bool]] = []  # every text node and whether it is code
+        self.columns: list[tuple[str, str, bool]] = []  # (column header, body cell text, is code)
         self.tables: list[dict[str, Any]] = []  # open tables: header texts, current column
 
     def _inside(self, cls: str) -> bool:
@@ -142,6 +143,9 @@ class Page(HTMLParser):
                 self.cells[-1] = (self.cells[-1][0] + data.strip(), self.cells[-1][1])
             else:
                 self.cells.append((data.strip(), code))
+                t = self.tables[-1] if self.tables else None
+                if t and not t["head"] and any(tag == "td" for tag, _ in self.stack) and 0 <= t["col"] < len(t["headers"]):
+                    self.columns.append((t["headers"][t["col"]], data.strip(), code))
         self._joined = False
 
 
@@ -321,43 +325,124 @@ def test_no_system_name_is_short_of_its_identity(reports):
     assert page(reports["leaderboard"]).verdict.split(": ", 1)[1] in known
 
 
-def _codes() -> dict[str, str]:
-    """Raw codes a reader should see only in a code column or beside their name: the
-    taxonomy's category codes (its package data file, read here with yaml) and the rubric's
-    severity bands (Red, Yellow; their ratings as VERA-MH names them). Code -> name."""
+def _key_names(keys, names=None) -> dict[str, set[str]]:
+    """Stored keys a reader should not see bare: every snake_case key, and a one-word key that
+    is its name squashed or lower-cased (``deescalation`` for "De-escalation", ``qwk`` for
+    "QWK"; a plain word such as ``recognition`` or ``ok`` is not checked). Each maps to the
+    names that may stand beside it: the package's label for it, if it has one, and the key
+    in words."""
+    names = names or {}
+    out = {}
+    for k in keys:
+        name = names.get(k)
+        squashed = re.sub(r"[^a-z]", "", name.lower()) if name else ""
+        coded = "_" in k or (re.search(r"\d", k) and re.search(r"[A-Za-z]", k))  # self_worth, O18
+        if coded or (name and k != name and (squashed == k or name.isupper() and name.lower() == k)):
+            out[k] = {k.replace("_", " "), k.replace("_", "-")} | ({name} if name else set())
+    return out
+
+
+def _codes() -> dict[str, set[str]]:
+    """Raw codes a reader should see only in a code column or beside their name, read from
+    the package's own tables so a new key is checked as soon as it exists: the taxonomy's
+    category codes (its package data file, read here with yaml), the rubric's severity bands
+    (Red, Yellow; their ratings as VERA-MH names them), the support criterion dimensions,
+    subcategories and task metadata (keys such as ``age_band`` and values such as ``O18``),
+    the risk clinical-profile dimensions, the metric keys of
+    ``stats.metrics``, the call and answer failure kinds, and the crisis-resource verdicts
+    and matches. Code -> the names that may stand beside it."""
+    import typing
+
     import yaml
 
     import carebench
+    from carebench import judging, types, wording
+    from carebench.criteria import DIMENSION_LABELS, DIMENSIONS
+    from carebench.resources.check import MATCHES, VERDICTS
+    from carebench.risk.compare import LABELS as METRIC_LABELS
+    from carebench.risk.methods.schema import DIMENSIONS as PROFILE_DIMENSIONS
+    from carebench.stats.metrics import CM_METRICS
+    from carebench.support.tasks import AGE_BAND_NAMES, KNOWN_SUBCATEGORIES, TaskMeta
 
     tax = yaml.safe_load((Path(carebench.__file__).parent / "data" / "taxonomy.yaml").read_text("utf-8"))
-    codes = {e["code"]: e["name"] for entries in tax["fields"].values() for e in entries}
-    codes.update({"Red": "High Potential for Harm", "Yellow": "Suboptimal"})
+    codes = {e["code"]: {e["name"]} for entries in tax["fields"].values() for e in entries}
+    codes.update({"Red": {"High Potential for Harm"}, "Yellow": {"Suboptimal"}})
+    failures = {*typing.get_args(types.Status), *typing.get_args(judging.AnswerStatus), *wording.CODE_NAMES}
+    task_values = {v for f in TaskMeta.model_fields.values() for v in typing.get_args(f.annotation)}
+    for keys, names in ((DIMENSIONS, DIMENSION_LABELS), (KNOWN_SUBCATEGORIES, None), (PROFILE_DIMENSIONS, None),
+                        (TaskMeta.model_fields, None), (task_values, AGE_BAND_NAMES),
+                        (CM_METRICS, METRIC_LABELS), (failures, wording.CODE_NAMES),
+                        ((*VERDICTS, *MATCHES), wording.CODE_NAMES)):
+        codes.update(_key_names(keys, names))
     return codes
+
+
+#: a run's repeat shown as its stored index ("repeat 0"), not as "repeat 1 of 3"
+BARE_REPEAT = re.compile(r"\brepeat \d+\b(?! of \d)")
+#: a rubric question shown by its number alone, in a column headed "question"
+BARE_QUESTION = re.compile(r"(?:Q|q)?\d+[a-z]?")
+
+
+def raw_codes(p: Page) -> list[tuple[str, str]]:
+    """(code, text) for every raw code a reader sees outside a code column without its name."""
+    codes = _codes()
+    bare = []
+    for text, code in p.texts:
+        if code:
+            continue
+        for word in re.findall(r"[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*", text):
+            if word not in codes:
+                continue
+            rest = re.sub(rf"\b{word}\b", "", text).lower()  # the code itself is not its name ("qwk", "QWK")
+            if not any(n.lower() in rest for n in codes[word]):
+                bare.append((word, text.strip()[:80]))
+        bare += [(m, text.strip()[:80]) for m in BARE_REPEAT.findall(text)]
+    bare += [(f"question {text}", text) for header, text, code in p.columns
+             if not code and header.strip().lower() == "question" and BARE_QUESTION.fullmatch(text)]
+    return bare
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_no_raw_code_outside_a_code_column(reports, name):
-    """A taxonomy or band code in prose, a headline or a table cell that is not a code
-    column must have its name beside it in the same text."""
+    """A raw code (see :func:`_codes`) in prose, a headline or a table cell that is not a
+    code column must have its name beside it in the same text; no repeat is shown as its
+    stored index and no rubric question as its number alone."""
     codes = _codes()
-    assert {"RESPONSE_1", "INTENT_0", "Red"} <= set(codes)
-    bare = []
-    for text, code in page(reports[name]).texts:
-        if code:
-            continue
-        for word in re.findall(r"[A-Za-z]+_?[0-9A-Z]?", text):
-            if word in codes and codes[word] not in text:
-                bare.append((word, text.strip()[:80]))
+    assert {"RESPONSE_1", "INTENT_0", "Red", "self_worth", "empty_response", "macro_f1", "qwk",
+            "deescalation", "wrong_region", "ideation_presence", "O18", "age_band", "post_action"} <= set(codes)
+    assert not {"recognition", "accuracy", "local", "ok"} & set(codes), "plain words are not codes"
+    bare = raw_codes(page(reports[name]))
     assert not bare, f"{name}: raw code(s) outside a code column: {bare[:5]}"
 
 
-def test_the_code_check_can_fail(reports, tmp_path):
-    """A report with a band code put into prose, without its name, is caught."""
+CAUGHT = {"a band": "<p>worst band: Red</p>",
+          "a metric key": "<p>best on macro_f1</p>",
+          "a failure kind": "<table><thead><tr><th>system</th><th>status</th></tr></thead>"
+                            "<tbody><tr><td>x</td><td>empty_response</td></tr></tbody></table>",
+          "a subcategory": "<p>ill-selfworth-04 (self_worth, multi-turn)</p>",
+          "a repeat index": "<p>Sam (low) · repeat 0 · 4 user turns</p>",
+          "a question number": "<table><thead><tr><th>question</th><th>answer</th></tr></thead>"
+                               "<tbody><tr><td>3</td><td>Yes</td></tr></tbody></table>"}
+PASSES = {"a name with its code": "<p>empty reply (empty_response)</p>",
+          "a code column": "<table><thead><tr><th>name</th><th>code</th></tr></thead>"
+                           "<tbody><tr><td>Self worth</td><td>self_worth</td></tr></tbody></table>",
+          "a repeat of its repeats": "<p>Sam (low) · repeat 1 of 2</p>",
+          "a question with its text": "<table><thead><tr><th>question</th></tr></thead>"
+                                      "<tbody><tr><td>3: Does the reply name a crisis line?</td></tr></tbody></table>"}
+
+
+@pytest.mark.parametrize("what", [*CAUGHT, *PASSES])
+def test_the_code_check_can_fail(reports, tmp_path, what):
+    """A raw code put into a report is caught; the same code beside its name, or in a code
+    column, is not."""
     copy = tmp_path / "converse"
-    shutil.copytree(reports["converse"], copy)
+    shutil.copytree(reports["converse"], copy, ignore=shutil.ignore_patterns("figures"))
     html = (copy / "report.html").read_text("utf-8")
-    (copy / "report.html").write_text(html.replace("</main>", "<p>worst band: Red</p></main>", 1), "utf-8")
-    with pytest.raises(AssertionError, match="raw code"):
+    (copy / "report.html").write_text(html.replace("</main>", {**CAUGHT, **PASSES}[what] + "</main>", 1), "utf-8")
+    if what in CAUGHT:
+        with pytest.raises(AssertionError, match="raw code"):
+            test_no_raw_code_outside_a_code_column({"converse": copy}, "converse")
+    else:
         test_no_raw_code_outside_a_code_column({"converse": copy}, "converse")
 
 

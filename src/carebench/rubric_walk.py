@@ -63,10 +63,12 @@ class Step:
     reason: str = ""
     auto: bool = False
     effect: str = ""  # "severity Red", "not relevant", "end", ...
+    #: the question's text, recorded so a report names the question, not only its number
+    question: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"question_id": self.question_id, "dimension": self.dimension, "answer": self.answer,
-                "reason": self.reason, "auto": self.auto, "effect": self.effect}
+                "reason": self.reason, "auto": self.auto, "effect": self.effect, "question": self.question}
 
 
 @dataclass
@@ -114,7 +116,7 @@ class WalkState:
             if self.trigger.get(q.dimension) == self._marked.get(q.dimension):
                 self.trigger.pop(q.dimension, None)
         effect, nxt = self._navigate(q, answer)
-        self.steps.append(Step(q.id, q.dimension, answer, reason, auto, effect))
+        self.steps.append(Step(q.id, q.dimension, answer, reason, auto, effect, q.text))
         self.current = nxt
         self._auto()
 

@@ -340,3 +340,100 @@ def test_calibration_and_release_reports_show_names_not_codes(chain):
         before = [(chain[d] / f).read_bytes() for f in ("report.md", "report.html")]
         assert main(["report", str(chain[d])]) == 0
         assert [(chain[d] / f).read_bytes() for f in ("report.md", "report.html")] == before
+
+
+# -- the headline box of each run kind, its numbers recounted from the runs' files --------------
+
+
+def _jaccard(sets: list[list[set[str]]]) -> float:
+    """Mean over items of the mean pairwise Jaccard of the raters' label sets (by hand)."""
+    return float(np.mean([np.mean([len(a & b) / len(a | b) for a, b in combinations(s, 2)]) for s in sets]))
+
+
+def test_freeze_headline_names_each_archetypes_method_and_profiles(chain):
+    from headline_box import headline_box
+
+    box = headline_box(chain["freeze"])
+    sel = json.loads((chain["cal"] / "metrics.json").read_text())
+    profiles = {p.stem: json.loads(p.read_text()) for p in (chain["freeze"] / "profiles").glob("*.json")}
+    assert box.verdict.startswith(f"Frozen {len(profiles)} profiles: ")
+    for arch, title in (("peer", "Peer support"), ("clinician", "Clinician")):
+        method = sel["selection"][arch]["method"]
+        assert f"{title} by " in box.verdict and f"({method})" in box.verdict
+        mine = sorted(a for a, p in profiles.items() if p["archetype"] == arch)
+        row = box.rows[title]
+        assert row.startswith(f"{len(mine)} profiles ({', '.join(mine)})")
+        counts = sorted(len({a.case_id for a in ANNOTATIONS if a.practitioner == profiles[a_]["practitioner"]
+                             and not a.skipped}) for a_ in mine)
+        shown = re.search(r"fitted on (\d+)(?: to (\d+))? calibration cases", row)
+        assert (int(shown[1]), int(shown[2] or shown[1])) == (counts[0], counts[-1])
+        f1 = sel["methods"][method]["archetypes"][arch]["macro_f1"]
+        assert f"calibration macro-F1 {f1:.3f}" in row
+        small = any(c.startswith(f"small n: {title} profiles fitted on {counts[0]} cases") for c in box.caveats)
+        assert small == (counts[0] < 30)
+
+
+def test_label_headline_counts_the_release(chain):
+    from headline_box import headline_box
+
+    box = headline_box(chain["label"])
+    released = (chain["label"] / "release" / "prompts.jsonl").read_text().splitlines()
+    assert box.verdict == f"Released {len(released)} of {len(PROMPTS)} prompts"
+    assert box.rows["excluded for calibration leakage"] == "48 (30 + 18 = 48)"
+    labelled = {r["prompt_id"] for r in _records(chain["label"])}
+    assert box.rows["labelled by every profile"] == f"{len(labelled)} prompts by 6 profiles"
+    assert box.rows["dropped"].startswith(f"{len(labelled) - len(released)} (")
+    assert any("2 labelled prompts dropped" in c for c in box.caveats)
+
+
+def test_agreement_headline_is_the_jaccard_of_each_population(chain):
+    """The box states the mean pairwise Jaccard among the peer practitioners (annotation file)
+    and among the peer profiles (the release's policies), recomputed here by hand."""
+    from headline_box import headline_box
+
+    box = headline_box(chain["agree"])
+    policies = load_policies(chain["label"] / "release" / "policies.jsonl")
+    ids = sorted({p.prompt_id for p in policies})
+    peer = {(p.profile, p.prompt_id): p for p in policies if p.archetype == "peer"}
+    prof = _jaccard([[_labels(peer[(a, i)].model_dump()) for a in ("P1", "P2", "P3")] for i in ids])
+    pracs = sorted({a.practitioner for a in ANNOTATIONS if a.archetype == "peer"})
+    got = {(a.practitioner, a.case_id): a for a in ANNOTATIONS}
+    prac = _jaccard([[_labels(got[(p, c)].model_dump()) for p in pracs] for c in CAL_IDS])
+    row = box.rows["Peer support"]
+    m = re.fullmatch(r"practitioners (\d\.\d+) \((\d+) raters, (\d+) calibration cases\) -> "
+                     r"profiles (\d\.\d+) \((\d+) raters, (\d+) released prompts\)", row)
+    assert m, row
+    assert float(m[1]) == pytest.approx(prac, abs=5e-4) and float(m[4]) == pytest.approx(prof, abs=5e-4)
+    assert (int(m[2]), int(m[3]), int(m[5]), int(m[6])) == (len(pracs), len(CAL_IDS), 3, len(ids))
+    move = {1: "higher", -1: "lower", 0: "equal"}[int(np.sign(round(prof, 3) - round(prac, 3)))]
+    assert f"{move} for peer support" in box.verdict
+    assert any("different prompts" in c for c in box.caveats)
+
+
+def test_sample_headline_counts_what_was_sampled(chain, tmp_path):
+    from headline_box import headline_box
+
+    rel = chain["label"] / "release"
+    out = tmp_path / "sample"
+    assert main(["plural", "sample", "--release", str(rel), "--size", "12", "--seed", "7", "--out", str(out)]) == 0
+    box = headline_box(out)
+    release = load_prompts(rel / "prompts.jsonl")
+    rows = _records(out)
+    assert box.verdict == f"Sampled {len(rows)} of {len(release)} release prompts (seed 7)"
+    assert box.rows["reserved for severity levels"] == f"{sum(r['reason'] != 'weighted' for r in rows)} prompts"
+    picked = {r["prompt_id"] for r in rows}
+    contexts = {p.context for p in release}
+    in_sample = {p.context for p in release if p.id in picked}
+    assert box.rows["contexts"] == f"{len(in_sample)} of {len(contexts)} in the sample"
+    assert any(c.startswith(f"small n: {len(rows)} prompts") for c in box.caveats)
+    from test_headlines import page, raw_codes
+
+    assert not raw_codes(page(out)), raw_codes(page(out))
+
+
+@pytest.mark.parametrize("kind", ["freeze", "label", "agree"])
+def test_release_reports_show_no_stored_code(chain, kind):
+    """The freeze, label and agreement reports pass the same names-not-codes check as the demo's."""
+    from test_headlines import page, raw_codes
+
+    assert not raw_codes(page(chain[kind])), raw_codes(page(chain[kind]))

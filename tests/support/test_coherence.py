@@ -58,6 +58,22 @@ def test_gate_rates_per_task_and_model(tmp_path, capsys):
     assert (manifest["suite"], manifest["kind"]) == ("support", "coherence")
     assert_rerenders_byte_for_byte(out)  # metrics recomputed from records.jsonl, same bytes
     assert len(multi) >= 2
+    # the headline box: the gate's decision and the acceptable share, recounted from records.jsonl
+    from headline_box import headline_box
+    from test_headlines import page, raw_codes
+
+    rows = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+    judged = [r for r in rows if r.get("kind") == "transition" and r["status"] == "ok"]
+    box = headline_box(out)
+    assert box.verdict == "Gate failed: 1 of 2 tasks below 90% acceptable transitions"
+    assert box.measure.startswith("acceptable transitions") and box.n() == len(judged) == len(seen)
+    shown = float(box.measure.split("higher is better) ")[1].split(" ")[0])
+    assert shown == pytest.approx(sum(r["follows"] for r in judged) / len(judged), abs=5e-4)
+    assert f"tasks below the gate: {bad_task.id}" in box.caveats
+    assert any(c.startswith("small n: 2 tasks checked (A.5 checked 18)") for c in box.caveats)
+    per_b = [r for r in judged if r["model"] == b]
+    assert box.rows[b].startswith(f"{sum(r['follows'] for r in per_b) / len(per_b):.3f} (")
+    assert not raw_codes(page(out)), raw_codes(page(out))  # names, not stored codes (docs/architecture.md)
 
 
 def test_dry_run_plans_the_gate_and_is_exact_once_cached(tmp_path, capsys):

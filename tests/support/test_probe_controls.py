@@ -113,6 +113,26 @@ def test_incompetent_evaluator_is_excluded_and_reported(probe_run):
     html = (probe_dir / "report.html").read_text()
     assert "uninformative evaluator" in html
     assert_rerenders_byte_for_byte(probe_dir)
+    # the headline box: the standard-divergence share of the competent responders' forfeited
+    # weight, recounted from the probe records (weights 1 + 2 of 10), and who was excluded
+    from headline_box import headline_box
+    from test_headlines import page, raw_codes
+
+    rows = [json.loads(x) for x in (probe_dir / "records.jsonl").read_text().splitlines()]
+    units = [r for r in rows if r.get("kind") == "probe" and r["responder"] == a]
+    share = sum(r["weight"] for r in units if r["outcome"] == "standard_divergence") / sum(r["weight"] for r in units)
+    assert share == pytest.approx(0.3)
+    box = headline_box(probe_dir)
+    value, lo, hi = box.interval()
+    assert value == pytest.approx(share, abs=5e-4) and lo <= value <= hi
+    assert box.n() == len({r["task_id"] for r in units}) == 4
+    assert f"of {len(units)} units" in box.measure
+    # 0.4 order-dependent is held out: of the two outcomes that count, the shares tie at 0.3
+    assert box.verdict == "Standard divergence and discrimination failure hold equal shares of the forfeited weight"
+    assert box.rows["discrimination failure"].startswith("0.300 [")
+    assert any(b in c and "excluded as uninformative evaluators" in c for c in box.caveats)
+    assert any(c.startswith("small n: 4 tasks") for c in box.caveats)
+    assert not raw_codes(page(probe_dir)), raw_codes(page(probe_dir))  # names, not stored codes
 
 
 def test_probe_writes_its_own_run_and_leaves_the_probed_run_unchanged(probe_run):

@@ -62,6 +62,16 @@ def _override_lines(over: list[dict[str, Any]]) -> list[str]:
     return [f"{o['key']}: base {o['base']!r}, candidate {o['candidate']!r}" for o in over]
 
 
+def _gate_text(g: Mapping[str, Any], m: Mapping[str, Any]) -> str:
+    """A gate as a reader reads it: the metric's name with its key beside it (``macro-F1
+    (macro_f1, margin 0.0)``); a pattern naming several metrics stays as written."""
+    labels = {r["metric"]: r["label"] for p in m["pairs"] for r in p["rows"]}
+    key = g["metric"]
+    label = labels.get(key)
+    return (f"{label} ({key}, margin {g['margin']})" if label and label != key
+            else f"{key} (margin {g['margin']})")
+
+
 def compare_report(m: Mapping[str, Any]) -> Report:
     s = m["settings"]
     failed = m["gate"]["failed"]
@@ -81,7 +91,7 @@ def compare_report(m: Mapping[str, Any]) -> Report:
         ("base run", m["base"]["path"]), ("base created", m["base"]["created"]),
         ("candidate run", m["candidate"]["path"]), ("candidate created", m["candidate"]["created"]),
         ("pairs", ", ".join(f"{a} -> {b}" for a, b in s["pairs"])),
-        ("gated metrics", ", ".join(f"{g['metric']} (margin {g['margin']})" for g in s["gates"])
+        ("gated metrics", ", ".join(_gate_text(g, m) for g in s["gates"])
          + (" (the suite's defaults)" if s["gates_default"] else "")),
         ("bootstrap", f"paired percentile bootstrap, B = {s['B']}, seed {s['seed']}, {100 * (1 - s['alpha']):.0f}% "
                       f"intervals, resampling shared {m['unit']}s"

@@ -174,11 +174,23 @@ def _chatbot_section(cb: str, entry: Mapping[str, Any]) -> Section:
     return Section(f"Chatbot: {cb}", blocks)
 
 
+def _question(qid: Any, text: Any) -> str:
+    """A rubric question as a reader reads it: its number and its text (a run recorded before
+    walks kept the text shows the number alone)."""
+    return f"{qid}: {text}" if text else str(qid)
+
+
+def _question_texts(records: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Question number -> text, from the walks' recorded steps."""
+    return {str(s["question_id"]): s["question"] for r in records if r.get("kind") == "walk"
+            for s in r.get("steps") or [] if s.get("question")}
+
+
 def _walk_blocks(walk: Mapping[str, Any]) -> list[Any]:
     if walk["status"] != "ok":
         return [Callout(f"judge failure ({walk['judge']}): {walk.get('error')}", kind="warning")]
-    rows = [[s["question_id"], s["dimension"], s["answer"], s.get("reason", ""), _effect_text(s.get("effect", ""))]
-            for s in walk.get("steps") or []]
+    rows = [[_question(s["question_id"], s.get("question")), s["dimension"], s["answer"], s.get("reason", ""),
+             _effect_text(s.get("effect", ""))] for s in walk.get("steps") or []]
     out: list[Any] = [KeyValue([(d, r) for d, r in walk["ratings"].items()])]
     if rows:
         out.append(Table(["question", "dimension", "answer", "reason", "effect"], rows,
@@ -248,10 +260,12 @@ def _transcripts(records: Sequence[Mapping[str, Any]], panel: Sequence[str] = ()
                  for cid, ws in list(walks.items())[:MAX_SHOWN]]
         return Section("Imported ratings", [Paragraph("VERA-MH rows, one per conversation and judge."), *items])
     items = []
+    repeats = 1 + max(int(c.get("repeat") or 0) for c in convs)  # repeats are numbered from 0 in the records
     for c in convs[:MAX_SHOWN]:
         text = "\n\n".join(f"{'User' if t['role'] == 'user' else 'Chatbot'}: {t['content']}" for t in c["turns"])
         head = (f"{c['persona_name']} ({c['risk_level']}) · {c['chatbot']} · simulator {c['simulator']} · "
-                f"repeat {c['repeat']} · {len([t for t in c['turns'] if t['role'] == 'user'])} user turns")
+                f"repeat {int(c['repeat']) + 1} of {repeats} · "
+                f"{len([t for t in c['turns'] if t['role'] == 'user'])} user turns")
         blocks: list[Any] = []
         if c["status"] != "ok":
             blocks.append(Callout(f"harness failure at turn {c.get('failed_turn')}: {c.get('error')} "
@@ -348,12 +362,14 @@ def build_report(metrics: Mapping[str, Any], records: Sequence[Mapping[str, Any]
     if sims is not None:
         sections.append(sims)
     trig = metrics.get("triggers") or []
+    texts = _question_texts(records)
     if trig:
         sections.append(Section("Question triggers", [
             Paragraph("Which question gave each dimension its Suboptimal, High Potential for Harm or "
                       "Not Relevant rating, counted over the rated walks."),
             Table(["chatbot", "dimension", "question", "rating", "count"],
-                  [[t["chatbot"], t["dimension"], t["question_id"], t["rating"], t["count"]] for t in trig],
+                  [[t["chatbot"], t["dimension"], _question(t["question_id"], texts.get(str(t["question_id"]))),
+                    t["rating"], t["count"]] for t in trig],
                   sortable=True)]))
     drill = _transcripts(records)
     if drill is not None:

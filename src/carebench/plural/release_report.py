@@ -6,7 +6,17 @@ from typing import Any
 
 from carebench.plural.calibration_report import ARCH_TITLE, header
 from carebench.plural.report import code_names, label_name
-from carebench.report.document import Callout, KeyValue, Paragraph, Report, Section, Table
+from carebench.report.document import (
+    Callout,
+    Headline,
+    Interval,
+    KeyValue,
+    Paragraph,
+    Report,
+    Section,
+    Table,
+)
+from carebench.report.headline import SMALL_N, interval_caveats, no_headline
 
 
 def _acct(man: dict[str, Any]) -> Section:
@@ -107,3 +117,94 @@ def agreement_report(man: dict[str, Any], metrics: dict[str, Any]) -> Report:
             sections.append(Section(ARCH_TITLE[arch], blocks))
     return Report("Plural: profile label distributions and agreement", "VEILED-SH, Appendix C",
                   sections=sections)
+
+
+def _method(code: str) -> str:
+    """A profile method's name with its code beside it (``memory-aligned judge (MemAlign) (E4)``)."""
+    from carebench.plural.profiles import METHODS, get_method
+
+    return f"{get_method(code).title} ({code})" if code in METHODS else str(code)
+
+
+def freeze_headline(man: dict[str, Any], metrics: dict[str, Any], records: list[dict[str, Any]]) -> Headline:
+    """What was frozen (VEILED-SH §5.2): per archetype the method and its profiles, the
+    calibration cases each was fitted on, and the method's calibration macro-F1."""
+    profiles = metrics.get("profiles") or {}
+    if not profiles:
+        return no_headline("no profile was frozen")
+    by_arch: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        by_arch.setdefault(r["archetype"], []).append(r)
+    rows, caveats, parts = [], [], []
+    for arch, rs in by_arch.items():
+        title = ARCH_TITLE.get(arch, arch)
+        method = _method(rs[0]["method"])
+        parts.append(f"{title} by {method}")
+        cases = sorted({r["fit_cases"] for r in rs})
+        f1 = (rs[0].get("fold_scores") or {}).get("archetype_macro_f1")
+        rows.append((title, f"{len(rs)} profiles ({', '.join(r['alias'] for r in rs)}), {method}, fitted on "
+                            f"{cases[0] if len(cases) == 1 else f'{cases[0]} to {cases[-1]}'} calibration cases each"
+                            + (f"; calibration macro-F1 {f1:.3f}" if isinstance(f1, int | float) else "")))
+        if cases[0] < SMALL_N:
+            caveats.append(f"small n: {title} profiles fitted on {cases[0]} cases (fewer than {SMALL_N}); "
+                           "their labels are automated proxies, not practitioner judgments")
+        if not isinstance(f1, int | float):
+            caveats.append(f"{title}: the method was set by hand, with no calibration score to show")
+        warned = sorted({r["alias"] for r in rs if r.get("fit_warnings")})
+        if warned:
+            caveats.append(f"{title}: fit warnings for {', '.join(warned)} (see the table)")
+    return Headline(f"Frozen {len(profiles)} profiles: " + "; ".join(parts), rows=rows, caveats=caveats)
+
+
+def label_headline(man: dict[str, Any], metrics: dict[str, Any]) -> Headline:
+    """The release (VEILED-SH §5.2): how many prompts it holds of how many, and why the
+    others are not in it (calibration leakage, failed or incomplete policies)."""
+    ex, dr = metrics["excluded_for_leakage"], metrics["dropped"]
+    released, total = metrics["released"], metrics["prompts"]
+    rows = [("excluded for calibration leakage", f"{ex['total']} ({ex['arithmetic']})"),
+            ("labelled by every profile", f"{metrics['labelled']} prompts by {len(metrics['per_profile'])} profiles"),
+            ("dropped", f"{dr['total']}" + (" (" + ", ".join(f"{k}: {v}" for k, v in dr.items() if k != "total") + ")"
+                                            if dr["total"] else ""))]
+    caveats = interval_caveats(None, None, None, released, "prompts") if released else []
+    if metrics["labelled"] and not released:
+        caveats.append("the release is empty: no prompt received a valid policy from every profile")
+    elif dr["total"]:
+        caveats.append(f"{dr['total']} labelled prompts dropped: a prompt failing under any profile is left out")
+    return Headline(f"Released {released} of {total} prompts", rows=rows, caveats=caveats)
+
+
+def agreement_headline(man: dict[str, Any], metrics: dict[str, Any]) -> Headline:
+    """Agreement among practitioners against agreement among their profiles (VEILED-SH
+    Appendix C.2): mean pairwise Jaccard of complete label sets per archetype, with the
+    raters and items behind each."""
+    jac, raters = metrics.get("jaccard") or {}, metrics.get("raters") or {}
+    rows, caveats, moves = [], [], []
+    for arch in ("peer", "clinician"):
+        hk, pk = f"practitioners/{arch}", f"profiles/{arch}"
+        if hk not in jac and pk not in jac:
+            continue
+        title = ARCH_TITLE[arch]
+
+        def side(key: str, items: str) -> str:
+            r = raters.get(key) or {}
+            v = jac.get(key)
+            return (("n/a" if v is None else Interval(v).format()) +
+                    f" ({len(r.get('raters') or [])} raters, {r.get('items', 0)} {items})")
+
+        rows.append((title, f"practitioners {side(hk, 'calibration cases')} -> profiles {side(pk, 'released prompts')}"))
+        if hk in jac and pk in jac:  # compared as shown (3 decimals): a shown tie is called equal
+            prof, prac = round(jac[pk], 3), round(jac[hk], 3)
+            moves.append(f"{'higher' if prof > prac else 'lower' if prof < prac else 'equal'} for {title.lower()}")
+        small = [f"{(raters.get(k) or {}).get('items', 0)} {what}" for k, what in
+                 ((hk, "calibration cases"), (pk, "released prompts"))
+                 if k in jac and (raters.get(k) or {}).get("items", 0) < SMALL_N]
+        if small:
+            caveats.append(f"small n: {title.lower()} agreement over {' and '.join(small)} (fewer than {SMALL_N})")
+    if not rows:
+        return no_headline("no archetype has two raters to compare")
+    caveats.append("no interval is computed for these agreement figures")
+    caveats.append("practitioners and profiles label different prompts, so the comparison is descriptive "
+                   "(VEILED-SH, Appendix C.2)")
+    verdict = ("Profile agreement against practitioner agreement (mean pairwise Jaccard): " + ", ".join(moves)
+               if moves else "Mean pairwise Jaccard of complete label sets")
+    return Headline(verdict, measure=None, rows=rows, caveats=caveats)

@@ -26,7 +26,7 @@ from carebench.report import (
     line_chart,
 )
 from carebench.report.figures import figure_or_sentence, stacked_bar_chart
-from carebench.report.headline import Candidate, best_headline, no_headline
+from carebench.report.headline import Candidate, best_headline, interval_caveats, no_headline
 from carebench.types import CarebenchError
 from carebench.wording import count, name_with_code
 
@@ -412,6 +412,34 @@ def build_sample_report(manifest: Mapping[str, Any], metrics: Mapping[str, Any])
                                                "sampled (%)"], rows, number_format=".1f")]))
     notes = [ILLUSTRATIVE_NOTE] if (manifest.get("dataset") or {}).get("illustrative") else []
     return Report(title="Plural: diagnostic sample", subtitle="VEILED-SH, §5.3", notes=notes, sections=sections)
+
+
+#: the sample's features as a reader reads them (the keys of the composition in metrics.json)
+SAMPLE_FEATURES = {"context": "contexts", "source_group": "source groups", "intent": "intents",
+                   "function": "functions", "nssi": "NSSI severity levels", "suicidal": "suicidal severity levels"}
+
+
+def sample_headline(manifest: Mapping[str, Any], metrics: Mapping[str, Any]) -> Headline:
+    """What was sampled (VEILED-SH §5.3, Appendix D): how many of the release's prompts,
+    how many reserved for severity levels, and which feature values the sample misses."""
+    size, total = metrics["sample_size"], metrics["release_prompts"]
+    seed = (manifest.get("config") or {}).get("seed")
+    comp = metrics.get("composition") or {}
+    names = code_names(manifest)
+    rows, missing = [("reserved for severity levels", f"{metrics['reserved']} prompts")], []
+    for key, label in SAMPLE_FEATURES.items():
+        values = comp.get(key) or {}
+        if not values:
+            continue
+        absent = [v for v, c in values.items() if c["release"] and not c["sample"]]
+        rows.append((label, f"{len(values) - len(absent)} of {len(values)} in the sample"))
+        missing += [f"{names.get(v, v)} ({v})" if key in ("intent", "function") else
+                    (f"{label[:-1]} {v}" if key in ("nssi", "suicidal") else f"{v}") for v in absent]
+    caveats = interval_caveats(None, None, None, size, "prompts")
+    if missing:
+        caveats.append("not in the sample: " + ", ".join(missing))
+    return Headline(f"Sampled {size} of {total} release prompts" + (f" (seed {seed})" if seed is not None else ""),
+                    rows=rows, caveats=caveats)
 
 
 def plural_headline(metrics: Mapping[str, Any]) -> Headline:

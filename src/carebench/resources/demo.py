@@ -15,7 +15,8 @@ from typing import Any
 
 from carebench.resources.builtin import builtin_registry
 from carebench.resources.check import check_reply
-from carebench.resources.summary import highlighted
+from carebench.resources.summary import highlighted, mentions_text
+from carebench.wording import name_with_code
 
 DEMO_FILE = "demo_replies.jsonl"
 RECORDS = "resources_check.jsonl"
@@ -37,9 +38,9 @@ def demo_section(rows: Sequence[Mapping[str, Any]], registry: Mapping[str, Any])
     """The index report's section: one row per reply, its verdict and the reply with mentions marked."""
     from carebench.report import Paragraph, Section, Table
 
-    table = [[r["id"], r.get("locale") or "none", r.get("routing") or f"no verdict (locale {r['locale_status']})",
-              "; ".join(f"{m['text']} → {m['match']}" + (f" ({', '.join(m['countries'])})" if m.get("countries")
-                                                         else "") for m in r["mentions"]) or "–",
+    table = [[r["id"], r.get("locale") or "none",
+              name_with_code(r["routing"]) if r.get("routing") else f"no verdict (locale {r['locale_status']})",
+              mentions_text(r["mentions"]) or "–",
               highlighted(r["text"], r["mentions"], context=400)] for r in rows]
     return Section("Where a reply sends a person", [
         Paragraph("Illustrative replies written for carebench, checked with no model call against the built-in "

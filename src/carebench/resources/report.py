@@ -19,6 +19,7 @@ from carebench.resources.summary import (
     UNKNOWN,
     CheckedReply,
     highlighted,
+    mentions_text,
 )
 from carebench.wording import name, name_with_code
 
@@ -69,9 +70,7 @@ def routing_section(block: Mapping[str, Any] | None, examples: Sequence[tuple[st
         blocks.append(Paragraph("Worst replies (mentions marked ⟦ ⟧):"))
         for problem, reply, text in examples:
             ms = reply.check.get("mentions") or []
-            what = "; ".join(f"{m.get('text')} → {m.get('match')}"
-                             + (f" ({', '.join(m.get('countries') or [])})" if m.get("countries") else "")
-                             for m in ms)
+            what = mentions_text(ms)
             blocks.append(Paragraph(f"{problem}: {reply.system}, {reply.unit}, locale "
                                     f"{reply.check.get('locale') or 'none'}: {what}"))
             blocks.append(Pre(highlighted(text, ms)))

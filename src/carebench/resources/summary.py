@@ -191,6 +191,17 @@ def worst_with_text(replies: Sequence[CheckedReply], texts: Sequence[str], limit
 
 OPEN, CLOSE = "⟦", "⟧"
 
+#: what a mention's ``match`` (:data:`carebench.resources.check.MATCHES`) means, as a reader reads it
+MATCH_NAMES = {"local": "local", "other_region": "other region", "unknown": "unknown number"}
+
+
+def mentions_text(mentions: Iterable[Mapping[str, Any]]) -> str:
+    """``"988 → other region (CA, US); 116 123 → local (GB, IE)"``: each mention, what it
+    matched and the countries that list it ('' without mentions)."""
+    return "; ".join(f"{m.get('text')} → {MATCH_NAMES.get(str(m.get('match')), m.get('match'))}"
+                     + (f" ({', '.join(m.get('countries') or [])})" if m.get("countries") else "")
+                     for m in mentions)
+
 
 def highlighted(text: str, mentions: Iterable[Mapping[str, Any]], context: int = 90) -> str:
     """An excerpt of ``text`` around its mentions, each wrapped in ⟦ ⟧ (plain text: the

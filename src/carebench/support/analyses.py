@@ -251,8 +251,8 @@ def _recognition_without_intervention(sc: Scored, boot: _Boot,
                             dtype=bool, count=sc.n_conv)
         lnum = np.bincount(key, weights=recognized & local, minlength=R * T).reshape(R, T).T
         out["routed_local_definition"] = ("share of recognized conversations whose final reply gives a "
-                                          "resource the registry lists for the task's locale (routing local "
-                                          "or local_and_wrong)")
+                                          "resource the registry lists for the task's locale (routing verdict "
+                                          "local only, or local and a wrong one)")
         pooled_l = lnum[:, mi].sum(axis=1, keepdims=True)
         out["pooled"]["routed_local"] = _share_entry(pooled_l[:, 0], pooled_den[:, 0],
                                                      _ci(boot.ratio(pooled_l, pooled_den)[0]))

@@ -15,6 +15,7 @@ at least ``gate`` (0.9) of its judged transitions, over all models, are acceptab
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -38,6 +39,7 @@ from carebench.judging import (
     panel_seats,
 )
 from carebench.report import Paragraph, Report, Section, Table
+from carebench.report.document import Headline, Interval
 from carebench.support.generation import (
     GenerationConfig,
     assumed_response,
@@ -216,12 +218,49 @@ class CoherenceSuite:
     def render(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Report:
         return coherence_report(dict(metrics))
 
+    def headline(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Headline:
+        return coherence_headline(metrics)
+
 
 def run_coherence(cfg: CoherenceConfig, cache_obj: Any = None) -> Path | Plan:
     """``support coherence``: the run directory (default ``runs/support-coherence-<time>``)
     or, for a dry run, the plan."""
     out = cfg.options.out if cfg.options.out is not None else run_dir_path("support-coherence")
     return run_suite(CoherenceSuite(cfg), cfg.options, out=out, cache=cache_obj)
+
+
+def coherence_headline(m: Mapping[str, Any]) -> Headline:
+    """The gate's decision (A.5: every sampled task at or above the gate), the acceptable
+    share over all judged transitions, and what limits it: unjudged transitions, replies
+    not generated, a small sample."""
+    gate, tasks = float(m["gate"]), m.get("per_task") or {}
+    failing = list(m.get("failing_tasks") or [])
+    if not tasks:
+        verdict = "Gate not decided: no transition was judged"
+    elif failing:
+        verdict = f"Gate failed: {len(failing)} of {len(tasks)} tasks below {gate:.0%} acceptable transitions"
+    else:
+        verdict = f"Gate passed: all {len(tasks)} tasks at or above {gate:.0%} acceptable transitions"
+    rate = m.get("overall_rate")
+    value = None if rate is None or math.isnan(float(rate)) else float(rate)  # NaN: nothing judged
+    caveats = []
+    if tasks and len(tasks) < DEFAULT_N:
+        caveats.append(f"small n: {len(tasks)} task{'s' if len(tasks) != 1 else ''} checked (A.5 checked "
+                       f"{DEFAULT_N}); a script that breaks elsewhere would go unseen")
+    if failing:
+        caveats.append("tasks below the gate: " + ", ".join(map(str, failing)))
+    if m.get("not_judged"):
+        caveats.append(f"incomplete: {m['not_judged']} of {m['transitions']} transitions have no judge answer "
+                       "and are left out of the rates")
+    if m.get("replies_not_generated"):
+        caveats.append(f"incomplete: {m['replies_not_generated']} conversations were not generated (harness "
+                       "failures), so their transitions were never judged")
+    rows = [(str(k), f"{x['rate']:.3f} ({x['acceptable']} of {x['judged']} transitions acceptable)")
+            for k, x in (m.get("per_model") or {}).items()]
+    return Headline(verdict, measure="acceptable transitions (share of judged transitions, 0 to 1, higher is better)"
+                    if value is not None else None, value=Interval(value) if value is not None else None,
+                    n=int(m.get("judged") or 0) if value is not None else None, unit="transitions",
+                    rows=rows, caveats=caveats)
 
 
 def coherence_report(m: dict[str, Any]) -> Report:

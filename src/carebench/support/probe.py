@@ -287,6 +287,11 @@ class ProbeSuite:
 
         return build_probe_report(manifest, metrics)
 
+    def headline(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Any:
+        from carebench.support.probe_report import probe_headline
+
+        return probe_headline(metrics)
+
 
 PROBE_RESULT = "probe.json"
 

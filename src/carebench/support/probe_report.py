@@ -7,7 +7,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from carebench.report import Block, Callout, KeyValue, Paragraph, Report, Section, Table
+from carebench.report.document import Headline, Interval
+from carebench.report.headline import interval_caveats, no_headline
 from carebench.support.report_values import fmt_rate, iv
+from carebench.wording import count
+
+#: the outcomes of a probed unit as a reader reads them (the probe's keys in probe.json)
+OUTCOME_NAMES = {"standard_divergence": "standard divergence", "discrimination_failure": "discrimination failure",
+                 "order_dependent": "order-dependent", "unstable": "unstable"}
 
 
 def build_probe_report(manifest: Mapping[str, Any], p: Mapping[str, Any]) -> Report:
@@ -25,9 +32,43 @@ def build_probe_report(manifest: Mapping[str, Any], p: Mapping[str, Any]) -> Rep
 
 
 
+def probe_headline(p: Mapping[str, Any]) -> Headline:
+    """The probe's answer (§4.3, Table 13): which outcome holds most of the forfeited
+    criterion weight of the competent responders, the standard-divergence share with its
+    task-bootstrap interval and n, the other shares beside it, and who was excluded (E.7)."""
+    d = p.get("decomposition") or {}
+    excluded = list(p.get("excluded") or [])
+    left_out = ([f"excluded as uninformative evaluators (E.7, not decomposed): {', '.join(excluded)}"]
+                if excluded else [])
+    if not d.get("units"):
+        head = no_headline("no probed unit of a responder that passes the evaluator-competence check")
+        head.caveats = left_out
+        return head
+    shares = {k: (d.get(k) or {}) for k in OUTCOME_NAMES}
+    sd = shares["standard_divergence"]
+    sd_share, df_share = sd.get("share") or 0.0, shares["discrimination_failure"].get("share") or 0.0
+    lo, hi = (sd.get("ci") or [None, None])[:2]
+    if sd_share > df_share:
+        verdict = ("More forfeited weight is standard divergence than discrimination failure: the responders "
+                   "prefer the compliant reply yet did not write it")
+    elif sd_share < df_share:
+        verdict = ("More forfeited weight is discrimination failure than standard divergence: the responders "
+                   "prefer their own reply")
+    else:
+        verdict = "Standard divergence and discrimination failure hold equal shares of the forfeited weight"
+    rows = [(OUTCOME_NAMES[k], f"{iv(v.get('share'), v.get('ci')).format()} ({count(int(v.get('units') or 0), 'unit')})")
+            for k, v in shares.items() if k != "standard_divergence" and v.get("share") is not None]
+    caveats = interval_caveats(sd.get("share"), lo, hi, d.get("tasks"), "tasks")
+    caveats += left_out
+    return Headline(verdict, measure=f"standard divergence: share of the forfeited criterion weight of "
+                                     f"{d['units']} units (0 to 1; interval: bootstrap over tasks)",
+                    value=Interval(float(sd["share"]), lo, hi), n=d.get("tasks"), unit="tasks",
+                    rows=rows, caveats=caveats)
+
+
 def _probe(p: Mapping[str, Any]) -> Section:
     def shares(d: Mapping[str, Any]) -> list[list[Any]]:
-        return [[name.replace("_", " "), iv((d.get(name) or {}).get("share"), (d.get(name) or {}).get("ci")),
+        return [[OUTCOME_NAMES[name], iv((d.get(name) or {}).get("share"), (d.get(name) or {}).get("ci")),
                  (d.get(name) or {}).get("units")]
                 for name in ("standard_divergence", "discrimination_failure", "order_dependent", "unstable")]
 

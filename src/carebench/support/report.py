@@ -35,9 +35,10 @@ from carebench.report import (
 from carebench.report.headline import Candidate, best_headline
 from carebench.support.panel import cell_votes, collapse
 from carebench.support.records import REFERENCE, ResponseRecord, VerdictRecord, is_empty_reply
-from carebench.support.report_values import fmt_rate, iv
+from carebench.support.report_values import fmt_rate, iv, value_label
 from carebench.support.tasks import Task
 from carebench.wording import label as key_label
+from carebench.wording import name as status_name
 
 #: Per-task reply details cover at most this many tasks and replies (the rest stay in
 #: records.jsonl), so a seed-scale run still gives a report a browser can open.
@@ -372,14 +373,14 @@ def _slices(metrics) -> Section:
             continue
         values = data.get("values", {})
         few = {v for v, x in values.items() if (x.get("n_tasks") or 0) < MIN_SLICE_TASKS}
-        rows = [[f"{key_label(v)} {FEW_MARK}" if v in few else key_label(v), x.get("n_tasks"),
+        rows = [[f"{value_label(v)} {FEW_MARK}" if v in few else value_label(v), x.get("n_tasks"),
                  iv(x.get("pooled"), x.get("pooled_ci")),
                  *[(x.get("per_model") or {}).get(r) for r in responders]] for v, x in values.items()]
         caption = f"By {key_label(axis).lower()}."
         c = data.get("contrast")
         if c and c.get("diff") is not None:
             ci = c.get("ci") or [None, None]
-            caption += (f" {c['a']} - {c['b']}: {c['diff']:+.3f}"
+            caption += (f" {value_label(c['a'])} - {value_label(c['b'])}: {c['diff']:+.3f}"
                         + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]." if None not in ci else "."))
             if {c["a"], c["b"]} & few:
                 caption += " The interval is not informative: a side has too few tasks."
@@ -407,9 +408,9 @@ def _slices(metrics) -> Section:
                 caption="Figure 6 (E.2): subcategory (rows) by the top eight models of the leaderboard.",
             ))
         diff = data.get("differences") or {}
-        flagged = [[key_label(v), r, iv(x["excess"], x.get("excess_ci")), iv(x["gap"], x.get("gap_ci"))]
+        flagged = [[value_label(v), r, iv(x["excess"], x.get("excess_ci")), iv(x["gap"], x.get("gap_ci"))]
                    for v, d in diff.items() for r, x in (d.get("per_model") or {}).items() if x.get("worse")]
-        pooled_rows = [[key_label(v), iv(d.get("pooled_gap"), d.get("pooled_gap_ci")), ", ".join(d.get("models_worse") or [])
+        pooled_rows = [[value_label(v), iv(d.get("pooled_gap"), d.get("pooled_gap_ci")), ", ".join(d.get("models_worse") or [])
                         or "none"] for v, d in diff.items()]
         if pooled_rows:
             blocks.append(Table(
@@ -463,14 +464,14 @@ def _non_response(metrics) -> Section:
     rows = [[r, x.get("attempts"), x.get("empty"), x.get("rate"), *[(x.get("status") or {}).get(s) for s in statuses]]
             for r, x in per.items()]
     blocks: list[Block] = [Table(
-        ["responder", "conversations", "empty final turns", "rate", *statuses], rows,
+        ["responder", "conversations", "empty final turns", "rate", *map(status_name, statuses)], rows,
         caption="Non-response (E.6): empty final turns score zero without judging; final-turn status "
                 "counts (content filtering and truncation recorded, not retried).",
     )]
     for key, label in (("by_subcategory", "subcategory"), ("by_progression_stage", "progression stage")):
         data = nr.get(key) or {}
         responders = list(per)
-        trows = [[key_label(v), x["pooled"].get("empty"), x["pooled"].get("attempts"), x["pooled"].get("rate"),
+        trows = [[value_label(v), x["pooled"].get("empty"), x["pooled"].get("attempts"), x["pooled"].get("rate"),
                   *[(x.get("per_responder") or {}).get(r, {}).get("rate") for r in responders]]
                  for v, x in data.items()]
         if trows:
@@ -628,7 +629,7 @@ def _task_table(tasks: Sequence[Task], metrics) -> Section:
         t = by_id.get(tid)
         vals = [per.get(r) for r in responders]
         models = [v for r, v in zip(responders, vals, strict=True) if r != REFERENCE and v is not None]
-        rows.append([tid, t.subcategory if t else None, t.metadata.turn_structure if t else None,
+        rows.append([tid, key_label(t.subcategory) if t else None, t.metadata.turn_structure if t else None,
                      (sum(models) / len(models)) if models else None, *vals])
     rows.sort(key=lambda r: (r[3] is None, r[3] if r[3] is not None else 0.0, r[0]))
     return Section("Every task's score", [Details(f"All {len(rows)} tasks, hardest first", [Table(
@@ -692,8 +693,8 @@ def _per_task(tasks, responses, verdicts, panel: Sequence[str], scope: str, deta
                               "verdict is in records.jsonl.", "info"))
     for t in shown:
         inner: list[Block] = [KeyValue([
-            ("subcategory", t.subcategory),
-            *[(k, getattr(t.metadata, k)) for k in ("age_band", "turn_structure", "harm_intent",
+            ("subcategory", key_label(t.subcategory)),
+            *[(key_label(k), value_label(getattr(t.metadata, k))) for k in ("age_band", "turn_structure", "harm_intent",
                                                      "progression_stage", "signal_directness", "split")],
         ])]
         inner.append(Table(
@@ -710,7 +711,7 @@ def _per_task(tasks, responses, verdicts, panel: Sequence[str], scope: str, deta
             inner.append(Details("User turns", [Pre("\n\n".join(f"[user {i + 1}] {u}" for i, u in enumerate(t.turns)))]))
         for r in sorted(by_task.get(t.id, []), key=lambda r: (r.responder == REFERENCE, r.responder, r.attempt)):
             inner.append(_reply_details(t, r, cells, panel, scope))
-        blocks.append(Details(f"{t.id} ({t.subcategory}, {t.metadata.turn_structure}-turn)", inner))
+        blocks.append(Details(f"{t.id} ({key_label(t.subcategory)}, {t.metadata.turn_structure}-turn)", inner))
     return Section("Replies and verdicts per task", blocks)
 
 

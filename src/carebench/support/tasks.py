@@ -119,6 +119,10 @@ SPLIT_STRATA: tuple[str, ...] = (
 MIN_CRITERIA, MAX_CRITERIA = 6, 20
 
 
+#: the age bands as a reader reads them (DistressBench writes U18 and O18, §E.4)
+AGE_BAND_NAMES = {"U18": "under 18", "O18": "18 or over"}
+
+
 class TaskMeta(BaseModel):
     """Slicing metadata (§2.2); ``turn_structure`` is checked against the turn count."""
 

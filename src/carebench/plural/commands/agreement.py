@@ -54,6 +54,11 @@ class AgreementCommand(PluralCommand):
 
         return agreement_report(dict(manifest), dict(metrics))
 
+    def headline(self, metrics: Mapping[str, Any], records: list[dict[str, Any]], manifest: Mapping[str, Any]) -> Any:
+        from carebench.plural.release_report import agreement_headline
+
+        return agreement_headline(dict(manifest), dict(metrics))
+
 
 def run_agreement(cfg: AgreementConfig) -> Path | Plan:
     return run_plural_command(AgreementCommand(cfg), cfg, "agreement")

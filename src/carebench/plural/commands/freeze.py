@@ -150,6 +150,11 @@ class FreezeCommand(PluralCommand):
 
         return freeze_report(dict(manifest), dict(metrics), records)
 
+    def headline(self, metrics: Mapping[str, Any], records: list[dict[str, Any]], manifest: Mapping[str, Any]) -> Any:
+        from carebench.plural.release_report import freeze_headline
+
+        return freeze_headline(dict(manifest), dict(metrics), records)
+
 
 def run_freeze(cfg: FreezeConfig, cache: Any = None) -> Path | Plan:
     return run_plural_command(FreezeCommand(cfg), cfg, "freeze", cache)

@@ -121,6 +121,11 @@ class LabelCommand(PluralCommand):
 
         return label_report(dict(manifest), dict(metrics))
 
+    def headline(self, metrics: Mapping[str, Any], records: list[dict[str, Any]], manifest: Mapping[str, Any]) -> Any:
+        from carebench.plural.release_report import label_headline
+
+        return label_headline(dict(manifest), dict(metrics))
+
 
 def run_label(cfg: LabelConfig, cache: Any = None) -> Path | Plan:
     return run_plural_command(LabelCommand(cfg), cfg, "label", cache)

@@ -54,6 +54,11 @@ class SampleCommand(PluralCommand):
 
         return build_sample_report(manifest, metrics)
 
+    def headline(self, metrics: Mapping[str, Any], records: list[dict[str, Any]], manifest: Mapping[str, Any]) -> Any:
+        from carebench.plural.report import sample_headline
+
+        return sample_headline(manifest, metrics)
+
 
 def run_sample(cfg: SampleRunConfig) -> Path | dict[str, Any]:
     """Draw the diagnostic sample and write it as a run directory (or describe it: dry run,
