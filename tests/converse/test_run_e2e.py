@@ -97,6 +97,11 @@ def test_run_generation_views_and_walks_match_an_independent_walker(tmp_path, ca
         assert main(["converse", "rescore", str(out)]) == 0
         assert main(["report", str(out)]) == 0
         assert len(stub.requests) == n  # no model call
+    # the run keeps the rubric and the personas it used (the rubric's hash in the manifest is of that file)
+    kept = [json.loads(x) for x in (out / "personas.jsonl").read_text().splitlines()]
+    assert [(p["id"], p["name"]) for p in kept] == [("pa", "Anna"), ("pb", "Ben")]  # as _personas wrote them
+    rubric = json.loads((out / "rubric.json").read_text())
+    assert [(q["id"], q["question"]) for q in rubric["questions"]] == [(r[0], r[4]) for r in NAV if r[0]]
     assert (out / "metrics.json").read_bytes() == metrics and (out / "report.html").read_bytes() == html
     assert (out / "scores.csv").read_bytes() == scores
     records = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]

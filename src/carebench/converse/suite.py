@@ -467,7 +467,7 @@ class ConverseSuite:
         if personas:
             files["personas.jsonl"] = [p.to_row() for p in personas]
         return Execution(
-            records=conv_records + walks + sim_records, config=config,
+            records=conv_records + walks + sim_records, config=config, files=files,
             dataset={"rubric": cfg.rubric, "rubric_sha256": data_sha256([inputs.rubric.to_dict()]),
                      "personas": inputs.personas_source if cfg.generates else (cfg.from_run or cfg.personas),
                      **_transcripts_provenance(cfg, conv_records),
