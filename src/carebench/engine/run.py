@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
 from carebench.engine.cache import CompletionCache
+from carebench.engine.options import RunOptions
 from carebench.engine.runner import (
     BATCH_PENDING,
     Call,
@@ -28,30 +28,6 @@ from carebench.engine.runner import (
     call_row,
 )
 from carebench.types import BatchPending, CarebenchError, Completion, RunStopped
-
-
-@dataclass
-class RunOptions:
-    """The command-line knobs every suite's run shares (built from the flags by
-    :func:`carebench.engine.options.run_options`; suite configs hold one as ``options``)."""
-
-    budget_usd: float | None = None
-    use_cache: bool = True
-    cache_path: str | Path | None = None
-    concurrency: int | None = None
-    progress: bool = True
-    timeout_s: float = 120.0
-    #: a dry run: models are built without credentials and nothing is called
-    dry_run: bool = False
-    #: the run directory to write (None: ``runs/<suite>-<time>``)
-    out: Path | None = None
-    #: model spec -> carebench.models.options.RequestOptions (reasoning models, extra fields)
-    model_options: dict[str, Any] = field(default_factory=dict)
-    #: retries of a transiently failed call (None: the runner's default)
-    max_retries: int | None = None
-    #: batch mode (carebench.batch.options.BatchOptions, from ``--batch DIR``): calls the cache
-    #: cannot answer are written to DIR as batch request files instead of being sent
-    batch: Any = None
 
 
 class Run:

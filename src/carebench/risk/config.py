@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from carebench.engine.options import run_options
-from carebench.engine.run import Run, RunOptions
+from carebench.engine.options import RunOptions, run_options
+from carebench.engine.run import Run
 from carebench.engine.skeleton import Plan
 from carebench.risk.data import RiskDataset
 from carebench.risk.methods import MethodContext, RiskItem, RiskPrediction
