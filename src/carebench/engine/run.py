@@ -94,7 +94,7 @@ class Run:
             if self.options.budget_usd is not None:
                 from carebench.models.pricing import is_priced, unpriced_note
 
-                if not is_priced(str(model.spec)):  # its calls would count as $0
+                if not is_priced(model.spec):  # its calls would count as $0
                     raise CarebenchError(
                         f"--budget cannot be enforced: {unpriced_note([str(model.spec)])}")
             decision = getattr(model, "output_decision", None)
