@@ -27,7 +27,7 @@ from carebench.engine.runner import (
     RunResult,
     call_row,
 )
-from carebench.models.base import ModelSpec, parse_spec
+from carebench.models.base import ModelSpec, SpecLike, parse_spec
 from carebench.types import BatchPending, CarebenchError, Completion, RunStopped
 
 
@@ -76,7 +76,7 @@ class Run:
         self.failed_calls = 0
 
     # -- models ---------------------------------------------------------------------
-    def model(self, spec: ModelSpec | str, **options: Any) -> Any:
+    def model(self, spec: SpecLike, **options: Any) -> Any:
         """One provider instance per model spec for the whole run (``options`` are the
         provider's, e.g. an embedding model's ``batch_size``, used when it is first built).
         Commands hand it the ``ModelSpec`` they parsed from their flags; a spec string (a

@@ -25,7 +25,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from carebench.models.base import ModelSpec, parse_spec
+from carebench.models.base import ModelSpec, SpecLike, parse_spec
 from carebench.types import CarebenchError, ChatRequest, Usage
 
 LOCAL_PROVIDERS = {"llamacpp", "replay"}
@@ -38,7 +38,7 @@ class PriceTable:
     aliases: dict[str, str]  # alias -> model name in ``prices``
     batch: dict[str, Price] = field(default_factory=dict)  # model name -> batch price
     #: (spec, batch) -> resolved price, filled on first use (a spec's price is looked up per call)
-    memo: dict[tuple[ModelSpec | str, bool], Price | None] = field(default_factory=dict, compare=False, repr=False)
+    memo: dict[tuple[SpecLike, bool], Price | None] = field(default_factory=dict, compare=False, repr=False)
 
 
 def _read(text: str, where: str, table: PriceTable) -> None:
@@ -80,10 +80,6 @@ def price_table() -> PriceTable:
         if name not in table.prices and name not in table.aliases:
             raise CarebenchError(f"batch price for {name!r}, which has no live price")
     return table
-
-
-#: a model as the pricing functions take it: a parsed spec, or its string (parsed here, once per string)
-SpecLike = ModelSpec | str
 
 
 def _prices(spec: SpecLike, batch: bool = False) -> Price | None:

@@ -19,7 +19,7 @@ from typing import Any
 from carebench.engine.options import RunOptions, run_options
 from carebench.engine.run import Run
 from carebench.engine.skeleton import Plan
-from carebench.models.base import ModelSpec
+from carebench.models.base import SpecLike
 from carebench.risk.data import RiskDataset
 from carebench.risk.methods import MethodContext, RiskItem, RiskPrediction
 from carebench.risk.scoring import DEFAULT_MAX_FAILURE_SHARE, EXCLUDED
@@ -29,13 +29,9 @@ from carebench.types import CarebenchError
 DEFAULT_METHODS = ("tfidf-lr",)
 
 
-#: a model as a config holds it: the ``ModelSpec`` the command line or config file was parsed
-#: into, or a spec string (``Run.model`` parses it); written to the manifest as its text
-SpecLike = ModelSpec | str
-
-
 def spec_text(spec: SpecLike | None) -> str | None:
-    """A config's model as the manifest writes it (None stays None)."""
+    """A config's model (the ``ModelSpec`` the command line or config file was parsed into,
+    or a spec string) as the manifest writes it: its text; None stays None."""
     return None if spec is None else str(spec)
 
 

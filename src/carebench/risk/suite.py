@@ -26,7 +26,7 @@ from carebench.engine.skeleton import (
     run_suite,
     stage,
 )
-from carebench.models.base import ModelSpec
+from carebench.models.base import SpecLike
 from carebench.models.pricing import is_priced
 from carebench.report import Report
 from carebench.risk.config import (
@@ -193,7 +193,7 @@ class SweepSuite:
 
     name = "risk"
 
-    def __init__(self, data: str, model: ModelSpec | str, *, format: str | None = None,
+    def __init__(self, data: str, model: SpecLike, *, format: str | None = None,
                  ks: Sequence[int] = SWEEP_KS, pool_per_level: int = POOL_PER_LEVEL,
                  train: str | None = None, train_format: str | None = None, seed: int = 42,
                  bootstrap: int = 2000, failures: str = "wrong"):
