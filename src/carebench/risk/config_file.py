@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from carebench.datasets.files import read_text
-from carebench.models.base import ModelSpec, parse_spec
+from carebench.models.base import ModelSpec, SpecLike, parse_spec
 from carebench.risk.config import MethodSpec, RunConfig
 from carebench.risk.scoring import DEFAULT_MAX_FAILURE_SHARE
 from carebench.types import CarebenchError
@@ -109,7 +109,7 @@ def parse_method_arg(text: str) -> dict[str, Any]:
     return entry
 
 
-def method_specs(entries: list[Any], models: list[str] | None, where: str) -> list[MethodSpec]:
+def method_specs(entries: list[Any], models: list[SpecLike] | None, where: str) -> list[MethodSpec]:
     """Expand method entries; a model-backed method without its own model runs on each of
     ``models`` (labelled ``method@model`` when there are several)."""
     if not isinstance(entries, list) or not entries:
@@ -142,7 +142,7 @@ def method_specs(entries: list[Any], models: list[str] | None, where: str) -> li
     return out
 
 
-def _spec(value: ModelSpec | str, where: str) -> ModelSpec:
+def _spec(value: SpecLike, where: str) -> ModelSpec:
     """A model spec of the file (or the command line's, already parsed), parsed once here."""
     if isinstance(value, ModelSpec):
         return value
