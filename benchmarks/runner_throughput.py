@@ -122,7 +122,8 @@ def bench_raw(url: str, n: int, conc: int, tag: str, progress: bool) -> Result:
 
 
 def bench_run_calls(url: str, n: int, conc: int, tag: str, progress: bool, cache: Path) -> Result:
-    from carebench.engine.run import Run, RunOptions
+    from carebench.engine.options import RunOptions
+    from carebench.engine.run import Run
     from carebench.engine.runner import Call
     from carebench.types import ChatRequest, messages
 

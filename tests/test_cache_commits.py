@@ -28,7 +28,8 @@ CONCURRENCY = 48
 
 WORKER = r"""
 import json, sys
-from carebench.engine.run import Run, RunOptions
+from carebench.engine.run import Run
+from carebench.engine.options import RunOptions
 from carebench.engine.runner import Call
 from carebench.types import ChatRequest, messages
 

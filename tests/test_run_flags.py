@@ -13,8 +13,7 @@ import typer
 import typer.main
 from typer.testing import CliRunner
 
-from carebench.engine.options import RUN_FLAG_VALUES, RUN_FLAGS, run_flags
-from carebench.engine.run import RunOptions
+from carebench.engine.options import RUN_FLAG_VALUES, RUN_FLAGS, RunOptions, run_flags
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "carebench"
 

@@ -305,7 +305,8 @@ def test_identical_calls_in_one_batch_are_made_once(stub, tmp_path):
 def test_run_accounts_spend_per_stage(stub, tmp_path, price_per_call):
     """The manifest's per-stage figures add up batch by batch: two batches of one stage
     (one repeating a cached call) and one of another, at $1 a provider call."""
-    from carebench.engine.run import Run, RunOptions
+    from carebench.engine.options import RunOptions
+    from carebench.engine.run import Run
 
     price_per_call(1.0, "stub-model")
     stub.handler = lambda r: StubReply(content="ok")

@@ -35,7 +35,8 @@ def test_live_and_batch_calls_speak_one_recorded_version(tmp_path, monkeypatch):
 def _live_header(api: FakeBatchAPI) -> str:
     """The anthropic-version header of a live call through the live client."""
     from batch.test_export_import import _req
-    from carebench.engine.run import Run, RunOptions
+    from carebench.engine.options import RunOptions
+    from carebench.engine.run import Run
     from carebench.engine.runner import Call
 
     live = Run(RunOptions(use_cache=False, progress=False))

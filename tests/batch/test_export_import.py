@@ -15,8 +15,8 @@ from carebench.batch.manifest import Manifest
 from carebench.batch.options import BatchOptions
 from carebench.cli import main
 from carebench.engine.cache import CompletionCache
-from carebench.engine.options import Batch, BatchFormat
-from carebench.engine.run import Run, RunOptions
+from carebench.engine.options import Batch, BatchFormat, RunOptions
+from carebench.engine.run import Run
 from carebench.engine.runner import Call
 from carebench.models.options import request_options
 from carebench.types import BatchPending, ChatRequest, StructuredSpec, messages

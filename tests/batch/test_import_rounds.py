@@ -28,7 +28,8 @@ from carebench.batch.manifest import Manifest
 from carebench.batch.options import BatchOptions
 from carebench.cli import main
 from carebench.engine.cache import CompletionCache
-from carebench.engine.run import Run, RunOptions
+from carebench.engine.options import RunOptions
+from carebench.engine.run import Run
 from carebench.engine.runner import Call
 from carebench.types import BatchPending, ChatRequest, messages
 

@@ -17,7 +17,8 @@ from carebench.batch.import_ import import_results
 from carebench.batch.manifest import Manifest
 from carebench.batch.options import BatchOptions
 from carebench.engine.cache import CompletionCache, encode_completion
-from carebench.engine.run import Run, RunOptions
+from carebench.engine.options import RunOptions
+from carebench.engine.run import Run
 from carebench.engine.runner import Call
 from carebench.types import BatchPending, ChatRequest, messages
 from stub_server import StubReply, StubServer

@@ -9,7 +9,8 @@ import pytest
 
 from carebench.batch.manifest import Manifest
 from carebench.batch.options import DEFAULT_LIMITS, parse_limits
-from carebench.engine.run import Run, RunOptions
+from carebench.engine.options import RunOptions
+from carebench.engine.run import Run
 from carebench.engine.runner import Call
 from carebench.types import BatchPending, ChatRequest, messages
 

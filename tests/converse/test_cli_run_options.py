@@ -52,7 +52,7 @@ def test_judge_flags_reach_the_config(captured, tmp_path):
 
 def test_defaults_are_the_shared_defaults():
     from carebench.converse.suite import ConverseConfig
-    from carebench.engine.run import RunOptions
+    from carebench.engine.options import RunOptions
 
     r = ConverseConfig().options
     assert isinstance(r, RunOptions)

@@ -12,7 +12,8 @@ import json
 import openai
 import pytest
 
-from carebench.engine.run import Run, RunOptions
+from carebench.engine.options import RunOptions
+from carebench.engine.run import Run
 from carebench.engine.runner import Call
 from carebench.models.loopback import LoopbackEndpoint
 from carebench.types import BudgetReached

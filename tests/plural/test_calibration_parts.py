@@ -100,7 +100,8 @@ def test_aliases_are_neutral_and_ordered():
 def test_gepa_adapter_through_the_run_context(tmp_path):
     """E3 with a tiny budget: GEPA's evaluations and reflections are carebench calls (cached,
     recorded), the reflection is capped at 8,000 tokens, and the evolved instruction is kept."""
-    from carebench.engine.run import Run, RunOptions
+    from carebench.engine.options import RunOptions
+    from carebench.engine.run import Run
     from carebench.plural.profiles import FitData, get_method
     from carebench.plural.profiles.base import Env
 
@@ -158,7 +159,8 @@ def test_dry_run_plans_without_writing(tmp_path, capsys):
 
 def test_gepa_reflection_failure_stops_the_compile():
     """GEPA swallows reflection errors; a failed reflection call must still stop E3's fit."""
-    from carebench.engine.run import Run, RunOptions
+    from carebench.engine.options import RunOptions
+    from carebench.engine.run import Run
     from carebench.plural.profiles import FitData, get_method
     from carebench.plural.profiles.base import Env
     from carebench.plural.runs import HarnessFailure

@@ -87,7 +87,7 @@ class BatchSink:
         total = 0.0
         for m, requests in by_model.values():
             opts = getattr(m, "request_options", None)  # as runner.capped_request
-            total += calls_cost_bound(str(m.spec), requests, None if opts is None else opts.max_tokens, batch=True)
+            total += calls_cost_bound(m.spec, requests, None if opts is None else opts.max_tokens, batch=True)
         return total
 
     def committed(self, cache: Any) -> tuple[float, float, int]:

@@ -67,8 +67,8 @@ from carebench.converse.simulator_checks import simulator_summary
 from carebench.criteria import SCOPES
 from carebench.datasets.files import read_text
 from carebench.datasets.selection import select_ids
-from carebench.engine.options import run_options
-from carebench.engine.run import Run, RunOptions
+from carebench.engine.options import RunOptions, run_options
+from carebench.engine.run import Run
 from carebench.engine.rundir import (
     data_sha256,
     file_sha256,

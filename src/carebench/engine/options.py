@@ -1,4 +1,4 @@
-"""The run flags every model-calling command shares, declared once, and the one builder of ``RunOptions``.
+"""The run flags every model-calling command shares, declared once: ``RunOptions`` and its one builder.
 
 Each command used to declare ``--budget``, ``--cache``, ``--concurrency`` ... on its own,
 and they drifted: one command had no ``--concurrency``, another called the budget
@@ -20,13 +20,38 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from carebench.cli_params import Slot, expand
-from carebench.engine.run import RunOptions
+
+
+@dataclass
+class RunOptions:
+    """The command-line knobs every suite's run shares (built from the flags by
+    :func:`run_options`; suite configs hold one as ``options``)."""
+
+    budget_usd: float | None = None
+    use_cache: bool = True
+    cache_path: str | Path | None = None
+    concurrency: int | None = None
+    progress: bool = True
+    timeout_s: float = 120.0
+    #: a dry run: models are built without credentials and nothing is called
+    dry_run: bool = False
+    #: the run directory to write (None: ``runs/<suite>-<time>``)
+    out: Path | None = None
+    #: model spec -> carebench.models.options.RequestOptions (reasoning models, extra fields)
+    model_options: dict[str, Any] = field(default_factory=dict)
+    #: retries of a transiently failed call (None: the runner's default)
+    max_retries: int | None = None
+    #: batch mode (carebench.batch.options.BatchOptions, from ``--batch DIR``): calls the cache
+    #: cannot answer are written to DIR as batch request files instead of being sent
+    batch: Any = None
+
 
 Out = Annotated[Path | None, typer.Option(
     "--out", show_default="runs/<suite>-<time>", help="Run directory to write.")]

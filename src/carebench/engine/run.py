@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
 from carebench.engine.cache import CompletionCache
+from carebench.engine.options import RunOptions
 from carebench.engine.runner import (
     BATCH_PENDING,
     Call,
@@ -27,31 +27,8 @@ from carebench.engine.runner import (
     RunResult,
     call_row,
 )
+from carebench.models.base import ModelSpec, SpecLike, parse_spec
 from carebench.types import BatchPending, CarebenchError, Completion, RunStopped
-
-
-@dataclass
-class RunOptions:
-    """The command-line knobs every suite's run shares (built from the flags by
-    :func:`carebench.engine.options.run_options`; suite configs hold one as ``options``)."""
-
-    budget_usd: float | None = None
-    use_cache: bool = True
-    cache_path: str | Path | None = None
-    concurrency: int | None = None
-    progress: bool = True
-    timeout_s: float = 120.0
-    #: a dry run: models are built without credentials and nothing is called
-    dry_run: bool = False
-    #: the run directory to write (None: ``runs/<suite>-<time>``)
-    out: Path | None = None
-    #: model spec -> carebench.models.options.RequestOptions (reasoning models, extra fields)
-    model_options: dict[str, Any] = field(default_factory=dict)
-    #: retries of a transiently failed call (None: the runner's default)
-    max_retries: int | None = None
-    #: batch mode (carebench.batch.options.BatchOptions, from ``--batch DIR``): calls the cache
-    #: cannot answer are written to DIR as batch request files instead of being sent
-    batch: Any = None
 
 
 class Run:
@@ -86,7 +63,7 @@ class Run:
                          timeout_s=opts.timeout_s, batch_prices=batch is not None, **retries),
             cache=self.cache, on_complete=self._log_call, ledger=self.ledger, batch=self.batch,
         )
-        self._models: dict[str, Any] = {}
+        self._models: dict[ModelSpec, Any] = {}
         self._output_decisions: dict[str, Any] = {}  # server base URL -> its OutputDecision
         #: stage or method name -> why it was cut short (budget); shown as "incomplete"
         self.incomplete: dict[str, str] = {}
@@ -99,16 +76,19 @@ class Run:
         self.failed_calls = 0
 
     # -- models ---------------------------------------------------------------------
-    def model(self, spec: str, **options: Any) -> Any:
-        """One provider instance per spec string for the whole run (``options`` are the
+    def model(self, spec: SpecLike, **options: Any) -> Any:
+        """One provider instance per model spec for the whole run (``options`` are the
         provider's, e.g. an embedding model's ``batch_size``, used when it is first built).
+        Commands hand it the ``ModelSpec`` they parsed from their flags; a spec string (a
+        config file's, a test's) is parsed here.
 
         A budgeted run refuses a model without a price here, before any call: its spend
         could not be capped (the one place this is checked)."""
-        if spec not in self._models:
+        ms = spec if isinstance(spec, ModelSpec) else parse_spec(spec)
+        if ms not in self._models:
             from carebench.models import get_model
 
-            model = get_model(spec, timeout_s=self.options.timeout_s, concurrency=self.options.concurrency,
+            model = get_model(ms, timeout_s=self.options.timeout_s, concurrency=self.options.concurrency,
                               planning=self.options.dry_run, **options)
             if (model.spec.provider == "vllm" and model.spec.base_url is None and self.batch is None
                     and not self.options.dry_run):  # refused before any call, not at the first one
@@ -118,7 +98,7 @@ class Run:
             if self.options.budget_usd is not None:
                 from carebench.models.pricing import is_priced, unpriced_note
 
-                if not is_priced(str(model.spec)):  # its calls would count as $0
+                if not is_priced(model.spec):  # its calls would count as $0
                     raise CarebenchError(
                         f"--budget cannot be enforced: {unpriced_note([str(model.spec)])}")
             decision = getattr(model, "output_decision", None)
@@ -127,13 +107,13 @@ class Run:
                 # (see carebench.models.openai_compat.OutputDecision)
                 model.output_decision = self._output_decisions.setdefault(
                     model.spec.base_url.rstrip("/"), decision)
-            opts = self.options.model_options.get(spec)
+            opts = self.options.model_options.get(str(ms))  # keyed by canonical spec text
             if opts:
                 if not hasattr(model, "request_options"):
-                    raise CarebenchError(f"model options for {spec}: this provider takes none")
+                    raise CarebenchError(f"model options for {ms}: this provider takes none")
                 model.request_options = opts
-            self._models[spec] = model
-        return self._models[spec]
+            self._models[ms] = model
+        return self._models[ms]
 
     def model_specs(self) -> list[str]:
         return [str(m.spec) for m in self._models.values()]

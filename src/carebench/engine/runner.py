@@ -203,7 +203,7 @@ class Runner:
                 todo.append((spec, c))
         cost = 0.0
         for spec, c in todo:
-            if not is_priced(spec):  # no estimate is better than an invented $0
+            if not is_priced(c.model.spec):  # no estimate is better than an invented $0
                 by_model[spec]["priced"] = False
                 continue
             lengths = replied.get(spec)
@@ -213,7 +213,7 @@ class Runner:
                 if c.request.max_tokens:
                     out = min(out, c.request.max_tokens)
                 by_model[spec]["reply_lengths"] = "cached replies"
-            est = call_cost_bound(spec, capped_request(c), out, batch=self.config.batch_prices)
+            est = call_cost_bound(c.model.spec, capped_request(c), out, batch=self.config.batch_prices)
             by_model[spec]["estimated_cost_usd"] += est
             cost += est
         cached = sum(int(m["cached"]) for m in by_model.values())
@@ -312,7 +312,7 @@ class Runner:
         queued = time.perf_counter()  # the call's queue wait starts here
         # an unpriced model's spend cannot be capped: the run refuses it in Run.model, before any call
         async with self._semaphore(call.model):
-            worst = call_cost_bound(spec, capped_request(call))
+            worst = call_cost_bound(call.model.spec, capped_request(call))
             if not self.ledger.reserve(worst):
                 return None
             try:

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from carebench.engine.run import Run, RunOptions
+from carebench.engine.options import RunOptions
+from carebench.engine.run import Run
 from carebench.engine.rundir import (
     new_run_dir,
     read_json,

@@ -45,6 +45,10 @@ class ModelSpec:
         return f"{s}@{self.base_url}" if self.base_url else s
 
 
+#: a model as code takes it: the parsed spec, or its text (parsed by the taker, once)
+SpecLike = ModelSpec | str
+
+
 _SPEC_RE = re.compile(r"^(?P<provider>[a-z][a-z0-9-]*):(?P<rest>.+)$")
 
 

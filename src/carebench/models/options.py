@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from carebench.models.base import parse_spec
 from carebench.types import CarebenchError
 
 TOKEN_PARAMS = ("max_tokens", "max_completion_tokens")
@@ -170,7 +171,8 @@ def parse_model_option(text: str) -> tuple[str, str, Any]:
 
 def collect_model_options(cli: list[str] | None, config: Mapping[str, Any] | None,
                           where: str = "model_options") -> dict[str, RequestOptions]:
-    """Options per model spec from a config mapping, then ``--model-option`` flags on top."""
+    """Options per model spec from a config mapping, then ``--model-option`` flags on top,
+    keyed by the spec's canonical text (what ``Run.model`` looks them up by)."""
     raw: dict[str, dict[str, Any]] = {}
     if config is not None:
         if not isinstance(config, Mapping):
@@ -178,8 +180,17 @@ def collect_model_options(cli: list[str] | None, config: Mapping[str, Any] | Non
         for spec, opts in config.items():
             if not isinstance(opts, Mapping):
                 raise CarebenchError(f"{where}: options of {spec!r} must be a mapping")
-            raw.setdefault(str(spec), {}).update(opts)
+            raw.setdefault(_canonical(str(spec)), {}).update(opts)
     for text in cli or []:
         spec, key, value = parse_model_option(text)
-        raw.setdefault(spec, {})[key] = value
+        raw.setdefault(_canonical(spec), {})[key] = value
     return {spec: request_options(opts, f"{where} for {spec}") for spec, opts in raw.items()}
+
+
+def _canonical(spec: str) -> str:
+    """A spec's one text (``Run.model`` looks options up by it): a spec typed with a trailing
+    slash or spaces names the same model; a key that is no spec is kept as given."""
+    try:
+        return str(parse_spec(spec))
+    except CarebenchError:
+        return spec

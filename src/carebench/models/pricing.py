@@ -25,6 +25,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from carebench.models.base import ModelSpec, SpecLike, parse_spec
 from carebench.types import CarebenchError, ChatRequest, Usage
 
 LOCAL_PROVIDERS = {"llamacpp", "replay"}
@@ -37,7 +38,7 @@ class PriceTable:
     aliases: dict[str, str]  # alias -> model name in ``prices``
     batch: dict[str, Price] = field(default_factory=dict)  # model name -> batch price
     #: (spec, batch) -> resolved price, filled on first use (a spec's price is looked up per call)
-    memo: dict[tuple[str, bool], Price | None] = field(default_factory=dict, compare=False, repr=False)
+    memo: dict[tuple[SpecLike, bool], Price | None] = field(default_factory=dict, compare=False, repr=False)
 
 
 def _read(text: str, where: str, table: PriceTable) -> None:
@@ -81,26 +82,24 @@ def price_table() -> PriceTable:
     return table
 
 
-def model_name(spec: str) -> tuple[str, str]:
-    """(provider, model name) of a spec string, without any ``@base_url``."""
-    provider, _, model = str(spec).partition(":")
-    return provider, model.split("@", 1)[0]
+def _prices(spec: SpecLike, batch: bool = False) -> Price | None:
+    """The live price of a spec, or with ``batch`` its batch price (default half the live one).
 
-
-def _prices(spec: str, batch: bool = False) -> Price | None:
-    """The live price of a spec, or with ``batch`` its batch price (default half the live one)."""
+    Memoised per spec as given (its string or the object): both name one provider and model,
+    and the price depends on nothing else, so a string is parsed only on its first lookup."""
     memo = price_table().memo
     k = (spec, batch)
     if k not in memo:
-        memo[k] = _resolve(spec, batch)
+        memo[k] = _resolve(spec if isinstance(spec, ModelSpec) else parse_spec(spec), batch)
     return memo[k]
 
 
-def _resolve(spec: str, batch: bool) -> Price | None:
-    provider, model = model_name(spec)
-    if provider in LOCAL_PROVIDERS:
+def _resolve(spec: ModelSpec, batch: bool) -> Price | None:
+    """The price of a spec's provider and model name (its ``base_url`` plays no part)."""
+    if spec.provider in LOCAL_PROVIDERS:
         return (0.0, 0.0, 0.0)
     table = price_table()
+    model = spec.model
     name = model if model in table.prices else table.aliases.get(model)
     if name is None:
         return None
@@ -110,22 +109,22 @@ def _resolve(spec: str, batch: bool) -> Price | None:
     return table.prices[name]
 
 
-def batch_price(spec: str) -> Price | None:
+def batch_price(spec: SpecLike) -> Price | None:
     """(input, output per 1M tokens, per call) USD through a batch endpoint; None when unpriced."""
     return _prices(spec, batch=True)
 
 
-def price_for(spec: str) -> tuple[float, float] | None:
+def price_for(spec: SpecLike) -> tuple[float, float] | None:
     """(input, output) USD per 1M tokens; (0, 0) for local models; None when unpriced."""
     p = _prices(spec)
     return None if p is None else p[:2]
 
 
-def is_priced(spec: str) -> bool:
+def is_priced(spec: SpecLike) -> bool:
     return _prices(spec) is not None
 
 
-def cost_usd(spec: str, usage: Usage) -> float | None:
+def cost_usd(spec: SpecLike, usage: Usage) -> float | None:
     """Cost of one call, or None when the model is unpriced."""
     p = _prices(spec)
     if p is None:
@@ -133,7 +132,7 @@ def cost_usd(spec: str, usage: Usage) -> float | None:
     return (usage.prompt_tokens * p[0] + usage.completion_tokens * p[1]) / 1e6 + p[2]
 
 
-def cost_fields(spec: str, usage: Usage) -> dict[str, float | bool]:
+def cost_fields(spec: SpecLike, usage: Usage) -> dict[str, float | bool]:
     """``Completion`` keyword arguments for the cost of one call (``priced`` False when unknown)."""
     cost = cost_usd(spec, usage)
     return {"cost_usd": 0.0 if cost is None else cost, "priced": cost is not None}
@@ -155,7 +154,7 @@ def estimate_tokens(text: str) -> int:
 UNCAPPED_OUTPUT_TOKENS = 4096
 
 
-def call_cost_bound(spec: str, request: ChatRequest, output_tokens: int | None = None,
+def call_cost_bound(spec: SpecLike, request: ChatRequest, output_tokens: int | None = None,
                     batch: bool = False) -> float:
     """A call's cost from its prompt length and ``output_tokens`` replied (default: the
     request's output cap, i.e. the worst case the budget must reserve), at the batch price
@@ -172,7 +171,7 @@ def call_cost_bound(spec: str, request: ChatRequest, output_tokens: int | None =
     return (prompt * p_in + out * p_out) / 1e6 + per_call
 
 
-def calls_cost_bound(spec: str, requests: list[ChatRequest], cap: int | None = None,
+def calls_cost_bound(spec: SpecLike, requests: list[ChatRequest], cap: int | None = None,
                      batch: bool = False) -> float:
     """The sum of :func:`call_cost_bound` over one model's requests, each at its output cap
     (``cap``, the model's own option, replaces the requests' caps), in one pass (a batch

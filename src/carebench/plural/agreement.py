@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from carebench.engine.run import RunOptions
+from carebench.engine.options import RunOptions
 from carebench.engine.rundir import read_json
 from carebench.plural.data import ARCHETYPES, resolve
 from carebench.plural.policy import Policy

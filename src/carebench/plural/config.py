@@ -22,8 +22,7 @@ from typing import Any
 import numpy as np
 
 from carebench.datasets.prompts import load_policies, load_prompts
-from carebench.engine.options import run_options
-from carebench.engine.run import RunOptions
+from carebench.engine.options import RunOptions, run_options
 from carebench.engine.rundir import file_sha256, read_json, read_jsonl
 from carebench.plural.jury import JUDGE_MAX_TOKENS
 from carebench.plural.records import (

@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from carebench.engine.options import run_options
-from carebench.engine.run import RunOptions
+from carebench.engine.options import RunOptions, run_options
 from carebench.engine.rundir import read_jsonl, run_dir_path
 from carebench.engine.runner import CallPlan, RunResult, capped_request
 from carebench.types import CarebenchError, Completion

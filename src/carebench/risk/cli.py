@@ -9,6 +9,7 @@ import typer
 
 from carebench.datasets.builtin import builtin_specs
 from carebench.engine.options import RUN_FLAG_VALUES, RUN_FLAGS, RunOptions, run_flags
+from carebench.models.base import parse_spec
 from carebench.risk.methods.llm import POOL_PER_LEVEL
 from carebench.types import CarebenchError
 
@@ -64,12 +65,11 @@ def run(
     from carebench.risk.config_file import config_from_file, method_specs
     from carebench.risk.suite import run_experiment
 
-    models = list(model or [])
+    models = [parse_spec(m) for m in model or []]  # parsed here, once; passed on as ModelSpec
+    moderation = parse_spec(moderation_model) if moderation_model else None
     if config is not None:
         overrides = {
-            "data": data, "format": format, "moderation_model": moderation_model,
-            "model": models[0] if len(models) == 1 else None,
-            "models": models if len(models) > 1 else None,
+            "data": data, "format": format, "moderation_model": moderation, "models": models or None,
             "seed": seed, "bootstrap": bootstrap, "limit": limit,
             "train": train, "train_format": train_format, "failures": failures,
             "max_failure_share": max_failure_share, "columns": columns,
@@ -85,7 +85,7 @@ def run(
         cfg = RunConfig(
             data=data, methods=method_specs(list(method), models if len(models) > 1 else None,
                                             "--method"), format=format,
-            model=models[0] if len(models) == 1 else None, moderation_model=moderation_model,
+            model=models[0] if len(models) == 1 else None, moderation_model=moderation,
             seed=42 if seed is None else seed, bootstrap=2000 if bootstrap is None else bootstrap,
             train=train, train_format=train_format, failures=failures or "wrong",
             max_failure_share=0.2 if max_failure_share is None else max_failure_share,
@@ -189,7 +189,7 @@ def sweep(
     from carebench.risk.suite import SweepSuite
     from carebench.risk.sweep import SWEEP_KS
 
-    suite = SweepSuite(data, model, format=format, ks=list(k) if k else SWEEP_KS,
+    suite = SweepSuite(data, parse_spec(model), format=format, ks=list(k) if k else SWEEP_KS,
                        pool_per_level=pool_per_level, train=train, train_format=train_format,
                        seed=seed, bootstrap=bootstrap, failures=failures)
     result = run_suite(suite, options)

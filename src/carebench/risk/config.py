@@ -16,9 +16,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from carebench.engine.options import run_options
-from carebench.engine.run import Run, RunOptions
+from carebench.engine.options import RunOptions, run_options
+from carebench.engine.run import Run
 from carebench.engine.skeleton import Plan
+from carebench.models.base import SpecLike
 from carebench.risk.data import RiskDataset
 from carebench.risk.methods import MethodContext, RiskItem, RiskPrediction
 from carebench.risk.scoring import DEFAULT_MAX_FAILURE_SHARE, EXCLUDED
@@ -28,16 +29,27 @@ from carebench.types import CarebenchError
 DEFAULT_METHODS = ("tfidf-lr",)
 
 
+def spec_text(spec: SpecLike | None) -> str | None:
+    """A config's model (the ``ModelSpec`` the command line or config file was parsed into,
+    or a spec string) as the manifest writes it: its text; None stays None."""
+    return None if spec is None else str(spec)
+
+
 @dataclass
 class MethodSpec:
     """One method to run: registry name, display label, its models and options."""
 
     method: str
     label: str | None = None
-    model: str | None = None  # overrides RunConfig.model (role "default")
-    moderation_model: str | None = None
+    model: SpecLike | None = None  # overrides RunConfig.model (role "default")
+    moderation_model: SpecLike | None = None
     options: dict[str, Any] = field(default_factory=dict)
-    voter_models: list[str] = field(default_factory=list)  # a vote's panel (roles voter1..)
+    voter_models: list[SpecLike] = field(default_factory=list)  # a vote's panel (roles voter1..)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"method": self.method, "label": self.label, "model": spec_text(self.model),
+                "moderation_model": spec_text(self.moderation_model), "options": dict(self.options),
+                "voter_models": [str(v) for v in self.voter_models]}
 
     @property
     def name(self) -> str:
@@ -49,8 +61,8 @@ class RunConfig:
     data: str
     methods: list[MethodSpec]
     format: str | None = None
-    model: str | None = None
-    moderation_model: str | None = None
+    model: SpecLike | None = None
+    moderation_model: SpecLike | None = None
     seed: int = 42
     bootstrap: int = 2000
     train: str | None = None
@@ -67,7 +79,9 @@ class RunConfig:
     options: RunOptions = field(default_factory=run_options)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = asdict(self)  # the models as their spec text, as the manifest always held them
+        d.update(model=spec_text(self.model), moderation_model=spec_text(self.moderation_model),
+                 methods=[m.to_dict() for m in self.methods])
         # per-model request options where a reader of risk manifests finds them (only what is set)
         d["model_options"] = {spec: o.to_dict() for spec, o in self.options.model_options.items()}
         d["options"]["model_options"] = d["model_options"]
@@ -86,7 +100,7 @@ def log_progress(cfg: RunConfig, msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
 
-def resolve_labels(specs: Sequence[MethodSpec], default_model: str | None) -> list[MethodSpec]:
+def resolve_labels(specs: Sequence[MethodSpec], default_model: SpecLike | None) -> list[MethodSpec]:
     """Give every method a unique record name; the same method on several models gets
     ``method@model``."""
     specs = list(specs)

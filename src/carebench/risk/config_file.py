@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from carebench.datasets.files import read_text
+from carebench.models.base import ModelSpec, SpecLike, parse_spec
 from carebench.risk.config import MethodSpec, RunConfig
 from carebench.risk.scoring import DEFAULT_MAX_FAILURE_SHARE
 from carebench.types import CarebenchError
@@ -108,7 +109,7 @@ def parse_method_arg(text: str) -> dict[str, Any]:
     return entry
 
 
-def method_specs(entries: list[Any], models: list[str] | None, where: str) -> list[MethodSpec]:
+def method_specs(entries: list[Any], models: list[SpecLike] | None, where: str) -> list[MethodSpec]:
     """Expand method entries; a model-backed method without its own model runs on each of
     ``models`` (labelled ``method@model`` when there are several)."""
     if not isinstance(entries, list) or not entries:
@@ -141,6 +142,28 @@ def method_specs(entries: list[Any], models: list[str] | None, where: str) -> li
     return out
 
 
+def _spec(value: SpecLike, where: str) -> ModelSpec:
+    """A model spec of the file (or the command line's, already parsed), parsed once here."""
+    if isinstance(value, ModelSpec):
+        return value
+    try:
+        return parse_spec(value)
+    except CarebenchError as e:
+        raise CarebenchError(f"{where}: {e}") from None
+
+
+def _entry_specs(entry: dict[str, Any], where: str) -> dict[str, Any]:
+    """A method entry with its own models (``model``, ``models``, ``moderation_model``) parsed."""
+    out = dict(entry)
+    for key in ("model", "moderation_model"):
+        if out.get(key):
+            out[key] = _spec(out[key], where)
+    if out.get("models"):
+        models = out["models"]
+        out["models"] = [_spec(m, where) for m in (models if isinstance(models, list) else [models])]
+    return out
+
+
 def file_budget(data: dict[str, Any], where: str) -> float | None:
     """``budget_usd`` (the shared name), or ``budget`` (the name risk configs used first)."""
     new, old = data.get("budget_usd"), data.get("budget")
@@ -158,11 +181,10 @@ def config_from_file(path: str | Path, overrides: dict[str, Any], run: dict[str,
     ``run`` holds the shared run flags given on the command line (the keyword arguments of
     :func:`carebench.engine.options.run_options`); a flag left at None takes the file's value."""
     data = read_config(path)
+    where = str(path)
     for k, v in overrides.items():
         if v is not None and k not in ("methods", "model_option"):
-            if k == "model":
-                data.pop("models", None)  # a --model given once replaces the file's models
-            if k == "models":
+            if k == "models":  # the command line's --model list replaces the file's model(s)
                 data.pop("model", None)
             data[k] = v
     models = data.pop("models", None)
@@ -170,16 +192,21 @@ def config_from_file(path: str | Path, overrides: dict[str, Any], run: dict[str,
         models = [models]
     if data.get("model") and not models:
         models = [data["model"]]
+    models = [_spec(m, where) for m in models] if models else None
+    model = _spec(data["model"], where) if data.get("model") else None
     entries = overrides.get("methods") or data.get("methods")
     if not entries:
         raise CarebenchError(f"{path}: no methods (add 'methods:' or pass --method)")
     if "data" not in data:
         raise CarebenchError(f"{path}: missing 'data' (or pass --data)")
-    specs = method_specs(entries, models, str(path))
+    if isinstance(entries, list):
+        entries = [_entry_specs(e, where) if isinstance(e, dict) else e for e in entries]
+    specs = method_specs(entries, models, where)
+    moderation = data.get("moderation_model")
     return RunConfig(
         data=str(data["data"]), methods=specs, format=data.get("format"),
-        model=data.get("model") or (models[0] if models and len(models) == 1 else None),
-        moderation_model=data.get("moderation_model"), seed=int(data.get("seed", 42)),
+        model=model or (models[0] if models and len(models) == 1 else None),
+        moderation_model=_spec(moderation, where) if moderation else None, seed=int(data.get("seed", 42)),
         bootstrap=int(data.get("bootstrap", 2000)),
         train=data.get("train"), train_format=data.get("train_format"),
         failures=str(data.get("failures", "wrong")),

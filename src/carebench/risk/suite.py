@@ -27,6 +27,7 @@ from carebench.engine.skeleton import (
     run_suite,
     stage,
 )
+from carebench.models.base import SpecLike
 from carebench.models.pricing import is_priced
 from carebench.report import Report
 from carebench.risk.compare import RiskComparer
@@ -38,6 +39,7 @@ from carebench.risk.config import (
     log_progress,
     method_context,
     resolve_labels,
+    spec_text,
 )
 from carebench.risk.data import RiskDataset, load_dataset
 from carebench.risk.methods import MethodContext, make_method
@@ -150,8 +152,8 @@ class RiskSuite:
                 "train_dataset": None if train is None else train.describe(),
                 "unpriced_models": self._unpriced,
                 "prompts": prompt_set(cfg.prompts),
-                "methods": [{"name": s.name, "method": s.method, "model": s.model or cfg.model,
-                             "options": s.options, "voter_models": s.voter_models}
+                "methods": [{"name": s.name, "method": s.method, "model": spec_text(s.model or cfg.model),
+                             "options": s.options, "voter_models": [str(v) for v in s.voter_models]}
                             for s in specs],
                 "output_modes": run.output_modes(),
                 "run": {"elapsed_s": round(elapsed, 3)},
@@ -198,7 +200,7 @@ class SweepSuite:
 
     name = "risk"
 
-    def __init__(self, data: str, model: str, *, format: str | None = None,
+    def __init__(self, data: str, model: SpecLike, *, format: str | None = None,
                  ks: Sequence[int] = SWEEP_KS, pool_per_level: int = POOL_PER_LEVEL,
                  train: str | None = None, train_format: str | None = None, seed: int = 42,
                  bootstrap: int = 2000, failures: str = "wrong"):
@@ -230,7 +232,7 @@ class SweepSuite:
         for arm in cut:
             run.mark_incomplete(arm)
         records = [r for r in records if r["status"] != "budget"]
-        config = {"data": self.data, "format": self.format, "model": self.model, "ks": self.ks,
+        config = {"data": self.data, "format": self.format, "model": str(self.model), "ks": self.ks,
                   "pool_per_level": self.pool_per_level, "train": self.train,
                   "failures": self.failures, "bootstrap": self.bootstrap, "seed": self.seed}
         return Execution(records=records, config=config, dataset=data.describe(),

@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 
 from carebench.criteria import render_transcript
-from carebench.engine.options import run_options
-from carebench.engine.run import Run, RunOptions
+from carebench.engine.options import RunOptions, run_options
+from carebench.engine.run import Run
 from carebench.engine.rundir import read_jsonl, run_dir_path
 from carebench.engine.skeleton import Execution, Plan, run_suite, stage
 from carebench.judging import (

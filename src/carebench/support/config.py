@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from carebench.engine.options import run_options
-from carebench.engine.run import RunOptions
+from carebench.engine.options import RunOptions, run_options
 from carebench.engine.rundir import read_json
 from carebench.judging import JUDGE_MAX_TOKENS
 from carebench.support.generation import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE

@@ -55,9 +55,9 @@ import numpy as np
 from pydantic import BaseModel
 
 from carebench.criteria import S_MET, S_NOT_MET, credited, panel_states, render_transcript
-from carebench.engine.options import run_options
+from carebench.engine.options import RunOptions, run_options
 from carebench.engine.planning import PlanningRun, filler
-from carebench.engine.run import Run, RunOptions
+from carebench.engine.run import Run
 from carebench.engine.rundir import file_sha256, read_json, run_dir_path, write_json
 from carebench.engine.runner import Call
 from carebench.engine.skeleton import Execution, Plan, run_suite, single_threaded_blas

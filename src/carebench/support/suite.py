@@ -23,8 +23,8 @@ from carebench.compare.outline import write_outline
 from carebench.datasets.files import read_text
 from carebench.datasets.selection import select_ids
 from carebench.engine.cache import CompletionCache
-from carebench.engine.options import run_options
-from carebench.engine.run import Run, RunOptions
+from carebench.engine.options import RunOptions, run_options
+from carebench.engine.run import Run
 from carebench.engine.rundir import (
     data_sha256,
     file_sha256,

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from carebench.engine.runner import Call, RunResult
+from carebench.models.base import SpecLike
 from carebench.types import CarebenchError, Usage
 
 #: prediction statuses; only "ok" carries a level
@@ -62,7 +63,7 @@ class MethodContext:
     train: Sequence[RiskItem] | None = None  # set for transfer (--train); else cross-validate
     n_folds: int = 5
     #: the run's model factory (one instance per spec, closed by the run); None -> ``run.model``
-    get_model: Callable[[str], Any] | None = None
+    get_model: Callable[[SpecLike], Any] | None = None
     #: the method's name in this run (its label, e.g. "llm" or "fewshot-k8"), for messages
     method: str | None = None
     #: the stage the method's calls are accounted under (manifest ``by_stage``, ``calls.jsonl``)

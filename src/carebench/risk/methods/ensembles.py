@@ -312,7 +312,7 @@ class _Ensemble:
             return ctx
         get = ctx.get_model or (ctx.run.model if ctx.run is not None else None)
         if get is not None:  # the run owns (and closes) the models
-            return replace(ctx, models={**ctx.models, **{r: get(str(s)) for r, s in self.model_specs.items()}})
+            return replace(ctx, models={**ctx.models, **{r: get(s) for r, s in self.model_specs.items()}})
         from carebench.models import get_model
 
         for role, spec in self.model_specs.items():
