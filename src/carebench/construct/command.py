@@ -27,8 +27,8 @@ from carebench.construct.calls import StageStopped
 from carebench.construct.io import write_models
 from carebench.construct.plan import PlanningRun
 from carebench.construct.suite import ConstructSuite
-from carebench.engine.options import run_options
-from carebench.engine.run import Run, RunOptions
+from carebench.engine.options import RunOptions, run_options
+from carebench.engine.run import Run
 from carebench.engine.skeleton import Execution, Plan, run_suite
 from carebench.types import CarebenchError
 
