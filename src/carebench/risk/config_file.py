@@ -37,8 +37,6 @@ TOP_KEYS = {
     "prompts", "model_options", "use_cache", "cache", "budget_usd", "budget", "concurrency",
     "n_folds", "methods",
 }
-#: the run-option keys of a config file (``budget`` is the older name of ``budget_usd``)
-RUN_KEYS = ("out", "use_cache", "cache", "budget_usd", "budget", "concurrency", "model_options")
 METHOD_KEYS = {"method", "label", "model", "models", "moderation_model", "options"}
 
 

@@ -40,7 +40,6 @@ class ViewResult:
     index: Path
     runs: list[RunSummary]
     boards: list[SuiteBoards]
-    records_bytes: int  # of records carried for the search
 
 
 def out_dir_of(cfg: ViewConfig) -> Path:
@@ -97,7 +96,7 @@ def build_view(cfg: ViewConfig, comparer_of: Callable[[str], Comparer | None] = 
     if cfg.leaderboards and json.dumps(cache, sort_keys=True) != before:
         _replace(out / LEADERBOARD_CACHE, [json.dumps(cache, ensure_ascii=False).encode("utf-8")])
     (out / _OLD_CACHE).unlink(missing_ok=True)  # what earlier versions kept beside the page
-    return ViewResult(index, summaries, boards, sum(len(r) for r in records))
+    return ViewResult(index, summaries, boards)
 
 
 def _carry_input_flags(summaries: list[RunSummary]) -> None:
