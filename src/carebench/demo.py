@@ -8,6 +8,7 @@ only and is not a capable classifier or judge, which the output says plainly.
 from __future__ import annotations
 
 import os
+import pickle
 import sys
 import time
 from collections.abc import Iterator
@@ -390,7 +391,6 @@ def _can_fork() -> bool:
 def _pack_error(e: BaseException) -> dict[str, Any]:
     """An exception of a part, as the parent re-raises it (the object itself when it
     survives pickling, else its kind and message)."""
-    import pickle
     import traceback
 
     try:
@@ -406,8 +406,6 @@ def _pack_error(e: BaseException) -> dict[str, Any]:
 
 
 def _unpack_error(part: str, err: dict[str, Any]) -> BaseException:
-    import pickle
-
     if err.get("blob") is not None:
         return pickle.loads(err["blob"])
     make = {"batch": BatchPending, "stopped": RunStopped, "carebench": CarebenchError,

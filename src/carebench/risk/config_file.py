@@ -28,6 +28,7 @@ from typing import Any
 
 from carebench.datasets.files import read_text
 from carebench.risk.config import MethodSpec, RunConfig
+from carebench.risk.methods import REGISTRY
 from carebench.risk.scoring import DEFAULT_MAX_FAILURE_SHARE
 from carebench.types import CarebenchError
 
@@ -70,8 +71,6 @@ def read_config(path: str | Path) -> dict[str, Any]:
 
 
 def _needs_model(method: str) -> bool:
-    from carebench.risk.methods import REGISTRY
-
     factory = REGISTRY.get(method)
     if factory is None:
         raise CarebenchError(f"unknown risk method {method!r}; known: {', '.join(sorted(REGISTRY))}")
@@ -80,8 +79,6 @@ def _needs_model(method: str) -> bool:
 
 def _takes_panel(method: str) -> bool:
     """Ensembles whose voters are the run's models (vote, adjudicated, stacked)."""
-    from carebench.risk.methods import REGISTRY
-
     return bool(getattr(REGISTRY.get(method), "uses", {}).get("votes"))
 
 
