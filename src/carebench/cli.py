@@ -8,12 +8,15 @@ completed call, so re-running resumes).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
+from importlib import metadata
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+import carebench
 from carebench import suites as suite_table
 from carebench.cli_params import Slot, expand
 from carebench.types import BatchPending, CarebenchError, ChatRequest, RunStopped, messages
@@ -33,11 +36,6 @@ app.add_typer(models_app, name="models")
 
 def _version_text() -> str:
     """carebench's version and, when llama-cpp-python is installed, its version (no model is loaded)."""
-    import importlib.util
-    from importlib import metadata
-
-    import carebench
-
     lines = [f"carebench {carebench.__version__}"]
     if importlib.util.find_spec("llama_cpp") is None:
         lines.append("llama.cpp runtime: not installed (pip install 'carebench[llm]' for llamacpp: models)")

@@ -8,6 +8,7 @@ only and is not a capable classifier or judge, which the output says plainly.
 from __future__ import annotations
 
 import os
+import pickle
 import sys
 import time
 from collections.abc import Iterator
@@ -387,10 +388,9 @@ def _can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods()
 
 
-def _pack_error(part: str, e: BaseException) -> dict[str, Any]:
+def _pack_error(e: BaseException) -> dict[str, Any]:
     """An exception of a part, as the parent re-raises it (the object itself when it
     survives pickling, else its kind and message)."""
-    import pickle
     import traceback
 
     try:
@@ -406,8 +406,6 @@ def _pack_error(part: str, e: BaseException) -> dict[str, Any]:
 
 
 def _unpack_error(part: str, err: dict[str, Any]) -> BaseException:
-    import pickle
-
     if err.get("blob") is not None:
         return pickle.loads(err["blob"])
     make = {"batch": BatchPending, "stopped": RunStopped, "carebench": CarebenchError,
@@ -440,7 +438,7 @@ def run_part_captured(part: str, run_dir: Path, model_spec: str, quick: bool) ->
             with meter.phase(part):
                 SUITES[part].demo()(run_dir / part, model_spec=model_spec, quick=quick)
         except BaseException as e:  # noqa: BLE001 - every failure goes back to the parent, which re-raises it
-            error = _pack_error(part, e)
+            error = _pack_error(e)
         finally:
             sys.stdout.close()
             sys.stderr.close()
@@ -542,7 +540,7 @@ def run_parts_in_workers(parts: list[str], n: int, run_dir: Path, model_spec: st
                 except (EOFError, OSError):
                     procs[conn].join(5)
                     res = {"part": part, "stdout": "", "stderr": "", "phase": None,
-                           "error": _pack_error(part, CarebenchError(
+                           "error": _pack_error(CarebenchError(
                                f"demo part {part}: its worker process ended (exit code {procs[conn].exitcode}) "
                                f"before the part finished"))}
                     conn.close()

@@ -31,6 +31,7 @@ from carebench.annotate.forms import Form, FormError
 from carebench.annotate.store import ExportRow
 from carebench.datasets import prompts as prompt_files
 from carebench.datasets import sheets as sheet_files
+from carebench.datasets.files import format_from_suffix, read_rows
 from carebench.taxonomy import SeverityScale, Taxonomy, load_contexts
 from carebench.types import CarebenchError
 
@@ -54,8 +55,6 @@ RATINGS = (
 
 def detect_kind(path: Path) -> str:
     """The sheet kind from the first row's fields."""
-    from carebench.datasets.files import format_from_suffix, read_rows
-
     fmt = format_from_suffix(path)
     if fmt is None:
         raise CarebenchError(f"{path}: unsupported file type (use .jsonl, .csv or .parquet)")
@@ -80,7 +79,6 @@ def builtin_sheet(name: str) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
     """A built-in sheet's kind and rows: the prompts the built-in ``prompts.jsonl`` marks
     ``"calibration": true`` (the cases its illustrative practitioners annotated)."""
     from carebench.datasets.builtin import package_file
-    from carebench.datasets.files import read_rows
 
     if name not in BUILTIN_SHEETS:
         raise CarebenchError(f"unknown built-in sheet {name!r}; known: {', '.join(BUILTIN_SHEETS)}")

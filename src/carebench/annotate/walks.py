@@ -112,7 +112,6 @@ class WalkForm:
     action: str  # next | back | save | skip
     state: WalkState
     reason: str
-    back_to: int = 0  # for ``back``: how many of the clinician's answers to keep
 
 
 def parse(form: Form, rubric: Rubric, max_notes: int) -> WalkForm:
@@ -128,7 +127,7 @@ def parse(form: Form, rubric: Rubric, max_notes: int) -> WalkForm:
     state = replay(rubric, list(zip(qids, anss, strict=True)))
     if action.startswith("back-") and action[5:].isdigit() and int(action[5:]) < len(qids):
         keep = int(action[5:])
-        return WalkForm("back", replay(rubric, list(zip(qids[:keep], anss[:keep], strict=True))), reason, keep)
+        return WalkForm("back", replay(rubric, list(zip(qids[:keep], anss[:keep], strict=True))), reason)
     if action == "next":
         q = state.pending()
         if q is None:

@@ -3,6 +3,7 @@ comparer, and writing a tool's own run-like directory (``compare``, ``leaderboar
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 from collections.abc import Callable
@@ -38,8 +39,6 @@ def describe(view: RunView) -> dict[str, Any]:
 def input_banners(run_dirs: list[str | Path]) -> list[str]:
     """The banners (embedded model, illustrative data, flagged results) of the runs a compare or
     leaderboard reads, which its report carries."""
-    import json
-
     from carebench.report.banners import KINDS, banner_kinds
 
     kinds: set[str] = set()
@@ -65,8 +64,6 @@ def tool_manifest(suite: str, extra: dict[str, Any]) -> dict[str, Any]:
 
 def write_tool_dir(out: Path, suite: Any, metrics: dict[str, Any], manifest: dict[str, Any]) -> None:
     """metrics.json, the report (through the same path as ``carebench report DIR``), manifest last."""
-    import json
-
     from carebench.engine.rundir import new_run_dir, write_json
     from carebench.engine.skeleton import rerender
 

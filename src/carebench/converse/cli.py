@@ -15,6 +15,7 @@ import typer
 from carebench.converse.rubric import BUILTIN_RUBRICS
 from carebench.engine.options import RUN_FLAGS, RunOptions, run_flags
 from carebench.resources.options import LocaleOption, ResourcesOption, recheck_against
+from carebench.types import CarebenchError
 
 app = typer.Typer(help="Simulated multi-turn conversations judged with decision-tree rubrics (VERA-MH).",
                   no_args_is_help=True, add_completion=False)
@@ -202,7 +203,6 @@ def judge_cmd(
     conversations from elsewhere (--transcripts), in a new directory."""
     from carebench.converse.simulator_questions import parse_names
     from carebench.converse.suite import ConverseConfig
-    from carebench.types import CarebenchError
 
     if (run_dir is None) == (transcripts is None):
         raise CarebenchError("converse judge: give a run directory or --transcripts PATH (one of them)")
@@ -255,7 +255,6 @@ def calibrate_cmd(
     from carebench.converse.calibration import Rule
     from carebench.converse.suite import ConverseConfig, run_calibration
     from carebench.engine.skeleton import echo_plan
-    from carebench.types import CarebenchError
 
     if (run_dir is None) == (transcripts is None):
         raise CarebenchError("converse calibrate: give --run RUN_DIR or --transcripts PATH (one of them)")
@@ -307,7 +306,6 @@ def _rescore(run_dir: Path, judges, seed, bootstrap, out, resources=None, locale
     from carebench.converse.suite import SUITE, ConverseSuite
     from carebench.engine.rundir import read_json
     from carebench.engine.skeleton import rerender
-    from carebench.types import CarebenchError
 
     manifest = read_json(Path(run_dir) / "manifest.json")
     if manifest.get("suite") != SUITE:

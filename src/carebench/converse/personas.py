@@ -18,6 +18,7 @@ writes in; the prompt then says so) are read from columns of those names.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -196,8 +197,6 @@ def _builtin(kind: str, source: str) -> Path:
 
 def _first_user_turn(turns: Any, where: str) -> str:
     if isinstance(turns, str):
-        import json
-
         try:
             turns = json.loads(turns)
         except ValueError:
@@ -237,8 +236,6 @@ def personas_from(kind: str, source: str | Path) -> list[Persona]:
             raise CarebenchError(f"{where}: field 'id': a support task needs an id")
         meta = row.get("metadata") or {}
         if isinstance(meta, str):
-            import json
-
             try:
                 meta = json.loads(meta) if meta.strip() else {}
             except ValueError:
@@ -264,8 +261,6 @@ def task_criteria(raw: Any, where: str) -> tuple[Criterion, ...]:
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return ()
     if isinstance(raw, str):
-        import json
-
         try:
             raw = json.loads(raw)
         except ValueError:

@@ -18,6 +18,7 @@ and the report and never rated.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -704,7 +705,6 @@ def run_calibration(cfg: ConverseConfig, labels_path: str, rule: Any) -> Path | 
     ``OUT/judging``: cached, budgeted, priced by ``--dry-run``); then the agreement figures
     against the clinicians and the selected judge are written beside it."""
     import html
-    import json
 
     from carebench.converse.calibration import calibrate, clinician_ratings
     from carebench.datasets.walk_labels import load_walk_labels
@@ -803,8 +803,6 @@ def judge_from(calibration_dir: str) -> dict[str, Any]:
     path = Path(calibration_dir) / SELECTION
     if not path.is_file():
         raise CarebenchError(f"--judge-from {calibration_dir}: no {SELECTION} (not a converse calibrate directory)")
-    import json
-
     try:
         sel = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as e:

@@ -14,8 +14,6 @@ from typing import Any
 
 from carebench.types import CarebenchError
 
-ROW_NUMBER = "row number"
-
 
 def parse_columns(spec: str | Mapping[str, Any] | None, fields: Sequence[str],
                   where: str = "--columns") -> dict[str, str]:

@@ -144,9 +144,9 @@ def scrub(obj: Any) -> Any:
     """Remove secrets: values of known key variables anywhere, and secret-named fields."""
     secrets = [v for k in SECRET_ENV if (v := os.environ.get(k)) and len(v) >= 8]
 
-    def clean(x: Any, key: str = "") -> Any:
+    def clean(x: Any) -> Any:
         if isinstance(x, dict):
-            return {k: ("[redacted]" if _SECRETISH.search(str(k)) and isinstance(v, str) and v else clean(v, str(k)))
+            return {k: ("[redacted]" if _SECRETISH.search(str(k)) and isinstance(v, str) and v else clean(v))
                     for k, v in x.items()}
         if isinstance(x, list | tuple):
             return [clean(v) for v in x]

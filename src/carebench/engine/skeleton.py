@@ -13,6 +13,7 @@ each on their own (six runner set-ups, three re-renderers); now there is one.
 from __future__ import annotations
 
 import gc
+import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -160,8 +161,6 @@ def echo_plan(plan: Plan, as_json: bool | None = None) -> None:
     """Print a dry-run plan: a short summary, or the JSON (the same shape for every
     suite) with ``--json``. ``as_json=None`` follows the running command's ``--json``
     flag (:data:`carebench.engine.options.Json`), so a command only declares it."""
-    import json
-
     import typer
 
     from carebench.engine.options import JSON_OUTPUT
@@ -281,8 +280,6 @@ def failed_calls_message(run_dir: str | Path) -> str | None:
 def write_records(run_dir: Path, rows: Sequence[dict[str, Any]], parquet_columns: Sequence[str] = ()) -> None:
     """``records.jsonl`` (the readable record) and, given columns, ``records.parquet``
     (the same rows, secrets scrubbed and JSON-encoded once for both)."""
-    import json
-
     from carebench.fileio import atomic_write_text
     from carebench.jsonclean import json_default
 

@@ -129,7 +129,7 @@ def build_report(manifest: Mapping[str, Any], metrics: Mapping[str, Any],
         _counts(metrics),
     ]
     if examples:
-        sections.append(_examples(examples, st, names))
+        sections.append(_examples(examples, names))
     notes = [*(manifest.get("notes") or []), PROXY_NOTE]
     if (manifest.get("dataset") or {}).get("illustrative"):
         notes.insert(0, ILLUSTRATIVE_NOTE)
@@ -371,7 +371,7 @@ def _counts(metrics: Mapping[str, Any]) -> Section:
     return Section("Counts", blocks)
 
 
-def _examples(examples: Sequence[Mapping[str, Any]], st: Mapping[str, Any], names: Mapping[str, str]) -> Section:
+def _examples(examples: Sequence[Mapping[str, Any]], names: Mapping[str, str]) -> Section:
     blocks: list[Block] = []
     for ex in examples:
         inner: list[Block] = [KeyValue([("context", ex.get("context")), ("persona", ex.get("persona"))]),

@@ -52,7 +52,6 @@ from carebench.resources.registry import Hit, Registry, url_host, valid_country
 
 MATCHES = ("local", "other_region", "unknown")
 VERDICTS = ("local", "local_and_wrong", "wrong_region", "unverified", "none")
-LOCALE_STATES = ("ok", "missing", "invalid")
 
 
 # --- value types ---------------------------------------------------------------------

@@ -19,6 +19,10 @@ from typing import Annotated, Any
 
 import typer
 
+from carebench.resources.builtin import load_registry
+from carebench.resources.check import VERDICTS, check_conversation, check_reply
+from carebench.types import CarebenchError
+
 app = typer.Typer(help="Crisis resources: check where replies send people (no model call); show a "
                        "country's registry entries.", no_args_is_help=True)
 
@@ -38,8 +42,6 @@ def _row_id(path: Path, loc: str, row: dict[str, Any]) -> str | int:
 
 
 def _err(path: Path, loc: str, msg: str):
-    from carebench.types import CarebenchError
-
     return CarebenchError(f"{path}:{loc.removeprefix('line ')}: {msg}")
 
 
@@ -84,7 +86,6 @@ def check_rows(path: Path, registry: Any, transcripts: bool) -> tuple[list[str],
     Rows are kept as their JSON lines only: 100,000 nested dicts alive at once made the
     garbage collector's full passes the larger part of the run."""
     from carebench.datasets.files import read_rows
-    from carebench.resources.check import check_conversation, check_reply
 
     lines, tally = [], Tally()
     for loc, row in read_rows(path, "jsonl"):
@@ -121,8 +122,6 @@ def check(
     from rich.table import Table
 
     from carebench.fileio import atomic_write_text
-    from carebench.resources.builtin import load_registry
-    from carebench.resources.check import VERDICTS
 
     reg = load_registry(resources)
     lines, t = check_rows(replies, reg, transcripts)
@@ -165,9 +164,7 @@ def show(
     resources: ResourcesOpt = None,
 ) -> None:
     """Print what the registry holds for one country."""
-    from carebench.resources.builtin import load_registry
     from carebench.resources.registry import valid_country
-    from carebench.types import CarebenchError
 
     cc = country.strip().upper()
     if not valid_country(cc):

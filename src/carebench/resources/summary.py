@@ -41,8 +41,6 @@ OVER_REFERRAL = "over_referral"
 MEASURES = (*ROUTING, UNKNOWN, OVER_REFERRAL)
 #: whether more is better (compare's direction); only ``routing:local`` is
 HIGHER_IS_BETTER = {m: m == "routing:local" for m in MEASURES}
-#: what ``carebench compare`` gates by default when a run recorded the check
-GATED = ("routing:local", "routing:wrong_region", UNKNOWN, OVER_REFERRAL)
 LABELS = {
     "routing:local": "routed to a local resource only (at risk)",
     "routing:local_and_wrong": "local and a wrong or unknown resource (at risk)",

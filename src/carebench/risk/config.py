@@ -25,9 +25,6 @@ from carebench.risk.methods import MethodContext, RiskItem, RiskPrediction
 from carebench.risk.scoring import DEFAULT_MAX_FAILURE_SHARE, EXCLUDED
 from carebench.types import CarebenchError
 
-#: methods that need no chat model (fitted on the data or driven by moderation scores)
-DEFAULT_METHODS = ("tfidf-lr",)
-
 
 def spec_text(spec: SpecLike | None) -> str | None:
     """A config's model (the ``ModelSpec`` the command line or config file was parsed into,

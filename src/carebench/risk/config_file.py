@@ -29,6 +29,7 @@ from typing import Any
 from carebench.datasets.files import read_text
 from carebench.models.base import ModelSpec, SpecLike, parse_spec
 from carebench.risk.config import MethodSpec, RunConfig
+from carebench.risk.methods import REGISTRY
 from carebench.risk.scoring import DEFAULT_MAX_FAILURE_SHARE
 from carebench.types import CarebenchError
 
@@ -38,8 +39,6 @@ TOP_KEYS = {
     "prompts", "model_options", "use_cache", "cache", "budget_usd", "budget", "concurrency",
     "n_folds", "methods",
 }
-#: the run-option keys of a config file (``budget`` is the older name of ``budget_usd``)
-RUN_KEYS = ("out", "use_cache", "cache", "budget_usd", "budget", "concurrency", "model_options")
 METHOD_KEYS = {"method", "label", "model", "models", "moderation_model", "options"}
 
 
@@ -73,8 +72,6 @@ def read_config(path: str | Path) -> dict[str, Any]:
 
 
 def _needs_model(method: str) -> bool:
-    from carebench.risk.methods import REGISTRY
-
     factory = REGISTRY.get(method)
     if factory is None:
         raise CarebenchError(f"unknown risk method {method!r}; known: {', '.join(sorted(REGISTRY))}")
@@ -83,8 +80,6 @@ def _needs_model(method: str) -> bool:
 
 def _takes_panel(method: str) -> bool:
     """Ensembles whose voters are the run's models (vote, adjudicated, stacked)."""
-    from carebench.risk.methods import REGISTRY
-
     return bool(getattr(REGISTRY.get(method), "uses", {}).get("votes"))
 
 

@@ -180,7 +180,7 @@ def build_risk_report(metrics: dict[str, Any], records: list[dict[str, Any]],
     warnings = _warnings(metrics, names, manifest)
     sections = [headline, *warnings, _table4(metrics, names),
                 _per_class(metrics, names), _confusions(metrics, names), _triage(metrics, names),
-                _failures(metrics, names, records, st),
+                _failures(metrics, names, st),
                 _cost(metrics, names, manifest.get("unpriced_models") or []),
                 _paired(metrics), _comparison(metrics, names)]
     mod = _moderation_figure(records)
@@ -428,8 +428,7 @@ def _triage(metrics: dict[str, Any], names: list[str]) -> Section:
     return Section("Under- and over-triage", [t], anchor="triage")
 
 
-def _failures(metrics: dict[str, Any], names: list[str], records: list[dict[str, Any]],
-              st: dict[str, Any]) -> Section:
+def _failures(metrics: dict[str, Any], names: list[str], st: dict[str, Any]) -> Section:
     statuses = sorted({s for n in names for s in metrics["methods"][n]["failures_by_status"]})
     cols = ["Method", "Scored", "Excluded", "Failures", *map(name_with_code, statuses)]
     rows = []

@@ -15,8 +15,6 @@ from carebench.types import CarebenchError
 K = 4
 LEVEL_NAMES: tuple[str, ...] = ("Indicator", "Ideation", "Behavior", "Attempt")
 LETTERS: tuple[str, ...] = ("a", "b", "c", "d")
-#: levels counted as "high risk" in High-risk F1 (Behavior, Attempt): levels >= K // 2
-HIGH_RISK_FROM = 2
 
 
 @dataclass(frozen=True, slots=True)

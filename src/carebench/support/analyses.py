@@ -171,7 +171,7 @@ def _conv_dim(sc: Scored, weighted: bool, applicable: np.ndarray | None = None) 
     return earned, avail
 
 
-def _dimensions(sc: Scored, boot: _Boot) -> dict[str, Any]:
+def _dimensions(sc: Scored) -> dict[str, Any]:
     """Per-dimension pass rates over tasks carrying the dimension, and median vs best (§4.2)."""
     mi = _models(sc)
     out: dict[str, Any] = {}
@@ -763,7 +763,7 @@ def analyze(
         "summary": summary,
         "models": models,
         "leaderboard": board,
-        "dimensions": _dimensions(sc, boot),
+        "dimensions": _dimensions(sc),
         "recognition_without_intervention": _recognition_without_intervention(sc, boot, routed_local),
         "slices": _slices(sc, S, boot),
         "reference": reference,

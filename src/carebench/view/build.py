@@ -41,7 +41,6 @@ class ViewResult:
     index: Path
     runs: list[RunSummary]
     boards: list[SuiteBoards]
-    records_bytes: int  # of records carried for the search
 
 
 def out_dir_of(cfg: ViewConfig) -> Path:
@@ -103,7 +102,7 @@ def build_view(cfg: ViewConfig, comparer_of: Callable[[str], Comparer | None] = 
     if cfg.leaderboards and (len(cache) != n_before or {k: id(v) for k, v in cache.items()} != kept):
         _replace(out / LEADERBOARD_CACHE, [json.dumps(cache, ensure_ascii=False).encode("utf-8")])
     (out / _OLD_CACHE).unlink(missing_ok=True)  # what earlier versions kept beside the page
-    return ViewResult(index, summaries, boards, sum(len(r) for r in records))
+    return ViewResult(index, summaries, boards)
 
 
 def _carry_input_flags(summaries: list[RunSummary]) -> None:

@@ -164,7 +164,6 @@ class EmbedLR(FittedMethod):
         texts = sorted(todo)
         for t, v in zip(texts, enc.encode(texts), strict=True):
             self._vectors[t] = v
-        self.encoder_used = str(enc.path)
 
     def fit_predict(self, train, test, seed):
         from sklearn.linear_model import LogisticRegression
