@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from carebench.engine.options import RunOptions
+from carebench.engine.options import JSON_OUTPUT, RunOptions
 from carebench.engine.run import Run
 from carebench.engine.rundir import (
     new_run_dir,
@@ -162,8 +162,6 @@ def echo_plan(plan: Plan, as_json: bool | None = None) -> None:
     suite) with ``--json``. ``as_json=None`` follows the running command's ``--json``
     flag (:data:`carebench.engine.options.Json`), so a command only declares it."""
     import typer
-
-    from carebench.engine.options import JSON_OUTPUT
 
     if as_json is None:
         as_json = JSON_OUTPUT.get()
