@@ -10,6 +10,7 @@ import pytest
 
 from carebench.cli import main
 from carebench.engine.skeleton import Plan
+from carebench.models.base import ModelSpec
 
 
 @pytest.fixture
@@ -38,7 +39,9 @@ def test_run_flags_reach_the_config(captured, tmp_path):
     assert (r.out, r.cache_path, r.use_cache, r.budget_usd, r.concurrency, r.timeout_s, r.max_retries,
             r.dry_run) == (out, cache, True, 2.5, 3, 9.0, 4, True)
     assert r.model_options["openai:bot"].max_tokens == 64
-    assert (cfg.simulators, cfg.chatbots, cfg.judges) == (["openai:sim"], ["openai:bot"], ["openai:judge"])
+    # the command parsed each model flag once; the config holds the ModelSpec objects
+    assert (cfg.simulators, cfg.chatbots, cfg.judges) == (
+        [ModelSpec("openai", "sim")], [ModelSpec("openai", "bot")], [ModelSpec("openai", "judge")])
 
 
 def test_judge_flags_reach_the_config(captured, tmp_path):

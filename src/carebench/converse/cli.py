@@ -14,7 +14,9 @@ import typer
 
 from carebench.converse.rubric import BUILTIN_RUBRICS
 from carebench.engine.options import RUN_FLAGS, RunOptions, run_flags
+from carebench.models.base import ModelSpec, parse_spec
 from carebench.resources.options import LocaleOption, ResourcesOption, recheck_against
+from carebench.types import CarebenchError
 
 app = typer.Typer(help="Simulated multi-turn conversations judged with decision-tree rubrics (VERA-MH).",
                   no_args_is_help=True, add_completion=False)
@@ -65,13 +67,22 @@ def _finish(run_dir: Path) -> None:
         raise typer.Exit(1)
 
 
+def _specs(values: list[str] | None) -> list[ModelSpec]:
+    """The model flags parsed here, once; the config holds the ``ModelSpec`` objects."""
+    return [parse_spec(v) for v in values or []]
+
+
 def _with_judge_from(cfg, judge_from):
     if judge_from is None:
         return cfg
     from carebench.converse.suite import judge_from as read_selection
 
     sel = read_selection(str(judge_from))
-    return replace(cfg, judges=[*cfg.judges, sel["spec"]], judge_from=sel)
+    try:  # the selected judge's spec, as the calibration directory recorded its text
+        spec = parse_spec(sel["spec"])
+    except CarebenchError as e:
+        raise CarebenchError(f"--judge-from {judge_from}: {e}") from None
+    return replace(cfg, judges=[*cfg.judges, spec], judge_from=sel)
 
 
 def _go(cfg) -> None:
@@ -157,7 +168,7 @@ def run(
         rubric=rubric, rubric_rules=rubric_rules, personas=personas, personas_from=personas_from, persona_template=str(persona_template) if persona_template else None,
         judge_system=str(judge_system) if judge_system else None,
         judge_question=str(judge_question) if judge_question else None,
-        simulators=list(simulator or []), chatbots=list(chatbot or []), judges=list(judge or []),
+        simulators=_specs(simulator), chatbots=_specs(chatbot), judges=_specs(judge),
         system_prompt_file=str(system_prompt) if system_prompt else None, turns=turns, repeats=repeats,
         persona_ids=list(persona) if persona else None, seed=seed, bootstrap=bootstrap,
         temperature=temperature, max_tokens=max_tokens, simulator_max_tokens=simulator_max_tokens,
@@ -167,7 +178,7 @@ def run(
         sessions=[x.strip() for x in sessions.split(",")] if sessions is not None else [],
         max_total_words=max_total_words, default_system_prompt=default_system_prompt,
         locale=locale, resources=str(resources) if resources else None,
-        simulator_questions=parse_names(simulator_questions), simulator_judge=simulator_judge,
+        simulator_questions=parse_names(simulator_questions), simulator_judge=parse_spec(simulator_judge) if simulator_judge else None,
         options=replace(options, max_retries=retries))
     _go(_with_judge_from(cfg, judge_from))
 
@@ -202,13 +213,12 @@ def judge_cmd(
     conversations from elsewhere (--transcripts), in a new directory."""
     from carebench.converse.simulator_questions import parse_names
     from carebench.converse.suite import ConverseConfig
-    from carebench.types import CarebenchError
 
     if (run_dir is None) == (transcripts is None):
         raise CarebenchError("converse judge: give a run directory or --transcripts PATH (one of them)")
     if transcripts is None and (chatbot or personas):
         raise CarebenchError("converse judge: --chatbot and --personas go with --transcripts")
-    cfg = ConverseConfig(rubric=rubric, rubric_rules=rubric_rules, judges=list(judge or []),
+    cfg = ConverseConfig(rubric=rubric, rubric_rules=rubric_rules, judges=_specs(judge),
                          from_run=str(run_dir) if run_dir is not None else None,
                          transcripts=str(transcripts) if transcripts is not None else None,
                          transcripts_chatbot=chatbot, personas=personas,
@@ -216,7 +226,7 @@ def judge_cmd(
                          judge_question=str(judge_question) if judge_question else None,
                          judge_max_tokens=judge_max_tokens, judge_mode=judge_mode, seed=seed,
                          bootstrap=bootstrap, locale=locale, resources=str(resources) if resources else None,
-                         simulator_questions=parse_names(simulator_questions), simulator_judge=simulator_judge,
+                         simulator_questions=parse_names(simulator_questions), simulator_judge=parse_spec(simulator_judge) if simulator_judge else None,
                          options=options)
     _go(_with_judge_from(cfg, judge_from))
 
@@ -255,13 +265,12 @@ def calibrate_cmd(
     from carebench.converse.calibration import Rule
     from carebench.converse.suite import ConverseConfig, run_calibration
     from carebench.engine.skeleton import echo_plan
-    from carebench.types import CarebenchError
 
     if (run_dir is None) == (transcripts is None):
         raise CarebenchError("converse calibrate: give --run RUN_DIR or --transcripts PATH (one of them)")
     if not candidate:
         raise CarebenchError("converse calibrate: give at least one --candidate")
-    cfg = ConverseConfig(rubric=rubric, rubric_rules=rubric_rules, judges=list(candidate),
+    cfg = ConverseConfig(rubric=rubric, rubric_rules=rubric_rules, judges=_specs(candidate),
                          from_run=str(run_dir) if run_dir is not None else None,
                          transcripts=str(transcripts) if transcripts is not None else None,
                          judge_system=str(judge_system) if judge_system else None,
@@ -307,7 +316,6 @@ def _rescore(run_dir: Path, judges, seed, bootstrap, out, resources=None, locale
     from carebench.converse.suite import SUITE, ConverseSuite
     from carebench.engine.rundir import read_json
     from carebench.engine.skeleton import rerender
-    from carebench.types import CarebenchError
 
     manifest = read_json(Path(run_dir) / "manifest.json")
     if manifest.get("suite") != SUITE:
