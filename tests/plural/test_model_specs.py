@@ -12,7 +12,7 @@ from carebench.cli import main
 from carebench.models.base import ModelSpec
 from carebench.plural.commands import calibrate, freeze, label, run
 from carebench.plural.report import _short_one
-from carebench.types import CarebenchError
+from config_capture import capture_config
 
 URL = "http://127.0.0.1:9/v1"
 
@@ -20,17 +20,10 @@ URL = "http://127.0.0.1:9/v1"
 @pytest.fixture
 def captured(monkeypatch):
     seen = {}
-
-    def keep(name):
-        def fake(cfg, *args, **kwargs):  # the config as the command built it; then stop (exit 2)
-            seen[name] = cfg
-            raise CarebenchError("stopped by the test")
-        return fake
-
-    monkeypatch.setattr(run, "run_plural", keep("run"))
-    monkeypatch.setattr(calibrate, "run_calibrate", keep("calibrate"))
-    monkeypatch.setattr(freeze, "run_freeze", keep("freeze"))
-    monkeypatch.setattr(label, "run_label", keep("label"))
+    monkeypatch.setattr(run, "run_plural", capture_config(seen, "run"))
+    monkeypatch.setattr(calibrate, "run_calibrate", capture_config(seen, "calibrate"))
+    monkeypatch.setattr(freeze, "run_freeze", capture_config(seen, "freeze"))
+    monkeypatch.setattr(label, "run_label", capture_config(seen, "label"))
     return seen
 
 

@@ -13,22 +13,15 @@ from carebench.models.base import ModelSpec
 from carebench.models.families import family_of
 from carebench.support import coherence, suite
 from carebench.support.tasks import load_tasks
-from carebench.types import CarebenchError
+from config_capture import capture_config
 from stub_server import StubServer
 
 
 def test_the_command_hands_parsed_specs_to_the_config(tmp_path, monkeypatch):
     seen = {}
-
-    def keep(name):
-        def run(cfg):  # the config as the command built it; the command stops here (exit 2)
-            seen[name] = cfg
-            raise CarebenchError("stopped by the test")
-        return run
-
-    monkeypatch.setattr(suite, "run_support", keep("run"))
-    monkeypatch.setattr(suite, "run_calibration", keep("cal"))
-    monkeypatch.setattr(coherence, "run_coherence", keep("coh"))
+    monkeypatch.setattr(suite, "run_support", capture_config(seen, "run"))
+    monkeypatch.setattr(suite, "run_calibration", capture_config(seen, "cal"))
+    monkeypatch.setattr(coherence, "run_coherence", capture_config(seen, "coh"))
     url = "http://127.0.0.1:9/v1"
     assert main(["support", "run", "--responder", f"openai:r@{url}/", "--judge", "anthropic:j"]) == 2
     assert main(["support", "calibrate", "--labels", "x.csv", "--candidate", "openai:c"]) == 2

@@ -14,7 +14,7 @@ import typer
 
 from carebench.converse.rubric import BUILTIN_RUBRICS
 from carebench.engine.options import RUN_FLAGS, RunOptions, run_flags
-from carebench.models.base import ModelSpec, parse_spec
+from carebench.models.base import parse_spec, parse_specs
 from carebench.resources.options import LocaleOption, ResourcesOption, recheck_against
 from carebench.types import CarebenchError
 
@@ -65,11 +65,6 @@ def _finish(run_dir: Path) -> None:
                    "failures): never rated, counted in the report. Re-run the same command to retry them",
                    err=True)
         raise typer.Exit(1)
-
-
-def _specs(values: list[str] | None) -> list[ModelSpec]:
-    """The model flags parsed here, once; the config holds the ``ModelSpec`` objects."""
-    return [parse_spec(v) for v in values or []]
 
 
 def _with_judge_from(cfg, judge_from):
@@ -168,7 +163,7 @@ def run(
         rubric=rubric, rubric_rules=rubric_rules, personas=personas, personas_from=personas_from, persona_template=str(persona_template) if persona_template else None,
         judge_system=str(judge_system) if judge_system else None,
         judge_question=str(judge_question) if judge_question else None,
-        simulators=_specs(simulator), chatbots=_specs(chatbot), judges=_specs(judge),
+        simulators=parse_specs(simulator), chatbots=parse_specs(chatbot), judges=parse_specs(judge),
         system_prompt_file=str(system_prompt) if system_prompt else None, turns=turns, repeats=repeats,
         persona_ids=list(persona) if persona else None, seed=seed, bootstrap=bootstrap,
         temperature=temperature, max_tokens=max_tokens, simulator_max_tokens=simulator_max_tokens,
@@ -218,7 +213,7 @@ def judge_cmd(
         raise CarebenchError("converse judge: give a run directory or --transcripts PATH (one of them)")
     if transcripts is None and (chatbot or personas):
         raise CarebenchError("converse judge: --chatbot and --personas go with --transcripts")
-    cfg = ConverseConfig(rubric=rubric, rubric_rules=rubric_rules, judges=_specs(judge),
+    cfg = ConverseConfig(rubric=rubric, rubric_rules=rubric_rules, judges=parse_specs(judge),
                          from_run=str(run_dir) if run_dir is not None else None,
                          transcripts=str(transcripts) if transcripts is not None else None,
                          transcripts_chatbot=chatbot, personas=personas,
@@ -270,7 +265,7 @@ def calibrate_cmd(
         raise CarebenchError("converse calibrate: give --run RUN_DIR or --transcripts PATH (one of them)")
     if not candidate:
         raise CarebenchError("converse calibrate: give at least one --candidate")
-    cfg = ConverseConfig(rubric=rubric, rubric_rules=rubric_rules, judges=_specs(candidate),
+    cfg = ConverseConfig(rubric=rubric, rubric_rules=rubric_rules, judges=parse_specs(candidate),
                          from_run=str(run_dir) if run_dir is not None else None,
                          transcripts=str(transcripts) if transcripts is not None else None,
                          judge_system=str(judge_system) if judge_system else None,

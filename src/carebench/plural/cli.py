@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from carebench.engine.options import RUN_FLAGS, Json, RunOptions, run_flags
-from carebench.models.base import ModelSpec, parse_spec
+from carebench.models.base import ModelSpec, parse_spec, parse_specs
 from carebench.resources.options import LocaleOption, ResourcesOption
 from carebench.types import CarebenchError
 
@@ -251,7 +251,7 @@ def run(
     from carebench.plural.config import PluralRunConfig
 
     cfg = PluralRunConfig(
-        release=str(release), systems=[parse_spec(s) for s in system or []], judges=[parse_spec(j) for j in judge or []],
+        release=str(release), systems=parse_specs(system), judges=parse_specs(judge),
         sample=str(sample_dir) if sample_dir else None, sample_size=sample_size, sample_seed=sample_seed,
         limit=limit, archetypes=list(archetype or ["peer", "clinician"]),
         taxonomy=str(taxonomy) if taxonomy else None, contexts=str(contexts) if contexts else None,
