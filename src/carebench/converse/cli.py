@@ -14,6 +14,7 @@ import typer
 
 from carebench.converse.rubric import BUILTIN_RUBRICS
 from carebench.engine.options import RUN_FLAGS, RunOptions, run_flags
+from carebench.models.base import parse_spec, parse_specs
 from carebench.resources.options import LocaleOption, ResourcesOption, recheck_against
 from carebench.types import CarebenchError
 
@@ -72,7 +73,11 @@ def _with_judge_from(cfg, judge_from):
     from carebench.converse.suite import judge_from as read_selection
 
     sel = read_selection(str(judge_from))
-    return replace(cfg, judges=[*cfg.judges, sel["spec"]], judge_from=sel)
+    try:  # the selected judge's spec, as the calibration directory recorded its text
+        spec = parse_spec(sel["spec"])
+    except CarebenchError as e:
+        raise CarebenchError(f"--judge-from {judge_from}: {e}") from None
+    return replace(cfg, judges=[*cfg.judges, spec], judge_from=sel)
 
 
 def _go(cfg) -> None:
@@ -158,7 +163,7 @@ def run(
         rubric=rubric, rubric_rules=rubric_rules, personas=personas, personas_from=personas_from, persona_template=str(persona_template) if persona_template else None,
         judge_system=str(judge_system) if judge_system else None,
         judge_question=str(judge_question) if judge_question else None,
-        simulators=list(simulator or []), chatbots=list(chatbot or []), judges=list(judge or []),
+        simulators=parse_specs(simulator), chatbots=parse_specs(chatbot), judges=parse_specs(judge),
         system_prompt_file=str(system_prompt) if system_prompt else None, turns=turns, repeats=repeats,
         persona_ids=list(persona) if persona else None, seed=seed, bootstrap=bootstrap,
         temperature=temperature, max_tokens=max_tokens, simulator_max_tokens=simulator_max_tokens,
@@ -168,7 +173,7 @@ def run(
         sessions=[x.strip() for x in sessions.split(",")] if sessions is not None else [],
         max_total_words=max_total_words, default_system_prompt=default_system_prompt,
         locale=locale, resources=str(resources) if resources else None,
-        simulator_questions=parse_names(simulator_questions), simulator_judge=simulator_judge,
+        simulator_questions=parse_names(simulator_questions), simulator_judge=parse_spec(simulator_judge) if simulator_judge else None,
         options=replace(options, max_retries=retries))
     _go(_with_judge_from(cfg, judge_from))
 
@@ -208,7 +213,7 @@ def judge_cmd(
         raise CarebenchError("converse judge: give a run directory or --transcripts PATH (one of them)")
     if transcripts is None and (chatbot or personas):
         raise CarebenchError("converse judge: --chatbot and --personas go with --transcripts")
-    cfg = ConverseConfig(rubric=rubric, rubric_rules=rubric_rules, judges=list(judge or []),
+    cfg = ConverseConfig(rubric=rubric, rubric_rules=rubric_rules, judges=parse_specs(judge),
                          from_run=str(run_dir) if run_dir is not None else None,
                          transcripts=str(transcripts) if transcripts is not None else None,
                          transcripts_chatbot=chatbot, personas=personas,
@@ -216,7 +221,7 @@ def judge_cmd(
                          judge_question=str(judge_question) if judge_question else None,
                          judge_max_tokens=judge_max_tokens, judge_mode=judge_mode, seed=seed,
                          bootstrap=bootstrap, locale=locale, resources=str(resources) if resources else None,
-                         simulator_questions=parse_names(simulator_questions), simulator_judge=simulator_judge,
+                         simulator_questions=parse_names(simulator_questions), simulator_judge=parse_spec(simulator_judge) if simulator_judge else None,
                          options=options)
     _go(_with_judge_from(cfg, judge_from))
 
@@ -260,7 +265,7 @@ def calibrate_cmd(
         raise CarebenchError("converse calibrate: give --run RUN_DIR or --transcripts PATH (one of them)")
     if not candidate:
         raise CarebenchError("converse calibrate: give at least one --candidate")
-    cfg = ConverseConfig(rubric=rubric, rubric_rules=rubric_rules, judges=list(candidate),
+    cfg = ConverseConfig(rubric=rubric, rubric_rules=rubric_rules, judges=parse_specs(candidate),
                          from_run=str(run_dir) if run_dir is not None else None,
                          transcripts=str(transcripts) if transcripts is not None else None,
                          judge_system=str(judge_system) if judge_system else None,

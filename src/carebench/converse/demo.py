@@ -13,6 +13,7 @@ from pathlib import Path
 
 from carebench.converse.suite import ConverseConfig, run_converse
 from carebench.engine.options import run_options
+from carebench.models.base import parse_spec
 
 DEMO_PERSONAS = ("p-low-1", "p-imminent-1")
 DEMO_NOTE = (
@@ -30,13 +31,14 @@ def run_demo(out_dir: Path, model_spec: str = "llamacpp:builtin", quick: bool = 
     # two-question rubric, short replies, and the judge's answer without a reason (a walk
     # still records every question and answer). --full uses the regular prompts.
     prompts = resources.files("carebench.converse.prompts")
+    spec = parse_spec(model_spec)  # once, for the simulator, the chatbot and the judge
     cfg = ConverseConfig(
         rubric="builtin:demo" if quick else "builtin:sample", personas="builtin:sample",
         persona_template=str(prompts.joinpath("persona_demo.txt")) if quick else None,
         judge_system=str(prompts.joinpath("judge_system_demo.txt")) if quick else None,
         judge_question=str(prompts.joinpath("judge_question_demo.txt")) if quick else None,
         persona_ids=list(DEMO_PERSONAS) if quick else None,
-        simulators=[model_spec], chatbots=[model_spec], judges=[model_spec],
+        simulators=[spec], chatbots=[spec], judges=[spec],
         turns=4 if quick else 8, max_tokens=16 if quick else 200, simulator_max_tokens=12 if quick else 120,
         judge_max_tokens=12 if quick else 80, judge_reasons=not quick, bootstrap=500 if quick else 2000,
         title="Converse suite demo (embedded model, illustrative rubric and personas)", notes=[DEMO_NOTE],

@@ -87,6 +87,7 @@ from carebench.engine.skeleton import (
     stage,
 )
 from carebench.judging import panel_seats
+from carebench.models.base import SpecLike
 from carebench.report import Report
 from carebench.resources.options import run_locale
 from carebench.types import CarebenchError
@@ -171,9 +172,11 @@ class ConverseConfig:
     persona_template: str | None = None
     judge_system: str | None = None
     judge_question: str | None = None
-    simulators: list[str] = field(default_factory=list)
-    chatbots: list[str] = field(default_factory=list)
-    judges: list[str] = field(default_factory=list)
+    #: the models: the ``ModelSpec`` objects the command line was parsed into (a spec's text, e.g.
+    #: a script's, is parsed by ``Run.model``); the manifest holds their text (``manifest_config``)
+    simulators: list[SpecLike] = field(default_factory=list)
+    chatbots: list[SpecLike] = field(default_factory=list)
+    judges: list[SpecLike] = field(default_factory=list)
     system_prompt_file: str | None = None
     #: most turns per conversation (None: 20 exchanges, or 30 messages under the VERA-MH protocol)
     turns: int | None = None
@@ -227,9 +230,17 @@ class ConverseConfig:
     #: risk-consistency); empty: none asked
     simulator_questions: list[str] = field(default_factory=list)
     #: ``--simulator-judge``: the model that answers them (None: the first judge)
-    simulator_judge: str | None = None
+    simulator_judge: SpecLike | None = None
     #: the shared run flags (--out, --cache, --budget, ...)
     options: RunOptions = field(default_factory=run_options)
+
+    def manifest_config(self) -> dict[str, Any]:
+        """The settings as the manifest's ``config`` holds them: plain JSON, models as spec text."""
+        d = {k: v for k, v in asdict(self).items() if k != "notes"}
+        d.update(simulators=[str(m) for m in self.simulators], chatbots=[str(m) for m in self.chatbots],
+                 judges=[str(m) for m in self.judges],
+                 simulator_judge=None if self.simulator_judge is None else str(self.simulator_judge))
+        return d
 
     def protocol_settings(self) -> dict[str, Any]:
         """The generation protocol with every default resolved (recorded in the manifest)."""
@@ -299,7 +310,8 @@ class ConverseConfig:
                                  f"{','.join(self.sessions)!r}")
         if self.repeats < 1:
             raise CarebenchError(f"--repeats must be at least 1, got {self.repeats}")
-        for name, specs in (("--chatbot", self.chatbots), ("--simulator", self.simulators)):
+        for name, models in (("--chatbot", self.chatbots), ("--simulator", self.simulators)):
+            specs = [str(m) for m in models]  # a ModelSpec does not sort; its text does
             dup = sorted({s for s in specs if specs.count(s) > 1})
             if dup:
                 raise CarebenchError(f"{name} listed twice: {dup[0]}")
@@ -460,7 +472,7 @@ class ConverseSuite:
         judge_fail = sum(w["status"] != "ok" for w in walks)
         judge_calls_failed = sum(w.get("failure") == "call" for w in walks)
         judge_context = sum(w.get("failure") == "context" for w in walks)
-        config = {k: v for k, v in asdict(cfg).items() if k != "notes"}
+        config = cfg.manifest_config()
         config["system_prompt"] = gcfg.system_prompt
         config.update(cfg.protocol_settings(), max_messages=gcfg.max_messages)
         config["stop_marker"] = STOP_MARKER
@@ -525,7 +537,7 @@ class ConverseSuite:
         harness = sum(c["status"] == HARNESS_FAILURE for c in conv_records)
         call_failed = sum(r["status"] == JUDGE_CALL_FAILURE for r in crit_records)
         failed_votes = sum(v["status"] != "ok" for r in crit_records for v in r["votes"])
-        config = {k: v for k, v in asdict(cfg).items() if k != "notes"}
+        config = cfg.manifest_config()
         config["system_prompt"] = gcfg.system_prompt
         config.update(cfg.protocol_settings(), max_messages=gcfg.max_messages)
         config["stop_marker"] = STOP_MARKER
@@ -727,7 +739,7 @@ def run_calibration(cfg: ConverseConfig, labels_path: str, rule: Any) -> Path | 
     walks = [r for r in read_jsonl(judged / "records.jsonl") if r.get("kind") == "walk"]
     dims = list((manifest.get("scoring") or {}).get("dimensions") or [])
     metrics = calibrate(labels, walks, dims, rule, seed=cfg.seed, bootstrap=cfg.bootstrap)
-    specs = dict(zip((manifest.get("scoring") or {}).get("judges") or [], cfg.judges))
+    specs = dict(zip((manifest.get("scoring") or {}).get("judges") or [], map(str, cfg.judges)))
     chosen = metrics["selection"]["judge"]
     selection = {"judge": chosen, "spec": specs.get(chosen) if chosen else None,
                  "rule": metrics["rule"], "figures": metrics["judges"][chosen]["mean"] if chosen else None,
@@ -759,7 +771,7 @@ def run_calibration(cfg: ConverseConfig, labels_path: str, rule: Any) -> Path | 
                   for w in warnings)
         + headline_html(head) + "\n<pre>" + html.escape(md) + "</pre>\n", encoding="utf-8")
     write_json(out / "manifest.json", {"suite": CALIBRATION, "judging": str(judged), "labels": labels_path,
-                                       "candidates": list(cfg.judges), "seed": cfg.seed,
+                                       "candidates": [str(j) for j in cfg.judges], "seed": cfg.seed,
                                        "bootstrap": cfg.bootstrap, "rule": json.loads(json.dumps(metrics["rule"]))})
     return out
 

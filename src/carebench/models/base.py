@@ -79,6 +79,11 @@ def parse_spec(spec: str) -> ModelSpec:
     return ModelSpec(provider, rest, base_url)
 
 
+def parse_specs(texts: list[str] | None) -> list[ModelSpec]:
+    """A repeatable model flag's values, each parsed (None: the flag was not given)."""
+    return [parse_spec(t) for t in texts or []]
+
+
 @runtime_checkable
 class ChatModel(Protocol):
     """What the runner needs of a provider.

@@ -12,6 +12,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 
+from carebench.models.base import parse_spec
+from carebench.types import CarebenchError
+
 FamilyMap = Mapping[str, str] | Callable[[str], str] | None
 
 
@@ -28,19 +31,19 @@ def family_of(spec: str, mapping: FamilyMap = None) -> str:
         return str(mapping(spec))
     if mapping is not None and spec in mapping:
         return str(mapping[spec])
-    provider, sep, model = spec.partition(":")
-    if not sep:
-        provider, model = "", spec
-    model = model.split("@", 1)[0]
-    model = model.rstrip("/").rsplit("/", 1)[-1] if provider in ("llamacpp", "replay") else model
+    try:  # the spec's own fields (records and labels hold its text)
+        ms = parse_spec(spec)
+    except CarebenchError:  # no spec: a bare name (the references) or an unknown provider's
+        provider, _, model = spec.partition(":") if ":" in spec else ("", "", spec)
+    else:
+        provider, model = ms.provider, ms.model
+        model = model.rstrip("/").rsplit("/", 1)[-1] if provider in ("llamacpp", "replay") else model
     token = re.split(r"[-_./: ]", model.strip(), maxsplit=1)[0].lower() or model.lower()
     return f"{provider}:{token}" if provider else token
 
 
 def parse_family_overrides(values: list[str] | None, option: str = "--family") -> dict[str, str]:
     """``SPEC=NAME`` strings (a CLI option repeated) as a spec -> family mapping."""
-    from carebench.types import CarebenchError
-
     out: dict[str, str] = {}
     for v in values or []:
         spec, sep, name = v.rpartition("=")

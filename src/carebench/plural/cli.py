@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from carebench.engine.options import RUN_FLAGS, Json, RunOptions, run_flags
+from carebench.models.base import ModelSpec, parse_spec, parse_specs
 from carebench.resources.options import LocaleOption, ResourcesOption
 from carebench.types import CarebenchError
 
@@ -35,6 +36,11 @@ Taxonomy = Annotated[Path | None, typer.Option(show_default="the packaged VEILED
 Contexts = Annotated[Path | None, typer.Option(show_default="the packaged contexts", help=_CTX)]
 _BACKEND = ("E4/E5 guideline distillation: native, or mlflow (MLflow's MemAlignOptimizer, "
             "VEILED-SH Appendix B.2; pip install 'carebench[mlflow]').")
+
+
+def _spec(model: str | None) -> ModelSpec | None:
+    """``--model`` parsed here, once (None: the command's default model)."""
+    return parse_spec(model) if model else None
 
 
 def _opts(options: RunOptions, embedder=None, taxonomy=None, contexts=None, memalign_backend=None):
@@ -97,7 +103,7 @@ def calibrate(
     from carebench.plural.calibration import METHOD_ORDER, ProfileCalibrationConfig
     from carebench.plural.commands.calibrate import run_calibrate
 
-    cfg = ProfileCalibrationConfig(model=model, methods=list(method or METHOD_ORDER), prompts=prompts,
+    cfg = ProfileCalibrationConfig(model=_spec(model), methods=list(method or METHOD_ORDER), prompts=prompts,
                           annotations=annotations, practitioners=list(practitioner) if practitioner else None,
                           folds=folds, fold_seed=fold_seed, margin=margin, min_probability=min_probability,
                           bootstrap=bootstrap, **_opts(options, embedder, taxonomy, contexts, memalign_backend))
@@ -124,7 +130,7 @@ def freeze(
     from carebench.plural.release import FreezeConfig
 
     cfg = FreezeConfig(calibration=str(calibration) if calibration else None, methods=list(method or []),
-                       model=model, prompts=prompts, annotations=annotations,
+                       model=_spec(model), prompts=prompts, annotations=annotations,
                        **_opts(options, embedder, taxonomy, contexts, memalign_backend))
     _done(run_freeze(cfg), lambda m: "profiles: " + ", ".join(
         f"{a} ({v['method']})" for a, v in m["profiles"].items()))
@@ -147,7 +153,7 @@ def label(
     from carebench.plural.release import LabelConfig
 
     cfg = LabelConfig(profiles=str(profiles), prompts=prompts, release=str(release) if release else None,
-                      model=model, **_opts(options, embedder, taxonomy, contexts))
+                      model=_spec(model), **_opts(options, embedder, taxonomy, contexts))
     _done(run_label(cfg), lambda m: (
         f"excluded {m['excluded_for_leakage']['arithmetic']} for leakage; dropped {m['dropped']['total']}; "
         f"released {m['released']} prompts"))
@@ -245,7 +251,7 @@ def run(
     from carebench.plural.config import PluralRunConfig
 
     cfg = PluralRunConfig(
-        release=str(release), systems=list(system or []), judges=list(judge or []),
+        release=str(release), systems=parse_specs(system), judges=parse_specs(judge),
         sample=str(sample_dir) if sample_dir else None, sample_size=sample_size, sample_seed=sample_seed,
         limit=limit, archetypes=list(archetype or ["peer", "clinician"]),
         taxonomy=str(taxonomy) if taxonomy else None, contexts=str(contexts) if contexts else None,

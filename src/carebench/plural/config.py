@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ import numpy as np
 from carebench.datasets.prompts import load_policies, load_prompts
 from carebench.engine.options import RunOptions, run_options
 from carebench.engine.rundir import file_sha256, read_json, read_jsonl
+from carebench.models.base import SpecLike
 from carebench.plural.jury import JUDGE_MAX_TOKENS
 from carebench.plural.records import (
     JudgmentColumns,
@@ -172,8 +173,10 @@ class SampleRunConfig:
 @dataclass
 class PluralRunConfig:
     release: str
-    systems: list[str]
-    judges: list[str]
+    #: the ModelSpec objects the command line was parsed into (a spec's text, e.g. a script's, is
+    #: parsed by ``Run.model``); the manifest holds their text (:meth:`manifest_config`)
+    systems: list[SpecLike]
+    judges: list[SpecLike]
     sample: str | None = None  # a `plural sample` run dir or sample.jsonl; None draws one
     sample_size: int | None = None
     sample_seed: int = 12345
@@ -209,7 +212,8 @@ class PluralRunConfig:
             raise CarebenchError("give at least one --system to evaluate")
         if not self.judges:
             raise CarebenchError("give at least one --judge (the paper's jury has three)")
-        dup = sorted({s for s in self.systems if self.systems.count(s) > 1})
+        names = [str(s) for s in self.systems]  # a ModelSpec does not sort; its text does
+        dup = sorted({s for s in names if names.count(s) > 1})
         if dup:
             raise CarebenchError(f"system listed twice: {dup[0]}")
         # a judge spec may repeat: its seats get labels spec#2, spec#3 (carebench.judging.panel_seats)
@@ -223,6 +227,12 @@ class PluralRunConfig:
         if self.limit is not None and self.limit < 1:
             raise CarebenchError(f"--limit must be at least 1, got {self.limit}")
         ScoringRules(self.empty_policy, self.zero_coverage)
+
+    def manifest_config(self) -> dict[str, Any]:
+        """The settings as the manifest's ``config`` holds them: plain JSON, models as spec text."""
+        d = {k: v for k, v in asdict(self).items() if k != "notes"}
+        d.update(systems=[str(s) for s in self.systems], judges=[str(j) for j in self.judges])
+        return d
 
     def rules(self) -> ScoringRules:
         return ScoringRules(self.empty_policy, self.zero_coverage)

@@ -17,6 +17,7 @@ from pathlib import Path
 from carebench.datasets.prompts import load_annotations, load_prompts, write_jsonl
 from carebench.engine.options import run_options
 from carebench.engine.rundir import write_json
+from carebench.models.base import parse_spec
 from carebench.plural.commands.run import run_plural
 from carebench.plural.config import PluralRunConfig
 from carebench.plural.data import builtin_path
@@ -62,9 +63,10 @@ def demo_release(root: Path, cases: int = DEMO_CASES) -> Path:
 def run_demo(out_dir: Path, model_spec: str = "llamacpp:builtin", quick: bool = True) -> Path:
     """Run the plural evaluation with ``model_spec`` as system and jury; returns the run dir."""
     out_dir = Path(out_dir)
+    spec = parse_spec(model_spec)  # once, for the system and all three jury seats
     release = demo_release(out_dir.parent / f"{out_dir.name}-release", DEMO_CASES if quick else 6)
     cfg = PluralRunConfig(
-        release=str(release), systems=[model_spec], judges=[model_spec] * 3, sample_size=DEMO_CASES if quick else 6,
+        release=str(release), systems=[spec], judges=[spec] * 3, sample_size=DEMO_CASES if quick else 6,
         options=run_options(out=out_dir), max_tokens=QUICK_REPLY_TOKENS if quick else 400,
         judge_max_tokens=QUICK_JURY_TOKENS if quick else 200,
         bootstrap=500 if quick else 2000, notes=[DEMO_NOTE],

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from carebench.models.base import parse_spec
 from carebench.report import (
     Block,
     Callout,
@@ -60,13 +61,12 @@ def _iv_pct(entry: Mapping[str, Any]) -> Interval | None:
 def _short_one(name: str) -> str:
     name, hash_, seat = name.partition("#")  # a repeated judge spec's seat: spec#2
     seat = f"#{seat}" if hash_ and seat.isdigit() else (hash_ + seat)
-    head, sep, tail = name.partition(":")
-    if not sep:
+    try:  # the spec's fields; a name that is no spec stays as it is
+        ms = parse_spec(name)
+    except CarebenchError:
         return name + seat
-    tail = tail.split("@", 1)[0]
-    if head in ("llamacpp", "replay"):
-        tail = tail.rstrip("/").rsplit("/", 1)[-1]
-    return f"{head}:{tail}{seat}"
+    model = ms.model.rstrip("/").rsplit("/", 1)[-1] if ms.provider in ("llamacpp", "replay") else ms.model
+    return f"{ms.provider}:{model}{seat}"
 
 
 _SHORT: dict[str, str] = {}

@@ -15,13 +15,14 @@ answer, and re-running retries it (completed calls come from the cache).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from carebench.engine.options import RunOptions, run_options
 from carebench.engine.rundir import read_jsonl, run_dir_path
 from carebench.engine.runner import CallPlan, RunResult, capped_request
+from carebench.models.base import SpecLike
 from carebench.types import CarebenchError, Completion
 
 SUITE = "plural"
@@ -53,7 +54,7 @@ def answered(res: RunResult, description: str) -> list[Completion]:
 class CommandOptions:
     """The options of the calibrate / freeze / label commands."""
 
-    model: str | None = None
+    model: SpecLike | None = None  # the ModelSpec the command line was parsed into
     seed: int = 12345
     embedder: str | None = None
     taxonomy: str | None = None
@@ -61,6 +62,10 @@ class CommandOptions:
     memalign_backend: str | None = None  # E4/E5 guideline distillation: native (default) or mlflow
     #: the shared run flags (--out, --cache, --budget, ...)
     options: RunOptions = field(default_factory=run_options)
+
+    def manifest_config(self) -> dict[str, Any]:
+        """The options as the manifest's ``config`` holds them: plain JSON, the model as spec text."""
+        return {**asdict(self), "model": None if self.model is None else str(self.model)}
 
 
 def no_call_options() -> RunOptions:

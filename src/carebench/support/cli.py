@@ -13,6 +13,7 @@ import typer
 
 from carebench.datasets.builtin import builtin_specs
 from carebench.engine.options import RUN_FLAGS, RunOptions, run_flags
+from carebench.models.base import parse_spec, parse_specs
 from carebench.models.families import parse_family_overrides
 from carebench.resources.options import LocaleOption, ResourcesOption
 from carebench.types import CarebenchError
@@ -96,7 +97,7 @@ def run(
 
     cfg = SupportRunConfig(
         tasks=tasks, task_format=task_format, axes_map=str(axes_map) if axes_map else None,
-        subcategory_tag=subcategory_tag, score=score_as, responders=list(responder or []), judges=list(judge or []), attempts=attempts,
+        subcategory_tag=subcategory_tag, score=score_as, responders=parse_specs(responder), judges=parse_specs(judge), attempts=attempts,
         scope=scope, system_prompt_file=str(system_prompt) if system_prompt else None,
         include_reference=include_reference, seed=seed, bootstrap=bootstrap, temperature=temperature,
         max_tokens=max_tokens, caps=_caps(cap), task_limit=limit, columns=columns, split=split,
@@ -191,7 +192,7 @@ def calibrate(
     from carebench.support.suite import JudgeCalibrationConfig, run_calibration
 
     cfg = JudgeCalibrationConfig(
-        labels=str(labels), candidates=list(candidate or []), run_dir=str(run_dir) if run_dir else None,
+        labels=str(labels), candidates=parse_specs(candidate), run_dir=str(run_dir) if run_dir else None,
         verdicts=str(verdicts) if verdicts else None, panel_size=panel_size, seed=seed, scope=scope,
         bootstrap=bootstrap, families=parse_family_overrides(family),
         options=options,
@@ -292,7 +293,7 @@ def coherence(
     from carebench.support.coherence import CoherenceConfig, run_coherence
 
     d = run_coherence(CoherenceConfig(
-        tasks=tasks, models=list(model), judge=judge, n=n, gate=gate, seed=seed,
+        tasks=tasks, models=parse_specs(model), judge=parse_spec(judge), n=n, gate=gate, seed=seed,
         options=options))
     if _echoed_plan(d):
         return

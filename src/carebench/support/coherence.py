@@ -38,6 +38,7 @@ from carebench.judging import (
     judge_calls,
     panel_seats,
 )
+from carebench.models.base import SpecLike
 from carebench.report import Paragraph, Report, Section, Table
 from carebench.report.document import Headline, Interval
 from carebench.support.generation import (
@@ -59,8 +60,8 @@ SAMPLE_SEED = 12345
 @dataclass
 class CoherenceConfig:
     tasks: str
-    models: list[str]
-    judge: str
+    models: list[SpecLike]  # the command line's ModelSpec objects (text is parsed by Run.model)
+    judge: SpecLike
     n: int = DEFAULT_N
     gate: float = GATE
     seed: int = SAMPLE_SEED
@@ -177,7 +178,7 @@ class CoherenceSuite:
             raise CarebenchError(f"--n must be at least 1, got {cfg.n}")
         tasks = sample_multi_turn(load_tasks(cfg.tasks), cfg.n, cfg.seed)
         models = [run.model(s) for s in cfg.models]
-        judge = panel_seats([cfg.judge], [run.model(cfg.judge)])
+        judge = panel_seats([str(cfg.judge)], [run.model(cfg.judge)])
         return tasks, models, judge
 
     def plan(self, run: Run) -> Plan:
@@ -195,10 +196,12 @@ class CoherenceSuite:
                  "status": a.status, "rationale": a.rationale}
                 for (t, m, k), a in zip(meta, answers, strict=True)]
         failed_replies = sum(r.is_harness_failure for r in gen.responses)
+        specs = [str(m) for m in cfg.models]
         return Execution(
             records=[r.to_dict() for r in gen.responses] + rows,
-            config=asdict(cfg), dataset={"source": cfg.tasks, "tasks": len(tasks)},
-            seeds={"sample": cfg.seed}, models=[*cfg.models, cfg.judge],
+            config={**asdict(cfg), "models": specs, "judge": str(cfg.judge)},  # specs as text
+            dataset={"source": cfg.tasks, "tasks": len(tasks)},
+            seeds={"sample": cfg.seed}, models=[*specs, str(cfg.judge)],
             extra={"kind": "coherence", "tasks_sampled": [t.id for t in tasks]},
             # a reply that failed after every retry has no transitions: the run is incomplete
             failed_calls=failed_replies,

@@ -9,13 +9,14 @@ render every support command live in :mod:`carebench.support.suite`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from carebench.engine.options import RunOptions, run_options
 from carebench.engine.rundir import read_json
 from carebench.judging import JUDGE_MAX_TOKENS
+from carebench.models.base import SpecLike
 from carebench.support.generation import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE
 from carebench.support.records import REFERENCE, ResponseRecord, VerdictRecord, read_run_rows
 from carebench.support.tasks import Task, load_tasks
@@ -27,9 +28,13 @@ SCOPE_CHOICES = ("final", "anywhere", "both")
 
 @dataclass
 class SupportRunConfig:
+    """``responders`` and ``judges`` are the ``ModelSpec`` objects the command line was parsed
+    into (a spec's text, e.g. from a script, is parsed by ``Run.model``); the manifest holds
+    their text (:meth:`manifest_config`)."""
+
     tasks: str
-    responders: list[str]
-    judges: list[str]
+    responders: list[SpecLike]
+    judges: list[SpecLike]
     attempts: int = 3
     scope: str = "final"  # final | anywhere | both (both judges twice; metrics use final)
     system_prompt_file: str | None = None
@@ -76,9 +81,10 @@ class SupportRunConfig:
             raise CarebenchError(f"--attempts must be at least 1, got {self.attempts}")
         if self.scope not in SCOPE_CHOICES:
             raise CarebenchError(f"--scope must be one of {', '.join(SCOPE_CHOICES)}, got {self.scope!r}")
-        if REFERENCE in self.responders:
+        names = [str(r) for r in self.responders]
+        if REFERENCE in names:
             raise CarebenchError("'reference' is reserved for the task references (use --include-reference)")
-        dup = sorted({r for r in self.responders if self.responders.count(r) > 1})
+        dup = sorted({r for r in names if names.count(r) > 1})
         if dup:
             raise CarebenchError(f"responder listed twice: {dup[0]}")
         if self.max_tokens < 1 or any(v < 1 for v in self.caps.values()):
@@ -87,6 +93,12 @@ class SupportRunConfig:
         from carebench.resources.options import run_locale
 
         self.locale = run_locale(self.locale)
+
+    def manifest_config(self) -> dict[str, Any]:
+        """The settings as the manifest's ``config`` holds them: plain JSON, models as spec text."""
+        d = {k: v for k, v in asdict(self).items() if k != "notes"}
+        d.update(responders=[str(r) for r in self.responders], judges=[str(j) for j in self.judges])
+        return d
 
     def load_tasks(self) -> list[Task]:
         """Every task of the task source in its format (every row validated)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from carebench.engine.options import run_options
+from carebench.models.base import parse_spec
 from carebench.support.config import SupportRunConfig
 from carebench.support.suite import run_support
 
@@ -33,10 +34,11 @@ DEMO_NOTE = (
 
 def run_demo(out_dir: Path, model_spec: str = "llamacpp:builtin", quick: bool = True) -> Path:
     """Run the support suite with ``model_spec`` as responder and judge panel; returns the run dir."""
+    spec = parse_spec(model_spec)  # once, for the responder and every judge seat
     cfg = SupportRunConfig(
         tasks="builtin:sample",
-        responders=[model_spec],
-        judges=[model_spec] * 3,
+        responders=[spec],
+        judges=[spec] * 3,
         attempts=1 if quick else 3,
         include_reference=not quick,
         options=run_options(out=out_dir),

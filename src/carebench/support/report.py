@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from carebench.criteria import DIMENSION_LABELS, DIMENSIONS, decide, earned
+from carebench.models.base import parse_spec
 from carebench.report import (
     Block,
     Callout,
@@ -37,6 +38,7 @@ from carebench.support.panel import cell_votes, collapse
 from carebench.support.records import REFERENCE, ResponseRecord, VerdictRecord, is_empty_reply
 from carebench.support.report_values import fmt_rate, iv, value_label
 from carebench.support.tasks import Task
+from carebench.types import CarebenchError
 from carebench.wording import label as key_label
 from carebench.wording import name as status_name
 
@@ -86,9 +88,11 @@ def _interval_chart(names: Sequence[str], ivs: Sequence[Interval], title: str, x
 def _short(names: Sequence[str]) -> list[str]:
     """Figure labels without base URLs or directories, unless that would merge two names."""
     def one(n: str) -> str:
-        n = n.split("@", 1)[0]
-        provider, sep, model = n.partition(":")
-        return f"{provider}{sep}{model.rstrip('/').rsplit('/', 1)[-1]}" if "/" in model else n
+        try:  # the spec's fields; a name that is no spec (the references) stays as it is
+            ms = parse_spec(n)
+        except CarebenchError:
+            return n
+        return f"{ms.provider}:{ms.model.rstrip('/').rsplit('/', 1)[-1]}"
 
     short = [one(n) for n in names]
     return short if len(set(short)) == len(set(names)) else list(names)

@@ -44,6 +44,7 @@ from carebench.engine.skeleton import (
     stage,
 )
 from carebench.judging import JUDGE_MAX_TOKENS, ask, judge_calls, judge_request, panel_seats
+from carebench.models.base import SpecLike
 from carebench.models.families import panel_independence
 from carebench.models.settings import model_settings
 from carebench.report import Report
@@ -132,7 +133,7 @@ class SupportSuite:
         gcfg = GenerationConfig(
             attempts=cfg.attempts, temperature=cfg.temperature, max_tokens=cfg.max_tokens,
             caps=dict(cfg.caps), system_prompt=system_prompt, seed=cfg.seed,
-            settings=model_settings(cfg.responders, cfg.responder_settings_file, cfg.responder_options,
+            settings=model_settings([str(r) for r in cfg.responders], cfg.responder_settings_file, cfg.responder_options,
                                     "--responder-option"),
             recollect_truncated=cfg.recollect_truncated, recollect_cap=cfg.recollect_cap,
         )
@@ -197,7 +198,7 @@ class SupportSuite:
             verdicts = judged.verdicts
             if judged.stopped:
                 run.mark_incomplete("judging", judged.calls_skipped)
-        config = {k: v for k, v in asdict(cfg).items() if k not in ("notes",)}
+        config = cfg.manifest_config()
         config["system_prompt"] = system_prompt
         from carebench.resources import load_registry
         from carebench.support.routing import with_checks
@@ -399,7 +400,7 @@ CALIBRATION_RESULT = "calibration.json"  # the comparison and selection, recorde
 @dataclass
 class JudgeCalibrationConfig:
     labels: str
-    candidates: list[str]
+    candidates: list[SpecLike]  # parsed by the command line (text is parsed by ``Run.model``)
     run_dir: str | None = None  # support run directory holding the labelled responses and tasks
     #: final (default), anywhere, or both: candidates asked in both scopes so the agreement
     #: of the two scoring rules with the clinicians can be compared (B.9); selection uses final
@@ -502,10 +503,10 @@ class JudgeCalibrationSuite:
                                       tasks=tasks, scope=metrics_scope(cfg.scope), family=cfg.families or None)
         return Execution(
             records=[v.to_dict() for v in verdicts],
-            config={k: v for k, v in asdict(cfg).items()},
+            config={**asdict(cfg), "candidates": [str(c) for c in cfg.candidates]},  # specs as text
             dataset={"labels": cfg.labels, "sha256": file_sha256(Path(cfg.labels)), "run": cfg.run_dir},
             seeds={"bootstrap": cfg.seed},
-            models=list(cfg.candidates),
+            models=[str(c) for c in cfg.candidates],
             extra={"kind": "calibration"},
             artifacts=lambda d: write_json(d / CALIBRATION_RESULT, result),
         )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -128,9 +127,9 @@ class CalibrateCommand(PluralCommand):
             "methods": methods, "practitioners": {p: cal.practitioners[p] for p in practitioners},
         }
         return Execution(
-            records=records, config=asdict(cfg), dataset=dataset_info(cfg, cal),
+            records=records, config=cfg.manifest_config(), dataset=dataset_info(cfg, cal),
             seeds={"folds": cfg.fold_seed, "paired_bootstrap": sel.PAIRED_SEED, "methods": cfg.seed},
-            models=[cfg.model] if cfg.model else [],
+            models=[str(cfg.model)] if cfg.model else [],
             extra={"kind": "calibrate", "scoring": settings, "embedder": env.embedder_name()},
         )
 

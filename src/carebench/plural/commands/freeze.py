@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -132,8 +131,8 @@ class FreezeCommand(PluralCommand):
                 write_json(run_dir / "profiles" / f"{a}.json", d)
 
         return Execution(
-            records=records, config=asdict(cfg), dataset=dataset_info(cfg, cal),  # type: ignore[arg-type]
-            seeds={"methods": cfg.seed}, models=[model_spec],
+            records=records, config=cfg.manifest_config(), dataset=dataset_info(cfg, cal),  # type: ignore[arg-type]
+            seeds={"methods": cfg.seed}, models=[str(model_spec)],
             extra={"kind": "freeze", "methods": chosen, "calibration": cfg.calibration},
             artifacts=None if run.incomplete else write_profiles,
         )

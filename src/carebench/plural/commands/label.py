@@ -99,11 +99,11 @@ class LabelCommand(PluralCommand):
             write_release(release_dir or run_dir / "release", prompts, profiles, records, metrics, illustrative)
 
         return Execution(
-            records=records, config=asdict(cfg),
+            records=records, config=cfg.manifest_config(),
             dataset={"prompts": cfg.prompts, "prompts_sha256": file_sha256(resolve(cfg.prompts, "prompts.jsonl")),
                      "illustrative": illustrative, "profiles": cfg.profiles, "n_prompts": len(prompts),
                      "profile_hashes": {pr.alias: pr.content_hash() for pr in profiles}},
-            seeds={"methods": cfg.seed}, models=[model_spec],
+            seeds={"methods": cfg.seed}, models=[str(model_spec)],
             extra={"kind": "label", "release": str(release_dir) if release_dir else "release",
                    "leakage": asdict(leak)},
             artifacts=None if run.incomplete else release,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -161,7 +161,7 @@ class RunCommand(PluralCommand):
                     later = len(questions) - start - len(batch)
                     run.mark_incomplete("jury", later * len(pre.judges))
                     break
-        config = {k: v for k, v in asdict(cfg).items() if k != "notes"}
+        config = cfg.manifest_config()
         settings = {
             "categories": pre.taxonomy.codes("response"),
             "empty_policy": cfg.empty_policy,
@@ -185,7 +185,7 @@ class RunCommand(PluralCommand):
             config=config,
             dataset={**pre.release.dataset(), "sampled_prompts": len(pre.prompts)},
             seeds={"bootstrap": cfg.seed, "sample": cfg.sample_seed},
-            models=[*cfg.systems, *[j.label for j in pre.judges]],
+            models=[*map(str, cfg.systems), *[j.label for j in pre.judges]],
             extra={"kind": "run", "scoring": settings, "warnings": pre.warnings, "notes": list(cfg.notes),
                    "profiles": pre.profiles_of, "harness_failures": failures,
                    "taxonomy_names": pre.taxonomy.names(),  # reports show names, not codes
