@@ -77,3 +77,11 @@ def test_families_read_the_spec_fields():
     assert family_of("replay:/runs/a/Qwen2-7B.jsonl") == "replay:qwen2"
     assert family_of("reference") == "reference"
     assert family_of("acme:sage-j") == "acme:sage"
+
+
+def test_reference_as_a_responder_names_the_flag_that_includes_the_references(tmp_path, capsys):
+    rc = main(["support", "run", "--responder", "reference", "--judge", "openai:j", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1
+    assert "'reference' is reserved for the task references (use --include-reference)" in err
+    assert not (tmp_path / "o").exists()

@@ -92,9 +92,10 @@ def run(
 ) -> None:
     """Regenerate replies, judge every criterion with the panel, score and report."""
     from carebench.engine.skeleton import Plan, echo_plan
-    from carebench.support.config import SupportRunConfig
+    from carebench.support.config import SupportRunConfig, refuse_reference
     from carebench.support.suite import run_support
 
+    refuse_reference(responder)
     cfg = SupportRunConfig(
         tasks=tasks, task_format=task_format, axes_map=str(axes_map) if axes_map else None,
         subcategory_tag=subcategory_tag, score=score_as, responders=parse_specs(responder), judges=parse_specs(judge), attempts=attempts,

@@ -82,8 +82,7 @@ class SupportRunConfig:
         if self.scope not in SCOPE_CHOICES:
             raise CarebenchError(f"--scope must be one of {', '.join(SCOPE_CHOICES)}, got {self.scope!r}")
         names = [str(r) for r in self.responders]
-        if REFERENCE in names:
-            raise CarebenchError("'reference' is reserved for the task references (use --include-reference)")
+        refuse_reference(names)
         dup = sorted({r for r in names if names.count(r) > 1})
         if dup:
             raise CarebenchError(f"responder listed twice: {dup[0]}")
@@ -190,3 +189,10 @@ def load_records(run_dir: Path, task_ids: set[str] | None = None) -> tuple[list[
         elif row.get("kind") == "verdict":
             verdicts.append(VerdictRecord.from_dict(row))
     return responses, verdicts
+
+
+def refuse_reference(responders: list[str] | None) -> None:
+    """``reference`` names the tasks' clinician references, never a responder model: refused
+    (before it is read as a malformed spec) with the flag that includes the references."""
+    if REFERENCE in (responders or []):
+        raise CarebenchError("'reference' is reserved for the task references (use --include-reference)")
