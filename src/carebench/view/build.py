@@ -11,6 +11,7 @@ from importlib import metadata
 from pathlib import Path
 
 from carebench.compare.measures import Comparer
+from carebench.engine.skeleton import cycle_collector_paused
 from carebench.stats.bootstrap import DEFAULT_B, PAIRED_SEED
 from carebench.types import CarebenchError
 from carebench.view.leaderboards import SuiteBoards, cached_suite_leaderboards
@@ -49,6 +50,11 @@ def out_dir_of(cfg: ViewConfig) -> Path:
 
 def build_view(cfg: ViewConfig, comparer_of: Callable[[str], Comparer | None] = lambda _: None) -> ViewResult:
     """Write ``index.html`` across every run directory under ``cfg.folders``; returns what it holds."""
+    with cycle_collector_paused():  # the runs' JSON, read at the start, lives to the end: nothing to collect
+        return _build(cfg, comparer_of)
+
+
+def _build(cfg: ViewConfig, comparer_of: Callable[[str], Comparer | None]) -> ViewResult:
     roots = [Path(f) for f in cfg.folders]
     for r in roots:
         if not r.is_dir():
@@ -61,9 +67,13 @@ def build_view(cfg: ViewConfig, comparer_of: Callable[[str], Comparer | None] = 
     if (out / "manifest.json").exists():
         raise CarebenchError(f"{out} is a run directory: give the view its own --out folder")
     paths = find_runs(roots)
-    read = [summarise(p) for p in paths]
-    summaries = [s for s, _, _ in read]
-    manifests = {s.path: m for s, m, _ in read}
+    summaries: list[RunSummary] = []
+    manifests: dict[Path, dict] = {}  # of the runs a leaderboard may read (their metrics are not kept)
+    for p in paths:
+        s, manifest, _ = summarise(p)
+        summaries.append(s)
+        if cfg.leaderboards and s.suite not in TOOL_SUITES:
+            manifests[s.path] = manifest
     flags = {s.path: list(s.flags) for s in summaries}  # the runs' own banners, before any are carried
     demos = [s.path for s in summaries if s.suite == "demo"]
     for s in summaries if demos else ():
