@@ -98,7 +98,7 @@ def compare_keys(base: Mapping[str, Any], candidate: Mapping[str, Any], allow: I
     out = Check()
     for key in sorted(set(base) | set(candidate)):
         a, b = base.get(key), candidate.get(key)
-        if a is b or _canonical(a) == _canonical(b):
+        if a is b or canonical(a) == canonical(b):
             if key in allow:
                 out.notes.append(f"--allow-different {key} was given but the runs do not differ in it")
             continue
@@ -111,7 +111,8 @@ def compare_keys(base: Mapping[str, Any], candidate: Mapping[str, Any], allow: I
     return out
 
 
-def _canonical(value: Any) -> str:
+def canonical(value: Any) -> str:
+    """A comparability key's value as the text runs are compared by (equal text: equal value)."""
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
@@ -133,4 +134,4 @@ def sha_of(rows: Sequence[Any]) -> str:
     """A stable SHA-256 of JSON-able rows (a unit set, criteria), for a comparability key."""
     import hashlib
 
-    return hashlib.sha256(_canonical(list(rows)).encode("utf-8")).hexdigest()  # one encode: 7,180 criteria
+    return hashlib.sha256(canonical(list(rows)).encode("utf-8")).hexdigest()  # one encode: 7,180 criteria

@@ -18,13 +18,12 @@ that is unchanged; deleting the file only costs time.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from carebench.compare.comparability import open_manifest
+from carebench.compare.comparability import canonical, open_manifest
 from carebench.compare.leaderboard import LeaderboardConfig, leaderboard_of_views, owners
 from carebench.compare.measures import Comparer, RunView
 from carebench.compare.outline import dir_files, is_outline, read_outline
@@ -61,8 +60,7 @@ def suite_leaderboards(suite: str, runs: Sequence[Path], comparer_of: Callable[[
         except Exception as e:  # noqa: BLE001 - one unreadable run never hides the others
             out.unreadable.append((str(path), _why(e)))
             continue
-        key = json.dumps(view.keys, sort_keys=True, ensure_ascii=False, default=str)
-        group = groups.setdefault(key, [])
+        group = groups.setdefault(canonical(view.keys), [])
         if group:
             view.keys = group[0].keys  # equal: one object, so each comparison with the first is at once
         group.append(view)
@@ -96,16 +94,11 @@ def _read_kept(views: list[RunView], comparer: Comparer, out: SuiteBoards) -> li
             try:
                 keys = views[i].keys
                 views[i] = comparer.read(views[i].path, views[i].manifest)
-                if _same(views[i].keys, keys):
+                if canonical(views[i].keys) == canonical(keys):
                     views[i].keys = keys
             except Exception as e:  # noqa: BLE001 - as above
                 out.unreadable.append((str(views[i].path), _why(e)))
                 del views[i]
-
-
-def _same(a: Any, b: Any) -> bool:
-    return json.dumps(a, sort_keys=True, ensure_ascii=False, default=str) == \
-        json.dumps(b, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def _why(e: Exception) -> str:
