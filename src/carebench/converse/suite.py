@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +87,7 @@ from carebench.engine.skeleton import (
     stage,
 )
 from carebench.judging import panel_seats
-from carebench.models.base import SpecLike
+from carebench.models.base import SpecLike, spec_texts
 from carebench.report import Report
 from carebench.resources.options import run_locale
 from carebench.types import CarebenchError
@@ -236,11 +236,7 @@ class ConverseConfig:
 
     def manifest_config(self) -> dict[str, Any]:
         """The settings as the manifest's ``config`` holds them: plain JSON, models as spec text."""
-        d = {k: v for k, v in asdict(self).items() if k != "notes"}
-        d.update(simulators=[str(m) for m in self.simulators], chatbots=[str(m) for m in self.chatbots],
-                 judges=[str(m) for m in self.judges],
-                 simulator_judge=None if self.simulator_judge is None else str(self.simulator_judge))
-        return d
+        return {k: v for k, v in spec_texts(self).items() if k != "notes"}
 
     def protocol_settings(self) -> dict[str, Any]:
         """The generation protocol with every default resolved (recorded in the manifest)."""

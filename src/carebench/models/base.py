@@ -6,8 +6,9 @@ turns it into a ``ModelSpec`` and ``carebench.models.get_model`` into a provider
 
 from __future__ import annotations
 
+import copy
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from carebench.types import CarebenchError, ChatRequest, Completion
@@ -77,6 +78,20 @@ def parse_spec(spec: str) -> ModelSpec:
     if not rest:
         raise CarebenchError(f"malformed model spec {spec!r}: empty model name")
     return ModelSpec(provider, rest, base_url)
+
+
+def spec_texts(value: Any) -> Any:
+    """``dataclasses.asdict`` with every ``ModelSpec``, at any depth, as its text: a config as
+    its manifest records it (a spec is a dataclass too, which ``asdict`` would spell out)."""
+    if isinstance(value, ModelSpec):
+        return str(value)
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: spec_texts(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, (list, tuple)):
+        return type(value)(spec_texts(v) for v in value)
+    if isinstance(value, dict):
+        return type(value)((spec_texts(k), spec_texts(v)) for k, v in value.items())
+    return copy.deepcopy(value)
 
 
 def parse_specs(texts: list[str] | None) -> list[ModelSpec]:

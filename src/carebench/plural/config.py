@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ import numpy as np
 from carebench.datasets.prompts import load_policies, load_prompts
 from carebench.engine.options import RunOptions, run_options
 from carebench.engine.rundir import file_sha256, read_json, read_jsonl
-from carebench.models.base import SpecLike
+from carebench.models.base import SpecLike, spec_texts
 from carebench.plural.jury import JUDGE_MAX_TOKENS
 from carebench.plural.records import (
     JudgmentColumns,
@@ -230,9 +230,7 @@ class PluralRunConfig:
 
     def manifest_config(self) -> dict[str, Any]:
         """The settings as the manifest's ``config`` holds them: plain JSON, models as spec text."""
-        d = {k: v for k, v in asdict(self).items() if k != "notes"}
-        d.update(systems=[str(s) for s in self.systems], judges=[str(j) for j in self.judges])
-        return d
+        return {k: v for k, v in spec_texts(self).items() if k != "notes"}
 
     def rules(self) -> ScoringRules:
         return ScoringRules(self.empty_policy, self.zero_coverage)

@@ -15,14 +15,14 @@ answer, and re-running retries it (completed calls come from the cache).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from carebench.engine.options import RunOptions, run_options
 from carebench.engine.rundir import read_jsonl, run_dir_path
 from carebench.engine.runner import CallPlan, RunResult, capped_request
-from carebench.models.base import SpecLike
+from carebench.models.base import SpecLike, spec_texts
 from carebench.types import CarebenchError, Completion
 
 SUITE = "plural"
@@ -65,7 +65,7 @@ class CommandOptions:
 
     def manifest_config(self) -> dict[str, Any]:
         """The options as the manifest's ``config`` holds them: plain JSON, the model as spec text."""
-        return {**asdict(self), "model": None if self.model is None else str(self.model)}
+        return spec_texts(self)
 
 
 def no_call_options() -> RunOptions:

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from carebench.engine.options import RunOptions, run_options
 from carebench.engine.run import Run
 from carebench.engine.skeleton import Plan
-from carebench.models.base import SpecLike
+from carebench.models.base import SpecLike, spec_texts
 from carebench.risk.data import RiskDataset
 from carebench.risk.methods import MethodContext, RiskItem, RiskPrediction
 from carebench.risk.scoring import DEFAULT_MAX_FAILURE_SHARE, EXCLUDED
@@ -44,9 +44,7 @@ class MethodSpec:
     voter_models: list[SpecLike] = field(default_factory=list)  # a vote's panel (roles voter1..)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"method": self.method, "label": self.label, "model": spec_text(self.model),
-                "moderation_model": spec_text(self.moderation_model), "options": dict(self.options),
-                "voter_models": [str(v) for v in self.voter_models]}
+        return spec_texts(self)
 
     @property
     def name(self) -> str:
@@ -76,9 +74,7 @@ class RunConfig:
     options: RunOptions = field(default_factory=run_options)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)  # the models as their spec text, as the manifest always held them
-        d.update(model=spec_text(self.model), moderation_model=spec_text(self.moderation_model),
-                 methods=[m.to_dict() for m in self.methods])
+        d = spec_texts(self)  # the models as their spec text, as the manifest always held them
         # per-model request options where a reader of risk manifests finds them (only what is set)
         d["model_options"] = {spec: o.to_dict() for spec, o in self.options.model_options.items()}
         d["options"]["model_options"] = d["model_options"]

@@ -9,14 +9,14 @@ render every support command live in :mod:`carebench.support.suite`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from carebench.engine.options import RunOptions, run_options
 from carebench.engine.rundir import read_json
 from carebench.judging import JUDGE_MAX_TOKENS
-from carebench.models.base import SpecLike
+from carebench.models.base import SpecLike, spec_texts
 from carebench.support.generation import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE
 from carebench.support.records import REFERENCE, ResponseRecord, VerdictRecord, read_run_rows
 from carebench.support.tasks import Task, load_tasks
@@ -95,9 +95,7 @@ class SupportRunConfig:
 
     def manifest_config(self) -> dict[str, Any]:
         """The settings as the manifest's ``config`` holds them: plain JSON, models as spec text."""
-        d = {k: v for k, v in asdict(self).items() if k != "notes"}
-        d.update(responders=[str(r) for r in self.responders], judges=[str(j) for j in self.judges])
-        return d
+        return {k: v for k, v in spec_texts(self).items() if k != "notes"}
 
     def load_tasks(self) -> list[Task]:
         """Every task of the task source in its format (every row validated)."""
