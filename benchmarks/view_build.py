@@ -8,8 +8,8 @@ them into 200 run directories, then times, in this one process:
   build (into a new folder) and a rebuild (over the page it wrote). Each is timed right
   after a reference timing, so both see the same load, ``--repeat`` times; the best of
   each and the median of the paired ratios are printed;
-* ``build_view`` as ``carebench view`` runs by default (the leaderboards too), first build
-  and rebuild, and what the leaderboards alone cost: grouped from the runs' outlines
+* ``build_view`` as ``carebench view`` runs by default (the leaderboards too), first build,
+  rebuild (rows and leaderboards kept beside the page) and rebuild after one new run, and what the leaderboards alone cost: grouped from the runs' outlines
   (``comparison.json``, which the risk runs write when they finish and the hand-made support
   run is given), the runs whose systems are kept read through their suites' comparers, and
   the bootstrap (B = 2,000); then the same with every run read in full (runs without an
@@ -136,6 +136,23 @@ def main() -> None:
         build("full", leaderboards=True)
         t_ref, t, ratios = paired(lambda: reference(dirs), lambda: build("full", leaderboards=True), n)
         print(line("carebench view (default: leaderboards too), rebuild", t_ref, t, ratios))
+
+        def rebuild_with_a_new_run(k: int) -> float:
+            # a run finished since the last build: its row is read, its suite's leaderboards built again
+            new = runs_dir / f"new-{next(fresh)}"
+            shutil.copytree(dirs[k % 3], new)  # not timed (as the run writing it is not)
+            try:
+                t = timed(lambda: build("full", leaderboards=True))
+            finally:
+                shutil.rmtree(new)
+            return t
+
+        refs, times = [], []
+        for k_new in range(n):
+            refs.append(timed(lambda: reference(dirs)))
+            times.append(rebuild_with_a_new_run(k_new))
+        ratios = sorted(t / r for r, t in zip(refs, times, strict=True))
+        print(line("carebench view (default), rebuild after one new run", min(refs), min(times), ratios))
         by_suite: dict[str, list[Path]] = {}
         read = {p: summarise(p) for p in dirs}  # what the view has read of each run before its leaderboards
         manifests = {p: m for p, (_, m, _) in read.items()}

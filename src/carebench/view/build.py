@@ -16,7 +16,8 @@ from carebench.stats.bootstrap import DEFAULT_B, PAIRED_SEED
 from carebench.types import CarebenchError
 from carebench.view.leaderboards import SuiteBoards, cached_suite_leaderboards
 from carebench.view.page import render_page, run_name
-from carebench.view.runs import RunSummary, find_runs, summarise
+from carebench.view.row_cache import ROW_CACHE, RowCache
+from carebench.view.runs import RunSummary, find_runs
 from carebench.view.search import record_limits, run_records
 
 #: each suite's leaderboards and what they were built from (beside the page; deleting it only costs time)
@@ -69,10 +70,11 @@ def _build(cfg: ViewConfig, comparer_of: Callable[[str], Comparer | None]) -> Vi
     paths = find_runs(roots)
     summaries: list[RunSummary] = []
     manifests: dict[Path, dict] = {}  # of the runs a leaderboard may read (their metrics are not kept)
+    rows = RowCache(out / ROW_CACHE, _generator())
     for p in paths:
-        s, manifest, _ = summarise(p)
+        s, manifest = rows.summarise(p)
         summaries.append(s)
-        if cfg.leaderboards and s.suite not in TOOL_SUITES:
+        if cfg.leaderboards and manifest is not None and s.suite not in TOOL_SUITES:
             manifests[s.path] = manifest
     flags = {s.path: list(s.flags) for s in summaries}  # the runs' own banners, before any are carried
     demos = [s.path for s in summaries if s.suite == "demo"]
@@ -109,6 +111,8 @@ def _build(cfg: ViewConfig, comparer_of: Callable[[str], Comparer | None]) -> Vi
     out.mkdir(parents=True, exist_ok=True)
     index = out / "index.html"
     _replace(index, page)
+    if rows.changed:
+        _replace(out / ROW_CACHE, [rows.to_json()])
     if cfg.leaderboards and (len(cache) != n_before or {k: id(v) for k, v in cache.items()} != kept):
         _replace(out / LEADERBOARD_CACHE, [json.dumps(cache, ensure_ascii=False).encode("utf-8")])
     (out / _OLD_CACHE).unlink(missing_ok=True)  # what earlier versions kept beside the page
