@@ -117,7 +117,8 @@ SUITES: dict[str, SuiteEntry] = {
     "converse": SuiteEntry(
         "simulated conversations judged with decision-tree rubrics (VERA-MH)",
         app="carebench.converse.cli:app",
-        kinds={None: "carebench.converse.suite:ConverseSuite", "import": "carebench.converse.suite:ConverseSuite"},
+        kinds={None: "carebench.converse.suite:ConverseSuite", "import": "carebench.converse.suite:ConverseSuite",
+               "calibration": "carebench.converse.calibration_run:ConverseCalibrationSuite"},
         comparer="carebench.converse.compare:ConverseComparer",
         pair_option="--system", pair_help="pair BASE=CANDIDATE chatbots",
         gates=("score", "routing:local", "routing:wrong_region", "unknown_number", "over_referral"),

@@ -261,7 +261,7 @@ def test_calibrate_figures_and_selection(tmp_path):
     assert sel["spec"].startswith(f"openai:{chosen}@")
     # the page opens with the decision: the selected judge and its mean AC1 (by hand above)
     page = (out / "report.html").read_text()
-    head = page[page.index('<div class="headline"'):page.index("<pre>")]
+    head = page[page.index('<div class="headline"'):page.index("</header>")]
     assert f"Selected judge: {_label(m, chosen)}" in head
     assert f"{means[chosen][0]:.3f} [" in head and f"(n = {m['conversations']} conversations)" in head
     assert "> [!IMPORTANT]" in (out / "report.md").read_text()
@@ -346,3 +346,46 @@ def test_unknown_consensus_rule_one_line_exit_2(tmp_path, capsys):
         assert stub.requests == []
     assert code == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_a_calibration_directory_is_a_run_carebench_report_rerenders_from_its_own_records(tmp_path, capsys):
+    """The calibration directory holds the clinicians' labels and the judges' walks as its
+    records: with the labels file and the judging run gone, ``carebench report`` recomputes the
+    same figures; compare refuses it in one line; a second calibrate into it is served from the
+    cache, and a folder holding anything else is still refused."""
+    import shutil
+
+    with StubServer() as stub:
+        stub.handler = _script()
+        code, out = _run(tmp_path, stub)
+        assert code == 0
+        first = json.loads((out / "metrics.json").read_text())
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert (manifest["suite"], manifest["kind"], manifest["status"]) == ("converse", "calibration", "complete")
+        recs = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+        labels = [json.loads(x) for x in _labels(tmp_path).read_text().splitlines()]
+        kept = [r["label"] for r in recs if r["kind"] == "label"]
+        assert len(kept) == len(labels) and all(lab.items() <= k.items() for lab, k in zip(labels, kept, strict=True))
+        judged = [json.loads(x) for x in (out / "judging" / "records.jsonl").read_text().splitlines()]
+        assert [r for r in recs if r["kind"] == "walk"] == [r for r in judged if r["kind"] == "walk"]
+        n = len(stub.requests)
+        assert _run(tmp_path, stub)[0] == 0 and len(stub.requests) == n  # again into it: every call cached
+        (tmp_path / "other").mkdir()
+        (tmp_path / "other" / "judging").mkdir()
+        (tmp_path / "other" / "notes.txt").write_text("mine")
+        capsys.readouterr()
+        assert main(["converse", "calibrate", "--labels", str(_labels(tmp_path)), "--transcripts",
+                     str(_transcripts(tmp_path)), "--rubric", str(tmp_path / "r.tsv"), "--candidate",
+                     f"openai:judge-a@{stub.base_url}", "--out", str(tmp_path / "other")]) == 2
+        assert "is not a carebench run directory" in capsys.readouterr().err
+        assert len(stub.requests) == n
+    shutil.rmtree(out / "judging")
+    _labels(tmp_path).unlink()
+    (out / "metrics.json").unlink()
+    assert main(["report", str(out)]) == 0
+    assert json.loads((out / "metrics.json").read_text()) == first
+    assert "Selected judge:" in (out / "report.html").read_text()
+    capsys.readouterr()
+    assert main(["compare", str(out), str(out), "--out", str(tmp_path / "cmp")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is a converse calibration run" in err[0]

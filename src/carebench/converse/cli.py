@@ -70,7 +70,7 @@ def _finish(run_dir: Path) -> None:
 def _with_judge_from(cfg, judge_from):
     if judge_from is None:
         return cfg
-    from carebench.converse.suite import judge_from as read_selection
+    from carebench.converse.calibration_run import judge_from as read_selection
 
     sel = read_selection(str(judge_from))
     try:  # the selected judge's spec, as the calibration directory recorded its text
@@ -258,7 +258,8 @@ def calibrate_cmd(
     """Have each candidate judge walk the conversations clinicians walked, measure its agreement
     with them, and select one judge by a stated rule (docs/converse.md, "Calibrating the judge")."""
     from carebench.converse.calibration import Rule
-    from carebench.converse.suite import ConverseConfig, run_calibration
+    from carebench.converse.calibration_run import SELECTION, run_calibration
+    from carebench.converse.suite import ConverseConfig
     from carebench.engine.skeleton import echo_plan
 
     if (run_dir is None) == (transcripts is None):
@@ -278,8 +279,8 @@ def calibrate_cmd(
         return
     from carebench.engine.rundir import read_json
 
-    sel = read_json(Path(res) / "selection.json")  # type: ignore[arg-type]
-    typer.echo(f"wrote {Path(res) / 'report.html'} and {Path(res) / 'selection.json'}: selected "  # type: ignore[arg-type]
+    sel = read_json(Path(res) / SELECTION)  # type: ignore[arg-type]
+    typer.echo(f"wrote {Path(res) / 'report.html'} and {Path(res) / SELECTION}: selected "  # type: ignore[arg-type]
                f"{sel['judge'] or 'no judge (none passes the rule)'}")
 
 

@@ -89,6 +89,8 @@ class ConverseComparer:
         self._first: tuple[Path, str] | None = None  # the first run this command read, and its mode
 
     def read(self, run_dir: Path, manifest: Mapping[str, Any]) -> RunView:
+        if manifest.get("kind") == "calibration":
+            raise CarebenchError(f"{run_dir} is a converse calibration run, not a run of chatbots")
         settings = manifest.get("scoring") or {}
         mode = "task" if settings.get("criteria") == "task" else "tree"
         if self._first is None:

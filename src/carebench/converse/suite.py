@@ -18,7 +18,6 @@ and the report and never rated.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -73,10 +72,7 @@ from carebench.engine.run import Run
 from carebench.engine.rundir import (
     data_sha256,
     file_sha256,
-    read_json,
     read_jsonl,
-    run_dir_path,
-    write_json,
 )
 from carebench.engine.skeleton import (
     Execution,
@@ -702,121 +698,3 @@ class ImportSuite(ConverseSuite):
                              "part of this run.")]},
         )
 
-
-CALIBRATION = "converse-calibration"
-SELECTION = "selection.json"
-
-
-def run_calibration(cfg: ConverseConfig, labels_path: str, rule: Any) -> Path | Plan:
-    """``converse calibrate``: every candidate judge (``cfg.judges``) walks the labelled
-    conversations through the ordinary judging path (a ``converse judge`` run in
-    ``OUT/judging``: cached, budgeted, priced by ``--dry-run``); then the agreement figures
-    against the clinicians and the selected judge are written beside it."""
-    import html
-
-    from carebench.converse.calibration import calibrate, clinician_ratings
-    from carebench.datasets.walk_labels import load_walk_labels
-
-    rule.check()
-    try:
-        labels = load_walk_labels(labels_path)
-    except CarebenchError:
-        raise
-    except Exception as e:  # noqa: BLE001 - any unreadable labels file is the user's input error
-        raise CarebenchError(f"labels {labels_path}: {str(e).splitlines()[0]}") from None
-    if not labels:
-        raise CarebenchError(f"labels {labels_path}: no rows")
-    clinician_ratings(labels)  # bad bands or a rating given twice stop here, before any call
-    out = run_dir_path(CALIBRATION, cfg.options.out)
-    judged = run_converse(replace(cfg, options=replace(cfg.options, out=str(out / "judging"))))
-    if not isinstance(judged, Path):
-        return judged
-    manifest = read_json(judged / "manifest.json")
-    walks = [r for r in read_jsonl(judged / "records.jsonl") if r.get("kind") == "walk"]
-    dims = list((manifest.get("scoring") or {}).get("dimensions") or [])
-    metrics = calibrate(labels, walks, dims, rule, seed=cfg.seed, bootstrap=cfg.bootstrap)
-    specs = dict(zip((manifest.get("scoring") or {}).get("judges") or [], map(str, cfg.judges)))
-    chosen = metrics["selection"]["judge"]
-    selection = {"judge": chosen, "spec": specs.get(chosen) if chosen else None,
-                 "rule": metrics["rule"], "figures": metrics["judges"][chosen]["mean"] if chosen else None,
-                 "per_chatbot": ({g: s["mean"] for g, s in metrics["judges"][chosen]["splits"]["chatbot"].items()}
-                                 if chosen else None),
-                 "ranking": metrics["selection"]["ranking"], "excluded": metrics["selection"]["excluded"],
-                 "labels": labels_path, "labels_sha256": file_sha256(labels_path),
-                 "conversations": cfg.from_run or cfg.transcripts, "rubric": cfg.rubric,
-                 "rubric_rules": cfg.rubric_rules, "judge_mode": cfg.judge_mode}
-    from carebench.converse.report import calibration_headline
-    from carebench.report.banners import banner_kinds, banner_texts
-    from carebench.report.html import headline_html
-    from carebench.report.markdown import headline_markdown
-
-    md = calibration_markdown(metrics)
-    head = calibration_headline(metrics)
-    # the judging run's banners (embedded model, illustrative data, failed walks) head this page too
-    warnings = banner_texts(banner_kinds((judged / "manifest.json").read_bytes(),
-                                         read_json(judged / "metrics.json")))
-    title, _, rest = md.partition("\n")
-    write_json(out / "metrics.json", metrics)
-    write_json(out / SELECTION, selection)
-    (out / "report.md").write_text(
-        f"{title}\n\n" + "".join(f"> [!WARNING]\n> {w}\n\n" for w in warnings)
-        + f"{headline_markdown(head)}\n{rest}", encoding="utf-8")
-    (out / "report.html").write_text(
-        "<!doctype html><meta charset='utf-8'><title>converse calibration</title>"
-        + "".join(f'\n<div class="banner" role="alert"><strong>Warning:</strong> {html.escape(w)}</div>'
-                  for w in warnings)
-        + headline_html(head) + "\n<pre>" + html.escape(md) + "</pre>\n", encoding="utf-8")
-    write_json(out / "manifest.json", {"suite": CALIBRATION, "judging": str(judged), "labels": labels_path,
-                                       "candidates": [str(j) for j in cfg.judges], "seed": cfg.seed,
-                                       "bootstrap": cfg.bootstrap, "rule": json.loads(json.dumps(metrics["rule"]))})
-    return out
-
-
-def _f(x: Any) -> str:
-    return "n/a" if x is None else f"{x:.3f}"
-
-
-def calibration_markdown(m: Mapping[str, Any]) -> str:
-    """The calibration report: per judge its agreement with the clinicians' consensus, the
-    ceiling (clinicians among themselves) and the selection."""
-    lines = ["# Calibrating the converse judge", "",
-             (f"{m['conversations']} conversations, clinicians {', '.join(m['clinicians'])}, "
-             f"{m['borderline']} borderline; intervals: 95% percentile, {m['bootstrap']} resamples of "
-             f"conversations, seed {m['seed']}."), "", f"Selection rule: {m['rule']['text']}.", "",
-             f"**Selected: {m['selection']['judge'] or 'none (no judge passes the rule)'}**", ""]
-    for j, why in m["selection"]["excluded"].items():
-        lines.append(f"- {j} excluded: {why}")
-    lines += ["", "## Clinicians among themselves (ceiling)", "", "| dimension | n pairs | raw | AC1 | kappa |",
-              "|---|---|---|---|---|"]
-    for d, c in m["ceiling"]["dimensions"].items():
-        lines.append(f"| {d} | {c['n']} | {_f(c['raw'])} | {_f(c['ac1'])} | {_f(c['kappa'])} |")
-    for j, f in m["judges"].items():
-        lines += ["", f"## {j}", "", (f"Mean vs consensus: raw {_f(f['mean']['raw'])}, AC1 {_f(f['mean']['ac1'])} "
-                  f"{f['mean_ac1_ci']}, kappa {_f(f['mean']['kappa'])}; failed walks {f['walks_failed']}."), "",
-                  "| dimension | n | raw | AC1 [95%] | kappa |", "|---|---|---|---|---|"]
-        for d, c in f["dimensions"].items():
-            lines.append(f"| {d} | {c['n']} | {_f(c['raw'])} | {_f(c['ac1'])} {c['ac1_ci']} | {_f(c['kappa'])} |")
-        for name, groups in f["splits"].items():
-            lines.append("")
-            lines.append(f"By {name}: " + "; ".join(
-                f"{g} (n={s['conversations']}) AC1 {_f(s['mean']['ac1'])}" for g, s in groups.items()))
-        p = f["questions"]["paths"]
-        lines += ["", f"Paths diverged in {p['diverged']} of {p['pairs']} clinician walks; parted at: "
-                  + (", ".join(f"{q} ({n})" for q, n in p["first_divergence"].items()) or "-")]
-    return "\n".join(lines) + "\n"
-
-
-def judge_from(calibration_dir: str) -> dict[str, Any]:
-    """``--judge-from DIR``: the judge a ``converse calibrate`` selected, and where it came from."""
-    path = Path(calibration_dir) / SELECTION
-    if not path.is_file():
-        raise CarebenchError(f"--judge-from {calibration_dir}: no {SELECTION} (not a converse calibrate directory)")
-    try:
-        sel = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as e:
-        raise CarebenchError(f"--judge-from {path}: not JSON ({e})") from None
-    if not sel.get("spec"):
-        raise CarebenchError(f"--judge-from {calibration_dir}: the calibration selected no judge "
-                             f"({sel.get('excluded') or 'no candidate passed the rule'})")
-    return {"dir": str(calibration_dir), "selection_sha256": file_sha256(path), "judge": sel["judge"],
-            "spec": sel["spec"], "rule": (sel.get("rule") or {}).get("text"), "figures": sel.get("figures")}

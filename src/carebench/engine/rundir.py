@@ -15,7 +15,7 @@ import os
 import platform
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -34,21 +34,24 @@ SECRET_ENV = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "CAREBENCH_API_KEY")
 _SECRETISH = re.compile(r"(?i)(api[_-]?key|secret|password|authorization|access[_-]?token)")
 
 
-def run_dir_path(suite: str, out: str | Path | None = None) -> Path:
+def run_dir_path(suite: str, out: str | Path | None = None, holds: Sequence[str] = ()) -> Path:
     """``out`` (or ``runs/<suite>-<timestamp>``), checked but not created: a run refuses
-    to mix into a non-empty directory that is not a run directory."""
+    to mix into a non-empty directory that is not a run directory. ``holds`` names the run
+    directories a command writes inside its own before it (e.g. converse calibrate's
+    judging run): a directory holding only those is not mixed into."""
     if out is None:
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         out = Path("runs") / f"{suite}-{stamp}"
     path = Path(out)
-    if path.exists() and (not path.is_dir() or (any(path.iterdir()) and not (path / "manifest.json").exists())):
+    if path.exists() and (not path.is_dir() or (not (path / "manifest.json").exists() and any(
+            not (e.name in holds and (e / "manifest.json").is_file()) for e in path.iterdir()))):
         raise CarebenchError(f"output directory {path} exists and is not a carebench run directory")
     return path
 
 
-def new_run_dir(suite: str, out: str | Path | None = None) -> Path:
+def new_run_dir(suite: str, out: str | Path | None = None, holds: Sequence[str] = ()) -> Path:
     """Create ``out`` (or ``runs/<suite>-<timestamp>``); refuse to mix into a non-empty one."""
-    path = run_dir_path(suite, out)
+    path = run_dir_path(suite, out, holds)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:

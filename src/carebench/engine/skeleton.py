@@ -197,6 +197,8 @@ class Suite(Protocol):
     # optional: ``outline(run_dir)``, called once the run directory is complete, writes what its
     # comparer reads short of the per-unit data (:mod:`carebench.compare.outline`), so a
     # leaderboard over many runs reads in full only the runs whose systems it keeps
+    # optional: ``holds``, names of run directories the command writes inside this run's own
+    # before running it (converse calibrate's judging run): they do not make it "not a run directory"
 
 
 def headline_of(suite: Any, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Headline:
@@ -226,9 +228,10 @@ def run_suite(suite: Suite, options: RunOptions, *, out: str | Path | None = Non
     with run:
         if dry_run:
             return suite.plan(run)
-        run_dir = run_dir_path(suite.name, out)  # checked now, created once there are results
+        holds = getattr(suite, "holds", ())
+        run_dir = run_dir_path(suite.name, out, holds)  # checked now, created once there are results
         ex = suite.execute(run)
-    run_dir = new_run_dir(suite.name, run_dir)
+    run_dir = new_run_dir(suite.name, run_dir, holds)
     write_run(run_dir, suite.name, ex, run)
     rerender(run_dir, suite)
     if ex.error is not None:
