@@ -143,9 +143,9 @@ def models_check(
 @app.command()
 def report(run_dir: Annotated[Path, typer.Argument(help="A carebench run directory.")]) -> None:
     """Re-render a run directory's metrics and reports from its records alone."""
-    from carebench.engine.rundir import read_json
+    from carebench.engine.rundir import read_manifest
 
-    if read_json(run_dir / "manifest.json").get("suite") == "demo":
+    if read_manifest(run_dir).get("suite") == "demo":
         from carebench.demo import rerender as rerender_demo
 
         rerender_demo(run_dir)

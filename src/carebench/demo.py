@@ -182,7 +182,7 @@ def run_demo(
     cpu_start = _cpu_seconds()
     meter = PhaseMeter()
     host = machine()
-    run_dir = new_run_dir("demo", out)
+    run_dir = new_run_dir("demo", out, writes="demo")
     _say(f"carebench demo ({'quick' if quick else 'full'}) -> {run_dir}\nNOTE: {DISCLAIMER}")
     _say(f"machine: {host['cpu']}, {host['cores']} usable cores, instruction set "
          f"{' '.join(host['isa']) or 'not reported'}, load average "

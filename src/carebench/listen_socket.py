@@ -14,6 +14,8 @@ from carebench.types import CarebenchError
 
 def listen_socket(host: str, port: int, backlog: int = 512) -> socket.socket:
     """A bound, listening TCP socket on ``host:port`` (IPv6 when ``host`` has a colon)."""
+    if not 0 <= port <= 65535:
+        raise CarebenchError(f"port {port} is not between 0 and 65535")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -174,11 +174,11 @@ def default_gates_text() -> str:
 
 def rerender(run_dir: str | Path) -> dict[str, Any]:
     """``carebench report DIR``: metrics and report from the records alone."""
-    from carebench.engine.rundir import read_json
+    from carebench.engine.rundir import read_manifest
     from carebench.engine.skeleton import rerender as rerender_run
 
     run_dir = Path(run_dir)
-    manifest = read_json(run_dir / "manifest.json")
+    manifest = read_manifest(run_dir)
     tool = TOOL_RUNS.get(str(manifest.get("suite")))
     if tool is not None:
         return rerender_run(run_dir, tool()(), manifest=manifest)

@@ -102,7 +102,7 @@ def run_compare(cfg: CompareConfig, comparer_of: Callable[[str], Comparer | None
     from carebench.compare.suite import CompareSuite
     from carebench.engine.rundir import run_dir_path
 
-    out = run_dir_path(COMPARE, cfg.out)  # checked before any work
+    out = run_dir_path(COMPARE, cfg.out, writes=COMPARE)  # checked before any work
     metrics = compare_runs(cfg, comparer_of)
     manifest = tool_manifest(COMPARE, {"base": metrics["base"], "candidate": metrics["candidate"],
                                        "settings": metrics["settings"]})

@@ -174,7 +174,7 @@ def run_leaderboard(cfg: LeaderboardConfig, comparer_of: Callable[[str], Compare
     from carebench.compare.suite import LeaderboardSuite
     from carebench.engine.rundir import run_dir_path
 
-    out = run_dir_path(LEADERBOARD, cfg.out)
+    out = run_dir_path(LEADERBOARD, cfg.out, writes=LEADERBOARD)
     metrics = build_leaderboard(cfg, comparer_of)
     manifest = tool_manifest(LEADERBOARD, {"runs": [r["path"] for r in metrics["runs"]],
                                            "settings": metrics["settings"]})

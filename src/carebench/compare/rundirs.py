@@ -68,7 +68,7 @@ def write_tool_dir(out: Path, suite: Any, metrics: dict[str, Any], manifest: dic
     from carebench.engine.skeleton import rerender
 
     manifest = json.loads(json.dumps(manifest, default=str))  # rendered exactly as re-read from disk
-    out = new_run_dir(manifest["suite"], out)
+    out = new_run_dir(manifest["suite"], out, writes=manifest["suite"])
     write_json(out / "metrics.json", metrics)
     rerender(out, suite, manifest=manifest)
     write_json(out / "manifest.json", manifest)

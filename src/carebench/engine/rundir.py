@@ -34,24 +34,37 @@ SECRET_ENV = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "CAREBENCH_API_KEY")
 _SECRETISH = re.compile(r"(?i)(api[_-]?key|secret|password|authorization|access[_-]?token)")
 
 
-def run_dir_path(suite: str, out: str | Path | None = None, holds: Sequence[str] = ()) -> Path:
+def run_dir_path(suite: str, out: str | Path | None = None, holds: Sequence[str] = (),
+                 writes: str | None = None) -> Path:
     """``out`` (or ``runs/<suite>-<timestamp>``), checked but not created: a run refuses
-    to mix into a non-empty directory that is not a run directory. ``holds`` names the run
+    to mix into a non-empty directory that is not a run directory, and (given ``writes``,
+    the manifest's suite the command writes) into another suite's run directory, e.g. a
+    leaderboard given one of its own input runs as ``--out``. ``holds`` names the run
     directories a command writes inside its own before it (e.g. converse calibrate's
     judging run): a directory holding only those is not mixed into."""
     if out is None:
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         out = Path("runs") / f"{suite}-{stamp}"
     path = Path(out)
-    if path.exists() and (not path.is_dir() or (not (path / "manifest.json").exists() and any(
+    manifest = path / "manifest.json"
+    if path.exists() and (not path.is_dir() or (not manifest.exists() and any(
             not (e.name in holds and (e / "manifest.json").is_file()) for e in path.iterdir()))):
         raise CarebenchError(f"output directory {path} exists and is not a carebench run directory")
+    if writes is not None and manifest.is_file():
+        try:
+            other = json.loads(manifest.read_text("utf-8")).get("suite")
+        except (OSError, ValueError, AttributeError):
+            other = "unreadable"
+        if other != writes:
+            raise CarebenchError(f"output directory {path} holds a {other} run: give a {writes} run its own --out "
+                                 "(a run is never written over another suite's)")
     return path
 
 
-def new_run_dir(suite: str, out: str | Path | None = None, holds: Sequence[str] = ()) -> Path:
+def new_run_dir(suite: str, out: str | Path | None = None, holds: Sequence[str] = (),
+                writes: str | None = None) -> Path:
     """Create ``out`` (or ``runs/<suite>-<timestamp>``); refuse to mix into a non-empty one."""
-    path = run_dir_path(suite, out, holds)
+    path = run_dir_path(suite, out, holds, writes)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -79,6 +92,15 @@ def read_json(path: Path) -> Any:
         raise CarebenchError(f"{path} not found (is this a carebench run directory?)") from None
     except ValueError as e:
         raise CarebenchError(f"{path} is not valid JSON: {e}") from None
+
+
+def read_manifest(run_dir: str | Path) -> dict[str, Any]:
+    """A run directory's ``manifest.json``, or one line saying why it is not a run's."""
+    path = Path(run_dir) / "manifest.json"
+    manifest = read_json(path)
+    if type(manifest) is not dict or "suite" not in manifest:
+        raise CarebenchError(f"{path} is not a carebench manifest (a JSON object naming its suite)")
+    return manifest
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -38,6 +38,7 @@ from carebench.report import Callout, Headline, KeyValue, Report, Section, write
 from carebench.report.banners import banner_kinds, banner_texts, manifest_bytes
 from carebench.report.figure_reuse import reusing_figures
 from carebench.report.headline import no_headline
+from carebench.types import CarebenchError
 from carebench.wording import count
 
 
@@ -229,9 +230,9 @@ def run_suite(suite: Suite, options: RunOptions, *, out: str | Path | None = Non
         if dry_run:
             return suite.plan(run)
         holds = getattr(suite, "holds", ())
-        run_dir = run_dir_path(suite.name, out, holds)  # checked now, created once there are results
+        run_dir = run_dir_path(suite.name, out, holds, suite.name)  # checked now, created once there are results
         ex = suite.execute(run)
-    run_dir = new_run_dir(suite.name, run_dir, holds)
+    run_dir = new_run_dir(suite.name, run_dir, holds, suite.name)
     write_run(run_dir, suite.name, ex, run)
     rerender(run_dir, suite)
     if ex.error is not None:
@@ -320,6 +321,9 @@ def rerender(run_dir: str | Path, suite: Suite, *, out_dir: str | Path | None = 
         with single_threaded_blas():
             metrics = suite.score(records, manifest)
         target = Path(out_dir) if out_dir is not None else run_dir
+        if target.resolve() != run_dir.resolve() and (target / "manifest.json").exists():
+            raise CarebenchError(f"--out {target} is another run's directory: a re-score is written to a folder "
+                                 "of its own (or in place, without --out)")
         target.mkdir(parents=True, exist_ok=True)
         write_json(target / "metrics.json", metrics)
         with reusing_figures(target / "figures"):  # redraw only the charts whose inputs changed

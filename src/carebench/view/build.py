@@ -59,14 +59,17 @@ def _build(cfg: ViewConfig, comparer_of: Callable[[str], Comparer | None]) -> Vi
     roots = [Path(f) for f in cfg.folders]
     for r in roots:
         if not r.is_dir():
-            raise CarebenchError(f"{r}: no such folder")
+            raise CarebenchError(f"{r}: {'not a folder' if r.exists() else 'no such folder'}")
     if cfg.B < 1:
         raise CarebenchError("--bootstrap must be at least 1")
     out = out_dir_of(cfg)
     if out.exists() and not out.is_dir():
         raise CarebenchError(f"{out} exists and is not a folder")
-    if (out / "manifest.json").exists():
-        raise CarebenchError(f"{out} is a run directory: give the view its own --out folder")
+    here = out.resolve()
+    for d in (here, *here.parents):  # the view never writes into a run directory
+        if (d / "manifest.json").is_file():
+            where = "a run directory" if d == here else f"inside the run directory {d}"
+            raise CarebenchError(f"{out} is {where}: give the view its own --out folder")
     paths = find_runs(roots)
     summaries: list[RunSummary] = []
     manifests: dict[Path, dict] = {}  # of the runs a leaderboard may read (their metrics are not kept)
@@ -107,7 +110,7 @@ def _build(cfg: ViewConfig, comparer_of: Callable[[str], Comparer | None]) -> Vi
         records.append(raw)
         if was_cut:
             cut.append(name)
-    page = render_page(summaries, names, boards, records, cut, out, _generator())
+    page = render_page(summaries, names, boards if cfg.leaderboards else None, records, cut, out, _generator())
     out.mkdir(parents=True, exist_ok=True)
     index = out / "index.html"
     _replace(index, page)

@@ -80,12 +80,12 @@ def run_name(s: RunSummary, roots: Sequence[Path]) -> str:
     return s.path.name or str(s.path)
 
 
-def render_page(summaries: Sequence[RunSummary], names: Sequence[str], boards: Sequence[SuiteBoards],
+def render_page(summaries: Sequence[RunSummary], names: Sequence[str], boards: Sequence[SuiteBoards] | None,
                 records: Sequence[bytes], cut: Sequence[str], out_dir: Path, generator: str,
                 problems: Sequence[str] = ()) -> list[bytes]:
     """The page as pieces of UTF-8 to write one after another; ``records`` are the runs' records
     as :func:`~carebench.view.search.run_records` gives them (bytes, so megabytes of records are
-    copied once into the file, never decoded, encoded or joined)."""
+    copied once into the file, never decoded, encoded or joined); ``boards`` None: not built."""
     out: list[str] = []
     put = out.append
     memo: dict[str, str] = {}
@@ -158,7 +158,7 @@ def render_page(summaries: Sequence[RunSummary], names: Sequence[str], boards: S
         "of them share, with 95% paired-bootstrap intervals and bands. A system found in several runs is taken "
         "from the newest (never averaged).</p>")
     any_board = False
-    for sb in boards:
+    for sb in boards or ():
         if not (sb.boards or sb.unreadable or sb.alone):
             continue
         put(f"\n<h3>{_e(sb.suite)}</h3>")
@@ -166,11 +166,13 @@ def render_page(summaries: Sequence[RunSummary], names: Sequence[str], boards: S
             any_board = True
             _leaderboard(put, lb, by_path, k + 1)
         if sb.alone:
-            put(f'\n<p class="muted">{len(sb.alone)} run(s) with no comparable partner and a single system: '
-                "no leaderboard.</p>")
+            put(f'\n<p class="muted">{len(sb.alone)} run(s) whose comparable runs hold a single system between '
+                "them: no leaderboard.</p>")
         for path, why in sb.unreadable:
             put(f'\n<p class="muted">{_e(by_path.get(path, (path, None))[0])}: not read ({_e(why)})</p>')
-    if not any_board:
+    if boards is None:
+        put("\n<p>Not built (--no-leaderboards).</p>")
+    elif not any_board:
         put("\n<p>No two comparable systems: no leaderboard.</p>")
     put("\n</section>")
 

@@ -62,7 +62,7 @@ class RowCache:
         hit = self._old.get(key)
         if type(hit) is dict and hit.get("stamp") == stamp:
             try:
-                row = dict(hit["row"])
+                row = {k: (list(v) if type(v) is list else v) for k, v in hit["row"].items()}  # as above
                 s = RunSummary(**{**row, "path": run, "headline": Headline(**row["headline"])})
                 self._new[key] = hit
                 return s, None
@@ -70,8 +70,10 @@ class RowCache:
                 pass  # a damaged row: read again
         s, manifest, _ = summarise(run)
         self.read += 1
-        row = {f: getattr(s, f) for f in _FIELDS}  # not asdict: it deep-copies every value
-        row["headline"] = vars(s.headline)
+        # copies, not asdict (it deep-copies every value): the build extends a row's flags with
+        # the banners it carries from the runs a compare read, which are not the run's own
+        row = {f: (list(v) if type(v) is list else v) for f in _FIELDS for v in (getattr(s, f),)}
+        row["headline"] = dict(vars(s.headline))
         self._new[key] = {"stamp": stamp, "row": row}
         return s, manifest
 

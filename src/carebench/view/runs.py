@@ -109,6 +109,9 @@ def summarise(path: Path) -> tuple[RunSummary, dict[str, Any], dict[str, Any]]:
     d = os.fspath(path)  # strings, not Path objects: this runs once per run directory
     manifest, raw_manifest, problem = _load(os.path.join(d, "manifest.json"))
     metrics, _, problem_m = _load(os.path.join(d, "metrics.json"))
+    for name, data in (("manifest.json", manifest), ("metrics.json", metrics)):
+        if data is not None and type(data) is not dict:
+            problem = problem or f"{name} is not a JSON object"
     manifest = manifest if type(manifest) is dict else {}
     metrics = metrics if type(metrics) is dict else {}
     suite = str(manifest.get("suite") or "unknown")
@@ -118,6 +121,20 @@ def summarise(path: Path) -> tuple[RunSummary, dict[str, Any], dict[str, Any]]:
     if problem or problem_m:
         status = problem or problem_m or status
     flags = banner_kinds(raw_manifest, metrics)
+    try:
+        headline, systems, inputs, status = _row(suite, metrics, manifest, status)
+    except (AttributeError, TypeError, IndexError, KeyError, ValueError) as e:
+        # a hand-edited or damaged file: this run's row says so, the other runs are listed as ever
+        headline, systems, inputs = Headline("metrics.json has an unexpected shape"), [], []
+        status = f"metrics.json unexpected shape ({e.__class__.__name__})"
+    return (RunSummary(path=path, suite=suite, created=str(manifest.get("created") or ""), status=status,
+                       systems=systems, headline=headline, flags=flags, inputs=inputs,
+                       has_report=os.path.isfile(os.path.join(d, "report.html"))), manifest, metrics)
+
+
+def _row(suite: str, metrics: Mapping[str, Any], manifest: Mapping[str, Any],
+         status: str) -> tuple[Headline, list[str], list[str], str]:
+    """Headline, systems, input runs (a compare's or leaderboard's) and status of a run."""
     if suite == "compare":
         headline, systems = _compare_headline(metrics)
         inputs = [str((metrics.get(k) or {}).get("path")) for k in ("base", "candidate")
@@ -137,9 +154,7 @@ def summarise(path: Path) -> tuple[RunSummary, dict[str, Any], dict[str, Any]]:
     else:
         headline, systems = suite_headline(metrics, manifest)
         inputs = []
-    return (RunSummary(path=path, suite=suite, created=str(manifest.get("created") or ""), status=status,
-                       systems=systems, headline=headline, flags=flags, inputs=inputs,
-                       has_report=os.path.isfile(os.path.join(d, "report.html"))), manifest, metrics)
+    return headline, [str(x) for x in systems], inputs, status
 
 
 def _num(x: Any) -> float | None:

@@ -286,7 +286,7 @@ def _rescore_into(run_dir: Path, out_dir: Path, manifest: dict[str, Any], rechec
     kept, so ``carebench report OUT`` re-renders it and the source run is left untouched."""
     import shutil
 
-    out_dir = new_run_dir(SUITE, out_dir)
+    out_dir = new_run_dir(SUITE, out_dir, writes=SUITE)
     (out_dir / "manifest.json").unlink(missing_ok=True)  # an older run there: no manifest until done
     for f in sorted(run_dir.iterdir()):
         if f.name in _RENDERED:
