@@ -155,8 +155,8 @@ def main() -> None:
         print(line("carebench view (default), rebuild after one new run", min(refs), min(times), ratios))
         by_suite: dict[str, list[Path]] = {}
         read = {p: summarise(p) for p in dirs}  # what the view has read of each run before its leaderboards
-        manifests = {p: m for p, (_, m, _) in read.items()}
-        flags = {p: s.flags for p, (s, _, _) in read.items()}
+        manifests = {p: m for p, (_, m, _, _) in read.items()}
+        flags = {p: s.flags for p, (s, _, _, _) in read.items()}
         for p in dirs:
             by_suite.setdefault(manifests[p]["suite"], []).append(p)
 

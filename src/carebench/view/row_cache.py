@@ -58,9 +58,8 @@ class RowCache:
     def summarise(self, run: Path) -> tuple[RunSummary, dict[str, Any] | None]:
         """The run's row, and its manifest when it was read now (None when the row is reused)."""
         key = os.path.abspath(run)
-        stamp = _stamp(key)
         hit = self._old.get(key)
-        if type(hit) is dict and hit.get("stamp") == stamp:
+        if type(hit) is dict and hit.get("stamp") == _stamp(key):
             try:
                 row = {k: (list(v) if type(v) is list else v) for k, v in hit["row"].items()}  # as above
                 s = RunSummary(**{**row, "path": run, "headline": Headline(**row["headline"])})
@@ -68,7 +67,7 @@ class RowCache:
                 return s, None
             except (KeyError, TypeError):
                 pass  # a damaged row: read again
-        s, manifest, _ = summarise(run)
+        s, manifest, _, stamp = summarise(run)
         self.read += 1
         # copies, not asdict (it deep-copies every value): the build extends a row's flags with
         # the banners it carries from the runs a compare read, which are not the run's own

@@ -92,23 +92,28 @@ def _walk(path: str, depth: int) -> Iterator[str]:
             yield from _walk(e.path, depth + 1)
 
 
-def _load(path: str) -> tuple[Any, bytes, str | None]:
-    """A JSON file's content and bytes (None, b"" when missing), or why it cannot be read."""
+def _load(path: str) -> tuple[Any, bytes, str | None, list[int] | None]:
+    """A JSON file's content and bytes (None, b"" when missing), or why it cannot be read; and
+    the size and modification time of what was read (None when missing)."""
+    stamp = None
     try:
         with open(path, "rb") as f:
+            st = os.fstat(f.fileno())  # of the file read, even if it is replaced meanwhile
+            stamp = [st.st_size, st.st_mtime_ns]
             raw = f.read()
-        return json.loads(raw), raw, None
+        return json.loads(raw), raw, None, stamp
     except FileNotFoundError:
-        return None, b"", None
+        return None, b"", None, None
     except (OSError, ValueError) as e:
-        return None, b"", f"{os.path.basename(path)} unreadable ({e.__class__.__name__})"
+        return None, b"", f"{os.path.basename(path)} unreadable ({e.__class__.__name__})", stamp
 
 
-def summarise(path: Path) -> tuple[RunSummary, dict[str, Any], dict[str, Any]]:
-    """The run's table row, manifest and metrics (both empty when unreadable)."""
+def summarise(path: Path) -> tuple[RunSummary, dict[str, Any], dict[str, Any], list[list[int] | None]]:
+    """The run's table row, manifest and metrics (both empty when unreadable), and the size and
+    modification time of the manifest, metrics and report.html read (None: missing)."""
     d = os.fspath(path)  # strings, not Path objects: this runs once per run directory
-    manifest, raw_manifest, problem = _load(os.path.join(d, "manifest.json"))
-    metrics, _, problem_m = _load(os.path.join(d, "metrics.json"))
+    manifest, raw_manifest, problem, m_stamp = _load(os.path.join(d, "manifest.json"))
+    metrics, _, problem_m, x_stamp = _load(os.path.join(d, "metrics.json"))
     for name, data in (("manifest.json", manifest), ("metrics.json", metrics)):
         if data is not None and type(data) is not dict:
             problem = problem or f"{name} is not a JSON object"
@@ -127,9 +132,14 @@ def summarise(path: Path) -> tuple[RunSummary, dict[str, Any], dict[str, Any]]:
         # a hand-edited or damaged file: this run's row says so, the other runs are listed as ever
         headline, systems, inputs = Headline("metrics.json has an unexpected shape"), [], []
         status = f"metrics.json unexpected shape ({e.__class__.__name__})"
+    try:
+        st = os.stat(os.path.join(d, "report.html"))
+        r_stamp: list[int] | None = [st.st_size, st.st_mtime_ns]
+    except OSError:
+        r_stamp = None
     return (RunSummary(path=path, suite=suite, created=str(manifest.get("created") or ""), status=status,
                        systems=systems, headline=headline, flags=flags, inputs=inputs,
-                       has_report=os.path.isfile(os.path.join(d, "report.html"))), manifest, metrics)
+                       has_report=r_stamp is not None), manifest, metrics, [m_stamp, x_stamp, r_stamp])
 
 
 def _row(suite: str, metrics: Mapping[str, Any], manifest: Mapping[str, Any],
