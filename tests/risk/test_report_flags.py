@@ -57,7 +57,7 @@ def test_failing_method_is_warned_first_marked_and_not_ranked():
     assert report.sections[0].title == "Main results (Table 2)"
     warning = md[md.index("## Main results"): md.index("| Method")]
     assert "broken failed on 12 of 12 items (100%)" in warning
-    assert "error: HTTP 404: model \\`x\\` does not exist (12)" in warning  # md-escaped
+    assert "error: HTTP 404: model \\`x\\` does not exist: 12" in warning  # md-escaped; a reason, then its count
     row = _row(md, "⚠ broken (flagged")
     assert not any(c.startswith(("**", "<u>")) for c in row[1:])
     assert metrics["settings"]["best_by_macro_f1"] in ("good", "fewshot")

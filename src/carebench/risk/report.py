@@ -44,7 +44,7 @@ from carebench.report.figures import (
     figure_or_sentence,
     line_chart,
 )
-from carebench.report.headline import Candidate, best_headline
+from carebench.report.headline import SMALL_N, Candidate, best_headline
 from carebench.risk.scale import LEVEL_NAMES
 from carebench.risk.scoring import (
     DEFAULT_MAX_FAILURE_SHARE,
@@ -54,7 +54,7 @@ from carebench.risk.scoring import (
     system_identities,
 )
 from carebench.system_names import display_names, system_identity
-from carebench.wording import label, name_with_code
+from carebench.wording import count, label, name_with_code
 
 HEADERS = {
     "accuracy": "Acc ↑", "macro_f1": "F1-Mac ↑", "weighted_f1": "F1-Wt ↑", "qwk": "QWK ↑",
@@ -140,7 +140,7 @@ def build_risk_report(metrics: dict[str, Any], records: list[dict[str, Any]],
     resampling = ("cluster resampling by group" if str(st.get("resampling", "")).startswith("cluster")
                   else "item resampling")
     notes = [
-        f"{metrics['n']} items; "
+        f"{count(int(metrics['n']), 'item')}; "
         + ", ".join(f"{k} {v}" for k, v in metrics["label_counts"].items()),
         (f"Bootstrap: B={st.get('bootstrap')}, seed {st.get('seed')}, {resampling}, "
         "95% percentile intervals."),
@@ -158,9 +158,9 @@ def build_risk_report(metrics: dict[str, Any], records: list[dict[str, Any]],
     headline.blocks[:0] = _flag_callouts(metrics, names)
     if ds.get("illustrative"):
         headline.blocks.insert(0, Callout(
-            "Illustrative data: the built-in corpus was written to demonstrate the pipeline. "
-            "It is not real user text and was not clinically annotated; these numbers say "
-            "nothing about any method's real performance.", "warning"))
+            "Illustrative data: this data set is marked illustrative (written to demonstrate the pipeline, "
+            "not real user text, not clinically annotated); these numbers say nothing about any method's "
+            "real performance.", "warning"))
     failed_calls = manifest.get("harness_failures") or {}
     failed = [n for n in incomplete if n in failed_calls]
     stopped = [n for n in incomplete if n not in failed_calls]
@@ -249,7 +249,7 @@ def _flag_callouts(metrics: dict[str, Any], names: list[str]) -> list[Callout]:
         e = metrics["methods"][n]
         if not e.get("flagged"):
             continue
-        reasons = "; ".join(f"{r} ({c})" for r, c in e.get("top_failure_reasons") or [])
+        reasons = "; ".join(f"{name_with_code(r)}: {c}" for r, c in e.get("top_failure_reasons") or [])
         blocks.append(Callout(
             f"{n} failed on {e['failures']} of {e.get('n_attempted')} items ({e['failure_share']:.0%}), above "
             f"the {limit:.0%} limit. Its numbers are shown but marked, and it is left out of "
@@ -264,8 +264,8 @@ def _warnings(metrics: dict[str, Any], names: list[str], manifest: dict[str, Any
     for n in names:
         e = metrics["methods"][n]
         attempted = e.get("n_attempted")
-        for text, count in (e.get("warnings") or {}).items():
-            blocks.append(Callout(f"{n}: {text} (on {count} of {attempted} items).", "warning"))
+        for text, k in (e.get("warnings") or {}).items():
+            blocks.append(Callout(f"{n}: {text} (on {k} of {count(int(attempted or 0), 'item')}).", "warning"))
     folds = _folds_text(metrics, manifest)
     if folds and "requested" in folds:
         blocks.append(Callout(f"Cross-validation: {folds}.", "warning"))
@@ -481,8 +481,7 @@ def _paired(metrics: dict[str, Any]) -> Section:
         row: list[Any] = [n, res["n"]]
         for m in ("macro_f1", "qwk", "mae", "accuracy"):
             r = res[m]
-            row += [None if r["diff"] is None else Interval(r["diff"], *r["ci"]),
-                    "yes" if r["separated"] else "no"]
+            row += [None if r["diff"] is None else Interval(r["diff"], *r["ci"]), _excludes_zero(r, res["n"])]
         rows.append(row)
     cols = ["Method", "n"]
     for m in ("macro_f1", "qwk", "mae", "accuracy"):
@@ -491,6 +490,18 @@ def _paired(metrics: dict[str, Any]) -> Section:
               f"({ref}) on the items both scored; negative Δ means worse except for MAE. "
               "Flagged methods are not compared. " + policy_text(metrics))
     return Section("Paired comparisons against the best", [t], anchor="paired")
+
+
+def _excludes_zero(r: Mapping[str, Any], n: Any) -> str:
+    """Whether a paired difference's interval excludes 0, in words a reader can trust: an
+    undefined difference is not computed, and an interval collapsed to a point (too few
+    items or nothing to resample) is said to be one rather than counted as evidence."""
+    ci = r.get("ci") or [None, None]
+    if r.get("diff") is None or None in ci:
+        return "not computed"
+    if ci[0] == ci[1]:
+        return f"interval collapsed to a point (n = {n})"
+    return "yes" if r["separated"] else "no"
 
 
 def _comparison(metrics: dict[str, Any], names: list[str]) -> Section:
@@ -676,7 +687,8 @@ def risk_headline(metrics: Mapping[str, Any], records: list[dict[str, Any]],
     """The best method by macro-F1 (Beyond the Flag's main measure, Table 2), named as in the
     report's tables, with its interval and the items it scored."""
     shown = shown_names(list(records), dict(manifest))
-    candidates = []
+    st = metrics.get("settings") or {}
+    candidates, extra = [], []
     for name, m in (metrics.get("methods") or {}).items():
         if not isinstance(m, Mapping):
             continue
@@ -685,9 +697,18 @@ def risk_headline(metrics: Mapping[str, Any], records: list[dict[str, Any]],
         missing = int(m.get("n_attempted") or 0) - int(m.get("n_scored") or 0)
         failures = int(m.get("failures") or 0)
         incomplete = "; ".join(x for x in (
-            f"{missing} of {m.get('n_attempted')} items not scored" if missing > 0 else "",
-            f"{failures} failed predictions" if failures > 0 else "",
+            f"{missing} of {count(int(m.get('n_attempted') or 0), 'item')} not scored" if missing > 0 else "",
             "method did not finish" if m.get("status") not in (None, "complete") else "") if x)
+        if failures > 0:  # scored, as the farthest level, or left out: either way the reader must know
+            extra.append(f"{shown.get(name, name)}: {count(failures, 'failed prediction')} "
+                         + ("scored as wrong (the level farthest from gold)" if st.get("failures", "wrong") == "wrong"
+                            else "left out of its scores"))
         candidates.append(Candidate(shown.get(name, name), cell.get("value"), ci[0], ci[1],
                                     m.get("n_scored"), bool(m.get("flagged")), incomplete))
-    return best_headline("macro-F1 (0 to 1, higher is better)", candidates, unit="items", role="method")
+    if str(st.get("resampling", "")).startswith("cluster"):
+        groups = {r.get("group") for r in records if r.get("group") is not None}
+        if len(groups) < SMALL_N:  # the interval resamples groups, not items
+            extra.append(f"small n: the intervals resample {count(len(groups), 'group')} of items (fewer than "
+                         f"{SMALL_N}), not the items one by one; they are wide and a ranking may not hold")
+    return best_headline("macro-F1 (0 to 1, higher is better)", candidates, unit="items", role="method",
+                         extra_caveats=extra)

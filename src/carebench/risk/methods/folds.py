@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from carebench.risk.methods.base import MethodContext, RiskItem
+from carebench.risk.scale import LEVEL_NAMES
 from carebench.types import CarebenchError
 
 
@@ -36,7 +37,7 @@ def stratified_folds(levels: Sequence[int], n_folds: int = 5, seed: int = 42) ->
         raise CarebenchError("cross-validation needs at least two distinct levels in the data")
     k = min(n_folds, min(counts.values()))
     if k < 2:
-        rare = [lvl for lvl, c in counts.items() if c < 2]
+        rare = ", ".join(LEVEL_NAMES[lvl] for lvl, c in sorted(counts.items()) if c < 2)
         raise CarebenchError(
             f"cannot cross-validate: level(s) {rare} have fewer than 2 items; "
             "add items or fit on a separate corpus with --train"
