@@ -101,3 +101,19 @@ def test_no_cache_stop_says_a_rerun_pays_again(tmp_path, capsys, price_per_call)
                    "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err
     assert rc == 3 and "--no-cache" in err and "resume from the cache" not in err
+
+
+def test_a_support_stop_in_generation_counts_the_calls_left_as_a_lower_bound(tmp_path, capsys, price_per_call):
+    """The judging calls depend on replies not generated yet: the stop line says "at least"."""
+    price_per_call(1.0, "resp-a", "judge-a")
+    tasks = load_tasks("builtin:sample")
+    with StubServer() as stub:
+        stub.handler = Script(tasks)
+        u = stub.base_url
+        assert main(["support", "run", "--responder", f"openai:resp-a@{u}", "--judge", f"openai:judge-a@{u}",
+                     "--attempts", "1", "--limit", "2", "--out", str(tmp_path / "run"), "--bootstrap", "20",
+                     "--cache", str(tmp_path / "c.sqlite"), "--concurrency", "1", "--budget", "2"]) == 3
+        assert not any(r.body["model"] == "judge-a" for r in stub.requests)  # stopped in generation
+    err = _carebench_lines(capsys)
+    assert len(err) == 1 and "at least " in err[0] and "calls left" in err[0], err
+

@@ -33,8 +33,9 @@ def runs(tmp_path):
 def _refused(capsys, args, fragment):
     capsys.readouterr()
     assert main(args) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and fragment in err[0], err
+    stderr = capsys.readouterr().err
+    err = [x for x in stderr.splitlines() if x.startswith("carebench:")]  # not the progress lines
+    assert "Traceback" not in stderr and len(err) == 1 and fragment in err[0], err
 
 
 def test_compare_and_leaderboard_never_write_over_an_input_run(runs, capsys):
@@ -70,3 +71,75 @@ def test_report_on_a_manifest_that_is_no_run_s_is_one_line(tmp_path, capsys, man
     (tmp_path / "x").mkdir()
     (tmp_path / "x" / "manifest.json").write_text(json.dumps(manifest))
     _refused(capsys, ["report", str(tmp_path / "x")], "is not a carebench manifest")
+
+
+def test_another_command_of_the_same_suite_never_writes_over_a_run(runs, tmp_path, capsys):
+    """A support coherence check given a support run as --out: refused before anything is
+    written (the calls it made are cached), and the run's files are unchanged."""
+    from stub_server import StubReply, StubServer
+
+    _, _, s = runs
+    before = _tree(s)
+
+    def handler(req):
+        if req.body["model"].startswith("resp"):
+            return StubReply(content="a reply")
+        return StubReply(content=json.dumps({"met": True, "rationale": "fine"}))
+
+    with StubServer() as stub:
+        stub.handler = handler
+        u = stub.base_url
+        _refused(capsys, ["support", "coherence", "--tasks", "builtin:sample", "--model", f"openai:resp@{u}",
+                          "--judge", f"openai:judge@{u}", "--n", "1", "--out", str(s), "--cache",
+                          str(tmp_path / "c.sqlite")], "holds a support run, not a support coherence run")
+        assert _tree(s) == before
+        made = len(stub.requests)
+        assert main(["support", "coherence", "--tasks", "builtin:sample", "--model", f"openai:resp@{u}",
+                     "--judge", f"openai:judge@{u}", "--n", "1", "--out", str(tmp_path / "gate"), "--cache",
+                     str(tmp_path / "c.sqlite")]) == 0
+        assert len(stub.requests) == made  # every call of the refused run was kept in the cache
+
+
+def test_an_out_below_a_file_is_refused_before_any_call(tmp_path, capsys):
+    from stub_server import StubReply, StubServer
+
+    (tmp_path / "afile").write_text("x")
+    with StubServer() as stub:
+        stub.handler = lambda req: StubReply(content='{"level": "Ideation"}')
+        _refused(capsys, ["risk", "run", "--data", "builtin:sample", "--method", "llm", "--model",
+                          f"openai:m@{stub.base_url}", "--out", str(tmp_path / "afile" / "sub"), "--no-cache"],
+                 "is not a folder")
+        assert stub.requests == []
+
+
+@pytest.mark.parametrize("cache", ["afile/c.sqlite", "afile/deeper/c.sqlite"])
+def test_a_cache_path_below_a_file_is_one_line(tmp_path, capsys, cache):
+    (tmp_path / "afile").write_text("x")
+    _refused(capsys, ["risk", "run", "--data", "builtin:sample", "--method", "tfidf-lr", "--out",
+                      str(tmp_path / "o"), "--cache", str(tmp_path / cache), "--bootstrap", "20"], "cannot open cache")
+    assert not (tmp_path / "o").exists()
+
+
+def test_spaces_around_a_spec_s_parts_name_the_same_model():
+    from carebench.models.base import ModelSpec, parse_spec
+
+    want = ModelSpec("openai", "m", "http://127.0.0.1:9/v1")
+    for text in ("openai:m@http://127.0.0.1:9/v1", "openai: m @ http://127.0.0.1:9/v1/", " openai:m @http://127.0.0.1:9/v1"):
+        assert parse_spec(text) == want, text
+    assert str(parse_spec("openai: m @http://127.0.0.1:9/v1")) == "openai:m@http://127.0.0.1:9/v1"
+
+
+def test_a_sweep_never_writes_over_a_risk_run_nor_converse_judge_over_its_source(runs, tmp_path, capsys):
+    from risk.test_every_method import answer
+    from stub_server import StubServer
+
+    a, _, _ = runs
+    before = _tree(a)
+    with StubServer() as stub:
+        stub.handler = answer
+        _refused(capsys, ["risk", "sweep", "--data", "builtin:sample", "--model", f"openai:stub@{stub.base_url}",
+                          "--k", "2", "--pool-per-level", "2", "--bootstrap", "20", "--out", str(a), "--no-cache"],
+                 "holds a risk run, not a risk sweep run")
+    _refused(capsys, ["converse", "judge", str(a), "--rubric", "builtin:sample", "--judge",
+                      "openai:j@http://127.0.0.1:9/v1", "--out", str(a)], "is the run whose conversations are judged")
+    assert _tree(a) == before

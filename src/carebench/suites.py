@@ -85,7 +85,7 @@ SUITES: dict[str, SuiteEntry] = {
     "risk": SuiteEntry(
         "graded risk measurement (Beyond the Flag)",
         app="carebench.risk.cli:app",
-        kinds={None: "carebench.risk.suite:RiskSuite"},
+        kinds={None: "carebench.risk.suite:RiskSuite", "sweep": "carebench.risk.suite:RiskSuite"},
         comparer="carebench.risk.compare:RiskComparer",
         pair_option="--method", pair_help="pair BASE_NAME=CANDIDATE_NAME methods", gates=("macro_f1", "qwk"),
         demo="carebench.risk.demo:run_demo"),

@@ -115,3 +115,19 @@ def test_failed_judge_answers_are_counted_not_rated():
     s = summarize(rows, 0.9)
     assert (s["transitions"], s["judged"], s["not_judged"]) == (3, 2, 1)
     assert s["per_task"]["t"] == {"judged": 2, "acceptable": 1, "rate": 0.5, "passes": False}
+
+
+def test_no_transition_judged_is_said_in_words(tmp_path, capsys):
+    """Every judge answer unparseable: the run is written and the console says no transition
+    could be judged (it once formatted a missing rate and crashed)."""
+    def handler(req):
+        return StubReply(content="garbage, not a verdict")
+
+    with StubServer() as stub:
+        stub.handler = handler
+        u = stub.base_url
+        out = tmp_path / "gate"
+        assert main(["support", "coherence", "--tasks", "builtin:sample", "--model", f"openai:resp@{u}",
+                     "--judge", f"openai:judge@{u}", "--n", "1", "--out", str(out), "--no-cache"]) == 0
+    assert json.loads((out / "metrics.json").read_text())["overall_rate"] is None
+    assert "no transition could be judged" in capsys.readouterr().out

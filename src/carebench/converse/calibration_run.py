@@ -20,7 +20,13 @@ from carebench.converse.calibration import Rule, calibrate, clinician_ratings
 from carebench.converse.report import calibration_headline
 from carebench.converse.suite import run_converse
 from carebench.datasets.walk_labels import WalkLabel, load_walk_labels
-from carebench.engine.rundir import file_sha256, read_json, run_dir_path, write_json
+from carebench.engine.rundir import (
+    file_sha256,
+    read_json,
+    refuse_other_kind,
+    run_dir_path,
+    write_json,
+)
 from carebench.engine.skeleton import Execution, Plan, read_records, run_suite
 from carebench.report import Interval, Paragraph, Report, Section, Table
 from carebench.report.banners import banner_kinds
@@ -165,6 +171,7 @@ def run_calibration(cfg: Any, labels_path: str, rule: Rule) -> Path | Plan:
         raise CarebenchError(f"labels {labels_path}: no rows")
     clinician_ratings(labels)  # bad bands or a rating given twice stop here, before any call
     out = run_dir_path("converse-calibration", cfg.options.out, holds=ConverseCalibrationSuite.holds)
+    refuse_other_kind(out, KIND)  # before the judges walk
     judged = run_converse(replace(cfg, options=replace(cfg.options, out=str(out / JUDGING))))
     if not isinstance(judged, Path):
         return judged

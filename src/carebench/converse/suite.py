@@ -619,6 +619,10 @@ class ConverseSuite:
 def run_converse(cfg: ConverseConfig, cache: Any = None) -> Path | Plan:
     """Run ``converse run`` / ``converse judge`` (or plan it: ``cfg.options.dry_run``) with the
     config's run options; a budget stop raises ``RunStopped`` after writing what finished."""
+    out = cfg.options.out
+    if cfg.from_run and out is not None and Path(cfg.from_run).resolve() == Path(out).resolve():
+        raise CarebenchError(f"--out {out} is the run whose conversations are judged: the walks go to a new "
+                             "run directory (give another --out)")
     return run_suite(ConverseSuite(cfg), cfg.options, cache=cache)
 
 

@@ -84,8 +84,8 @@ class CompletionCache:
                 " key TEXT PRIMARY KEY, model TEXT NOT NULL, completion TEXT NOT NULL,"
                 " created REAL DEFAULT (unixepoch('subsec')))"
             )
-        except sqlite3.Error as e:
-            raise CarebenchError(f"cannot open cache {self.path}: {e}") from None
+        except (sqlite3.Error, OSError) as e:  # e.g. a parent that is a file, or no permission
+            raise CarebenchError(f"cannot open cache {self.path}: {getattr(e, 'strerror', None) or e}") from None
         self._lock = threading.Lock()
 
     def get(self, key: str) -> Completion | None:

@@ -47,6 +47,9 @@ def run_dir_path(suite: str, out: str | Path | None = None, holds: Sequence[str]
         out = Path("runs") / f"{suite}-{stamp}"
     path = Path(out)
     manifest = path / "manifest.json"
+    above = next((p for p in path.absolute().parents if p.exists()), None)
+    if not path.exists() and above is not None and not above.is_dir():  # found now, not after the paid calls
+        raise CarebenchError(f"cannot create output directory {path}: {above} is not a folder")
     if path.exists() and (not path.is_dir() or (not manifest.exists() and any(
             not (e.name in holds and (e / "manifest.json").is_file()) for e in path.iterdir()))):
         raise CarebenchError(f"output directory {path} exists and is not a carebench run directory")
@@ -59,6 +62,26 @@ def run_dir_path(suite: str, out: str | Path | None = None, holds: Sequence[str]
             raise CarebenchError(f"output directory {path} holds a {other} run: give a {writes} run its own --out "
                                  "(a run is never written over another suite's)")
     return path
+
+
+def refuse_other_kind(run_dir: str | Path, kind: str | None) -> None:
+    """Refuse to write a run of ``kind`` (None: the suite's main command) into a run directory
+    that holds another command's run of the same suite (e.g. a coherence check over a support
+    run): a command writes only into a directory of its own kind, to resume it."""
+    path = Path(run_dir) / "manifest.json"
+    if not path.is_file():
+        return
+    try:
+        old = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return  # run_dir_path has judged it
+    if isinstance(old, dict) and old.get("kind") != kind:
+        suite = old.get("suite")
+        held = f"a {suite} {old['kind']} run" if old.get("kind") else f"a {suite} run"
+        wanted = f"a {suite} {kind} run" if kind else f"a {suite} run"
+        raise CarebenchError(
+            f"output directory {run_dir} holds {held}, not {wanted}: give it its own --out (calls already made "
+            "are in the cache: running again with another --out makes none of them again)")
 
 
 def new_run_dir(suite: str, out: str | Path | None = None, holds: Sequence[str] = (),

@@ -26,6 +26,7 @@ from carebench.engine.rundir import (
     new_run_dir,
     read_json,
     read_jsonl,
+    refuse_other_kind,
     run_dir_path,
     scrub,
     write_json,
@@ -232,6 +233,7 @@ def run_suite(suite: Suite, options: RunOptions, *, out: str | Path | None = Non
         holds = getattr(suite, "holds", ())
         run_dir = run_dir_path(suite.name, out, holds, suite.name)  # checked now, created once there are results
         ex = suite.execute(run)
+    refuse_other_kind(run_dir, ex.extra.get("kind"))  # before anything is written
     run_dir = new_run_dir(suite.name, run_dir, holds, suite.name)
     write_run(run_dir, suite.name, ex, run)
     rerender(run_dir, suite)

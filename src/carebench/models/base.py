@@ -62,14 +62,14 @@ def parse_spec(spec: str) -> ModelSpec:
             f"openai:MODEL@http://localhost:8000/v1, vllm:MODEL@http://localhost:8000/v1, anthropic:MODEL, "
             f"llamacpp:builtin, replay:PATH"
         )
-    provider, rest = m["provider"], m["rest"]
+    provider, rest = m["provider"], m["rest"].strip()  # "openai: m" is "openai:m": one model, one cache key
     if provider not in PROVIDERS:
         raise CarebenchError(
             f"unknown model provider {provider!r} in {spec!r}; known: {', '.join(PROVIDERS)}"
         )
     base_url = None
     if provider in ("openai", "openai-moderation", "openai-embed", "anthropic", "vllm") and "@" in rest:
-        rest, base_url = rest.split("@", 1)
+        rest, base_url = (part.strip() for part in rest.split("@", 1))
         if not re.match(r"^https?://", base_url):
             raise CarebenchError(
                 f"malformed base URL {base_url!r} in {spec!r}: expected http(s)://host[:port]/path"

@@ -237,7 +237,7 @@ class SweepSuite:
                   "failures": self.failures, "bootstrap": self.bootstrap, "seed": self.seed}
         return Execution(records=records, config=config, dataset=data.describe(),
                          seeds={"seed": self.seed},
-                         extra={"sweep": {"ks": self.ks, "pool_size": len(res.pool_ids)}})
+                         extra={"kind": "sweep", "sweep": {"ks": self.ks, "pool_size": len(res.pool_ids)}})
 
     def read_records(self, run_dir: Path, manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
         return RiskSuite().read_records(run_dir, manifest)

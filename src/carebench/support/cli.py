@@ -299,8 +299,9 @@ def coherence(
     if _echoed_plan(d):
         return
     m = read_json(d / "metrics.json")
-    typer.echo(f"{m['overall_rate']:.1%} acceptable transitions; tasks below the gate: "
-               f"{', '.join(m['failing_tasks']) or 'none'}")
+    rate = m.get("overall_rate")
+    typer.echo((f"{rate:.1%} acceptable transitions" if rate is not None else "no transition could be judged")
+               + f"; tasks below the gate: {', '.join(m.get('failing_tasks') or []) or 'none'}")
     typer.echo(f"wrote {d}/report.html")
 
 

@@ -189,7 +189,7 @@ class SupportSuite:
         verdicts: list[VerdictRecord] = []
         if gen.stopped:
             run.mark_incomplete("generation", gen.calls_skipped)
-            run.mark_incomplete("judging")
+            run.mark_incomplete("judging", open_ended=True)  # its calls follow the replies not yet generated
         else:
             judged = judge_responses(
                 tasks, responses, judges, run, scopes=judged_scopes(cfg.scope),  # type: ignore[arg-type]
