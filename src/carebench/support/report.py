@@ -39,6 +39,7 @@ from carebench.support.records import REFERENCE, ResponseRecord, VerdictRecord, 
 from carebench.support.report_values import fmt_rate, iv, value_label
 from carebench.support.tasks import Task
 from carebench.types import CarebenchError
+from carebench.wording import CODE_NAMES, count, name_with_code
 from carebench.wording import label as key_label
 from carebench.wording import name as status_name
 
@@ -49,6 +50,7 @@ MAX_DETAIL_TASKS = 60
 MIN_SLICE_TASKS = 5
 FEW_MARK = "\u2020"  # dagger
 UNKNOWN = "unknown"  # a task metadata value that was not given
+NOT_RECORDED = "not recorded"  # a setting the run directory does not hold
 MAX_DETAIL_REPLIES = 400
 
 
@@ -100,6 +102,11 @@ def _short(names: Sequence[str]) -> list[str]:
 
 def _nan(v: Any) -> float:
     return float("nan") if v is None else float(v)
+
+
+def _attempt(a: Any) -> str:
+    """A stored attempt index as a reader counts it: ``0`` -> ``attempt 1``."""
+    return f"attempt {int(a) + 1}"
 
 
 def build_support_report(
@@ -176,15 +183,18 @@ def _overview(manifest, tasks, metrics, settings) -> Section:
         "criteria (behaviour that must not occur) earn their weight only when the panel decides "
         "they are not met. An empty final turn scores zero without being judged."
     ))
+    source = run_cfg.get("tasks") or (manifest.get("dataset") or {}).get("source")
+    sizes = ", ".join(count(n, noun, plural) for n, noun, plural in (
+        (cfg.get("n_tasks"), "task", None), (cfg.get("n_criteria"), "criterion", "criteria")) if isinstance(n, int))
+    sizes = f"({sizes})" if source and sizes else sizes
     blocks.append(KeyValue([
-        ("tasks", f"{run_cfg.get('tasks', '')} ({cfg.get('n_tasks')} tasks, {cfg.get('n_criteria')} criteria)"),
+        ("tasks", " ".join(x for x in (str(source or ""), sizes) if x) or NOT_RECORDED),
         ("responders", ", ".join(r for r in cfg.get("responders", []) if r != REFERENCE) or "none"),
         ("reference ceiling", "scored" if REFERENCE in cfg.get("responders", []) else "not run"),
         ("judge panel", ", ".join(cfg.get("panel", []))),
         ("attempts", len(cfg.get("attempts", []))),
         ("scope", cfg.get("scope")),
-        ("generation", f"temperature {run_cfg.get('temperature')}, output cap {run_cfg.get('max_tokens')} tokens"
-         + (f", per-model caps {run_cfg.get('caps')}" if run_cfg.get("caps") else "")),
+        ("generation", _generation(run_cfg)),
         ("system prompt", "yes" if run_cfg.get("system_prompt") else "none"),
         ("seed", cfg.get("seed")),
         ("model calls", (f"{acct.get('provider_calls', 0)} made, {acct.get('cache_hits', 0)} from cache, "
@@ -200,6 +210,21 @@ def _overview(manifest, tasks, metrics, settings) -> Section:
             ("reference ceiling", summary.get("reference_score")),
         ]))
     return Section("Overview", blocks)
+
+
+def _generation(run_cfg: Mapping[str, Any]) -> str:
+    """The responders' sampling settings as the manifest recorded them; a setting it does not
+    hold is said to be not recorded (an older or hand-written run directory)."""
+    def tokens(v: Any) -> str:
+        return count(v, "token") if isinstance(v, int) else NOT_RECORDED if v is None else str(v)
+
+    temperature = run_cfg.get("temperature")
+    parts = [f"temperature {NOT_RECORDED if temperature is None else temperature}",
+             f"output cap {tokens(run_cfg.get('max_tokens'))}"]
+    caps = run_cfg.get("caps")
+    if isinstance(caps, Mapping) and caps:
+        parts.append("per-model caps " + ", ".join(f"{m}: {tokens(v)}" for m, v in caps.items()))
+    return ", ".join(parts)
 
 
 def _leaderboard(metrics) -> Section:
@@ -408,7 +433,8 @@ def _slices(metrics) -> Section:
             blocks.append(_figure(
                 "support-subcategory-top-models",
                 lambda: heatmap([[_nan((values[v].get("per_model") or {}).get(r)) for r in order] for v in subs],  # noqa: B023
-                        subs, _short(order), "Score by subcategory, top models", vmin=0.0, vmax=1.0),  # noqa: B023
+                        [value_label(v) for v in subs], _short(order), "Score by subcategory, top models",  # noqa: B023
+                        vmin=0.0, vmax=1.0),
                 caption="Figure 6 (E.2): subcategory (rows) by the top eight models of the leaderboard.",
             ))
         diff = data.get("differences") or {}
@@ -450,12 +476,12 @@ def _replicates(metrics) -> Section:
     scores = rep.get("scores", {})
     responders = sorted({r for v in scores.values() for r in v})
     rows = [[r, *[scores[a].get(r) for a in scores], (rep.get("score_range") or {}).get(r)] for r in responders]
-    blocks: list[Block] = [Table(["responder", *[f"attempt {a}" for a in scores], "range"], rows,
+    blocks: list[Block] = [Table(["responder", *[_attempt(a) for a in scores], "range"], rows,
                                  caption="Score per attempt (B.8).")]
     pairs = rep.get("pairs", [])
     if pairs:
         blocks.append(Table(["attempt a", "attempt b", "Spearman rho"],
-                            [[p["a"], p["b"], p.get("spearman_rho")] for p in pairs],
+                            [[int(p["a"]) + 1, int(p["b"]) + 1, p.get("spearman_rho")] for p in pairs],
                             caption="Leaderboard rank correlation between attempts (undefined with "
                                     "fewer than two models or tied scores)."))
     return Section("Replicate stability", blocks)
@@ -733,14 +759,15 @@ def _reply_details(task: Task, r: ResponseRecord, cells, panel: Sequence[str], s
             total += c.weight
             got += c.weight if ok else 0.0
         rows.append([c.id, c.weight, "must not" if c.negative else "should",
-                     *[_vote(cell.get(j)) for j in judges], dec.state.replace("_", " "), "yes" if ok else "no"])
+                     *[_vote(cell.get(j)) for j in judges], CODE_NAMES.get(dec.state, dec.state.replace("_", " ")),
+                     "yes" if ok else "no"])
         for k, j in enumerate(judges):
             v = cell.get(j)
             if v is not None and v.status != "not_judged_empty":
                 rationale_rows.append([c.id, f"judge {k + 1}", _vote(v), v.rationale])
     score = got / total if total else float("nan")
     convo = "\n\n".join(
-        f"[{t.get('role')}{' - ' + t['status'] if t.get('role') == 'assistant' and t.get('status', 'ok') != 'ok' else ''}]"
+        f"[{t.get('role')}{' - ' + name_with_code(t['status']) if t.get('role') == 'assistant' and t.get('status', 'ok') != 'ok' else ''}]"
         f"\n{(t.get('content') or '').strip() or '(empty)'}"
         for t in r.turns
     )
@@ -750,8 +777,8 @@ def _reply_details(task: Task, r: ResponseRecord, cells, panel: Sequence[str], s
                         caption="Judges: " + "; ".join(f"judge {i + 1} = {j}" for i, j in enumerate(judges))))
     if rationale_rows:
         blocks.append(Details("Judge rationales", [Table(["criterion", "judge", "verdict", "rationale"], rationale_rows)]))
-    label = "reference" if r.responder == REFERENCE else f"{r.responder}, attempt {r.attempt}"
-    status = "" if r.status == "ok" else f", {r.status}"
+    label = "reference" if r.responder == REFERENCE else f"{r.responder}, {_attempt(r.attempt)}"
+    status = "" if r.status == "ok" else f", {name_with_code(r.status)}"
     return Details(f"{label}: score {score:.3f}{status}", blocks)
 
 
@@ -761,7 +788,7 @@ def _vote(v: VerdictRecord | None) -> str:
     if v.status == "not_judged_empty":
         return "not judged"
     if v.status != "ok":
-        return v.status.replace("_", " ")
+        return status_name(v.status)
     return "met" if v.met else "not met"
 
 
