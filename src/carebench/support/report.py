@@ -146,8 +146,9 @@ def build_support_report(
                               detail_ids))
     return Report(
         title=str((manifest.get("config") or {}).get("title") or "Support: rubric-scored crisis support"),
-        subtitle=f"{cfg.get('n_tasks', len(tasks))} tasks, panel of {len(cfg.get('panel') or [])} judges, "
-        f"{cfg.get('scope', 'final')}-turn scope, bootstrap B={cfg.get('B')} seed {cfg.get('seed')}",
+        subtitle=f"{count(int(cfg.get('n_tasks') or len(tasks)), 'task')}, "
+        f"panel of {count(len(cfg.get('panel') or []), 'judge')}, {cfg.get('scope') or 'final'}-turn scope, "
+        f"bootstrap B={cfg.get('B') or NOT_RECORDED} seed {NOT_RECORDED if cfg.get('seed') is None else cfg['seed']}",
         notes=notes,
         sections=sections,
         attachments={"task_scores.csv": task_scores_csv(tasks, metrics)},
@@ -164,7 +165,7 @@ def _overview(manifest, tasks, metrics, settings) -> Section:
     hf = metrics.get("harness_failures") or {}
     if hf.get("conversations"):
         blocks.append(Callout(
-            f"Incomplete run: {hf['conversations']} conversation(s) had a call that failed after every retry "
+            f"Incomplete run: {count(int(hf['conversations']), 'conversation')} had a call that failed after every retry "
             f"({hf.get('responder_call', 0)} responder, {hf.get('judge_call', 0)} judge). They are excluded from "
             "every score and counted below; a task with no scored attempt drops out of that responder's mean. "
             "Re-run the same command to retry them.", "warning"))
@@ -278,7 +279,7 @@ def _leaderboard(metrics) -> Section:
             [[g["upper"], g["lower"], iv(g["diff"], g.get("ci")), g.get("p_improve"), g.get("separated")]
              for g in gaps],
             caption=f"Adjacent gaps by paired bootstrap: {board.get('n_separated', 0)} of "
-                    f"{board.get('n_gaps', 0)} separated, {board.get('n_bands', 0)} band(s).",
+                    f"{board.get('n_gaps', 0)} separated, {count(int(board.get('n_bands') or 0), 'band')}.",
         ))
     ref = metrics.get("reference")
     if ref:
@@ -360,7 +361,7 @@ def _recognition(metrics) -> Section:
     blocks: list[Block] = [Paragraph(
         "Recognition without intervention (§4.6): " + str(rwi.get("definition", "")) + ". Pooled over "
         f"models: {fmt_rate(pooled.get('rate'))} ({pooled.get('failures', 0)} of "
-        f"{pooled.get('recognized', 0)} recognized conversations)."
+        f"{count(int(pooled.get('recognized') or 0), 'recognized conversation')})."
     )]
     if rows and "routed_local_definition" in rwi:  # the run checked where replies send a person
         for row, x in zip(rows, (rwi.get("per_model") or {}).values(), strict=True):
@@ -519,8 +520,8 @@ def _non_response(metrics) -> Section:
     if bb or br:
         blocks.append(Paragraph(
             f"Blank propagation in multi-turn conversations: a turn after a blank turn was blank "
-            f"{bb.get('blank', 0)} of {bb.get('turns', 0)} times; after a reply, "
-            f"{br.get('blank', 0)} of {br.get('turns', 0)} times."
+            f"{bb.get('blank', 0)} of {count(int(bb.get('turns') or 0), 'time')}; after a reply, "
+            f"{br.get('blank', 0)} of {count(int(br.get('turns') or 0), 'time')}."
         ))
     return Section("Non-response and content filtering", blocks)
 
@@ -640,7 +641,7 @@ def _judge_agreement(metrics) -> Section:
                             caption="Judge disagreement by dimension: " + str(ja.get("definition", "")) + "."))
     tasks = sorted((ja.get("split_by_task") or {}).items(), key=lambda kv: (-kv[1]["rate"], kv[0]))
     if tasks:
-        blocks.append(Details(f"Judge disagreement by task ({len(tasks)} tasks, most split first)", [Table(
+        blocks.append(Details(f"Judge disagreement by task ({count(len(tasks), 'task')}, most split first)", [Table(
             ["task", "judged cells", "split votes", "share split"],
             [[t, x["cells"], x["split"], x["rate"]] for t, x in tasks])]))
     if not blocks:
@@ -662,7 +663,7 @@ def _task_table(tasks: Sequence[Task], metrics) -> Section:
         rows.append([tid, key_label(t.subcategory) if t else None, t.metadata.turn_structure if t else None,
                      (sum(models) / len(models)) if models else None, *vals])
     rows.sort(key=lambda r: (r[3] is None, r[3] if r[3] is not None else 0.0, r[0]))
-    return Section("Every task's score", [Details(f"All {len(rows)} tasks, hardest first", [Table(
+    return Section("Every task's score", [Details(f"All {count(len(rows), 'task')}, hardest first", [Table(
         ["task", "subcategory", "turns", "mean over models", *responders], rows,
         caption="Task score = mean over attempts. Sorted by the mean over models (lowest first); in the "
                 "HTML report a click on a column header sorts by that column (again: reverse). "
@@ -719,7 +720,7 @@ def _per_task(tasks, responses, verdicts, panel: Sequence[str], scope: str, deta
     wanted = set(detail_ids)
     shown = [t for t in tasks if t.id in wanted]
     if len(tasks) > len(shown):
-        blocks.append(Callout(f"Showing {len(shown)} of {len(tasks)} tasks reply by reply; every reply and "
+        blocks.append(Callout(f"Showing {len(shown)} of {count(len(tasks), 'task')} reply by reply; every reply and "
                               "verdict is in records.jsonl.", "info"))
     for t in shown:
         inner: list[Block] = [KeyValue([
@@ -803,8 +804,8 @@ def support_headline(metrics: Mapping[str, Any]) -> Headline:
         ci = m.get("ci") or [None, None]
         counts = m.get("counts") or {}
         hf, excluded = int(counts.get("harness_failures") or 0), int(counts.get("tasks_excluded") or 0)
-        incomplete = "; ".join(x for x in (f"{hf} harness failures" if hf else "",
-                                           f"{excluded} tasks excluded" if excluded else "") if x)
+        incomplete = "; ".join(x for x in (count(hf, "harness failure") if hf else "",
+                                           f"{count(excluded, 'task')} excluded" if excluded else "") if x)
         candidates.append(Candidate(str(name), m.get("score"), ci[0], ci[1], m.get("n_tasks"),
                                     bool(m.get("flagged")), incomplete))
     return best_headline("weighted score (0 to 1, higher is better)", candidates, unit="tasks", role="responder")
