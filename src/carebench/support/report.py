@@ -39,6 +39,7 @@ from carebench.support.records import REFERENCE, ResponseRecord, VerdictRecord, 
 from carebench.support.report_values import fmt_rate, iv, value_label
 from carebench.support.tasks import Task
 from carebench.types import CarebenchError
+from carebench.wording import CODE_NAMES, count, name_with_code
 from carebench.wording import label as key_label
 from carebench.wording import name as status_name
 
@@ -49,6 +50,7 @@ MAX_DETAIL_TASKS = 60
 MIN_SLICE_TASKS = 5
 FEW_MARK = "\u2020"  # dagger
 UNKNOWN = "unknown"  # a task metadata value that was not given
+NOT_RECORDED = "not recorded"  # a setting the run directory does not hold
 MAX_DETAIL_REPLIES = 400
 
 
@@ -102,6 +104,11 @@ def _nan(v: Any) -> float:
     return float("nan") if v is None else float(v)
 
 
+def _attempt(a: Any) -> str:
+    """A stored attempt index as a reader counts it: ``0`` -> ``attempt 1``."""
+    return f"attempt {int(a) + 1}"
+
+
 def build_support_report(
     manifest: Mapping[str, Any],
     tasks: Sequence[Task],
@@ -139,8 +146,9 @@ def build_support_report(
                               detail_ids))
     return Report(
         title=str((manifest.get("config") or {}).get("title") or "Support: rubric-scored crisis support"),
-        subtitle=f"{cfg.get('n_tasks', len(tasks))} tasks, panel of {len(cfg.get('panel') or [])} judges, "
-        f"{cfg.get('scope', 'final')}-turn scope, bootstrap B={cfg.get('B')} seed {cfg.get('seed')}",
+        subtitle=f"{count(int(cfg.get('n_tasks') or len(tasks)), 'task')}, "
+        f"panel of {count(len(cfg.get('panel') or []), 'judge')}, {cfg.get('scope') or 'final'}-turn scope, "
+        f"bootstrap B={cfg.get('B') or NOT_RECORDED} seed {NOT_RECORDED if cfg.get('seed') is None else cfg['seed']}",
         notes=notes,
         sections=sections,
         attachments={"task_scores.csv": task_scores_csv(tasks, metrics)},
@@ -157,7 +165,7 @@ def _overview(manifest, tasks, metrics, settings) -> Section:
     hf = metrics.get("harness_failures") or {}
     if hf.get("conversations"):
         blocks.append(Callout(
-            f"Incomplete run: {hf['conversations']} conversation(s) had a call that failed after every retry "
+            f"Incomplete run: {count(int(hf['conversations']), 'conversation')} had a call that failed after every retry "
             f"({hf.get('responder_call', 0)} responder, {hf.get('judge_call', 0)} judge). They are excluded from "
             "every score and counted below; a task with no scored attempt drops out of that responder's mean. "
             "Re-run the same command to retry them.", "warning"))
@@ -176,15 +184,18 @@ def _overview(manifest, tasks, metrics, settings) -> Section:
         "criteria (behaviour that must not occur) earn their weight only when the panel decides "
         "they are not met. An empty final turn scores zero without being judged."
     ))
+    source = run_cfg.get("tasks") or (manifest.get("dataset") or {}).get("source")
+    sizes = ", ".join(count(n, noun, plural) for n, noun, plural in (
+        (cfg.get("n_tasks"), "task", None), (cfg.get("n_criteria"), "criterion", "criteria")) if isinstance(n, int))
+    sizes = f"({sizes})" if source and sizes else sizes
     blocks.append(KeyValue([
-        ("tasks", f"{run_cfg.get('tasks', '')} ({cfg.get('n_tasks')} tasks, {cfg.get('n_criteria')} criteria)"),
+        ("tasks", " ".join(x for x in (str(source or ""), sizes) if x) or NOT_RECORDED),
         ("responders", ", ".join(r for r in cfg.get("responders", []) if r != REFERENCE) or "none"),
         ("reference ceiling", "scored" if REFERENCE in cfg.get("responders", []) else "not run"),
         ("judge panel", ", ".join(cfg.get("panel", []))),
         ("attempts", len(cfg.get("attempts", []))),
         ("scope", cfg.get("scope")),
-        ("generation", f"temperature {run_cfg.get('temperature')}, output cap {run_cfg.get('max_tokens')} tokens"
-         + (f", per-model caps {run_cfg.get('caps')}" if run_cfg.get("caps") else "")),
+        ("generation", _generation(run_cfg)),
         ("system prompt", "yes" if run_cfg.get("system_prompt") else "none"),
         ("seed", cfg.get("seed")),
         ("model calls", (f"{acct.get('provider_calls', 0)} made, {acct.get('cache_hits', 0)} from cache, "
@@ -200,6 +211,21 @@ def _overview(manifest, tasks, metrics, settings) -> Section:
             ("reference ceiling", summary.get("reference_score")),
         ]))
     return Section("Overview", blocks)
+
+
+def _generation(run_cfg: Mapping[str, Any]) -> str:
+    """The responders' sampling settings as the manifest recorded them; a setting it does not
+    hold is said to be not recorded (an older or hand-written run directory)."""
+    def tokens(v: Any) -> str:
+        return count(v, "token") if isinstance(v, int) else NOT_RECORDED if v is None else str(v)
+
+    temperature = run_cfg.get("temperature")
+    parts = [f"temperature {NOT_RECORDED if temperature is None else temperature}",
+             f"output cap {tokens(run_cfg.get('max_tokens'))}"]
+    caps = run_cfg.get("caps")
+    if isinstance(caps, Mapping) and caps:
+        parts.append("per-model caps " + ", ".join(f"{m}: {tokens(v)}" for m, v in caps.items()))
+    return ", ".join(parts)
 
 
 def _leaderboard(metrics) -> Section:
@@ -253,7 +279,7 @@ def _leaderboard(metrics) -> Section:
             [[g["upper"], g["lower"], iv(g["diff"], g.get("ci")), g.get("p_improve"), g.get("separated")]
              for g in gaps],
             caption=f"Adjacent gaps by paired bootstrap: {board.get('n_separated', 0)} of "
-                    f"{board.get('n_gaps', 0)} separated, {board.get('n_bands', 0)} band(s).",
+                    f"{board.get('n_gaps', 0)} separated, {count(int(board.get('n_bands') or 0), 'band')}.",
         ))
     ref = metrics.get("reference")
     if ref:
@@ -335,7 +361,7 @@ def _recognition(metrics) -> Section:
     blocks: list[Block] = [Paragraph(
         "Recognition without intervention (§4.6): " + str(rwi.get("definition", "")) + ". Pooled over "
         f"models: {fmt_rate(pooled.get('rate'))} ({pooled.get('failures', 0)} of "
-        f"{pooled.get('recognized', 0)} recognized conversations)."
+        f"{count(int(pooled.get('recognized') or 0), 'recognized conversation')})."
     )]
     if rows and "routed_local_definition" in rwi:  # the run checked where replies send a person
         for row, x in zip(rows, (rwi.get("per_model") or {}).values(), strict=True):
@@ -408,7 +434,8 @@ def _slices(metrics) -> Section:
             blocks.append(_figure(
                 "support-subcategory-top-models",
                 lambda: heatmap([[_nan((values[v].get("per_model") or {}).get(r)) for r in order] for v in subs],  # noqa: B023
-                        subs, _short(order), "Score by subcategory, top models", vmin=0.0, vmax=1.0),  # noqa: B023
+                        [value_label(v) for v in subs], _short(order), "Score by subcategory, top models",  # noqa: B023
+                        vmin=0.0, vmax=1.0),
                 caption="Figure 6 (E.2): subcategory (rows) by the top eight models of the leaderboard.",
             ))
         diff = data.get("differences") or {}
@@ -450,12 +477,12 @@ def _replicates(metrics) -> Section:
     scores = rep.get("scores", {})
     responders = sorted({r for v in scores.values() for r in v})
     rows = [[r, *[scores[a].get(r) for a in scores], (rep.get("score_range") or {}).get(r)] for r in responders]
-    blocks: list[Block] = [Table(["responder", *[f"attempt {a}" for a in scores], "range"], rows,
+    blocks: list[Block] = [Table(["responder", *[_attempt(a) for a in scores], "range"], rows,
                                  caption="Score per attempt (B.8).")]
     pairs = rep.get("pairs", [])
     if pairs:
         blocks.append(Table(["attempt a", "attempt b", "Spearman rho"],
-                            [[p["a"], p["b"], p.get("spearman_rho")] for p in pairs],
+                            [[int(p["a"]) + 1, int(p["b"]) + 1, p.get("spearman_rho")] for p in pairs],
                             caption="Leaderboard rank correlation between attempts (undefined with "
                                     "fewer than two models or tied scores)."))
     return Section("Replicate stability", blocks)
@@ -493,8 +520,8 @@ def _non_response(metrics) -> Section:
     if bb or br:
         blocks.append(Paragraph(
             f"Blank propagation in multi-turn conversations: a turn after a blank turn was blank "
-            f"{bb.get('blank', 0)} of {bb.get('turns', 0)} times; after a reply, "
-            f"{br.get('blank', 0)} of {br.get('turns', 0)} times."
+            f"{bb.get('blank', 0)} of {count(int(bb.get('turns') or 0), 'time')}; after a reply, "
+            f"{br.get('blank', 0)} of {count(int(br.get('turns') or 0), 'time')}."
         ))
     return Section("Non-response and content filtering", blocks)
 
@@ -614,7 +641,7 @@ def _judge_agreement(metrics) -> Section:
                             caption="Judge disagreement by dimension: " + str(ja.get("definition", "")) + "."))
     tasks = sorted((ja.get("split_by_task") or {}).items(), key=lambda kv: (-kv[1]["rate"], kv[0]))
     if tasks:
-        blocks.append(Details(f"Judge disagreement by task ({len(tasks)} tasks, most split first)", [Table(
+        blocks.append(Details(f"Judge disagreement by task ({count(len(tasks), 'task')}, most split first)", [Table(
             ["task", "judged cells", "split votes", "share split"],
             [[t, x["cells"], x["split"], x["rate"]] for t, x in tasks])]))
     if not blocks:
@@ -636,7 +663,7 @@ def _task_table(tasks: Sequence[Task], metrics) -> Section:
         rows.append([tid, key_label(t.subcategory) if t else None, t.metadata.turn_structure if t else None,
                      (sum(models) / len(models)) if models else None, *vals])
     rows.sort(key=lambda r: (r[3] is None, r[3] if r[3] is not None else 0.0, r[0]))
-    return Section("Every task's score", [Details(f"All {len(rows)} tasks, hardest first", [Table(
+    return Section("Every task's score", [Details(f"All {count(len(rows), 'task')}, hardest first", [Table(
         ["task", "subcategory", "turns", "mean over models", *responders], rows,
         caption="Task score = mean over attempts. Sorted by the mean over models (lowest first); in the "
                 "HTML report a click on a column header sorts by that column (again: reverse). "
@@ -693,7 +720,7 @@ def _per_task(tasks, responses, verdicts, panel: Sequence[str], scope: str, deta
     wanted = set(detail_ids)
     shown = [t for t in tasks if t.id in wanted]
     if len(tasks) > len(shown):
-        blocks.append(Callout(f"Showing {len(shown)} of {len(tasks)} tasks reply by reply; every reply and "
+        blocks.append(Callout(f"Showing {len(shown)} of {count(len(tasks), 'task')} reply by reply; every reply and "
                               "verdict is in records.jsonl.", "info"))
     for t in shown:
         inner: list[Block] = [KeyValue([
@@ -733,14 +760,15 @@ def _reply_details(task: Task, r: ResponseRecord, cells, panel: Sequence[str], s
             total += c.weight
             got += c.weight if ok else 0.0
         rows.append([c.id, c.weight, "must not" if c.negative else "should",
-                     *[_vote(cell.get(j)) for j in judges], dec.state.replace("_", " "), "yes" if ok else "no"])
+                     *[_vote(cell.get(j)) for j in judges], CODE_NAMES.get(dec.state, dec.state.replace("_", " ")),
+                     "yes" if ok else "no"])
         for k, j in enumerate(judges):
             v = cell.get(j)
             if v is not None and v.status != "not_judged_empty":
                 rationale_rows.append([c.id, f"judge {k + 1}", _vote(v), v.rationale])
     score = got / total if total else float("nan")
     convo = "\n\n".join(
-        f"[{t.get('role')}{' - ' + t['status'] if t.get('role') == 'assistant' and t.get('status', 'ok') != 'ok' else ''}]"
+        f"[{t.get('role')}{' - ' + name_with_code(t['status']) if t.get('role') == 'assistant' and t.get('status', 'ok') != 'ok' else ''}]"
         f"\n{(t.get('content') or '').strip() or '(empty)'}"
         for t in r.turns
     )
@@ -750,8 +778,8 @@ def _reply_details(task: Task, r: ResponseRecord, cells, panel: Sequence[str], s
                         caption="Judges: " + "; ".join(f"judge {i + 1} = {j}" for i, j in enumerate(judges))))
     if rationale_rows:
         blocks.append(Details("Judge rationales", [Table(["criterion", "judge", "verdict", "rationale"], rationale_rows)]))
-    label = "reference" if r.responder == REFERENCE else f"{r.responder}, attempt {r.attempt}"
-    status = "" if r.status == "ok" else f", {r.status}"
+    label = "reference" if r.responder == REFERENCE else f"{r.responder}, {_attempt(r.attempt)}"
+    status = "" if r.status == "ok" else f", {name_with_code(r.status)}"
     return Details(f"{label}: score {score:.3f}{status}", blocks)
 
 
@@ -761,7 +789,7 @@ def _vote(v: VerdictRecord | None) -> str:
     if v.status == "not_judged_empty":
         return "not judged"
     if v.status != "ok":
-        return v.status.replace("_", " ")
+        return status_name(v.status)
     return "met" if v.met else "not met"
 
 
@@ -776,8 +804,8 @@ def support_headline(metrics: Mapping[str, Any]) -> Headline:
         ci = m.get("ci") or [None, None]
         counts = m.get("counts") or {}
         hf, excluded = int(counts.get("harness_failures") or 0), int(counts.get("tasks_excluded") or 0)
-        incomplete = "; ".join(x for x in (f"{hf} harness failures" if hf else "",
-                                           f"{excluded} tasks excluded" if excluded else "") if x)
+        incomplete = "; ".join(x for x in (count(hf, "harness failure") if hf else "",
+                                           f"{count(excluded, 'task')} excluded" if excluded else "") if x)
         candidates.append(Candidate(str(name), m.get("score"), ci[0], ci[1], m.get("n_tasks"),
                                     bool(m.get("flagged")), incomplete))
     return best_headline("weighted score (0 to 1, higher is better)", candidates, unit="tasks", role="responder")
