@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from carebench.cli import main
 from stub_server import StubReply, StubServer
 
 
@@ -314,3 +315,47 @@ def test_csv_without_a_mapping_suggests_columns_and_lists_them(tmp_path, capsys)
     assert err.count("\n") == 0
     assert "field 'text': Field required; name the column that holds it with --columns text=COLUMN " \
            "(this file's columns: post_id, body, risk)" in err
+
+
+@pytest.mark.parametrize("command", [
+    ["risk", "run", "--data", "builtin:sample", "--method", "tfidf-lr"],
+    ["compare", "a", "b"],
+    ["converse", "score", "somewhere"],
+    ["converse", "calibrate", "--labels", "l.jsonl", "--transcripts", "t.jsonl", "--candidate", "openai:m"],
+    ["plural", "calibrate"],
+    ["view"],
+])
+@pytest.mark.parametrize("value", ["0", "-5"])
+def test_a_bootstrap_below_one_is_refused_before_any_work(command, value, capsys, tmp_path):
+    """It once passed every check and failed in the statistics, after the paid calls, leaving
+    a half-written run directory; now the option itself refuses it (a usage line, one error)."""
+    assert main([*command, "--bootstrap", value, "--out", str(tmp_path / "o")]) == 2
+    err = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
+    assert len(err) <= 2 and err[-1].startswith("carebench: error:") and "'--bootstrap'" in err[-1], err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_file_where_a_run_directory_belongs_is_one_line(tmp_path, capsys):
+    afile = tmp_path / "file.txt"
+    afile.write_text("x")
+    for command in (["report", str(afile)], ["plural", "rescore", str(afile)]):
+        capsys.readouterr()
+        assert main(command) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "not found" in err[0], err
+
+
+def test_invalid_yaml_is_one_line_with_its_place(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: [1, 2\nb: 3\n")
+    assert main(["construct", "build", "--config", str(bad), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{bad}:2:2: invalid YAML" in err[0], err
+
+
+def test_a_dry_run_creates_no_cache_file(tmp_path, capsys):
+    cache = tmp_path / "new" / "c.sqlite"
+    assert main(["risk", "run", "--data", "builtin:sample", "--method", "llm", "--model",
+                 "openai:m@http://127.0.0.1:9/v1", "--dry-run", "--cache", str(cache)]) == 0
+    assert "48 calls" in capsys.readouterr().out
+    assert not cache.exists() and not cache.parent.exists()

@@ -143,3 +143,19 @@ def test_a_sweep_never_writes_over_a_risk_run_nor_converse_judge_over_its_source
     _refused(capsys, ["converse", "judge", str(a), "--rubric", "builtin:sample", "--judge",
                       "openai:j@http://127.0.0.1:9/v1", "--out", str(a)], "is the run whose conversations are judged")
     assert _tree(a) == before
+
+
+def test_a_plural_rescore_never_writes_over_another_plural_command_s_run(tmp_path, capsys):
+    from run_dirs import write_plural_run
+
+    prompts = [{"id": f"q{i}", "source_id": f"s{i}", "context": "forum", "text": f"prompt {i}"} for i in range(4)]
+    policies = {("P1", p["id"]): ["RESPONSE_1"] for p in prompts}
+    run = write_plural_run(tmp_path / "run", prompts, policies, {"P1": "peer"}, ["sys"], ["j1"],
+                           lambda s, pr, q, j: (True, policies[(pr, q)]))
+    other = tmp_path / "calibrate"
+    other.mkdir()
+    (other / "manifest.json").write_text(json.dumps({"suite": "plural", "kind": "calibrate", "status": "complete"}))
+    (other / "profiles.jsonl").write_text("{}\n")
+    before = _tree(other)
+    _refused(capsys, ["plural", "rescore", str(run), "--out", str(other)], "holds a plural calibrate run")
+    assert _tree(other) == before

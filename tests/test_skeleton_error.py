@@ -50,6 +50,7 @@ def test_error_is_raised_after_the_run_is_written(tmp_path):
         run_suite(HalfDone(fail=True), run_options(out=str(out), no_cache=True, progress=False))
     manifest = json.loads((out / "manifest.json").read_text("utf-8"))
     assert manifest["status"] == "stopped" and manifest["suite"] == "halfdone"
+    assert manifest["error"] == "row 3: field 'text': missing"  # the run directory says why, as the console did
     assert [r["id"] for r in _lines(out / "records.jsonl")] == ["a", "b"]
     assert json.loads((out / "metrics.json").read_text("utf-8")) == {"n": 2, "ok": 1}  # counted by hand
     assert "2 rows" in (out / "report.md").read_text("utf-8")

@@ -182,7 +182,7 @@ def compare(
         "--allow-different", show_default='none: every check applies', help="Override one comparability check on purpose (repeatable; named in the "
                                   "report).")] = None,
     pairs: dict = _PAIRS,
-    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples of the shared units.")] = 2000,
+    bootstrap: Annotated[int, typer.Option(min=1, help="Bootstrap resamples of the shared units.")] = 2000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 12345,
     junit: Annotated[Path | None, typer.Option(show_default='none', help="Write JUnit XML: one test case per gated metric.")] = None,
     summary: Annotated[Path | None, typer.Option(show_default='none', help="Write a short markdown summary (pull-request "
@@ -216,7 +216,7 @@ def leaderboard(
                                                     "several runs (never averaged).")] = None,
     allow_different: Annotated[list[str] | None, typer.Option(
         "--allow-different", show_default='none: every check applies', help="Override one comparability check on purpose (repeatable).")] = None,
-    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples of the shared units.")] = 2000,
+    bootstrap: Annotated[int, typer.Option(min=1, help="Bootstrap resamples of the shared units.")] = 2000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 12345,
 ) -> None:
     """Merge runs of one suite made at different times into one leaderboard with bands."""
@@ -241,7 +241,7 @@ def view(
     serve: Annotated[bool, typer.Option("--serve", help="Serve the page on 127.0.0.1 (needs carebench[annotate]).")] = False,
     port: Annotated[int, typer.Option(help="Port for --serve (0: any free port).")] = 8000,
     leaderboards: Annotated[bool, typer.Option(help="Merge comparable runs of each suite into leaderboards.")] = True,
-    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples of the leaderboards.")] = 2000,
+    bootstrap: Annotated[int, typer.Option(min=1, help="Bootstrap resamples of the leaderboards.")] = 2000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 12345,
 ) -> None:
     """One page across every run directory: runs table, leaderboards, search over texts."""

@@ -389,3 +389,54 @@ def test_a_calibration_directory_is_a_run_carebench_report_rerenders_from_its_ow
     assert main(["compare", str(out), str(out), "--out", str(tmp_path / "cmp")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "is a converse calibration run" in err[0]
+
+
+@pytest.mark.parametrize("floor", ["nan", "inf", "1.5", "-2"])
+def test_a_floor_outside_the_coefficients_range_is_one_line_before_any_call(tmp_path, capsys, floor):
+    with StubServer() as stub:
+        stub.handler = _script()
+        code, out = _run(tmp_path, stub, "--floor", floor)
+        assert stub.requests == []
+    assert code == 2 and not out.exists()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--floor must be a number from -1 to 1" in err[0]
+
+
+def test_labels_the_rubric_cannot_give_are_refused_and_transcripts_are_not_illustrative(tmp_path, capsys):
+    """A clinician's answer to a question the rubric has not, or an answer the question cannot
+    take, would be scored as a disagreement: one line naming the labels file, nothing written
+    beside the judging run. The judging run over the user's own transcripts carries no
+    illustrative-data banner."""
+    good = _labels(tmp_path).read_text().splitlines()
+    rows = [json.loads(x) for x in good]
+    k = next(i for i, r in enumerate(rows) if r["record"] == "answer" and not r.get("auto"))
+    for change, message in (({"question_id": "99"}, "question '99' is not in the rubric"),
+                            ({"answer": "Maybe"}, "answered 'Maybe', not one of its answers")):
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text("".join(json.dumps({**r, **change} if i == k else r) + "\n" for i, r in enumerate(rows)))
+        out = tmp_path / f"calib-{change.popitem()[0]}"
+        with StubServer() as stub:
+            stub.handler = _script()
+            code = main(["converse", "calibrate", "--labels", str(bad), "--transcripts", str(_transcripts(tmp_path)),
+                         "--rubric", str(write_tsv(tmp_path / "r.tsv", RUBRIC)), "--candidate",
+                         f"openai:judge-a@{stub.base_url}", "--bootstrap", "10", "--cache",
+                         str(tmp_path / "c.sqlite"), "--out", str(out)])
+        assert code == 2
+        err = [x for x in capsys.readouterr().err.splitlines() if x.startswith("carebench:")]
+        assert len(err) == 1 and str(bad) in err[0] and message in err[0], err
+        assert sorted(p.name for p in out.iterdir()) == ["judging"]
+        assert json.loads((out / "judging" / "manifest.json").read_text())["dataset"]["illustrative"] is False
+
+
+def test_converse_score_refuses_a_calibration_directory(tmp_path, capsys):
+    with StubServer() as stub:
+        stub.handler = _script()
+        code, out = _run(tmp_path, stub)
+    assert code == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    for cmd in (["converse", "score", str(out)], ["converse", "rescore", str(out)]):
+        capsys.readouterr()
+        assert main(cmd) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "is a converse calibration run" in err[0]
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before

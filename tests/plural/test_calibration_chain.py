@@ -121,8 +121,8 @@ def test_calibration_scores_recomputed_from_records(chain):
     assert "Table 5" in html and "illustrative" in html.lower()
     # the page opens with the selection, per archetype, as metrics.json records it
     head = html[html.index('<div class="headline"'):html.index("<main>")]
-    for arch in ("peer", "clinician"):
-        assert f"{arch}: {metrics['selection'][arch]['method']}" in head
+    for arch, name in (("peer", "Peer support"), ("clinician", "Clinician")):  # archetypes by name
+        assert f"{name}: {metrics['selection'][arch]['method']}" in head
     md = (cal / "report.md").read_text().splitlines()
     start = next(i for i, line in enumerate(md) if line.startswith("**Table 5"))
     rows = {line.split("|")[1].strip(): line for line in md[start + 4:start + 10]}

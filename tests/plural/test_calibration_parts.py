@@ -134,6 +134,9 @@ def test_gepa_adapter_through_the_run_context(tmp_path):
     (["agreement", "--release", "/nonexistent"], "is not a release directory"),
     (["calibrate", "--method", "E0", "--folds", "31", "--dry-run"],
      "30 calibration cases cannot make 31 folds; pass --folds 30 or fewer"),
+    (["freeze", "--method", "nurse=E1", "--model", "openai:x@http://127.0.0.1:9/v1"], "unknown archetype 'nurse'"),
+    (["run", "--system", "openai:s@http://127.0.0.1:9/v1", "--instruction", "nurse=x.txt", "--release",
+      "/nonexistent"], "unknown archetype 'nurse'"),
 ])
 def test_user_errors_are_one_line(args, msg, capsys):
     assert main(["plural", *args]) == 2
@@ -184,3 +187,14 @@ def test_gepa_reflection_failure_stops_the_compile():
         method.metric_calls = 12
         with pytest.raises(HarnessFailure):
             method.fit([FitData("prac-a", "peer", cases, {c.id: gold[c.id] for c in cases})], env)
+
+
+def test_a_release_path_that_is_a_file_is_refused_before_any_call(tmp_path, capsys):
+    afile = tmp_path / "release.txt"
+    afile.write_text("x")
+    assert main(["plural", "label", "--profiles", "/nonexistent", "--release", str(afile),
+                 "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is a file: give a folder for the release" in err[0]
+    assert not (tmp_path / "o").exists() and afile.read_text() == "x"
+

@@ -176,7 +176,7 @@ def review_sample(
 def review_stats(
     key: Annotated[str, typer.Option(help="The private key file written by review-sample.")],
     reviews: Annotated[list[str], typer.Option(help="Review answers (RewriteReview rows; repeatable).")],
-    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples within context-rewriter cells.")] = 2000,
+    bootstrap: Annotated[int, typer.Option(min=1, help="Bootstrap resamples within context-rewriter cells.")] = 2000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 12345,
     options: RunOptions = RUN_FLAGS,
 ) -> None:

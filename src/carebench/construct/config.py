@@ -100,8 +100,10 @@ def load_build_config(path: str | Path | None) -> BuildConfig:
     p = resolve(path)
     try:
         raw = yaml.safe_load(p.read_text("utf-8")) or {}
-    except yaml.YAMLError as e:
-        raise CarebenchError(f"{p}: invalid YAML ({e})") from None
+    except yaml.YAMLError as e:  # one line: where, and the parser's problem (its message spans several)
+        mark = getattr(e, "problem_mark", None)
+        at = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+        raise CarebenchError(f"{p}{at}: invalid YAML ({getattr(e, 'problem', None) or ' '.join(str(e).split())})") from None
     if not isinstance(raw, dict):
         raise CarebenchError(f"{p}: expected a mapping of settings")
     try:

@@ -216,7 +216,8 @@ def construct_headline(metrics: dict[str, Any]) -> Headline:
     caveats = []
     if metrics.get("status") in ("stopped", "incomplete"):
         caveats.append(f"run {metrics['status']}" + (f" ({', '.join(metrics.get('incomplete') or [])} incomplete)"
-                                                      if metrics.get("incomplete") else ""))
+                                                      if metrics.get("incomplete") else "")
+                       + (f": {metrics['error']}" if metrics.get("error") else ""))
     if metrics.get("failed_calls"):
         caveats.append(f"{metrics['failed_calls']} calls failed after every retry (left out and counted)")
     sel = metrics.get("selection") or {}

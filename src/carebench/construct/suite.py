@@ -71,6 +71,8 @@ class ConstructSuite:
                 metrics["incomplete"] = list(manifest["incomplete"])
             if manifest.get("stopped_batch"):
                 metrics["stopped_batch"] = manifest["stopped_batch"]
+            if manifest.get("error"):
+                metrics["error"] = str(manifest["error"])
         if manifest.get("accounting"):
             metrics["accounting"] = manifest["accounting"]
         if manifest.get("failed_calls"):  # harness failures: left out and counted

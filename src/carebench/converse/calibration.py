@@ -49,6 +49,8 @@ class Rule:
             raise CarebenchError(f"--consensus must be one of {', '.join(CONSENSUS_RULES)}, got {self.consensus!r}")
         if self.metric not in SELECT_METRICS:
             raise CarebenchError(f"--select-metric must be one of {', '.join(SELECT_METRICS)}, got {self.metric!r}")
+        if not (isinstance(self.floor, int | float) and -1.0 <= float(self.floor) <= 1.0):  # NaN fails too
+            raise CarebenchError(f"--floor must be a number from -1 to 1 (the coefficients' range), got {self.floor}")
 
     def describe(self) -> str:
         return (f"highest mean {self.metric} against the clinicians' {self.consensus} consensus over the "
@@ -333,7 +335,8 @@ def select(judges: Mapping[str, Mapping[str, Any]], rule: Rule) -> dict[str, Any
             why[j] = f"no {rule.metric} (no conversation with a consensus)"
         elif low:
             g = min(low)
-            why[j] = f"below the floor {rule.floor:g} on chatbot {g!r} ({low[g]})"
+            why[j] = (f"below the floor {rule.floor:g} on chatbot {g!r} "
+                      f"({'no value' if low[g] is None else format(low[g], '.3f')})")
         else:
             eligible.append(j)
     ranked = sorted(eligible, key=lambda j: (-judges[j]["mean"][rule.metric], -(judges[j]["mean"]["raw"] or 0), j))

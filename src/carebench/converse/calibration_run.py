@@ -23,6 +23,7 @@ from carebench.datasets.walk_labels import WalkLabel, load_walk_labels
 from carebench.engine.rundir import (
     file_sha256,
     read_json,
+    read_jsonl,
     refuse_other_kind,
     run_dir_path,
     write_json,
@@ -30,7 +31,9 @@ from carebench.engine.rundir import (
 from carebench.engine.skeleton import Execution, Plan, read_records, run_suite
 from carebench.report import Interval, Paragraph, Report, Section, Table
 from carebench.report.banners import banner_kinds
+from carebench.rubric import rubric_from_mapping
 from carebench.types import CarebenchError
+from carebench.wording import count
 
 KIND = "calibration"
 SELECTION = "selection.json"
@@ -57,6 +60,7 @@ class ConverseCalibrationSuite:
     def execute(self, run: Any) -> Execution:
         cfg, judged = self.cfg, Path(self.judged)  # type: ignore[arg-type]
         manifest = read_json(judged / "manifest.json")
+        _check_answers(self.labels, self.labels_path, judged)
         walks = [r for r in read_records(judged) if r.get("kind") == "walk"]
         dims = list((manifest.get("scoring") or {}).get("dimensions") or [])
         scoring = {"dimensions": dims, "rule": asdict(self.rule), "seed": cfg.seed, "bootstrap": cfg.bootstrap,
@@ -102,7 +106,26 @@ class ConverseCalibrationSuite:
         return calibration_headline(metrics)
 
     def render(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Report:
-        return calibration_report(metrics)
+        return calibration_report(metrics, records[1])
+
+
+def _check_answers(labels: Sequence[WalkLabel], labels_path: str, judged: Path) -> None:
+    """Every clinician answer names a question of the rubric the judges walked, and one of its
+    answers: an answer the rubric cannot give would be scored as a disagreement, silently."""
+    path = judged / "rubric.json"
+    if not path.is_file():
+        return
+    questions = {q.id: q for q in rubric_from_mapping(read_jsonl(path)[0], str(path)).questions}
+    for lab in labels:
+        if lab.record != "answer" or lab.auto:
+            continue
+        where = f"labels {labels_path}: {lab.clinician}/{lab.conversation_id}"
+        q = questions.get(str(lab.question_id))
+        if q is None:
+            raise CarebenchError(f"{where}: question {lab.question_id!r} is not in the rubric the judges walked")
+        if lab.answer not in q.labels:
+            raise CarebenchError(f"{where}: question {q.id} answered {lab.answer!r}, not one of its answers "
+                                 f"({', '.join(q.labels)})")
 
 
 def _split(rows: Sequence[Mapping[str, Any]]) -> tuple[list[WalkLabel], list[dict]]:
@@ -117,9 +140,17 @@ def _iv(value: Any, ci: Any) -> Interval | None:
     return Interval(value, lo, hi)
 
 
-def calibration_report(m: Mapping[str, Any]) -> Report:
+def _question(qid: str, texts: Mapping[str, str]) -> str:
+    """A rubric question as a reader knows it: its number and its text (as the walks recorded it)."""
+    text = texts.get(str(qid))
+    return f"question {qid}" + (f" ({text})" if text else "")
+
+
+def calibration_report(m: Mapping[str, Any], walks: Sequence[Mapping[str, Any]] = ()) -> Report:
     """Per judge its agreement with the clinicians' consensus, the ceiling (clinicians among
-    themselves) and the selection."""
+    themselves) and the selection; ``walks`` name the questions by their text."""
+    texts = {str(s.get("question_id")): str(s["question"]) for w in walks for s in w.get("steps") or []
+             if s.get("question")}
     sel = m["selection"]
     intro = [Paragraph(f"{m['conversations']} conversations walked by clinicians {', '.join(m['clinicians'])} "
                        f"({m['borderline']} borderline: the clinicians disagree on some dimension). Intervals: "
@@ -141,9 +172,10 @@ def calibration_report(m: Mapping[str, Any]) -> Report:
                    for d, c in f["dimensions"].items()])]
         for name, groups in f["splits"].items():
             blocks.append(Paragraph(f"By {name.replace('_', ' ')}: " + "; ".join(
-                f"{g} ({s['conversations']} conversations) AC1 {_f(s['mean']['ac1'])}" for g, s in groups.items())))
+                f"{g} ({count(int(s['conversations']), 'conversation')}) AC1 {_f(s['mean']['ac1'])}"
+                for g, s in groups.items())))
         p = f["questions"]["paths"]
-        parted = ", ".join(f"question {q} ({n})" for q, n in p["first_divergence"].items()) or "none"
+        parted = ", ".join(f"{_question(q, texts)} ({n})" for q, n in p["first_divergence"].items()) or "none"
         blocks.append(Paragraph(f"The judge's walk and a clinician's asked different questions in {p['diverged']} "
                                 f"of {p['pairs']} pairs; they parted after (the last question both asked): "
                                 f"{parted}."))
@@ -169,7 +201,10 @@ def run_calibration(cfg: Any, labels_path: str, rule: Rule) -> Path | Plan:
         raise CarebenchError(f"labels {labels_path}: {str(e).splitlines()[0]}") from None
     if not labels:
         raise CarebenchError(f"labels {labels_path}: no rows")
-    clinician_ratings(labels)  # bad bands or a rating given twice stop here, before any call
+    try:  # bad bands or a rating given twice stop here, before any call
+        clinician_ratings(labels)
+    except CarebenchError as e:
+        raise CarebenchError(str(e).replace("labels:", f"labels {labels_path}:", 1)) from None
     out = run_dir_path("converse-calibration", cfg.options.out, holds=ConverseCalibrationSuite.holds)
     refuse_other_kind(out, KIND)  # before the judges walk
     judged = run_converse(replace(cfg, options=replace(cfg.options, out=str(out / JUDGING))))

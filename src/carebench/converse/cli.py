@@ -42,7 +42,7 @@ SimulatorQuestions = Annotated[str | None, typer.Option(
 SimulatorJudge = Annotated[str | None, typer.Option(
     show_default="the first --judge", help="With --simulator-questions: the model spec that answers them.")]
 Seed = Annotated[int, typer.Option(help="Seed of sampling and of the bootstrap.")]
-Bootstrap = Annotated[int, typer.Option(help="Bootstrap resamples (personas resampled).")]
+Bootstrap = Annotated[int, typer.Option(min=1, help="Bootstrap resamples (personas resampled).")]
 
 
 def _finish(run_dir: Path) -> None:
@@ -252,7 +252,7 @@ def calibrate_cmd(
     judge_mode: Annotated[str, typer.Option(
         help="question (one call per rubric question, default) or dimension (one call per dimension).")] = "question",
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap.")] = 12345,
-    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples (conversations resampled).")] = 2000,
+    bootstrap: Annotated[int, typer.Option(min=1, help="Bootstrap resamples (conversations resampled).")] = 2000,
     options: RunOptions = RUN_FLAGS,
 ) -> None:
     """Have each candidate judge walk the conversations clinicians walked, measure its agreement
@@ -290,7 +290,7 @@ def score(
     run_dir: Annotated[Path, typer.Argument(help="A converse run directory.")],
     judge: Annotated[list[str] | None, typer.Option(show_default='every judge of the run', help="Score only these judges' walks (repeatable).")] = None,
     seed: Annotated[int | None, typer.Option(show_default="the run's", help="Bootstrap seed.")] = None,
-    bootstrap: Annotated[int | None, typer.Option(show_default="the run's", help="Bootstrap resamples.")] = None,
+    bootstrap: Annotated[int | None, typer.Option(min=1, show_default="the run's", help="Bootstrap resamples.")] = None,
     options: RunOptions = RUN_FLAGS,
     resources: Annotated[Path | None, typer.Option(
         "--resources", show_default="the checks the run recorded",
@@ -316,6 +316,9 @@ def _rescore(run_dir: Path, judges, seed, bootstrap, out, resources=None, locale
     manifest = read_json(Path(run_dir) / "manifest.json")
     if manifest.get("suite") != SUITE:
         raise CarebenchError(f"{run_dir} is a {manifest.get('suite')!r} run, not a converse run")
+    if manifest.get("kind") == "calibration":
+        raise CarebenchError(f"{run_dir} is a converse calibration run, not a run of chatbots: "
+                             f"'carebench report {run_dir}' re-renders it")
     settings = dict(manifest.get("scoring") or {})
     if judges:
         from carebench.engine.rundir import read_jsonl

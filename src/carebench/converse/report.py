@@ -41,6 +41,7 @@ from carebench.report import (
 )
 from carebench.report.headline import Candidate, best_headline, no_headline
 from carebench.rubric import SEVERITY_RATING
+from carebench.wording import count
 
 _SHARE_KEYS = ("bp_pct", "suboptimal_pct", "hph_pct")
 #: transcripts shown in the drill-down (the rest are in records.jsonl)
@@ -143,7 +144,7 @@ def _fmt(f: Mapping[str, Any] | None) -> str:
 def _chatbot_section(cb: str, entry: Mapping[str, Any]) -> Section:
     rows = entry["scores"]
     blocks: list[Any] = [
-        Paragraph(f"{entry['walks']} rated walks over {entry['personas']} personas. % BP, % Suboptimal and "
+        Paragraph(f"{count(int(entry['walks']), 'rated walk')} over {count(int(entry['personas']), 'persona')}. % BP, % Suboptimal and "
                   "% HPH are shares of the rated (not Not Relevant) ratings, which n counts; % NR is the "
                   "share of all ratings. A conversation is one walk (one judge's reading). Intervals: 95% "
                   "bootstrap resampling personas."),

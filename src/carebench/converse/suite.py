@@ -479,7 +479,8 @@ class ConverseSuite:
                      **({"vera_bundle": inputs.vera} if inputs.vera else {}),
                      "conversations": len(conv_records),
                      "personas_from": cfg.personas_from,
-                     "illustrative": inputs.personas_source == BUILTIN},
+                     # the built-in personas' conversations; a user's own transcripts are not
+                     "illustrative": inputs.personas_source == BUILTIN and not cfg.transcripts},
             seeds={"bootstrap": cfg.seed, "generation": cfg.seed},
             extra={"scoring": {"dimensions": inputs.rubric.dimensions, "seed": cfg.seed,
                                "bootstrap": cfg.bootstrap, "judges": [j.label for j in judges]},

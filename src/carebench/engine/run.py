@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Self
 
-from carebench.engine.cache import CompletionCache
+from carebench.engine.cache import CompletionCache, default_cache_path
 from carebench.engine.options import RunOptions
 from carebench.engine.runner import (
     BATCH_PENDING,
@@ -39,7 +39,10 @@ class Run:
         if opts.budget_usd is not None and opts.budget_usd < 0:
             raise CarebenchError(f"--budget must be zero or more USD, got {opts.budget_usd}")
         if cache is None and opts.use_cache:
-            cache = CompletionCache(Path(opts.cache_path) if opts.cache_path else None)
+            path = Path(opts.cache_path) if opts.cache_path else default_cache_path()
+            if opts.dry_run and not path.exists():  # a dry run writes nothing, not even an empty cache
+                path = Path(":memory:")
+            cache = CompletionCache(path)
         self.cache = cache if opts.use_cache else None
         self.ledger = Ledger(budget_usd=opts.budget_usd)
         self.call_rows: list[dict[str, Any]] = []

@@ -111,7 +111,7 @@ def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
 def read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text("utf-8"))
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # a file given where a run directory belongs, too
         raise CarebenchError(f"{path} not found (is this a carebench run directory?)") from None
     except ValueError as e:
         raise CarebenchError(f"{path} is not valid JSON: {e}") from None

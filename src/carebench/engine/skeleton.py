@@ -234,6 +234,8 @@ def run_suite(suite: Suite, options: RunOptions, *, out: str | Path | None = Non
         run_dir = run_dir_path(suite.name, out, holds, suite.name)  # checked now, created once there are results
         ex = suite.execute(run)
     refuse_other_kind(run_dir, ex.extra.get("kind"))  # before anything is written
+    if ex.error is not None:  # the run directory says why it stopped, as the console did
+        ex.extra.setdefault("error", " ".join(str(ex.error).split()))
     run_dir = new_run_dir(suite.name, run_dir, holds, suite.name)
     write_run(run_dir, suite.name, ex, run)
     rerender(run_dir, suite)

@@ -93,7 +93,7 @@ def calibrate(
     fold_seed: Annotated[int, typer.Option(help="Seed of the one shuffle that fixes the folds.")] = 20260714,
     margin: Annotated[float, typer.Option(help="Required macro-F1 gain over E0.")] = 0.03,
     min_probability: Annotated[float, typer.Option(help="Required paired-bootstrap probability of improvement.")] = 0.8,
-    bootstrap: Annotated[int, typer.Option(help="Paired bootstrap resamples (seed 12345).")] = 2000,
+    bootstrap: Annotated[int, typer.Option(min=1, help="Paired bootstrap resamples (seed 12345).")] = 2000,
     memalign_backend: Annotated[str, typer.Option(help=_BACKEND)] = "native",
     taxonomy: Taxonomy = None,
     contexts: Contexts = None,
@@ -190,6 +190,17 @@ def _pairs(values: list[str] | None, option: str, what: str) -> dict[str, str]:
     return out
 
 
+def _archetype_pairs(values: list[str] | None, option: str, what: str) -> dict[str, str]:
+    """:func:`_pairs` keyed by a responder archetype (an unknown one would be ignored, silently)."""
+    from carebench.plural.responses import ARCHETYPES
+
+    out = _pairs(values, option, what)
+    for key in out:
+        if key not in ARCHETYPES:
+            raise CarebenchError(f"{option} {key}=...: unknown archetype {key!r}; known: {', '.join(ARCHETYPES)}")
+    return out
+
+
 @app.command()
 @_no_model_flags("sample", "USD cap (drawing a sample makes no model call).",
                  "Print the sample's composition and write nothing.")
@@ -240,7 +251,7 @@ def run(
     judge_max_tokens: Annotated[int, typer.Option(help="Judge output cap in tokens.")] = 600,
     family: Annotated[list[str] | None, typer.Option(show_default='the guess from each spec', help="SPEC=FAMILY overriding a model's guessed vendor family.")] = None,
     seed: Annotated[int, typer.Option(help="Cluster-bootstrap seed.")] = 12345,
-    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
+    bootstrap: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = 2000,
     empty_policy: Annotated[str, typer.Option(help="Empty-policy rule: vacuous or exclude.")] = "vacuous",
     zero_coverage: Annotated[str, typer.Option(help="Appropriate but nothing satisfied: partial or failed.")] = "partial",
     options: RunOptions = RUN_FLAGS,
@@ -256,7 +267,7 @@ def run(
         limit=limit, archetypes=list(archetype or ["peer", "clinician"]),
         taxonomy=str(taxonomy) if taxonomy else None, contexts=str(contexts) if contexts else None,
         max_tokens=max_tokens, temperature=temperature, reasoning_effort=reasoning_effort,
-        instruction_files=_pairs(instruction, "--instruction", "ARCHETYPE=FILE"),
+        instruction_files=_archetype_pairs(instruction, "--instruction", "ARCHETYPE=FILE"),
         judge_max_tokens=judge_max_tokens, families=_pairs(family, "--family", "SPEC=FAMILY"), seed=seed,
         bootstrap=bootstrap, empty_policy=empty_policy, zero_coverage=zero_coverage,
         locale=locale, resources=str(resources) if resources else None,

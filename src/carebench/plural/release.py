@@ -42,6 +42,8 @@ def method_overrides(values: list[str] | None) -> dict[str, str]:
         k, sep, m = v.partition("=")
         if not sep or not k or not m:
             raise CarebenchError(f"--method expects ARCHETYPE=METHOD (e.g. peer=E5), got {v!r}")
+        if k.strip() not in ALIAS_PREFIX:  # an override no archetype would use, silently
+            raise CarebenchError(f"--method {v}: unknown archetype {k.strip()!r}; known: {', '.join(ALIAS_PREFIX)}")
         out[k.strip()] = m.strip().upper()
     return out
 

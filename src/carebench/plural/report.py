@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from carebench.models.base import parse_spec
+from carebench.plural.calibration_report import ARCH_TITLE
 from carebench.report import (
     Block,
     Callout,
@@ -30,6 +31,7 @@ from carebench.report.figures import figure_or_sentence, stacked_bar_chart
 from carebench.report.headline import Candidate, best_headline, interval_caveats, no_headline
 from carebench.types import CarebenchError
 from carebench.wording import count, name_with_code
+from carebench.wording import label as key_label
 
 #: fewer source cases than this and the cluster bootstrap's intervals are flagged as not informative
 MIN_SOURCE_CASES = 10
@@ -265,11 +267,12 @@ def _contexts(metrics: Mapping[str, Any]) -> Section:
             f"fig9-context-{arch}",
             f"Fig 9 ({arch}): full proxy alignment (%) by application context, pooling the archetype's profiles.",
             lambda ctxs=ctxs, series=series, arch=arch, per_ctx=per_ctx: bar_chart(
-                [f"{c} (n={per_ctx[c]['prompts']})" for c in ctxs], series, f"Full alignment by context, {arch}",
+                [f"{key_label(c)} (n={per_ctx[c]['prompts']})" for c in ctxs], series,
+                f"Full alignment by context, {arch}",
                 "full alignment, % (judge mean)", ylim=(0, 100))))
-        rows = [[c, per_ctx[c]["prompts"], *[_pct(per_ctx[c]["full"].get(s)) for s in st["systems"]],
+        rows = [[key_label(c), c, per_ctx[c]["prompts"], *[_pct(per_ctx[c]["full"].get(s)) for s in st["systems"]],
                  *[_pct(per_ctx[c]["partial"].get(s)) for s in st["systems"]]] for c in ctxs]
-        blocks.append(Table(["context", "prompts", *[f"full {s}" for s in st["systems"]],
+        blocks.append(Table(["context", "code", "prompts", *[f"full {s}" for s in st["systems"]],
                              *[f"partial {s}" for s in st["systems"]]], rows, number_format=".1f",
                             caption=f"Alignment (%) by context, {arch}."))
     return Section("Alignment by context", blocks)
@@ -404,12 +407,13 @@ def build_sample_report(manifest: Mapping[str, Any], metrics: Mapping[str, Any])
     names = code_names(manifest)
     for name, label in (("context", "Context"), ("source_group", "Source group"), ("intent", "Intent"),
                         ("function", "Function"), ("nssi", "NSSI severity"), ("suicidal", "Suicidal severity")):
-        coded = name in ("intent", "function")  # taxonomy codes: the name, the code beside it
-        rows = [[*([names.get(v, v), v] if coded else [v]), c["release"], c["sample"],
+        coded = name in ("intent", "function", "context")  # codes: the name, the code beside it
+        rows = [[*([names.get(v) or key_label(v), v] if coded else [v]), c["release"], c["sample"],
                  _pct(c["sample"] / c["release"]) if c["release"] else None]
                 for v, c in comp.get(name, {}).items()]
         sections.append(Section(label, [Table([label.lower(), *(["code"] if coded else []), "release", "sample",
-                                               "sampled (%)"], rows, number_format=".1f")]))
+                                               "sampled (%)"], rows, number_format=".1f")] if rows else
+                                [Paragraph(f"No prompt of the release has a {label.lower()}.")]))
     notes = [ILLUSTRATIVE_NOTE] if (manifest.get("dataset") or {}).get("illustrative") else []
     return Report(title="Plural: diagnostic sample", subtitle="VEILED-SH, §5.3", notes=notes, sections=sections)
 
@@ -457,8 +461,10 @@ def plural_headline(metrics: Mapping[str, Any]) -> Headline:
         ns = [c["full"].get("n") for c in mine if isinstance(c.get("full"), Mapping)
               and isinstance(c["full"].get("n"), int)]
         hf = int(failures.get(system) or 0)
+        # a reply whose call failed (after every retry, or refused for good) is never judged nor scored
+        lost = f"{count(hf, 'reply', 'replies')} not obtained (the call failed; left out of the scores)"
         candidates.append(Candidate(system, sum(values) / len(values) if values else None, None, None,
-                                    min(ns) if ns else None, incomplete=f"{hf} harness failures" if hf else ""))
+                                    min(ns) if ns else None, incomplete=lost if hf else ""))
     head = best_headline(f"full alignment (share of prompts, 0 to 1, higher is better), mean over "
                          f"{len({c.get('profile') for c in cells})} profiles", candidates,
                          unit="prompts", role="system")
@@ -486,9 +492,11 @@ def calibration_headline(metrics: Mapping[str, Any]) -> Headline:
     for arch, s in selection.items():
         m = (s or {}).get("method")
         f1 = (((methods.get(m) or {}).get("archetypes") or {}).get(arch) or {}).get("macro_f1")
-        rows.append((str(arch), f"{m}" + (f" (macro-F1 {f1:.3f})" if isinstance(f1, int | float) else "")))
-        if (s or {}).get("warning"):
-            caveats.append(f"{arch}: {s['warning']}")
+        title = ARCH_TITLE.get(str(arch), str(arch))
+        rows.append((title, f"{m}" + (f" (macro-F1 {f1:.3f})" if isinstance(f1, int | float) else "")))
+        warning = str((s or {}).get("warning") or "")
+        if warning:  # a warning names its archetype by code already: once, by name
+            caveats.append(f"{title}: {warning.removeprefix(f'{arch}: ')}")
     if not rows:
         return no_headline("no method was selected")
     return Headline("Selected: " + "; ".join(f"{a}: {t.split(' (')[0]}" for a, t in rows),

@@ -46,7 +46,7 @@ def run(
     moderation_model: Annotated[str | None, typer.Option(
         show_default='none: moderation methods need one', help="Moderation model spec (e.g. openai-moderation:omni-moderation-latest).")] = None,
     seed: Annotated[int | None, typer.Option(show_default="42, or the --config file's", help="Seed for folds and bootstraps.")] = None,
-    bootstrap: Annotated[int | None, typer.Option(show_default="2000, or the --config file's", help="Bootstrap resamples.")] = None,
+    bootstrap: Annotated[int | None, typer.Option(min=1, show_default="2000, or the --config file's", help="Bootstrap resamples.")] = None,
     limit: Annotated[int | None, typer.Option(
         show_default="every item, or the --config file's", help="Use only the first N items of --data (a quick look, not a sample).")] = None,
     train: Annotated[str | None, typer.Option(
@@ -116,7 +116,7 @@ def agreement(
     raters: Annotated[str | None, typer.Option(
         show_default='every column but --id-column', help="Comma-separated rater columns.")] = None,
     id_column: Annotated[str, typer.Option(help="Item id column, not a rater.")] = "id",
-    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples over items.")] = 2000,
+    bootstrap: Annotated[int, typer.Option(min=1, help="Bootstrap resamples over items.")] = 2000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 42,
     out: Annotated[Path | None, typer.Option(show_default='none: printed only', help="Also write the numbers to this JSON file.")] = None,
 ) -> None:
@@ -178,7 +178,7 @@ def sweep(
     ] = None,
     train_format: Annotated[str | None, typer.Option(show_default='detect from the file', help="Format of --train.")] = None,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 42,
-    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
+    bootstrap: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = 2000,
     failures: Annotated[str, typer.Option(help="'wrong' (farthest level) or 'drop'.")] = "wrong",
     options: RunOptions = RUN_FLAGS,
 ) -> None:

@@ -51,7 +51,7 @@ def run(
     system_prompt: Annotated[Path | None, typer.Option(show_default="none: the task's own, if any", help="File with a system prompt for responders.")] = None,
     include_reference: Annotated[bool, typer.Option(help="Score the task references with the same panel.")] = False,
     seed: Annotated[int, typer.Option(help="Seed for sampling and bootstrap.")] = 12345,
-    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
+    bootstrap: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = 2000,
     temperature: Annotated[float, typer.Option(help="Responder sampling temperature.")] = 0.7,
     max_tokens: Annotated[int, typer.Option(help="Default responder output cap (tokens).")] = 4096,
     cap: Annotated[list[str] | None, typer.Option(show_default='--max-tokens for every model', help="Per-model output cap SPEC=TOKENS (repeatable).")] = None,
@@ -183,7 +183,7 @@ def calibrate(
     seed: Annotated[int, typer.Option(
         help="Bootstrap seed of the leader's-lead interval (carebench default; the paper's 20260714 "
         "draws the calibration tasks, see calibration-sample).")] = 12345,
-    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
+    bootstrap: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = 2000,
     family: Annotated[list[str] | None, typer.Option(
         show_default='the guess from each spec', help="Vendor family of a model, SPEC=NAME (repeatable); overrides the guess from the spec "
              "for models behind a proxy or local server (self-preference, DistressBench App. B.6-B.7).")] = None,
@@ -324,7 +324,7 @@ def probe(
     n_tasks: Annotated[int, typer.Option("--tasks-sample", help="Tasks probed (E.7: 120).")] = 120,
     conversations: Annotated[int, typer.Option(help="Conversations for elicitation, per responder (E.7: 300).")] = 300,
     seed: Annotated[int, typer.Option(help="Sampling and bootstrap seed (carebench default).")] = 12345,
-    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 2000,
+    bootstrap: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = 2000,
     options: RunOptions = RUN_FLAGS,
 ) -> None:
     """Discrimination probe, controls and elicitation (§4.3, E.7): why did the responders fail their criteria?

@@ -44,6 +44,8 @@ class LabelCommand(PluralCommand):
 
     def _prepare(self, run: Run):
         cfg = self.config()
+        if cfg.release and Path(cfg.release).exists() and not Path(cfg.release).is_dir():  # before any call
+            raise CarebenchError(f"--release {cfg.release} is a file: give a folder for the release")
         profiles = load_profiles(cfg.profiles)
         taxonomy, contexts = load_vocabulary(cfg.taxonomy, cfg.contexts)
         prompts = load_prompt_file(cfg.prompts)

@@ -12,7 +12,7 @@ from typing import Any
 from carebench.compare.outline import write_outline
 from carebench.engine.cache import CompletionCache
 from carebench.engine.run import Run
-from carebench.engine.rundir import new_run_dir, read_json, write_json
+from carebench.engine.rundir import new_run_dir, read_json, refuse_other_kind, write_json
 from carebench.engine.runner import call_key
 from carebench.engine.skeleton import Execution, Plan, incomplete_metrics, rerender, stage
 from carebench.plural.compare import PluralComparer
@@ -286,6 +286,7 @@ def _rescore_into(run_dir: Path, out_dir: Path, manifest: dict[str, Any], rechec
     kept, so ``carebench report OUT`` re-renders it and the source run is left untouched."""
     import shutil
 
+    refuse_other_kind(out_dir, manifest.get("kind"))  # e.g. a plural calibrate run given as --out
     out_dir = new_run_dir(SUITE, out_dir, writes=SUITE)
     (out_dir / "manifest.json").unlink(missing_ok=True)  # an older run there: no manifest until done
     for f in sorted(run_dir.iterdir()):
