@@ -236,7 +236,7 @@ def leaderboard(
 def view(
     folders: Annotated[list[Path] | None, typer.Argument(
         show_default="runs", help="Folders holding run directories (searched up to 4 levels down).")] = None,
-    out: Annotated[Path | None, typer.Option(show_default="FIRST_FOLDER/view",
+    out: Annotated[Path | None, typer.Option(show_default="FIRST_FOLDER/view, or FIRST_FOLDER-view beside a run directory",
                                              help="Folder for the page (index.html).")] = None,
     serve: Annotated[bool, typer.Option("--serve", help="Serve the page on 127.0.0.1 (needs carebench[annotate]).")] = False,
     port: Annotated[int, typer.Option(help="Port for --serve (0: any free port).")] = 8000,

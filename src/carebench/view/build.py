@@ -46,7 +46,12 @@ class ViewResult:
 
 
 def out_dir_of(cfg: ViewConfig) -> Path:
-    return Path(cfg.out) if cfg.out else Path(cfg.folders[0]) / "view"
+    """``--out``, else ``FIRST_FOLDER/view``; beside the folder (``FOLDER-view``) when the folder
+    is itself a run directory (a demo's), which the view never writes into."""
+    if cfg.out:
+        return Path(cfg.out)
+    first = Path(cfg.folders[0])
+    return first.parent / f"{first.resolve().name}-view" if (first / "manifest.json").is_file() else first / "view"
 
 
 def build_view(cfg: ViewConfig, comparer_of: Callable[[str], Comparer | None] = lambda _: None) -> ViewResult:
