@@ -359,3 +359,19 @@ def test_a_dry_run_creates_no_cache_file(tmp_path, capsys):
                  "openai:m@http://127.0.0.1:9/v1", "--dry-run", "--cache", str(cache)]) == 0
     assert "48 calls" in capsys.readouterr().out
     assert not cache.exists() and not cache.parent.exists()
+
+
+@pytest.mark.parametrize(("command", "option"), [
+    (["plural", "calibrate", "--min-probability", "2"], "'--min-probability'"),
+    (["plural", "calibrate", "--folds", "0"], "'--folds'"),
+    (["plural", "run", "--temperature", "-1"], "'--temperature'"),
+    (["construct", "route", "--k", "0"], "'--k'"),
+    (["construct", "select", "--severity", "2"], "'--severity'"),
+    (["construct", "select", "--format", "-0.1"], "'--format'"),
+])
+def test_a_value_outside_its_option_s_range_is_a_usage_error(command, option, capsys):
+    """Accepted before, these ran a command nothing could pass (a probability above 1, a gate
+    rate above 1) or failed deep inside (no folds, no neighbours)."""
+    assert main(command) == 2
+    err = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
+    assert len(err) <= 2 and err[-1].startswith("carebench: error: Invalid value for " + option), err

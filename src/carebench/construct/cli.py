@@ -64,7 +64,7 @@ def route(
     model: Annotated[str, typer.Option(help="Model for author sketches and the persona pick.")],
     personas: Annotated[str, typer.Option(help="Persona table (JSONL/CSV/Parquet), or builtin:personas.")] = "builtin:personas",
     embedder: Annotated[str, typer.Option(help="Embedder: builtin (packaged MiniLM), a local encoder dir, or hashing (bag of words).")] = "builtin",
-    k: Annotated[int, typer.Option(help="Nearest personas offered to the picker.")] = 10,
+    k: Annotated[int, typer.Option(min=1, help="Nearest personas offered to the picker.")] = 10,
     attributes: Annotated[str, typer.Option(help="Inferred attributes: inform (the picker) or filter (candidates).")] = "inform",
     id_field: Annotated[str, typer.Option(help="Persona table column with the id.")] = "id",
     text_field: Annotated[str, typer.Option(help="Persona table column with the description.")] = "text",
@@ -116,9 +116,10 @@ def judge(
 @run_flags(only=("out",), no_cache=True)
 def select(
     rows: Rows,
-    severity: Annotated[float, typer.Option(help="Maximum severity-gate failure rate.")] = 0.05,
-    leakage: Annotated[float, typer.Option(help="Maximum leakage-gate failure rate.")] = 0.05,
-    format_limit: Annotated[float, typer.Option("--format", help="Maximum format-gate failure rate.")] = 0.20,
+    severity: Annotated[float, typer.Option(min=0.0, max=1.0, help="Maximum severity-gate failure rate.")] = 0.05,
+    leakage: Annotated[float, typer.Option(min=0.0, max=1.0, help="Maximum leakage-gate failure rate.")] = 0.05,
+    format_limit: Annotated[float, typer.Option("--format", min=0.0, max=1.0,
+                                                help="Maximum format-gate failure rate.")] = 0.20,
     options: RunOptions = RUN_FLAGS,
 ) -> None:
     """Gate-first selection of rewriter configurations, ranked by Q (VEILED-SH §4.3, Table 7)."""
