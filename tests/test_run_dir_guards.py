@@ -5,18 +5,13 @@ given another run's. Each is one line, exit 2, and every file of the other run i
 
 from __future__ import annotations
 
-import hashlib
 import json
 
 import pytest
 from run_dirs import support_tasks, write_risk_run, write_support_run
 
 from carebench.cli import main
-
-
-def _tree(path):
-    return {p.relative_to(path).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(path.rglob("*")) if p.is_file()}
+from file_tree import tree_hashes
 
 
 @pytest.fixture
@@ -40,10 +35,10 @@ def _refused(capsys, args, fragment):
 
 def test_compare_and_leaderboard_never_write_over_an_input_run(runs, capsys):
     a, b, _ = runs
-    before = {p: _tree(p) for p in (a, b)}
+    before = {p: tree_hashes(p) for p in (a, b)}
     _refused(capsys, ["leaderboard", str(a), str(b), "--out", str(a), "--bootstrap", "20"], "holds a risk run")
     _refused(capsys, ["compare", str(a), str(b), "--out", str(b), "--bootstrap", "20"], "holds a risk run")
-    assert {p: _tree(p) for p in (a, b)} == before
+    assert {p: tree_hashes(p) for p in (a, b)} == before
     out = a.parent / "lb"
     assert main(["leaderboard", str(a), str(b), "--out", str(out), "--bootstrap", "20"]) == 0
     assert main(["leaderboard", str(a), str(b), "--out", str(out), "--bootstrap", "20"]) == 0  # its own: again
@@ -51,17 +46,17 @@ def test_compare_and_leaderboard_never_write_over_an_input_run(runs, capsys):
 
 def test_a_run_never_writes_into_another_suites_run(runs, capsys):
     _, _, s = runs
-    before = _tree(s)
+    before = tree_hashes(s)
     _refused(capsys, ["risk", "run", "--data", "builtin:sample", "--method", "keyword", "--out", str(s),
                       "--no-cache"], "holds a support run")
-    assert _tree(s) == before
+    assert tree_hashes(s) == before
 
 
 def test_a_rescore_never_writes_into_another_run(runs, capsys):
     a, _, s = runs
-    before = _tree(a)
+    before = tree_hashes(a)
     _refused(capsys, ["support", "rescore", str(s), "--out", str(a)], "is another run's directory")
-    assert _tree(a) == before
+    assert tree_hashes(a) == before
     assert main(["support", "rescore", str(s), "--out", str(s.parent / "rescored")]) == 0
     assert main(["support", "rescore", str(s), "--out", str(s.parent / "rescored")]) == 0  # its own folder: again
 
@@ -79,7 +74,7 @@ def test_another_command_of_the_same_suite_never_writes_over_a_run(runs, tmp_pat
     from stub_server import StubReply, StubServer
 
     _, _, s = runs
-    before = _tree(s)
+    before = tree_hashes(s)
 
     def handler(req):
         if req.body["model"].startswith("resp"):
@@ -92,7 +87,7 @@ def test_another_command_of_the_same_suite_never_writes_over_a_run(runs, tmp_pat
         _refused(capsys, ["support", "coherence", "--tasks", "builtin:sample", "--model", f"openai:resp@{u}",
                           "--judge", f"openai:judge@{u}", "--n", "1", "--out", str(s), "--cache",
                           str(tmp_path / "c.sqlite")], "holds a support run, not a support coherence run")
-        assert _tree(s) == before
+        assert tree_hashes(s) == before
         made = len(stub.requests)
         assert main(["support", "coherence", "--tasks", "builtin:sample", "--model", f"openai:resp@{u}",
                      "--judge", f"openai:judge@{u}", "--n", "1", "--out", str(tmp_path / "gate"), "--cache",
@@ -134,7 +129,7 @@ def test_a_sweep_never_writes_over_a_risk_run_nor_converse_judge_over_its_source
     from stub_server import StubServer
 
     a, _, _ = runs
-    before = _tree(a)
+    before = tree_hashes(a)
     with StubServer() as stub:
         stub.handler = answer
         _refused(capsys, ["risk", "sweep", "--data", "builtin:sample", "--model", f"openai:stub@{stub.base_url}",
@@ -142,7 +137,7 @@ def test_a_sweep_never_writes_over_a_risk_run_nor_converse_judge_over_its_source
                  "holds a risk run, not a risk sweep run")
     _refused(capsys, ["converse", "judge", str(a), "--rubric", "builtin:sample", "--judge",
                       "openai:j@http://127.0.0.1:9/v1", "--out", str(a)], "is the run whose conversations are judged")
-    assert _tree(a) == before
+    assert tree_hashes(a) == before
 
 
 def test_a_plural_rescore_never_writes_over_another_plural_command_s_run(tmp_path, capsys):
@@ -156,6 +151,6 @@ def test_a_plural_rescore_never_writes_over_another_plural_command_s_run(tmp_pat
     other.mkdir()
     (other / "manifest.json").write_text(json.dumps({"suite": "plural", "kind": "calibrate", "status": "complete"}))
     (other / "profiles.jsonl").write_text("{}\n")
-    before = _tree(other)
+    before = tree_hashes(other)
     _refused(capsys, ["plural", "rescore", str(run), "--out", str(other)], "holds a plural calibrate run")
-    assert _tree(other) == before
+    assert tree_hashes(other) == before

@@ -4,7 +4,6 @@ view never writes into a run directory, and ``--serve`` serves the page and the 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 
@@ -12,12 +11,7 @@ import pytest
 
 from carebench.cli import main
 from carebench.view import ViewConfig, build_view
-
-
-def _tree(path):
-    """Every file below ``path`` and its SHA-256 (to show nothing changed)."""
-    return {p.relative_to(path).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(path.rglob("*")) if p.is_file()}
+from file_tree import tree_hashes
 
 
 @pytest.fixture
@@ -64,18 +58,18 @@ def test_a_banner_carried_from_an_input_run_goes_when_the_input_changes(two_risk
 
 
 def test_the_view_never_writes_into_a_run_directory(two_risk_runs, tmp_path, capsys):
-    before = _tree(two_risk_runs)
+    before = tree_hashes(two_risk_runs)
     for args in ([str(two_risk_runs), "--out", str(two_risk_runs / "risk-ord" / "figures" / "v")],
                  [str(two_risk_runs), "--out", str(two_risk_runs / "risk-ord")]):
         capsys.readouterr()
         assert main(["view", *args, "--no-leaderboards"]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "give the view its own --out folder" in err[0]
-    assert _tree(two_risk_runs) == before
+    assert tree_hashes(two_risk_runs) == before
     # a run directory as the folder: the page goes beside it, not into it (FOLDER/view would be)
     assert main(["view", str(two_risk_runs / "risk-lr"), "--no-leaderboards"]) == 0
     assert (two_risk_runs / "risk-lr-view" / "index.html").is_file()
-    assert _tree(two_risk_runs / "risk-lr") == {k.split("/", 1)[1]: v for k, v in before.items()
+    assert tree_hashes(two_risk_runs / "risk-lr") == {k.split("/", 1)[1]: v for k, v in before.items()
                                                if k.startswith("risk-lr/")}
     afile = tmp_path / "afile"
     afile.write_text("x")

@@ -52,12 +52,6 @@ def _forest(rows: list[dict[str, Any]], labels: list[str], title: str, name: str
         sides=("candidate worse", "candidate better")))
 
 
-def _iv(value: Any, ci: list[Any]) -> Interval | None:
-    if value is None:
-        return None
-    return Interval(float(value), ci[0], ci[1])
-
-
 def _override_lines(over: list[dict[str, Any]]) -> list[str]:
     return [f"{o['key']}: base {o['base']!r}, candidate {o['candidate']!r}" for o in over]
 
@@ -137,7 +131,7 @@ def compare_report(m: Mapping[str, Any]) -> Report:
             blocks.append(Table(
                 ["metric", "base", "candidate", "difference [95% CI]", "P(worse)", "verdict", "gated"],
                 [[r["label"] + ("" if r["higher_is_better"] else " (lower is better)"), r["base"], r["candidate"],
-                  _iv(r["diff"], r["ci"]), r["p_worse"], r["verdict"], "yes" if r["gated"] else ""] for r in rows],
+                  Interval.of(r["diff"], r["ci"]), r["p_worse"], r["verdict"], "yes" if r["gated"] else ""] for r in rows],
                 caption=f"{title}: {p['base']} -> {p['candidate']}", number_format=".4f"))
         shown = [r for r in p["rows"] if r["diff"] is not None]
         if shown and len(m["pairs"]) <= MAX_PAIR_FORESTS:
@@ -186,7 +180,7 @@ def leaderboard_report(m: Mapping[str, Any]) -> Report:
             f"{b.get('n_separated', 0)} of {len(b['gaps'])} adjacent gaps separated, {b.get('n_bands', 0)} band(s).")]
         if b["rows"]:
             blocks.append(Table(["rank", "band", "system", b["label"] + " [95% CI]", "run"],
-                                [[r["rank"], r["band"], r["system"], _iv(r["value"], r["ci"]), r["run"]]
+                                [[r["rank"], r["band"], r["system"], Interval.of(r["value"], r["ci"]), r["run"]]
                                  for r in b["rows"]], caption=f"Leaderboard: {b['label']}", number_format=".4f",
                                 sortable=True))
             blocks.append(figure_or_sentence(
@@ -198,7 +192,7 @@ def leaderboard_report(m: Mapping[str, Any]) -> Report:
                     b["label"], xlabel=b["label"], bands=[f"band {r['band']}" for r in b["rows"]], sort=False)))
             blocks.append(Details("Adjacent gaps", [Table(
                 ["upper", "lower", "difference [95% CI]", "separated"],
-                [[g["upper"], g["lower"], _iv(g["diff"], g["ci"]), "yes" if g["separated"] else "no"]
+                [[g["upper"], g["lower"], Interval.of(g["diff"], g["ci"]), "yes" if g["separated"] else "no"]
                  for g in b["gaps"]], number_format=".4f")]))
         sections.append(Section(f"Leaderboard: {b['label']}", blocks, anchor=f"board-{k + 1}"))
     n_in = len(runs) - len(excluded)

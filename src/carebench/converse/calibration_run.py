@@ -133,13 +133,6 @@ def _split(rows: Sequence[Mapping[str, Any]]) -> tuple[list[WalkLabel], list[dic
     return labels, [dict(r) for r in rows if r.get("kind") == "walk"]
 
 
-def _iv(value: Any, ci: Any) -> Interval | None:
-    if value is None:
-        return None
-    lo, hi = ci if isinstance(ci, list | tuple) and len(ci) == 2 else (None, None)
-    return Interval(value, lo, hi)
-
-
 def _question(qid: str, texts: Mapping[str, str]) -> str:
     """A rubric question as a reader knows it: its number and its text (as the walks recorded it)."""
     text = texts.get(str(qid))
@@ -165,10 +158,10 @@ def calibration_report(m: Mapping[str, Any], walks: Sequence[Mapping[str, Any]] 
     for j, f in m["judges"].items():
         blocks: list[Any] = [
             Paragraph(f"Mean against the consensus over dimensions: raw agreement {_f(f['mean']['raw'])}, AC1 "
-                      f"{_iv(f['mean']['ac1'], f['mean_ac1_ci']).format() if f['mean']['ac1'] is not None else 'n/a'}"
+                      f"{Interval.of(f['mean']['ac1'], f['mean_ac1_ci']).format() if f['mean']['ac1'] is not None else 'n/a'}"
                       f", kappa {_f(f['mean']['kappa'])}; failed walks: {f['walks_failed']}."),
             Table(["dimension", "n", "raw agreement", "AC1 [95% CI]", "kappa"],
-                  [[d, c["n"], c["raw"], _iv(c["ac1"], c.get("ac1_ci")), c["kappa"]]
+                  [[d, c["n"], c["raw"], Interval.of(c["ac1"], c.get("ac1_ci")), c["kappa"]]
                    for d, c in f["dimensions"].items()])]
         for name, groups in f["splits"].items():
             blocks.append(Paragraph(f"By {name.replace('_', ' ')}: " + "; ".join(

@@ -54,28 +54,29 @@ def run_dir_path(suite: str, out: str | Path | None = None, holds: Sequence[str]
             not (e.name in holds and (e / "manifest.json").is_file()) for e in path.iterdir()))):
         raise CarebenchError(f"output directory {path} exists and is not a carebench run directory")
     if writes is not None and manifest.is_file():
-        try:
-            other = json.loads(manifest.read_text("utf-8")).get("suite")
-        except (OSError, ValueError, AttributeError):
-            other = "unreadable"
+        held = _held_manifest(path)
+        other = held.get("suite") if held is not None else "unreadable"
         if other != writes:
             raise CarebenchError(f"output directory {path} holds a {other} run: give a {writes} run its own --out "
                                  "(a run is never written over another suite's)")
     return path
 
 
+def _held_manifest(run_dir: Path) -> dict[str, Any] | None:
+    """The manifest an existing output directory holds, or None (none, or not a JSON object)."""
+    try:
+        old = json.loads((run_dir / "manifest.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return old if isinstance(old, dict) else None
+
+
 def refuse_other_kind(run_dir: str | Path, kind: str | None) -> None:
     """Refuse to write a run of ``kind`` (None: the suite's main command) into a run directory
     that holds another command's run of the same suite (e.g. a coherence check over a support
     run): a command writes only into a directory of its own kind, to resume it."""
-    path = Path(run_dir) / "manifest.json"
-    if not path.is_file():
-        return
-    try:
-        old = json.loads(path.read_text("utf-8"))
-    except (OSError, ValueError):
-        return  # run_dir_path has judged it
-    if isinstance(old, dict) and old.get("kind") != kind:
+    old = _held_manifest(Path(run_dir))  # unreadable: run_dir_path has judged it
+    if old is not None and old.get("kind") != kind:
         suite = old.get("suite")
         held = f"a {suite} {old['kind']} run" if old.get("kind") else f"a {suite} run"
         wanted = f"a {suite} {kind} run" if kind else f"a {suite} run"

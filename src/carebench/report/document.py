@@ -79,6 +79,16 @@ class Interval:
     lo: float | None = None
     hi: float | None = None
 
+    @classmethod
+    def of(cls, value: Any, ci: Any) -> Interval | None:
+        """A stored value and its ``[lo, hi]`` as an Interval: None without a value, the value
+        alone without both bounds (how metrics.json files keep them)."""
+        if value is None:
+            return None
+        if isinstance(ci, list | tuple) and len(ci) == 2 and None not in ci:
+            return cls(float(value), float(ci[0]), float(ci[1]))
+        return cls(float(value))
+
     def format(self, fmt: str = ".3f") -> str:
         """Render as ``"0.562 [0.519, 0.599]"``."""
         head = format_number(self.value, fmt)

@@ -8,14 +8,8 @@ from carebench.report import Interval
 from carebench.support.tasks import AGE_BAND_NAMES
 from carebench.wording import label as key_label
 
-
-def iv(value: Any, ci: Any) -> Interval | None:
-    """A metric value and its [lo, hi] interval as a report Interval (no bounds when the interval is missing)."""
-    if value is None:
-        return None
-    if isinstance(ci, list | tuple) and len(ci) == 2 and None not in ci:
-        return Interval(float(value), float(ci[0]), float(ci[1]))
-    return Interval(float(value))
+#: a metric value and its [lo, hi] interval as a report Interval (the core's reading)
+iv = Interval.of
 
 
 def fmt_rate(v: Any) -> str:
