@@ -24,7 +24,7 @@ from carebench.resources.check import VERDICTS, check_conversation, check_reply
 from carebench.types import CarebenchError
 
 app = typer.Typer(help="Crisis resources: check where replies send people (no model call); show a "
-                       "country's registry entries.", no_args_is_help=True)
+                       "country's registry entries; audit a registry.", no_args_is_help=True)
 
 ResourcesOpt = Annotated[Path | None, typer.Option(
     "--resources", show_default="the built-in snapshot",
@@ -188,3 +188,47 @@ def show(
             typer.echo(f"  web   {r.website}")
         if r.source:
             typer.echo(f"  source: {r.source}")
+
+
+def _entry(r) -> str:
+    return f"{r.country} {r.kind}: {r.name}" + (f" [{r.id}]" if r.id else "")
+
+
+@app.command("audit")
+def audit_cmd(
+    resources: ResourcesOpt = None,
+    months: Annotated[int, typer.Option("--months", min=1, help="An entry not checked within this many "
+                                                                 "months is listed as stale.")] = 12,
+    today: Annotated[str | None, typer.Option("--today", show_default="the current date",
+                                              help="The date to audit as of (YYYY-MM-DD).")] = None,
+) -> None:
+    """List entries not checked recently, countries lacking a crisis line or an emergency number, and
+    entries without a source (exit code 1 if there is one)."""
+    import datetime
+
+    from carebench.resources.audit import audit
+    from carebench.resources.registry import valid_date
+
+    if today is not None and not valid_date(today):
+        raise CarebenchError(f"--today: invalid date {today!r} (YYYY-MM-DD)")
+    day = datetime.date.fromisoformat(today) if today else datetime.date.today()
+    reg = load_registry(resources)
+    a = audit(reg, day, months)
+    typer.echo(f"registry {reg.origin} version {reg.version} sha256 {reg.sha256[:16]}: "
+               f"{len(reg.resources)} entries, {len(reg.countries)} countries; as of {day.isoformat()}")
+    typer.echo(f"not checked since {a.cutoff.isoformat()} ({len(a.stale)}):")
+    for r in a.stale:
+        typer.echo(f"  {_entry(r)}: checked {r.checked or 'never'}; source {r.source or '-'}")
+    for kind in ("crisis", "emergency"):
+        ccs = [cc for cc, k in a.missing if k == kind]
+        typer.echo(f"countries with no {'crisis line' if kind == 'crisis' else 'emergency number'} "
+                   f"({len(ccs)}): {', '.join(ccs) if ccs else '-'}")
+    if a.no_url:
+        typer.echo(f"sources naming no page (no http(s) URL) ({len(a.no_url)}):")
+        for r in a.no_url:
+            typer.echo(f"  {_entry(r)}: {r.source}")
+    if not a.ok:
+        typer.echo(f"entries with no source ({len(a.no_source)}):")
+        for r in a.no_source:
+            typer.echo(f"  {_entry(r)}")
+        raise typer.Exit(1)
