@@ -6,7 +6,9 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 
 def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
@@ -47,6 +49,28 @@ def _fsync_dir(directory: Path) -> None:
 
 def atomic_write_text(path: Path, text: str, mode: int | None = None) -> None:
     atomic_write_bytes(Path(path), text.encode("utf-8"), mode)
+
+
+@contextlib.contextmanager
+def atomic_text_writer(path: Path, mode: int | None = None) -> Iterator[IO[str]]:
+    """Write ``path`` line by line without holding it in memory, and still atomically: the lines
+    go to a temp file in the same directory, renamed over ``path`` only when the block ends
+    without an error (an error removes the temp file and leaves ``path`` as it was)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, _FILE_MODE if mode is None else mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
 
 
 def _umask() -> int:

@@ -15,7 +15,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import IO, Annotated, Any
 
 import typer
 
@@ -67,7 +67,8 @@ class Tally:
     verdicts: Counter = field(default_factory=Counter)
     matches: Counter = field(default_factory=Counter)
     with_unknown: int = 0
-    bad_locale: list[str] = field(default_factory=list)
+    bad_locale: list[str] = field(default_factory=list)  # the first ten, for the console
+    bad_locales: int = 0
     skipped: int = 0
 
     def add(self, row: dict[str, Any]) -> None:
@@ -77,18 +78,22 @@ class Tally:
         self.matches.update(ms)
         self.with_unknown += "unknown" in ms
         if row["locale_status"] != "ok":
-            self.bad_locale.append(f"{row['id']} ({row['locale_status']})")
+            self.bad_locales += 1
+            if len(self.bad_locale) < 10:
+                self.bad_locale.append(f"{row['id']} ({row['locale_status']})")
 
 
-def check_rows(path: Path, registry: Any, transcripts: bool) -> tuple[list[str], Tally]:
-    """(one output JSON line per input row, the tally); raises on a malformed row before anything is written.
+def check_rows(path: Path, registry: Any, transcripts: bool, out: IO[str]) -> Tally:
+    """Check ``path`` row by row, writing one output JSON line per input row to ``out``; the tally.
 
-    Rows are kept as their JSON lines only: 100,000 nested dicts alive at once made the
-    garbage collector's full passes the larger part of the run."""
-    from carebench.datasets.files import read_rows
+    Streams both ways (the input is read line by line, each output line written as it is
+    made): memory stays flat however many rows there are. A malformed row raises, and the
+    caller's temp file (:func:`carebench.fileio.atomic_text_writer`) is then removed, so a bad
+    row still writes nothing."""
+    from carebench.datasets.files import stream_jsonl_rows
 
-    lines, tally = [], Tally()
-    for loc, row in read_rows(path, "jsonl"):
+    tally = Tally()
+    for loc, row in stream_jsonl_rows(path):
         if transcripts and row.get("kind") not in (None, "conversation"):
             tally.skipped += 1
             continue
@@ -101,10 +106,10 @@ def check_rows(path: Path, registry: Any, transcripts: bool) -> tuple[list[str],
             if not isinstance(text, str):
                 raise _err(path, loc, "missing or invalid 'text' (a string)")
             res = check_reply(text, locale, registry)
-        out = {"id": rid, **res.to_dict(), "locale": locale}
-        tally.add(out)
-        lines.append(json.dumps(out, ensure_ascii=False) + "\n")
-    return lines, tally
+        line = {"id": rid, **res.to_dict(), "locale": locale}
+        tally.add(line)
+        out.write(json.dumps(line, ensure_ascii=False) + "\n")
+    return tally
 
 
 @app.command("check")
@@ -121,11 +126,13 @@ def check(
     from rich.console import Console
     from rich.table import Table
 
-    from carebench.fileio import atomic_write_text
+    from carebench.fileio import atomic_text_writer
 
     reg = load_registry(resources)
-    lines, t = check_rows(replies, reg, transcripts)
-    atomic_write_text(out, "".join(lines))
+    if not replies.is_file():
+        raise CarebenchError(f"{replies}: file not found")
+    with atomic_text_writer(out) as fh:
+        t = check_rows(replies, reg, transcripts, fh)
 
     n = t.rows
     table = Table(title=f"Routing of {n} {'conversation' if transcripts else 'reply'} row(s)")
@@ -141,8 +148,8 @@ def check(
     typer.echo(f"mentions: {t.matches['local']} local, {t.matches['other_region']} other_region, "
                f"{t.matches['unknown']} unknown; rows giving an unknown number: {t.with_unknown}")
     if t.bad_locale:
-        typer.echo(f"locale missing or invalid in {len(t.bad_locale)} row(s), kept with routing null: "
-                   + ", ".join(t.bad_locale[:10]) + (" ..." if len(t.bad_locale) > 10 else ""))
+        typer.echo(f"locale missing or invalid in {t.bad_locales} row(s), kept with routing null: "
+                   + ", ".join(t.bad_locale) + (" ..." if t.bad_locales > len(t.bad_locale) else ""))
     if t.skipped:
         typer.echo(f"skipped {t.skipped} record(s) that are not conversations (kind other than 'conversation')")
     typer.echo(f"registry {reg.origin} version {reg.version} sha256 {reg.sha256[:16]}; wrote {out}")
