@@ -10,7 +10,10 @@ Sources (see docs/resources.md for licences, dates and every disagreement):
 3. crisis lines for countries open-helplines lacks, each from the official service's own
    page (``SUPPLEMENT``);
 4. emergency numbers, public facts, with the official body named per country
-   (``EMERGENCY``).
+   (``EMERGENCY``);
+5. the second round (``SECOND_ROUND``, ``TELL``): lines the first snapshot lacked, each with
+   the page it was found on as its ``source`` and a ``checked`` date only where that page is
+   the service's own or a government page read on that date (docs/resources.md lists which).
 
 ``--crosscheck FILE`` compares every country's numbers with the Wikipedia-derived list
 (fernando-195/emergency-and-helplines-api, CC BY-SA 4.0) and prints where they disagree;
@@ -177,8 +180,8 @@ SECOND_ROUND = [
 ]
 #: TELL's published number (03-5774-0992, 9:00–23:00), replacing the one open-helplines lists
 TELL = (Contact("call", "+81357740992", languages=("en",), hours="09:00–23:00 JST"),
-        "https://japantoday.com/category/national/tell-tokyo-inochi-no-denwa-facebook-partner-to-prevent-"
-        "suicide-in-japan")
+        ("https://japantoday.com/category/national/tell-tokyo-inochi-no-denwa-facebook-partner-to-prevent-"
+        "suicide-in-japan"))
 
 #: emergency numbers: country -> (numbers, official body named as the source)
 EMERGENCY: dict[str, tuple[tuple[str, ...], str]] = {
@@ -205,8 +208,8 @@ EMERGENCY: dict[str, tuple[tuple[str, ...], str]] = {
     "PH": (("911",), "Emergency 911 National Office: https://www.911.gov.ph/"),
     "RU": (("112", "103"), "MChS Rossii, single emergency number 112 (103 ambulance): https://mchs.gov.ru/"),
     "US": (("911",), "FCC, 911 and E911 services: https://www.fcc.gov/"),
-    "ZA": (("10111", "10177", "112"), "South African Government, emergency numbers (10111 police, 10177 "
-                                      "ambulance, 112 from a mobile): https://www.gov.za/"),
+    "ZA": (("10111", "10177", "112"), ("South African Government, emergency numbers (10111 police, 10177 "
+                                      "ambulance, 112 from a mobile): https://www.gov.za/")),
     "PT": (("112",), "European Commission, 112 single emergency number: https://digital-strategy.ec.europa.eu/"),
     "NL": (("112",), "European Commission, 112 single emergency number: https://digital-strategy.ec.europa.eu/"),
     "IT": (("112",), "European Commission, 112 single emergency number: https://digital-strategy.ec.europa.eu/"),
@@ -215,8 +218,8 @@ EMERGENCY: dict[str, tuple[tuple[str, ...], str]] = {
     "AR": (("911", "107"), "Argentina.gob.ar, emergency numbers (911, 107 medical): https://www.argentina.gob.ar/"),
     "NG": (("112",), "Nigerian Communications Commission, 112 emergency number: https://www.ncc.gov.ng/"),
     "KE": (("999", "112"), "Communications Authority of Kenya, emergency numbers: https://www.ca.go.ke/"),
-    "SG": (("995", "999"), "Singapore Civil Defence Force (995) and Singapore Police Force (999): "
-                           "https://www.scdf.gov.sg/"),
+    "SG": (("995", "999"), ("Singapore Civil Defence Force (995) and Singapore Police Force (999): "
+                           "https://www.scdf.gov.sg/")),
     "TW": (("119", "110"), "National Fire Agency (119) and National Police Agency (110): https://www.nfa.gov.tw/"),
 }
 
@@ -232,14 +235,14 @@ def build(oh_dir: Path) -> Registry:
         if r.id in OH_ADDITIONS:
             contacts = OH_ADDITIONS[r.id][1] + contacts
         website = r.website
-        checked, source = OH_DATE, r.source
+        checked, source, hours = OH_DATE, r.source, r.hours
         if r.id == "jp-tell-lifeline":  # the service's published number, not open-helplines' one
-            contacts, source, checked = [TELL[0]], TELL[1], None
+            contacts, source, checked, hours = [TELL[0]], TELL[1], None, TELL[0].hours
         if r.id == "us-988-lifeline":  # from the service's own site (the record's website), not its text
             contacts.append(Contact("chat", url="https://988lifeline.org/chat/", languages=("en", "es"),
                                     hours="24/7"))
         resources.append(Resource(r.country, "crisis", r.name, tuple(contacts), category=r.category,
-                                  languages=r.languages, hours=r.hours if checked else "09:00–23:00 JST",
+                                  languages=r.languages, hours=hours,
                                   website=website, source=source, id=r.id, checked=checked))
     resources += SUPPLEMENT + SECOND_ROUND
     for cc, (numbers, source) in sorted(EMERGENCY.items()):

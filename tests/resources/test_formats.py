@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from carebench.cli import main
 from carebench.resources import (
     Contact,
     Registry,
@@ -18,7 +19,6 @@ from carebench.resources import (
     check_reply,
     load_registry,
 )
-from carebench.cli import main
 from carebench.resources.registry import registry_to_dict
 from carebench.types import CarebenchError
 
