@@ -11,17 +11,16 @@ from pathlib import Path
 from typing import IO
 
 
-def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
-    """Replace ``path`` with ``data`` in one step (temp file in the same dir + ``os.replace``).
-
-    ``mode`` (e.g. ``0o600`` for private files) is set before the file appears.
-    """
+@contextlib.contextmanager
+def _replacing(path: Path, mode: int | None, open_mode: str, **kw) -> Iterator[IO]:
+    """A handle on a temp file in ``path``'s directory, renamed over ``path`` when the block
+    ends without an error; an error removes the temp file and leaves ``path`` as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+        with os.fdopen(fd, open_mode, **kw) as fh:
+            yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, _FILE_MODE if mode is None else mode)
@@ -31,6 +30,15 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None
             os.unlink(tmp)
         raise
     _fsync_dir(path.parent)
+
+
+def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Replace ``path`` with ``data`` in one step (temp file in the same dir + ``os.replace``).
+
+    ``mode`` (e.g. ``0o600`` for private files) is set before the file appears.
+    """
+    with _replacing(path, mode, "wb") as fh:
+        fh.write(data)
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -51,26 +59,11 @@ def atomic_write_text(path: Path, text: str, mode: int | None = None) -> None:
     atomic_write_bytes(Path(path), text.encode("utf-8"), mode)
 
 
-@contextlib.contextmanager
-def atomic_text_writer(path: Path, mode: int | None = None) -> Iterator[IO[str]]:
+def atomic_text_writer(path: Path, mode: int | None = None) -> contextlib.AbstractContextManager[IO[str]]:
     """Write ``path`` line by line without holding it in memory, and still atomically: the lines
-    go to a temp file in the same directory, renamed over ``path`` only when the block ends
-    without an error (an error removes the temp file and leaves ``path`` as it was)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, _FILE_MODE if mode is None else mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
+    go to a temp file in the same directory, renamed over ``path`` only when the ``with`` block
+    ends without an error (an error removes the temp file and leaves ``path`` as it was)."""
+    return _replacing(path, mode, "w", encoding="utf-8", newline="")
 
 
 def _umask() -> int:

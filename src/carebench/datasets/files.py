@@ -84,6 +84,17 @@ def csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             raise CarebenchError(f"{path}:{prev + 1}: malformed CSV: {why} (unbalanced quotes?)") from None
 
 
+def _json_object(path: Path, i: int, line: str) -> dict[str, Any]:
+    """Line ``i`` of a JSONL file as an object, or the one-line error naming where it breaks."""
+    try:
+        obj = json.loads(line)
+    except ValueError as e:
+        raise CarebenchError(f"{path}:{i}: invalid JSON ({e.args[0]})") from None
+    if not isinstance(obj, dict):
+        raise CarebenchError(f"{path}:{i}: expected a JSON object")
+    return obj
+
+
 def stream_jsonl_rows(path: Path | str) -> Iterator[tuple[str, dict[str, Any]]]:
     """``read_rows(path, "jsonl")`` without reading the whole file first: for inputs too large to
     hold (a million replies). Same locations and the same one-line errors, raised when the
@@ -108,15 +119,8 @@ def stream_jsonl_rows(path: Path | str) -> Iterator[tuple[str, dict[str, Any]]]:
                 raise CarebenchError(f"{path}: not UTF-8 text: byte 0x{data[e.start]:02x} at byte offset {at} "
                                      f"(line {i}); save the file as UTF-8") from None
             offset += len(raw)
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except ValueError as e:
-                raise CarebenchError(f"{path}:{i}: invalid JSON ({e.args[0]})") from None
-            if not isinstance(obj, dict):
-                raise CarebenchError(f"{path}:{i}: expected a JSON object")
-            yield f"line {i}", obj
+            if line.strip():
+                yield f"line {i}", _json_object(path, i, line)
 
 
 def read_rows(
@@ -134,13 +138,7 @@ def read_rows(
             for i, line in enumerate(fh, 1):
                 if not line.strip() or (line_filter is not None and not line_filter(line)):
                     continue
-                try:
-                    obj = json.loads(line)
-                except ValueError as e:
-                    raise CarebenchError(f"{path}:{i}: invalid JSON ({e.args[0]})") from None
-                if not isinstance(obj, dict):
-                    raise CarebenchError(f"{path}:{i}: expected a JSON object")
-                yield f"line {i}", obj
+                yield f"line {i}", _json_object(path, i, line)
     elif fmt == "csv":
         for line, row in csv_rows(path):
             yield f"line {line}", row
