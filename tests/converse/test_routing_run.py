@@ -160,6 +160,7 @@ def test_shares_and_intervals_equal_recount_and_numpy_loop(converse_run):
     assert m["systems"][f"openai:bot-a@{u}"]["routing"]["local"]["count"] == 10
     html = (out / "report.html").read_text()
     assert "Where replies send a person" in html and "⟦988⟧" in html
+    assert "US resource contamination" in html and "outside the US (n)" in html
 
 
 def test_compare_sees_the_routing_measures(converse_run, tmp_path):

@@ -216,6 +216,7 @@ def test_recognized_routed_local_column_and_report(routing_run):
     assert rwi[spec["resp-a"]]["routed_local"]["count"] == 14  # 7 at-risk tasks with a locale x 2
     html = (run_dir / "report.html").read_text()
     assert "Where replies send a person" in html and "⟦988⟧ &lt;b&gt;right now&lt;/b&gt;" in html
+    assert "US resource contamination" in html
     assert "<b>right now</b>" not in html
     assert m["resources"]["registry"]["version"] in html
     # carebench report DIR reproduces metrics.json byte for byte from the records
