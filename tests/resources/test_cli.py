@@ -141,6 +141,8 @@ def test_show_prints_a_country(capsys):
     assert "call  188 (short code, as dialled)" in out
     assert "chat  https://cvv.org.br/chat/" in out
     assert "BR emergency: Emergency services" in out
+    # the CVV record's open-helplines verified_at; the emergency numbers were never confirmed on a page
+    assert out.count("checked: 2026-06-02") == 1 and out.count("checked: never") == 1
     assert main(["resources", "show", "ZZ"]) == 2
     assert main(["resources", "show", "NO"]) == 0
     assert "NO: no entry in this registry" in capsys.readouterr().out

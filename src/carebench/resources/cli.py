@@ -195,6 +195,7 @@ def show(
             typer.echo(f"  web   {r.website}")
         if r.source:
             typer.echo(f"  source: {r.source}")
+        typer.echo(f"  checked: {r.checked or 'never (see carebench resources audit)'}")
 
 
 def _entry(r) -> str:
