@@ -307,3 +307,13 @@ def test_the_shipped_snapshot_is_what_the_build_script_makes():
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_resources.py"), "--open-helplines",
                           str(oh), "--check"], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_a_check_date_is_part_of_the_content_only_when_given():
+    """A registry without dates hashes as before dates existed: the canonical JSON of a
+    dateless entry has no "checked" key; a date changes the hash."""
+    plain = Resource("BR", "crisis", "CVV", (Contact("call", "188"),))
+    dated = Resource("BR", "crisis", "CVV", (Contact("call", "188"),), checked="2026-12-05")
+    a, b = Registry((plain,), version="x"), Registry((dated,), version="x")
+    assert '"checked"' not in a.canonical_json() and '"checked":"2026-12-05"' in b.canonical_json()
+    assert a.sha256 != b.sha256

@@ -198,7 +198,9 @@ class Registry:
 
     def canonical_json(self) -> str:
         """The content as sorted, compact JSON: what ``sha256`` hashes."""
-        rows = sorted((asdict(r) for r in self.resources),
+        # an entry without a check date hashes as it did before entries carried one
+        rows = sorted(({k: v for k, v in asdict(r).items() if not (k == "checked" and v is None)}
+                       for r in self.resources),
                       key=lambda r: (r["country"], r["kind"], r["name"], r["id"] or "",
                                      json.dumps(r, sort_keys=True)))
         return json.dumps(rows, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
