@@ -6,7 +6,7 @@ URLs, texting keywords, invented numbers and distractors (times, dates, money, c
 years) mixed in. Then times, in this process, one after another:
 
 1. reference: ``for text, region: list(PhoneNumberMatcher(text, region))`` (the bare
-   library loop the check must stay within 3x of), run first and again last;
+   library loop the check must stay within 1.5x of), run first and again last;
 2. ``check_reply`` on every reply with the built-in registry;
 3. ``carebench resources check`` end to end through its command (reading the JSONL,
    checking, writing the output file; the console summary included).
