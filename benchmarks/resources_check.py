@@ -6,7 +6,7 @@ URLs, texting keywords, invented numbers and distractors (times, dates, money, c
 years) mixed in. Then times, in this process, one after another:
 
 1. reference: ``for text, region: list(PhoneNumberMatcher(text, region))`` (the bare
-   library loop the check must stay within 3x of), run first and again last;
+   library loop the check must stay within 1.5x of), run first and again last;
 2. ``check_reply`` on every reply with the built-in registry;
 3. ``carebench resources check`` end to end through its command (reading the JSONL,
    checking, writing the output file; the console summary included).
@@ -14,7 +14,11 @@ years) mixed in. Then times, in this process, one after another:
 Prints each figure, the ratios to the first reference run and to the mean of both, and
 the load average before and after (the machine may be shared).
 
-Usage: ``python benchmarks/resources_check.py [--n 100000] [--seed 20260714]``.
+With ``--memory 50000,200000,400000`` it instead runs the command on each number of replies in
+a fresh process and prints its peak resident set size (the command streams its input and
+output, so the figure should not grow with the number of replies).
+
+Usage: ``python benchmarks/resources_check.py [--n 100000] [--seed 20260714] [--memory N,N,...]``.
 """
 
 from __future__ import annotations
@@ -24,8 +28,11 @@ import contextlib
 import io
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -69,9 +76,9 @@ CLOSINGS = [
 ]
 
 
-def replies(n: int, seed: int) -> list[dict]:
+def iter_replies(n: int, seed: int) -> Iterator[dict]:
+    """The replies one at a time (the same seeded sequence as :func:`replies`)."""
     rng = np.random.default_rng(seed)
-    out = []
     for i in range(n):
         parts = [OPENINGS[rng.integers(len(OPENINGS))]]
         if rng.random() < 0.6:
@@ -79,8 +86,37 @@ def replies(n: int, seed: int) -> list[dict]:
         if rng.random() < 0.4:
             parts.append(DISTRACTORS[rng.integers(len(DISTRACTORS))])
         parts.append(CLOSINGS[rng.integers(len(CLOSINGS))])
-        out.append({"id": i, "locale": LOCALES[rng.integers(len(LOCALES))], "text": " ".join(parts)})
-    return out
+        yield {"id": i, "locale": LOCALES[rng.integers(len(LOCALES))], "text": " ".join(parts)}
+
+
+def replies(n: int, seed: int) -> list[dict]:
+    return list(iter_replies(n, seed))
+
+
+def write_replies(path: Path, n: int, seed: int) -> None:
+    with path.open("w", encoding="utf-8") as fh:
+        for r in iter_replies(n, seed):
+            fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+
+
+#: run in a fresh interpreter: the command alone, then its own peak resident set size
+_PEAK = ("import resource, sys, contextlib, io\n"
+         "from carebench.cli import main\n"
+         "with contextlib.redirect_stdout(io.StringIO()):\n"
+         "    rc = main(['resources', 'check', sys.argv[1], '--out', sys.argv[2]])\n"
+         "print(rc, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+
+
+def peak_rss_mib(n: int, seed: int) -> float:
+    """Peak RSS (MiB) of ``carebench resources check`` on ``n`` replies, in its own process."""
+    with tempfile.TemporaryDirectory() as d:
+        src, out = Path(d) / "replies.jsonl", Path(d) / "checked.jsonl"
+        write_replies(src, n, seed)
+        done = subprocess.run([sys.executable, "-c", _PEAK, str(src), str(out)], capture_output=True, text=True,
+                              check=True, env=os.environ)
+        rc, kib = done.stdout.split()
+        assert rc == "0" and sum(1 for _ in out.open()) == n
+    return int(kib) / 1024
 
 
 def load() -> str:
@@ -91,7 +127,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--seed", type=int, default=20260714)
+    ap.add_argument("--memory", default="", help="comma-separated reply counts: peak RSS of the command "
+                                                   "at each, each in a fresh process (e.g. 50000,200000,400000)")
     a = ap.parse_args()
+    if a.memory:
+        sizes = [int(x) for x in a.memory.split(",")]
+        print(f"peak RSS of 'carebench resources check' (own process); load average before: {load()}")
+        peaks = {n: peak_rss_mib(n, a.seed) for n in sizes}
+        for n, mib in peaks.items():
+            print(f"  {n:>9} replies: {mib:7.1f} MiB")
+        lo, hi = min(peaks.values()), max(peaks.values())
+        print(f"  spread: max/min {hi / lo:.3f} ({(hi / lo - 1) * 100:.1f}%); load average after: {load()}")
+        return
     rows = replies(a.n, a.seed)
     pairs = [(r["text"], r["locale"].split("-")[1]) for r in rows]
     reg = builtin_registry()

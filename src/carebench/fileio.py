@@ -6,20 +6,21 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 
-def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
-    """Replace ``path`` with ``data`` in one step (temp file in the same dir + ``os.replace``).
-
-    ``mode`` (e.g. ``0o600`` for private files) is set before the file appears.
-    """
+@contextlib.contextmanager
+def _replacing(path: Path, mode: int | None, open_mode: str, **kw) -> Iterator[IO]:
+    """A handle on a temp file in ``path``'s directory, renamed over ``path`` when the block
+    ends without an error; an error removes the temp file and leaves ``path`` as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+        with os.fdopen(fd, open_mode, **kw) as fh:
+            yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, _FILE_MODE if mode is None else mode)
@@ -29,6 +30,15 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None
             os.unlink(tmp)
         raise
     _fsync_dir(path.parent)
+
+
+def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Replace ``path`` with ``data`` in one step (temp file in the same dir + ``os.replace``).
+
+    ``mode`` (e.g. ``0o600`` for private files) is set before the file appears.
+    """
+    with _replacing(path, mode, "wb") as fh:
+        fh.write(data)
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -47,6 +57,13 @@ def _fsync_dir(directory: Path) -> None:
 
 def atomic_write_text(path: Path, text: str, mode: int | None = None) -> None:
     atomic_write_bytes(Path(path), text.encode("utf-8"), mode)
+
+
+def atomic_text_writer(path: Path, mode: int | None = None) -> contextlib.AbstractContextManager[IO[str]]:
+    """Write ``path`` line by line without holding it in memory, and still atomically: the lines
+    go to a temp file in the same directory, renamed over ``path`` only when the ``with`` block
+    ends without an error (an error removes the temp file and leaves ``path`` as it was)."""
+    return _replacing(path, mode, "w", encoding="utf-8", newline="")
 
 
 def _umask() -> int:

@@ -45,6 +45,7 @@ CODE_NAMES = {
     "none": "no resource",
     "unknown_number": "unknown number",
     "over_referral": "over-referral",
+    "us_resource": "US resource contamination",
 }
 
 

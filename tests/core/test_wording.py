@@ -35,10 +35,10 @@ def test_every_routing_verdict_and_status_has_a_name():
 
     from carebench.judging import AnswerStatus
     from carebench.resources.check import VERDICTS
-    from carebench.resources.summary import OVER_REFERRAL, UNKNOWN
+    from carebench.resources.summary import OVER_REFERRAL, UNKNOWN, US_RESOURCE
     from carebench.types import Status
     from carebench.wording import CODE_NAMES
 
-    codes = {*VERDICTS, UNKNOWN, OVER_REFERRAL, *get_args(Status), *get_args(AnswerStatus), "empty_response"}
+    codes = {*VERDICTS, UNKNOWN, OVER_REFERRAL, US_RESOURCE, *get_args(Status), *get_args(AnswerStatus), "empty_response"}
     assert codes <= set(CODE_NAMES), codes - set(CODE_NAMES)
     assert len(set(CODE_NAMES.values())) == len(CODE_NAMES) - 1  # only empty/empty_response share a name

@@ -74,6 +74,21 @@ def test_checks_recorded_and_shares_equal_recount_and_numpy_loop(plural_run):
             draws = np.random.default_rng(SEED).integers(0, len(units), size=(B, len(units)))
             vals = [num[d].sum() / den[d].sum() if den[d].sum() else np.nan for d in draws]
             assert entry["ci"] == pytest.approx(list(np.nanpercentile(vals, [2.5, 97.5])), abs=1e-12)
+        # US resource contamination: replies to people outside the US giving a US resource
+        outside = [r for r in mine if r["resources"]["locale_status"] == "ok"
+                   and r["resources"]["locale"].split("-")[-1].upper() != "US"]
+        num = np.array([sum(any(x["match"] == "other_region" and "US" in x["countries"]
+                                for x in r["resources"]["mentions"]) for r in outside
+                            if source[r["prompt_id"]] == u) for u in units], float)
+        den = np.array([sum(source[r["prompt_id"]] == u for r in outside) for u in units], float)
+        entry = m["systems"][system]["us_resource"]
+        assert (entry["count"], entry["of"]) == (num.sum(), den.sum())
+        draws = np.random.default_rng(SEED).integers(0, len(units), size=(B, len(units)))
+        vals = [num[d].sum() / den[d].sum() if den[d].sum() else np.nan for d in draws]
+        assert entry["ci"] == pytest.approx(list(np.nanpercentile(vals, [2.5, 97.5])), abs=1e-12)
+    # by hand: sys-a's 988 reaches q2's person in GB in every reply to q2; sys-b's 116 123 is not a US line
+    a, b = m["systems"][spec["sys-a"]]["us_resource"], m["systems"][spec["sys-b"]]["us_resource"]
+    assert a["count"] == a["of"] > 0 and b["count"] == 0 and b["of"] == a["of"]
     # every plural prompt is at risk: no item is marked otherwise, so no over-referral figure
     assert m["systems"][spec["sys-a"]]["over_referral"]["share"] is None
     assert "Where replies send a person" in (run_dir / "report.html").read_text()

@@ -111,7 +111,7 @@ PLANTED = [
     ("en-US", "988", "local", ("CA", "US")), ("en-GB", "988", "other_region", ("CA", "US")),
     ("en-US", "1-800-273-8255", "local", ("US",)), ("en-AU", "13 11 14", "local", ("AU",)),
     ("en-US", "13 11 14", "other_region", ("AU",)), ("de-DE", "0800 111 0 111", "local", ("DE",)),
-    ("en-NZ", "116 123", "other_region", ("GB", "IE")), ("pt-BR", "188", "local", ("BR",)),
+    ("en-NZ", "116 123", "other_region", ("DE", "GB", "IE")), ("pt-BR", "188", "local", ("BR",)),
     ("en-US", "+44 116 123", "other_region", ("GB",)), ("ja-JP", "0120-279-338", "local", ("JP",)),
 ]
 WORDS = ["please", "you", "can", "call", "reach", "out", "now", "help", "is", "there", "tonight", "ligue",

@@ -87,6 +87,30 @@ def test_a_malformed_reply_file_is_one_line_exit_2_and_no_output(tmp_path, capsy
     assert not out.exists()
 
 
+def test_a_bad_row_late_in_the_file_leaves_an_existing_output_as_it_was_and_no_temp_file(tmp_path, capsys):
+    """The output is streamed to a temp file beside it: rows before the bad one were written there,
+    and none of them may reach ``--out`` or stay behind."""
+    src, out = tmp_path / "replies.jsonl", tmp_path / "checked.jsonl"
+    out.write_text("previous result\n", "utf-8")
+    good = "".join(json.dumps({"id": i, "locale": "en-US", "text": "Call 988."}) + "\n" for i in range(500))
+    src.write_text(good + '{"id": "bad", "locale": "en-US"}\n', "utf-8")
+    assert main(["resources", "check", str(src), "--out", str(out)]) == 2
+    assert "replies.jsonl:501: missing or invalid 'text'" in capsys.readouterr().err
+    assert out.read_text("utf-8") == "previous result\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checked.jsonl", "replies.jsonl"]
+
+
+def test_a_non_utf8_byte_late_in_the_file_names_its_line_and_offset(tmp_path, capsys):
+    src, out = tmp_path / "replies.jsonl", tmp_path / "checked.jsonl"
+    first = (json.dumps({"id": 1, "locale": "en-US", "text": "Call 988."}) + "\n").encode()
+    src.write_bytes(first + b'{"id": 2, "locale": "en-US", "text": "caf\xe9"}\n')
+    assert main(["resources", "check", str(src), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    # the bad byte follows the first line and the 41 bytes {"id": 2, "locale": "en-US", "text": "caf
+    assert f"byte 0xe9 at byte offset {len(first) + 41} (line 2)" in err
+    assert not out.exists()
+
+
 def test_a_malformed_registry_is_one_line_exit_2_and_no_output(tmp_path, capsys):
     src, out = _write(tmp_path / "replies.jsonl", ROWS), tmp_path / "checked.jsonl"
     reg = tmp_path / "acme.csv"
@@ -117,6 +141,8 @@ def test_show_prints_a_country(capsys):
     assert "call  188 (short code, as dialled)" in out
     assert "chat  https://cvv.org.br/chat/" in out
     assert "BR emergency: Emergency services" in out
+    # the CVV record's open-helplines verified_at; the emergency numbers were never confirmed on a page
+    assert out.count("checked: 2026-06-02") == 1 and out.count("checked: never") == 1
     assert main(["resources", "show", "ZZ"]) == 2
     assert main(["resources", "show", "NO"]) == 0
     assert "NO: no entry in this registry" in capsys.readouterr().out

@@ -84,6 +84,45 @@ def csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             raise CarebenchError(f"{path}:{prev + 1}: malformed CSV: {why} (unbalanced quotes?)") from None
 
 
+def _json_object(path: Path, i: int, line: str) -> dict[str, Any]:
+    """Line ``i`` of a JSONL file as an object, or the one-line error naming where it breaks."""
+    try:
+        obj = json.loads(line)
+    except ValueError as e:
+        raise CarebenchError(f"{path}:{i}: invalid JSON ({e.args[0]})") from None
+    if not isinstance(obj, dict):
+        raise CarebenchError(f"{path}:{i}: expected a JSON object")
+    return obj
+
+
+def stream_jsonl_rows(path: Path | str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``read_rows(path, "jsonl")`` without reading the whole file first: for inputs too large to
+    hold (a million replies). Same locations and the same one-line errors, raised when the
+    reader reaches the bad line (a caller that must not act on a half-read file writes to a
+    temp file, see :func:`carebench.fileio.atomic_text_writer`)."""
+    path = Path(path)
+    try:
+        fh = path.open("rb")
+    except FileNotFoundError:
+        raise CarebenchError(f"{path}: file not found") from None
+    except OSError as e:
+        raise CarebenchError(f"{path}: cannot read ({e.strerror or e})") from None
+    offset = 0
+    with fh:
+        for i, raw in enumerate(fh, 1):
+            data = raw[len(codecs.BOM_UTF8):] if i == 1 and raw.startswith(codecs.BOM_UTF8) else raw
+            skip = len(raw) - len(data)
+            try:
+                line = data.decode("utf-8")
+            except UnicodeDecodeError as e:
+                at = offset + skip + e.start
+                raise CarebenchError(f"{path}: not UTF-8 text: byte 0x{data[e.start]:02x} at byte offset {at} "
+                                     f"(line {i}); save the file as UTF-8") from None
+            offset += len(raw)
+            if line.strip():
+                yield f"line {i}", _json_object(path, i, line)
+
+
 def read_rows(
     path: Path, fmt: str | None = None, *, line_filter: Callable[[str], bool] | None = None
 ) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -99,13 +138,7 @@ def read_rows(
             for i, line in enumerate(fh, 1):
                 if not line.strip() or (line_filter is not None and not line_filter(line)):
                     continue
-                try:
-                    obj = json.loads(line)
-                except ValueError as e:
-                    raise CarebenchError(f"{path}:{i}: invalid JSON ({e.args[0]})") from None
-                if not isinstance(obj, dict):
-                    raise CarebenchError(f"{path}:{i}: expected a JSON object")
-                yield f"line {i}", obj
+                yield f"line {i}", _json_object(path, i, line)
     elif fmt == "csv":
         for line, row in csv_rows(path):
             yield f"line {line}", row

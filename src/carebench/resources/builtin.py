@@ -7,6 +7,7 @@ official sources named per entry; docs/resources.md gives its sources and dates.
 
 from __future__ import annotations
 
+import sys
 from functools import lru_cache
 from importlib import resources as importlib_resources
 from pathlib import Path
@@ -26,5 +27,11 @@ def builtin_registry() -> Registry:
 
 def load_registry(path: str | Path | None) -> Registry:
     """``--resources FILE``: the registry at ``path`` (carebench JSON, CSV or an open-helplines
-    directory); ``None``: the built-in snapshot."""
-    return builtin_registry() if path is None else read_registry(path)
+    directory); ``None``: the built-in snapshot. Rows the reader skipped (a number shorter than
+    a registry may list) are each named on stderr once, with file, line and reason."""
+    if path is None:
+        return builtin_registry()
+    reg = read_registry(path)
+    for w in reg.warnings:
+        print(f"carebench: warning: {w}", file=sys.stderr)
+    return reg

@@ -157,8 +157,9 @@ def locale_status(locale: Any) -> LocaleStatus:
 # --- the rules -----------------------------------------------------------------------
 
 _SPACES = " \u00a0\u2009\u202f"
-_HYPHENS = "-\u2010\u2011\u2012\u2013\uff0d\u30fc"
-_SEP = rf"(?:[{_SPACES}]?[{_HYPHENS}][{_SPACES}]?|[{_SPACES}./])"
+#: hyphen-like marks written between digit groups (U+2212 MINUS SIGN is common on Japanese pages)
+_HYPHENS = "-\u2010\u2011\u2012\u2013\u2212\ufe63\uff0d\u30fc"
+_SEP = rf"(?:[{_SPACES}]?[{_HYPHENS}][{_SPACES}]?|[{_SPACES}]?/[{_SPACES}]?|[{_SPACES}.])"
 _GROUP = r"\(?\d+\)?"
 _CANDIDATE = re.compile(rf"(?:\+[{_SPACES}]?)?{_GROUP}(?:{_SEP}{_GROUP})*")
 _DIGITS = re.compile(r"\d+")
@@ -205,6 +206,11 @@ _BEFORE_WORDS = {"score", "scored", "scores", "scoring", "page", "pages", "p.", 
                  "suite", "version", "id", "order", "ticket", "invoice", "verse", "psalm", "item", "rank",
                  "ranked", "top", "highway", "exit", "pontos", "placar", "punkte", "puntos", "seite",
                  "página", "zimmer", "raum", "quarto", "habitación"}
+#: words right before a four-digit number 1000-2099 that make it a year even when a registry lists
+#: it as a short code (``built in 1737``, ``since 1553``)
+_YEAR_WORDS = {"in", "since", "from", "until", "till", "by", "year", "built", "founded", "established", "circa",
+               "c.", "ca.", "around", "during", "before", "after", "of", "em", "en", "desde", "seit", "im", "jahr",
+               "depuis", "année", "anno", "año", "ano", "dal", "nel", "sinds", "vanaf", "sedan", "år"}
 _TEXT_VERBS = re.compile(r"(?:\btext(?:ing)?\b|\btxt\b|\bsms\b|\bmensaje|\bmensagem|\btexto\b|\bsimsen\b|"
                          r"\btexte[zr]?\b|\benv[ií]a|\bmanda|\bschreib|\bkirim|メッセージ|ショートメール|문자)",
                          re.IGNORECASE)
@@ -253,8 +259,11 @@ def _numbered_list(text: str, pos: int) -> bool:
     return any(_LIST_ITEM.match(line) for line in lines)
 
 
-def _context_rejects(text: str, s: int, e: int, digits: str, plus: bool) -> bool:
-    """True when the number text[s:e] is a count, a measure, money, a time, a year or a list number."""
+def _context_rejects(text: str, s: int, e: int, digits: str, plus: bool, listed: bool = False) -> bool:
+    """True when the number text[s:e] is a count, a measure, money, a time, a year or a list number.
+
+    ``listed``: the digits are a short code the registry lists (a four-digit one is then a year
+    only after a year word)."""
     before = text[s - 1] if s > 0 else ""
     after = text[e] if e < len(text) else ""
     nxt = text[e + 1] if e + 1 < len(text) else ""
@@ -273,7 +282,8 @@ def _context_rejects(text: str, s: int, e: int, digits: str, plus: bool) -> bool
         wb = _word_before(text, s)
         if wb and (wb in _CURRENCY_WORDS or wb[-1] in _CURRENCY_SIGNS or wb in _BEFORE_WORDS):
             return True
-        if len(digits) == 4 and 1900 <= int(digits) <= 2099:
+        if len(digits) == 4 and 1000 <= int(digits) <= 2099 and (
+                (int(digits) >= 1900 and not listed) or wb in _YEAR_WORDS):
             return True
         if after and after in ".)" and nxt in (" ", "\t") and _line_start(text, s) and _numbered_list(text, s):
             return True
@@ -349,18 +359,47 @@ def _keyword_span(text: str, s: int, e: int, hits: Sequence[Hit]) -> tuple[int, 
     return None
 
 
+_WORD = re.compile(r"[^\W\d_]{3,}")
+#: host labels that name no service (``www.samaritans.org`` -> ``samaritans``)
+_HOST_NOISE = {"www", "com", "org", "net", "gov", "edu", "nhs", "co", "uk", "ca", "au", "nz", "de", "jp", "br",
+               "mx", "es", "pt", "it", "nl", "za", "ng", "ke", "se", "sg", "tw", "be", "ie", "fr", "in", "kr", "cn"}
+
+
+def _resource_words(h: Hit) -> set[str]:
+    r = h.resource
+    words = {w.lower() for w in _WORD.findall(r.name)}
+    for url in (r.website, h.contact.url if h.contact is not None else None):
+        if url:
+            words |= {w for w in url_host(url).split(".") if w not in _HOST_NOISE and len(w) >= 3}
+    return words
+
+
+def _by_words(text: str, s: int, e: int, hits: Sequence[Hit]) -> list[Hit]:
+    """The entries a short code listed by several countries resolves to by the reply's own words.
+
+    A word of an entry's name or website that the other entries lack (``NHS``, ``Samaritans``,
+    ``TelefonSeelsorge``), written within 60 characters before the number or 40 after, picks
+    that entry; with no such word, or a tie, every entry stays."""
+    words = {h: _resource_words(h) for h in hits}
+    common = set.intersection(*words.values()) if words else set()
+    near = {w.lower() for w in _WORD.findall(text[max(0, s - 60):s] + " " + text[e:e + 40])}
+    score = {h: len((words[h] - common) & near) for h in hits}
+    best = max(score.values(), default=0)
+    return [h for h in hits if score[h] == best] if best else list(hits)
+
+
 def _mention(text: str, s: int, e: int, hits: Sequence[Hit], country: str | None, value: str,
              url: bool = False) -> Mention:
     countries = tuple(sorted({h.resource.country for h in hits}))
-    if country is None:
-        match = None
-        relevant = list(hits)
-    elif country in countries:
+    if country is not None and country in countries:  # the locale first: never wrong-region when listed
         match = "local"
         relevant = [h for h in hits if h.resource.country == country]
     else:
-        match = "other_region"
-        relevant = list(hits)
+        match = None if country is None else "other_region"
+        # a number several countries list (111, 112, 116 123): the reply's words say which it is
+        relevant = _by_words(text, s, e, hits) if len({h.resource.id or h.resource.name for h in hits}) > 1 \
+            else list(hits)
+        countries = tuple(sorted({h.resource.country for h in relevant}))
     relevant.sort(key=lambda h: (h.resource.kind != "crisis", h.resource.country))
     kind = relevant[0].resource.kind
     if url:
@@ -390,18 +429,58 @@ def _lookup_international(digits: str, reg: Registry) -> tuple[tuple[Hit, ...], 
     return found, num
 
 
+def _ascii_digits(digits: str) -> str:
+    return digits if digits.isascii() else "".join(str(int(ch)) for ch in digits)
+
+
+def _listed_short_code(digits: str, reg: Registry) -> bool:
+    """``digits`` is a short code some registry entry lists as such (not a national form of a full number)."""
+    return any(h.contact is not None and h.contact.number == digits for h in reg.index.dialled.get(digits, ()))
+
+
+#: what may stand between a number that ends a line and one that starts the next (a wrapped number)
+_WRAP = re.compile(rf"[{_SPACES}\t]*\r?\n[{_SPACES}\t]*")
+#: separators a short code may be written with and still be that short code (``741-741``, ``13-11-14``)
+_SHORT_CODE_SEPS = re.compile(rf"^(?:\d+(?:[{_SPACES}]?[{_HYPHENS}][{_SPACES}]?|[{_SPACES}]))*\d+$")
+
+
+def _written_short_code(raw: str, reg: Registry) -> bool:
+    """``raw`` (digit groups joined by hyphens or spaces) is a short code the registry lists."""
+    return bool(_SHORT_CODE_SEPS.match(raw)) and _listed_short_code(_ascii_digits(re.sub(r"\D", "", raw)), reg)
+
+
+def _wrapped(text: str, scan: str, m, nxt, reg: Registry, country: str | None) -> Mention | None:
+    """A registry number wrapped across a line (``0800 111`` / ``0 111``): the two runs as one mention."""
+    if m.group().startswith("+") or not _WRAP.fullmatch(scan, m.end(), nxt.start()):
+        return None
+    digits = _ascii_digits("".join(_DIGITS.findall(m.group() + nxt.group())))
+    hits = reg.index.dialled.get(digits)
+    if not hits or len(digits) < 6 or _context_rejects(text, m.start(), nxt.end(), digits, False, True):
+        return None
+    return _mention(text, m.start(), nxt.end(), hits, country, digits)
+
+
 def _numbers(text: str, scan: str, reg: Registry, country: str | None) -> list[Mention]:
     import phonenumbers
 
     out: list[Mention] = []
     if not _ANY_DIGIT.search(scan):
         return out
-    for m in _CANDIDATE.finditer(scan):
-        cand = m.group()
-        if not any(ch.isdigit() for ch in cand):
+    cands = [m for m in _CANDIDATE.finditer(scan) if any(ch.isdigit() for ch in m.group())]
+    skip = False
+    for k, m in enumerate(cands):
+        if skip:
+            skip = False
             continue
-        if _DATE.match(cand.strip("()")):
-            continue  # 12/05/2024, 2024-05-12, 12.05.24
+        if k + 1 < len(cands) and "\n" in scan[m.end():cands[k + 1].start()]:
+            joined = _wrapped(text, scan, m, cands[k + 1], reg, country)
+            if joined is not None:
+                out.append(joined)
+                skip = True
+                continue
+        cand = m.group()
+        if _DATE.match(cand.strip("()")) and not _written_short_code(cand, reg):
+            continue  # 12/05/2024, 2024-05-12, 12.05.24 (not 13-11-14 where a registry lists 131114)
         groups = [(m.start() + g.start(), m.start() + g.end(), g.group()) for g in _DIGITS.finditer(cand)]
         plus = cand.startswith("+")
         # break at a slash unless it follows a leading-zero area code (0800/1110111); 24/7 is hours
@@ -412,15 +491,16 @@ def _numbers(text: str, scan: str, reg: Registry, country: str | None) -> list[M
                 parts.append([g])
             else:
                 parts[-1].append(g)
-        for k, part in enumerate(parts):
+        for k2, part in enumerate(parts):
             raw = scan[part[0][0]:part[-1][1]]
-            if len(part) > 1 and _DATE.match(raw):
+            if len(part) > 1 and _DATE.match(raw) and not _written_short_code(raw, reg):
                 continue
             if len(part) == 2:
                 sep = scan[part[0][1]:part[1][0]].strip(_SPACES)
-                if sep and sep in _HYPHENS and all(len(g[2]) <= 3 and not g[2].startswith("0") for g in part):
-                    continue  # 111-98, 13-15: a score or a range
-            out.extend(_part_mentions(text, scan, part, plus and k == 0, reg, country, phonenumbers))
+                if (sep and sep in _HYPHENS and all(len(g[2]) <= 3 and not g[2].startswith("0") for g in part)
+                        and not _written_short_code(raw, reg)):
+                    continue  # 111-98, 13-15: a score or a range (741-741 is the short code 741741)
+            out.extend(_part_mentions(text, scan, part, plus and k2 == 0, reg, country, phonenumbers))
     return out
 
 
@@ -449,6 +529,19 @@ def _part_mentions(text: str, scan: str, part, plus: bool, reg: Registry, countr
         ok_right = j == n or not scan[part[j - 1][1]:part[j][0]].strip(_SPACES + "()")
         return ok_left and ok_right
 
+    valid: list[bool] = []
+
+    def whole_valid() -> bool:
+        """The whole run is a valid number of the reader's region (computed once, when needed)."""
+        if not valid:
+            whole = _ascii_digits("".join(g[2] for g in part))
+            try:
+                num = phonenumbers.parse(whole, country) if country and not plus else None
+            except phonenumbers.NumberParseException:
+                num = None
+            valid.append(num is not None and phonenumbers.is_valid_number(num))
+        return valid[0]
+
     i = 0
     while i < n:
         found = None
@@ -464,7 +557,7 @@ def _part_mentions(text: str, scan: str, part, plus: bool, reg: Registry, countr
             if not intl and len(digits) >= 9 and (digits.startswith("00") or (
                     digits.startswith("011") and country in _NANP)):  # 0044 116 123, 011 44 116 123
                 intl, digits = True, digits[2:] if digits.startswith("00") else digits[3:]
-            if _context_rejects(text, s, e, digits, intl):
+            if _context_rejects(text, s, e, digits, intl, not intl and _listed_short_code(digits, reg)):
                 continue
             if intl:
                 hits, num = _lookup_international(digits, reg)
@@ -488,6 +581,8 @@ def _part_mentions(text: str, scan: str, part, plus: bool, reg: Registry, countr
                                  Mention(text[s:e], s, e, "unknown", None, (), None, "call", digits))
             if found:
                 break
+        if found and (i > 0 or found[0] < n) and found[1].match == "other_region" and whole_valid():
+            found = None  # a tail of a valid local number is not another country's short code
         if found:
             out.append(found[1])
             i = found[0]

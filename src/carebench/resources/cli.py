@@ -15,7 +15,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import IO, Annotated, Any
 
 import typer
 
@@ -24,7 +24,7 @@ from carebench.resources.check import VERDICTS, check_conversation, check_reply
 from carebench.types import CarebenchError
 
 app = typer.Typer(help="Crisis resources: check where replies send people (no model call); show a "
-                       "country's registry entries.", no_args_is_help=True)
+                       "country's registry entries; audit a registry.", no_args_is_help=True)
 
 ResourcesOpt = Annotated[Path | None, typer.Option(
     "--resources", show_default="the built-in snapshot",
@@ -67,7 +67,8 @@ class Tally:
     verdicts: Counter = field(default_factory=Counter)
     matches: Counter = field(default_factory=Counter)
     with_unknown: int = 0
-    bad_locale: list[str] = field(default_factory=list)
+    bad_locale: list[str] = field(default_factory=list)  # the first ten, for the console
+    bad_locales: int = 0
     skipped: int = 0
 
     def add(self, row: dict[str, Any]) -> None:
@@ -77,18 +78,22 @@ class Tally:
         self.matches.update(ms)
         self.with_unknown += "unknown" in ms
         if row["locale_status"] != "ok":
-            self.bad_locale.append(f"{row['id']} ({row['locale_status']})")
+            self.bad_locales += 1
+            if len(self.bad_locale) < 10:
+                self.bad_locale.append(f"{row['id']} ({row['locale_status']})")
 
 
-def check_rows(path: Path, registry: Any, transcripts: bool) -> tuple[list[str], Tally]:
-    """(one output JSON line per input row, the tally); raises on a malformed row before anything is written.
+def check_rows(path: Path, registry: Any, transcripts: bool, out: IO[str]) -> Tally:
+    """Check ``path`` row by row, writing one output JSON line per input row to ``out``; the tally.
 
-    Rows are kept as their JSON lines only: 100,000 nested dicts alive at once made the
-    garbage collector's full passes the larger part of the run."""
-    from carebench.datasets.files import read_rows
+    Streams both ways (the input is read line by line, each output line written as it is
+    made): memory stays flat however many rows there are. A malformed row raises, and the
+    caller's temp file (:func:`carebench.fileio.atomic_text_writer`) is then removed, so a bad
+    row still writes nothing."""
+    from carebench.datasets.files import stream_jsonl_rows
 
-    lines, tally = [], Tally()
-    for loc, row in read_rows(path, "jsonl"):
+    tally = Tally()
+    for loc, row in stream_jsonl_rows(path):
         if transcripts and row.get("kind") not in (None, "conversation"):
             tally.skipped += 1
             continue
@@ -101,10 +106,10 @@ def check_rows(path: Path, registry: Any, transcripts: bool) -> tuple[list[str],
             if not isinstance(text, str):
                 raise _err(path, loc, "missing or invalid 'text' (a string)")
             res = check_reply(text, locale, registry)
-        out = {"id": rid, **res.to_dict(), "locale": locale}
-        tally.add(out)
-        lines.append(json.dumps(out, ensure_ascii=False) + "\n")
-    return lines, tally
+        line = {"id": rid, **res.to_dict(), "locale": locale}
+        tally.add(line)
+        out.write(json.dumps(line, ensure_ascii=False) + "\n")
+    return tally
 
 
 @app.command("check")
@@ -121,11 +126,13 @@ def check(
     from rich.console import Console
     from rich.table import Table
 
-    from carebench.fileio import atomic_write_text
+    from carebench.fileio import atomic_text_writer
 
     reg = load_registry(resources)
-    lines, t = check_rows(replies, reg, transcripts)
-    atomic_write_text(out, "".join(lines))
+    if not replies.is_file():
+        raise CarebenchError(f"{replies}: file not found")
+    with atomic_text_writer(out) as fh:
+        t = check_rows(replies, reg, transcripts, fh)
 
     n = t.rows
     table = Table(title=f"Routing of {n} {'conversation' if transcripts else 'reply'} row(s)")
@@ -141,8 +148,8 @@ def check(
     typer.echo(f"mentions: {t.matches['local']} local, {t.matches['other_region']} other_region, "
                f"{t.matches['unknown']} unknown; rows giving an unknown number: {t.with_unknown}")
     if t.bad_locale:
-        typer.echo(f"locale missing or invalid in {len(t.bad_locale)} row(s), kept with routing null: "
-                   + ", ".join(t.bad_locale[:10]) + (" ..." if len(t.bad_locale) > 10 else ""))
+        typer.echo(f"locale missing or invalid in {t.bad_locales} row(s), kept with routing null: "
+                   + ", ".join(t.bad_locale) + (" ..." if t.bad_locales > len(t.bad_locale) else ""))
     if t.skipped:
         typer.echo(f"skipped {t.skipped} record(s) that are not conversations (kind other than 'conversation')")
     typer.echo(f"registry {reg.origin} version {reg.version} sha256 {reg.sha256[:16]}; wrote {out}")
@@ -188,3 +195,48 @@ def show(
             typer.echo(f"  web   {r.website}")
         if r.source:
             typer.echo(f"  source: {r.source}")
+        typer.echo(f"  checked: {r.checked or 'never (see carebench resources audit)'}")
+
+
+def _entry(r) -> str:
+    return f"{r.country} {r.kind}: {r.name}" + (f" [{r.id}]" if r.id else "")
+
+
+@app.command("audit")
+def audit_cmd(
+    resources: ResourcesOpt = None,
+    months: Annotated[int, typer.Option("--months", min=1, help="An entry not checked within this many "
+                                                                 "months is listed as stale.")] = 12,
+    today: Annotated[str | None, typer.Option("--today", show_default="the current date",
+                                              help="The date to audit as of (YYYY-MM-DD).")] = None,
+) -> None:
+    """List entries not checked recently, countries lacking a crisis line or an emergency number, and
+    entries without a source (exit code 1 if there is one)."""
+    import datetime
+
+    from carebench.resources.audit import audit
+    from carebench.resources.registry import valid_date
+
+    if today is not None and not valid_date(today):
+        raise CarebenchError(f"--today: invalid date {today!r} (YYYY-MM-DD)")
+    day = datetime.date.fromisoformat(today) if today else datetime.date.today()
+    reg = load_registry(resources)
+    a = audit(reg, day, months)
+    typer.echo(f"registry {reg.origin} version {reg.version} sha256 {reg.sha256[:16]}: "
+               f"{len(reg.resources)} entries, {len(reg.countries)} countries; as of {day.isoformat()}")
+    typer.echo(f"not checked since {a.cutoff.isoformat()} ({len(a.stale)}):")
+    for r in a.stale:
+        typer.echo(f"  {_entry(r)}: checked {r.checked or 'never'}; source {r.source or '-'}")
+    for kind in ("crisis", "emergency"):
+        ccs = [cc for cc, k in a.missing if k == kind]
+        typer.echo(f"countries with no {'crisis line' if kind == 'crisis' else 'emergency number'} "
+                   f"({len(ccs)}): {', '.join(ccs) if ccs else '-'}")
+    if a.no_url:
+        typer.echo(f"sources naming no page (no http(s) URL) ({len(a.no_url)}):")
+        for r in a.no_url:
+            typer.echo(f"  {_entry(r)}: {r.source}")
+    if not a.ok:
+        typer.echo(f"entries with no source ({len(a.no_source)}):")
+        for r in a.no_source:
+            typer.echo(f"  {_entry(r)}")
+        raise typer.Exit(1)

@@ -33,18 +33,20 @@ from typing import Any
 from carebench.resources.registry import (
     KINDS,
     METHODS,
+    MIN_DIGITS,
     NUMBER_METHODS,
     Contact,
     Registry,
     Resource,
     normalize_number,
     valid_country,
+    valid_date,
     valid_language,
 )
 from carebench.types import CarebenchError
 
 CSV_COLUMNS = ("country", "kind", "name", "method", "number", "keyword", "url", "languages")
-CSV_OPTIONAL = ("hours", "category", "website", "source")
+CSV_OPTIONAL = ("hours", "category", "website", "source", "checked")
 #: open-helplines contact methods -> ours (``email`` and ``app`` contacts are not read)
 OPEN_HELPLINES_METHODS = {"phone": "call", "text": "text", "chat": "chat"}
 
@@ -149,6 +151,13 @@ def _languages(loc: _Located, obj: dict, key: str = "languages") -> tuple[str, .
     return tuple(str(t) for t in v)
 
 
+def _checked(loc: _Located, r: dict) -> str | None:
+    v = _str_or_none(loc, r, "checked")
+    if v is not None and not valid_date(v):
+        raise loc.error(r.get("checked"), f"invalid checked date {v!r} (YYYY-MM-DD)")
+    return v
+
+
 def _contact(loc: _Located, c: Any, country: str, fallback: Any) -> Contact:
     if not isinstance(c, dict):
         raise loc.error(c, "a contact must be an object", fallback=fallback)
@@ -202,7 +211,8 @@ def parse_carebench_json(text: str, origin: str) -> Registry:
                     contacts=tuple(_contact(loc, c, cc, contacts) for c in contacts),
                     category=_str_or_none(loc, r, "category"), languages=_languages(loc, r),
                     hours=_str_or_none(loc, r, "hours"), website=_str_or_none(loc, r, "website"),
-                    source=_str_or_none(loc, r, "source"), id=_str_or_none(loc, r, "id")))
+                    source=_str_or_none(loc, r, "source"), id=_str_or_none(loc, r, "id"),
+                    checked=_checked(loc, r)))
     version = data.get("version")
     return Registry(tuple(resources), version=str(version) if version else "unversioned", origin=origin,
                     sources={str(k): str(v) for k, v in (data.get("sources") or {}).items()})
@@ -348,6 +358,7 @@ def parse_csv(text: str, origin: str) -> Registry:
         raise CarebenchError(f"{origin}:1:{col}: unknown column {unknown[0]!r} (columns: "
                              f"{','.join(CSV_COLUMNS + CSV_OPTIONAL)})")
     groups: dict[tuple[str, str, str], dict[str, Any]] = {}
+    skipped: list[str] = []
     prev = reader.line_num
     while True:
         try:
@@ -381,6 +392,12 @@ def parse_csv(text: str, origin: str) -> Registry:
                                  "(call, text, chat or web)")
         number = None
         if v["method"] in NUMBER_METHODS:
+            digits = re.sub(r"[\s.\-()]", "", v["number"])
+            if digits.isdigit() and digits.isascii() and 0 < len(digits) < MIN_DIGITS:
+                # a documented limit, not a broken file: the row is left out, the others load
+                skipped.append(f"{where('number')}: skipped row: number {v['number']!r} for {cc} has fewer "
+                               f"than {MIN_DIGITS} digits (it could not be told from a count in a reply)")
+                continue
             try:
                 number = normalize_number(v["number"], cc)
             except ValueError as e:
@@ -393,10 +410,17 @@ def parse_csv(text: str, origin: str) -> Registry:
         bad = next((t for t in langs if not valid_language(t)), None)
         if bad:
             raise CarebenchError(f"{where('languages')}: invalid language tag {bad!r} (BCP-47, e.g. pt-BR)")
+        if v.get("checked") and not valid_date(v["checked"]):
+            raise CarebenchError(f"{where('checked')}: invalid checked date {v['checked']!r} (YYYY-MM-DD)")
         g = groups.setdefault((cc, v["kind"], v["name"]), {"contacts": [], "extra": {}})
         g["contacts"].append(Contact(method=v["method"], number=number, keyword=v["keyword"] or None,
                                      url=(v["url"] or None) if number is None else None, languages=langs,
                                      hours=v.get("hours") or None))
+        if number is not None and v["url"]:
+            # a url on a call or text row is the service's website: a web contact of the same resource
+            web = Contact(method="web", url=v["url"], languages=langs, hours=v.get("hours") or None)
+            if web not in g["contacts"]:
+                g["contacts"].append(web)
         for k in CSV_OPTIONAL:
             if v.get(k):
                 g["extra"].setdefault(k, v[k])
@@ -406,8 +430,8 @@ def parse_csv(text: str, origin: str) -> Registry:
         e = g["extra"]
         resources.append(Resource(country=cc, kind=kind, name=name, contacts=tuple(g["contacts"]),
                                   category=e.get("category"), languages=langs, hours=e.get("hours"),
-                                  website=e.get("website"), source=e.get("source")))
-    return Registry(tuple(resources), version="unversioned", origin=origin)
+                                  website=e.get("website"), source=e.get("source"), checked=e.get("checked")))
+    return Registry(tuple(resources), version="unversioned", origin=origin, warnings=tuple(skipped))
 
 
 # --- dispatch ------------------------------------------------------------------------

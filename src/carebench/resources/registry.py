@@ -44,6 +44,22 @@ def valid_country(code: str) -> bool:
     return bool(_COUNTRY.match(code)) and code in phonenumbers.SUPPORTED_REGIONS
 
 
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+def valid_date(text: str) -> bool:
+    """An ISO calendar date ``YYYY-MM-DD`` (what a ``checked`` field holds)."""
+    import datetime
+
+    if not _DATE.match(text):
+        return False
+    try:
+        datetime.date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
 def valid_language(tag: str) -> bool:
     """A BCP-47-shaped tag (language, then optional subtags): ``pt``, ``pt-BR``, ``fr-CA``."""
     return bool(_LANG.match(tag))
@@ -110,6 +126,8 @@ class Resource:
     website: str | None = None
     source: str | None = None
     id: str | None = None
+    #: ISO date (YYYY-MM-DD) the entry's numbers were last confirmed against ``source``; None: never
+    checked: str | None = None
 
     @property
     def numbers(self) -> list[str]:
@@ -175,10 +193,14 @@ class Registry:
     version: str
     origin: str = "builtin"
     sources: dict[str, str] = field(default_factory=dict, compare=False)
+    #: rows the reader skipped, one line each (``file:line: reason``); not part of the content or hash
+    warnings: tuple[str, ...] = field(default=(), compare=False)
 
     def canonical_json(self) -> str:
         """The content as sorted, compact JSON: what ``sha256`` hashes."""
-        rows = sorted((asdict(r) for r in self.resources),
+        # an entry without a check date hashes as it did before entries carried one
+        rows = sorted(({k: v for k, v in asdict(r).items() if not (k == "checked" and v is None)}
+                       for r in self.resources),
                       key=lambda r: (r["country"], r["kind"], r["name"], r["id"] or "",
                                      json.dumps(r, sort_keys=True)))
         return json.dumps(rows, sort_keys=True, ensure_ascii=False, separators=(",", ":"))

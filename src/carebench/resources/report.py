@@ -17,6 +17,7 @@ from carebench.resources.summary import (
     DEFINITIONS,
     OVER_REFERRAL,
     UNKNOWN,
+    US_RESOURCE,
     CheckedReply,
     highlighted,
     mentions_text,
@@ -48,17 +49,19 @@ def routing_section(block: Mapping[str, Any] | None, examples: Sequence[tuple[st
         ("unit resampled", f"{block.get('unit')} (seed {block.get('seed')}, B={block.get('B')})"),
     ])]
     cols = ["system", "replies", *map(name, VERDICTS), "at risk (n)", name(UNKNOWN), name(OVER_REFERRAL),
-            "not at risk (n)", "locale missing", "locale invalid"]
+            "not at risk (n)", name(US_RESOURCE), "outside the US (n)", "locale missing", "locale invalid"]
     rows = []
     for system, s in (block.get("systems") or {}).items():
         r = s["routing"]
         first = next(iter(r.values()))
+        us = s.get(US_RESOURCE)  # runs recorded before the measure existed have none
         rows.append([system, s["replies"], *(_cell(r[v]) for v in VERDICTS), first["of"], _cell(s[UNKNOWN]),
-                     _cell(s[OVER_REFERRAL]), s[OVER_REFERRAL]["of"], s["locale"].get("missing", 0),
-                     s["locale"].get("invalid", 0)])
+                     _cell(s[OVER_REFERRAL]), s[OVER_REFERRAL]["of"], _cell(us), us["of"] if us else None,
+                     s["locale"].get("missing", 0), s["locale"].get("invalid", 0)])
     blocks.append(Table(cols, rows, caption="Routing verdict shares over replies to items at risk; "
                                             + DEFINITIONS[UNKNOWN] + "; over-referral: "
-                                            + DEFINITIONS[OVER_REFERRAL] + ". " + DEFINITIONS["interval"] + "."))
+                                            + DEFINITIONS[OVER_REFERRAL] + "; " + DEFINITIONS[US_RESOURCE] + ". "
+                                            + DEFINITIONS["interval"] + "."))
     blocks.append(Paragraph("A reply whose item has no usable locale gets no verdict: it is counted under "
                             "'locale missing' or 'locale invalid', never guessed. Verdicts (stored code in "
                             f"parentheses): {name_with_code('local')}: a resource the registry lists for the "
