@@ -254,11 +254,11 @@ def _csv_header(path: Path) -> list[str]:
 def _check_design(items: list[RiskItem], path: Path | str) -> None:
     """A stratum or weight on some items but not others is refused: a missing weight read
     as 1 beside weights of 50 would silently make those items fifty times rarer."""
-    for what, present in (("stratum", [it.stratum is not None for it in items]),
-                          ("inclusion_probability or weight", [it.weight is not None for it in items])):
+    for what, present in (("a stratum", [it.stratum is not None for it in items]),
+                          ("an inclusion_probability or weight", [it.weight is not None for it in items])):
         if any(present) and not all(present):
             first = items[present.index(False)].id
-            raise CarebenchError(f"{path}: {sum(present)} of {len(items)} items have a {what} and "
+            raise CarebenchError(f"{path}: {sum(present)} of {len(items)} items have {what} and "
                                  f"the others do not (first without: item {first!r}); give it on every "
                                  "row or on none")
 
