@@ -36,8 +36,8 @@ PRIOR, BUDGET = 0.02, 0.05
 
 
 def truth() -> dict[str, float]:
-    tpr = lambda t: sum(a * norm.sf(t - m) for a, m in POS)  # noqa: E731
-    fpr = lambda t: sum(b * norm.sf(t - m) for b, m in NEG)  # noqa: E731
+    tpr = lambda t: sum(a * norm.sf(t - m) for a, m in POS)
+    fpr = lambda t: sum(b * norm.sf(t - m) for b, m in NEG)
     t = brentq(lambda t: PRIOR * tpr(t) + (1 - PRIOR) * fpr(t) - BUDGET, -10, 10)
     auc = sum(a * b * norm.cdf((mp - mn) / np.sqrt(2)) for a, mp in POS for b, mn in NEG)
     return {"recall": tpr(t), "precision": PRIOR * tpr(t) / BUDGET, "auroc": auc}
