@@ -13,7 +13,8 @@ the run with its file, line and field before a single model call is made.
   user; rows cut at 32,759 characters are recovered and flagged);
 - ``clinician-sentences``: ``Safety type`` + ``statement`` mapped to 4 levels as in
   Beyond the Flag, Appendix H (the ambiguous category dropped);
-- ``builtin:sample``: a small illustrative corpus shipped with the package.
+- ``builtin:sample``: a small illustrative corpus shipped with the package;
+  ``builtin:sample-with-negatives`` adds an illustrative negative stratum to it.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ FORMATS = ("jsonl", "csv", "parquet", "gaur", "clinician-sentences")
 SCORE_COLUMNS = ("self_harm", "self_harm_intent", "self_harm_instructions")
 #: the sampling-design columns: given on every row of a file or on none
 DESIGN_COLUMNS = ("stratum", "inclusion_probability", "weight")
-BUILTIN = ("sample",)
+BUILTIN = ("sample", "sample-with-negatives")
 
 #: Gaur et al. (2019) labels -> the 4-level scale (Supportive is absorbed into Indicator)
 GAUR_LABELS = {"supportive": 0, "indicator": 0, "ideation": 1, "behavior": 2, "attempt": 3}
@@ -425,13 +426,17 @@ def _load_clinician(path: Path) -> tuple[list[RiskItem], dict[str, Any], list[st
 
 
 def load_builtin(name: str) -> RiskDataset:
+    """A built-in corpus; a sidecar's ``bases`` are read first (``sample-with-negatives`` is
+    the built-in sample followed by its file's negative stratum, so the 48 posts live in one
+    file only)."""
     path = builtin_file("risk", name, {n: f"{n}.jsonl" for n in BUILTIN}, "built-in dataset")
     meta = json.loads(package_file("risk", f"{name}.meta.json").read_text("utf-8"))
     items = []
     rows = []
-    for loc, raw in read_rows(path, "jsonl"):
-        rows.append(raw)
-        items.append(_validate(raw, f"builtin:{name}", loc))
+    for base in [*meta.get("bases", []), name]:
+        for loc, raw in read_rows(package_file("risk", f"{base}.jsonl") if base != name else path, "jsonl"):
+            rows.append(raw)
+            items.append(_validate(raw, f"builtin:{base}", loc))
     _check_unique(items, f"builtin:{name}")
     _check_design(items, f"builtin:{name}")
     return RiskDataset(
