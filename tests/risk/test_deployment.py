@@ -23,7 +23,7 @@ from sklearn.metrics import (
 )
 
 from carebench.risk.scoring import score_records
-from carebench.stats.operating import detection_metrics
+from carebench.stats.operating import detection_metrics, precision_at_budget
 from carebench.stats.stratified import weighted_metric_bootstrap
 
 NEG = None  # a negative item's gold level
@@ -138,7 +138,16 @@ def _hand_budget(prior: float, budget: float, low: int):
         return whole + q * part
     reweighted = up * alerted(True) / (up * alerted(True) + un * alerted(False))
     return {"t_b": t_b, "q": q, "precision": precision, "recall": recall, "reweighted": reweighted,
-            "alerts": prior * recall + (1 - prior) * fp_rate}
+            "alerts": prior * recall + (1 - prior) * fp_rate, "fpr": fp_rate}
+
+
+def test_net_benefit_equals_its_formula():
+    rows = [(1 / incl, g is not NEG and g >= 2, p) for _, incl, g, p in ITEMS]
+    res = precision_at_budget([p for *_, p in rows], [y for _, y, _ in rows], [0.01], [0.05],
+                              [w for w, *_ in rows], [s for s, *_ in ITEMS], B=20, net_benefit_pt=0.1)[0]
+    hand = _hand_budget(0.01, 0.05, 2)
+    expected = 0.01 * hand["recall"] - 0.99 * hand["fpr"] * 0.1 / 0.9
+    assert res["net_benefit"]["value"] == pytest.approx(expected, abs=1e-12)
 
 
 @pytest.mark.parametrize("cut,low", [("ideation", 1), ("behavior", 2), ("attempt", 3)])

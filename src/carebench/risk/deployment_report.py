@@ -59,7 +59,7 @@ def deployment_rows(metrics: Mapping[str, Any], shown: Mapping[str, str]) -> lis
     d = dep["methods"][best]["detection"]
     n_neg = int(metrics.get("n_negative") or 0)
     return [
-        ("Severity", f"the box above: macro-F1 on the {metrics.get('n')} suicide-related items only"),
+        ("Severity", f"the number above: macro-F1 on the {metrics.get('n')} suicide-related items only"),
         ("Detection", (f"best AUROC (suicide-related vs {n_neg} negative items): {shown.get(best, best)} "
                        f"{_iv(d['auroc']).format()}; sensitivity {_iv(d['sensitivity']).format()}, "
                        f"specificity {_iv(d['specificity']).format()} at its own threshold")),
