@@ -280,3 +280,21 @@ def test_prior_out_of_range_is_one_line(tmp_path, capsys):
                "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and err == "carebench: error: --prior must lie in (0, 1), got 1.5"
+
+
+def test_each_method_kind_has_its_risk_score():
+    from carebench.risk.deployment import risk_score, score_kind
+
+    probs = [0.1, 0.2, 0.3, 0.4]
+    fitted = {"status": "ok", "pred": 3, "probs": probs, "model": None, "detail": {"fold": 0}}
+    llm = {"status": "ok", "pred": 3, "probs": probs, "model": "openai:m", "detail": {}}
+    moderation = {"status": "ok", "pred": 1, "probs": None, "model": None,
+                  "detail": {"signal": 0.37, "thresholds": [0.1, 0.35, 0.7]}}
+    discrete = {"status": "ok", "pred": 2, "probs": None, "model": "openai:m", "detail": {}}
+    assert risk_score(fitted) == pytest.approx(0.3 + 0.4)  # P(Behavior or Attempt)
+    assert risk_score(llm) == pytest.approx(0 * 0.1 + 1 * 0.2 + 2 * 0.3 + 3 * 0.4)  # expected level
+    assert risk_score(moderation) == 0.37
+    assert risk_score(discrete) == 2.0
+    assert score_kind([fitted]) == "predicted probability of Behavior or Attempt"
+    assert score_kind([llm]).startswith("expected level")
+    assert score_kind([discrete]).startswith("answered level")
