@@ -190,13 +190,22 @@ def test_demo_runs_offline_with_a_stub_model(tmp_path, monkeypatch):
     metrics = json.loads((out / "metrics.json").read_text())
     assert {"tfidf-lr", "tfidf-ordinal", "moderation-fixed", "llm"} <= set(metrics["methods"])
     llm = metrics["methods"]["llm"]
-    # the quick demo: 3 posts per level, every one answered "c", 3-fold cross-validation
+    # the quick demo: 3 posts per level, every one answered "c", 3-fold cross-validation;
+    # severity on those 12 only, the 6 negative items scored for detection
     assert llm["failures"] == 0
     assert llm["confusion"] == [[0, 0, 3, 0]] * 4 and demo.QUICK_PER_LEVEL == 3
+    assert metrics["n"] == 12 and metrics["n_negative"] == demo.QUICK_NEGATIVES == 6
     assert metrics["methods"]["tfidf-lr"]["n_folds"] == 3
     calls = [json.loads(line) for line in (out / "calls.jsonl").read_text().splitlines()]
     llm_calls = [c for c in calls if c["tag"][0] == "llm"]
-    assert len(llm_calls) == 12  # one call per post
+    assert len(llm_calls) == 12 + 6  # one call per post, negatives included
+    # every item answered "c" (Behavior): the llm flags all, so sensitivity 1, specificity 0
+    det = metrics["deployment"]["methods"]["llm"]["detection"]
+    assert det["sensitivity"]["value"] == 1.0 and det["specificity"]["value"] == 0.0
+    assert det["auroc"]["value"] == 0.5  # one tied score for every item
+    report = (out / "report.md").read_text()
+    assert "## Detection (suicide-related vs negative)" in report and "Illustrative data" in report
+    assert (out / "figures" / "fig_alert_budget.png").is_file()
     # the quick demo constrains the answer to the four letters (decoding=json)
     assert all(c["request"]["structured"]["labels"] == ["a", "b", "c", "d"] for c in llm_calls)
 

@@ -395,6 +395,37 @@ def line_chart(
 
 
 @reusable
+def line_panels(
+    x: Sequence[float],
+    panels: Mapping[str, Mapping[str, Mapping[str, Sequence[float]]]],
+    title: str,
+    xlabel: str,
+    dpi: int = 120,
+) -> bytes:
+    """One panel per key of ``panels`` (e.g. a prior); in each, one colour per system and
+    one line style per quantity (``panels[panel][system][quantity]`` values over ``x``)."""
+    if not panels or not any(panels.values()):
+        raise NothingToShow(title, "there is nothing to draw")
+    n = len(x)
+    styles = ["-", "--", ":", "-."]
+    with _styled():
+        fig = _new_figure(4.0 * len(panels) + 0.5, 4.0)
+        axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
+        for ax, (panel, systems) in zip(axes, panels.items(), strict=True):
+            for s, (system, quantities) in enumerate(systems.items()):
+                for q, (quantity, values) in enumerate(quantities.items()):
+                    ax.plot(list(x), _as_float(values, n, f"line_panels {system!r} {quantity!r}"),
+                            color=PALETTE[s % len(PALETTE)], linestyle=styles[q % len(styles)],
+                            linewidth=1.6, label=_tx(f"{system}: {quantity}"))
+            ax.set_title(_tx(panel))
+            ax.set_xlabel(_tx(xlabel))
+            ax.set_ylim(0, 1.02)
+        axes[0].legend(frameon=False, fontsize=7)
+        fig.suptitle(_tx(title))
+        return fig_to_png(fig, dpi)
+
+
+@reusable
 def dot_interval_chart(
     labels: Sequence[str],
     values: Sequence[float],

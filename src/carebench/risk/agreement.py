@@ -81,6 +81,8 @@ def _from_records(path: Path, raters: list[str] | None) -> Ratings:
     gold: dict[str, int] = {}
     preds: dict[str, dict[str, int]] = {}
     for r in recs:
+        if r.get("gold") is None:  # a negative item: no level on the scale to agree on
+            continue
         gold.setdefault(str(r["item_id"]), int(r["gold"]))
         if r.get("status") == "ok" and r.get("pred") is not None:
             preds.setdefault(r["method"], {})[str(r["item_id"])] = int(r["pred"])

@@ -57,6 +57,17 @@ def run(
     max_failure_share: Annotated[float | None, typer.Option(
         show_default="0.2, or the --config file's", help="A method failing on more than this share of its items is flagged in the report "
              "and not ranked.")] = None,
+    prior: Annotated[list[float] | None, typer.Option(
+        "--prior", show_default="0.001, 0.006, 0.03 (docs/risk.md), and only with a negative stratum",
+        help="Deployment prevalence of the positive class for precision at an alert budget; repeat for several.")] = None,
+    alert_budget: Annotated[list[float] | None, typer.Option(
+        "--alert-budget", show_default="0.01, 0.05, 0.10",
+        help="Share of traffic that may raise an alert; repeat for several.")] = None,
+    positive: Annotated[str | None, typer.Option(
+        show_default="behavior (Behavior or Attempt)",
+        help="What an alert should find: ideation, behavior or attempt (that level or above), or related (any level vs negative).")] = None,
+    net_benefit_pt: Annotated[float | None, typer.Option(
+        show_default="none: not reported", help="Threshold probability p_t of the net benefit at each budget.")] = None,
     config: Annotated[Path | None, typer.Option(show_default='none: flags only', help="YAML/TOML config file (see docs).")] = None,
     options: RunOptions = RUN_FLAGS, flags: dict = RUN_FLAG_VALUES,
 ) -> None:
@@ -75,6 +86,9 @@ def run(
             "max_failure_share": max_failure_share, "columns": columns,
             "train_columns": train_columns, "prompts": str(prompts) if prompts else None,
             "methods": list(method) if method else None,
+            "priors": list(prior) if prior else None,
+            "alert_budgets": list(alert_budget) if alert_budget else None,
+            "positive": positive, "net_benefit_pt": net_benefit_pt,
         }
         cfg = config_from_file(config, overrides, flags)
     else:
@@ -91,6 +105,9 @@ def run(
             max_failure_share=0.2 if max_failure_share is None else max_failure_share,
             columns=columns, train_columns=train_columns, limit=limit,
             prompts=str(prompts) if prompts else None, options=options,
+            priors=list(prior) if prior else None,
+            alert_budgets=list(alert_budget) if alert_budget else None,
+            positive=positive or "behavior", net_benefit_pt=net_benefit_pt,
         )
     outcome = run_experiment(cfg)
     if outcome.plan is not None:

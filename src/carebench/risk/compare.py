@@ -48,7 +48,8 @@ class RiskComparer:
     leaderboard_measures = ("macro_f1",)
 
     def read(self, run_dir: Path, manifest: Mapping[str, Any]) -> RunView:
-        records = read_records(run_dir)
+        # severity is compared on the suicide-related items (a negative item has no gold level)
+        records = [r for r in read_records(run_dir) if r.get("gold") is not None]
         cfg = manifest.get("config") or {}
         policy = cfg.get("failures", "wrong")
         ids, gold, group = items_of(records)

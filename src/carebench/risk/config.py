@@ -69,6 +69,11 @@ class RunConfig:
     prompts: str | None = None  # directory replacing package prompt files
     n_folds: int = 5
     limit: int | None = None  # only the first N items of --data (a quick look, not a sample)
+    #: deployment prevalences and alert budgets (None: the defaults, and only with a negative stratum)
+    priors: list[float] | None = None
+    alert_budgets: list[float] | None = None
+    positive: str = "behavior"  # what an alert should find (risk.deployment.POSITIVES)
+    net_benefit_pt: float | None = None  # threshold probability of the optional net benefit
     notes: list[str] = field(default_factory=list)  # shown in the report (e.g. skipped methods)
     #: the shared run flags (--out, --cache, --budget, --model-option, ...)
     options: RunOptions = field(default_factory=run_options)
@@ -144,7 +149,8 @@ def prediction_record(pred: RiskPrediction, item: RiskItem, name: str, model: st
     return {
         "item_id": item.id,
         "method": name,
-        "gold": int(item.level),
+        "gold": gold_of(item),
+        **design_fields(item),
         "pred": int(pred.level) if ok else None,
         "status": pred.status if pred.status != "ok" or ok else "error",
         "group": item.group,
@@ -165,6 +171,24 @@ def prediction_record(pred: RiskPrediction, item: RiskItem, name: str, model: st
     }
 
 
+def gold_of(item: RiskItem) -> int | None:
+    """The gold level a record holds: None for a negative item (no level on the scale)."""
+    return None if item.negative else int(item.level)
+
+
+def design_fields(item: RiskItem) -> dict[str, Any]:
+    """The sampling-design keys of a record, only where the item has them (so a record of a
+    simple sample is what it always was)."""
+    out: dict[str, Any] = {}
+    if item.negative:
+        out["negative"] = True
+    if item.stratum is not None:
+        out["stratum"] = item.stratum
+    if item.weight is not None:
+        out["weight"] = item.weight
+    return out
+
+
 #: characters of an item's text kept in its records, for the report's per-item table
 EXCERPT_CHARS = 160
 
@@ -177,7 +201,7 @@ def excerpt(text: str) -> str:
 
 def excluded_record(item: RiskItem, name: str, model: str | None) -> dict[str, Any]:
     """An item the method deliberately did not score (e.g. a few-shot exemplar)."""
-    return {"item_id": item.id, "method": name, "gold": int(item.level), "pred": None,
+    return {"item_id": item.id, "method": name, "gold": gold_of(item), **design_fields(item), "pred": None,
             "status": EXCLUDED, "group": item.group, "model": model, "probs": None,
             "usage": {"prompt_tokens": 0, "completion_tokens": 0}, "latency_s": 0.0,
             "cost_usd": 0.0, "n_calls": 0, "raw": "", "profile": None,

@@ -37,7 +37,7 @@ TOP_KEYS = {
     "data", "format", "model", "models", "moderation_model", "seed", "bootstrap", "out",
     "train", "train_format", "failures", "max_failure_share", "columns", "train_columns",
     "prompts", "model_options", "use_cache", "cache", "budget_usd", "budget", "concurrency",
-    "n_folds", "methods",
+    "n_folds", "methods", "priors", "alert_budgets", "positive", "net_benefit_pt",
 }
 METHOD_KEYS = {"method", "label", "model", "models", "moderation_model", "options"}
 
@@ -210,7 +210,16 @@ def config_from_file(path: str | Path, overrides: dict[str, Any], run: dict[str,
         prompts=None if data.get("prompts") is None else str(data["prompts"]),
         n_folds=int(data.get("n_folds", 5)), options=_file_run_options(data, run or {}, str(path)),
         limit=None if data.get("limit") is None else int(data["limit"]),
+        priors=None if data.get("priors") is None else [float(x) for x in _as_list(data["priors"])],
+        alert_budgets=None if data.get("alert_budgets") is None
+        else [float(x) for x in _as_list(data["alert_budgets"])],
+        positive=str(data.get("positive", "behavior")),
+        net_benefit_pt=None if data.get("net_benefit_pt") is None else float(data["net_benefit_pt"]),
     )
+
+
+def _as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list | tuple) else [value]
 
 
 def _file_run_options(data: dict[str, Any], flags: dict[str, Any], where: str) -> Any:

@@ -3,15 +3,18 @@
 Every row is validated (pydantic) before anything else happens, so a bad file stops
 the run with its file, line and field before a single model call is made.
 
-- generic JSONL / CSV / Parquet: ``id``, ``text``, ``level`` (0-3 or a level name),
-  optional ``group`` and moderation score columns ``self_harm``, ``self_harm_intent``,
-  ``self_harm_instructions``;
+- generic JSONL / CSV / Parquet: ``id``, ``text``, ``level`` (0-3, a level name, or
+  ``negative`` for an item with no suicide-related content), optional ``group`` and
+  moderation score columns ``self_harm``, ``self_harm_intent``, ``self_harm_instructions``,
+  and the sampling design: ``stratum`` and ``inclusion_probability`` or ``weight`` (each
+  on every row or on none);
 - ``gaur``: the Reddit C-SSRS CSV of Gaur et al. (2019) (``User``, ``Post`` as a
   stringified Python list, ``Label`` in 5 levels; Supportive -> Indicator; one item per
   user; rows cut at 32,759 characters are recovered and flagged);
 - ``clinician-sentences``: ``Safety type`` + ``statement`` mapped to 4 levels as in
   Beyond the Flag, Appendix H (the ambiguous category dropped);
-- ``builtin:sample``: a small illustrative corpus shipped with the package.
+- ``builtin:sample``: a small illustrative corpus shipped with the package;
+  ``builtin:sample-with-negatives`` adds an illustrative negative stratum to it.
 """
 
 from __future__ import annotations
@@ -33,12 +36,14 @@ from carebench.datasets.columns import parse_columns, rename_rows
 from carebench.datasets.files import csv_rows, format_from_suffix, read_rows, read_text
 from carebench.engine.rundir import data_sha256, file_sha256
 from carebench.risk.methods.base import RiskItem
-from carebench.risk.scale import LEVEL_NAMES, to_level
+from carebench.risk.scale import LEVEL_NAMES, NEGATIVE_NAME, to_gold
 from carebench.types import CarebenchError
 
 FORMATS = ("jsonl", "csv", "parquet", "gaur", "clinician-sentences")
 SCORE_COLUMNS = ("self_harm", "self_harm_intent", "self_harm_instructions")
-BUILTIN = ("sample",)
+#: the sampling-design columns: given on every row of a file or on none
+DESIGN_COLUMNS = ("stratum", "inclusion_probability", "weight")
+BUILTIN = ("sample", "sample-with-negatives")
 
 #: Gaur et al. (2019) labels -> the 4-level scale (Supportive is absorbed into Indicator)
 GAUR_LABELS = {"supportive": 0, "indicator": 0, "ideation": 1, "behavior": 2, "attempt": 3}
@@ -72,8 +77,11 @@ class RiskRow(BaseModel):
     self_harm: float | None = Field(default=None, ge=0.0, le=1.0)
     self_harm_intent: float | None = Field(default=None, ge=0.0, le=1.0)
     self_harm_instructions: float | None = Field(default=None, ge=0.0, le=1.0)
+    stratum: str | None = None
+    inclusion_probability: float | None = Field(default=None, gt=0.0, le=1.0)
+    weight: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
 
-    @field_validator("id", "group", mode="before")
+    @field_validator("id", "group", "stratum", mode="before")
     @classmethod
     def _str(cls, v: Any) -> Any:
         if v is None or (isinstance(v, float) and math.isnan(v)):
@@ -88,11 +96,11 @@ class RiskRow(BaseModel):
     @classmethod
     def _level(cls, v: Any) -> int:
         try:
-            return to_level(v)
+            return to_gold(v)
         except CarebenchError as e:
             raise ValueError(str(e)) from None
 
-    @field_validator(*SCORE_COLUMNS, mode="before")
+    @field_validator(*SCORE_COLUMNS, "inclusion_probability", "weight", mode="before")
     @classmethod
     def _blank_score(cls, v: Any) -> Any:
         if v is None or (isinstance(v, str) and not v.strip()) or (isinstance(v, float) and math.isnan(v)):
@@ -116,7 +124,14 @@ class RiskDataset:
     @property
     def label_counts(self) -> dict[str, int]:
         c = Counter(it.level for it in self.items)
-        return {name: int(c.get(i, 0)) for i, name in enumerate(LEVEL_NAMES)}
+        counts = {name: int(c.get(i, 0)) for i, name in enumerate(LEVEL_NAMES)}
+        if self.has_negatives:  # only then, so a data set without them describes itself as before
+            counts[NEGATIVE_NAME] = sum(it.negative for it in self.items)
+        return counts
+
+    @property
+    def has_negatives(self) -> bool:
+        return any(it.negative for it in self.items)
 
     @property
     def groups(self) -> list[str] | None:
@@ -124,8 +139,22 @@ class RiskDataset:
             return None
         return [it.group if it.group is not None else f"item:{it.id}" for it in self.items]
 
+    @property
+    def design(self) -> dict[str, Any]:
+        """The sampling design the items carry (strata, weights), {} for a simple sample."""
+        out: dict[str, Any] = {}
+        if any(it.stratum is not None for it in self.items):
+            out["strata"] = dict(Counter(str(it.stratum) for it in self.items))
+        if any(it.weight is not None for it in self.items):
+            out["weighted"] = True
+            out["weight_sum"] = float(sum(it.weight or 1.0 for it in self.items))
+        if out and self.meta.get("population"):
+            out["population"] = self.meta["population"]
+        return out
+
     def describe(self) -> dict[str, Any]:
-        return {
+        design = self.design
+        return {**({"design": design} if design else {}),
             "name": self.name,
             "source": self.source,
             "format": self.format,
@@ -142,7 +171,7 @@ class RiskDataset:
 
 
 #: fields a ``--columns`` mapping may point at a user's columns
-MAPPABLE = ("id", "text", "level", "group", *SCORE_COLUMNS)
+MAPPABLE = ("id", "text", "level", "group", *SCORE_COLUMNS, *DESIGN_COLUMNS)
 
 
 def load_dataset(spec: str | Path, fmt: str | None = None,
@@ -177,11 +206,14 @@ def load_dataset(spec: str | Path, fmt: str | None = None,
     if not items:
         raise CarebenchError(f"{path}: no items")
     _check_unique(items, path)
+    _check_design(items, path)
     side = sidecar_meta(path)
     if side.get("description"):
         notes = [*notes, str(side["description"])]
     if side.get("derived_from"):
         meta["derived_from"] = side["derived_from"]
+    if side.get("population"):  # what the inclusion probabilities were drawn from
+        meta["population"] = str(side["population"])
     return RiskDataset(
         name=path.stem, items=items, source=str(path), format=fmt, sha256=file_sha256(path),
         illustrative=bool(side.get("illustrative", False)), notes=notes, meta=meta,
@@ -220,6 +252,18 @@ def _csv_header(path: Path) -> list[str]:
         return next(csv.reader(fh), [])
 
 
+def _check_design(items: list[RiskItem], path: Path | str) -> None:
+    """A stratum or weight on some items but not others is refused: a missing weight read
+    as 1 beside weights of 50 would silently make those items fifty times rarer."""
+    for what, present in (("a stratum", [it.stratum is not None for it in items]),
+                          ("an inclusion_probability or weight", [it.weight is not None for it in items])):
+        if any(present) and not all(present):
+            first = items[present.index(False)].id
+            raise CarebenchError(f"{path}: {sum(present)} of {len(items)} items have {what} and "
+                                 f"the others do not (first without: item {first!r}); give it on every "
+                                 "row or on none")
+
+
 def _check_unique(items: list[RiskItem], path: Path | str) -> None:
     seen: set[str] = set()
     for it in items:
@@ -254,8 +298,11 @@ def _validate(raw: dict[str, Any], path: Path | str, loc: str, *, columns: list[
                     f"(this file's columns: {', '.join(map(str, columns if columns is not None else raw)) or 'none'})")
         raise CarebenchError(f"{path}: {loc}: field {fld!r}: {msg}") from None
     scores = {c: float(getattr(row, c)) for c in SCORE_COLUMNS if getattr(row, c) is not None}
+    if row.inclusion_probability is not None and row.weight is not None:
+        raise CarebenchError(f"{path}: {loc}: give inclusion_probability or weight, not both")
+    weight = 1.0 / row.inclusion_probability if row.inclusion_probability is not None else row.weight
     return RiskItem(id=row.id, text=row.text, level=row.level, group=row.group, scores=scores,
-                    meta=dict(meta))
+                    meta=dict(meta), stratum=row.stratum, weight=weight)
 
 
 # ----------------------------------------------------------------------------- gaur
@@ -379,16 +426,22 @@ def _load_clinician(path: Path) -> tuple[list[RiskItem], dict[str, Any], list[st
 
 
 def load_builtin(name: str) -> RiskDataset:
+    """A built-in corpus; a sidecar's ``bases`` are read first (``sample-with-negatives`` is
+    the built-in sample followed by its file's negative stratum, so the 48 posts live in one
+    file only)."""
     path = builtin_file("risk", name, {n: f"{n}.jsonl" for n in BUILTIN}, "built-in dataset")
     meta = json.loads(package_file("risk", f"{name}.meta.json").read_text("utf-8"))
     items = []
     rows = []
-    for loc, raw in read_rows(path, "jsonl"):
-        rows.append(raw)
-        items.append(_validate(raw, f"builtin:{name}", loc))
+    for base in [*meta.get("bases", []), name]:
+        for loc, raw in read_rows(package_file("risk", f"{base}.jsonl") if base != name else path, "jsonl"):
+            rows.append(raw)
+            items.append(_validate(raw, f"builtin:{base}", loc))
     _check_unique(items, f"builtin:{name}")
+    _check_design(items, f"builtin:{name}")
     return RiskDataset(
         name=name, items=items, source=f"builtin:{name}", format="jsonl",
         sha256=data_sha256(rows), illustrative=bool(meta.get("illustrative", True)),
-        notes=[meta["description"]], meta={"license": meta.get("license")},
+        notes=[meta["description"]], meta={"license": meta.get("license"),
+                                           **({"population": meta["population"]} if meta.get("population") else {})},
     )

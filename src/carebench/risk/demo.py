@@ -1,4 +1,5 @@
-"""The risk part of ``carebench demo``: an offline run on the illustrative built-in corpus.
+"""The risk part of ``carebench demo``: an offline run on the illustrative built-in corpus
+with its negative stratum (detection and severity apart, precision at an alert budget).
 
 Supervised methods (out-of-fold), the moderation mapping on the corpus's synthetic
 score columns, the sentence-embedding baseline when torch is installed, and the
@@ -29,6 +30,11 @@ from carebench.risk.suite import run_experiment
 #: holds out one post per level); --full runs the paper's 5 folds on the whole sample
 QUICK_PER_LEVEL = 3
 QUICK_FOLDS = 3
+#: quick demo: items of the illustrative negative stratum (detection and the alert budget)
+QUICK_NEGATIVES = 6
+#: the demo's corpus: the built-in sample with its illustrative negative stratum, so the
+#: report shows detection and severity apart and precision at an alert budget
+DEMO_DATA = "sample-with-negatives"
 
 SUPERVISED = ("tfidf-lr", "tfidf-ordinal", "moderation-fixed")
 
@@ -53,38 +59,43 @@ def demo_methods(model_spec: str | None, quick: bool = True) -> tuple[list[Metho
     return specs, notes
 
 
-def quick_subset(path: Path, per_level: int = QUICK_PER_LEVEL) -> int:
-    """Write the first ``per_level`` built-in posts of each level (file order) to ``path``
-    as JSONL, rows unchanged; return how many."""
-    lines = (resources.files("carebench") / "data" / "risk" / "sample.jsonl").read_text("utf-8")
+def quick_subset(path: Path, per_level: int = QUICK_PER_LEVEL, negatives: int = QUICK_NEGATIVES) -> int:
+    """Write the first ``per_level`` built-in posts of each level and the first ``negatives``
+    items of the negative stratum (file order) to ``path`` as JSONL, rows unchanged; return
+    how many."""
+    folder = resources.files("carebench") / "data" / "risk"
+    lines = [*(folder / "sample.jsonl").read_text("utf-8").splitlines(),
+             *(folder / f"{DEMO_DATA}.jsonl").read_text("utf-8").splitlines()]
     taken: dict[str, int] = {}
     rows = []
-    for line in lines.splitlines():
+    for line in lines:
         if not line.strip():
             continue
         row = json.loads(line)
         level = str(row["level"])
-        if taken.get(level, 0) < per_level:
+        if taken.get(level, 0) < (negatives if level == "negative" else per_level):
             taken[level] = taken.get(level, 0) + 1
             rows.append(row)
     write_jsonl(path, rows)
-    # the copy stays illustrative: its sidecar repeats the built-in sample's description
-    meta = json.loads((resources.files("carebench") / "data" / "risk" / "sample.meta.json").read_text("utf-8"))
-    write_json(path.with_name(f"{path.stem}.meta.json"), {**meta, "derived_from": "builtin:sample"})
+    # the copy stays illustrative: its sidecar repeats the built-in corpus's description
+    meta = json.loads((folder / f"{DEMO_DATA}.meta.json").read_text("utf-8"))
+    meta.pop("bases", None)
+    write_json(path.with_name(f"{path.stem}.meta.json"), {**meta, "derived_from": f"builtin:{DEMO_DATA}"})
     return len(rows)
 
 
 def run_demo(out_dir: Path, model_spec: str = "llamacpp:builtin", quick: bool = True) -> Path:
     """Run the risk demo into ``out_dir`` and return it."""
     specs, notes = demo_methods(model_spec, quick)
-    data = "builtin:sample"
+    data = f"builtin:{DEMO_DATA}"
     if quick:
         out_dir = Path(out_dir)
         out_dir.parent.mkdir(parents=True, exist_ok=True)
         data = str(out_dir.parent / "risk-quick-sample.jsonl")
         n = quick_subset(Path(data))
         notes.append(f"quick demo: {n} posts of the illustrative built-in sample "
-                     f"({QUICK_PER_LEVEL} per level, {QUICK_FOLDS}-fold cross-validation), the llm answer constrained to one of the four "
+                     f"({QUICK_PER_LEVEL} per level and {QUICK_NEGATIVES} of its negative stratum, "
+                     f"{QUICK_FOLDS}-fold cross-validation), the llm answer constrained to one of the four "
                      "letters (decoding=json); carebench demo --full runs all of them with the "
                      "paper's plain one-letter answer")
     for n in notes:

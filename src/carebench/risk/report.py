@@ -45,6 +45,7 @@ from carebench.report.figures import (
     line_chart,
 )
 from carebench.report.headline import SMALL_N, Candidate, best_headline
+from carebench.risk.deployment_report import deployment_rows, deployment_sections, weighting_text
 from carebench.risk.scale import LEVEL_NAMES
 from carebench.risk.scoring import (
     DEFAULT_MAX_FAILURE_SHARE,
@@ -131,8 +132,12 @@ def _renamed(metrics: dict[str, Any], records: list[dict[str, Any]], manifest: d
 
 def build_risk_report(metrics: dict[str, Any], records: list[dict[str, Any]],
                  manifest: dict[str, Any]) -> Report:
+    shown = {} if manifest.get("sweep") else shown_names(records, manifest)
+    deployment = deployment_sections(metrics, shown)
+    weighted = weighting_text(metrics)
+    records = [r for r in records if r.get("gold") is not None]  # severity: suicide-related items
     if not manifest.get("sweep"):  # a sweep's arms are named by k, not by system
-        metrics, records, manifest = _renamed(metrics, records, manifest, shown_names(records, manifest))
+        metrics, records, manifest = _renamed(metrics, records, manifest, shown)
     ds = manifest.get("dataset") or {}
     st = metrics.get("settings") or {}
     incomplete = list(metrics.get("incomplete") or [])
@@ -149,6 +154,11 @@ def build_risk_report(metrics: dict[str, Any], records: list[dict[str, Any]],
            if st.get("failures") == "wrong" else "failed predictions excluded per method")
         + ").",
     ]
+    if metrics.get("n_negative"):
+        notes.append(f"Severity is scored on the {metrics['n']} suicide-related items; the "
+                     f"{metrics['n_negative']} negative items are scored for detection only.")
+    if weighted:
+        notes.append(weighted)
     overview = _overview(ds, manifest, st, _folds_text(metrics, manifest))
     overview.blocks.extend(_method_notes(records, manifest))
     overview.blocks.extend(panel_notes(metrics, names))
@@ -182,7 +192,7 @@ def build_risk_report(metrics: dict[str, Any], records: list[dict[str, Any]],
                 _per_class(metrics, names), _confusions(metrics, names), _triage(metrics, names),
                 _failures(metrics, names, st),
                 _cost(metrics, names, manifest.get("unpriced_models") or []),
-                _paired(metrics), _comparison(metrics, names)]
+                _paired(metrics), _comparison(metrics, names), *deployment]
     mod = _moderation_figure(records)
     if mod is not None:
         sections.append(mod)
@@ -710,5 +720,7 @@ def risk_headline(metrics: Mapping[str, Any], records: list[dict[str, Any]],
         if len(groups) < SMALL_N:  # the interval resamples groups, not items
             extra.append(f"small n: the intervals resample {count(len(groups), 'group')} of items (fewer than "
                          f"{SMALL_N}), not the items one by one; they are wide and a ranking may not hold")
-    return best_headline("macro-F1 (0 to 1, higher is better)", candidates, unit="items", role="method",
-                         extra_caveats=extra)
+    box = best_headline("macro-F1 (0 to 1, higher is better)", candidates, unit="items", role="method",
+                        extra_caveats=extra)
+    box.rows.extend(deployment_rows(metrics, shown))
+    return box

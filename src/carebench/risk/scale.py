@@ -15,6 +15,10 @@ from carebench.types import CarebenchError
 K = 4
 LEVEL_NAMES: tuple[str, ...] = ("Indicator", "Ideation", "Behavior", "Attempt")
 LETTERS: tuple[str, ...] = ("a", "b", "c", "d")
+#: the gold "level" of an item with no suicide-related content (a data set's negative
+#: stratum): outside the scale, so it is never scored for severity, only for detection
+NEGATIVE = -1
+NEGATIVE_NAME = "negative"
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +87,17 @@ def to_level(value: Any) -> int:
     raise CarebenchError(
         f"not a risk level: {value!r} (use 0-3, a-d or one of {', '.join(LEVEL_NAMES)})"
     )
+
+
+def to_gold(value: Any) -> int:
+    """A data file's gold label: a level (:func:`to_level`) or ``negative`` (:data:`NEGATIVE`)."""
+    if isinstance(value, str) and value.strip().lower() == NEGATIVE_NAME:
+        return NEGATIVE
+    try:
+        return to_level(value)
+    except CarebenchError as e:
+        raise CarebenchError(f"{e}; or '{NEGATIVE_NAME}' for an item with no suicide-related content"
+                             ) from None
 
 
 def letter_to_level(letter: str) -> int:

@@ -25,11 +25,18 @@ from typing import Any
 import numpy as np
 
 from carebench.jsonclean import jsonable
+from carebench.risk.deployment import (
+    DEFAULT_BUDGETS,
+    DEFAULT_POSITIVE,
+    DEFAULT_PRIORS,
+    deployment_metrics,
+)
 from carebench.risk.scale import LEVEL_NAMES, K, farthest_level
 from carebench.stats.bootstrap import bootstrap_metrics, paired_metric_bootstrap
 from carebench.stats.chance import chance_baseline
 from carebench.stats.classification import confusion_matrix, per_class_prf
 from carebench.stats.metrics import RISK_METRICS
+from carebench.stats.stratified import weighted_metric_bootstrap
 from carebench.system_names import system_identity
 from carebench.types import CarebenchError
 
@@ -177,18 +184,35 @@ def score_records(
     alpha: float = 0.05,
     max_failure_share: float = DEFAULT_MAX_FAILURE_SHARE,
     incomplete: Sequence[str] = (),
+    priors: Sequence[float] | None = None,
+    budgets: Sequence[float] | None = None,
+    positive: str = DEFAULT_POSITIVE,
+    net_benefit_pt: float | None = None,
+    population: str | None = None,
 ) -> dict[str, Any]:
     """Every reported number, in the ``metrics.json`` shape docs/risk.md describes (plus extra keys).
 
     Methods in ``incomplete`` (cut short by the run's budget) are not scored: their
     entry says ``incomplete`` with how many items finished, and nothing else, so a
-    budget stop is never counted as the method's failures."""
+    budget stop is never counted as the method's failures.
+
+    Severity is scored on the suicide-related items only; records of a negative stratum
+    (``negative``), and ``priors`` or ``budgets`` when given, add the ``deployment`` key
+    (detection, precision at an alert budget: :mod:`carebench.risk.deployment`). Records
+    with ``weight`` or ``stratum`` make the severity metrics Horvitz-Thompson weighted with
+    a within-stratum bootstrap; records with neither are scored exactly as before.
+    ``population`` says what the weights stand for (the data's sidecar ``population``)."""
     if failures not in FAILURE_POLICIES:
         raise CarebenchError(f"--failures must be one of {', '.join(FAILURE_POLICIES)}")
     if not 0.0 <= max_failure_share <= 1.0:
         raise CarebenchError(f"--max-failure-share must lie in [0, 1], got {max_failure_share}")
     if not records:
         raise CarebenchError("no prediction records to score")
+    all_records = records
+    records = [r for r in records if r.get("gold") is not None]
+    if not records:
+        raise CarebenchError("no suicide-related items to score: every item is negative")
+    design = record_design(all_records)
     ids, gold, group = items_of(records)
     counts = Counter(gold.values())
     label_counts = {name: int(counts.get(i, 0)) for i, name in enumerate(LEVEL_NAMES)}
@@ -210,11 +234,17 @@ def score_records(
         sid, y, p, fails = _scored_vectors(rows, failures)
         vectors[name] = (sid, y, p)
         entry: dict[str, Any] = {}
-        if len(sid):
+        if len(sid) and design["weighted_design"]:
+            boot = weighted_metric_bootstrap(
+                y, p, K, [design["weight"].get(i, 1.0) for i in sid],
+                [design["stratum"].get(i, "") for i in sid], names=list(METRIC_KEYS), B=B, seed=seed,
+                alpha=alpha)
+        elif len(sid):
             groups = resampling_groups(sid, group)
             clustered = clustered or groups is not None
             boot = bootstrap_metrics(y, p, K, names=list(METRIC_KEYS), B=B, seed=seed, alpha=alpha,
                                      groups=groups)
+        if len(sid):
             for m in METRIC_KEYS:
                 entry[m] = {"value": jsonable(boot[m]["value"]),
                             "ci": [jsonable(boot[m]["ci"][0]), jsonable(boot[m]["ci"][1])]}
@@ -281,21 +311,48 @@ def score_records(
                 res[m] = {"diff": jsonable(r.diff), "ci": [jsonable(r.ci[0]), jsonable(r.ci[1])],
                           "p_improve": jsonable(r.p_improve), "separated": bool(r.separated)}
             paired[name] = {"n": len(common), **res}
-    return {
+    settings: dict[str, Any] = {
+        "failures": failures,
+        "bootstrap": B,
+        "seed": seed,
+        "alpha": alpha,
+        "resampling": "cluster (groups)" if clustered else "item",
+        "best_by_macro_f1": best,
+        "max_failure_share": max_failure_share,
+        "flagged": flagged,
+    }
+    if design["weighted_design"]:
+        settings["resampling"] = "within strata" if design["stratified"] else "item (weighted)"
+        settings["weighted_metrics"] = list(METRIC_KEYS)
+        settings["unweighted"] = ["per_class_f1", "confusion", "chance", "paired_vs_best"]
+        settings["population"] = population
+    out = {
         "n": len(ids),
         "label_counts": label_counts,
         "chance": chance,
         "methods": methods,
-        "settings": {
-            "failures": failures,
-            "bootstrap": B,
-            "seed": seed,
-            "alpha": alpha,
-            "resampling": "cluster (groups)" if clustered else "item",
-            "best_by_macro_f1": best,
-            "max_failure_share": max_failure_share,
-            "flagged": flagged,
-        },
+        "settings": settings,
         "paired_vs_best": {"reference": best, "comparisons": paired},
         "incomplete": list(incomplete),
     }
+    if design["negatives"]:
+        out["n_negative"] = design["negatives"]
+    if design["negatives"] or priors is not None or budgets is not None:
+        out["deployment"] = deployment_metrics(
+            all_records, [m for m in methods if methods[m].get("status") == "complete"],
+            failures=failures, priors=DEFAULT_PRIORS if priors is None else priors,
+            budgets=DEFAULT_BUDGETS if budgets is None else budgets, positive=positive,
+            net_benefit_pt=net_benefit_pt, B=B, seed=seed, alpha=alpha)
+        out["deployment"]["weighted"] = design["weighted_design"]
+        out["deployment"]["population"] = population
+    return out
+
+
+def record_design(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """What the records say of the sampling design: weights and strata by item, how many
+    negative items, and whether the severity metrics are weighted (any weight or stratum)."""
+    weight = {str(r["item_id"]): float(r["weight"]) for r in records if r.get("weight") is not None}
+    stratum = {str(r["item_id"]): str(r["stratum"]) for r in records if r.get("stratum") is not None}
+    negatives = len({str(r["item_id"]) for r in records if r.get("negative")})
+    return {"weight": weight, "stratum": stratum, "negatives": negatives,
+            "weighted_design": bool(weight or stratum), "stratified": bool(stratum)}

@@ -42,6 +42,7 @@ from carebench.risk.config import (
     spec_text,
 )
 from carebench.risk.data import RiskDataset, load_dataset
+from carebench.risk.deployment import DEFAULT_POSITIVE, check_deployment_options
 from carebench.risk.methods import MethodContext, make_method
 from carebench.risk.methods.llm import POOL_PER_LEVEL, FewShotMethod
 from carebench.risk.prompts import prompt_set, read_prompt_dir, using_prompts
@@ -82,6 +83,7 @@ class RiskSuite:
                 f"--max-failure-share must lie in [0, 1], got {cfg.max_failure_share}")
         if cfg.bootstrap < 1:
             raise CarebenchError("--bootstrap must be at least 1")
+        check_deployment_options(cfg.priors, cfg.alert_budgets, cfg.positive, cfg.net_benefit_pt)
         data = load_dataset(cfg.data, cfg.format, cfg.columns)
         if cfg.limit is not None:
             if cfg.limit < 1:
@@ -91,6 +93,9 @@ class RiskSuite:
                     f"--limit {cfg.limit}: only the first {cfg.limit} of {len(data.items)} items "
                     "in file order (a quick look, not a sample).")])
         train = load_dataset(cfg.train, cfg.train_format, cfg.train_columns) if cfg.train else None
+        if train is not None and train.has_negatives:
+            raise CarebenchError(f"--train {cfg.train}: negative items cannot train a severity "
+                                 "method; give the training corpus without them")
         self._prompt_files = read_prompt_dir(cfg.prompts) if cfg.prompts else None
         specs = resolve_labels(cfg.methods, cfg.model)
         methods = [(s, make_method(s.method, **s.options)) for s in specs]
@@ -131,7 +136,7 @@ class RiskSuite:
         for s, m, ctx in contexts:
             log_progress(cfg, f"risk: {s.name} on {len(data.items)} items")
             not_made, logged = run.ledger.not_made, len(run.call_rows)
-            preds = m.predict(data.items, ctx)
+            preds = predict_with_negatives(m, data.items, ctx)
             # the model a method asked (a supervised or moderation method beside --model asked none)
             model_spec = (str(ctx.models["default"].spec)
                           if getattr(m, "needs_model", False) and "default" in ctx.models else None)
@@ -174,6 +179,9 @@ class RiskSuite:
             records, failures=cfg.get("failures", "wrong"), B=int(cfg.get("bootstrap", 2000)),
             seed=int(cfg.get("seed", 42)), incomplete=manifest.get("incomplete") or [],
             max_failure_share=float(cfg.get("max_failure_share", DEFAULT_MAX_FAILURE_SHARE)),
+            priors=cfg.get("priors"), budgets=cfg.get("alert_budgets"),
+            positive=cfg.get("positive") or DEFAULT_POSITIVE, net_benefit_pt=cfg.get("net_benefit_pt"),
+            population=((manifest.get("dataset") or {}).get("design") or {}).get("population"),
         )
 
     def render(self, metrics: Mapping[str, Any], records: list[dict[str, Any]],
@@ -185,6 +193,23 @@ class RiskSuite:
     def headline(self, metrics: Mapping[str, Any], records: list[dict[str, Any]], manifest: Mapping[str, Any]):
 
         return risk_headline(metrics, records, manifest)
+
+
+def predict_with_negatives(method: Any, items: Sequence[Any], ctx: MethodContext) -> list[Any]:
+    """The method's predictions for every item; a negative stratum apart.
+
+    The suicide-related items are predicted exactly as they would be without a negative
+    stratum (same folds, same few-shot pool), so the severity results do not move when one
+    is added. The negative items are then predicted as new data: a fitted method is fitted on
+    the suicide-related items (or on ``--train``), as the seed trains it, so no negative item
+    is ever seen in training."""
+    related = [it for it in items if not it.negative]
+    negatives = [it for it in items if it.negative]
+    if not negatives:
+        return method.predict(items, ctx)
+    preds = list(method.predict(related, ctx)) if related else []
+    fit_on = ctx.train if ctx.train is not None else related
+    return preds + list(method.predict(negatives, replace(ctx, train=fit_on)))
 
 
 def run_experiment(cfg: RunConfig) -> RunOutcome:
@@ -212,6 +237,9 @@ class SweepSuite:
     def _prepare(self, run: Run):
         data = load_dataset(self.data, self.format)
         train = load_dataset(self.train, self.train_format) if self.train else None
+        if data.has_negatives or (train is not None and train.has_negatives):
+            raise CarebenchError("the few-shot sweep measures severity only: give data without "
+                                 "negative items")
         ctx = MethodContext(run=run, models={"default": run.model(self.model)},
                             seed=self.seed, train=None if train is None else train.items,
                             get_model=run.model, stage="few-shot sweep")

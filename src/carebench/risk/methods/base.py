@@ -28,10 +28,17 @@ PREDICTION_STATUSES = ("ok", "parse_error", "empty", "content_filter", "truncate
 class RiskItem:
     id: str
     text: str
-    level: int  # 0..3 gold level
+    level: int  # 0..3 gold level; -1 (scale.NEGATIVE): no suicide-related content
     group: str | None = None  # resampling cluster (e.g. Reddit user)
     scores: dict[str, float] = field(default_factory=dict)  # moderation score columns, if given
     meta: dict[str, Any] = field(default_factory=dict)  # e.g. {"recovered": True}
+    stratum: str | None = None  # sampling stratum (bootstrap resamples within it)
+    weight: float | None = None  # Horvitz-Thompson weight 1/inclusion probability; None = 1
+
+    @property
+    def negative(self) -> bool:
+        """An item of the negative stratum: scored for detection, never for severity."""
+        return self.level < 0
 
 
 @dataclass(slots=True)
