@@ -12,6 +12,11 @@ from typing import Annotated
 import typer
 
 from carebench.datasets.builtin import builtin_specs
+from carebench.engagement.options import (
+    EngagementOption,
+    RefusalPolicyOption,
+    RescoreRefusalPolicyOption,
+)
 from carebench.engine.options import RUN_FLAGS, RunOptions, run_flags
 from carebench.models.base import parse_spec, parse_specs
 from carebench.models.families import parse_family_overrides
@@ -89,6 +94,8 @@ def run(
         "(in metrics.json and the report).")) ] = "carebench",
     locale: LocaleOption = None,
     resources: ResourcesOption = None,
+    engagement: EngagementOption = "prefilter",
+    refusal_policy: RefusalPolicyOption = "seed",
 ) -> None:
     """Regenerate replies, judge every criterion with the panel, score and report."""
     from carebench.engine.skeleton import Plan, echo_plan
@@ -109,6 +116,7 @@ def run(
         families=parse_family_overrides(family),
         options=replace(options, max_retries=retries),
         locale=locale, resources=str(resources) if resources else None,
+        engagement=engagement, refusal_policy=refusal_policy,
     )
     result = run_support(cfg)
     if isinstance(result, Plan):
@@ -225,13 +233,15 @@ def rescore(
         help="Re-check the recorded replies against this crisis-resource registry (no model call; needs --out).")]
     = None,
     locale: LocaleOption = None,
+    refusal_policy: RescoreRefusalPolicyOption = None,
 ) -> None:
     """Recompute metrics.json and the report from recorded verdicts (no model call)."""
     from carebench.support.suite import rescore as do_rescore
 
     metrics = do_rescore(run_dir, panel=list(panel) if panel else None, scope=scope, out_dir=out,
                          family=parse_family_overrides(family), score_as=score_as,
-                         resources=str(resources) if resources else None, locale=locale)
+                         resources=str(resources) if resources else None, locale=locale,
+                         refusal_policy=refusal_policy)
     _summary(Path(out or run_dir), metrics)
 
 
