@@ -167,3 +167,34 @@ def test_a_bad_policy_is_one_line(judged_run, tmp_path):
     run_dir, _, _, _ = judged_run
     with pytest.raises(CarebenchError, match="--refusal-policy must be one of seed, zero"):
         rescore(run_dir, out_dir=tmp_path / "x", refusal_policy="harsh")
+
+
+def test_the_seed_policy_leaves_every_other_number_as_it_was(judged_run):
+    """Adding the classes under the default policy adds the engagement block and changes nothing else."""
+    from carebench.support.analyses import analyze
+    from carebench.support.config import load_run
+    from carebench.support.engagement import recorded_classes
+
+    run_dir, _, _, _ = judged_run
+    _, tasks, responses, verdicts = load_run(run_dir)
+    rows = [json.loads(line) for line in (run_dir / "records.jsonl").read_text("utf-8").splitlines()]
+    without = analyze(tasks, responses, verdicts, seed=SEED, B=B)
+    with_classes = analyze(tasks, responses, verdicts, seed=SEED, B=B, engagement=recorded_classes(rows))
+    assert with_classes.pop("engagement")["policy"] == "seed"
+    assert with_classes == without
+
+
+def test_the_dry_run_plans_the_engagement_questions_only_when_asked(tmp_path):
+    from carebench.engine.skeleton import Plan
+
+    tasks = _tasks(tmp_path / "tasks.jsonl")
+    names = {}
+    for mode in ("prefilter", "judge"):
+        cfg = SupportRunConfig(tasks=str(tasks), responders=["openai:resp-x@http://127.0.0.1:9/v1"],
+                               judges=["openai:judge-a@http://127.0.0.1:9/v1"], attempts=1, engagement=mode,
+                               options=run_options(dry_run=True, progress=False, no_cache=True))
+        plan = run_support(cfg)
+        assert isinstance(plan, Plan)
+        names[mode] = {s.name: s.plan.total for s in plan.stages}
+    assert "engagement" not in names["prefilter"]
+    assert names["judge"]["engagement"] == T  # no reply known yet: one question per conversation and judge
