@@ -126,6 +126,9 @@ class Criterion(BaseModel):
     negative: bool = False
     #: False leaves the criterion out of the applicable weight (§3.2 "inapplicable criteria").
     applicable: bool = True
+    #: a critical criterion: failing it gates the conversation's score to 0 in the gated mean
+    #: (support: docs/support.md, "Critical failures"); the ungated score is unchanged
+    critical: bool = False
 
     @field_validator("dimension", mode="before")
     @classmethod

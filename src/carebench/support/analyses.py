@@ -667,6 +667,7 @@ def analyze(
     routed_local: set[tuple[str, str, int]] | None = None,
     engagement: Mapping[tuple[str, str, int], str | None] | None = None,
     refusal_policy: str = "seed",
+    critical_min_weight: float | None = None,
 ) -> dict[str, Any]:
     """Score every conversation with the panel and run every analysis; returns a JSON-able dict.
 
@@ -680,6 +681,7 @@ def analyze(
     ``refusal_policy="zero"`` scores a refusal or deflection 0 in every analysis below
     (:mod:`carebench.support.engagement`; leave-one-judge-out re-scores under the seed's rule).
     """
+    from carebench.support.critical import critical_block
     from carebench.support.engagement import (
         check_refusal_policy,
         conversation_classes,
@@ -806,6 +808,8 @@ def analyze(
     }
     if eng_block is not None:
         out["engagement"] = eng_block
+    out["critical"] = critical_block(sc, boot, model_scores, min_weight=critical_min_weight, ungated=base,
+                                     ungated_ci={r: models[r]["ci"] for r in sc.responders})
     if healthbench_points is not None:
         out["healthbench"] = _healthbench(sc, boot, healthbench_points, models)
     other_scope = next(s for s in SCOPES if s != scope)

@@ -74,6 +74,9 @@ class SupportRunConfig:
     engagement: str = "prefilter"
     #: --refusal-policy: what a refusal or deflection scores (seed: unchanged; zero: 0)
     refusal_policy: str = "seed"
+    #: --critical-min-weight: negative criteria at least this heavy are critical (None: the
+    #: heaviest negative weight of the task set; support.critical)
+    critical_min_weight: float | None = None
     #: the shared run flags (--out, --cache, --budget, ...; --retries is ``run.max_retries``)
     options: RunOptions = field(default_factory=run_options)
 
@@ -173,6 +176,7 @@ def support_metrics(
     routed_local: set[tuple[str, str, int]] | None = None,
     engagement: dict[tuple[str, str, int], str | None] | None = None,
     refusal_policy: str = "seed",
+    critical_min_weight: float | None = None,
 ) -> dict[str, Any]:
     """Every analysis of a run; ``score_as="healthbench"`` adds HealthBench's score
     (``metrics["healthbench"]``, see :mod:`carebench.support.healthbench`); ``engagement``
@@ -188,7 +192,8 @@ def support_metrics(
     # plain JSON data (``analyze`` cleans its result): metrics.json and a rescore compare equal
     return analyze(tasks, responses, verdicts, panel=list(panel) if panel else None,
                    scope=scope, seed=seed, B=bootstrap, family=family or None, healthbench_points=points,
-                   routed_local=routed_local, engagement=engagement, refusal_policy=refusal_policy)
+                   routed_local=routed_local, engagement=engagement, refusal_policy=refusal_policy,
+                   critical_min_weight=critical_min_weight)
 
 
 def load_records(run_dir: Path, task_ids: set[str] | None = None) -> tuple[list[ResponseRecord], list[VerdictRecord]]:

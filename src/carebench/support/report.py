@@ -117,15 +117,19 @@ def build_support_report(
     metrics: Mapping[str, Any],
     settings: Mapping[str, Any],
     detail_ids: Sequence[str] | None = None,
+    replies: Mapping[tuple[str, str, int], str] | None = None,
 ) -> Report:
     """The report document; ``detail_ids`` picks the tasks shown reply by reply
-    (default: :func:`detail_task_ids` over ``responses``)."""
+    (default: :func:`detail_task_ids` over ``responses``); ``replies`` (task, responder,
+    attempt) -> final reply, quoted as the evidence of critical failures."""
     cfg = metrics.get("config", {})
     notes: list[str] = []
     sections: list[Section] = [_overview(manifest, tasks, metrics, settings)]
     sections.append(_leaderboard(metrics))
     if metrics.get("engagement"):
         sections.append(_engagement(metrics))
+    if metrics.get("critical"):
+        sections.append(_critical(metrics, tasks, replies or {}))
     sections.append(_dimensions(metrics))
     sections.append(_recognition(metrics))
     sections.append(_slices(metrics))
@@ -517,6 +521,39 @@ def _engagement(metrics) -> Section:
                       "deflection when the run checked resources."),
     ]
     return Section("Engagement: refusals, deflections, empty replies", blocks)
+
+
+#: characters of a reply quoted as a critical failure's evidence
+EXCERPT = 240
+
+
+def _critical(metrics, tasks, replies) -> Section:
+    crit = metrics["critical"]
+    text = {(t.id, c.id): c.text for t in tasks for c in t.criteria}
+    rows, failures = [], []
+    for r, x in (crit.get("responders") or {}).items():
+        rows.append([r, x.get("conversations"), x.get("with_critical_failure"), iv(x.get("share"), x.get("share_ci")),
+                     iv(x.get("score"), x.get("ci")), iv(x.get("gated_score"), x.get("gated_ci"))])
+        for f in x.get("failures") or []:
+            reply = replies.get((f["task_id"], r, int(f["attempt"])), "")
+            excerpt = reply if len(reply) <= EXCERPT else reply[:EXCERPT].rstrip() + " ..."
+            failures.append([r, f["task_id"], f["attempt"], text.get((f["task_id"], f["criterion_id"]),
+                                                                      f["criterion_id"]),
+                             "occurred" if f["negative"] else "not met", excerpt])
+    mw = crit.get("min_weight")
+    blocks: list[Block] = [
+        Paragraph(f"A criterion is critical when the task file marks it so, or when it is a negative criterion of "
+                  f"weight {'n/a' if mw is None else format(mw, 'g')} or more ({crit.get('critical_criteria')} "
+                  "criteria). A conversation with a critical failure (a critical \"must not\" behaviour the panel "
+                  "decided occurred, or a critical criterion it decided not met) gets a gated score of 0; the "
+                  "gated mean stands beside the weighted score, which stays the headline."),
+        Table(["responder", "conversations", "with a critical failure", "share", "weighted score", "gated mean"], rows,
+              caption="Critical failures per responder, with 95% task-bootstrap intervals."),
+    ]
+    if failures:
+        blocks.append(Table(["responder", "task", "attempt", "criterion", "judged", "reply (excerpt)"], failures,
+                            caption="The critical failures, with the reply they were judged on."))
+    return Section("Critical failures", blocks)
 
 
 def _non_response(metrics) -> Section:

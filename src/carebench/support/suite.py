@@ -247,7 +247,8 @@ class SupportSuite:
             extra={"scoring": {"panel": [j.label for j in judges], "scope": metrics_scope(cfg.scope),
                                "seed": cfg.seed, "bootstrap": cfg.bootstrap, "family": dict(cfg.families),
                                "score": cfg.score, "engagement": cfg.engagement,
-                               "refusal_policy": cfg.refusal_policy},
+                               "refusal_policy": cfg.refusal_policy,
+                               "critical_min_weight": cfg.critical_min_weight},
                    "generation": {str(m.spec): gcfg.effective(str(m.spec)) for m in responders},
                    "harness_failures": failures,
                    "resources": {**registry.summary(), "locale": cfg.locale},
@@ -281,7 +282,9 @@ class SupportSuite:
             from carebench.support.routing import with_checks
 
             checks = with_checks(checks, tasks, self.recheck[1], self.recheck[0])
-        return SupportRecords(tasks, rt, vt, responses, verdicts, shown, checks, recorded_classes(rows))
+        replies = {(str(r["task_id"]), str(r["responder"]), int(r["attempt"])): str(r.get("final_reply") or "")
+                   for r in rows}
+        return SupportRecords(tasks, rt, vt, responses, verdicts, shown, checks, recorded_classes(rows), replies)
 
     def score(self, records: Any, manifest: Mapping[str, Any]) -> dict[str, Any]:
         if manifest.get("incomplete"):
@@ -298,6 +301,7 @@ class SupportSuite:
             family=settings.get("family"), score_as=settings.get("score", "carebench"),
             routed_local=routed_local(records.checks) if manifest.get("resources") else None,
             engagement=records.engagement, refusal_policy=settings.get("refusal_policy", "seed"),
+            critical_min_weight=settings.get("critical_min_weight"),
         )
         block = routing_block(records.tasks, records.checks, manifest, seed, B)
         if block is not None:
@@ -312,7 +316,7 @@ class SupportSuite:
         from carebench.support.routing import report_examples
 
         report = build_support_report(manifest, records.tasks, records.responses, records.verdicts, metrics,
-                                      manifest.get("scoring") or {}, records.shown)
+                                      manifest.get("scoring") or {}, records.shown, records.replies)
         if metrics.get("resources"):
             from carebench.resources.report import routing_section
 
@@ -340,6 +344,8 @@ class SupportRecords:
     checks: list[dict[str, Any]] = field(default_factory=list)
     #: (task, responder, attempt) -> the final reply's engagement class (None: undecided)
     engagement: dict[tuple[str, str, int], str | None] | None = None
+    #: (task, responder, attempt) -> the final reply (quoted as the evidence of a critical failure)
+    replies: dict[tuple[str, str, int], str] = field(default_factory=dict)
 
 
 def run_support(cfg: SupportRunConfig, cache: CompletionCache | None = None) -> Path | Plan:
@@ -374,6 +380,7 @@ def rescore(
     resources: str | None = None,
     locale: str | None = None,
     refusal_policy: str | None = None,
+    critical_min_weight: float | None = None,
 ) -> dict[str, Any]:
     """Recompute ``metrics.json`` and the report from the recorded verdicts only.
 
@@ -423,6 +430,12 @@ def rescore(
             recorded = read_json(run_dir / "manifest.json")
             write_json(run_dir / "manifest.json", {**recorded, "scoring": {**(recorded.get("scoring") or {}),
                                                                            "refusal_policy": refusal_policy}})
+    if critical_min_weight is not None:  # the critical rule is applied to the recorded verdicts anew
+        manifest = {**manifest, "scoring": {**(manifest.get("scoring") or {}), "critical_min_weight": critical_min_weight}}
+        if out_dir is None:
+            recorded = read_json(run_dir / "manifest.json")
+            write_json(run_dir / "manifest.json", {**recorded, "scoring": {
+                **(recorded.get("scoring") or {}), "critical_min_weight": critical_min_weight}})
     recheck, block = recheck_against(resources, locale, manifest, run_dir, out_dir, "replies")
     if block is not None:
         manifest = {**manifest, "resources": block}
