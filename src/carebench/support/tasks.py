@@ -248,9 +248,6 @@ class Task(BaseModel):
             del row["system_prompt"]
         if row.get("locale") is None:
             del row["locale"]
-        for c in row.get("criteria") or []:  # only a marked criterion carries the field (hashes unchanged)
-            if not c.get("critical"):
-                c.pop("critical", None)
         return row
 
 
