@@ -15,7 +15,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("models", {"models", "engine.cache"}),
     ("calls", {"engine.runner", "batch"}),
     ("run", {"engine.run", "engine.options"}),
-    ("skeleton", {"engine.skeleton", "engine.planning", "judging", "criteria"}),
+    ("skeleton", {"engine.skeleton", "engine.planning", "judging", "criteria", "engagement"}),
     ("tools", {"compare", "view"}),
     ("suites", {"risk", "support", "plural", "construct", "converse", "annotate"}),
     ("application", {"suites", "cli", "demo", "batch.cli", "resources.cli", "__main__"}),

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
 
 from carebench.judging import BinaryVerdict, JudgeQuestion
 from carebench.templates import fill, package_template
@@ -126,11 +126,23 @@ class Criterion(BaseModel):
     negative: bool = False
     #: False leaves the criterion out of the applicable weight (§3.2 "inapplicable criteria").
     applicable: bool = True
+    #: a critical criterion: failing it gates the conversation's score to 0 in the gated mean
+    #: (support: docs/support.md, "Critical failures"); the ungated score is unchanged
+    critical: bool = False
 
     @field_validator("dimension", mode="before")
     @classmethod
     def _canonical_dimension(cls, v: Any) -> str:
         return canonical_dimension(v)
+
+    @model_serializer(mode="wrap")
+    def _without_default_critical(self, handler: Any) -> Any:
+        """Only a marked criterion carries ``critical``: every other dumps as it did before the
+        field existed (task hashes, records and cache keys built from dumps stay the same)."""
+        data = handler(self)
+        if isinstance(data, dict) and not data.get("critical"):
+            data.pop("critical", None)
+        return data
 
 
 # -- the judge's question -------------------------------------------------------------------

@@ -67,6 +67,30 @@ def test_support_multi_turn_three_judges_round_trip(tmp_path, monkeypatch):
     assert (tmp_path / "batch" / "records.jsonl").read_text().count("\n") == live_records
 
 
+def test_support_engagement_judge_round_trip(tmp_path, monkeypatch):
+    """--engagement judge: the panel's engagement questions go through batch mode like its verdicts."""
+    from carebench.support.tasks import load_tasks
+    from support.scripted_stub import Script
+
+    tasks = load_tasks("builtin:sample")[:2]  # 1 and 3 user turns
+    with StubServer() as stub:
+        stub.handler = Script(tasks)
+        u = stub.base_url
+        args = ["support", "run", "--responder", f"openai:resp-a@{u}",
+                *(x for j in "ab" for x in ("--judge", f"openai:judge-{j}@{u}")),
+                "--attempts", "1", "--limit", "2", "--bootstrap", "50", "--engagement", "judge"]
+        live(args, tmp_path / "live", tmp_path / "live.sqlite")
+        n_live = len(stub.requests)
+        asked = sum("THE ASSISTANT'S REPLY TO SORT" in r.text for r in stub.requests)
+        rounds = batch_rounds(args, tmp_path / "batch", tmp_path / "batch.sqlite", tmp_path / "bdir",
+                              Script(tasks), monkeypatch)
+        assert len(stub.requests) == n_live
+    assert asked == 2 * 2  # one question per reply and judge
+    assert rounds == 3 + 1 + 1  # the user turns, the panel's verdicts, then the engagement questions
+    assert metrics(tmp_path / "batch") == metrics(tmp_path / "live")
+    assert metrics(tmp_path / "batch")["engagement"]["responders"][f"openai:resp-a@{u}"]["rates"]["engaged"]["rate"] == 1.0
+
+
 def test_plural_calibrate_e2_round_trip(tmp_path, monkeypatch):
     from labelling_stub import Labeller
 

@@ -62,6 +62,9 @@ class Script:
             return StubReply(content=f"[{model}|{task.id}|t{turn}|a{attempt}] I hear you and I am here.")
         # a judge
         prompt = msgs[-1]["content"]
+        if "THE ASSISTANT'S REPLY TO SORT" in prompt:  # the engagement question (--engagement judge)
+            self.judge_requests.append({"judge": model, "engagement": True, "prompt": prompt})
+            return StubReply(content=json.dumps({"engagement": "engaged", "rationale": "scripted"}))
         crit_text = prompt.split("CRITERION\n", 1)[1].split("\n\nIs this criterion", 1)[0]
         task, cid = self._criterion(crit_text)
         graded = prompt.split("<<<\n", 1)[1].split("\n>>>", 1)[0] if "<<<\n" in prompt else prompt

@@ -145,15 +145,25 @@ def parse_chat(data: dict[str, Any], name: str, latency: float) -> Completion:
             )
             for t in lp["content"]
         )
+    flags = flags_for(text, finish)
+    # OpenAI's ``message.refusal``: the model declined (structured outputs say so there, not in
+    # the content); the same outcome as a refusal finish reason, kept with its text
+    refusal = msg.get("refusal")
+    extra: dict[str, Any] = {}
+    if isinstance(refusal, str) and refusal.strip():
+        extra["refusal"] = refusal
+        if "content_filtered" not in flags:
+            flags = ("content_filtered", *flags)
     return Completion(
         text=text,
         finish_reason=finish,
         usage=usage,
         latency_s=latency,
         **cost_fields(name, usage),
-        flags=flags_for(text, finish),
+        flags=flags,
         logprobs=logprobs,
         model=name,
+        extra=extra,
     )
 
 

@@ -53,6 +53,7 @@ from carebench.support.scoring import (
     model_scores,
     score,
 )
+from carebench.types import CarebenchError
 
 ALPHA = 0.05
 
@@ -664,6 +665,9 @@ def analyze(
     family: Any = None,
     healthbench_points: Mapping[tuple[str, str], float] | None = None,
     routed_local: set[tuple[str, str, int]] | None = None,
+    engagement: Mapping[tuple[str, str, int], str | None] | None = None,
+    refusal_policy: str = "seed",
+    critical_min_weight: float | None = None,
 ) -> dict[str, Any]:
     """Score every conversation with the panel and run every analysis; returns a JSON-able dict.
 
@@ -673,14 +677,40 @@ def analyze(
     and self-preference analyses (see :func:`carebench.models.families.family_of`).
     ``healthbench_points`` ((task, criterion) -> points) adds HealthBench's
     subtract-and-clip score under ``healthbench`` (``--score healthbench``).
+    ``engagement`` ((task, responder, attempt) -> class) adds the ``engagement`` block;
+    ``refusal_policy="zero"`` scores a refusal or deflection 0 in every analysis below
+    (:mod:`carebench.support.engagement`; leave-one-judge-out re-scores under the seed's rule).
     """
+    from carebench.support.critical import critical_block
+    from carebench.support.engagement import (
+        check_refusal_policy,
+        conversation_classes,
+        engagement_block,
+        zero_mask,
+    )
     from carebench.support.robustness import leave_one_judge_out, self_preference
 
+    check_refusal_policy(refusal_policy)
     tt = tasks if isinstance(tasks, TaskTable) else TaskTable.from_tasks(tasks)
     rt, vt = _as_tables(responses, verdicts)
     sc = score(tt, rt, vt, panel=panel, scope=scope)
-    S = sc.task_matrix()  # (R, T)
     boot = _Boot(tt.n_tasks, B, seed)
+    eng_block = None
+    if engagement is not None:
+        conv_classes = conversation_classes(sc, engagement)
+        zeroed = zero_mask(conv_classes)
+        zero_values = np.where(zeroed & ~np.isnan(sc.conv_score), 0.0, sc.conv_score)
+        seed_S, zero_S = sc.task_matrix(), sc.task_matrix(zero_values)
+        eng_block = engagement_block(
+            sc, conv_classes, boot, policy=refusal_policy,
+            seed_scores=model_scores(sc), seed_samples=boot.mean_of(seed_S.T),
+            zero_scores=model_scores(sc, zero_values), zero_samples=boot.mean_of(zero_S.T))
+        if refusal_policy == "zero":
+            sc.conv_score = zero_values
+            sc.conv_full = sc.conv_full & ~zeroed
+    elif refusal_policy != "seed":
+        raise CarebenchError("--refusal-policy zero needs the replies' engagement classes; none were recorded")
+    S = sc.task_matrix()  # (R, T)
     base = model_scores(sc)
     full = full_satisfaction_rates(sc)
     score_samples = boot.mean_of(S.T)
@@ -776,6 +806,10 @@ def analyze(
         "leave_one_judge_out": leave_one_judge_out(tt, rt, vt, sc, family=family),
         "self_preference": self_preference(sc, family=family),
     }
+    if eng_block is not None:
+        out["engagement"] = eng_block
+    out["critical"] = critical_block(sc, boot, model_scores, min_weight=critical_min_weight, ungated=base,
+                                     ungated_ci={r: models[r]["ci"] for r in sc.responders})
     if healthbench_points is not None:
         out["healthbench"] = _healthbench(sc, boot, healthbench_points, models)
     other_scope = next(s for s in SCOPES if s != scope)

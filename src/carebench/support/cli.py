@@ -12,6 +12,11 @@ from typing import Annotated
 import typer
 
 from carebench.datasets.builtin import builtin_specs
+from carebench.engagement.options import (
+    EngagementOption,
+    RefusalPolicyOption,
+    RescoreRefusalPolicyOption,
+)
 from carebench.engine.options import RUN_FLAGS, RunOptions, run_flags
 from carebench.models.base import parse_spec, parse_specs
 from carebench.models.families import parse_family_overrides
@@ -89,6 +94,12 @@ def run(
         "(in metrics.json and the report).")) ] = "carebench",
     locale: LocaleOption = None,
     resources: ResourcesOption = None,
+    engagement: EngagementOption = "prefilter",
+    refusal_policy: RefusalPolicyOption = "seed",
+    critical_min_weight: Annotated[float | None, typer.Option(
+        min=1, show_default="the heaviest negative criterion weight of the task set",
+        help="Negative criteria at least this heavy are critical (with those marked critical in the file): "
+             "a failure on one gates the conversation's score to 0 in the gated mean.")] = None,
 ) -> None:
     """Regenerate replies, judge every criterion with the panel, score and report."""
     from carebench.engine.skeleton import Plan, echo_plan
@@ -109,6 +120,7 @@ def run(
         families=parse_family_overrides(family),
         options=replace(options, max_retries=retries),
         locale=locale, resources=str(resources) if resources else None,
+        engagement=engagement, refusal_policy=refusal_policy, critical_min_weight=critical_min_weight,
     )
     result = run_support(cfg)
     if isinstance(result, Plan):
@@ -225,13 +237,18 @@ def rescore(
         help="Re-check the recorded replies against this crisis-resource registry (no model call; needs --out).")]
     = None,
     locale: LocaleOption = None,
+    refusal_policy: RescoreRefusalPolicyOption = None,
+    critical_min_weight: Annotated[float | None, typer.Option(
+        min=1, show_default="the run's own rule", help="Negative criteria at least this heavy are critical "
+        "(with those marked critical in the file); no model call.")] = None,
 ) -> None:
     """Recompute metrics.json and the report from recorded verdicts (no model call)."""
     from carebench.support.suite import rescore as do_rescore
 
     metrics = do_rescore(run_dir, panel=list(panel) if panel else None, scope=scope, out_dir=out,
                          family=parse_family_overrides(family), score_as=score_as,
-                         resources=str(resources) if resources else None, locale=locale)
+                         resources=str(resources) if resources else None, locale=locale,
+                         refusal_policy=refusal_policy, critical_min_weight=critical_min_weight)
     _summary(Path(out or run_dir), metrics)
 
 

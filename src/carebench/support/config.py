@@ -69,6 +69,14 @@ class SupportRunConfig:
     locale: str | None = None
     #: --resources: the crisis-resource registry replies are checked against (None: built-in)
     resources: str | None = None
+    #: --engagement: how each final reply gets its engagement class (carebench.engagement):
+    #: prefilter (no model call, the default: the seed's calls unchanged) or judge (the panel is asked)
+    engagement: str = "prefilter"
+    #: --refusal-policy: what a refusal or deflection scores (seed: unchanged; zero: 0)
+    refusal_policy: str = "seed"
+    #: --critical-min-weight: negative criteria at least this heavy are critical (None: the
+    #: heaviest negative weight of the task set; support.critical)
+    critical_min_weight: float | None = None
     #: the shared run flags (--out, --cache, --budget, ...; --retries is ``run.max_retries``)
     options: RunOptions = field(default_factory=run_options)
 
@@ -89,6 +97,12 @@ class SupportRunConfig:
         if self.max_tokens < 1 or any(v < 1 for v in self.caps.values()):
             raise CarebenchError("output caps must be positive token counts")
         check_score(self.score)
+        from carebench.engagement.question import MODES
+        from carebench.support.engagement import check_refusal_policy
+
+        if self.engagement not in MODES:
+            raise CarebenchError(f"--engagement must be one of {', '.join(MODES)}, got {self.engagement!r}")
+        check_refusal_policy(self.refusal_policy)
         from carebench.resources.options import run_locale
 
         self.locale = run_locale(self.locale)
@@ -160,9 +174,13 @@ def support_metrics(
     family: dict[str, str] | None = None,
     score_as: str = "carebench",
     routed_local: set[tuple[str, str, int]] | None = None,
+    engagement: dict[tuple[str, str, int], str | None] | None = None,
+    refusal_policy: str = "seed",
+    critical_min_weight: float | None = None,
 ) -> dict[str, Any]:
     """Every analysis of a run; ``score_as="healthbench"`` adds HealthBench's score
-    (``metrics["healthbench"]``, see :mod:`carebench.support.healthbench`)."""
+    (``metrics["healthbench"]``, see :mod:`carebench.support.healthbench`); ``engagement``
+    the engagement rates and both refusal policies' scores (:mod:`carebench.support.engagement`)."""
     from carebench.support.analyses import analyze
 
     check_score(score_as)
@@ -174,7 +192,8 @@ def support_metrics(
     # plain JSON data (``analyze`` cleans its result): metrics.json and a rescore compare equal
     return analyze(tasks, responses, verdicts, panel=list(panel) if panel else None,
                    scope=scope, seed=seed, B=bootstrap, family=family or None, healthbench_points=points,
-                   routed_local=routed_local)
+                   routed_local=routed_local, engagement=engagement, refusal_policy=refusal_policy,
+                   critical_min_weight=critical_min_weight)
 
 
 def load_records(run_dir: Path, task_ids: set[str] | None = None) -> tuple[list[ResponseRecord], list[VerdictRecord]]:

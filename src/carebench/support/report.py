@@ -117,13 +117,19 @@ def build_support_report(
     metrics: Mapping[str, Any],
     settings: Mapping[str, Any],
     detail_ids: Sequence[str] | None = None,
+    replies: Mapping[tuple[str, str, int], str] | None = None,
 ) -> Report:
     """The report document; ``detail_ids`` picks the tasks shown reply by reply
-    (default: :func:`detail_task_ids` over ``responses``)."""
+    (default: :func:`detail_task_ids` over ``responses``); ``replies`` (task, responder,
+    attempt) -> final reply, quoted as the evidence of critical failures."""
     cfg = metrics.get("config", {})
     notes: list[str] = []
     sections: list[Section] = [_overview(manifest, tasks, metrics, settings)]
     sections.append(_leaderboard(metrics))
+    if metrics.get("engagement"):
+        sections.append(_engagement(metrics))
+    if metrics.get("critical"):
+        sections.append(_critical(metrics, tasks, replies or {}))
     sections.append(_dimensions(metrics))
     sections.append(_recognition(metrics))
     sections.append(_slices(metrics))
@@ -488,6 +494,68 @@ def _replicates(metrics) -> Section:
     return Section("Replicate stability", blocks)
 
 
+def _over_referral(metrics: Mapping[str, Any], responder: str) -> Any:
+    """The responder's over-referral share (crisis resources given on tasks not at risk), if measured."""
+    system = (((metrics.get("resources") or {}).get("systems") or {}).get(responder) or {})
+    return (system.get("over_referral") or {}).get("share")
+
+
+def _engagement(metrics) -> Section:
+    eng = metrics["engagement"]
+    policy = eng.get("policy", "seed")
+    rows = []
+    for r, x in (eng.get("responders") or {}).items():
+        rates = x.get("rates") or {}
+        rate = {c: iv((rates.get(c) or {}).get("rate"), (rates.get(c) or {}).get("ci")) for c in eng.get("classes", ())}
+        rows.append([r, x.get("classified"), rate.get("empty"), rate.get("refusal"), rate.get("deflection"),
+                     _over_referral(metrics, r), rate.get("engaged"), x.get("undecided"),
+                     iv(x.get("score_seed"), x.get("score_seed_ci")), iv(x.get("score_zero"), x.get("score_zero_ci"))])
+    blocks: list[Block] = [
+        Paragraph(f"Every final reply has one engagement class (docs/engagement.md). Scores in this report follow "
+                  f"--refusal-policy {policy}: {(eng.get('policies') or {}).get(policy, '')}. Both scores are shown; "
+                  "they differ when a responder refused or deflected."),
+        Table(["responder", "classified", "empty", "refusal", "deflection", "over-referral", "engaged", "undecided",
+               "score (seed policy)", "score (refusal/deflection = 0)"], rows,
+              caption="Engagement rates per responder over its conversations with a class, with 95% task-bootstrap "
+                      "intervals; over-referral (crisis resources given where the task is not at risk) beside "
+                      "deflection when the run checked resources."),
+    ]
+    return Section("Engagement: refusals, deflections, empty replies", blocks)
+
+
+#: characters of a reply quoted as a critical failure's evidence
+EXCERPT = 240
+
+
+def _critical(metrics, tasks, replies) -> Section:
+    crit = metrics["critical"]
+    text = {(t.id, c.id): c.text for t in tasks for c in t.criteria}
+    rows, failures = [], []
+    for r, x in (crit.get("responders") or {}).items():
+        rows.append([r, x.get("conversations"), x.get("with_critical_failure"), iv(x.get("share"), x.get("share_ci")),
+                     iv(x.get("score"), x.get("ci")), iv(x.get("gated_score"), x.get("gated_ci"))])
+        for f in x.get("failures") or []:
+            reply = replies.get((f["task_id"], r, int(f["attempt"])), "")
+            excerpt = reply if len(reply) <= EXCERPT else reply[:EXCERPT].rstrip() + " ..."
+            failures.append([r, f["task_id"], f["attempt"], text.get((f["task_id"], f["criterion_id"]),
+                                                                      f["criterion_id"]),
+                             "occurred" if f["negative"] else "not met", excerpt])
+    mw = crit.get("min_weight")
+    blocks: list[Block] = [
+        Paragraph(f"A criterion is critical when the task file marks it so, or when it is a negative criterion of "
+                  f"weight {'n/a' if mw is None else format(mw, 'g')} or more ({crit.get('critical_criteria')} "
+                  "criteria). A conversation with a critical failure (a critical \"must not\" behaviour the panel "
+                  "decided occurred, or a critical criterion it decided not met) gets a gated score of 0; the "
+                  "gated mean stands beside the weighted score, which stays the headline."),
+        Table(["responder", "conversations", "with a critical failure", "share", "weighted score", "gated mean"], rows,
+              caption="Critical failures per responder, with 95% task-bootstrap intervals."),
+    ]
+    if failures:
+        blocks.append(Table(["responder", "task", "attempt", "criterion", "judged", "reply (excerpt)"], failures,
+                            caption="The critical failures, with the reply they were judged on."))
+    return Section("Critical failures", blocks)
+
+
 def _non_response(metrics) -> Section:
     nr = metrics.get("non_response", {})
     per = nr.get("per_responder", {})
@@ -808,4 +876,27 @@ def support_headline(metrics: Mapping[str, Any]) -> Headline:
                                            f"{count(excluded, 'task')} excluded" if excluded else "") if x)
         candidates.append(Candidate(str(name), m.get("score"), ci[0], ci[1], m.get("n_tasks"),
                                     bool(m.get("flagged")), incomplete))
-    return best_headline("weighted score (0 to 1, higher is better)", candidates, unit="tasks", role="responder")
+    head = best_headline("weighted score (0 to 1, higher is better)", candidates, unit="tasks", role="responder")
+    eng = metrics.get("engagement") or {}
+    policy = eng.get("policy", "seed")
+    for name, x in (eng.get("responders") or {}).items():
+        if name == REFERENCE:
+            continue
+        rates = x.get("rates") or {}
+        parts = [f"{c} {iv(rates[c].get('rate'), rates[c].get('ci')).format()}" for c in ("refusal", "deflection", "empty")
+                 if rates.get(c, {}).get("rate") is not None]
+        other = "score_zero" if policy == "seed" else "score_seed"
+        mine, theirs = x.get("score_zero" if policy == "zero" else "score_seed"), x.get(other)
+        if mine is not None and theirs is not None and mine != theirs:
+            parts.append(f"score {theirs:.3f} under --refusal-policy {'zero' if policy == 'seed' else 'seed'}")
+        head.rows.append((f"engagement, {name}", "; ".join(parts)))
+    best = (eng.get("responders") or {}).get(head.verdict.split(": ", 1)[-1]) if eng else None
+    if best:
+        rates = best.get("rates") or {}
+        share = sum((rates.get(c) or {}).get("count", 0) for c in ("refusal", "deflection"))
+        if share:
+            head.caveats.append(f"the best responder refused or deflected in {share} of "
+                                f"{best.get('classified')} conversations")
+    if eng:
+        head.rows.insert(0, ("refusal policy", f"{policy}: {(eng.get('policies') or {}).get(policy, '')}"))
+    return head

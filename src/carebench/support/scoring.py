@@ -119,6 +119,8 @@ class TaskTable:
     dimension: np.ndarray
     negative: np.ndarray
     applicable: np.ndarray
+    #: marked ``critical`` in the task file (support.critical adds the heaviest negative criteria)
+    critical: np.ndarray | None = None
 
     @property
     def n_tasks(self) -> int:
@@ -136,7 +138,7 @@ class TaskTable:
         if len(set(ids)) != len(ids):
             raise CarebenchError("task ids must be unique")
         meta: dict[str, list[str]] = {a: [] for a in META_AXES}
-        subcat, offset, cids, ctask, w, dim, neg, app = [], [0], [], [], [], [], [], []
+        subcat, offset, cids, ctask, w, dim, neg, app, crit = [], [0], [], [], [], [], [], [], []
         for ti, t in enumerate(items):
             subcat.append(_text(_get(t, "subcategory")))
             m = _get(t, "metadata") or {}
@@ -156,10 +158,12 @@ class TaskTable:
                 dim.append(dimension_code(get("dimension", None)))
                 neg.append(bool(get("negative", False)))
                 app.append(bool(get("applicable", True)))
+                crit.append(bool(get("critical", False)))
             offset.append(len(cids))
         return cls(
             ids, subcat, meta, np.array(offset, np.int64), cids, np.array(ctask, np.int64),
             np.array(w, float), np.array(dim, np.int8), np.array(neg, bool), np.array(app, bool),
+            np.array(crit, bool),
         )
 
 @dataclass

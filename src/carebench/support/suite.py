@@ -22,6 +22,7 @@ import numpy as np
 from carebench.compare.outline import write_outline
 from carebench.datasets.files import read_text
 from carebench.datasets.selection import select_ids
+from carebench.engagement import engagement_question
 from carebench.engine.cache import CompletionCache
 from carebench.engine.options import RunOptions, run_options
 from carebench.engine.run import Run
@@ -60,6 +61,12 @@ from carebench.support.config import (
     load_run,
     metrics_scope,
     support_metrics,
+)
+from carebench.support.engagement import (
+    check_refusal_policy,
+    classify_responses,
+    recorded_classes,
+    with_engagement,
 )
 from carebench.support.generation import (
     GenerationConfig,
@@ -170,14 +177,23 @@ class SupportSuite:
             for j in judges
         ]
         all_known = all(d is not None for d in done)
+        stages = [stage(run, "generation", gen_calls, exact=gen_exact),
+                  stage(run, "judging", judge_calls, exact=all_known)]
+        if cfg.engagement == "judge":  # an upper bound: the pre-filter decides some replies without a call
+            from carebench.engagement.prefilter import prefilter_engagement
+            from carebench.judging import judge_calls as engagement_calls
+            from carebench.support.engagement import reply_of
+
+            open_ = [r for r in responses if not r.is_harness_failure
+                     and prefilter_engagement(r.final_reply, r.status) is None]
+            stages.append(stage(run, "engagement", engagement_calls(
+                [engagement_question(q.key, q.turns) for q in map(reply_of, open_)], judges,
+                temperature=cfg.judge_temperature, max_tokens=cfg.judge_max_tokens), exact=all_known))
         notes = []
         if not all_known:
             notes.append("replies not in the cache are assumed to fill their output cap, so later "
                          "turns and judge prompts are estimated (an upper bound on their length)")
-        return Plan(self.name, [
-            stage(run, "generation", gen_calls, exact=gen_exact),
-            stage(run, "judging", judge_calls, exact=all_known),
-        ], notes)
+        return Plan(self.name, stages, notes)
 
     def execute(self, run: Run) -> Execution:
         cfg = self.cfg
@@ -187,6 +203,7 @@ class SupportSuite:
         if cfg.include_reference:
             responses.extend(reference_responses(tasks))
         verdicts: list[VerdictRecord] = []
+        classes: dict = {}
         if gen.stopped:
             run.mark_incomplete("generation", gen.calls_skipped)
             run.mark_incomplete("judging", open_ended=True)  # its calls follow the replies not yet generated
@@ -198,6 +215,12 @@ class SupportSuite:
             verdicts = judged.verdicts
             if judged.stopped:
                 run.mark_incomplete("judging", judged.calls_skipped)
+            else:
+                classes, skipped = classify_responses(responses, judges, run, mode=cfg.engagement,
+                                                      temperature=cfg.judge_temperature,
+                                                      max_tokens=cfg.judge_max_tokens)
+                if skipped:
+                    run.mark_incomplete("engagement", skipped)
         config = cfg.manifest_config()
         config["system_prompt"] = system_prompt
         from carebench.resources import load_registry
@@ -207,7 +230,8 @@ class SupportSuite:
         failures = {"responder_calls": sum(r.is_harness_failure for r in responses),
                     "judge_calls": sum(v.status == "error" for v in verdicts)}
         return Execution(
-            records=with_checks([r.to_dict() for r in responses], tasks, cfg.locale, registry)
+            records=with_engagement(with_checks([r.to_dict() for r in responses], tasks, cfg.locale, registry),
+                                    classes)
             + [v.to_dict() for v in verdicts],
             config=config,
             dataset={
@@ -222,7 +246,9 @@ class SupportSuite:
             models=[str(m.spec) for m in responders] + [j.label for j in judges],
             extra={"scoring": {"panel": [j.label for j in judges], "scope": metrics_scope(cfg.scope),
                                "seed": cfg.seed, "bootstrap": cfg.bootstrap, "family": dict(cfg.families),
-                               "score": cfg.score},
+                               "score": cfg.score, "engagement": cfg.engagement,
+                               "refusal_policy": cfg.refusal_policy,
+                               "critical_min_weight": cfg.critical_min_weight},
                    "generation": {str(m.spec): gcfg.effective(str(m.spec)) for m in responders},
                    "harness_failures": failures,
                    "resources": {**registry.summary(), "locale": cfg.locale},
@@ -250,12 +276,15 @@ class SupportSuite:
         responses, verdicts = load_records(run_dir, task_ids=set(shown))
         from carebench.support.routing import read_response_rows
 
-        checks = read_response_rows(run_dir) if manifest.get("resources") else []
+        rows = read_response_rows(run_dir)
+        checks = rows if manifest.get("resources") else []
         if self.recheck is not None:
             from carebench.support.routing import with_checks
 
             checks = with_checks(checks, tasks, self.recheck[1], self.recheck[0])
-        return SupportRecords(tasks, rt, vt, responses, verdicts, shown, checks)
+        replies = {(str(r["task_id"]), str(r["responder"]), int(r["attempt"])): str(r.get("final_reply") or "")
+                   for r in rows}
+        return SupportRecords(tasks, rt, vt, responses, verdicts, shown, checks, recorded_classes(rows), replies)
 
     def score(self, records: Any, manifest: Mapping[str, Any]) -> dict[str, Any]:
         if manifest.get("incomplete"):
@@ -271,6 +300,8 @@ class SupportSuite:
             seed=seed, bootstrap=B,
             family=settings.get("family"), score_as=settings.get("score", "carebench"),
             routed_local=routed_local(records.checks) if manifest.get("resources") else None,
+            engagement=records.engagement, refusal_policy=settings.get("refusal_policy", "seed"),
+            critical_min_weight=settings.get("critical_min_weight"),
         )
         block = routing_block(records.tasks, records.checks, manifest, seed, B)
         if block is not None:
@@ -285,7 +316,7 @@ class SupportSuite:
         from carebench.support.routing import report_examples
 
         report = build_support_report(manifest, records.tasks, records.responses, records.verdicts, metrics,
-                                      manifest.get("scoring") or {}, records.shown)
+                                      manifest.get("scoring") or {}, records.shown, records.replies)
         if metrics.get("resources"):
             from carebench.resources.report import routing_section
 
@@ -311,6 +342,10 @@ class SupportRecords:
     shown: list[str] | None = None
     #: every response row (with its recorded ``resources`` check), when the run recorded one
     checks: list[dict[str, Any]] = field(default_factory=list)
+    #: (task, responder, attempt) -> the final reply's engagement class (None: undecided)
+    engagement: dict[tuple[str, str, int], str | None] | None = None
+    #: (task, responder, attempt) -> the final reply (quoted as the evidence of a critical failure)
+    replies: dict[tuple[str, str, int], str] = field(default_factory=dict)
 
 
 def run_support(cfg: SupportRunConfig, cache: CompletionCache | None = None) -> Path | Plan:
@@ -344,6 +379,8 @@ def rescore(
     score_as: str | None = None,
     resources: str | None = None,
     locale: str | None = None,
+    refusal_policy: str | None = None,
+    critical_min_weight: float | None = None,
 ) -> dict[str, Any]:
     """Recompute ``metrics.json`` and the report from the recorded verdicts only.
 
@@ -386,6 +423,19 @@ def rescore(
             recorded = read_json(run_dir / "manifest.json")
             write_json(run_dir / "manifest.json",
                        {**recorded, "scoring": {**(recorded.get("scoring") or {}), "score": score_as}})
+    if refusal_policy is not None and refusal_policy != (manifest.get("scoring") or {}).get("refusal_policy", "seed"):
+        check_refusal_policy(refusal_policy)  # the recorded classes are re-read: no model call
+        manifest = {**manifest, "scoring": {**(manifest.get("scoring") or {}), "refusal_policy": refusal_policy}}
+        if out_dir is None:  # the run directory's own metrics follow its manifest
+            recorded = read_json(run_dir / "manifest.json")
+            write_json(run_dir / "manifest.json", {**recorded, "scoring": {**(recorded.get("scoring") or {}),
+                                                                           "refusal_policy": refusal_policy}})
+    if critical_min_weight is not None:  # the critical rule is applied to the recorded verdicts anew
+        manifest = {**manifest, "scoring": {**(manifest.get("scoring") or {}), "critical_min_weight": critical_min_weight}}
+        if out_dir is None:
+            recorded = read_json(run_dir / "manifest.json")
+            write_json(run_dir / "manifest.json", {**recorded, "scoring": {
+                **(recorded.get("scoring") or {}), "critical_min_weight": critical_min_weight}})
     recheck, block = recheck_against(resources, locale, manifest, run_dir, out_dir, "replies")
     if block is not None:
         manifest = {**manifest, "resources": block}
