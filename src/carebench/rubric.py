@@ -122,6 +122,13 @@ def vera_version(rules: frozenset[str]) -> str:
     return VERA_VERSION["vera-1.2" if V12_END in rules else "vera"]
 
 
+def rules_record(rules: frozenset[str]) -> dict[str, Any]:
+    """What a run's manifest says of its walking rules: their name, the VERA-MH release they
+    follow, and every deviation from it."""
+    return {"rules": rules_name(rules), "vera_mh_version": vera_version(rules),
+            "deviations": rule_deviations(rules)}
+
+
 def rule_deviations(rules: frozenset[str]) -> list[str]:
     """Each way a walk under ``rules`` departs from the VERA-MH release it follows, one
     sentence each (the run report lists them)."""
