@@ -236,3 +236,15 @@ def all_walks(r: Rubric, version: str = "2.0") -> Iterator[Judge]:
             k = j if i == len(nxt[1]) - 1 else j.copy()
             k.give(o)
             stack.append(k)
+
+
+def random_walks(r: Rubric, n: int, seed: int = 0, version: str = "2.0") -> Iterator[Judge]:
+    """``n`` finished walks whose answers are drawn uniformly among each question's options."""
+    import random
+
+    rng = random.Random(seed)
+    for _ in range(n):
+        j = Judge(r, version)
+        while (nxt := j.pending()) is not None:
+            j.give(rng.choice(nxt[1]))
+        yield j
