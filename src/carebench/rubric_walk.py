@@ -159,7 +159,8 @@ class WalkState:
         if goto is None:
             return effect, r.next_in_order(q.id)
         if goto == END:
-            if V12_END in r.rules or ("gate-end-keeps-walked" not in r.rules and self._unvisited()):
+            gate = self._unvisited()
+            if (gate or V12_END in r.rules) and not (gate and "gate-end-keeps-walked" in r.rules):
                 return self._end_all(q, effect)
             return (effect + "; end").lstrip("; "), None
         if goto in ASSIGNING_STOPS:
