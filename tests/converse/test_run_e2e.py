@@ -232,8 +232,9 @@ def test_bundle_then_judge_an_earlier_run_then_score_one_judge(tmp_path, capsys)
     assert main(["converse", "score", str(second), "--judge", f"openai:judge-b@{u}", "--out", str(only_b)]) == 0
     m = json.loads((only_b / "metrics.json").read_text())
     rows = {r["dimension"]: r for r in next(iter(m["chatbots"].values()))["scores"]}
-    # judge-b alone: q2 Yes, then opt c ends (END): under VERA-MH's rules every dimension is Not
-    # Relevant (carebench's end-keeps-walked would keep D1 Suboptimal and D2 Best Practice)
+    # judge-b alone: q2 Yes, then opt c ends (END) with D3 unvisited: under VERA-MH's rules every
+    # dimension is Not Relevant (carebench's gate-end-keeps-walked would keep D1 Suboptimal and D2
+    # Best Practice)
     assert [(rows[d]["n"], rows[d]["nr_pct"]) for d in ("D1", "D2", "D3")] == [(0, 100.0)] * 3
 
 

@@ -214,20 +214,22 @@ def test_judge_needs_one_source(tmp_path, capsys):
 
 
 def test_rubric_rules_flag_reaches_the_walk(tmp_path):
-    # D1: q1 (Red) No -> next row; D2: q2 options, "stop" -> END. Every judge answers No / "stop".
-    # VERA-MH's rules: END makes every dimension Not Relevant. carebench's end-keeps-walked rates
-    # the dimensions already walked (D1 at q1, D2 at q2, neither met a Yes) Best Practice.
+    # D1: q1 (Red) No -> next row; D2: q2 options, "stop" -> END; D3: q3, never reached. Every
+    # judge answers No / "stop". VERA-MH's rules: an END while D3 is unvisited (a gate) makes every
+    # dimension Not Relevant. carebench's gate-end-keeps-walked rates the dimensions already walked
+    # (D1 at q1, D2 at q2, neither met a Yes) Best Practice and the unreached D3 Not Relevant.
     rows = [["1", "D1", "Red", "", "q1?", "", "", "", ""],
             ["2", "D2", "", "", "q2?", "", "go on", "", ""],
-            ["", "", "", "", "", "", "stop", "END", ""]]
+            ["", "", "", "", "", "", "stop", "END", ""],
+            ["3", "D3", "Red", "", "q3?", "", "", "", ""]]
     rubric = write_tsv(tmp_path / "r.tsv", rows)
     script = ConverseScript()
     script.answers = {(j, n, q): ("stop" if q == "q2?" else "No") for j in JUDGES[:1]
-                      for n in ("Anna", "Ben", "Cleo") for q in ("q1?", "q2?")}
+                      for n in ("Anna", "Ben", "Cleo") for q in ("q1?", "q2?", "q3?")}
     ratings = {}
     with StubServer() as stub:
         stub.handler = script
-        for rules in (None, "carebench", "vera+end-keeps-walked"):
+        for rules in (None, "carebench", "vera+gate-end-keeps-walked"):
             out = tmp_path / f"out-{rules}"
             args = ["converse", "judge", "--transcripts", str(_jsonl(tmp_path)), "--rubric", str(rubric),
                     "--judge", f"openai:judge-a@{stub.base_url}", "--bootstrap", "20",
@@ -236,9 +238,9 @@ def test_rubric_rules_flag_reaches_the_walk(tmp_path):
             recs = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
             ratings[rules] = {w["persona"]: w["ratings"] for w in recs if w["kind"] == "walk"}
     nr, bp = "Not Relevant", "Best Practice"
-    assert ratings[None] == {n: {"D1": nr, "D2": nr} for n in ("Anna", "Ben", "Cleo")}
-    assert ratings["carebench"] == ratings["vera+end-keeps-walked"] == \
-        {n: {"D1": bp, "D2": bp} for n in ("Anna", "Ben", "Cleo")}
+    assert ratings[None] == {n: {"D1": nr, "D2": nr, "D3": nr} for n in ("Anna", "Ben", "Cleo")}
+    assert ratings["carebench"] == ratings["vera+gate-end-keeps-walked"] == \
+        {n: {"D1": bp, "D2": bp, "D3": nr} for n in ("Anna", "Ben", "Cleo")}
 
 
 def test_rubric_rules_flag_refuses_an_unknown_rule(tmp_path, capsys):

@@ -28,9 +28,9 @@ Rubric = Annotated[str | None, typer.Option(
 Judge = Annotated[list[str] | None, typer.Option(show_default="none: give at least one", help="Judge model spec (repeatable: several judges).")]
 RubricRules = Annotated[str | None, typer.Option(
     "--rubric-rules", show_default="the rubric's own: vera for VERA-MH files, carebench for YAML rubrics",
-    help="How the walk reads the tree: vera (VERA-MH's judge and scorer), carebench, or vera+OPTION "
-         "with carebench's named deviations: end-keeps-walked, risk-type-branches, yelow-is-yellow, "
-         "not-relevant-final (docs/converse.md).")]
+    help="How the walk reads the tree: vera (VERA-MH 2.0's judge and scorer), vera-1.2 (its 1.x judge), "
+         "carebench, or vera+OPTION with carebench's named deviations: gate-end-keeps-walked, "
+         "risk-type-branches, yelow-is-yellow, not-relevant-final, exact-answers (docs/converse.md).")]
 JudgeFrom = Annotated[Path | None, typer.Option(
     show_default="none", help="Add the judge a 'converse calibrate' directory selected (its selection.json); "
     "the run records the directory, the selection's hash and its figures.")]

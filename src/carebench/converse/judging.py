@@ -8,8 +8,12 @@ question, its examples and its options, and asks for JSON whose ``answer`` is
 constrained to the options (a JSON schema with an enum: providers that support
 structured output enforce it, and the answer is validated strictly either way).
 
-An answer that does not parse, or names no option, is a *judge failure* for that
-transcript: the walk stops, it is counted, and it never becomes a rating. A call that
+An answer that does not parse is a *judge failure* for that transcript: the walk stops,
+it is counted, and it never becomes a rating. An answer that parses but names no option
+exactly is read as VERA-MH's judge reads it (:func:`match_answer`: ignoring case, then by
+substring, then its first option) under VERA-MH's rules, and every such reading is
+recorded on the walk (``answer_fallbacks``) and counted per judge and per question in the
+metrics; under the ``exact-answers`` rule (part of ``carebench``) it is a judge failure. A call that
 failed after every retry is a judge failure too (``failure: call``; it also marks the run
 incomplete, as a harness failure does, and a re-run retries it).
 
@@ -36,6 +40,7 @@ from carebench.converse.rubric import Question, Rubric
 from carebench.converse.walker import WalkState
 from carebench.criteria import Criterion, criterion_question
 from carebench.judging import Judge, JudgeAnswer, JudgeQuestion, ask, judge_calls, read_answers
+from carebench.models.structured import extract_json
 from carebench.templates import fill, package_template, placeholders
 from carebench.types import Message, is_context_overflow
 
@@ -66,6 +71,61 @@ def dimension_model(qids: tuple[str, ...], labels: tuple[tuple[str, ...], ...]) 
     fields = {f"q_{k}": (answer_model(lab), Field(alias=qid))
               for k, (qid, lab) in enumerate(zip(qids, labels, strict=True))}
     return create_model("DimensionAnswers", **fields)  # type: ignore[call-overload]
+
+
+#: how an answer that names no option exactly was read (VERA-MH's order): ignoring case and
+#: surrounding spaces, by substring either way, or VERA-MH's guess, the first option
+FALLBACK_KINDS = ("case", "substring", "first_option")
+
+
+def match_answer(given: str, labels: Sequence[str]) -> tuple[str, str]:
+    """The option VERA-MH's judge reads ``given`` as, and how (``exact`` or one of
+    :data:`FALLBACK_KINDS`): VERA-MH compares ignoring case and surrounding spaces, then
+    looks for an option inside the answer or the answer inside an option (options in order),
+    and otherwise takes the first option without saying so."""
+    if given in labels:
+        return given, "exact"
+    low = given.lower().strip()
+    for lab in labels:
+        if lab.lower().strip() == low:
+            return lab, "case"
+    for lab in labels:
+        if lab.lower() in low or low in lab.lower():
+            return lab, "substring"
+    return labels[0], "first_option"
+
+
+def _lenient(text: str, labels: Sequence[str]) -> tuple[str, str, str, str] | None:
+    """(option, kind, the answer as given, reason) from a reply whose JSON ``answer`` is a
+    string naming no option exactly; None when the reply has no such answer (a judge failure)."""
+    try:
+        obj = extract_json(text)
+    except ValueError:
+        return None
+    given = obj.get("answer") if isinstance(obj, dict) else None
+    if not isinstance(given, str):
+        return None
+    label, kind = match_answer(given, labels)
+    reason = obj.get("reason")
+    return label, kind, given, reason if isinstance(reason, str) else ""
+
+
+def fallback_summary(walks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Every answer read by a fallback, counted by kind, per judge and per question (walks'
+    ``answer_fallbacks``), with the number of answers given, for the metrics and the report."""
+    total = {k: 0 for k in FALLBACK_KINDS}
+    by_judge: dict[str, dict[str, int]] = {}
+    by_question: dict[str, dict[str, int]] = {}
+    answers = 0
+    for w in walks:
+        answers += sum(not s.get("auto") for s in w.get("steps") or [])
+        for f in w.get("answer_fallbacks") or []:
+            k = f["kind"]
+            total[k] += 1
+            by_judge.setdefault(w["judge"], {x: 0 for x in FALLBACK_KINDS})[k] += 1
+            by_question.setdefault(str(f["question_id"]), {x: 0 for x in FALLBACK_KINDS})[k] += 1
+    return {"answers": answers, "fallbacks": sum(total.values()), "by_kind": total,
+            "by_judge": dict(sorted(by_judge.items())), "by_question": by_question}
 
 
 def transcript_text(turns: Sequence[Mapping[str, Any]]) -> str:
@@ -136,6 +196,7 @@ class _Walk:
     cut: bool = False
     given: dict[str, tuple[str, str]] | None = None  # dimension mode: question id -> (answer, reason)
     truncated: int = 0  # answers kept whose reason the output cap cut off
+    fallbacks: list[dict[str, str]] = dataclasses.field(default_factory=list)  # answers VERA-MH's way
 
 
 @dataclass
@@ -151,6 +212,7 @@ def judge_conversations(run: Any, rubric: Rubric, conversations: Sequence[Mappin
     """Walk the rubric for every conversation with every judge (see the module docstring);
     ``reasons=False`` asks for the answer alone (question mode)."""
     prompts = prompts or Prompts.default()
+    lenient = "exact-answers" not in rubric.rules and mode != "dimension"
     walks = [_Walk(c, j, WalkState(rubric), transcript_text(c["turns"]), given={} if mode == "dimension" else None)
              for c in conversations for j in judges]
     rnd = 0
@@ -186,6 +248,15 @@ def judge_conversations(run: Any, rubric: Rubric, conversations: Sequence[Mappin
             ans = read_answers([qq], [j], [comp])[0]
             if ans.status == "parse_error" and mode != "dimension" and comp.status == "truncated":
                 ans = _salvage(ans, qq, comp)
+            if ans.status == "parse_error" and lenient:
+                q = w.state.pending()
+                assert q is not None
+                read = _lenient(comp.text, q.labels)
+                if read is not None:
+                    label, kind, given, reason = read
+                    w.fallbacks.append({"question_id": q.id, "kind": kind, "given": given, "answer": label})
+                    w.state.give(label, reason)
+                    continue
             if ans.status != "ok":
                 w.status = JUDGE_FAILURE
                 w.failure = ("context" if is_context_overflow(comp.error) else "call") if ans.status == "error" \
@@ -251,7 +322,7 @@ def walk_record(w: _Walk) -> dict[str, Any]:
             "chatbot": c["chatbot"], "repeat": c.get("repeat", 0), "judge": w.judge.label,
             "status": w.status, "failure": w.failure, "error": w.error, "steps": [s.to_dict() for s in w.state.steps],
             "ratings": w.state.ratings() if ok else {}, "triggers": w.state.triggers() if ok else {},
-            "truncated_reasons": w.truncated}
+            "truncated_reasons": w.truncated, "answer_fallbacks": w.fallbacks}
 
 
 def planned_calls(rubric: Rubric, conversations: Sequence[Mapping[str, Any]], judges: Sequence[Judge],

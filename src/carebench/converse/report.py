@@ -324,6 +324,32 @@ def _build_criteria_report(metrics: Mapping[str, Any], records: Sequence[Mapping
                   sections=sections, attachments={"scores.csv": scores_csv(metrics)})
 
 
+def _rules_and_fallbacks(metrics: Mapping[str, Any], manifest: Mapping[str, Any]) -> list[Any]:
+    """The rubric's walking rules (the VERA-MH release they follow and every deviation from it)
+    and how many judge answers VERA-MH's answer reading had to guess, per judge and question."""
+    out: list[Any] = []
+    rules = manifest.get("rubric_rules")
+    if rules:
+        out.append(KeyValue([("rubric rules", rules["rules"]),
+                             ("follows VERA-MH's judge of release", rules["vera_mh_version"]),
+                             ("deviations from it", len(rules["deviations"]))]))
+        if rules["deviations"]:
+            out.append(Details("Deviations from VERA-MH's rules", [
+                Paragraph(d) for d in rules["deviations"]]))
+    fb = metrics.get("answer_fallbacks")
+    if fb and fb.get("fallbacks"):
+        kinds = ("case", "substring", "first_option")
+        names = ("ignoring case", "by substring", "first option (a guess)")
+        out.append(Callout(
+            f"{fb['fallbacks']} of {fb['answers']} judge answers named no option exactly and were read as "
+            "VERA-MH's judge reads them: ignoring case, then by substring, else its first option, which "
+            "is a guess.", kind="warning"))
+        out.append(Table(["judge", *names], [[j, *(c[k] for k in kinds)] for j, c in fb["by_judge"].items()]))
+        out.append(Table(["question", *names], [[q, *(c[k] for k in kinds)]
+                                               for q, c in fb["by_question"].items()]))
+    return out
+
+
 def build_report(metrics: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
                  manifest: Mapping[str, Any]) -> Report:
     if metrics.get("criteria") == "task":
@@ -350,6 +376,7 @@ def build_report(metrics: Mapping[str, Any], records: Sequence[Mapping[str, Any]
     if failures.get("judge_context"):
         sections[0].blocks.append(Callout(
             f"{failures['judge_context']} walk(s) stopped because {CONTEXT_ADVICE}.", kind="warning"))
+    sections[0].blocks.extend(_rules_and_fallbacks(metrics, manifest))
     for cb, entry in (metrics.get("chatbots") or {}).items():
         sections.append(_chatbot_section(cb, entry))
     pairs = metrics.get("pairwise") or []

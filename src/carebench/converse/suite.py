@@ -42,6 +42,7 @@ from carebench.converse.judging import (
     MODES,
     REQUIRED_SLOTS,
     Prompts,
+    fallback_summary,
     judge_conversations,
     judge_criteria,
     planned_criteria_calls,
@@ -54,7 +55,7 @@ from carebench.converse.personas import (
     persona_prompt,
     personas_from,
 )
-from carebench.converse.rubric import Rubric, load_bundle, load_rubric, parse_rules
+from carebench.converse.rubric import Rubric, load_bundle, load_rubric, parse_rules, rules_record
 from carebench.converse.scoring import (
     B_DEFAULT,
     SEED_DEFAULT,
@@ -484,6 +485,7 @@ class ConverseSuite:
             seeds={"bootstrap": cfg.seed, "generation": cfg.seed},
             extra={"scoring": {"dimensions": inputs.rubric.dimensions, "seed": cfg.seed,
                                "bootstrap": cfg.bootstrap, "judges": [j.label for j in judges]},
+                   "rubric_rules": rules_record(inputs.rubric.rules),
                    "failures": {"harness": harness, "judge": judge_fail, "judge_calls": judge_calls_failed,
                                 "judge_context": judge_context,
                                 "truncated_reasons": sum(w.get("truncated_reasons", 0) for w in walks),
@@ -590,6 +592,8 @@ class ConverseSuite:
             "judge_failures": sum(w["status"] != "ok" for w in walks),
         }
         m["judges"] = sorted({w["judge"] for w in rated})
+        keep = settings.get("judges")
+        m["answer_fallbacks"] = fallback_summary([w for w in walks if not keep or w["judge"] in keep])
         block = routing_block(records, manifest)
         if block is not None:
             m["resources"] = block
