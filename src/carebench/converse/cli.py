@@ -31,6 +31,9 @@ RubricRules = Annotated[str | None, typer.Option(
     help="How the walk reads the tree: vera (VERA-MH's judge and scorer), carebench, or vera+OPTION "
          "with carebench's named deviations: end-keeps-walked, risk-type-branches, yelow-is-yellow, "
          "not-relevant-final (docs/converse.md).")]
+JudgePrompts = Annotated[str, typer.Option(
+    help="target (a vera: rubric's own judge prompt files when its target folder has them, filled as VERA-MH's "
+         "judge fills them) or carebench (carebench's prompts). --judge-system/--judge-question replace both.")]
 JudgeFrom = Annotated[Path | None, typer.Option(
     show_default="none", help="Add the judge a 'converse calibrate' directory selected (its selection.json); "
     "the run records the directory, the selection's hash and its figures.")]
@@ -108,6 +111,7 @@ def run(
     system_prompt: Annotated[Path | None, typer.Option(show_default='none', help="The chatbot's system prompt file.")] = None,
     judge_system: Annotated[Path | None, typer.Option(show_default="the built-in prompt, or the bundle's", help="Judge system prompt file.")] = None,
     judge_question: Annotated[Path | None, typer.Option(show_default="the built-in template, or the bundle's", help="Judge question template file.")] = None,
+    judge_prompts: JudgePrompts = "target",
     turns: Annotated[int | None, typer.Option(
         show_default="20 exchanges; 30 messages under --protocol vera",
         help="Most turns per conversation, in --turn-unit units.")] = None,
@@ -162,7 +166,7 @@ def run(
     cfg = ConverseConfig(
         rubric=rubric, rubric_rules=rubric_rules, personas=personas, personas_from=personas_from, persona_template=str(persona_template) if persona_template else None,
         judge_system=str(judge_system) if judge_system else None,
-        judge_question=str(judge_question) if judge_question else None,
+        judge_question=str(judge_question) if judge_question else None, judge_prompts=judge_prompts,
         simulators=parse_specs(simulator), chatbots=parse_specs(chatbot), judges=parse_specs(judge),
         system_prompt_file=str(system_prompt) if system_prompt else None, turns=turns, repeats=repeats,
         persona_ids=list(persona) if persona else None, seed=seed, bootstrap=bootstrap,
@@ -196,6 +200,7 @@ def judge_cmd(
         help="With --transcripts: a persona file whose risk levels are joined by persona id or name.")] = None,
     judge_system: Annotated[Path | None, typer.Option(show_default="the built-in prompt, or the bundle's", help="Judge system prompt file.")] = None,
     judge_question: Annotated[Path | None, typer.Option(show_default="the built-in template, or the bundle's", help="Judge question template file.")] = None,
+    judge_prompts: JudgePrompts = "target",
     judge_max_tokens: Annotated[int, typer.Option(help="Judge output cap (tokens).")] = 400,
     judge_mode: Annotated[str, typer.Option(
         help="question (one call per rubric question, default) or dimension (one call per dimension).")] = "question",
@@ -219,6 +224,7 @@ def judge_cmd(
                          transcripts_chatbot=chatbot, personas=personas,
                          judge_system=str(judge_system) if judge_system else None,
                          judge_question=str(judge_question) if judge_question else None,
+                         judge_prompts=judge_prompts,
                          judge_max_tokens=judge_max_tokens, judge_mode=judge_mode, seed=seed,
                          bootstrap=bootstrap, locale=locale, resources=str(resources) if resources else None,
                          simulator_questions=parse_names(simulator_questions), simulator_judge=parse_spec(simulator_judge) if simulator_judge else None,
@@ -248,6 +254,7 @@ def calibrate_cmd(
         help="Selection: a judge's mean coefficient on every chatbot's conversations must reach this.")] = 0.4,
     judge_system: Annotated[Path | None, typer.Option(show_default="the built-in prompt, or the bundle's", help="Judge system prompt file.")] = None,
     judge_question: Annotated[Path | None, typer.Option(show_default="the built-in template, or the bundle's", help="Judge question template file.")] = None,
+    judge_prompts: JudgePrompts = "target",
     judge_max_tokens: Annotated[int, typer.Option(help="Judge output cap (tokens).")] = 400,
     judge_mode: Annotated[str, typer.Option(
         help="question (one call per rubric question, default) or dimension (one call per dimension).")] = "question",
@@ -271,6 +278,7 @@ def calibrate_cmd(
                          transcripts=str(transcripts) if transcripts is not None else None,
                          judge_system=str(judge_system) if judge_system else None,
                          judge_question=str(judge_question) if judge_question else None,
+                         judge_prompts=judge_prompts,
                          judge_max_tokens=judge_max_tokens, judge_mode=judge_mode, seed=seed,
                          bootstrap=bootstrap, options=options)
     res = run_calibration(cfg, str(labels), Rule(metric=select_metric, floor=floor, consensus=consensus))

@@ -245,6 +245,17 @@ def _criteria_blocks(rec: Mapping[str, Any], panel: Sequence[str]) -> list[Any]:
     return out
 
 
+def _repeat_label(c: Mapping[str, Any], convs: Sequence[Mapping[str, Any]]) -> str:
+    """Which repeat a conversation is, counted among its own persona's (chatbot, simulator,
+    session): a persona with one conversation is "repeat 1 of 1" even when a VERA-MH file
+    name numbered it run 3 (that number is shown as the file's)."""
+    key = ("persona", "chatbot", "simulator", "session")
+    mine = sorted(int(o.get("repeat") or 0) for o in convs if all(o.get(k) == c.get(k) for k in key))
+    n = int(c.get("repeat") or 0)  # numbered from 0 in the records
+    label = f"repeat {mine.index(n) + 1} of {len(mine)}"
+    return label + (f" (file run{n + 1})" if c.get("ended_by") == "transcript" and mine.index(n) != n else "")
+
+
 def _transcripts(records: Sequence[Mapping[str, Any]], panel: Sequence[str] = ()) -> Section | None:
     convs = [r for r in records if r.get("kind") == "conversation"]
     walks: dict[str, list[Mapping[str, Any]]] = {}
@@ -261,11 +272,10 @@ def _transcripts(records: Sequence[Mapping[str, Any]], panel: Sequence[str] = ()
                  for cid, ws in list(walks.items())[:MAX_SHOWN]]
         return Section("Imported ratings", [Paragraph("VERA-MH rows, one per conversation and judge."), *items])
     items = []
-    repeats = 1 + max(int(c.get("repeat") or 0) for c in convs)  # repeats are numbered from 0 in the records
     for c in convs[:MAX_SHOWN]:
         text = "\n\n".join(f"{'User' if t['role'] == 'user' else 'Chatbot'}: {t['content']}" for t in c["turns"])
         head = (f"{c['persona_name']} ({c['risk_level']}) · {c['chatbot']} · simulator {c['simulator']} · "
-                f"repeat {int(c['repeat']) + 1} of {repeats} · "
+                f"{_repeat_label(c, convs)} · "
                 f"{len([t for t in c['turns'] if t['role'] == 'user'])} user turns")
         blocks: list[Any] = []
         if c["status"] != "ok":

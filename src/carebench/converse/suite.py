@@ -89,6 +89,8 @@ from carebench.resources.options import run_locale
 from carebench.types import CarebenchError
 
 SUITE = "converse"
+#: ``--judge-prompts``: a ``vera:`` target's own judge prompts when it has them, or carebench's
+JUDGE_PROMPTS = ("target", "carebench")
 #: what a conversation is judged against: the rubric's decision tree (VERA-MH), or the
 #: support task's own weighted criteria (``--criteria task``, personas from support tasks)
 CRITERIA = ("tree", "task")
@@ -104,6 +106,8 @@ class Inputs:
     persona_template: str
     #: ``--rubric vera:PATH``: the VERA-MH files read and their hashes
     vera: dict[str, Any] | None = None
+    #: which judge prompts the run uses, for the manifest (:func:`judge_prompts_record`)
+    judge_prompts: dict[str, Any] = field(default_factory=lambda: {"used": "carebench"})
 
     @classmethod
     def without_rubric(cls, personas: str | None, persona_template: str | None) -> Inputs:
@@ -114,7 +118,7 @@ class Inputs:
     @classmethod
     def load(cls, rubric: str | None, personas: str | None = None, persona_template: str | None = None,
              judge_system: str | None = None, judge_question: str | None = None,
-             rules: str | None = None) -> Inputs:
+             rules: str | None = None, judge_prompts: str = "target") -> Inputs:
         if rubric is None:
             raise CarebenchError("give --rubric (a VERA-MH rubric TSV, a YAML rubric, a bundle directory, or "
                                  "vera:PATH for VERA-MH's own files)")
@@ -125,12 +129,24 @@ class Inputs:
         tmpl = None
         src = personas
         vera = None
+        used: dict[str, Any] = {"used": "carebench"}
+        if judge_prompts not in JUDGE_PROMPTS:
+            raise CarebenchError(f"--judge-prompts must be one of {', '.join(JUDGE_PROMPTS)}, got {judge_prompts!r}")
         if rubric.startswith("vera:"):
             from carebench.converse.vera_bundle import load_vera_bundle
 
             vb = load_vera_bundle(rubric)
             rub, tmpl, vera = vb.rubric, vb.persona_template, vb.provenance()
             src = src or (str(vb.personas) if vb.personas else None)
+            if judge_system or judge_question:
+                pass  # the files given (below)
+            elif judge_prompts == "target" and vb.has_judge_prompts:
+                prompts = Prompts(vb.judge_system, vb.judge_question, style="vera")  # type: ignore[arg-type]
+                used = {"used": "target", "files": vb.judge_files}
+            else:
+                used = {"used": "carebench", "target_files": vb.judge_files,
+                        "why": "--judge-prompts carebench" if judge_prompts == "carebench" else
+                        "the target folder has no judge prompt files"}
         elif path is not None and path.is_dir():
             b = load_bundle(path)
             rub = b.rubric
@@ -141,19 +157,20 @@ class Inputs:
             rub = load_rubric(rubric)
         if rules is not None:  # the rubric's walking rules, overriding its own (see rubric.parse_rules)
             rub = replace(rub, rules=parse_rules(rules))
-        if judge_system:
-            prompts = Prompts(read_text(judge_system), prompts.question)
-        if judge_question:
-            prompts = Prompts(prompts.system, read_text(judge_question))
+        if judge_system or judge_question:  # carebench-style templates, whatever the bundle had
+            used = {"used": "files", "system": judge_system, "question": judge_question}
+            base = prompts if prompts.style == "carebench" else Prompts.default()
+            prompts = Prompts(read_text(judge_system) if judge_system else base.system,
+                              read_text(judge_question) if judge_question else base.question)
         if persona_template:
             tmpl = read_text(persona_template)
         from carebench.templates import placeholders
 
         lacking = [s for s in REQUIRED_SLOTS if s not in placeholders(prompts.question)]
-        if lacking:
+        if lacking and prompts.style != "vera":
             raise CarebenchError(f"the judge question template has no {{{lacking[0]}}} placeholder "
                                  f"(it needs {', '.join('{' + s + '}' for s in REQUIRED_SLOTS)})")
-        return cls(rub, prompts, src or BUILTIN, tmpl or default_template(), vera)
+        return cls(rub, prompts, src or BUILTIN, tmpl or default_template(), vera, used)
 
 
 @dataclass
@@ -168,6 +185,9 @@ class ConverseConfig:
     persona_template: str | None = None
     judge_system: str | None = None
     judge_question: str | None = None
+    #: ``--judge-prompts``: "target" (a ``vera:`` target's own judge prompts when it has them) or
+    #: "carebench" (carebench's, as for any other rubric)
+    judge_prompts: str = "target"
     #: the models: the ``ModelSpec`` objects the command line was parsed into (a spec's text, e.g.
     #: a script's, is parsed by ``Run.model``); the manifest holds their text (``manifest_config``)
     simulators: list[SpecLike] = field(default_factory=list)
@@ -333,7 +353,10 @@ class ConverseSuite:
             inputs = Inputs.without_rubric(cfg.personas, cfg.persona_template)
         else:
             inputs = Inputs.load(cfg.rubric, cfg.personas, cfg.persona_template, cfg.judge_system,
-                                 cfg.judge_question, cfg.rubric_rules)
+                                 cfg.judge_question, cfg.rubric_rules, cfg.judge_prompts)
+            if inputs.prompts.style == "vera" and cfg.judge_mode == "dimension":
+                raise CarebenchError("the VERA-MH target's judge prompts ask one question at a time: use "
+                                     "--judge-mode question, or --judge-prompts carebench")
         judge_models = [run.model(s) for s in cfg.judges]
         judges = panel_seats([str(m.spec) for m in judge_models], judge_models)
         proto = cfg.protocol_settings()
@@ -477,6 +500,7 @@ class ConverseSuite:
                      "personas": inputs.personas_source if cfg.generates else (cfg.from_run or cfg.personas),
                      **_transcripts_provenance(cfg, conv_records),
                      **({"vera_bundle": inputs.vera} if inputs.vera else {}),
+                     "judge_prompts": inputs.judge_prompts,
                      "conversations": len(conv_records),
                      "personas_from": cfg.personas_from,
                      # the built-in personas' conversations; a user's own transcripts are not
