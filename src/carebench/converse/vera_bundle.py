@@ -147,8 +147,8 @@ def load_vera_bundle(spec: str) -> VeraBundle:
     found = {k: _find(root, v) if v else None for k, v in names.items()}
     system = question = None
     if all(found.values()):
-        for k in names:
-            take(names[k], k)
+        for k, name in names.items():
+            take(name, k)
         sys_path, q_path = found["rubric_prompt_beginning_file"], found["question_prompt_file"]
         assert sys_path is not None and q_path is not None
         system, question = read_text(sys_path), read_text(q_path)
