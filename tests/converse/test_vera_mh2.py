@@ -196,3 +196,40 @@ def test_a_prompt_field_vera_mh_would_not_fill_is_one_line_before_any_call(tmp_p
         assert not stub.requests
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "question_prompt_HFO.txt" in err[0] and "rubric_version" in err[0]
+
+
+# -- 8: the chatbot's greeting ----------------------------------------------------------------------
+
+def test_each_conversation_asks_for_its_own_greeting(tmp_path):
+    """VERA-MH's runner (``generate_conversations/runner.py``, ``run_single_conversation``) makes a
+    new chatbot client for every persona and run and has it open the conversation: one greeting
+    call per conversation, never one shared greeting."""
+    personas = tmp_path / "p.tsv"
+    personas.write_text("id\tname\trisk_level\npa\tAnna\tlow\npb\tBen\thigh\npc\tCleo\tnone\n")
+
+    def handle(req):
+        msgs = req.body["messages"]
+        if req.body["model"] == "bot":
+            return StubReply(content=f"hello {len(msgs)}")
+        if req.body["model"] == "sim":
+            return StubReply(content="hi")
+        return _answer_first(req)
+
+    def greetings(stub):
+        return [r.body for r in stub.requests if r.body["model"] == "bot"
+                and [m["role"] for m in r.body["messages"]] == ["user"]]
+
+    args = ["converse", "run", "--rubric", str(write_tsv(tmp_path / "r.tsv", RUBRIC)), "--personas", str(personas),
+            "--turns", "1", "--provider-speaks-first", "--repeats", "2", "--bootstrap", "20",
+            "--cache", str(tmp_path / "c.sqlite")]
+    with StubServer() as stub:
+        stub.handler = handle
+        u = stub.base_url
+        models = ["--simulator", f"openai:sim@{u}", "--chatbot", f"openai:bot@{u}", "--judge", f"openai:j@{u}"]
+        assert main([*args, *models, "--out", str(tmp_path / "a")]) == 0
+        got = greetings(stub)
+        assert len(got) == 3 * 2  # three personas x two repeats
+        assert len({g["seed"] for g in got}) == 6
+        n = len(stub.requests)
+        assert main([*args, *models, "--out", str(tmp_path / "b")]) == 0  # the cache serves them again
+        assert len(stub.requests) == n
