@@ -303,7 +303,8 @@ def walk_record(w: _Walk) -> dict[str, Any]:
             "chatbot": c["chatbot"], "repeat": c.get("repeat", 0), "judge": w.judge.label,
             "status": w.status, "failure": w.failure, "error": w.error, "steps": [s.to_dict() for s in w.state.steps],
             "ratings": w.state.ratings() if ok else {}, "triggers": w.state.triggers() if ok else {},
-            "truncated_reasons": w.truncated}
+            "truncated_reasons": w.truncated,
+            **({"annotations": dict(c["annotations"])} if c.get("annotations") else {})}
 
 
 def planned_calls(rubric: Rubric, conversations: Sequence[Mapping[str, Any]], judges: Sequence[Judge],

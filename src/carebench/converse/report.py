@@ -167,6 +167,14 @@ def _chatbot_section(cb: str, entry: Mapping[str, Any]) -> Section:
     blocks.append(Table(["persona risk level", "personas", "walks", "n", "% High Potential for Harm (HPH)", "overall score [95% CI]"],
                         lv_rows, caption="By persona risk level, Not Relevant left out (as the headline score)",
                         number_format=".1f"))
+    for col, groups in (entry.get("by_annotation") or {}).items():
+        dims = [r["dimension"] for r in next(iter(groups.values()))["scores"]] if groups else []
+        blocks.append(Table(
+            [col, "personas", "walks", *[f"{d} [95% CI]" for d in dims]],
+            [[v, e["personas"], e["walks"], *[_score_cell(r) for r in e["scores"]]] for v, e in groups.items()],
+            caption=(f"By the persona column {col!r} (the target's persona annotation column): scores per "
+                     "dimension and overall, Not Relevant left out (as the headline score)"),
+            number_format=".1f"))
     loo = entry.get("leave_one_judge_out")
     if loo:
         blocks.append(Table(["judge left out", "n", "% High Potential for Harm (HPH)", "overall score [95% CI]"],
@@ -436,11 +444,19 @@ def vera_attachments(metrics: Mapping[str, Any], records: Sequence[Mapping[str, 
     reads a carebench run."""
     import json
 
-    from carebench.converse.vera_import import vera_scores_by_risk_json, vera_scores_json
+    from carebench.converse.vera_import import (
+        vera_scores_by_annotation_json,
+        vera_scores_by_risk_json,
+        vera_scores_json,
+    )
 
     keep = set(metrics.get("judges") or [])
     dims = list(metrics.get("dimensions") or [])
     chatbots = list(metrics.get("chatbots") or {})
+    columns = list(metrics.get("annotation_columns") or [])
+    # several VERA-MH results files imported together: pooled, as VERA-MH's pooling script writes it
+    sources = list((manifest.get("dataset") or {}).get("results") or []) if manifest.get("kind") == "import" else []
+    pooled = sources if len(sources) > 1 else []
     out: dict[str, str] = {}
     for cb in chatbots:
         walks = [w for w in records if w.get("kind") == "walk" and w.get("status") == "ok"
@@ -449,9 +465,12 @@ def vera_attachments(metrics: Mapping[str, Any], records: Sequence[Mapping[str, 
                   "agent": cb,
                   "persona": ", ".join(sorted({str(w["simulator"]) for w in walks if w.get("simulator")})) or None}
         suffix = "" if len(chatbots) == 1 else "." + (re.sub(r"[^A-Za-z0-9._-]+", "_", cb).strip("._") or "chatbot")
-        out[f"scores{suffix}.json"] = json.dumps(vera_scores_json(walks, dims, models), indent=2) + "\n"
+        out[f"scores{suffix}.json"] = json.dumps(vera_scores_json(walks, dims, models, pooled), indent=2) + "\n"
         out[f"scores_by_risk{suffix}.json"] = json.dumps(vera_scores_by_risk_json(walks, dims, models),
                                                          indent=2) + "\n"
+        if columns:
+            out[f"scores_by_annotation{suffix}.json"] = json.dumps(
+                vera_scores_by_annotation_json(walks, dims, columns, models), indent=2) + "\n"
     return out
 
 

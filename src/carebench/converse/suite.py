@@ -49,6 +49,7 @@ from carebench.converse.judging import (
 from carebench.converse.judging import planned_calls as planned_judging
 from carebench.converse.personas import (
     BUILTIN,
+    annotate_conversations,
     default_template,
     load_personas,
     persona_prompt,
@@ -106,8 +107,10 @@ class Inputs:
     persona_template: str
     #: ``--rubric vera:PATH``: the VERA-MH files read and their hashes
     vera: dict[str, Any] | None = None
-    #: which judge prompts the run uses, for the manifest (:func:`judge_prompts_record`)
+    #: which judge prompts the run uses, for the manifest (``dataset.judge_prompts``)
     judge_prompts: dict[str, Any] = field(default_factory=lambda: {"used": "carebench"})
+    #: a ``vera:`` target's ``persona_annotation_columns``: the scores are broken down by them
+    annotation_columns: list[str] = field(default_factory=list)
 
     @classmethod
     def without_rubric(cls, personas: str | None, persona_template: str | None) -> Inputs:
@@ -130,6 +133,7 @@ class Inputs:
         src = personas
         vera = None
         used: dict[str, Any] = {"used": "carebench"}
+        cols: list[str] = []
         if judge_prompts not in JUDGE_PROMPTS:
             raise CarebenchError(f"--judge-prompts must be one of {', '.join(JUDGE_PROMPTS)}, got {judge_prompts!r}")
         if rubric.startswith("vera:"):
@@ -138,6 +142,7 @@ class Inputs:
             vb = load_vera_bundle(rubric)
             rub, tmpl, vera = vb.rubric, vb.persona_template, vb.provenance()
             src = src or (str(vb.personas) if vb.personas else None)
+            cols = vb.annotation_columns
             if judge_system or judge_question:
                 pass  # the files given (below)
             elif judge_prompts == "target" and vb.has_judge_prompts:
@@ -170,7 +175,7 @@ class Inputs:
         if lacking and prompts.style != "vera":
             raise CarebenchError(f"the judge question template has no {{{lacking[0]}}} placeholder "
                                  f"(it needs {', '.join('{' + s + '}' for s in REQUIRED_SLOTS)})")
-        return cls(rub, prompts, src or BUILTIN, tmpl or default_template(), vera, used)
+        return cls(rub, prompts, src or BUILTIN, tmpl or default_template(), vera, used, cols)
 
 
 @dataclass
@@ -377,6 +382,8 @@ class ConverseSuite:
             known = load_personas(inputs.personas_source) if inputs.personas_source != BUILTIN else None
             # --personas, or a vera: bundle's: their risk levels are joined
             convs = load_transcripts(cfg.transcripts, cfg.transcripts_chatbot, known)
+            if inputs.annotation_columns:
+                convs = annotate_conversations(convs, known or [], inputs.annotation_columns)
             return inputs, judges, gcfg, [], convs
         if cfg.personas_from:
             inputs.personas_source = cfg.personas or BUILTIN
@@ -458,6 +465,8 @@ class ConverseSuite:
         if cfg.generates:
             gen = generate(run, convs, gcfg)
             conv_records = [c.to_record() for c in convs if not c.cut]
+            if inputs.annotation_columns:
+                conv_records = annotate_conversations(conv_records, personas, inputs.annotation_columns)
             if gen.stopped:
                 run.mark_incomplete("generation", gen.calls_skipped)
         else:
@@ -507,7 +516,9 @@ class ConverseSuite:
                      "illustrative": inputs.personas_source == BUILTIN and not cfg.transcripts},
             seeds={"bootstrap": cfg.seed, "generation": cfg.seed},
             extra={"scoring": {"dimensions": inputs.rubric.dimensions, "seed": cfg.seed,
-                               "bootstrap": cfg.bootstrap, "judges": [j.label for j in judges]},
+                               "bootstrap": cfg.bootstrap, "judges": [j.label for j in judges],
+                               **({"annotation_columns": inputs.annotation_columns}
+                                  if inputs.annotation_columns else {})},
                    "failures": {"harness": harness, "judge": judge_fail, "judge_calls": judge_calls_failed,
                                 "judge_context": judge_context,
                                 "truncated_reasons": sum(w.get("truncated_reasons", 0) for w in walks),
@@ -605,7 +616,8 @@ class ConverseSuite:
             return m
         rated, dims = rated_walks(walks, settings)
         m = summarize(rated, dims, B=int(settings.get("bootstrap", B_DEFAULT)),
-                      seed=int(settings.get("seed", SEED_DEFAULT)))
+                      seed=int(settings.get("seed", SEED_DEFAULT)),
+                      annotation_columns=list(settings.get("annotation_columns") or []))
         m["counts"] = {
             "conversations": len(convs),
             "harness_failures": sum(c["status"] == HARNESS_FAILURE for c in convs),
@@ -708,19 +720,32 @@ class ImportSuite(ConverseSuite):
     def execute(self, run: Run) -> Execution:
         from carebench.converse.vera_import import read_personas_risk, read_results
 
-        dims = self.dimensions or (load_rubric(self.rubric).dimensions if self.rubric else None)
+        bundle = None
+        if self.rubric and self.rubric.startswith("vera:"):  # a VERA-MH target: its rubric and its columns
+            from carebench.converse.vera_bundle import load_vera_bundle
+
+            bundle = load_vera_bundle(self.rubric)
+        rubric = bundle.rubric if bundle else (load_rubric(self.rubric) if self.rubric else None)
+        dims = self.dimensions or (rubric.dimensions if rubric else None)
         levels = read_personas_risk(self.personas) if self.personas else None
         walks, dims = read_results(self.paths, self.chatbot, dimensions=dims, personas=levels)
+        # the columns scores are broken down by: the target's, else every annotation column of the results
+        columns = list(bundle.annotation_columns) if bundle else []
+        if not bundle:
+            for w in walks:
+                columns.extend(c for c in w.get("annotations") or {} if c not in columns)
         return Execution(
             records=walks, config={"results": self.paths, "chatbot": self.chatbot, "personas": self.personas,
                                    "dimensions": self.dimensions or None, "rubric": self.rubric},
             dataset={"results": self.paths, "sha256": [file_sha256(Path(p)) for p in self.paths],
                      "rows": len(walks),
-                     "personas_sha256": file_sha256(Path(self.personas)) if self.personas else None},
+                     "personas_sha256": file_sha256(Path(self.personas)) if self.personas else None,
+                     **({"vera_bundle": bundle.provenance()} if bundle else {})},
             seeds={"bootstrap": self.seed},
             models=sorted({w["judge"] for w in walks}),
             extra={"kind": "import", "scoring": {"dimensions": dims, "seed": self.seed,
-                                                 "bootstrap": self.bootstrap, "judges": None},
+                                                 "bootstrap": self.bootstrap, "judges": None,
+                                                 **({"annotation_columns": columns} if columns else {})},
                    "failures": {"harness": 0, "judge": 0},
                    "title": "Converse: VERA-MH results, scored with persona-resampling intervals",
                    "notes": [("Ratings read from VERA-MH results files; the conversations are not "

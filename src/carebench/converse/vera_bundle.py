@@ -25,6 +25,11 @@ VERA-MH's judge fills them (``converse.judging.question_messages``), unless
 but whose folder lacks them (a copy that left them out) is judged with carebench's prompts,
 and the manifest of the run says so.
 
+A target's ``persona_annotation_columns`` (HFO: ``Active Life Threat``) name persona
+columns that VERA-MH copies beside each conversation's ratings; carebench carries each
+conversation's persona values along in the same way and breaks the scores down by them
+(``by_annotation`` in the metrics, ``scores_by_annotation.json``, the report).
+
 The manifest of the run records the SHA-256 of every file read.
 """
 
@@ -66,6 +71,9 @@ class VeraBundle:
     judge_question: str | None = None
     #: the two prompt files' names as the manifest gives them (recorded when missing, too)
     judge_files: dict[str, str | None] = field(default_factory=dict)
+    #: ``persona_annotation_columns``: persona columns scores are broken down by (HFO's
+    #: ``Active Life Threat``); none when the manifest names none
+    annotation_columns: list[str] = field(default_factory=list)
 
     def provenance(self) -> dict[str, Any]:
         return {"path": str(self.root), "target": self.target, "sha256": dict(self.files)}
@@ -155,5 +163,9 @@ def load_vera_bundle(spec: str) -> VeraBundle:
         # checked before any call: a field VERA-MH would not fill is an error now, not mid-run
         vera_format(system, dict.fromkeys(VERA_SYSTEM_FIELDS, ""), str(sys_path))
         vera_format(question, dict.fromkeys(VERA_QUESTION_FIELDS, ""), str(q_path))
+    cols = man.get("persona_annotation_columns", [])
+    if not isinstance(cols, list) or not all(isinstance(c, str) and c.strip() for c in cols):
+        raise CarebenchError(f"{man_path}:1:1: 'persona_annotation_columns' must be a list of column names, "
+                             f"got {cols!r}")
     return VeraBundle(root, root.name, load_rubric(rubric_path), persona_path, template, files,
-                      system, question, names)
+                      system, question, names, [c.strip() for c in cols])
