@@ -374,3 +374,133 @@ def test_one_results_file_is_not_pooled_and_its_models_are_text(tmp_path):
     assert vj["persona_model"] == "Unknown" and vj["judge_model"] == "gpt-5.4"
     vr = json.loads((out / "scores_by_risk.json").read_text())
     assert all(isinstance(vr[k], str) for k in ("judge_model", "persona_model", "agent_model"))
+
+
+# -- 6: VERA-MH's replayable run configs -----------------------------------------------------------
+
+def test_vera_model_names_map_to_carebench_specs():
+    from carebench.converse.vera_config import model_spec
+    from carebench.types import CarebenchError
+
+    assert str(model_spec("claude-opus-4-5-20251101", "c")) == "anthropic:claude-opus-4-5-20251101"
+    assert str(model_spec("gpt-5.2", "c")) == "openai:gpt-5.2"
+    assert str(model_spec("openai:bot@http://127.0.0.1:9/v1", "c")) == "openai:bot@http://127.0.0.1:9/v1"
+    with pytest.raises(CarebenchError, match="gemini-3-pro"):
+        model_spec("gemini-3-pro", "c")
+
+
+def _replay_config(tmp_path, u, **gen_extra):
+    """A checkout laid out as VERA-MH's (data/HFO, configs/) and a config in its input form."""
+    _hfo_target(tmp_path)
+    cfg = {"target": "HFO",
+           "generation": {"chatbot": {"name": f"openai:bot@{u}", "repeats": 1, "temperature": 0.3},
+                          "user": [{"name": f"openai:sim@{u}", "repeats": 2}, {"name": f"openai:sim2@{u}", "repeats": 2}],
+                          "turns": 3, "output": "output", "max_concurrent": 10, "max_total_words": 500,
+                          "persona_speaks_first": False, "sessions": ["intake", "coaching"], **gen_extra},
+           "judging": {"models": [{"name": f"openai:j@{u}", "repeats": 2, "reasoning_effort": "low",
+                                   "thinking_level": "low"}], "max_concurrent": 10, "per_judge": False},
+           "scoring": {"skip_risk_analysis": True},
+           "invocation": {"debug": False, "sample": 1, "into": None}}
+    (tmp_path / "configs").mkdir()
+    path = tmp_path / "configs" / "hfo.json"
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+def _replay_handler(req):
+    model = req.body["model"]
+    if model == "bot":
+        return StubReply(content="I'm here with you.")
+    if model in ("sim", "sim2"):
+        return StubReply(content=f"He is outside ({model}).")  # each user model's own words
+    return _answer_first(req)
+
+
+def test_converse_run_replays_a_vera_config(tmp_path, capsys):
+    out = tmp_path / "out"
+    with StubServer() as stub:
+        stub.handler = _replay_handler
+        path = _replay_config(tmp_path, stub.base_url)
+        assert main(["converse", "run", "--vera-config", str(path), "--no-cache", "--bootstrap", "20",
+                     "--out", str(out)]) == 0
+        bodies = [r.body for r in stub.requests]
+    err = capsys.readouterr().err
+    not_honoured = [ln for ln in err.splitlines() if ln.startswith("--vera-config: not honoured: ")]
+    for word in ("generation.output", "generation.max_concurrent", "judging.max_concurrent", "thinking_level",
+                 "skip_risk_analysis"):
+        assert sum(word in ln for ln in not_honoured) == 1, word
+    recs = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+    convs = [r for r in recs if r["kind"] == "conversation"]
+    # invocation.sample 1: the first persona only; 2 user models x 2 repeats x 2 sessions
+    assert {c["persona"] for c in convs} == {"Dana"} and len(convs) == 2 * 2 * 2
+    assert {c["simulator"] for c in convs} == {f"openai:sim@{stub.base_url}", f"openai:sim2@{stub.base_url}"}
+    assert {c["session"] for c in convs} == {"s1-intake", "s2-coaching"}
+    # 3 messages with the chatbot first (VERA-MH's -t counts messages): chatbot, user, chatbot
+    assert all([t["role"] for t in c["turns"]] == ["assistant", "user", "assistant"] for c in convs)
+    bots = [b for b in bodies if b["model"] == "bot"]
+    assert len(bots) == 2 * len(convs) and all(b["temperature"] == 0.3 for b in bots)
+    judges = [b for b in bodies if b["model"] == "j"]
+    assert judges and all(b.get("reasoning_effort") == "low" for b in judges)
+    walks = [r for r in recs if r["kind"] == "walk"]
+    assert len(walks) == 2 * len(convs)  # two judge instances
+    man = json.loads((out / "manifest.json").read_text())
+    cfg = man["config"]
+    assert cfg["max_total_words"] == 500 and cfg["turn_unit"] == "messages" and cfg["provider_speaks_first"]
+    assert cfg["vera_config"]["path"] == str(path) and len(cfg["vera_config"]["sha256"]) == 64
+    assert cfg["vera_config"]["not_honoured"] == [ln.removeprefix("--vera-config: not honoured: ")
+                                                  for ln in not_honoured]
+    assert man["dataset"]["judge_prompts"]["used"] == "target"
+
+
+@pytest.mark.parametrize("case", ["flag", "unknown_field", "missing_field", "model"])
+def test_a_bad_vera_config_is_one_line(tmp_path, capsys, case):
+    with StubServer() as stub:
+        path = _replay_config(tmp_path, stub.base_url)
+        cfg = json.loads(path.read_text())
+        extra: list[str] = []
+        if case == "flag":
+            extra = ["--chatbot", f"openai:other@{stub.base_url}"]
+        elif case == "unknown_field":
+            cfg["generation"]["temperature"] = 0.5
+        elif case == "missing_field":
+            del cfg["generation"]["sessions"]
+        else:
+            cfg["generation"]["chatbot"]["name"] = "gemini-3-pro"
+        path.write_text(json.dumps(cfg))
+        assert main(["converse", "run", "--vera-config", str(path), "--no-cache",
+                     "--out", str(tmp_path / "o"), *extra]) == 2
+        assert not stub.requests
+    err = [ln for ln in capsys.readouterr().err.strip().splitlines() if "not honoured" not in ln]
+    word = {"flag": "--chatbot", "unknown_field": "generation.temperature", "missing_field": "generation.sessions",
+            "model": "gemini-3-pro"}[case]
+    assert len(err) == 1 and word in err[0], err
+
+
+def test_the_resolved_form_vera_prints_replays_too(tmp_path):
+    """``vera ... --print`` emits the resolved form: no target, the files named one by one
+    (``generation.personas``, ``persona_context_template``, ``judging.rubrics``)."""
+    out = tmp_path / "out"
+    with StubServer() as stub:
+        stub.handler = _replay_handler
+        path = _replay_config(tmp_path, stub.base_url)
+        cfg = json.loads(path.read_text())
+        del cfg["target"]
+        cfg["generation"].update(personas=["data/HFO/personas_HFO.tsv"],
+                                 persona_context_template="data/HFO/persona_context_template_HFO.txt",
+                                 sessions=None, persona_speaks_first=True, turns=2)
+        cfg["judging"].update(rubrics=[{"rubric_file": "data/HFO/rubric_HFO.tsv",
+                                        "rubric_prompt_beginning_file": "data/HFO/rubric_prompt_beginning_HFO.txt",
+                                        "question_prompt_file": "data/HFO/question_prompt_HFO.txt"}],
+                              output="evaluations", persona_annotation_columns=["Active Life Threat"])
+        cfg["invocation"]["sample"] = None
+        path.write_text(json.dumps(cfg))
+        assert main(["converse", "run", "--vera-config", str(path), "--no-cache", "--bootstrap", "20",
+                     "--out", str(out)]) == 0
+        judge_systems = {r.body["messages"][0]["content"] for r in stub.requests if r.body["model"] == "j"}
+    recs = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+    convs = [r for r in recs if r["kind"] == "conversation"]
+    assert {c["persona"] for c in convs} == {"Dana", "Eli"} and len(convs) == 2 * 2 * 2
+    assert all([t["role"] for t in c["turns"]] == ["user", "assistant"] for c in convs)
+    assert all(s.startswith("You rate a conversation about harm from others") for s in judge_systems)
+    walks = [r for r in recs if r["kind"] == "walk"]
+    assert {w["annotations"]["Active Life Threat"] for w in walks} == {"Yes", "No"}

@@ -156,6 +156,10 @@ def run(
         show_default="the runner's: 6, transient failures only", help="Retries of a failed call before it is a harness failure.")] = None,
     simulator_questions: SimulatorQuestions = None, simulator_judge: SimulatorJudge = None,
     seed: Seed = 12345, bootstrap: Bootstrap = 2000,
+    vera_config: Annotated[Path | None, typer.Option(
+        show_default="none", help="Replay a VERA-MH run config (its vera CLI's JSON): its target, chatbot, user "
+        "models, judges, turns, speaker order, sessions and word cap; each setting carebench cannot honour is "
+        "named. --rubric vera:PATH gives the VERA-MH checkout its paths resolve against.")] = None,
     options: RunOptions = RUN_FLAGS,
     locale: LocaleOption = None, resources: ResourcesOption = None,
 ) -> None:
@@ -163,6 +167,22 @@ def run(
     from carebench.converse.simulator_questions import parse_names
     from carebench.converse.suite import ConverseConfig
 
+    replay = None
+    if vera_config is not None:
+        replay = _vera_replay(vera_config, rubric, simulator=simulator, chatbot=chatbot, judge=judge,
+                              turns=turns, turn_unit=turn_unit, provider_speaks_first=provider_speaks_first,
+                              sessions=sessions, max_total_words=max_total_words, repeats=repeats)
+        rubric, simulator, chatbot = replay.rubric, [str(s) for s in replay.simulators], \
+            [str(c) for c in replay.chatbots]
+        judge = [str(j) for j in replay.judges] or judge
+        turns, turn_unit, provider_speaks_first = replay.turns, "messages", replay.provider_speaks_first
+        sessions = ",".join(replay.sessions) if replay.sessions else None
+        max_total_words, repeats = replay.max_total_words, replay.repeats
+        persona = replay.persona_ids() or persona
+        from carebench.models.options import collect_model_options
+
+        options = replace(options, model_options={**collect_model_options(None, replay.model_options),
+                                                  **options.model_options})
     cfg = ConverseConfig(
         rubric=rubric, rubric_rules=rubric_rules, personas=personas, personas_from=personas_from, persona_template=str(persona_template) if persona_template else None,
         judge_system=str(judge_system) if judge_system else None,
@@ -178,8 +198,32 @@ def run(
         max_total_words=max_total_words, default_system_prompt=default_system_prompt,
         locale=locale, resources=str(resources) if resources else None,
         simulator_questions=parse_names(simulator_questions), simulator_judge=parse_spec(simulator_judge) if simulator_judge else None,
-        options=replace(options, max_retries=retries))
+        options=replace(options, max_retries=retries),
+        vera_config={**replay.provenance, "checkout": replay.checkout} if replay else None,
+        notes=[f"VERA-MH run config: not honoured: {x}" for x in replay.not_honoured] if replay else [])
     _go(_with_judge_from(cfg, judge_from))
+
+
+def _vera_replay(path: Path, rubric: str | None, **given):
+    """``--vera-config``: the config read, after refusing the flags it sets (a VERA-MH run is
+    defined by its config or by flags, never both), each unhonoured setting echoed."""
+    from carebench.converse.vera_config import read_vera_config
+
+    if rubric is not None and not rubric.startswith("vera:"):
+        raise CarebenchError("--vera-config: --rubric may only give the VERA-MH checkout (vera:PATH); the config "
+                             "names the target")
+    defaults = {"turn_unit": None, "provider_speaks_first": False, "turns": None, "sessions": None,
+                "max_total_words": None, "repeats": 1, "simulator": None, "chatbot": None}
+    clash = next((k for k, v in given.items() if k in defaults and v != defaults[k]), None)
+    if clash is not None:
+        raise CarebenchError(f"--vera-config sets the run: leave out --{clash.replace('_', '-')}")
+    replay = read_vera_config(path, rubric)
+    if replay.judges and given.get("judge"):
+        raise CarebenchError("--vera-config names the judges (judging.models): leave out --judge")
+    replay.checkout = rubric
+    for line in replay.not_honoured:
+        typer.echo(f"--vera-config: not honoured: {line}", err=True)
+    return replay
 
 
 @app.command("judge")

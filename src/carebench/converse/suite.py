@@ -121,7 +121,7 @@ class Inputs:
     @classmethod
     def load(cls, rubric: str | None, personas: str | None = None, persona_template: str | None = None,
              judge_system: str | None = None, judge_question: str | None = None,
-             rules: str | None = None, judge_prompts: str = "target") -> Inputs:
+             rules: str | None = None, judge_prompts: str = "target", bundle: Any = None) -> Inputs:
         if rubric is None:
             raise CarebenchError("give --rubric (a VERA-MH rubric TSV, a YAML rubric, a bundle directory, or "
                                  "vera:PATH for VERA-MH's own files)")
@@ -139,7 +139,7 @@ class Inputs:
         if rubric.startswith("vera:"):
             from carebench.converse.vera_bundle import load_vera_bundle
 
-            vb = load_vera_bundle(rubric)
+            vb = bundle or load_vera_bundle(rubric)  # a --vera-config's target, already read
             rub, tmpl, vera = vb.rubric, vb.persona_template, vb.provenance()
             src = src or (str(vb.personas) if vb.personas else None)
             cols = vb.annotation_columns
@@ -193,6 +193,9 @@ class ConverseConfig:
     #: ``--judge-prompts``: "target" (a ``vera:`` target's own judge prompts when it has them) or
     #: "carebench" (carebench's, as for any other rubric)
     judge_prompts: str = "target"
+    #: ``--vera-config FILE``: the VERA-MH run config this run replays (path, sha256, the
+    #: settings not honoured, and the checkout its paths resolve against)
+    vera_config: dict[str, Any] | None = None
     #: the models: the ``ModelSpec`` objects the command line was parsed into (a spec's text, e.g.
     #: a script's, is parsed by ``Run.model``); the manifest holds their text (``manifest_config``)
     simulators: list[SpecLike] = field(default_factory=list)
@@ -357,8 +360,13 @@ class ConverseSuite:
         if cfg.criteria == "task":
             inputs = Inputs.without_rubric(cfg.personas, cfg.persona_template)
         else:
+            bundle = None
+            if cfg.vera_config:  # the target as the config names it (a resolved config has no manifest)
+                from carebench.converse.vera_config import read_vera_config
+
+                bundle = read_vera_config(cfg.vera_config["path"], cfg.vera_config.get("checkout")).bundle
             inputs = Inputs.load(cfg.rubric, cfg.personas, cfg.persona_template, cfg.judge_system,
-                                 cfg.judge_question, cfg.rubric_rules, cfg.judge_prompts)
+                                 cfg.judge_question, cfg.rubric_rules, cfg.judge_prompts, bundle)
             if inputs.prompts.style == "vera" and cfg.judge_mode == "dimension":
                 raise CarebenchError("the VERA-MH target's judge prompts ask one question at a time: use "
                                      "--judge-mode question, or --judge-prompts carebench")

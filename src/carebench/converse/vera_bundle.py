@@ -118,6 +118,14 @@ def load_vera_bundle(spec: str) -> VeraBundle:
         raise CarebenchError(f"{man_path}:1:1: invalid JSON ({e})") from None
     if not isinstance(man, dict) or not man.get("rubric_file"):
         raise CarebenchError(f"{man_path}:1:1: a VERA-MH target manifest names its 'rubric_file'")
+    return bundle_from_manifest(root, man, man_path, read_manifest=True)
+
+
+def bundle_from_manifest(root: Path, man: dict[str, Any], man_path: Path, *, read_manifest: bool = False,
+                         target: str | None = None) -> VeraBundle:
+    """A bundle from a manifest's fields, each file looked up in ``root`` then its parent (an
+    absolute path is taken as it is): a target folder's ``manifest.json``, or the files a
+    resolved VERA-MH run config names (:mod:`carebench.converse.vera_config`)."""
     files: dict[str, str] = {}
 
     def take(name: str | None, what: str, required: bool = False) -> Path | None:
@@ -128,10 +136,15 @@ def load_vera_bundle(spec: str) -> VeraBundle:
             if required:
                 raise CarebenchError(f"{man_path}: {what} {name!r} is neither in {root} nor in {root.parent}")
             return None
-        files[str(found.relative_to(root.parent))] = file_sha256(found)
+        try:
+            key = str(found.relative_to(root.parent))
+        except ValueError:
+            key = str(found)
+        files[key] = file_sha256(found)
         return found
 
-    take("manifest.json", "manifest")
+    if read_manifest:
+        take("manifest.json", "manifest")
     rubric_path = take(man["rubric_file"], "rubric", required=True)
     assert rubric_path is not None
     personas = man.get("personas") or []
@@ -167,5 +180,5 @@ def load_vera_bundle(spec: str) -> VeraBundle:
     if not isinstance(cols, list) or not all(isinstance(c, str) and c.strip() for c in cols):
         raise CarebenchError(f"{man_path}:1:1: 'persona_annotation_columns' must be a list of column names, "
                              f"got {cols!r}")
-    return VeraBundle(root, root.name, load_rubric(rubric_path), persona_path, template, files,
+    return VeraBundle(root, target or root.name, load_rubric(rubric_path), persona_path, template, files,
                       system, question, names, [c.strip() for c in cols])
