@@ -203,8 +203,8 @@ def test_dry_run_bounds_follow_the_message_count(tmp_path, capsys):
     with StubServer() as stub:
         u = stub.base_url
         for extra, calls in [(("--turns", "5", "--turn-unit", "messages"), 2 * 6),
-                             # the chatbot's greeting request is the same for both personas: planned once
-                             (("--turns", "4", "--turn-unit", "messages", "--provider-speaks-first"), 2 * 5 - 1),
+                             # each persona's conversation asks for its own greeting, as VERA-MH's does
+                             (("--turns", "4", "--turn-unit", "messages", "--provider-speaks-first"), 2 * 5),
                              (("--turns", "2", "--sessions", "a,b,c"), 2 * 3 * 4)]:
             assert main(["converse", "run", "--rubric", str(write_tsv(tmp_path / "r.tsv", RUBRIC)),
                          "--personas", str(personas), "--simulator", f"openai:sim@{u}", "--chatbot",

@@ -31,6 +31,9 @@ RubricRules = Annotated[str | None, typer.Option(
     help="How the walk reads the tree: vera (VERA-MH 2.0's judge and scorer), vera-1.2 (its 1.x judge), "
          "carebench, or vera+OPTION with carebench's named deviations: gate-end-keeps-walked, "
          "risk-type-branches, yelow-is-yellow, not-relevant-final, exact-answers (docs/converse.md).")]
+JudgePrompts = Annotated[str, typer.Option(
+    help="target (a vera: rubric's own judge prompt files when its target folder has them, filled as VERA-MH's "
+         "judge fills them) or carebench (carebench's prompts). --judge-system/--judge-question replace both.")]
 JudgeFrom = Annotated[Path | None, typer.Option(
     show_default="none", help="Add the judge a 'converse calibrate' directory selected (its selection.json); "
     "the run records the directory, the selection's hash and its figures.")]
@@ -108,6 +111,7 @@ def run(
     system_prompt: Annotated[Path | None, typer.Option(show_default='none', help="The chatbot's system prompt file.")] = None,
     judge_system: Annotated[Path | None, typer.Option(show_default="the built-in prompt, or the bundle's", help="Judge system prompt file.")] = None,
     judge_question: Annotated[Path | None, typer.Option(show_default="the built-in template, or the bundle's", help="Judge question template file.")] = None,
+    judge_prompts: JudgePrompts = "target",
     turns: Annotated[int | None, typer.Option(
         show_default="20 exchanges; 30 messages under --protocol vera",
         help="Most turns per conversation, in --turn-unit units.")] = None,
@@ -152,6 +156,10 @@ def run(
         show_default="the runner's: 6, transient failures only", help="Retries of a failed call before it is a harness failure.")] = None,
     simulator_questions: SimulatorQuestions = None, simulator_judge: SimulatorJudge = None,
     seed: Seed = 12345, bootstrap: Bootstrap = 2000,
+    vera_config: Annotated[Path | None, typer.Option(
+        show_default="none", help="Replay a VERA-MH run config (its vera CLI's JSON): its target, chatbot, user "
+        "models, judges, turns, speaker order, sessions and word cap; each setting carebench cannot honour is "
+        "named. --rubric vera:PATH gives the VERA-MH checkout its paths resolve against.")] = None,
     options: RunOptions = RUN_FLAGS,
     locale: LocaleOption = None, resources: ResourcesOption = None,
 ) -> None:
@@ -159,10 +167,26 @@ def run(
     from carebench.converse.simulator_questions import parse_names
     from carebench.converse.suite import ConverseConfig
 
+    replay = None
+    if vera_config is not None:
+        replay = _vera_replay(vera_config, rubric, simulator=simulator, chatbot=chatbot, judge=judge,
+                              turns=turns, turn_unit=turn_unit, provider_speaks_first=provider_speaks_first,
+                              sessions=sessions, max_total_words=max_total_words, repeats=repeats)
+        rubric, simulator, chatbot = replay.rubric, [str(s) for s in replay.simulators], \
+            [str(c) for c in replay.chatbots]
+        judge = [str(j) for j in replay.judges] or judge
+        turns, turn_unit, provider_speaks_first = replay.turns, "messages", replay.provider_speaks_first
+        sessions = ",".join(replay.sessions) if replay.sessions else None
+        max_total_words, repeats = replay.max_total_words, replay.repeats
+        persona = replay.persona_ids() or persona
+        from carebench.models.options import collect_model_options
+
+        options = replace(options, model_options={**collect_model_options(None, replay.model_options),
+                                                  **options.model_options})
     cfg = ConverseConfig(
         rubric=rubric, rubric_rules=rubric_rules, personas=personas, personas_from=personas_from, persona_template=str(persona_template) if persona_template else None,
         judge_system=str(judge_system) if judge_system else None,
-        judge_question=str(judge_question) if judge_question else None,
+        judge_question=str(judge_question) if judge_question else None, judge_prompts=judge_prompts,
         simulators=parse_specs(simulator), chatbots=parse_specs(chatbot), judges=parse_specs(judge),
         system_prompt_file=str(system_prompt) if system_prompt else None, turns=turns, repeats=repeats,
         persona_ids=list(persona) if persona else None, seed=seed, bootstrap=bootstrap,
@@ -174,8 +198,32 @@ def run(
         max_total_words=max_total_words, default_system_prompt=default_system_prompt,
         locale=locale, resources=str(resources) if resources else None,
         simulator_questions=parse_names(simulator_questions), simulator_judge=parse_spec(simulator_judge) if simulator_judge else None,
-        options=replace(options, max_retries=retries))
+        options=replace(options, max_retries=retries),
+        vera_config={**replay.provenance, "checkout": replay.checkout} if replay else None,
+        notes=[f"VERA-MH run config: not honoured: {x}" for x in replay.not_honoured] if replay else [])
     _go(_with_judge_from(cfg, judge_from))
+
+
+def _vera_replay(path: Path, rubric: str | None, **given):
+    """``--vera-config``: the config read, after refusing the flags it sets (a VERA-MH run is
+    defined by its config or by flags, never both), each unhonoured setting echoed."""
+    from carebench.converse.vera_config import read_vera_config
+
+    if rubric is not None and not rubric.startswith("vera:"):
+        raise CarebenchError("--vera-config: --rubric may only give the VERA-MH checkout (vera:PATH); the config "
+                             "names the target")
+    defaults = {"turn_unit": None, "provider_speaks_first": False, "turns": None, "sessions": None,
+                "max_total_words": None, "repeats": 1, "simulator": None, "chatbot": None}
+    clash = next((k for k, v in given.items() if k in defaults and v != defaults[k]), None)
+    if clash is not None:
+        raise CarebenchError(f"--vera-config sets the run: leave out --{clash.replace('_', '-')}")
+    replay = read_vera_config(path, rubric)
+    if replay.judges and given.get("judge"):
+        raise CarebenchError("--vera-config names the judges (judging.models): leave out --judge")
+    replay.checkout = rubric
+    for line in replay.not_honoured:
+        typer.echo(f"--vera-config: not honoured: {line}", err=True)
+    return replay
 
 
 @app.command("judge")
@@ -196,6 +244,7 @@ def judge_cmd(
         help="With --transcripts: a persona file whose risk levels are joined by persona id or name.")] = None,
     judge_system: Annotated[Path | None, typer.Option(show_default="the built-in prompt, or the bundle's", help="Judge system prompt file.")] = None,
     judge_question: Annotated[Path | None, typer.Option(show_default="the built-in template, or the bundle's", help="Judge question template file.")] = None,
+    judge_prompts: JudgePrompts = "target",
     judge_max_tokens: Annotated[int, typer.Option(help="Judge output cap (tokens).")] = 400,
     judge_mode: Annotated[str, typer.Option(
         help="question (one call per rubric question, default) or dimension (one call per dimension).")] = "question",
@@ -219,6 +268,7 @@ def judge_cmd(
                          transcripts_chatbot=chatbot, personas=personas,
                          judge_system=str(judge_system) if judge_system else None,
                          judge_question=str(judge_question) if judge_question else None,
+                         judge_prompts=judge_prompts,
                          judge_max_tokens=judge_max_tokens, judge_mode=judge_mode, seed=seed,
                          bootstrap=bootstrap, locale=locale, resources=str(resources) if resources else None,
                          simulator_questions=parse_names(simulator_questions), simulator_judge=parse_spec(simulator_judge) if simulator_judge else None,
@@ -248,6 +298,7 @@ def calibrate_cmd(
         help="Selection: a judge's mean coefficient on every chatbot's conversations must reach this.")] = 0.4,
     judge_system: Annotated[Path | None, typer.Option(show_default="the built-in prompt, or the bundle's", help="Judge system prompt file.")] = None,
     judge_question: Annotated[Path | None, typer.Option(show_default="the built-in template, or the bundle's", help="Judge question template file.")] = None,
+    judge_prompts: JudgePrompts = "target",
     judge_max_tokens: Annotated[int, typer.Option(help="Judge output cap (tokens).")] = 400,
     judge_mode: Annotated[str, typer.Option(
         help="question (one call per rubric question, default) or dimension (one call per dimension).")] = "question",
@@ -271,6 +322,7 @@ def calibrate_cmd(
                          transcripts=str(transcripts) if transcripts is not None else None,
                          judge_system=str(judge_system) if judge_system else None,
                          judge_question=str(judge_question) if judge_question else None,
+                         judge_prompts=judge_prompts,
                          judge_max_tokens=judge_max_tokens, judge_mode=judge_mode, seed=seed,
                          bootstrap=bootstrap, options=options)
     res = run_calibration(cfg, str(labels), Rule(metric=select_metric, floor=floor, consensus=consensus))

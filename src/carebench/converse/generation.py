@@ -22,10 +22,17 @@ repeating a completed turn.
   opens with that text verbatim; the simulator writes the user's turns from the second on.
 - The repeat index goes into ``ChatRequest.attempt`` and the sampling seed, so repeats
   are separate samples with separate cache entries.
+- When the chatbot speaks first, each conversation asks for its own greeting, as VERA-MH
+  does (its runner builds a fresh chatbot client for every persona, run and session and
+  asks it to open the conversation). The greeting request is the same text for every
+  persona, so its attempt and seed are drawn from the conversation's id
+  (:func:`greeting_attempt`): without that, every persona would get one shared, cached
+  greeting.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -157,6 +164,12 @@ def simulator_request(c: Conversation, cfg: GenerationConfig) -> ChatRequest:
                        max_tokens=cfg.simulator_max_tokens, seed=cfg.seed + c.attempt, attempt=c.attempt)
 
 
+def greeting_attempt(c: Conversation) -> int:
+    """The greeting request's attempt (and seed offset): a stable number from the
+    conversation's id, so each conversation's greeting is its own sample and cache entry."""
+    return int(hashlib.sha256(c.id.encode("utf-8")).hexdigest()[:7], 16)
+
+
 def chatbot_request(c: Conversation, cfg: GenerationConfig) -> ChatRequest:
     """The chatbot's view: its own system prompt (if any) and the conversation only (opened,
     when it speaks first, by a neutral starter asking it to greet the user)."""
@@ -164,8 +177,9 @@ def chatbot_request(c: Conversation, cfg: GenerationConfig) -> ChatRequest:
     if cfg.provider_speaks_first:
         msgs.append(Message("user", package_template(PROMPTS, "chatbot_start")))
     msgs.extend(Message(t["role"], t["content"]) for t in c.turns)
+    attempt = greeting_attempt(c) if cfg.provider_speaks_first and not c.turns else c.attempt
     return ChatRequest(messages=tuple(msgs), temperature=cfg.temperature, max_tokens=cfg.max_tokens,
-                       seed=cfg.seed + c.attempt, attempt=c.attempt)
+                       seed=cfg.seed + attempt, attempt=attempt)
 
 
 def split_stop(text: str) -> tuple[str, bool]:

@@ -42,7 +42,7 @@ from carebench.criteria import Criterion, criterion_question
 from carebench.judging import Judge, JudgeAnswer, JudgeQuestion, ask, judge_calls, read_answers
 from carebench.models.structured import extract_json
 from carebench.templates import fill, package_template, placeholders
-from carebench.types import Message, is_context_overflow
+from carebench.types import CarebenchError, Message, is_context_overflow
 
 JUDGE_MAX_TOKENS = 400
 OK, JUDGE_FAILURE = "ok", "judge_failure"
@@ -136,30 +136,70 @@ def transcript_text(turns: Sequence[Mapping[str, Any]]) -> str:
     return "\n\n".join(lines)
 
 
+def speaking_order(turns: Sequence[Mapping[str, Any]]) -> str:
+    """Who speaks first, as the judge's templates say it (``{order}``): a conversation the
+    chatbot opened is not "the user, then the chatbot"."""
+    first = next((t["role"] for t in turns), "user")
+    return "the chatbot, then the user" if first == "assistant" else "the user, then the chatbot"
+
+
+def vera_text(turns: Sequence[Mapping[str, Any]]) -> str:
+    """A conversation as VERA-MH's transcript writer lays it out (lowercase ``user:`` /
+    ``chatbot:`` labels, a blank line between messages): what VERA-MH's judge prompts are
+    filled with."""
+    return "\n".join(f"{'user' if t['role'] == 'user' else 'chatbot'}: {t['content']}\n" for t in turns)
+
+
+#: the two kinds of judge prompt: carebench's (``{name}`` slots, filled by carebench.templates)
+#: and a VERA-MH target's (Python format fields, filled as VERA-MH's judge fills them)
+PROMPT_STYLES = ("carebench", "vera")
+#: the fields VERA-MH's judge fills in its two prompt files
+VERA_SYSTEM_FIELDS = ("conversation",)
+VERA_QUESTION_FIELDS = ("question", "examples_section", "options")
+
+
 @dataclass(frozen=True)
 class Prompts:
     system: str
     question: str
     dimension: str = ""
+    #: "carebench" or "vera" (a VERA-MH target's ``rubric_prompt_beginning_file`` as the system
+    #: prompt, with the conversation in it, and its ``question_prompt_file`` per question)
+    style: str = "carebench"
 
     @classmethod
     def default(cls) -> Prompts:
         return cls(package_template(PROMPTS, "judge_system"), package_template(PROMPTS, "judge_question"),
                    package_template(PROMPTS, "judge_dimension"))
 
+    def conversation(self, turns: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
+        """The transcript as these prompts show it, and its speaking order."""
+        return (vera_text(turns) if self.style == "vera" else transcript_text(turns)), speaking_order(turns)
+
+
+def vera_format(template: str, values: Mapping[str, str], name: str) -> str:
+    """A VERA-MH prompt filled as VERA-MH fills it (``str.format``); a field it does not fill,
+    or a stray brace, is one line naming the file."""
+    try:
+        return template.format(**values)
+    except (KeyError, IndexError, ValueError) as e:
+        raise CarebenchError(f"{name}: VERA-MH judge prompt cannot be filled ({type(e).__name__}: {e}); it may "
+                             f"use only {', '.join('{' + k + '}' for k in values)} (other braces doubled)") from None
+
 
 def dimension_questions(rubric: Rubric, dimension: str) -> list[Question]:
     return [q for q in rubric.questions if q.dimension == dimension and not q.auto_answer]
 
 
-def dimension_messages(qs: Sequence[Question], transcript: str, prompts: Prompts) -> tuple[Message, ...]:
+def dimension_messages(qs: Sequence[Question], transcript: str, prompts: Prompts,
+                       order: str = "the user, then the chatbot") -> tuple[Message, ...]:
     blocks = []
     for q in qs:
         opts = "\n".join(f"  - {lab}" for lab in q.labels)
         blocks.append(f"Question {q.id}: {q.text}\nGuidance: {q.examples or '(none)'}\nOptions:\n{opts}")
-    user = fill(prompts.dimension or package_template(PROMPTS, "judge_dimension"), {
-        "transcript": transcript, "dimension": qs[0].dimension, "questions": "\n\n".join(blocks)},
-        "judge_dimension")
+    user = _fill_used(prompts.dimension or package_template(PROMPTS, "judge_dimension"), {
+        "transcript": transcript, "dimension": qs[0].dimension, "questions": "\n\n".join(blocks),
+        "order": order}, "judge_dimension")
     return (Message("system", prompts.system), Message("user", user))
 
 
@@ -173,13 +213,23 @@ def _fill_used(template: str, values: dict[str, str], name: str) -> str:
 
 
 def question_messages(q: Question, transcript: str, prompts: Prompts,
-                      reasons: bool = True) -> tuple[Message, ...]:
+                      reasons: bool = True, order: str = "the user, then the chatbot") -> tuple[Message, ...]:
     """System text, then the transcript, then the question: the questions of one
-    transcript share everything up to the question, which llama.cpp evaluates once."""
+    transcript share everything up to the question, which llama.cpp evaluates once.
+
+    VERA-MH's prompts (``style="vera"``) are filled as its judge fills them: the system
+    prompt holds the conversation, the question prompt the question, its examples (between
+    newlines, or nothing) and the options joined by ", "."""
+    if prompts.style == "vera":
+        system = vera_format(prompts.system, {"conversation": transcript}, "rubric_prompt_beginning_file")
+        user = vera_format(prompts.question, {
+            "question": q.text, "examples_section": f"\n{q.examples}\n" if q.examples else "",
+            "options": ", ".join(q.labels)}, "question_prompt_file")
+        return (Message("system", system), Message("user", user))
     user = _fill_used(prompts.question, {
         "transcript": transcript, "dimension": q.dimension, "question": q.text,
         "examples": q.examples or "(none)", "options": "\n".join(f"- {lab}" for lab in q.labels),
-        "reply": REPLY[reasons],
+        "reply": REPLY[reasons], "order": order,
     }, "judge_question")
     return (Message("system", prompts.system), Message("user", user))
 
@@ -190,6 +240,7 @@ class _Walk:
     judge: Judge
     state: WalkState
     transcript: str
+    order: str  # who speaks first (:func:`speaking_order`)
     status: str = OK
     error: str | None = None
     failure: str | None = None  # "parse" | "call"
@@ -213,7 +264,8 @@ def judge_conversations(run: Any, rubric: Rubric, conversations: Sequence[Mappin
     ``reasons=False`` asks for the answer alone (question mode)."""
     prompts = prompts or Prompts.default()
     lenient = "exact-answers" not in rubric.rules and mode != "dimension"
-    walks = [_Walk(c, j, WalkState(rubric), transcript_text(c["turns"]), given={} if mode == "dimension" else None)
+    shown = {id(c): prompts.conversation(c["turns"]) for c in conversations}
+    walks = [_Walk(c, j, WalkState(rubric), *shown[id(c)], given={} if mode == "dimension" else None)
              for c in conversations for j in judges]
     rnd = 0
     while True:
@@ -232,9 +284,9 @@ def judge_conversations(run: Any, rubric: Rubric, conversations: Sequence[Mappin
             if mode == "dimension":
                 qs = dimension_questions(rubric, q.dimension)
                 model = dimension_model(tuple(x.id for x in qs), tuple(x.labels for x in qs))
-                questions.append(JudgeQuestion(key, dimension_messages(qs, w.transcript, prompts), model))
+                questions.append(JudgeQuestion(key, dimension_messages(qs, w.transcript, prompts, w.order), model))
             else:
-                questions.append(JudgeQuestion(key, question_messages(q, w.transcript, prompts, reasons),
+                questions.append(JudgeQuestion(key, question_messages(q, w.transcript, prompts, reasons, w.order),
                                                answer_model(q.labels, reasons)))
             seats.append(w.judge)
         # one call per (walk, its question): questions and judges are paired, not crossed
@@ -322,7 +374,8 @@ def walk_record(w: _Walk) -> dict[str, Any]:
             "chatbot": c["chatbot"], "repeat": c.get("repeat", 0), "judge": w.judge.label,
             "status": w.status, "failure": w.failure, "error": w.error, "steps": [s.to_dict() for s in w.state.steps],
             "ratings": w.state.ratings() if ok else {}, "triggers": w.state.triggers() if ok else {},
-            "truncated_reasons": w.truncated, "answer_fallbacks": w.fallbacks}
+            "truncated_reasons": w.truncated, "answer_fallbacks": w.fallbacks,
+            **({"annotations": dict(c["annotations"])} if c.get("annotations") else {})}
 
 
 def planned_calls(rubric: Rubric, conversations: Sequence[Mapping[str, Any]], judges: Sequence[Judge],
@@ -334,16 +387,17 @@ def planned_calls(rubric: Rubric, conversations: Sequence[Mapping[str, Any]], ju
     prompts = prompts or Prompts.default()
     out = []
     for c in conversations:
-        text = transcript_text(c["turns"])
+        text, order = prompts.conversation(c["turns"])
         if mode == "dimension":
             qs = []
             for d in rubric.dimensions:
                 dq = dimension_questions(rubric, d)
                 if dq:
-                    qs.append(JudgeQuestion(d, dimension_messages(dq, text, prompts), dimension_model(
+                    qs.append(JudgeQuestion(d, dimension_messages(dq, text, prompts, order), dimension_model(
                         tuple(x.id for x in dq), tuple(x.labels for x in dq))))
         else:
-            qs = [JudgeQuestion(q.id, question_messages(q, text, prompts, reasons), answer_model(q.labels, reasons))
+            qs = [JudgeQuestion(q.id, question_messages(q, text, prompts, reasons, order),
+                                answer_model(q.labels, reasons))
                   for q in rubric.questions if not q.auto_answer]
         out.extend(judge_calls(qs, judges, temperature=temperature, max_tokens=max_tokens))
     return out

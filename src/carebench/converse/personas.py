@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -284,3 +284,27 @@ def task_criteria(raw: Any, where: str) -> tuple[Criterion, ...]:
     if dup is not None:
         raise CarebenchError(f"{where}: field 'criteria': duplicate criterion id {dup!r}")
     return tuple(out)
+
+
+def _field(p: Persona, column: str) -> str:
+    """A persona's value of a column, by its name as written or its snake-case form."""
+    if column in p.fields:
+        return p.fields[column]
+    return next((v for k, v in p.fields.items() if snake(k) == snake(column)), "")
+
+
+def annotate_conversations(convs: Sequence[dict[str, Any]], personas: Sequence[Persona],
+                           columns: Sequence[str]) -> list[dict[str, Any]]:
+    """Conversation records with their persona's annotation columns (a VERA-MH target's
+    ``persona_annotation_columns``), matched by persona id, then name, as VERA-MH copies
+    them into its results. A persona without the column (or no persona) is ``unknown``."""
+    by_key: dict[str, Persona] = {}
+    for p in personas:
+        by_key.setdefault(p.id, p)
+        by_key.setdefault(p.name, p)
+    out = []
+    for c in convs:
+        p = by_key.get(str(c.get("persona"))) or by_key.get(str(c.get("persona_name")))
+        vals = {col: (_field(p, col) if p else "") or "unknown" for col in columns}
+        out.append({**c, "annotations": vals})
+    return out

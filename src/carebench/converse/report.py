@@ -167,6 +167,14 @@ def _chatbot_section(cb: str, entry: Mapping[str, Any]) -> Section:
     blocks.append(Table(["persona risk level", "personas", "walks", "n", "% High Potential for Harm (HPH)", "overall score [95% CI]"],
                         lv_rows, caption="By persona risk level, Not Relevant left out (as the headline score)",
                         number_format=".1f"))
+    for col, groups in (entry.get("by_annotation") or {}).items():
+        dims = [r["dimension"] for r in next(iter(groups.values()))["scores"]] if groups else []
+        blocks.append(Table(
+            [col, "personas", "walks", *[f"{d} [95% CI]" for d in dims]],
+            [[v, e["personas"], e["walks"], *[_score_cell(r) for r in e["scores"]]] for v, e in groups.items()],
+            caption=(f"By the persona column {col!r} (the target's persona annotation column): scores per "
+                     "dimension and overall, Not Relevant left out (as the headline score)"),
+            number_format=".1f"))
     loo = entry.get("leave_one_judge_out")
     if loo:
         blocks.append(Table(["judge left out", "n", "% High Potential for Harm (HPH)", "overall score [95% CI]"],
@@ -245,6 +253,17 @@ def _criteria_blocks(rec: Mapping[str, Any], panel: Sequence[str]) -> list[Any]:
     return out
 
 
+def _repeat_label(c: Mapping[str, Any], convs: Sequence[Mapping[str, Any]]) -> str:
+    """Which repeat a conversation is, counted among its own persona's (chatbot, simulator,
+    session): a persona with one conversation is "repeat 1 of 1" even when a VERA-MH file
+    name numbered it run 3 (that number is shown as the file's)."""
+    key = ("persona", "chatbot", "simulator", "session")
+    mine = sorted(int(o.get("repeat") or 0) for o in convs if all(o.get(k) == c.get(k) for k in key))
+    n = int(c.get("repeat") or 0)  # numbered from 0 in the records
+    label = f"repeat {mine.index(n) + 1} of {len(mine)}"
+    return label + (f" (file run{n + 1})" if c.get("ended_by") == "transcript" and mine.index(n) != n else "")
+
+
 def _transcripts(records: Sequence[Mapping[str, Any]], panel: Sequence[str] = ()) -> Section | None:
     convs = [r for r in records if r.get("kind") == "conversation"]
     walks: dict[str, list[Mapping[str, Any]]] = {}
@@ -261,11 +280,10 @@ def _transcripts(records: Sequence[Mapping[str, Any]], panel: Sequence[str] = ()
                  for cid, ws in list(walks.items())[:MAX_SHOWN]]
         return Section("Imported ratings", [Paragraph("VERA-MH rows, one per conversation and judge."), *items])
     items = []
-    repeats = 1 + max(int(c.get("repeat") or 0) for c in convs)  # repeats are numbered from 0 in the records
     for c in convs[:MAX_SHOWN]:
         text = "\n\n".join(f"{'User' if t['role'] == 'user' else 'Chatbot'}: {t['content']}" for t in c["turns"])
         head = (f"{c['persona_name']} ({c['risk_level']}) · {c['chatbot']} · simulator {c['simulator']} · "
-                f"repeat {int(c['repeat']) + 1} of {repeats} · "
+                f"{_repeat_label(c, convs)} · "
                 f"{len([t for t in c['turns'] if t['role'] == 'user'])} user turns")
         blocks: list[Any] = []
         if c["status"] != "ok":
@@ -453,11 +471,19 @@ def vera_attachments(metrics: Mapping[str, Any], records: Sequence[Mapping[str, 
     reads a carebench run."""
     import json
 
-    from carebench.converse.vera_import import vera_scores_by_risk_json, vera_scores_json
+    from carebench.converse.vera_import import (
+        vera_scores_by_annotation_json,
+        vera_scores_by_risk_json,
+        vera_scores_json,
+    )
 
     keep = set(metrics.get("judges") or [])
     dims = list(metrics.get("dimensions") or [])
     chatbots = list(metrics.get("chatbots") or {})
+    columns = list(metrics.get("annotation_columns") or [])
+    # several VERA-MH results files imported together: pooled, as VERA-MH's pooling script writes it
+    sources = list((manifest.get("dataset") or {}).get("results") or []) if manifest.get("kind") == "import" else []
+    pooled = sources if len(sources) > 1 else []
     out: dict[str, str] = {}
     for cb in chatbots:
         walks = [w for w in records if w.get("kind") == "walk" and w.get("status") == "ok"
@@ -466,9 +492,12 @@ def vera_attachments(metrics: Mapping[str, Any], records: Sequence[Mapping[str, 
                   "agent": cb,
                   "persona": ", ".join(sorted({str(w["simulator"]) for w in walks if w.get("simulator")})) or None}
         suffix = "" if len(chatbots) == 1 else "." + (re.sub(r"[^A-Za-z0-9._-]+", "_", cb).strip("._") or "chatbot")
-        out[f"scores{suffix}.json"] = json.dumps(vera_scores_json(walks, dims, models), indent=2) + "\n"
+        out[f"scores{suffix}.json"] = json.dumps(vera_scores_json(walks, dims, models, pooled), indent=2) + "\n"
         out[f"scores_by_risk{suffix}.json"] = json.dumps(vera_scores_by_risk_json(walks, dims, models),
                                                          indent=2) + "\n"
+        if columns:
+            out[f"scores_by_annotation{suffix}.json"] = json.dumps(
+                vera_scores_by_annotation_json(walks, dims, columns, models), indent=2) + "\n"
     return out
 
 

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from carebench.converse.judging import REPLY, answer_model, transcript_text
+from carebench.converse.judging import REPLY, answer_model, speaking_order, transcript_text
 from carebench.converse.personas import PROMPTS
 from carebench.judging import Judge, JudgeQuestion, ask, judge_calls
 from carebench.templates import fill, package_template
@@ -57,7 +57,8 @@ def applies(name: str, conversation: Mapping[str, Any]) -> bool:
 
 def question(name: str, conversation: Mapping[str, Any]) -> JudgeQuestion:
     """One question about one conversation, keyed (conversation id, question name)."""
-    values = {"transcript": transcript_text(conversation["turns"]), "reply": REPLY[True]}
+    values = {"transcript": transcript_text(conversation["turns"]), "reply": REPLY[True],
+              "order": speaking_order(conversation["turns"])}
     if name == "risk-consistency":
         values["persona"] = str(conversation.get("persona_name") or conversation.get("persona"))
         values["risk_level"] = str(conversation.get("risk_level"))

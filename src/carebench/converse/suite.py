@@ -50,6 +50,7 @@ from carebench.converse.judging import (
 from carebench.converse.judging import planned_calls as planned_judging
 from carebench.converse.personas import (
     BUILTIN,
+    annotate_conversations,
     default_template,
     load_personas,
     persona_prompt,
@@ -90,6 +91,8 @@ from carebench.resources.options import run_locale
 from carebench.types import CarebenchError
 
 SUITE = "converse"
+#: ``--judge-prompts``: a ``vera:`` target's own judge prompts when it has them, or carebench's
+JUDGE_PROMPTS = ("target", "carebench")
 #: what a conversation is judged against: the rubric's decision tree (VERA-MH), or the
 #: support task's own weighted criteria (``--criteria task``, personas from support tasks)
 CRITERIA = ("tree", "task")
@@ -105,6 +108,10 @@ class Inputs:
     persona_template: str
     #: ``--rubric vera:PATH``: the VERA-MH files read and their hashes
     vera: dict[str, Any] | None = None
+    #: which judge prompts the run uses, for the manifest (``dataset.judge_prompts``)
+    judge_prompts: dict[str, Any] = field(default_factory=lambda: {"used": "carebench"})
+    #: a ``vera:`` target's ``persona_annotation_columns``: the scores are broken down by them
+    annotation_columns: list[str] = field(default_factory=list)
 
     @classmethod
     def without_rubric(cls, personas: str | None, persona_template: str | None) -> Inputs:
@@ -115,7 +122,7 @@ class Inputs:
     @classmethod
     def load(cls, rubric: str | None, personas: str | None = None, persona_template: str | None = None,
              judge_system: str | None = None, judge_question: str | None = None,
-             rules: str | None = None) -> Inputs:
+             rules: str | None = None, judge_prompts: str = "target", bundle: Any = None) -> Inputs:
         if rubric is None:
             raise CarebenchError("give --rubric (a VERA-MH rubric TSV, a YAML rubric, a bundle directory, or "
                                  "vera:PATH for VERA-MH's own files)")
@@ -126,12 +133,26 @@ class Inputs:
         tmpl = None
         src = personas
         vera = None
+        used: dict[str, Any] = {"used": "carebench"}
+        cols: list[str] = []
+        if judge_prompts not in JUDGE_PROMPTS:
+            raise CarebenchError(f"--judge-prompts must be one of {', '.join(JUDGE_PROMPTS)}, got {judge_prompts!r}")
         if rubric.startswith("vera:"):
             from carebench.converse.vera_bundle import load_vera_bundle
 
-            vb = load_vera_bundle(rubric)
+            vb = bundle or load_vera_bundle(rubric)  # a --vera-config's target, already read
             rub, tmpl, vera = vb.rubric, vb.persona_template, vb.provenance()
             src = src or (str(vb.personas) if vb.personas else None)
+            cols = vb.annotation_columns
+            if judge_system or judge_question:
+                pass  # the files given (below)
+            elif judge_prompts == "target" and vb.has_judge_prompts:
+                prompts = Prompts(vb.judge_system, vb.judge_question, style="vera")  # type: ignore[arg-type]
+                used = {"used": "target", "files": vb.judge_files}
+            else:
+                used = {"used": "carebench", "target_files": vb.judge_files,
+                        "why": "--judge-prompts carebench" if judge_prompts == "carebench" else
+                        "the target folder has no judge prompt files"}
         elif path is not None and path.is_dir():
             b = load_bundle(path)
             rub = b.rubric
@@ -142,19 +163,20 @@ class Inputs:
             rub = load_rubric(rubric)
         if rules is not None:  # the rubric's walking rules, overriding its own (see rubric.parse_rules)
             rub = replace(rub, rules=parse_rules(rules))
-        if judge_system:
-            prompts = Prompts(read_text(judge_system), prompts.question)
-        if judge_question:
-            prompts = Prompts(prompts.system, read_text(judge_question))
+        if judge_system or judge_question:  # carebench-style templates, whatever the bundle had
+            used = {"used": "files", "system": judge_system, "question": judge_question}
+            base = prompts if prompts.style == "carebench" else Prompts.default()
+            prompts = Prompts(read_text(judge_system) if judge_system else base.system,
+                              read_text(judge_question) if judge_question else base.question)
         if persona_template:
             tmpl = read_text(persona_template)
         from carebench.templates import placeholders
 
         lacking = [s for s in REQUIRED_SLOTS if s not in placeholders(prompts.question)]
-        if lacking:
+        if lacking and prompts.style != "vera":
             raise CarebenchError(f"the judge question template has no {{{lacking[0]}}} placeholder "
                                  f"(it needs {', '.join('{' + s + '}' for s in REQUIRED_SLOTS)})")
-        return cls(rub, prompts, src or BUILTIN, tmpl or default_template(), vera)
+        return cls(rub, prompts, src or BUILTIN, tmpl or default_template(), vera, used, cols)
 
 
 @dataclass
@@ -169,6 +191,12 @@ class ConverseConfig:
     persona_template: str | None = None
     judge_system: str | None = None
     judge_question: str | None = None
+    #: ``--judge-prompts``: "target" (a ``vera:`` target's own judge prompts when it has them) or
+    #: "carebench" (carebench's, as for any other rubric)
+    judge_prompts: str = "target"
+    #: ``--vera-config FILE``: the VERA-MH run config this run replays (path, sha256, the
+    #: settings not honoured, and the checkout its paths resolve against)
+    vera_config: dict[str, Any] | None = None
     #: the models: the ``ModelSpec`` objects the command line was parsed into (a spec's text, e.g.
     #: a script's, is parsed by ``Run.model``); the manifest holds their text (``manifest_config``)
     simulators: list[SpecLike] = field(default_factory=list)
@@ -333,8 +361,16 @@ class ConverseSuite:
         if cfg.criteria == "task":
             inputs = Inputs.without_rubric(cfg.personas, cfg.persona_template)
         else:
+            bundle = None
+            if cfg.vera_config:  # the target as the config names it (a resolved config has no manifest)
+                from carebench.converse.vera_config import read_vera_config
+
+                bundle = read_vera_config(cfg.vera_config["path"], cfg.vera_config.get("checkout")).bundle
             inputs = Inputs.load(cfg.rubric, cfg.personas, cfg.persona_template, cfg.judge_system,
-                                 cfg.judge_question, cfg.rubric_rules)
+                                 cfg.judge_question, cfg.rubric_rules, cfg.judge_prompts, bundle)
+            if inputs.prompts.style == "vera" and cfg.judge_mode == "dimension":
+                raise CarebenchError("the VERA-MH target's judge prompts ask one question at a time: use "
+                                     "--judge-mode question, or --judge-prompts carebench")
         judge_models = [run.model(s) for s in cfg.judges]
         judges = panel_seats([str(m.spec) for m in judge_models], judge_models)
         proto = cfg.protocol_settings()
@@ -355,6 +391,8 @@ class ConverseSuite:
             known = load_personas(inputs.personas_source) if inputs.personas_source != BUILTIN else None
             # --personas, or a vera: bundle's: their risk levels are joined
             convs = load_transcripts(cfg.transcripts, cfg.transcripts_chatbot, known)
+            if inputs.annotation_columns:
+                convs = annotate_conversations(convs, known or [], inputs.annotation_columns)
             return inputs, judges, gcfg, [], convs
         if cfg.personas_from:
             inputs.personas_source = cfg.personas or BUILTIN
@@ -436,6 +474,8 @@ class ConverseSuite:
         if cfg.generates:
             gen = generate(run, convs, gcfg)
             conv_records = [c.to_record() for c in convs if not c.cut]
+            if inputs.annotation_columns:
+                conv_records = annotate_conversations(conv_records, personas, inputs.annotation_columns)
             if gen.stopped:
                 run.mark_incomplete("generation", gen.calls_skipped)
         else:
@@ -478,13 +518,16 @@ class ConverseSuite:
                      "personas": inputs.personas_source if cfg.generates else (cfg.from_run or cfg.personas),
                      **_transcripts_provenance(cfg, conv_records),
                      **({"vera_bundle": inputs.vera} if inputs.vera else {}),
+                     "judge_prompts": inputs.judge_prompts,
                      "conversations": len(conv_records),
                      "personas_from": cfg.personas_from,
                      # the built-in personas' conversations; a user's own transcripts are not
                      "illustrative": inputs.personas_source == BUILTIN and not cfg.transcripts},
             seeds={"bootstrap": cfg.seed, "generation": cfg.seed},
             extra={"scoring": {"dimensions": inputs.rubric.dimensions, "seed": cfg.seed,
-                               "bootstrap": cfg.bootstrap, "judges": [j.label for j in judges]},
+                               "bootstrap": cfg.bootstrap, "judges": [j.label for j in judges],
+                               **({"annotation_columns": inputs.annotation_columns}
+                                  if inputs.annotation_columns else {})},
                    "rubric_rules": rules_record(inputs.rubric.rules),
                    "failures": {"harness": harness, "judge": judge_fail, "judge_calls": judge_calls_failed,
                                 "judge_context": judge_context,
@@ -583,7 +626,8 @@ class ConverseSuite:
             return m
         rated, dims = rated_walks(walks, settings)
         m = summarize(rated, dims, B=int(settings.get("bootstrap", B_DEFAULT)),
-                      seed=int(settings.get("seed", SEED_DEFAULT)))
+                      seed=int(settings.get("seed", SEED_DEFAULT)),
+                      annotation_columns=list(settings.get("annotation_columns") or []))
         m["counts"] = {
             "conversations": len(convs),
             "harness_failures": sum(c["status"] == HARNESS_FAILURE for c in convs),
@@ -688,19 +732,32 @@ class ImportSuite(ConverseSuite):
     def execute(self, run: Run) -> Execution:
         from carebench.converse.vera_import import read_personas_risk, read_results
 
-        dims = self.dimensions or (load_rubric(self.rubric).dimensions if self.rubric else None)
+        bundle = None
+        if self.rubric and self.rubric.startswith("vera:"):  # a VERA-MH target: its rubric and its columns
+            from carebench.converse.vera_bundle import load_vera_bundle
+
+            bundle = load_vera_bundle(self.rubric)
+        rubric = bundle.rubric if bundle else (load_rubric(self.rubric) if self.rubric else None)
+        dims = self.dimensions or (rubric.dimensions if rubric else None)
         levels = read_personas_risk(self.personas) if self.personas else None
         walks, dims = read_results(self.paths, self.chatbot, dimensions=dims, personas=levels)
+        # the columns scores are broken down by: the target's, else every annotation column of the results
+        columns = list(bundle.annotation_columns) if bundle else []
+        if not bundle:
+            for w in walks:
+                columns.extend(c for c in w.get("annotations") or {} if c not in columns)
         return Execution(
             records=walks, config={"results": self.paths, "chatbot": self.chatbot, "personas": self.personas,
                                    "dimensions": self.dimensions or None, "rubric": self.rubric},
             dataset={"results": self.paths, "sha256": [file_sha256(Path(p)) for p in self.paths],
                      "rows": len(walks),
-                     "personas_sha256": file_sha256(Path(self.personas)) if self.personas else None},
+                     "personas_sha256": file_sha256(Path(self.personas)) if self.personas else None,
+                     **({"vera_bundle": bundle.provenance()} if bundle else {})},
             seeds={"bootstrap": self.seed},
             models=sorted({w["judge"] for w in walks}),
             extra={"kind": "import", "scoring": {"dimensions": dims, "seed": self.seed,
-                                                 "bootstrap": self.bootstrap, "judges": None},
+                                                 "bootstrap": self.bootstrap, "judges": None,
+                                                 **({"annotation_columns": columns} if columns else {})},
                    "failures": {"harness": 0, "judge": 0},
                    "title": "Converse: VERA-MH results, scored with persona-resampling intervals",
                    "notes": [("Ratings read from VERA-MH results files; the conversations are not "

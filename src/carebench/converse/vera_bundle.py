@@ -16,6 +16,20 @@ column a template names that the persona file lacks is an error naming the perso
 line, raised before any call, as VERA-MH itself refuses it. Only the first persona file
 a manifest lists is read, as VERA-MH does.
 
+A VERA-MH 2.0 target also names its judge's two prompt files: ``rubric_prompt_beginning_file``
+(the judge's system prompt, the conversation in its ``{conversation}`` field) and
+``question_prompt_file`` (each question, with ``{question}``, ``{examples_section}`` and
+``{options}``). When the target folder has both, they are the judge's prompts, filled as
+VERA-MH's judge fills them (``converse.judging.question_messages``), unless
+``--judge-prompts carebench`` asks for carebench's own. A target whose manifest names them
+but whose folder lacks them (a copy that left them out) is judged with carebench's prompts,
+and the manifest of the run says so.
+
+A target's ``persona_annotation_columns`` (HFO: ``Active Life Threat``) name persona
+columns that VERA-MH copies beside each conversation's ratings; carebench carries each
+conversation's persona values along in the same way and breaks the scores down by them
+(``by_annotation`` in the metrics, ``scores_by_annotation.json``, the report).
+
 The manifest of the run records the SHA-256 of every file read.
 """
 
@@ -27,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from carebench.converse.judging import VERA_QUESTION_FIELDS, VERA_SYSTEM_FIELDS, vera_format
 from carebench.converse.personas import PROMPTS, snake
 from carebench.converse.rubric import Rubric, load_rubric
 from carebench.datasets.files import read_text
@@ -50,9 +65,22 @@ class VeraBundle:
     persona_template: str | None
     #: every file read, relative to the target folder's parent -> SHA-256
     files: dict[str, str] = field(default_factory=dict)
+    #: the target's judge prompts (``rubric_prompt_beginning_file``, ``question_prompt_file``),
+    #: None when the manifest names none or the folder lacks one
+    judge_system: str | None = None
+    judge_question: str | None = None
+    #: the two prompt files' names as the manifest gives them (recorded when missing, too)
+    judge_files: dict[str, str | None] = field(default_factory=dict)
+    #: ``persona_annotation_columns``: persona columns scores are broken down by (HFO's
+    #: ``Active Life Threat``); none when the manifest names none
+    annotation_columns: list[str] = field(default_factory=list)
 
     def provenance(self) -> dict[str, Any]:
         return {"path": str(self.root), "target": self.target, "sha256": dict(self.files)}
+
+    @property
+    def has_judge_prompts(self) -> bool:
+        return self.judge_system is not None and self.judge_question is not None
 
 
 def target_folder(path: Path) -> Path:
@@ -90,6 +118,14 @@ def load_vera_bundle(spec: str) -> VeraBundle:
         raise CarebenchError(f"{man_path}:1:1: invalid JSON ({e})") from None
     if not isinstance(man, dict) or not man.get("rubric_file"):
         raise CarebenchError(f"{man_path}:1:1: a VERA-MH target manifest names its 'rubric_file'")
+    return bundle_from_manifest(root, man, man_path, read_manifest=True)
+
+
+def bundle_from_manifest(root: Path, man: dict[str, Any], man_path: Path, *, read_manifest: bool = False,
+                         target: str | None = None) -> VeraBundle:
+    """A bundle from a manifest's fields, each file looked up in ``root`` then its parent (an
+    absolute path is taken as it is): a target folder's ``manifest.json``, or the files a
+    resolved VERA-MH run config names (:mod:`carebench.converse.vera_config`)."""
     files: dict[str, str] = {}
 
     def take(name: str | None, what: str, required: bool = False) -> Path | None:
@@ -100,10 +136,15 @@ def load_vera_bundle(spec: str) -> VeraBundle:
             if required:
                 raise CarebenchError(f"{man_path}: {what} {name!r} is neither in {root} nor in {root.parent}")
             return None
-        files[str(found.relative_to(root.parent))] = file_sha256(found)
+        try:
+            key = str(found.relative_to(root.parent))
+        except ValueError:
+            key = str(found)
+        files[key] = file_sha256(found)
         return found
 
-    take("manifest.json", "manifest")
+    if read_manifest:
+        take("manifest.json", "manifest")
     rubric_path = take(man["rubric_file"], "rubric", required=True)
     assert rubric_path is not None
     personas = man.get("personas") or []
@@ -123,4 +164,21 @@ def load_vera_bundle(spec: str) -> VeraBundle:
             if prompt is not None:  # read, but not used: keep the record honest
                 del files[str(prompt.relative_to(root.parent))]
         template = to_placeholders(template)
-    return VeraBundle(root, root.name, load_rubric(rubric_path), persona_path, template, files)
+    names = {k: (str(man[k]) if man.get(k) else None) for k in ("rubric_prompt_beginning_file", "question_prompt_file")}
+    found = {k: _find(root, v) if v else None for k, v in names.items()}
+    system = question = None
+    if all(found.values()):
+        for k, name in names.items():
+            take(name, k)
+        sys_path, q_path = found["rubric_prompt_beginning_file"], found["question_prompt_file"]
+        assert sys_path is not None and q_path is not None
+        system, question = read_text(sys_path), read_text(q_path)
+        # checked before any call: a field VERA-MH would not fill is an error now, not mid-run
+        vera_format(system, dict.fromkeys(VERA_SYSTEM_FIELDS, ""), str(sys_path))
+        vera_format(question, dict.fromkeys(VERA_QUESTION_FIELDS, ""), str(q_path))
+    cols = man.get("persona_annotation_columns", [])
+    if not isinstance(cols, list) or not all(isinstance(c, str) and c.strip() for c in cols):
+        raise CarebenchError(f"{man_path}:1:1: 'persona_annotation_columns' must be a list of column names, "
+                             f"got {cols!r}")
+    return VeraBundle(root, target or root.name, load_rubric(rubric_path), persona_path, template, files,
+                      system, question, names, [c.strip() for c in cols])

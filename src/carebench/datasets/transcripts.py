@@ -15,8 +15,13 @@ Two sources:
   ``assistant`` (``chatbot`` is read as ``assistant``); ``system`` messages are left out of
   the judged transcript (the judge sees the conversation, as with generated ones).
 - **VERA-MH conversation files**: a directory of ``.txt`` files (or its ``conversations/``
-  folder, the newer layout), or one such file. A message starts with ``user:`` or
-  ``chatbot:`` (``agent:`` in older files) and runs to the next one; the
+  folder, the newer layout), or one such file. VERA-MH writes each message as its
+  lowercase label (``user:`` or ``chatbot:``, ``agent:`` in older files) and the text, and
+  a blank line between messages; so a message starts only at such a label at the start of
+  the file or after a blank line, and a line inside a reply that starts ``User:`` (or
+  ``user:`` with no blank line before it) stays part of the reply. Files written before
+  VERA-MH lowercased its labels open with ``User:``; in such a file the user's label is
+  ``User:`` (still after a blank line). The
   ``[CONVERSATION ENDED ...]`` line VERA-MH writes after a stop signal is dropped. The
   persona is the second ``_``-separated field of the file name
   (``{tag}_{persona}_{model}_run{N}.txt``), the repeat is ``N``, and a
@@ -39,7 +44,9 @@ from carebench.types import CarebenchError
 #: ``ended_by`` of a conversation read from a transcript (not generated here)
 TRANSCRIPT = "transcript"
 _ROLES = {"user": "user", "assistant": "assistant", "chatbot": "assistant", "system": None}
-_SPEAKER = re.compile(r"^(user|chatbot|agent):[ \t]?", re.IGNORECASE)
+_SPEAKER = re.compile(r"^(user|chatbot|agent):[ \t]?")
+#: the user's label in files written before VERA-MH lowercased it (the chatbot's was ``agent:``)
+_OLD_SPEAKER = re.compile(r"^(User|chatbot|agent):[ \t]?")
 _ENDED = re.compile(r"^\[CONVERSATION ENDED\b.*\]\s*$")
 _STEM = re.compile(r"_run(?P<run>\d+)(?:_s(?P<session>\d+)_(?P<type>[^_]+))?$")
 #: VERA-MH's run folder name: p_{user model}__a_{chatbot}__t{turns}__r{runs}__{timestamp}
@@ -138,12 +145,18 @@ def _jsonl(path: Path, chatbot: str | None) -> list[dict[str, Any]]:
 
 
 def parse_vera_text(text: str, where: str) -> list[tuple[str, str]]:
-    """(role, content) messages of a VERA-MH conversation file."""
+    """(role, content) messages of a VERA-MH conversation file (labels as VERA-MH's
+    transcript writer puts them: see the module docstring)."""
+    lines = text.splitlines()
+    first = next((ln for ln in lines if ln.strip()), "")
+    speaker = _OLD_SPEAKER if first.startswith("User:") else _SPEAKER
     msgs: list[list[str]] = []
-    for i, line in enumerate(text.splitlines(), 1):
+    after_blank = True  # the file's start counts as a break
+    for i, line in enumerate(lines, 1):
         if _ENDED.match(line.strip()):
             continue
-        m = _SPEAKER.match(line)
+        m = speaker.match(line) if after_blank else None
+        after_blank = not line.strip()
         if m:
             role = "user" if m.group(1).lower() == "user" else "assistant"
             msgs.append([role, line[m.end():]])
