@@ -131,7 +131,10 @@ SUITES: dict[str, SuiteEntry] = {
 #: tools beside the suites, mounted the same way
 TOOLS: dict[str, Target] = {"annotate": Target("carebench.annotate.cli:app"),
                             "batch": Target("carebench.batch.cli:app"),
-                            "resources": Target("carebench.resources.cli:app")}
+                            "resources": Target("carebench.resources.cli:app"),
+                            # Inspect logs (the inspect extra): carebench export inspect / import inspect
+                            "export": Target("carebench.inspect.cli:export_app"),
+                            "import": Target("carebench.inspect.cli:import_app")}
 
 #: directories written by the core tools (``carebench compare``, ``carebench leaderboard``),
 #: re-rendered by ``carebench report DIR`` like a suite's runs
