@@ -40,3 +40,24 @@ def export_inspect(
         return
     written = write_log(run_dir, out or run_dir.with_name(f"{run_dir.name}.eval"))
     typer.echo(f"wrote {written}")
+
+
+@import_app.command("inspect")
+def import_inspect(
+    log: Annotated[Path, typer.Argument(help="An Inspect log (.eval or .json) of a chat evaluation.")],
+    out: Annotated[Path | None, typer.Option(show_default="LOG with .transcripts.jsonl",
+                                             help="The transcripts file (JSONL) to write.")] = None,
+) -> None:
+    """Turn an Inspect log's conversations into transcripts for converse judge --transcripts."""
+    from carebench.inspect.require import require_inspect
+
+    require_inspect()
+    from carebench.inspect.transcripts import write_transcripts
+
+    out = out or log.with_name(f"{log.stem}.transcripts.jsonl")
+    got = write_transcripts(log, out)
+    typer.echo(f"wrote {len(got.rows)} transcript(s) to {out}"
+               + (f"; {len(got.skipped)} sample(s) left out" if got.skipped else ""))
+    for why in got.skipped:
+        typer.echo(f"  left out {why}")
+    typer.echo(f"judge them with: carebench converse judge --transcripts {out} --judge SPEC")
