@@ -108,3 +108,16 @@ def test_without_the_extra_one_line_says_what_to_install(tmp_path, demo_logs, ca
     assert main(["export", "inspect", str(demo / "risk"), "--out", str(tmp_path / "r.eval")]) == 2
     assert capsys.readouterr().err.strip() == (
         "carebench: error: this needs UK AISI's Inspect: pip install 'carebench[inspect]'")
+
+
+def test_a_construct_run_exports_a_sample_per_record(tmp_path):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "report"))
+    from suite_runs import construct_run
+
+    run = construct_run(tmp_path)
+    assert main(["export", "inspect", str(run), "--out", str(tmp_path / "construct.eval")]) == 0
+    log = read_eval_log(str(tmp_path / "construct.eval"))
+    records = _lines(run / "records.jsonl")
+    assert len(log.samples) == len(records) > 0
+    assert [s.metadata["record"] for s in log.samples] == records
+    assert log.eval.task.startswith("carebench/construct")
