@@ -42,15 +42,6 @@ def chat_messages(msgs: tuple[Message, ...] | list[Message]) -> list[Any]:
     return [kinds[m.role](content=m.content) for m in msgs]
 
 
-def messages_of(chat: list[Any]) -> tuple[Message, ...]:
-    """Inspect chat messages as carebench messages (text only; tool messages are left out)."""
-    out = []
-    for m in chat:
-        if m.role in ("system", "user", "assistant"):
-            out.append(Message(m.role, m.text))
-    return tuple(out)
-
-
 def generate_options(req: ChatRequest) -> dict[str, Any]:
     """The decoding settings of a carebench request as ``GenerateConfig`` arguments."""
     opts: dict[str, Any] = {"temperature": req.temperature}

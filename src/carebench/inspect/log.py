@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from carebench.engine.rundir import read_json, read_jsonl, read_manifest
+from carebench.inspect.bridge import chat_messages
 from carebench.report.banners import banner_kinds, banner_texts, manifest_bytes
-from carebench.types import CarebenchError
+from carebench.types import CarebenchError, Message
 
 #: the Inspect log format version this exporter writes and the importer reads
 #: (``EvalLog.version``); a test fails when the installed inspect-ai changes it
@@ -61,11 +62,8 @@ def _num(x: Any) -> bool:
 
 
 def _messages(turns: list[Mapping[str, Any]]) -> list[Any]:
-    from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser
-
-    kinds = {"system": ChatMessageSystem, "user": ChatMessageUser, "assistant": ChatMessageAssistant}
-    return [kinds[t["role"]](content=str(t.get("content") or "")) for t in turns
-            if isinstance(t, Mapping) and t.get("role") in kinds]
+    return chat_messages([Message(t["role"], str(t.get("content") or "")) for t in turns
+                          if isinstance(t, Mapping) and t.get("role") in ("system", "user", "assistant")])
 
 
 def _name(record: Mapping[str, Any]) -> str:
