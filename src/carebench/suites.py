@@ -102,7 +102,7 @@ SUITES: dict[str, SuiteEntry] = {
         comparer="carebench.support.compare:SupportComparer",
         pair_option="--responder", pair_help="pair BASE=CANDIDATE responders",
         gates=("score", "routing:local", "routing:wrong_region", "unknown_number", "over_referral"),
-        demo="carebench.support.demo:run_demo"),
+        demo="carebench.support.demo:run_demo", inspect_task="carebench.support.inspect_task:support"),
     "plural": SuiteEntry(
         "practitioner-calibrated reference policies and jury scoring (VEILED-SH)",
         app="carebench.plural.cli:app",
