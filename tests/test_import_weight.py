@@ -49,3 +49,39 @@ def test_a_chart_still_draws_when_matplotlib_is_loaded_late():
     mods = _modules_after("from carebench.report import bar_chart\n"
                           "assert bar_chart(['a'], {'s': [1.0]}, 't', 'y')[:4] == b'\\x89PNG'")
     assert "matplotlib.figure" in mods
+
+
+def _imports_inspect_ai(path) -> bool:
+    import ast
+
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                 else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+        if any(n == "inspect_ai" or n.startswith("inspect_ai.") for n in names):
+            return True
+    return False
+
+
+def test_only_the_inspect_adapters_import_inspect_ai():
+    """UK AISI's Inspect is an optional extra: only ``carebench.inspect`` and a suite's
+    ``inspect_*`` modules may import it (lazily counted too), and the core reaches those only
+    through the suite table or inside the command that needs them."""
+    from pathlib import Path
+
+    import carebench
+
+    root = Path(carebench.__file__).resolve().parent
+    importing = sorted(str(p.relative_to(root)) for p in root.rglob("*.py") if _imports_inspect_ai(p))
+    assert importing, "the walk found no Inspect adapter"
+    outside = [p for p in importing if not (p.startswith("inspect/") or Path(p).name.startswith("inspect_"))]
+    assert outside == []
+
+
+def test_no_command_or_suite_loads_inspect_ai():
+    mods = _modules_after("import carebench, carebench.suites, carebench.inspect\n"
+                          "from carebench.cli import main\n"
+                          "for argv in (['--help'], ['risk', 'run', '--help'], ['export', 'inspect', '--help'],\n"
+                          "             ['import', 'inspect', '--help']):\n"
+                          "    try:\n        main(argv)\n    except SystemExit:\n        pass")
+    assert "carebench.cli" in mods and "carebench.inspect" in mods
+    assert not {m for m in mods if m == "inspect_ai" or m.startswith("inspect_ai.")}

@@ -16,9 +16,10 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("calls", {"engine.runner", "batch"}),
     ("run", {"engine.run", "engine.options"}),
     ("skeleton", {"engine.skeleton", "engine.planning", "judging", "criteria", "engagement"}),
-    ("tools", {"compare", "view"}),
+    ("tools", {"compare", "view", "inspect"}),
     ("suites", {"risk", "support", "plural", "construct", "converse", "annotate"}),
-    ("application", {"suites", "cli", "demo", "batch.cli", "resources.cli", "__main__"}),
+    ("application", {"suites", "cli", "demo", "batch.cli", "resources.cli", "__main__", "_registry",
+                     "inspect.cli"}),
 ]
 
 

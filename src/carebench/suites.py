@@ -63,16 +63,19 @@ class SuiteEntry:
     pair_help: str = ""
     #: the measures (globs) ``carebench compare`` gates when no --gate is given
     gates: tuple[str, ...] = ()
+    #: the suite's Inspect task (``inspect eval carebench/<suite>``, registered by
+    #: ``carebench._registry``); its module imports inspect_ai, so only the extra loads it
+    inspect_task: Target | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "app", _target(self.app))
         object.__setattr__(self, "kinds", {k: _target(v) for k, v in self.kinds.items()})
-        for name in ("comparer", "demo"):
+        for name in ("comparer", "demo", "inspect_task"):
             object.__setattr__(self, name, _target(getattr(self, name)))
 
     def modules(self) -> list[str]:
         """Every module the entry names (what the suite table imports of the suite)."""
-        named = [self.app, *self.kinds.values(), self.comparer, self.demo]
+        named = [self.app, *self.kinds.values(), self.comparer, self.demo, self.inspect_task]
         return sorted({t.module for t in named if isinstance(t, Target)})
 
     @property
@@ -88,7 +91,7 @@ SUITES: dict[str, SuiteEntry] = {
         kinds={None: "carebench.risk.suite:RiskSuite", "sweep": "carebench.risk.suite:RiskSuite"},
         comparer="carebench.risk.compare:RiskComparer",
         pair_option="--method", pair_help="pair BASE_NAME=CANDIDATE_NAME methods", gates=("macro_f1", "qwk"),
-        demo="carebench.risk.demo:run_demo"),
+        demo="carebench.risk.demo:run_demo", inspect_task="carebench.risk.inspect_task:risk"),
     "support": SuiteEntry(
         "rubric-scored crisis support (DistressBench)",
         app="carebench.support.cli:app",
@@ -99,7 +102,7 @@ SUITES: dict[str, SuiteEntry] = {
         comparer="carebench.support.compare:SupportComparer",
         pair_option="--responder", pair_help="pair BASE=CANDIDATE responders",
         gates=("score", "routing:local", "routing:wrong_region", "unknown_number", "over_referral"),
-        demo="carebench.support.demo:run_demo"),
+        demo="carebench.support.demo:run_demo", inspect_task="carebench.support.inspect_task:support"),
     "plural": SuiteEntry(
         "practitioner-calibrated reference policies and jury scoring (VEILED-SH)",
         app="carebench.plural.cli:app",
@@ -128,7 +131,10 @@ SUITES: dict[str, SuiteEntry] = {
 #: tools beside the suites, mounted the same way
 TOOLS: dict[str, Target] = {"annotate": Target("carebench.annotate.cli:app"),
                             "batch": Target("carebench.batch.cli:app"),
-                            "resources": Target("carebench.resources.cli:app")}
+                            "resources": Target("carebench.resources.cli:app"),
+                            # Inspect logs (the inspect extra): carebench export inspect / import inspect
+                            "export": Target("carebench.inspect.cli:export_app"),
+                            "import": Target("carebench.inspect.cli:import_app")}
 
 #: directories written by the core tools (``carebench compare``, ``carebench leaderboard``),
 #: re-rendered by ``carebench report DIR`` like a suite's runs
