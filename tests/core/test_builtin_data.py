@@ -38,7 +38,7 @@ def test_every_suite_reports_an_unknown_builtin_in_one_line(tmp_path, capsys):
     err = [x for x in capsys.readouterr().err.splitlines() if x.startswith("carebench:")]
     assert err == [("carebench: error: unknown built-in 'nope'; known: build, expressions, lexicon, personas, "
                     "reversals, sources"),
-                   "carebench: error: unknown built-in dataset 'nope'; known: sample",
+                   "carebench: error: unknown built-in dataset 'nope'; known: sample, sample-with-negatives",
                    "carebench: error: unknown built-in support task set 'nope'; known: sample"]
 
 

@@ -59,7 +59,8 @@ def test_scores_and_explanations_are_the_records(demo_logs):
     records = _lines(demo / "risk" / "records.jsonl")
     right = sum(r["pred"] is not None and r["pred"] == r["gold"] for r in records)
     assert sum(s.scores["level"].value == CORRECT for s in risk.samples) == right
-    assert [s.target for s in risk.samples] == ["abcd"[r["gold"]] for r in records]
+    # the negative stratum has no gold level (gold null): no target letter
+    assert [s.target for s in risk.samples] == ["abcd"[r["gold"]] if r["gold"] is not None else "" for r in records]
     support = read_eval_log(str(logs / "support.eval"))
     verdicts = [r for r in _lines(demo / "support" / "records.jsonl") if r.get("kind") == "verdict"]
     judged = [s for s in support.samples if "criterion" in s.scores]

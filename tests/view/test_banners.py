@@ -82,14 +82,14 @@ def test_the_demo_copy_of_illustrative_data_stays_illustrative(tmp_path, capsys)
 
     data = tmp_path / "risk-quick-sample.jsonl"
     n = quick_subset(data)
-    builtin_meta = json.loads((resources.files("carebench") / "data" / "risk" / "sample.meta.json").read_text())
+    builtin_meta = json.loads((resources.files("carebench") / "data" / "risk" / "sample-with-negatives.meta.json").read_text())
     assert builtin_meta["illustrative"] is True
     ds = load_dataset(str(data))
     assert len(ds.items) == n and ds.illustrative is True and builtin_meta["description"] in ds.notes
     assert main(["risk", "run", "--data", str(data), "--method", "moderation-fixed", "--out", str(tmp_path / "r"),
                  "--bootstrap", "100"]) == 0
     manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
-    assert manifest["dataset"]["illustrative"] is True and manifest["dataset"]["derived_from"] == "builtin:sample"
+    assert manifest["dataset"]["illustrative"] is True and manifest["dataset"]["derived_from"] == "builtin:sample-with-negatives"
     assert _banners(tmp_path / "r") == [TEXT[ILLUSTRATIVE]]
     # a plain file without a sidecar is not illustrative
     (tmp_path / "plain").mkdir()
