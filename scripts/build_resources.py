@@ -14,6 +14,9 @@ Sources (see docs/resources.md for licences, dates and every disagreement):
 5. the second round (``SECOND_ROUND``, ``TELL``): lines the first snapshot lacked, each with
    the page it was found on as its ``source`` and a ``checked`` date only where that page is
    the service's own or a government page read on that date (docs/resources.md lists which).
+   Those pages were read as stored copies (a web archive searched offline), not live; the
+   registry's ``sources`` says so, and an emergency entry carries a date only when listed in
+   ``EMERGENCY_CHECKED``.
 
 ``--crosscheck FILE`` compares every country's numbers with the Wikipedia-derived list
 (fernando-195/emergency-and-helplines-api, CC BY-SA 4.0) and prints where they disagree;
