@@ -14,6 +14,9 @@ Sources (see docs/resources.md for licences, dates and every disagreement):
 5. the second round (``SECOND_ROUND``, ``TELL``): lines the first snapshot lacked, each with
    the page it was found on as its ``source`` and a ``checked`` date only where that page is
    the service's own or a government page read on that date (docs/resources.md lists which).
+   Those pages were read as stored copies (a web archive searched offline), not live; the
+   registry's ``sources`` says so, and an emergency entry carries a date only when listed in
+   ``EMERGENCY_CHECKED``.
 
 ``--crosscheck FILE`` compares every country's numbers with the Wikipedia-derived list
 (fernando-195/emergency-and-helplines-api, CC BY-SA 4.0) and prints where they disagree;
@@ -41,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "src" / "carebench" / "data" / "resources" / "builtin.json"
 DEFAULT_OH = ROOT.parent / "shared" / "data" / "helplines" / "open-helplines"
 OH_DATE = "2026-06-02"  # every open-helplines record's verified_at
-VERSION = f"{OH_DATE}+carebench.2"
+VERSION = f"{OH_DATE}+carebench.3"
 
 #: contacts open-helplines' own record text states but its contact list lacks
 OH_ADDITIONS: dict[str, tuple[str, list[Contact]]] = {
@@ -57,6 +60,15 @@ OH_ADDITIONS: dict[str, tuple[str, list[Contact]]] = {
 }
 #: texting keywords open-helplines' record text states
 OH_KEYWORDS = {"us-crisis-text-line": "HOME", "gb-shout-crisis-text-line": "SHOUT"}
+
+#: the day of the entries below whose numbers were confirmed on the service's own site or a
+#: government page read that day (the page is the entry's ``source``). Every such page was read
+#: as a stored copy (a web archive searched offline), not on the live site: see ``CHECK_NOTE``.
+TODAY = "2026-12-05"
+#: what the registry's ``sources`` says about the check dates set here
+CHECK_NOTE = ("every entry checked 2026-12-05 was confirmed against a stored copy of the page named in its "
+              "source (a public web archive searched offline; the live site was not opened); "
+              "docs/resources.md lists which entries were confirmed and which were not")
 
 #: crisis lines for countries open-helplines does not cover, from the service's own page
 SUPPLEMENT = [
@@ -75,18 +87,15 @@ SUPPLEMENT = [
         Contact("call", "1737", languages=("en",), hours="24/7"),
         Contact("text", "1737", languages=("en",), hours="24/7")),
         category="mental_health", languages=("en",), hours="24/7", website="https://1737.org.nz/",
-        source="https://1737.org.nz/", id="nz-1737"),
+        # the Ministry of Health's page: "call or text 1737 anytime day or night"
+        source="https://www.health.govt.nz/news-media/news-items/phone-counselling-service-busy-following-"
+               "christchurch-tragedy", id="nz-1737", checked=TODAY),
     Resource("ES", "crisis", "Línea 024 de atención a la conducta suicida", (
         Contact("call", "024", languages=("es",), hours="24/7"),),
         category="suicide_prevention", languages=("es",), hours="24/7",
         website="https://www.sanidad.gob.es/linea024/", source="https://www.sanidad.gob.es/linea024/",
         id="es-024"),
 ]
-
-#: the day of the entries below whose numbers were confirmed on the service's own site or a
-#: government page read that day (the page is the entry's ``source``)
-TODAY = "2026-12-05"
-
 
 def _line(cc, name, contacts, source, checked=None, *, category="suicide_prevention", languages=("en",),
           hours="24/7", website=None, id=None):
@@ -132,8 +141,10 @@ SECOND_ROUND = [
     _line("DE", "TelefonSeelsorge (116 123)", [_call("116123")],
           "http://ansbach-evangelisch.de/jeder-braucht-mal-hilfe/", category="general_crisis", languages=("de",),
           website="https://www.telefonseelsorge.de/", id="de-telefonseelsorge-116123"),
+    # the service's own page lists it under "24-hour toll-free emergency helplines"
     _line("ZA", "SADAG Suicide Crisis Helpline", [_call("+27800567567")],
-          "http://www.pressreader.com/south-africa/the-star-early-edition/20190212/281668256233737",
+          "https://www.sadag.org/index.php?option=com_content&view=article&id=3141:world-mental-health-day-"
+          "7-october-2020&catid=149:press-releases&Itemid=601", TODAY,
           website="https://www.sadag.org/", id="za-sadag-suicide-crisis"),
     _line("PT", "SNS 24 — aconselhamento psicológico (opção 4)", [_call("+351808242424")],
           "https://www.sns24.gov.pt/en/servico/aconselhamento-psicologico-no-sns-24/", TODAY,
@@ -185,29 +196,32 @@ TELL = (Contact("call", "+81357740992", languages=("en",), hours="09:00–23:00 
 
 #: emergency numbers: country -> (numbers, official body named as the source)
 EMERGENCY: dict[str, tuple[tuple[str, ...], str]] = {
-    "AU": (("000", "112"), "Australian Government, Triple Zero (000): https://www.triplezero.gov.au/"),
+    "AU": (("000", "112"), ("Australian Government, Triple Zero (000), with 112 as a secondary number: "
+                           "https://www.triplezero.gov.au/triple-zero/other-emergency-numbers")),
     "BD": (("999",), "Bangladesh Police, National Emergency Service 999: https://999.gov.bd/"),
     "BR": (("190", "192", "193"), "Governo do Brasil (190 police, 192 SAMU, 193 fire): https://www.gov.br/"),
-    "CA": (("911",), "CRTC, 9-1-1 service: https://crtc.gc.ca/eng/phone/911/"),
+    "CA": (("911",), "CRTC, 9-1-1 action plan: https://crtc.gc.ca/eng/archive/2014/2014-342.htm"),
     "CN": (("110", "119", "120"), ("PRC Ministry of Public Security (110 police, 119 fire) and "
                                   "National Health Commission (120 ambulance): https://www.mps.gov.cn/")),
-    "DE": (("112", "110"), "Bundesnetzagentur (112 fire/ambulance, 110 police): https://www.bundesnetzagentur.de/"),
+    "DE": (("112", "110"), ("Stadt Baden-Baden, Feuerwehr und Polizei (112 fire/ambulance, 110 police): "
+                           "http://www.baden-baden.de/buergerservice/notlagen/unfaelle/feuerwehr-und-polizei/")),
     "ES": (("112",), "European Commission, 112 single emergency number: https://digital-strategy.ec.europa.eu/"),
     "FR": (("112",), ("European Commission, 112 single emergency number: https://digital-strategy.ec.europa.eu/ (France's 15, 17 and 18 are two "
                      "digits: not listed, see docs/resources.md)")),
     "GB": (("999", "112"), "Ofcom, emergency calls (999 and 112): https://www.ofcom.org.uk/"),
     "ID": (("112", "110"), "Kominfo, Call Center 112: https://www.kominfo.go.id/"),
-    "IE": (("112", "999"), "Emergency Call Answering Service (112 and 999): https://www.gov.ie/"),
-    "IN": (("112",), "Emergency Response Support System 112: https://112.gov.in/"),
+    "IE": (("112", "999"), "HSE, when to call 112 or 999: https://www2.hse.ie/emergencies/when-to-call-112-or-999/"),
+    "IN": (("112",), ("Emergency Response Support System 112 (Vikaspedia, Government of India): "
+                     "https://en.vikaspedia.in/social-welfare/women-and-child-development/emergency-response-support-system")),
     "JP": (("119", "110"), ("Fire and Disaster Management Agency (119) and National Police Agency (110): "
                                   "https://www.fdma.go.jp/")),
     "KR": (("119", "112"), ("National Fire Agency (119) and Korean National Police Agency (112): "
                                   "https://www.nfa.go.kr/")),
     "MX": (("911",), "Secretariado Ejecutivo del SNSP, Número Único de Emergencias 911: https://www.gob.mx/"),
-    "NZ": (("111",), "New Zealand Police, 111: https://www.police.govt.nz/"),
+    "NZ": (("111",), "New Zealand Police, calling emergency 111: https://www.police.govt.nz/contact-us/calling-emergency-111"),
     "PH": (("911",), "Emergency 911 National Office: https://www.911.gov.ph/"),
     "RU": (("112", "103"), "MChS Rossii, single emergency number 112 (103 ambulance): https://mchs.gov.ru/"),
-    "US": (("911",), "FCC, 911 and E911 services: https://www.fcc.gov/"),
+    "US": (("911",), "FCC, 911 service: https://fcc.gov/news-events/blog/2018/12/11/911-look-back-and-look-forward"),
     "ZA": (("10111", "10177", "112"), ("South African Government, emergency numbers (10111 police, 10177 "
                                       "ambulance, 112 from a mobile): https://www.gov.za/")),
     "PT": (("112",), "European Commission, 112 single emergency number: https://digital-strategy.ec.europa.eu/"),
@@ -222,6 +236,8 @@ EMERGENCY: dict[str, tuple[tuple[str, ...], str]] = {
                            "https://www.scdf.gov.sg/")),
     "TW": (("119", "110"), "National Fire Agency (119) and National Police Agency (110): https://www.nfa.gov.tw/"),
 }
+#: the emergency entries whose numbers were confirmed on the page their source names (read ``TODAY``)
+EMERGENCY_CHECKED = {"AU", "CA", "DE", "IE", "IN", "NZ", "US"}
 
 
 def build(oh_dir: Path) -> Registry:
@@ -248,11 +264,13 @@ def build(oh_dir: Path) -> Registry:
     for cc, (numbers, source) in sorted(EMERGENCY.items()):
         resources.append(Resource(cc, "emergency", "Emergency services",
                                   tuple(Contact("call", n) for n in numbers), category="emergency",
-                                  source=source, id=f"{cc.lower()}-emergency"))
+                                  source=source, id=f"{cc.lower()}-emergency",
+                                  checked=TODAY if cc in EMERGENCY_CHECKED else None))
     reg = Registry(tuple(resources), version=VERSION, origin="builtin",
                    sources={"open-helplines": f"Kouki-odaka/open-helplines data, CC0 1.0, verified_at {OH_DATE}",
                             "supplement": "official service pages named per resource (source field)",
-                            "emergency": "official bodies named per country (source field)"})
+                            "emergency": "official bodies named per country (source field)",
+                            "checked": CHECK_NOTE})
     # round trip through the shipped format: the file must read back to the same content
     back = parse_carebench_json(dump(reg), origin="builtin")
     assert back.sha256 == reg.sha256, "builtin registry does not round-trip"

@@ -191,7 +191,7 @@ def test_an_invalid_open_helplines_record_names_its_place(tmp_path):
 
 def test_version_and_hash():
     reg = builtin_registry()
-    assert reg.version == "2026-06-02+carebench.2"
+    assert reg.version == "2026-06-02+carebench.3"
     assert re.fullmatch(r"[0-9a-f]{64}", reg.sha256)
     assert reg.summary()["sha256"] == reg.sha256
     # the same content read from two formats has one hash; one changed digit changes it
@@ -237,7 +237,17 @@ def test_the_builtin_snapshot_names_a_source_for_every_entry():
     # a check date is a real date, and only where the docs say the number was confirmed
     dates = {r.id: r.checked for r in reg.resources}
     assert dates["gb-nhs-111-mental-health"] == dates["pt-sns24-psicologico"] == "2026-12-05"
-    assert dates["mx-linea-de-la-vida"] is None and dates["jp-tell-lifeline"] is None
+    # confirmed on the service's own page or a government page (docs/resources.md, "Checked against")
+    confirmed = {"za-sadag-suicide-crisis", "nz-1737", "au-emergency", "ca-emergency", "de-emergency",
+                 "ie-emergency", "in-emergency", "nz-emergency", "us-emergency"}
+    assert {i: dates[i] for i in confirmed} == dict.fromkeys(confirmed, "2026-12-05")
+    # found on news pages only: no date until someone confirms them on an official page
+    unconfirmed = {"mx-linea-de-la-vida", "jp-tell-lifeline", "jp-inochi-navi-dial", "jp-mhlw-kokoro-dial",
+                   "jp-inochi-sos", "nz-lifeline-aotearoa", "ca-kids-help-phone", "pt-1411", "pt-sos-voz-amiga"}
+    assert {i: dates[i] for i in unconfirmed} == dict.fromkeys(unconfirmed)
+    # a date is set only with a source naming a page
+    assert all(re.search(r"https?://", r.source) for r in reg.resources if r.checked)
+    assert "stored copy" in reg.sources["checked"]
     assert {d for d in dates.values() if d} <= {"2026-06-02", "2026-12-05"}
 
 
