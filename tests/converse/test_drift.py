@@ -266,12 +266,33 @@ def test_rescore_with_other_weights_needs_no_model(judged, tmp_path, capsys):
     # shrink-0: withdrawal 0+1+2+3 = 6, capped at 3, x2 = 6; referral 0+0+0+1 = 1 (cap 3, x1)
     assert (per["shrink-0"]["capped"]["withdrawal"], per["shrink-0"]["weighted"]["withdrawal"]) == (3, 6)
     assert (per["shrink-0"]["risky"], per["shrink-0"]["protective"]) == (6, 1)
+    # the within-conversation estimand: the fit on each conversation's centred points
+    data["slope"] = "within"
+    custom.write_text(yaml.safe_dump(data))
+    within = tmp_path / "within"
+    assert main(["converse", "score", str(out), "--drift", str(custom), "--out", str(within)]) == 0
+    got = json.loads((within / "metrics.json").read_text())["drift"]["chatbots"]["shrink"]
+    flat = pd.DataFrame([{"conv": r["conversation_id"], "k": t["index"], "w": t["intensities"]["withdrawal"]}
+                         for r in _records(out) if r["kind"] == "drift" and r["chatbot"] == "shrink"
+                         for t in r["turns"]])
+    cx = flat.k - flat.groupby("conv").k.transform("mean")
+    cy = flat.w - flat.groupby("conv").w.transform("mean")
+    assert got["slopes"]["withdrawal"]["slope"] == pytest.approx(np.polyfit(cx, cy, 1)[0], abs=1e-9)
     # another definition would be another question: refused, one line
     data["behaviours"][0]["definition"] = "something else"
     custom.write_text(yaml.safe_dump(data))
     assert main(["converse", "score", str(out), "--drift", str(custom), "--out", str(tmp_path / "no")]) == 2
     err = capsys.readouterr().err
     assert "defined differently" in err and len(err.strip().splitlines()) == 1
+    # a run that rated no drift has nothing to re-score
+    (tmp_path / "plain").mkdir()
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["scoring"].pop("drift")
+    (tmp_path / "plain" / "manifest.json").write_text(json.dumps(manifest))
+    (tmp_path / "plain" / "records.jsonl").write_text((out / "records.jsonl").read_text())
+    assert main(["converse", "score", str(tmp_path / "plain"), "--drift", "builtin", "--out", str(tmp_path / "p2")]) == 2
+    err = capsys.readouterr().err
+    assert "rated no drift" in err and len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("text, message", [
