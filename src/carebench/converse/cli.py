@@ -44,6 +44,12 @@ SimulatorQuestions = Annotated[str | None, typer.Option(
          "consistent with the persona's stated risk level?). Shares per simulator in the report.")]
 SimulatorJudge = Annotated[str | None, typer.Option(
     show_default="the first --judge", help="With --simulator-questions: the model spec that answers them.")]
+Drift = Annotated[str | None, typer.Option(
+    "--drift", metavar="RUBRIC", show_default="none: no per-turn ratings",
+    help="Rate every chatbot turn on the drift rubric (sycophancy, delusion reinforcement, escalation, "
+         "withdrawal, de-escalation, pushback, referral; intensity 0-3) with every --judge: 'builtin' or a YAML "
+         "drift rubric. Adds capped weighted sums per conversation, rates by turn, slopes with conversation-"
+         "bootstrap intervals, and a withdrawal measure without a model (docs/converse.md, Drift).")]
 Seed = Annotated[int, typer.Option(help="Seed of sampling and of the bootstrap.")]
 Bootstrap = Annotated[int, typer.Option(min=1, help="Bootstrap resamples (personas resampled).")]
 
@@ -60,9 +66,10 @@ def _finish(run_dir: Path) -> None:
         typer.echo(f"carebench: {f['judge_context']} walk(s) stopped: {CONTEXT_ADVICE} (counted as judge "
                    "failures, never rated)", err=True)
     judged = "criteria-judged conversation(s)" if (m.get("scoring") or {}).get("criteria") == "task" else "walk(s)"
-    if f.get("harness") or f.get("judge_calls") or f.get("simulator_question_calls"):
+    if f.get("harness") or f.get("judge_calls") or f.get("simulator_question_calls") or f.get("drift_calls"):
         sq = (f" and {f['simulator_question_calls']} question(s) on the simulated user"
               if f.get("simulator_question_calls") else "")
+        sq += f" and {f['drift_calls']} drift rating(s)" if f.get("drift_calls") else ""
         typer.echo(f"carebench: run incomplete: {f.get('harness', 0)} conversation(s) and "
                    f"{f.get('judge_calls', 0)} {judged}{sq} had a call that failed after every retry (harness "
                    "failures): never rated, counted in the report. Re-run the same command to retry them",
@@ -155,6 +162,7 @@ def run(
     retries: Annotated[int | None, typer.Option(
         show_default="the runner's: 6, transient failures only", help="Retries of a failed call before it is a harness failure.")] = None,
     simulator_questions: SimulatorQuestions = None, simulator_judge: SimulatorJudge = None,
+    drift: Drift = None,
     seed: Seed = 12345, bootstrap: Bootstrap = 2000,
     vera_config: Annotated[Path | None, typer.Option(
         show_default="none", help="Replay a VERA-MH run config (its vera CLI's JSON): its target, chatbot, user "
@@ -198,7 +206,7 @@ def run(
         max_total_words=max_total_words, default_system_prompt=default_system_prompt,
         locale=locale, resources=str(resources) if resources else None,
         simulator_questions=parse_names(simulator_questions), simulator_judge=parse_spec(simulator_judge) if simulator_judge else None,
-        options=replace(options, max_retries=retries),
+        drift=drift, options=replace(options, max_retries=retries),
         vera_config={**replay.provenance, "checkout": replay.checkout} if replay else None,
         notes=[f"VERA-MH run config: not honoured: {x}" for x in replay.not_honoured] if replay else [])
     _go(_with_judge_from(cfg, judge_from))
@@ -249,6 +257,7 @@ def judge_cmd(
     judge_mode: Annotated[str, typer.Option(
         help="question (one call per rubric question, default) or dimension (one call per dimension).")] = "question",
     simulator_questions: SimulatorQuestions = None, simulator_judge: SimulatorJudge = None,
+    drift: Drift = None,
     seed: Seed = 12345, bootstrap: Bootstrap = 2000,
     options: RunOptions = RUN_FLAGS,
     locale: LocaleOption = None, resources: ResourcesOption = None,
@@ -272,7 +281,7 @@ def judge_cmd(
                          judge_max_tokens=judge_max_tokens, judge_mode=judge_mode, seed=seed,
                          bootstrap=bootstrap, locale=locale, resources=str(resources) if resources else None,
                          simulator_questions=parse_names(simulator_questions), simulator_judge=parse_spec(simulator_judge) if simulator_judge else None,
-                         options=options)
+                         drift=drift, options=options)
     _go(_with_judge_from(cfg, judge_from))
 
 
@@ -349,9 +358,13 @@ def score(
         help="Re-check the recorded conversations against this crisis-resource registry (no model call; "
              "needs --out).")] = None,
     locale: LocaleOption = None,
+    drift: Annotated[str | None, typer.Option(
+        "--drift", metavar="RUBRIC", show_default="the rubric the run rated with",
+        help="Re-score the run's drift ratings with this drift rubric's cap, weights, slope and withdrawal "
+             "settings (no model call; its behaviours must be ones the run rated, defined as they were).")] = None,
 ) -> None:
     """Score a run from its records (optionally a subset of judges) into --out (default: in place)."""
-    _rescore(run_dir, judge, seed, bootstrap, options.out, resources, locale)
+    _rescore(run_dir, judge, seed, bootstrap, options.out, resources, locale, drift)
 
 
 @app.command()
@@ -360,7 +373,7 @@ def rescore(run_dir: Annotated[Path, typer.Argument(help="A converse run directo
     _rescore(run_dir, None, None, None, None)
 
 
-def _rescore(run_dir: Path, judges, seed, bootstrap, out, resources=None, locale=None) -> None:
+def _rescore(run_dir: Path, judges, seed, bootstrap, out, resources=None, locale=None, drift=None) -> None:
     from carebench.converse.suite import SUITE, ConverseSuite
     from carebench.engine.rundir import read_json
     from carebench.engine.skeleton import rerender
@@ -386,6 +399,10 @@ def _rescore(run_dir: Path, judges, seed, bootstrap, out, resources=None, locale
         settings["seed"] = seed
     if bootstrap is not None:
         settings["bootstrap"] = bootstrap
+    if drift is not None:
+        from carebench.converse.drift import rescoring_rubric
+
+        settings["drift"] = rescoring_rubric(drift, settings.get("drift"), run_dir)
     manifest = {**manifest, "scoring": settings}
     # where the chatbot sent people, against another registry
     recheck, block = recheck_against(resources, locale, manifest, run_dir, out, "conversations")

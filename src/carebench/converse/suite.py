@@ -256,6 +256,9 @@ class ConverseConfig:
     simulator_questions: list[str] = field(default_factory=list)
     #: ``--simulator-judge``: the model that answers them (None: the first judge)
     simulator_judge: SpecLike | None = None
+    #: ``--drift RUBRIC``: rate every chatbot turn on the drift rubric ("builtin" or a YAML file);
+    #: None: no drift ratings (docs/converse.md, "Drift over a conversation")
+    drift: str | None = None
     #: the shared run flags (--out, --cache, --budget, ...)
     options: RunOptions = field(default_factory=run_options)
 
@@ -307,6 +310,10 @@ class ConverseConfig:
         if self.transcripts is not None and self.from_run is not None:
             raise CarebenchError("give either a run directory or --transcripts, not both")
         self.locale = run_locale(self.locale)
+        if self.drift is not None:  # a bad drift rubric stops the run before any call
+            from carebench.converse.drift import load_drift_rubric
+
+            load_drift_rubric(self.drift)
         if self.generates:
             if not self.simulators:
                 raise CarebenchError("give at least one --simulator (the model that plays the user)")
@@ -436,6 +443,7 @@ class ConverseSuite:
                 max_tokens=cfg.judge_max_tokens), exact=False)
             js.upper_bound = True
             stages.append(js)
+            self._plan_drift(run, stages, fake, judges)
             return Plan(self.name, stages, [("generation assumes every conversation runs all its turns with "
                                             "replies at their output caps: an upper bound; criteria judging "
                                             "asks every judge every criterion of each conversation's task")])
@@ -457,9 +465,38 @@ class ConverseSuite:
                        exact=not cfg.generates)
             ss.upper_bound = cfg.generates
             stages.append(ss)
+        self._plan_drift(run, stages, fake, judges)
         return Plan(self.name, stages, [("generation assumes every conversation runs all its turns with "
                                         "replies at their output caps, and judging assumes every question "
                                         "of the rubric is asked: both are upper bounds")])
+
+    def _plan_drift(self, run: Run, stages: list[Any], fake: Sequence[Any], judges: Any) -> None:
+        """``--drift``: one question per chatbot turn and judge (an upper bound when generating)."""
+        if not self.cfg.drift:
+            return
+        from carebench.converse.drift import STAGE, load_drift_rubric, planned_calls
+
+        ds = stage(run, STAGE, planned_calls(load_drift_rubric(self.cfg.drift), fake, judges),
+                   exact=not self.cfg.generates)
+        ds.upper_bound = self.cfg.generates
+        stages.append(ds)
+
+    def _ask_drift(self, run: Run, gen: Any, conv_records: list[dict[str, Any]],
+                   judges: Any) -> tuple[list[dict[str, Any]], int, dict[str, Any]]:
+        """``--drift``: every chatbot turn of every finished conversation rated (records, calls
+        that failed after every retry, the rubric as the manifest's ``scoring.drift``)."""
+        if not self.cfg.drift:
+            return [], 0, {}
+        from carebench.converse.drift import STAGE, ask_drift, load_drift_rubric
+
+        rubric = load_drift_rubric(self.cfg.drift)
+        if run.stopped or (gen is not None and gen.stopped):
+            run.mark_incomplete(STAGE)
+            return [], 0, {"drift": rubric.to_dict()}
+        res = ask_drift(run, rubric, [c for c in conv_records if c["status"] == "ok"], judges)
+        if res.stopped:
+            run.mark_incomplete(STAGE)
+        return res.records, res.failed_calls, {"drift": rubric.to_dict()}
 
     def _simulator_judge(self, run: Run) -> Any:
         """The judge seat answering the questions on the simulated user."""
@@ -501,6 +538,7 @@ class ConverseSuite:
             if judged.stopped:
                 run.mark_incomplete("judging", open_ended=True)
         sim_records, sim_failed_calls = self._ask_simulator_questions(run, gen, conv_records)
+        drift_records, drift_failed, drift_settings = self._ask_drift(run, gen, conv_records, judges)
         harness = sum(c["status"] == HARNESS_FAILURE for c in conv_records)
         judge_fail = sum(w["status"] != "ok" for w in walks)
         judge_calls_failed = sum(w.get("failure") == "call" for w in walks)
@@ -513,7 +551,7 @@ class ConverseSuite:
         if personas:
             files["personas.jsonl"] = [p.to_row() for p in personas]
         return Execution(
-            records=conv_records + walks + sim_records, config=config, files=files,
+            records=conv_records + walks + sim_records + drift_records, config=config, files=files,
             dataset={"rubric": cfg.rubric, "rubric_sha256": data_sha256([inputs.rubric.to_dict()]),
                      "personas": inputs.personas_source if cfg.generates else (cfg.from_run or cfg.personas),
                      **_transcripts_provenance(cfg, conv_records),
@@ -527,18 +565,19 @@ class ConverseSuite:
             extra={"scoring": {"dimensions": inputs.rubric.dimensions, "seed": cfg.seed,
                                "bootstrap": cfg.bootstrap, "judges": [j.label for j in judges],
                                **({"annotation_columns": inputs.annotation_columns}
-                                  if inputs.annotation_columns else {})},
+                                  if inputs.annotation_columns else {}), **drift_settings},
                    "rubric_rules": rules_record(inputs.rubric.rules),
                    "failures": {"harness": harness, "judge": judge_fail, "judge_calls": judge_calls_failed,
                                 "judge_context": judge_context,
                                 "truncated_reasons": sum(w.get("truncated_reasons", 0) for w in walks),
                                 **({"simulator_question_calls": sim_failed_calls}
-                                   if cfg.simulator_questions else {})},
+                                   if cfg.simulator_questions else {}),
+                                **({"drift_calls": drift_failed} if cfg.drift else {})},
                    # how each judge's answers were constrained (JSON schema, grammar, or the parser only)
                    "output_modes": run.output_modes(),
                    "resources": self.resources,
                    "title": cfg.title, "notes": list(cfg.notes)},
-            failed_calls=harness + judge_calls_failed + sim_failed_calls,
+            failed_calls=harness + judge_calls_failed + sim_failed_calls + drift_failed,
         )
 
     def _ask_simulator_questions(self, run: Run, gen: Any,
@@ -572,6 +611,7 @@ class ConverseSuite:
             crit_records = judged.records
             if judged.stopped:  # every question was sent in one batch: the refused ones are the rest
                 run.mark_incomplete(CRITERIA_STAGE)
+        drift_records, drift_failed, drift_settings = self._ask_drift(run, gen, conv_records, judges)
         harness = sum(c["status"] == HARNESS_FAILURE for c in conv_records)
         call_failed = sum(r["status"] == JUDGE_CALL_FAILURE for r in crit_records)
         failed_votes = sum(v["status"] != "ok" for r in crit_records for v in r["votes"])
@@ -580,7 +620,7 @@ class ConverseSuite:
         config.update(cfg.protocol_settings(), max_messages=gcfg.max_messages)
         config["stop_marker"] = STOP_MARKER
         return Execution(
-            records=conv_records + crit_records, config=config,
+            records=conv_records + crit_records + drift_records, config=config,
             dataset={"criteria": "task", "personas": inputs.personas_source, "conversations": len(conv_records),
                      "personas_from": cfg.personas_from,
                      "tasks_sha256": data_sha256([{"id": p.id, "criteria": [c.model_dump() for c in p.criteria]}
@@ -589,14 +629,15 @@ class ConverseSuite:
             files={"personas.jsonl": [p.to_row() for p in personas]},
             seeds={"bootstrap": cfg.seed, "generation": cfg.seed},
             extra={"scoring": {"criteria": "task", "scope": cfg.criteria_scope, "seed": cfg.seed,
-                               "bootstrap": cfg.bootstrap, "judges": [j.label for j in judges]},
-                   "failures": {"harness": harness, "judge": failed_votes, "judge_calls": call_failed},
+                               "bootstrap": cfg.bootstrap, "judges": [j.label for j in judges], **drift_settings},
+                   "failures": {"harness": harness, "judge": failed_votes, "judge_calls": call_failed,
+                                **({"drift_calls": drift_failed} if cfg.drift else {})},
                    "output_modes": run.output_modes(),
                    "resources": self.resources,
                    "title": ("Converse: simulated conversations judged against each support task's own "
                              "criteria" if cfg.title == ConverseConfig.title else cfg.title),
                    "notes": list(cfg.notes)},
-            failed_calls=harness + call_failed,
+            failed_calls=harness + call_failed + drift_failed,
         )
 
     # -- scoring and rendering --------------------------------------------------------------
@@ -623,7 +664,7 @@ class ConverseSuite:
             block = routing_block(records, manifest)
             if block is not None:
                 m["resources"] = block
-            return m
+            return _with_drift(m, records, settings)
         rated, dims = rated_walks(walks, settings)
         m = summarize(rated, dims, B=int(settings.get("bootstrap", B_DEFAULT)),
                       seed=int(settings.get("seed", SEED_DEFAULT)),
@@ -642,7 +683,7 @@ class ConverseSuite:
         if block is not None:
             m["resources"] = block
         m["simulators"] = simulator_summary(convs, [r for r in records if r.get("kind") == "simulator_questions"])
-        return m
+        return _with_drift(m, records, settings)
 
     def render(self, metrics: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
                manifest: Mapping[str, Any]) -> Report:
@@ -657,6 +698,10 @@ class ConverseSuite:
             from carebench.resources.report import routing_section
 
             report.sections.append(routing_section(metrics["resources"], report_examples(records)))
+        if metrics.get("drift"):
+            from carebench.converse.drift_report import drift_section
+
+            report.sections.append(drift_section(metrics["drift"]))
         return report
 
     def headline(self, metrics: Mapping[str, Any], records: Any, manifest: Mapping[str, Any]) -> Any:
@@ -673,6 +718,16 @@ def run_converse(cfg: ConverseConfig, cache: Any = None) -> Path | Plan:
         raise CarebenchError(f"--out {out} is the run whose conversations are judged: the walks go to a new "
                              "run directory (give another --out)")
     return run_suite(ConverseSuite(cfg), cfg.options, cache=cache)
+
+
+def _with_drift(m: dict[str, Any], records: Sequence[Mapping[str, Any]],
+                settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The metrics with their ``drift`` block when the run rated drift (``--drift``)."""
+    if settings.get("drift"):
+        from carebench.converse.drift_scoring import drift_summary
+
+        m["drift"] = drift_summary(records, settings)
+    return m
 
 
 def score_criteria(records: Sequence[Mapping[str, Any]], settings: Mapping[str, Any]) -> dict[str, Any]:
