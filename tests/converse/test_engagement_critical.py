@@ -221,7 +221,7 @@ def test_vera_score_unchanged_and_equal_to_the_formula(runs):
 
 
 def test_judge_mode_asks_through_the_budgeted_path(runs):
-    (dp, sp), (dj, sj) = runs["prefilter"], runs["judge"]
+    (_, sp), (dj, sj) = runs["prefilter"], runs["judge"]
     assert not [e for e in sp.log if e["role"] == "engagement"]
     convs = [r for r in _records(dj) if r["kind"] == "conversation"]
     open_turns = [e for c in convs for e in c["engagement"] if e["source"] == "judge"]

@@ -189,3 +189,17 @@ def all_refusing_caveat(n: int, of: int) -> str:
     """The caveat a system with a conversation where every chatbot turn refused or was empty carries."""
     return (f"{n} of {of} conversation(s) where every chatbot turn refused or was empty: its rubric score "
             "judged text that did not engage")
+
+
+def refusing_caveats(records: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """Per chatbot (as the records name it): the caveat of :func:`all_refusing_caveat` when any of
+    its finished conversations had every chatbot turn refused or empty, else none."""
+    tally: dict[str, list[int]] = {}
+    for c in finished(records):
+        classes = turn_classes(c)
+        if not classes:
+            continue
+        t = tally.setdefault(str(c["chatbot"]), [0, 0])
+        t[0] += conversation_flags(classes)["all_refusal_or_empty"]
+        t[1] += 1
+    return {cb: [all_refusing_caveat(n, of)] if n else [] for cb, (n, of) in tally.items()}
