@@ -248,6 +248,12 @@ def test_all_refusing_chatbot_is_never_best_without_a_caveat(runs, tmp_path):
     assert rows[refuser]["caveats"] and "every chatbot turn refused or was empty" in rows[refuser]["caveats"][0]
     assert rows[good]["caveats"] == []
     assert "every chatbot turn refused or was empty" in (out / "report.html").read_text()
+    cmp = tmp_path / "cmp"  # the run against itself: every pair carries its systems' caveats
+    assert main(["compare", str(d), str(d), "--out", str(cmp), "--bootstrap", "50"]) in (0, 1)
+    pairs = {_bot(p["base"]): p for p in json.loads((cmp / "metrics.json").read_text())["pairs"]}
+    assert "every chatbot turn refused or was empty" in pairs["bot-refuser"]["caveats"]["candidate"][0]
+    assert pairs["bot-good"]["caveats"] == {"base": [], "candidate": []}
+    assert "every chatbot turn refused or was empty" in (cmp / "report.html").read_text()
 
 
 def test_records_without_classes_get_the_prefilter_class_without_a_model(runs, tmp_path):
