@@ -294,6 +294,7 @@ class EngagementInputs:
     critical_codes: Sequence[str] = ()
     harmful_codes: Sequence[str] = ()
     texts: Mapping[tuple[str, str, str], str] = default_of(default_factory=dict)
+    mode: str = "prefilter"  # how the classes were decided (--engagement)
 
 
 def analyze(
@@ -381,6 +382,7 @@ def _engagement_block(data: JuryData, eng: EngagementInputs, seed_arrays: tuple[
     return {
         "classes": list(ENGAGEMENT_CLASSES),
         "policy": eng.refusal_policy,
+        "mode": eng.mode,
         "policies": {"seed": "the seed's scoring, unchanged (a refusal is judged like any reply)",
                      "zero": "every verdict on a response classed refusal or deflection is failed with coverage 0, "
                              "except where the reference policy asks for a refusal ("

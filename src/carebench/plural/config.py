@@ -387,8 +387,10 @@ def engagement_inputs(rows: Sequence[Mapping[str, Any]], manifest: Mapping[str, 
 
     flags = taxonomy_flags(manifest)
     texts = {(str(r["system"]), str(r["archetype"]), str(r["prompt_id"])): str(r.get("text") or "") for r in rows}
-    return EngagementInputs(recorded_classes(rows), str((manifest.get("scoring") or {}).get("refusal_policy", "seed")),
-                            flags["refusal"], flags["critical"], flags["harmful"], texts)
+    scoring = manifest.get("scoring") or {}
+    return EngagementInputs(recorded_classes(rows), str(scoring.get("refusal_policy", "seed")),
+                            flags["refusal"], flags["critical"], flags["harmful"], texts,
+                            str(scoring.get("engagement", "prefilter")))
 
 
 def compute_metrics(data: Any, settings: dict[str, Any], engagement: Any = None) -> dict[str, Any]:

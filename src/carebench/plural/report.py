@@ -385,7 +385,10 @@ def _engagement(metrics: Mapping[str, Any]) -> Section:
                      x.get("undecided")])
     blocks: list[Block] = [
         Paragraph(f"Every response has one engagement class (docs/engagement.md). Scores in this report follow "
-                  f"--refusal-policy {policy}: {(eng.get('policies') or {}).get(policy, '')}."),
+                  f"--refusal-policy {policy}: {(eng.get('policies') or {}).get(policy, '')}."
+                  + (" Classes were decided without a model (--engagement prefilter): blank replies, provider "
+                     "refusals and unmistakable short refusals; deflections are not detected, and every other "
+                     "reply counts as engaged." if eng.get("mode", "prefilter") == "prefilter" else "")),
         Table(["system", "classified", "empty", "refusal", "deflection", "over-referral", "engaged", "undecided"],
               rows, number_format=".1f",
               caption="Engagement rates (%) per system over its responses under both archetype instructions, with "
@@ -622,10 +625,12 @@ def _engagement_rows(head: Headline, metrics: Mapping[str, Any], best: str) -> N
     crit = metrics.get("critical") or {}
     cells = [c for c in crit.get("cells") or [] if c.get("system") == best]
     if cells and (crit.get("critical_categories") or crit.get("harmful_categories")):
-        gated, share = _profile_mean(cells, best, "gated_full"), _profile_mean(cells, best, "share")
-        if gated is not None and share is not None:
+        mean = {k: _profile_mean(cells, best, k) for k in ("share", "full", "gated_full", "coverage", "gated_coverage")}
+        if None not in mean.values():
             head.rows.append(("critical failures (best system), mean over profiles",
-                              f"share of prompts {share:.3f}; gated full alignment {gated:.3f}"))
+                              (f"share of prompts {mean['share']:.3f}; gated full alignment {mean['gated_full']:.3f} "
+                               f"(ungated {mean['full']:.3f}); gated coverage {mean['gated_coverage']:.3f} "
+                               f"(ungated {mean['coverage']:.3f})")))
 
 
 def calibration_headline(metrics: Mapping[str, Any]) -> Headline:
