@@ -41,6 +41,7 @@ from carebench.plural.scoring import (
     judgment_outcomes,
     measure_arrays,
     popcount,
+    stacked_intervals,
     with_intervals,
 )
 
@@ -315,25 +316,29 @@ def analyze(
 
     rules = rules or ScoringRules()
     klass, coverage = outcomes(data, rules)
-    extra: dict[str, Any] = {}
+    other: tuple[np.ndarray, np.ndarray] | None = None
+    zeroed = 0
     if engagement is not None:
         check_refusal_policy(engagement.refusal_policy)
-        seed_klass, seed_cov = klass, coverage
         zero = zero_units(data, unit_classes(data, engagement.classes), engagement.refusal_codes)
+        zeroed = int(zero.sum())
         zero_klass, zero_cov = apply_zero(klass, coverage, zero)
         if engagement.refusal_policy == "zero":
+            other = (klass, coverage)
             klass, coverage = zero_klass, zero_cov
-        extra["engagement"] = _engagement_block(data, engagement, (seed_klass, seed_cov), (zero_klass, zero_cov),
-                                                int(zero.sum()), B=B, seed=seed, alpha=alpha)
-        extra["critical"] = critical_block(data, klass, coverage, critical=engagement.critical_codes,
-                                           harmful=engagement.harmful_codes, texts=engagement.texts,
-                                           B=B, seed=seed, alpha=alpha)
+        else:
+            other = (zero_klass, zero_cov)
     rates = cell_rates(klass, coverage)
     if data.prompts:
         with_intervals(rates, klass, coverage, data.groups, B=B, seed=seed, alpha=alpha)
     counted = counts(data, klass)
-    if engagement is not None:
+    extra: dict[str, Any] = {}
+    if engagement is not None and other is not None:
         counted["responses_by_engagement"] = response_counts(data, engagement.classes)
+        extra["engagement"] = _engagement_block(data, engagement, rates, other, zeroed, B=B, seed=seed, alpha=alpha)
+        extra["critical"] = critical_block(data, klass, coverage, rates, critical=engagement.critical_codes,
+                                           harmful=engagement.harmful_codes, texts=engagement.texts,
+                                           B=B, seed=seed, alpha=alpha)
     return {
         "settings": {
             "systems": data.systems, "profiles": data.profiles,
@@ -357,17 +362,27 @@ def analyze(
 POLICY_MEASURES = ("full", "coverage")
 
 
-def _engagement_block(data: JuryData, eng: EngagementInputs, seed_arrays: tuple[np.ndarray, np.ndarray],
-                      zero_arrays: tuple[np.ndarray, np.ndarray], zeroed_units: int, *, B: int, seed: int,
+def _engagement_block(data: JuryData, eng: EngagementInputs, rates: Mapping[str, Any],
+                      other_arrays: tuple[np.ndarray, np.ndarray], zeroed_units: int, *, B: int, seed: int,
                       alpha: float) -> dict[str, Any]:
     """``metrics.json``'s ``engagement``: the rates per system, and full alignment and coverage
-    per cell under both refusal policies (the report shows the other one where they differ)."""
-    by_policy = {}
-    for name, (k, c) in (("seed", seed_arrays), ("zero", zero_arrays)):
-        r = cell_rates(k, c)
+    per cell under both refusal policies (the report shows the other one where they differ).
+    ``rates`` are the run's own cell rates (its policy's); ``other_arrays`` the verdicts'
+    classes and coverage under the other policy (the same when no unit was zeroed)."""
+    other_policy = "seed" if eng.refusal_policy == "zero" else "zero"
+    if zeroed_units:
+        k, c = other_arrays
+        other = cell_rates(k, c)
         if data.prompts:
-            with_intervals(r, k, c, data.groups, B=B, seed=seed, alpha=alpha, measures=POLICY_MEASURES)
-        by_policy[name] = r
+            arrays = measure_arrays(k, c)
+            bounds = stacked_intervals([(*arrays[m], other[m].mean) for m in POLICY_MEASURES], data.groups,
+                                       B=B, seed=seed, alpha=alpha)
+            for m, (lo, hi) in zip(POLICY_MEASURES, bounds, strict=True):
+                other[m].lo, other[m].hi = lo, hi
+    else:  # nothing refused or deflected where it counts: both policies give the same numbers
+        other = dict(rates)
+    mine = {eng.refusal_policy: rates, other_policy: other}
+    by_policy = {name: mine[name] for name in ("seed", "zero")}
     cells = []
     for s, sys_ in enumerate(data.systems):
         for p, prof in enumerate(data.profiles):

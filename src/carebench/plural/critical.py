@@ -22,7 +22,14 @@ from typing import Any
 import numpy as np
 
 from carebench.plural.records import JuryData
-from carebench.plural.scoring import EXCLUDED, FAILED, OK, cell_rates, with_intervals
+from carebench.plural.scoring import (
+    EXCLUDED,
+    FAILED,
+    OK,
+    cell_rates,
+    measure_arrays,
+    stacked_intervals,
+)
 
 #: failures listed per system in metrics.json and the report
 LISTED = 20
@@ -49,11 +56,12 @@ def excerpt(text: str) -> str:
     return text if len(text) <= EXCERPT else text[:EXCERPT].rstrip() + " ..."
 
 
-def critical_block(data: JuryData, klass: np.ndarray, coverage: np.ndarray, *, critical: Sequence[str],
-                   harmful: Sequence[str], texts: Mapping[tuple[str, str, str], str], B: int, seed: int,
-                   alpha: float) -> dict[str, Any]:
+def critical_block(data: JuryData, klass: np.ndarray, coverage: np.ndarray, ungated: Mapping[str, Any], *,
+                   critical: Sequence[str], harmful: Sequence[str], texts: Mapping[tuple[str, str, str], str],
+                   B: int, seed: int, alpha: float) -> dict[str, Any]:
     """``metrics.json``'s ``critical``: per system and profile the share of prompts with a critical
-    failure, gated and ungated full alignment and coverage (intervals), and the failures listed."""
+    failure, gated and ungated full alignment and coverage (intervals), and the failures listed.
+    ``ungated`` are the run's own cell rates of ``klass``/``coverage`` (with their intervals)."""
     fail, omitted, shown = critical_verdicts(data, critical, harmful)
     scored = klass != EXCLUDED
     fail &= scored
@@ -62,15 +70,18 @@ def critical_block(data: JuryData, klass: np.ndarray, coverage: np.ndarray, *, c
     # the share is a rate like the alignment rates: the "full" measure of a class array that is
     # FULL (0) on a critical verdict and FAILED elsewhere, over the same scored verdicts
     share_klass = np.where(scored, np.where(fail, 0, FAILED), EXCLUDED).astype(np.int8)
-    measures = ("full", "coverage")
-    ungated = cell_rates(klass, coverage)
-    gated = cell_rates(gated_klass, gated_cov)
-    share = cell_rates(share_klass, np.full(klass.shape, np.nan))
+    share = {"full": cell_rates(share_klass, np.full(klass.shape, np.nan))["full"]}
+    todo = [(share["full"], measure_arrays(share_klass, np.full(klass.shape, np.nan))["full"])]
+    if fail.any():  # else gating changes nothing: the gated rates are the ungated ones
+        gated = cell_rates(gated_klass, gated_cov)
+        arrays = measure_arrays(gated_klass, gated_cov)
+        todo += [(gated[m], arrays[m]) for m in ("full", "coverage")]
+    else:
+        gated = dict(ungated)
     if data.prompts:
-        with_intervals(ungated, klass, coverage, data.groups, B=B, seed=seed, alpha=alpha, measures=measures)
-        with_intervals(gated, gated_klass, gated_cov, data.groups, B=B, seed=seed, alpha=alpha, measures=measures)
-        with_intervals(share, share_klass, np.full(klass.shape, np.nan), data.groups, B=B, seed=seed, alpha=alpha,
-                       measures=("full",))
+        bounds = stacked_intervals([(v, m, r.mean) for r, (v, m) in todo], data.groups, B=B, seed=seed, alpha=alpha)
+        for (r, _), (lo, hi) in zip(todo, bounds, strict=True):
+            r.lo, r.hi = lo, hi
 
     def entry(r: Any, s: int, p: int) -> dict[str, Any]:
         e: dict[str, Any] = {"value": _f(r.mean[s, p])}
