@@ -298,3 +298,37 @@ def test_taxonomy_flags_are_validated():
     from carebench.taxonomy_schema import api_policy_schema, policy_schema
 
     assert "RESPONSE_X" not in json.dumps(policy_schema(t)) and "RESPONSE_X" not in json.dumps(api_policy_schema(t))
+
+
+def test_rescore_in_place_records_the_policy_for_carebench_report(runs, tmp_path):
+    import shutil
+
+    from carebench.cli import main
+
+    run_dir, _, spec, _, _ = runs
+    copy = tmp_path / "copy"
+    shutil.copytree(run_dir, copy)
+    assert main(["plural", "rescore", str(copy), "--refusal-policy", "zero"]) == 0
+    assert json.loads((copy / "manifest.json").read_text())["scoring"]["refusal_policy"] == "zero"
+    first = (copy / "metrics.json").read_bytes()
+    assert main(["report", str(copy)]) == 0
+    assert (copy / "metrics.json").read_bytes() == first
+    cell = next(c for c in json.loads(first)["cells"] if c["system"] == spec["sys-r"] and c["profile"] == "P1")
+    assert cell["full"]["value"] == pytest.approx(0.5)  # as worked by hand above
+
+
+def test_the_dry_run_plans_engagement_questions_only_when_asked(tmp_path):
+    from carebench.engine.skeleton import Plan
+
+    release = write_release(tmp_path / "release")
+    stages = {}
+    for mode in ("prefilter", "judge"):
+        cfg = PluralRunConfig(release=str(release), systems=["openai:sys-x@http://127.0.0.1:9/v1"],
+                              judges=["openai:judge-a@http://127.0.0.1:9/v1"], sample_size=4, engagement=mode,
+                              options=run_options(dry_run=True, progress=False, no_cache=True))
+        plan = run_plural(cfg)
+        assert isinstance(plan, Plan)
+        stages[mode] = {s.name: s.plan.total for s in plan.stages}
+    assert "engagement" not in stages["prefilter"]
+    # no reply known yet: each of the 2 x 4 assumed replies (distinct) is one question for the one judge
+    assert stages["judge"]["engagement"] == 8
