@@ -25,6 +25,7 @@ from carebench.plural.records import JuryData
 from carebench.plural.scoring import (
     EXCLUDED,
     FAILED,
+    FULL,
     OK,
     cell_rates,
     measure_arrays,
@@ -68,8 +69,8 @@ def critical_block(data: JuryData, klass: np.ndarray, coverage: np.ndarray, unga
     gated_klass = np.where(fail, FAILED, klass).astype(np.int8)
     gated_cov = np.where(fail & ~np.isnan(coverage), 0.0, coverage)
     # the share is a rate like the alignment rates: the "full" measure of a class array that is
-    # FULL (0) on a critical verdict and FAILED elsewhere, over the same scored verdicts
-    share_klass = np.where(scored, np.where(fail, 0, FAILED), EXCLUDED).astype(np.int8)
+    # FULL on a critical verdict and FAILED elsewhere, over the same scored verdicts
+    share_klass = np.where(scored, np.where(fail, FULL, FAILED), EXCLUDED).astype(np.int8)
     share = {"full": cell_rates(share_klass, np.full(klass.shape, np.nan))["full"]}
     todo = [(share["full"], measure_arrays(share_klass, np.full(klass.shape, np.nan))["full"])]
     if fail.any():  # else gating changes nothing: the gated rates are the ungated ones
