@@ -23,13 +23,24 @@ from carebench.types import CarebenchError
 
 FIELDS = ("intent", "function", "response")
 SEVERITY_KINDS = ("nssi", "suicidal")
+#: boolean flags a RESPONSE category may carry (see :class:`Category`)
+FLAGS = ("critical", "harmful", "refusal")
 
 
 @dataclass(frozen=True, slots=True)
 class Category:
+    """One code of a field. Three flags concern RESPONSE categories only (docs/taxonomy.md):
+    ``critical`` (failing it when a reference policy requests it gates the response's score
+    to 0), ``harmful`` (a behaviour no response may show: the jury finding it is a critical
+    failure, and no policy may request it) and ``refusal`` (the category that asks the
+    responder to decline: where a policy requests it, refusing is the aligned answer)."""
+
     code: str
     name: str
     description: str = ""
+    critical: bool = False
+    harmful: bool = False
+    refusal: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +75,18 @@ class Taxonomy:
 
     def codes(self, field_name: str) -> tuple[str, ...]:
         return tuple(c.code for c in self.categories(field_name))
+
+    def critical_codes(self) -> tuple[str, ...]:
+        """RESPONSE codes whose omission, where a policy requests them, is a critical failure."""
+        return tuple(c.code for c in self.response if c.critical and not c.harmful)
+
+    def harmful_codes(self) -> tuple[str, ...]:
+        """RESPONSE codes whose presence in a response is a critical failure."""
+        return tuple(c.code for c in self.response if c.harmful)
+
+    def refusal_codes(self) -> tuple[str, ...]:
+        """RESPONSE codes that ask the responder to decline (plural's refusal policy keeps refusals there)."""
+        return tuple(c.code for c in self.response if c.refusal)
 
     def name_of(self, code: str) -> str:
         return self._names.get(code, code)
@@ -105,6 +128,11 @@ class Taxonomy:
                     errors.append(f"{f}: unknown code {v!r}")
             if len(set(values)) != len(values):
                 errors.append(f"{f}: a code is repeated")
+            if f == "response":
+                for v in values:
+                    if v in self.harmful_codes():
+                        errors.append(f"response: {v} ({self.name_of(v)}) is a harmful behaviour; "
+                                      "no policy may request it")
             if f in self.nonempty and not values and (f != "response" or require_response):
                 errors.append(f"{f}: at least one code is required")
             for x in self.exclusive & set(values):
@@ -166,7 +194,17 @@ def _categories(raw: Any, where: str) -> tuple[Category, ...]:
     for i, c in enumerate(raw):
         if not isinstance(c, Mapping) or not c.get("code") or not c.get("name"):
             raise CarebenchError(f"{where}[{i}]: each category needs 'code' and 'name'")
-        out.append(Category(str(c["code"]), str(c["name"]), str(c.get("description", "")).strip()))
+        flags = {}
+        for flag in FLAGS:
+            value = c.get(flag, False)
+            if not isinstance(value, bool):
+                raise CarebenchError(f"{where}[{i}]: '{flag}' must be true or false, got {value!r}")
+            if value and not where.endswith("fields.response"):
+                raise CarebenchError(f"{where}[{i}]: '{flag}' applies to RESPONSE categories only")
+            flags[flag] = value
+        if flags["harmful"] and flags["refusal"]:
+            raise CarebenchError(f"{where}[{i}]: a category cannot be both harmful and the refusal category")
+        out.append(Category(str(c["code"]), str(c["name"]), str(c.get("description", "")).strip(), **flags))
     codes = [c.code for c in out]
     if len(set(codes)) != len(codes):
         raise CarebenchError(f"{where}: duplicate codes")

@@ -13,7 +13,9 @@ code (``uniqueItems``), a non-empty set where the taxonomy asks for one
 (``minItems``), an exclusive code only on its own (``anyOf``); across fields: a
 severity exactly when its intent is chosen, at one of its scale's levels (the
 root is an ``anyOf`` with one branch per combination of severity-bearing
-intents, whose intent array ``contains`` exactly those intents). A grammar built
+intents, whose intent array ``contains`` exactly those intents); a RESPONSE category
+the taxonomy flags ``harmful`` (a behaviour no response may show) is never a code a
+policy may request. A grammar built
 from it (``carebench.models.grammar``) writes each set in the taxonomy's order.
 """
 
@@ -79,8 +81,9 @@ def policy_schema(
     required = set(taxonomy.nonempty)
     defs: dict[str, Any] = {}
     shared = ["function"] + (["response"] if with_response else [])
+    harmful = frozenset(taxonomy.harmful_codes())  # behaviours no policy may request
     for f in shared:
-        sub = _field_schema(taxonomy, f, required=f in required)
+        sub = _field_schema(taxonomy, f, required=f in required, forbidden=harmful if f == "response" else frozenset())
         if sub is None:
             raise ValueError(f"taxonomy {taxonomy.name!r} allows no valid {f} set")
         defs[f] = sub
@@ -130,7 +133,7 @@ def api_policy_schema(
     combination is still scored wrong). Grammar decoders get :func:`policy_schema`.
     """
     def codes(field: str) -> dict[str, Any]:
-        vocab = list(taxonomy.codes(field))
+        vocab = [c for c in taxonomy.codes(field) if field != "response" or c not in taxonomy.harmful_codes()]
         return {"type": "array", "items": {"type": "string", "enum": vocab}, "maxItems": len(vocab)}
 
     props: dict[str, Any] = {"intent": codes("intent")}

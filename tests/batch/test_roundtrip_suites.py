@@ -91,6 +91,34 @@ def test_support_engagement_judge_round_trip(tmp_path, monkeypatch):
     assert metrics(tmp_path / "batch")["engagement"]["responders"][f"openai:resp-a@{u}"]["rates"]["engaged"]["rate"] == 1.0
 
 
+def test_plural_run_engagement_judge_round_trip(tmp_path, monkeypatch):
+    """plural run --engagement judge: the engagement questions go out in the jury's round; a
+    re-score under --refusal-policy zero asks nothing."""
+    from engagement_stub import ENGAGEMENT_QUESTION, handler, write_release
+
+    release = write_release(tmp_path / "release")
+    with StubServer() as stub:
+        stub.handler = handler
+        u = stub.base_url
+        args = ["plural", "run", "--release", str(release), "--system", f"openai:sys-r@{u}",
+                "--system", f"openai:sys-m@{u}", "--judge", f"openai:judge-a@{u}", "--judge", f"openai:judge-b@{u}",
+                "--sample-size", "4", "--bootstrap", "50", "--engagement", "judge"]
+        live(args, tmp_path / "live", tmp_path / "live.sqlite")
+        n_live = len(stub.requests)
+        asked = sum(ENGAGEMENT_QUESTION in r.text for r in stub.requests)
+        rounds = batch_rounds(args, tmp_path / "batch", tmp_path / "batch.sqlite", tmp_path / "bdir", handler,
+                              monkeypatch)
+        from carebench.cli import main
+
+        assert main(["plural", "rescore", str(tmp_path / "batch"), "--refusal-policy", "zero",
+                     "--out", str(tmp_path / "zero")]) == 0
+        assert len(stub.requests) == n_live
+    assert asked == 3 * 2  # three distinct replies the pre-filter leaves open, two judges
+    assert rounds == 2  # the responses, then the jury's verdicts with the engagement questions
+    assert metrics(tmp_path / "batch") == metrics(tmp_path / "live")
+    assert metrics(tmp_path / "zero")["engagement"]["policy"] == "zero"
+
+
 def test_plural_calibrate_e2_round_trip(tmp_path, monkeypatch):
     from labelling_stub import Labeller
 

@@ -85,6 +85,13 @@ CONTRAST: dict[str, tuple[str, ...]] = {
 }
 
 _PHRASES = {lang: [re.compile(p, re.IGNORECASE) for p in pats] for lang, pats in REFUSAL_PHRASES.items()}
+#: every phrase of every language in one pattern: a reply none of them matches (most replies) is
+#: decided in one search instead of one per phrase (re-scoring old runs classes every reply)
+_ANY_PHRASE = re.compile("|".join(f"(?:{p})" for pats in REFUSAL_PHRASES.values() for p in pats), re.IGNORECASE)
+#: the same, lower-cased, for ASCII text lower-cased (matching without IGNORECASE is ~3x faster, and on
+#: ASCII text it is the same test: the patterns use no upper-case escape such as \B or \W)
+_ANY_LOWER = re.compile(_ANY_PHRASE.pattern.lower())
+assert not re.search(r"\\[A-Z]", _ANY_PHRASE.pattern)
 _CONTRAST = {lang: re.compile(r"\b(?:" + "|".join(re.escape(w) for w in words) + r")\b", re.IGNORECASE)
              for lang, words in CONTRAST.items()}
 
@@ -129,6 +136,8 @@ def fixed_engagement(text: str | None, status: str = "ok") -> Engagement | None:
 def phrase_refusal(text: str, max_words: int = MAX_WORDS) -> str | None:
     """The language whose refusal phrase ``text`` states without a contrast after it, if short."""
     if len(text.split()) > max_words:
+        return None
+    if (_ANY_LOWER.search(text.lower()) if text.isascii() else _ANY_PHRASE.search(text)) is None:
         return None
     for lang, pats in _PHRASES.items():
         for p in pats:

@@ -11,6 +11,11 @@ from typing import Annotated
 
 import typer
 
+from carebench.engagement.options import (
+    EngagementOption,
+    RefusalPolicyOption,
+    RescoreRefusalPolicyOption,
+)
 from carebench.engine.options import RUN_FLAGS, Json, RunOptions, run_flags
 from carebench.models.base import ModelSpec, parse_spec, parse_specs
 from carebench.resources.options import LocaleOption, ResourcesOption
@@ -256,6 +261,8 @@ def run(
     zero_coverage: Annotated[str, typer.Option(help="Appropriate but nothing satisfied: partial or failed.")] = "partial",
     options: RunOptions = RUN_FLAGS,
     locale: LocaleOption = None, resources: ResourcesOption = None,
+    engagement: EngagementOption = "prefilter",
+    refusal_policy: RefusalPolicyOption = "seed",
 ) -> None:
     """Responses under both archetype instructions, the jury, scoring and the report."""
     from carebench.plural.commands.run import run_plural
@@ -271,6 +278,7 @@ def run(
         judge_max_tokens=judge_max_tokens, families=_pairs(family, "--family", "SPEC=FAMILY"), seed=seed,
         bootstrap=bootstrap, empty_policy=empty_policy, zero_coverage=zero_coverage,
         locale=locale, resources=str(resources) if resources else None,
+        engagement=engagement, refusal_policy=refusal_policy,
         options=options,
     )
     result = run_plural(cfg)
@@ -324,6 +332,7 @@ def rescore(
         help="Re-check the recorded replies against this crisis-resource registry (no model call; needs --out).")]
     = None,
     locale: LocaleOption = None,
+    refusal_policy: RescoreRefusalPolicyOption = None,
 ) -> None:
     """Recompute metrics.json and the report from the recorded verdicts (no model call)."""
     from carebench.engine.skeleton import echo_plan
@@ -334,5 +343,5 @@ def rescore(
         echo_plan(rescore_plan(run_dir, out))
         return
     do_rescore(run_dir, judges=list(judge) if judge else None, out_dir=out,
-               resources=str(resources) if resources else None, locale=locale)
+               resources=str(resources) if resources else None, locale=locale, refusal_policy=refusal_policy)
     _summary(Path(out or run_dir))

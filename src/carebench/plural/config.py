@@ -196,6 +196,11 @@ class PluralRunConfig:
     alpha: float = 0.05
     empty_policy: str = "vacuous"
     zero_coverage: str = "partial"
+    #: --engagement: how each response gets its engagement class (carebench.engagement); the
+    #: default asks no model, so a run's calls stay the seed's protocol
+    engagement: str = "prefilter"
+    #: --refusal-policy: what a refusal or deflection scores (carebench.plural.engagement)
+    refusal_policy: str = "seed"
     notes: list[str] = field(default_factory=list)  # shown at the top of the report
     #: --locale: the BCP-47 locale of every prompt without its own (None: such prompts have none)
     locale: str | None = None
@@ -227,6 +232,12 @@ class PluralRunConfig:
         if self.limit is not None and self.limit < 1:
             raise CarebenchError(f"--limit must be at least 1, got {self.limit}")
         ScoringRules(self.empty_policy, self.zero_coverage)
+        from carebench.engagement.policy import check_refusal_policy
+        from carebench.engagement.question import MODES
+
+        if self.engagement not in MODES:
+            raise CarebenchError(f"--engagement must be one of {', '.join(MODES)}, got {self.engagement!r}")
+        check_refusal_policy(self.refusal_policy)
 
     def manifest_config(self) -> dict[str, Any]:
         """The settings as the manifest's ``config`` holds them: plain JSON, models as spec text."""
@@ -350,13 +361,47 @@ def load_run(run_dir: Path, manifest: Mapping[str, Any] | None = None) -> RunFil
                     read_jury_columns(run_dir / "records.jsonl", categories, shown))
 
 
-def compute_metrics(data: Any, settings: dict[str, Any]) -> dict[str, Any]:
+def taxonomy_flags(manifest: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The RESPONSE codes the run's taxonomy flags ``refusal``, ``critical`` and ``harmful``: as the
+    run recorded them, else (a run made before they existed) from its taxonomy file, else the
+    built-in taxonomy; only codes of the run's category vocabulary."""
+    scoring = manifest.get("scoring") or {}
+    keys = {"refusal": "refusal_categories", "critical": "critical_categories", "harmful": "harmful_categories"}
+    if all(isinstance(scoring.get(k), list) for k in keys.values()):
+        return {f: [str(c) for c in scoring[k]] for f, k in keys.items()}
+    from carebench.taxonomy import load_taxonomy
+
+    try:
+        tax = load_taxonomy((manifest.get("config") or {}).get("taxonomy"))
+    except CarebenchError:
+        tax = load_taxonomy()
+    vocab = set(scoring.get("categories") or [])
+    return {f: [c for c in codes if c in vocab] for f, codes in
+            (("refusal", tax.refusal_codes()), ("critical", tax.critical_codes()), ("harmful", tax.harmful_codes()))}
+
+
+def engagement_inputs(rows: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any]) -> Any:
+    """What engagement and critical failures read from a run's response rows (no model call)."""
+    from carebench.plural.analyses import EngagementInputs
+    from carebench.plural.engagement import recorded_classes
+
+    flags = taxonomy_flags(manifest)
+    texts = {(str(r["system"]), str(r["archetype"]), str(r["prompt_id"])): str(r.get("text") or "") for r in rows}
+    scoring = manifest.get("scoring") or {}
+    return EngagementInputs(recorded_classes(rows), str(scoring.get("refusal_policy", "seed")),
+                            flags["refusal"], flags["critical"], flags["harmful"], texts,
+                            str(scoring.get("engagement", "prefilter")))
+
+
+def compute_metrics(data: Any, settings: dict[str, Any], engagement: Any = None) -> dict[str, Any]:
+    """Every number of a run; ``engagement`` (:func:`engagement_inputs`) adds the engagement and
+    critical-failure blocks and applies the refusal policy."""
     from carebench.plural.analyses import analyze
 
     metrics = analyze(
         data, rules=ScoringRules(settings.get("empty_policy", "vacuous"), settings.get("zero_coverage", "partial")),
         seed=int(settings.get("seed", 12345)), B=int(settings.get("bootstrap", 2000)),
-        alpha=float(settings.get("alpha", 0.05)),
+        alpha=float(settings.get("alpha", 0.05)), engagement=engagement,
     )
     return json.loads(json.dumps(metrics))  # metrics.json and a rescore compare as the same plain data
 

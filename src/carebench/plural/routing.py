@@ -44,7 +44,14 @@ _RESPONSE = re.compile(r'"kind":\s*"response"')
 
 
 def read_response_rows(run_dir: str | Path) -> list[dict[str, Any]]:
-    """Every response record row of a run (judgment rows are not parsed)."""
+    """Every response record row of a run, in file order (judgment rows are not parsed): from
+    ``records.parquet``'s JSON of the response rows when it matches ``records.jsonl``, else
+    from the JSONL, line by line."""
+    from carebench.records_parquet import fresh_parquet, read_parquet_texts
+
+    parquet = fresh_parquet(Path(run_dir))
+    if parquet is not None:
+        return [json.loads(t) for t in read_parquet_texts(parquet, "json", ("kind", {"response"}))]
     path = Path(run_dir) / "records.jsonl"
     with path.open(encoding="utf-8") as f:
         return [row for line in f if _RESPONSE.search(line) and (row := json.loads(line)).get("kind") == "response"]

@@ -219,3 +219,28 @@ def with_intervals(
         rates[name].lo = np.where(undefined, np.nan, lo)
         rates[name].hi = np.where(undefined, np.nan, hi)
     return rates
+
+
+def stacked_intervals(
+    measures: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    groups: Sequence[str] | np.ndarray,
+    *,
+    B: int = DEFAULT_B,
+    seed: int = CLUSTER_SEED,
+    alpha: float = 0.05,
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Interval bounds ``[S, P]`` of several measures at once: ``(values, mask, mean)`` triples of
+    ``[S, P, N, J]`` arrays and their judge-mean rates. One set of cluster resamples (the draws
+    :func:`with_intervals` makes) serves them all: the measures are stacked as extra columns
+    of the same prompt rows. NaN where the rate is undefined."""
+    if not measures:
+        return []
+    S = measures[0][0].shape[0]
+    samples = cluster_samples(np.concatenate([v for v, _, _ in measures], axis=0),
+                              np.concatenate([m for _, m, _ in measures], axis=0), groups, B=B, seed=seed)
+    lo, hi = percentile_interval(np.moveaxis(samples, 0, -1), alpha)
+    out = []
+    for i, (_, _, mean) in enumerate(measures):
+        undefined = np.isnan(mean)
+        out.append((np.where(undefined, np.nan, lo[i * S:(i + 1) * S]), np.where(undefined, np.nan, hi[i * S:(i + 1) * S])))
+    return out

@@ -681,9 +681,9 @@ def analyze(
     ``refusal_policy="zero"`` scores a refusal or deflection 0 in every analysis below
     (:mod:`carebench.support.engagement`; leave-one-judge-out re-scores under the seed's rule).
     """
+    from carebench.engagement.policy import check_refusal_policy
     from carebench.support.critical import critical_block
     from carebench.support.engagement import (
-        check_refusal_policy,
         conversation_classes,
         engagement_block,
         zero_mask,

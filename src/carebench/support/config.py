@@ -97,8 +97,8 @@ class SupportRunConfig:
         if self.max_tokens < 1 or any(v < 1 for v in self.caps.values()):
             raise CarebenchError("output caps must be positive token counts")
         check_score(self.score)
+        from carebench.engagement.policy import check_refusal_policy
         from carebench.engagement.question import MODES
-        from carebench.support.engagement import check_refusal_policy
 
         if self.engagement not in MODES:
             raise CarebenchError(f"--engagement must be one of {', '.join(MODES)}, got {self.engagement!r}")

@@ -25,24 +25,14 @@ from typing import Any
 import numpy as np
 
 from carebench.engagement import CLASSES, Engagement, prefilter_engagement
+from carebench.engagement.policy import ZEROED
 from carebench.engagement.question import Reply, classify_replies
 from carebench.engine.run import Run
 from carebench.judging import JUDGE_MAX_TOKENS, Judge
 from carebench.stats.bootstrap import percentile_interval
 from carebench.support.records import HARNESS_FAILURE_STATUSES, ResponseRecord
-from carebench.types import CarebenchError
-
-#: what ``--refusal-policy`` offers (see the module docstring)
-REFUSAL_POLICIES: tuple[str, ...] = ("seed", "zero")
-#: the classes ``zero`` scores 0
-ZEROED: frozenset[str] = frozenset({"refusal", "deflection"})
 
 Key = tuple[str, str, int]
-
-
-def check_refusal_policy(policy: str) -> None:
-    if policy not in REFUSAL_POLICIES:
-        raise CarebenchError(f"--refusal-policy must be one of {', '.join(REFUSAL_POLICIES)}, got {policy!r}")
 
 
 def reply_of(r: ResponseRecord) -> Reply:

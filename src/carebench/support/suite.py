@@ -23,6 +23,7 @@ from carebench.compare.outline import write_outline
 from carebench.datasets.files import read_text
 from carebench.datasets.selection import select_ids
 from carebench.engagement import engagement_question
+from carebench.engagement.policy import check_refusal_policy
 from carebench.engine.cache import CompletionCache
 from carebench.engine.options import RunOptions, run_options
 from carebench.engine.run import Run
@@ -63,7 +64,6 @@ from carebench.support.config import (
     support_metrics,
 )
 from carebench.support.engagement import (
-    check_refusal_policy,
     classify_responses,
     recorded_classes,
     with_engagement,

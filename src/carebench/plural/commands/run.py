@@ -23,6 +23,7 @@ from carebench.plural.config import (
     archetype_profiles,
     check_release,
     compute_metrics,
+    engagement_inputs,
     examples,
     family_warnings,
     load_release,
@@ -134,7 +135,17 @@ class RunCommand(PluralCommand):
         if not known:
             notes.append("replies not in the cache are assumed to fill their output cap, so the jury's "
                          "prompts are estimated (an upper bound on their length)")
-        return Plan(self.name, [stage(run, "responses", pre.calls), stage(run, "jury", jury, exact=known)], notes)
+        stages = [stage(run, "responses", pre.calls), stage(run, "jury", jury, exact=known)]
+        if cfg.engagement == "judge":  # the replies the pre-filter leaves open, one question per judge
+            from carebench.engagement import engagement_question, prefilter_engagement
+            from carebench.plural.engagement import replies
+
+            open_ = [r for r in replies(response_records(pre.calls, comps), {p.id: p.text for p in pre.prompts})
+                     if prefilter_engagement(r.text, r.status) is None]
+            stages.append(stage(run, "engagement", judge_calls(
+                [engagement_question(r.key, r.turns) for r in open_], pre.judges,
+                temperature=cfg.judge_temperature, max_tokens=cfg.judge_max_tokens), exact=known))
+        return Plan(self.name, stages, notes)
 
     def execute(self, run: Run) -> Execution:
         from carebench.judging import judge_calls, read_answers
@@ -161,6 +172,17 @@ class RunCommand(PluralCommand):
                     later = len(questions) - start - len(batch)
                     run.mark_incomplete("jury", later * len(pre.judges))
                     break
+        classes: dict[Any, Any] = {}
+        if not res.not_made:  # asked beside the jury (one batch round for both in batch mode)
+            from carebench.plural.engagement import classify_responses
+
+            classes, skipped = classify_responses(responses, {p.id: p.text for p in pre.prompts}, pre.judges, run,
+                                                  mode=cfg.engagement, temperature=cfg.judge_temperature,
+                                                  max_tokens=cfg.judge_max_tokens)
+            if skipped:
+                run.mark_incomplete("engagement", skipped)
+        elif cfg.engagement == "judge":
+            run.mark_incomplete("engagement", open_ended=True)
         config = cfg.manifest_config()
         settings = {
             "categories": pre.taxonomy.codes("response"),
@@ -170,17 +192,25 @@ class RunCommand(PluralCommand):
             "bootstrap": cfg.bootstrap,
             "alpha": cfg.alpha,
             "judges": [j.label for j in pre.judges],
+            "engagement": cfg.engagement,
+            "refusal_policy": cfg.refusal_policy,
+            # the taxonomy's flagged RESPONSE codes, so a re-score needs no taxonomy file
+            "refusal_categories": list(pre.taxonomy.refusal_codes()),
+            "critical_categories": list(pre.taxonomy.critical_codes()),
+            "harmful_categories": list(pre.taxonomy.harmful_codes()),
         }
         # calls that failed every retry (server down, timeout, HTTP 5xx) make the run incomplete;
         # a permanent rejection (HTTP 4xx) is the request's outcome. Both are left out and counted.
         failures = {"response_calls": sum(r.status == "error" and is_harness_failure(r.error) for r in responses),
                     "jury_calls": sum(v.status == "error" and is_harness_failure(v.rationale) for v in verdicts)}
+        from carebench.plural.engagement import with_engagement
         from carebench.plural.routing import with_checks
         from carebench.resources import load_registry
 
         registry = load_registry(cfg.resources)
         return Execution(
-            records=with_checks([r.to_dict() for r in responses], pre.prompts, cfg.locale, registry)
+            records=with_engagement(with_checks([r.to_dict() for r in responses], pre.prompts, cfg.locale, registry),
+                                    classes)
             + [v.to_dict() for v in _ordered(verdicts)],
             config=config,
             dataset={**pre.release.dataset(), "sampled_prompts": len(pre.prompts)},
@@ -208,12 +238,14 @@ class RunCommand(PluralCommand):
         if manifest.get("incomplete"):
             kinds = Counter(r.get("kind") for r in records)
             return incomplete_metrics(manifest, {"responses": kinds["response"], "verdicts": kinds["judgment"]})
-        settings = dict(manifest.get("scoring") or {})
-        metrics = compute_metrics(records.jury_data(settings.get("scored_judges")), settings)
-        if manifest.get("resources"):
-            from carebench.plural.routing import read_response_rows, routing_block
+        from carebench.plural.routing import read_response_rows, routing_block
 
-            block = routing_block(records.prompts, read_response_rows(records.path), manifest)
+        settings = dict(manifest.get("scoring") or {})
+        rows = read_response_rows(records.path)
+        metrics = compute_metrics(records.jury_data(settings.get("scored_judges")), settings,
+                                  engagement_inputs(rows, manifest))
+        if manifest.get("resources"):
+            block = routing_block(records.prompts, rows, manifest)
             if block is not None:
                 metrics["resources"] = block
         return metrics
@@ -247,12 +279,14 @@ def _ordered(verdicts: list[JudgmentRecord]) -> list[JudgmentRecord]:
 
 
 def rescore(run_dir: Path, *, judges: Sequence[str] | None = None, out_dir: Path | None = None,
-            B: int | None = None, resources: str | None = None, locale: str | None = None) -> dict[str, Any]:
+            B: int | None = None, resources: str | None = None, locale: str | None = None,
+            refusal_policy: str | None = None) -> dict[str, Any]:
     """Recompute ``metrics.json`` and the report from the records only (no model call).
 
     With no overrides it reproduces the run's own metrics exactly (it is what
     ``carebench report`` does); ``judges`` re-scores with a subset of the jury (e.g.
-    leaving one judge out) into ``out_dir`` when given.
+    leaving one judge out) into ``out_dir`` when given; ``refusal_policy`` re-scores
+    under that policy from the recorded engagement classes (recorded in the manifest).
     """
     manifest = read_json(Path(run_dir) / "manifest.json")
     if manifest.get("suite") != SUITE or manifest.get("kind") != "run":
@@ -267,6 +301,15 @@ def rescore(run_dir: Path, *, judges: Sequence[str] | None = None, out_dir: Path
         scoring["scored_judges"] = list(dict.fromkeys(judges))
     if B is not None:
         scoring["bootstrap"] = B
+    if refusal_policy is not None:
+        from carebench.engagement.policy import check_refusal_policy
+
+        check_refusal_policy(refusal_policy)  # the recorded classes are re-read: no model call
+        scoring["refusal_policy"] = refusal_policy
+        if out_dir is None or Path(out_dir).resolve() == Path(run_dir).resolve():
+            # the run directory's own metrics follow its manifest (carebench report DIR reproduces them)
+            write_json(Path(run_dir) / "manifest.json",
+                       {**manifest, "scoring": {**(manifest.get("scoring") or {}), "refusal_policy": refusal_policy}})
     rescored = {**manifest, "scoring": scoring}
     # where replies send a person, against another registry
     recheck, block = recheck_against(resources, locale, manifest, run_dir, out_dir, "replies")
