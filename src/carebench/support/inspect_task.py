@@ -152,15 +152,19 @@ def support(tasks: str = "builtin:sample", judges: str = "judge", seed: int = 12
             value = weighted_score(t.criteria, decisions) if verdicts else None
             why = "\n".join(f"{c.id}: " + "; ".join(f"{v.judge} {v.met} ({v.rationale})" for v in verdicts
                                                      if v.criterion_id == c.id) for c in t.criteria)
-            return Score(value=float("nan") if value is None else float(value), explanation=why,
+            # an incomplete conversation's value is a text, not NaN: Inspect keeps NaN-valued scores
+            # from every metric, and the metric must see the response record as carebench counts it
+            return Score(value="not judged" if value is None else float(value), explanation=why,
                          metadata={"order": order[t.id], "attempt": response.attempt, "panel": panel,
                                    "subcategory": t.subcategory, "response": response.to_dict(),
                                    "verdicts": [v.to_dict() for v in verdicts]})
 
         return score
 
-    @metric(name="carebench_support")
+    @metric(name="carebench_support", scores="unreduced")
     def support_scores():
+        """carebench's support metrics over every attempt: the scores before Inspect reduces each
+        sample's epochs (a reduced score keeps the first epoch's metadata only)."""
         def compute(scores: list[SampleScore]) -> dict[str, float]:
             responses, verdicts = _records(scores)
             panel = next(((s.score.metadata or {}).get("panel") for s in scores), None)
