@@ -52,3 +52,27 @@ def test_from_python_it_is_a_carebench_error(tmp_path):
         inspect_eval("carebench/risk", model=scripted_model(lambda m: "a"),
                      task_args={"data": str(tmp_path / "missing.jsonl")}, log_dir=str(tmp_path), display="none")
     assert str(e.value) == f"carebench/risk: data file not found: {tmp_path / 'missing.jsonl'}"
+
+
+def test_tasks_are_found_when_a_stray_egg_info_hides_the_install(tmp_path):
+    """A ``carebench.egg-info`` without PEP 610 data first on the path (a build's leftover in
+    ``src/`` with ``PYTHONPATH=src``) made Inspect register bare task names; they are still
+    ``carebench/...``."""
+    import carebench
+
+    stray = tmp_path / "path"
+    (stray / "carebench.egg-info").mkdir(parents=True)
+    (stray / "carebench.egg-info" / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: carebench\nVersion: 0.0.1\n")
+    # as setuptools writes it beside the sources when it builds
+    (stray / "carebench.egg-info" / "entry_points.txt").write_text("[inspect_ai]\ncarebench = carebench._registry\n")
+    src = Path(carebench.__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(stray), str(src)]), "COLUMNS": "500"}
+    code = "import importlib.metadata as m; print(m.distribution('carebench').version)"
+    probe = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert probe.stdout.strip() == "0.0.1"  # the stray metadata is the one importlib.metadata finds
+    inspect = Path(sys.executable).with_name("inspect")
+    out = subprocess.run([str(inspect), "eval", "carebench/risk", "--model", "mockllm/model", "--limit", "2",
+                          "--log-dir", str(tmp_path / "logs"), "--display", "plain"], check=False,
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    assert len(list((tmp_path / "logs").glob("*.eval"))) == 1

@@ -49,6 +49,7 @@ from carebench.converse.scoring import (
 from carebench.converse.suite import ConverseConfig, Inputs
 from carebench.inspect.calls import InspectModel, run_in_thread
 from carebench.inspect.errors import task_errors
+from carebench.inspect.names import task_name
 from carebench.inspect.notice import announce
 from carebench.inspect.offline import mockllm_offline
 from carebench.judging import panel_seats
@@ -118,7 +119,7 @@ def _explanation(walks: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-@task(name="converse")
+@task(name=task_name("converse"))
 @task_errors("converse")
 def converse(rubric: str = "builtin:sample", rubric_rules: str | None = "vera", personas: str | None = None,
              personas_from: str | None = None, persona_template: str | None = None, persona: str | None = None,

@@ -31,6 +31,7 @@ from inspect_ai.solver import Generate, TaskState, solver
 from carebench.criteria import decide, weighted_score
 from carebench.inspect.bridge import chat_messages, completion_of
 from carebench.inspect.errors import task_errors
+from carebench.inspect.names import task_name
 from carebench.inspect.notice import announce
 from carebench.inspect.offline import mockllm_offline
 from carebench.judging import JUDGE_MAX_TOKENS, judge_request, parse_answer
@@ -68,7 +69,7 @@ def _records(scores: list[SampleScore]) -> tuple[list[ResponseRecord], list[Verd
     return responses, verdicts
 
 
-@task(name="support")
+@task(name=task_name("support"))
 @task_errors("support")
 def support(tasks: str = "builtin:sample", judges: str = "judge", seed: int = 12345, bootstrap: int = 2000,
             temperature: float = DEFAULT_TEMPERATURE, max_tokens: int = DEFAULT_MAX_TOKENS) -> Task:
