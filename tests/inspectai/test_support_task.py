@@ -36,13 +36,19 @@ def _stub(req) -> StubReply:
     return StubReply(content=verdict(msgs[-1]["content"]))
 
 
-def test_support_metrics_equal_a_carebench_run(tmp_path):
+def _support_run(tmp_path, handler, attempts: int):
+    """``carebench support run`` on the first LIMIT tasks, answered by ``handler`` (seed 99, B = 200)."""
     out = tmp_path / "run"
     with StubServer() as stub:
-        stub.handler = _stub
+        stub.handler = handler
         assert main(["support", "run", "--responder", f"openai:resp@{stub.base_url}", "--judge",
-                     f"openai:judge@{stub.base_url}", "--attempts", "1", "--limit", str(LIMIT), "--bootstrap", "200",
-                     "--seed", "99", "--out", str(out)]) == 0
+                     f"openai:judge@{stub.base_url}", "--attempts", str(attempts), "--limit", str(LIMIT),
+                     "--bootstrap", "200", "--seed", "99", "--out", str(out)]) == 0
+    return out
+
+
+def test_support_metrics_equal_a_carebench_run(tmp_path):
+    out = _support_run(tmp_path, _stub, attempts=1)
     ours = read_json(out / "metrics.json")
     [entry] = ours["models"].values()
     [log] = inspect_eval("carebench/support", model=scripted_model(lambda m: reply(len(m))),
@@ -88,12 +94,7 @@ def test_every_epoch_is_an_attempt_and_every_attempt_is_scored(tmp_path):
         out.usage = ModelUsage(input_tokens=10, output_tokens=2, total_tokens=12)
         return out
 
-    out = tmp_path / "run"
-    with StubServer() as s:
-        s.handler = stub
-        assert main(["support", "run", "--responder", f"openai:resp@{s.base_url}", "--judge",
-                     f"openai:judge@{s.base_url}", "--attempts", "2", "--limit", str(LIMIT), "--bootstrap", "200",
-                     "--seed", "99", "--out", str(out)]) == 0
+    out = _support_run(tmp_path, stub, attempts=2)
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
     verdicts = [r for r in records if r.get("kind") == "verdict"]
     assert sorted({r["attempt"] for r in verdicts}) == [0, 1]
