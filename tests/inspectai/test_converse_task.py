@@ -161,6 +161,10 @@ def test_metrics_equal_a_carebench_run_on_the_same_answers(tmp_path):
     assert _conversations(inspect_records) == _conversations(records)
     assert any(len(c) < 2 * TURNS for c in _conversations(records).values())  # some users stopped early
     assert got["conversations"] == len(inspect_records) == 10 and got["rated_walks"] == 10
+    # the log records the seeds, the walking rules and that carebench's cap and cache did not apply
+    meta = log.eval.metadata["carebench"]
+    assert meta["seeds"]["bootstrap"] == SEED and meta["budget_cap"] == meta["cache"] == "not applied"
+    assert meta["rubric_rules"]["rules"] == "vera"
 
 
 def test_epochs_are_more_repeats_and_all_are_scored(tmp_path):

@@ -17,14 +17,18 @@ from inspect_ai import eval as inspect_eval
 
 from carebench.types import CarebenchError
 
+ROLES = ["--model-role", "user=mockllm/model", "--model-role", "judge=mockllm/model"]
 CASES = [
     ("carebench/risk", ["-T", "data={tmp}/missing.jsonl"], "carebench/risk: data file not found: {tmp}/missing.jsonl"),
     ("carebench/risk", ["-T", "method=no-such-method"], "carebench/risk: unknown risk method 'no-such-method'"),
     ("carebench/risk", ["-T", "method=tfidf-lr"], "carebench/risk: risk method 'tfidf-lr' is not a one-call prompted"),
     ("carebench/support", ["-T", "tasks={tmp}/missing.jsonl"], "carebench/support: task file {tmp}/missing.jsonl not found"),
-    ("carebench/converse", ["-T", "rubric={tmp}/missing.tsv"], "carebench/converse: {tmp}/missing.tsv: rubric file not found"),
+    ("carebench/converse", [*ROLES, "-T", "rubric={tmp}/missing.tsv"], "carebench/converse: {tmp}/missing.tsv: rubric file not found"),
+    # an unbound role would be the evaluated model itself (Inspect's fallback): refused
+    ("carebench/converse", ["-T", "turns=1"], ("carebench/converse: bind the simulated user and the judge to models: "
+     "--model-role user=PROVIDER/MODEL --model-role judge=PROVIDER/MODEL (the chatbot under test is --model)")),
     # brackets are printed as they are (Inspect's printer would read them as markup)
-    ("carebench/converse", ["-T", "rubric_rules=vera+[bold]x"],
+    ("carebench/converse", [*ROLES, "-T", "rubric_rules=vera+[bold]x"],
      "carebench/converse: unknown rubric rule '[bold]x' in 'vera+[bold]x'"),
 ]
 

@@ -32,6 +32,7 @@ from inspect_ai.model import (
     ChatMessageUser,
     ModelOutput,
     get_model,
+    model_roles,
 )
 from inspect_ai.scorer import SampleScore, Score, Target, metric, scorer
 from inspect_ai.solver import Generate, TaskState, solver
@@ -136,6 +137,12 @@ def converse(rubric: str = "builtin:sample", rubric_rules: str | None = "vera", 
     roles = [r.strip() for r in str(judges).split(",") if r.strip()]
     if not roles:
         raise CarebenchError("-T judges: give at least one model role (default: judge)")
+    # an unbound role would silently be the evaluated model: the chatbot playing its own user or judge
+    missing = [r for r in dict.fromkeys([user, *roles]) if r not in model_roles()]
+    if missing:
+        raise CarebenchError("bind the simulated user and the judge to models: "
+                             + " ".join(f"--model-role {r}=PROVIDER/MODEL" for r in missing)
+                             + " (the chatbot under test is --model)")
     cfg = ConverseConfig(rubric=rubric, rubric_rules=rubric_rules, personas=personas, personas_from=personas_from,
                          persona_template=persona_template, judge_prompts=judge_prompts,
                          simulators=[user], chatbots=["inspect"], judges=roles, system_prompt_file=system_prompt,
@@ -168,7 +175,7 @@ def converse(rubric: str = "builtin:sample", rubric_rules: str | None = "vera", 
             meta = state.metadata or {}
             p = by_id[meta["persona"]]
             repeat = (state.epoch - 1) * cfg.repeats + int(meta["repeat"])
-            sim = InspectModel(f"{user}={get_model(role=user)}", role=user)
+            sim = InspectModel(f"{user}={get_model(role=user, required=True)}", role=user)
             bot = InspectModel(str(get_model()))
             conv = Conversation(p, prompts[p.id], sim, bot, repeat)
             await run_in_thread(lambda run: generate(run, [conv], gcfg))
@@ -193,7 +200,7 @@ def converse(rubric: str = "builtin:sample", rubric_rules: str | None = "vera", 
             if record["status"] != "ok":
                 return Score(value=NOT_JUDGED, explanation=f"not judged: {record['error']}",
                              metadata={**meta, "walks": []})
-            labels = [f"{r}={get_model(role=r)}" for r in roles]
+            labels = [f"{r}={get_model(role=r, required=True)}" for r in roles]
             seats = panel_seats(labels, [InspectModel(lab, role=r) for lab, r in zip(labels, roles, strict=True)])
             judged = await run_in_thread(lambda run: judge_conversations(
                 run, inputs.rubric, [record], seats, prompts=inputs.prompts, temperature=cfg.judge_temperature,

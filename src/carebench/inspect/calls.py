@@ -72,7 +72,7 @@ async def complete(call: Call) -> Completion:
     from inspect_ai.model import GenerateConfig, get_model
 
     role = getattr(call.model, "role", None)
-    model = get_model(role=role) if role else get_model()
+    model = get_model(role=role, required=True) if role else get_model()
     output = await model.generate(chat_messages(call.request.messages),
                                   config=GenerateConfig(**generate_options(call.request)))
     return completion_of(output, model=str(model))
