@@ -197,3 +197,19 @@ def test_a_harness_failure_is_not_judged(tmp_path):
     assert "score" not in got
     for s in log.samples:
         assert s.scores["carebench/rubric_walk"].explanation.startswith("not judged: chatbot call failed")
+
+
+@pytest.mark.parametrize("judges", [["judge", "judge2"], "judge, judge2"])
+def test_two_judge_roles_walk_each_conversation(tmp_path, judges):
+    """``-T judges=judge,judge2`` (a list from Inspect's command line, a string from Python)."""
+    [log] = inspect_eval("carebench/converse", model=scripted_model(_inspect(bot_says)),
+                         model_roles={"user": scripted_model(_inspect(user_says), name="mockllm/user"),
+                                      "judge": scripted_model(_inspect(judge_says), name="mockllm/judge"),
+                                      "judge2": scripted_model(_inspect(judge_says), name="mockllm/judge2")},
+                         task_args={"turns": 1, "bootstrap": 20, "judges": judges}, limit=2, log_dir=str(tmp_path),
+                         display="none")
+    assert log.status == "success", log.error
+    for s in log.samples:
+        walks = s.scores["carebench/rubric_walk"].metadata["walks"]
+        assert [w["judge"] for w in walks] == ["judge=mockllm/judge", "judge2=mockllm/judge2"]
+    assert _got(log)["rated_walks"] == 4

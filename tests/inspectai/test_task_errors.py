@@ -26,7 +26,9 @@ CASES = [
     ("carebench/converse", [*ROLES, "-T", "rubric={tmp}/missing.tsv"], "carebench/converse: {tmp}/missing.tsv: rubric file not found"),
     # an unbound role would be the evaluated model itself (Inspect's fallback): refused
     ("carebench/converse", ["-T", "turns=1"], ("carebench/converse: bind the simulated user and the judge to models: "
-     "--model-role user=PROVIDER/MODEL --model-role judge=PROVIDER/MODEL (the chatbot under test is --model)")),
+     "--model-role user=PROVIDER/MODEL --model-role judge=PROVIDER/MODEL (the model under test is --model)")),
+    ("carebench/support", ["--model-role", "judge=mockllm/model", "-T", "judges=judge,judge2"],
+     "carebench/support: bind the judges to models: --model-role judge2=PROVIDER/MODEL (the model under test is --model)"),
     # brackets are printed as they are (Inspect's printer would read them as markup)
     ("carebench/converse", [*ROLES, "-T", "rubric_rules=vera+[bold]x"],
      "carebench/converse: unknown rubric rule '[bold]x' in 'vera+[bold]x'"),

@@ -32,7 +32,6 @@ from inspect_ai.model import (
     ChatMessageUser,
     ModelOutput,
     get_model,
-    model_roles,
 )
 from inspect_ai.scorer import SampleScore, Score, Target, metric, scorer
 from inspect_ai.solver import Generate, TaskState, solver
@@ -49,8 +48,8 @@ from carebench.converse.scoring import (
 )
 from carebench.converse.suite import ConverseConfig, Inputs
 from carebench.inspect.calls import InspectModel, run_in_thread
-from carebench.inspect.errors import task_errors
-from carebench.inspect.names import task_name
+from carebench.inspect.errors import require_roles, task_errors
+from carebench.inspect.names import listed, task_name
 from carebench.inspect.notice import announce
 from carebench.inspect.offline import mockllm_offline
 from carebench.judging import panel_seats
@@ -123,31 +122,26 @@ def _explanation(walks: list[dict[str, Any]]) -> str:
 @task(name=task_name("converse"))
 @task_errors("converse")
 def converse(rubric: str = "builtin:sample", rubric_rules: str | None = "vera", personas: str | None = None,
-             personas_from: str | None = None, persona_template: str | None = None, persona: str | None = None,
+             personas_from: str | None = None, persona_template: str | None = None, persona: str | list[str] | None = None,
              system_prompt: str | None = None, turns: int | None = None, turn_unit: str | None = None,
              protocol: str | None = None, provider_speaks_first: bool = False, persona_reminder: bool | None = None,
              default_system_prompt: str | None = None, max_total_words: int | None = None, repeats: int = 1,
              temperature: float = 0.7, max_tokens: int = 1024, simulator_max_tokens: int = 512,
-             judges: str = "judge", user: str = "user", judge_prompts: str = "target",
+             judges: str | list[str] = "judge", user: str = "user", judge_prompts: str = "target",
              judge_mode: str = "question", judge_reasons: bool = True, judge_temperature: float = 0.0,
              judge_max_tokens: int = JUDGE_MAX_TOKENS, seed: int = SEED_DEFAULT, bootstrap: int = B_DEFAULT) -> Task:
     """Simulated conversations judged with a decision-tree rubric (VERA-MH)."""
     notice = announce("carebench/converse")
     mockllm_offline()
-    roles = [r.strip() for r in str(judges).split(",") if r.strip()]
+    roles = listed(judges)
     if not roles:
         raise CarebenchError("-T judges: give at least one model role (default: judge)")
-    # an unbound role would silently be the evaluated model: the chatbot playing its own user or judge
-    missing = [r for r in dict.fromkeys([user, *roles]) if r not in model_roles()]
-    if missing:
-        raise CarebenchError("bind the simulated user and the judge to models: "
-                             + " ".join(f"--model-role {r}=PROVIDER/MODEL" for r in missing)
-                             + " (the chatbot under test is --model)")
+    require_roles([user, *roles], "the simulated user and the judge")
     cfg = ConverseConfig(rubric=rubric, rubric_rules=rubric_rules, personas=personas, personas_from=personas_from,
                          persona_template=persona_template, judge_prompts=judge_prompts,
                          simulators=[user], chatbots=["inspect"], judges=roles, system_prompt_file=system_prompt,
                          turns=None if turns is None else int(turns), repeats=int(repeats),
-                         persona_ids=[p.strip() for p in str(persona).split(",")] if persona else None,
+                         persona_ids=listed(persona) if persona else None,
                          seed=int(seed), bootstrap=int(bootstrap), temperature=float(temperature),
                          max_tokens=int(max_tokens), simulator_max_tokens=int(simulator_max_tokens),
                          judge_temperature=float(judge_temperature), judge_max_tokens=int(judge_max_tokens),

@@ -58,3 +58,17 @@ def task_errors(name: str) -> Callable[[F], F]:
         return task_fn  # type: ignore[return-value]
 
     return wrap
+
+
+def require_roles(roles: list[str], what: str) -> None:
+    """Refuse to build a task whose model ``roles`` are not bound (``--model-role ROLE=...``):
+    Inspect would give an unbound role the evaluated model, which would then play ``what``
+    (its own simulated user, its own judge) without a word. Call it in the task function,
+    where Inspect has bound the run's roles already."""
+    from inspect_ai.model import model_roles
+
+    bound = model_roles()
+    missing = [r for r in dict.fromkeys(roles) if r not in bound]
+    if missing:
+        raise CarebenchError(f"bind {what} to models: " + " ".join(f"--model-role {r}=PROVIDER/MODEL" for r in missing)
+                             + " (the model under test is --model)")

@@ -1,4 +1,5 @@
-"""The name a carebench task gets in Inspect's registry: always ``carebench/NAME``.
+"""Names under Inspect: a carebench task's registry name (always ``carebench/NAME``), and the
+names a ``-T`` argument lists.
 
 Inspect prefixes a task's name with its package only when it recognizes the package as
 installed (in site-packages, or an editable install with PEP 610's ``direct_url.json``).
@@ -21,3 +22,11 @@ def task_name(name: str) -> str:
     except ImportError:  # pragma: no cover - a future inspect-ai that moved it: trust its prefixing
         return name
     return name if get_installed_package_name(task_name) == PACKAGE else f"{PACKAGE}/{name}"
+
+
+def listed(value: object) -> list[str]:
+    """The names a task argument lists (``-T judges=judge,judge2``, ``-T persona=a,b``): Inspect's
+    command line hands a comma-separated value over as a list, Python callers may give a
+    string; either way, the names stripped, empty ones dropped."""
+    items = value if isinstance(value, list | tuple) else str(value).split(",")
+    return [str(x).strip() for x in items if str(x).strip()]

@@ -30,8 +30,8 @@ from inspect_ai.solver import Generate, TaskState, solver
 
 from carebench.criteria import decide, weighted_score
 from carebench.inspect.bridge import chat_messages, completion_of
-from carebench.inspect.errors import task_errors
-from carebench.inspect.names import task_name
+from carebench.inspect.errors import require_roles, task_errors
+from carebench.inspect.names import listed, task_name
 from carebench.inspect.notice import announce
 from carebench.inspect.offline import mockllm_offline
 from carebench.judging import JUDGE_MAX_TOKENS, judge_request, parse_answer
@@ -71,7 +71,7 @@ def _records(scores: list[SampleScore]) -> tuple[list[ResponseRecord], list[Verd
 
 @task(name=task_name("support"))
 @task_errors("support")
-def support(tasks: str = "builtin:sample", judges: str = "judge", seed: int = 12345, bootstrap: int = 2000,
+def support(tasks: str = "builtin:sample", judges: str | list[str] = "judge", seed: int = 12345, bootstrap: int = 2000,
             temperature: float = DEFAULT_TEMPERATURE, max_tokens: int = DEFAULT_MAX_TOKENS) -> Task:
     """Rubric-scored crisis support (DistressBench): regenerate each conversation, judge each criterion."""
     notice = announce("carebench/support")
@@ -79,7 +79,8 @@ def support(tasks: str = "builtin:sample", judges: str = "judge", seed: int = 12
     table = load_tasks(tasks)
     by_id = {t.id: t for t in table}
     order = {t.id: i for i, t in enumerate(table)}
-    roles = [r.strip() for r in str(judges).split(",") if r.strip()]
+    roles = listed(judges)
+    require_roles(roles, "the judges")
 
     @solver(name="carebench/regenerate")
     def regenerate():
