@@ -157,7 +157,7 @@ def _board(pattern: str, included: Sequence[tuple[int, RunView]], owner: dict[st
             i = idx[s]
             entry["rows"].append({"rank": rank, "system": s, "run": str(by_index[owner[s]].path),
                                   "model": systems[i][1].model, "value": _f(V[i]), "ci": [_f(lo[i]), _f(hi[i])],
-                                  "band": band_of[s]})
+                                  "band": band_of[s], "caveats": list(systems[i][1].caveats)})
         entry["bands"] = [{"members": b.members, "lo_score": _f(b.lo_score), "hi_score": _f(b.hi_score)}
                           for b in band_list]
         gaps = all_gaps(band_list)

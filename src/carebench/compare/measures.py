@@ -178,6 +178,9 @@ class SystemView:
     measures: dict[str, Measure]
     model: str | None = None  # the model spec behind the system (for duplicate detection)
     local: str | None = None  # its name inside its own run, when that differs from the full name
+    #: what a reader must know beside its rank, shown next to it by compare and leaderboard (e.g. a
+    #: chatbot whose every turn refused in some conversation: its score judged text that did not engage)
+    caveats: list[str] = field(default_factory=list)
 
 
 @dataclass

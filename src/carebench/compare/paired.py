@@ -146,7 +146,7 @@ def compare_pair(base: RunView, candidate: RunView, pair: tuple[str, str], *, B:
     units, ia, ib = shared_units(sa, sb)
     out: dict[str, Any] = {"base": pair[0], "candidate": pair[1], "n_units": len(units),
                            "n_base_only": len(sa.units) - len(units), "n_candidate_only": len(sb.units) - len(units),
-                           "rows": []}
+                           "rows": [], "caveats": {"base": list(sa.caveats), "candidate": list(sb.caveats)}}
     if not units:
         return out
     clusters = base.clusters

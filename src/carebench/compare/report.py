@@ -124,6 +124,9 @@ def compare_report(m: Mapping[str, Any]) -> Report:
             + (f" in {p['n_clusters']} {m['cluster']}s" if p.get("n_clusters") else "")
             + f"; {p['n_base_only']} only in the base run, {p['n_candidate_only']} only in the candidate run "
             "(left out).")]
+        for side in ("base", "candidate"):
+            for c in (p.get("caveats") or {}).get(side) or []:
+                blocks.append(Callout(f"{side} {p[side]}: {c}", kind="warning"))
         for key, title in SECTIONS:
             rows = [r for r in p["rows"] if r["section"] == key]
             if not rows:
@@ -179,8 +182,9 @@ def leaderboard_report(m: Mapping[str, Any]) -> Report:
             f"{len(b['rows'])} systems on {b['n_common_units']} shared {m['unit']}s; "
             f"{b.get('n_separated', 0)} of {len(b['gaps'])} adjacent gaps separated, {b.get('n_bands', 0)} band(s).")]
         if b["rows"]:
-            blocks.append(Table(["rank", "band", "system", b["label"] + " [95% CI]", "run"],
-                                [[r["rank"], r["band"], r["system"], Interval.of(r["value"], r["ci"]), r["run"]]
+            blocks.append(Table(["rank", "band", "system", b["label"] + " [95% CI]", "caveat", "run"],
+                                [[r["rank"], r["band"], r["system"], Interval.of(r["value"], r["ci"]),
+                                  "; ".join(r.get("caveats") or []), r["run"]]
                                  for r in b["rows"]], caption=f"Leaderboard: {b['label']}", number_format=".4f",
                                 sortable=True))
             blocks.append(figure_or_sentence(
@@ -242,8 +246,21 @@ def compare_headline(m: Mapping[str, Any]) -> Headline:
     if "flagged results" in (m.get("banners") or []):
         caveats.append("an input run has flagged results: the decision rests on systems over their failure limit "
                        "or with failed calls")
+    caveats += _system_caveats(m)
     return Headline(verdict, measure=measure, value=value, n=n, unit=f"{m['unit']}s" if n is not None else "",
                     caveats=caveats, number_format=".4f")
+
+
+def _system_caveats(m: Mapping[str, Any]) -> list[str]:
+    """Every compared system's own caveats (e.g. a chatbot whose every turn refused), once each."""
+    out: list[str] = []
+    for p in m["pairs"]:
+        for side in ("base", "candidate"):
+            for c in (p.get("caveats") or {}).get(side) or []:
+                line = f"{side} {p[side]}: {c}"
+                if line not in out:
+                    out.append(line)
+    return out
 
 
 def leaderboard_headline(m: Mapping[str, Any]) -> Headline:
@@ -262,6 +279,7 @@ def leaderboard_headline(m: Mapping[str, Any]) -> Headline:
     lo, hi = top["ci"][0], top["ci"][1]
     caveats = ([f"not separable from (same band): {', '.join(same)}"] if same else []) + interval_caveats(
         top["value"], lo, hi, b.get("n_common_units"), f"{m['unit']}s", ".4f") + tail
+    caveats += [f"{r['system']} (rank {r['rank']}): {c}" for r in b["rows"] for c in r.get("caveats") or []]
     return Headline(f"Top system: {top['system']}", measure=b["label"],
                     value=None if top["value"] is None else Interval(float(top["value"]), lo, hi),
                     n=b.get("n_common_units"), unit=f"{m['unit']}s", caveats=caveats, number_format=".4f")

@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from carebench.converse.rubric import BUILTIN_RUBRICS
+from carebench.engagement.options import EngagementOption
 from carebench.engine.options import RUN_FLAGS, RunOptions, run_flags
 from carebench.models.base import parse_spec, parse_specs
 from carebench.resources.options import LocaleOption, ResourcesOption, recheck_against
@@ -162,7 +163,7 @@ def run(
     retries: Annotated[int | None, typer.Option(
         show_default="the runner's: 6, transient failures only", help="Retries of a failed call before it is a harness failure.")] = None,
     simulator_questions: SimulatorQuestions = None, simulator_judge: SimulatorJudge = None,
-    drift: Drift = None,
+    drift: Drift = None, engagement: EngagementOption = "prefilter",
     seed: Seed = 12345, bootstrap: Bootstrap = 2000,
     vera_config: Annotated[Path | None, typer.Option(
         show_default="none", help="Replay a VERA-MH run config (its vera CLI's JSON): its target, chatbot, user "
@@ -206,7 +207,7 @@ def run(
         max_total_words=max_total_words, default_system_prompt=default_system_prompt,
         locale=locale, resources=str(resources) if resources else None,
         simulator_questions=parse_names(simulator_questions), simulator_judge=parse_spec(simulator_judge) if simulator_judge else None,
-        drift=drift, options=replace(options, max_retries=retries),
+        drift=drift, engagement=engagement, options=replace(options, max_retries=retries),
         vera_config={**replay.provenance, "checkout": replay.checkout} if replay else None,
         notes=[f"VERA-MH run config: not honoured: {x}" for x in replay.not_honoured] if replay else [])
     _go(_with_judge_from(cfg, judge_from))
@@ -257,7 +258,7 @@ def judge_cmd(
     judge_mode: Annotated[str, typer.Option(
         help="question (one call per rubric question, default) or dimension (one call per dimension).")] = "question",
     simulator_questions: SimulatorQuestions = None, simulator_judge: SimulatorJudge = None,
-    drift: Drift = None,
+    drift: Drift = None, engagement: EngagementOption = "prefilter",
     seed: Seed = 12345, bootstrap: Bootstrap = 2000,
     options: RunOptions = RUN_FLAGS,
     locale: LocaleOption = None, resources: ResourcesOption = None,
@@ -281,7 +282,7 @@ def judge_cmd(
                          judge_max_tokens=judge_max_tokens, judge_mode=judge_mode, seed=seed,
                          bootstrap=bootstrap, locale=locale, resources=str(resources) if resources else None,
                          simulator_questions=parse_names(simulator_questions), simulator_judge=parse_spec(simulator_judge) if simulator_judge else None,
-                         drift=drift, options=options)
+                         drift=drift, engagement=engagement, options=options)
     _go(_with_judge_from(cfg, judge_from))
 
 

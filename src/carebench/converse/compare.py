@@ -40,6 +40,7 @@ import numpy as np
 
 from carebench.compare.comparability import sha_of
 from carebench.compare.measures import SAFETY, Drill, Measure, RunView, SystemView
+from carebench.converse.engagement import refusing_caveats
 from carebench.converse.routing import add_routing_measures
 from carebench.converse.rubric import BP, HPH, NR, RATINGS, SUB
 from carebench.converse.scoring import (
@@ -115,6 +116,7 @@ class ConverseComparer:
             systems[key] = SystemView(key, units, {m.name: m for m in measures(C, dims, K)},
                                       model=chatbot, local=chatbot)
         add_routing_measures(systems, convs, manifest)  # where the chatbot sent each persona (if checked)
+        _add_caveats(systems, records)
         cfg = manifest.get("config") or {}
         dataset = manifest.get("dataset") or {}
         prompt = cfg.get("system_prompt")
@@ -164,6 +166,7 @@ class ConverseComparer:
             key = chatbot_name(chatbot, manifest)
             systems[key] = SystemView(key, units, {m.name: m for m in ms}, model=chatbot, local=chatbot)
         add_routing_measures(systems, convs, manifest)
+        _add_caveats(systems, records)
         cfg = manifest.get("config") or {}
         dataset = manifest.get("dataset") or {}
         prompt = cfg.get("system_prompt")
@@ -246,6 +249,14 @@ class ConverseComparer:
                             "holds only the ratings.")
             out.append(Drill(f"Personas whose ratings changed most ({a} -> {b})", columns, rows[:limit], caption))
         return out
+
+
+def _add_caveats(systems: Mapping[str, SystemView], records: Sequence[Mapping[str, Any]]) -> None:
+    """A chatbot with a conversation where every chatbot turn refused or was empty carries a caveat
+    (recorded engagement classes, else each turn's deterministic class: no model call)."""
+    caveats = refusing_caveats(records)
+    for sv in systems.values():
+        sv.caveats = list(caveats.get(sv.local or sv.name, []))
 
 
 def protocol_keys(cfg: Mapping[str, Any]) -> dict[str, Any]:

@@ -259,6 +259,9 @@ class ConverseConfig:
     #: ``--drift RUBRIC``: rate every chatbot turn on the drift rubric ("builtin" or a YAML file);
     #: None: no drift ratings (docs/converse.md, "Drift over a conversation")
     drift: str | None = None
+    #: ``--engagement``: how each chatbot turn gets its engagement class: "prefilter" (no model
+    #: call, so a run's calls stay VERA-MH's protocol) or "judge" (docs/converse.md, "Engagement")
+    engagement: str = "prefilter"
     #: the shared run flags (--out, --cache, --budget, ...)
     options: RunOptions = field(default_factory=run_options)
 
@@ -341,6 +344,9 @@ class ConverseConfig:
         if self.transcripts is not None and self.from_run is not None:
             raise CarebenchError("give either a run directory or --transcripts, not both")
         self.locale = run_locale(self.locale)
+        from carebench.converse.engagement import check_mode
+
+        check_mode(self.engagement)
         if self.drift is not None:  # a bad drift rubric stops the run before any call
             from carebench.converse.drift import load_drift_rubric
 
@@ -454,6 +460,7 @@ class ConverseSuite:
             js.upper_bound = True
             stages.append(js)
             self._plan_drift(run, stages, fake, judges)
+            self._plan_engagement(run, stages, fake, judges)
             return Plan(self.name, stages, [("generation assumes every conversation runs all its turns with "
                                             "replies at their output caps: an upper bound; criteria judging "
                                             "asks every judge every criterion of each conversation's task")])
@@ -476,6 +483,7 @@ class ConverseSuite:
             ss.upper_bound = cfg.generates
             stages.append(ss)
         self._plan_drift(run, stages, fake, judges)
+        self._plan_engagement(run, stages, fake, judges)
         return Plan(self.name, stages, [("generation assumes every conversation runs all its turns with "
                                         "replies at their output caps, and judging assumes every question "
                                         "of the rubric is asked: both are upper bounds")])
@@ -490,6 +498,39 @@ class ConverseSuite:
                    exact=not self.cfg.generates)
         ds.upper_bound = self.cfg.generates
         stages.append(ds)
+
+    def _plan_engagement(self, run: Run, stages: list[Any], fake: Sequence[Any], judges: Any) -> None:
+        """``--engagement judge``: one question per chatbot turn the pre-filter leaves open and judge
+        (an upper bound when generating); ``prefilter`` asks nothing."""
+        if self.cfg.engagement != "judge":
+            return
+        from carebench.converse.engagement import STAGE, conversation_replies
+        from carebench.engagement import engagement_question, prefilter_engagement
+        from carebench.judging import judge_calls
+
+        open_ = [r for c in fake for r in conversation_replies(c) if prefilter_engagement(r.text, r.status) is None]
+        es = stage(run, STAGE, judge_calls([engagement_question(r.key, r.turns) for r in open_], judges,
+                                           temperature=self.cfg.judge_temperature,
+                                           max_tokens=self.cfg.judge_max_tokens), exact=not self.cfg.generates)
+        es.upper_bound = self.cfg.generates
+        stages.append(es)
+
+    def _classify(self, run: Run, gen: Any, conv_records: list[dict[str, Any]],
+                  judges: Any) -> list[dict[str, Any]]:
+        """Every chatbot turn of every finished conversation classed (``--engagement``), recorded on
+        the conversation records; a budget stop leaves the unasked conversations without classes."""
+        from carebench.converse.engagement import STAGE, classify_conversations, with_engagement
+
+        cfg = self.cfg
+        if cfg.engagement == "judge" and (run.stopped or (gen is not None and gen.stopped)):
+            run.mark_incomplete(STAGE)
+            return conv_records
+        classes, skipped = classify_conversations([c for c in conv_records if c["status"] == "ok"], judges, run,
+                                                  mode=cfg.engagement, temperature=cfg.judge_temperature,
+                                                  max_tokens=cfg.judge_max_tokens)
+        if skipped:
+            run.mark_incomplete(STAGE, skipped)
+        return with_engagement(conv_records, classes)
 
     def _ask_drift(self, run: Run, gen: Any, conv_records: list[dict[str, Any]],
                    judges: Any) -> tuple[list[dict[str, Any]], int, dict[str, Any]]:
@@ -549,6 +590,7 @@ class ConverseSuite:
                 run.mark_incomplete("judging", open_ended=True)
         sim_records, sim_failed_calls = self._ask_simulator_questions(run, gen, conv_records)
         drift_records, drift_failed, drift_settings = self._ask_drift(run, gen, conv_records, judges)
+        conv_records = self._classify(run, gen, conv_records, judges)
         harness = sum(c["status"] == HARNESS_FAILURE for c in conv_records)
         judge_fail = sum(w["status"] != "ok" for w in walks)
         judge_calls_failed = sum(w.get("failure") == "call" for w in walks)
@@ -574,6 +616,7 @@ class ConverseSuite:
             seeds={"bootstrap": cfg.seed, "generation": cfg.seed},
             extra={"scoring": {"dimensions": inputs.rubric.dimensions, "seed": cfg.seed,
                                "bootstrap": cfg.bootstrap, "judges": [j.label for j in judges],
+                               "engagement": cfg.engagement,
                                **({"annotation_columns": inputs.annotation_columns}
                                   if inputs.annotation_columns else {}), **drift_settings},
                    "rubric_rules": rules_record(inputs.rubric.rules),
@@ -622,6 +665,7 @@ class ConverseSuite:
             if judged.stopped:  # every question was sent in one batch: the refused ones are the rest
                 run.mark_incomplete(CRITERIA_STAGE)
         drift_records, drift_failed, drift_settings = self._ask_drift(run, gen, conv_records, judges)
+        conv_records = self._classify(run, gen, conv_records, judges)
         harness = sum(c["status"] == HARNESS_FAILURE for c in conv_records)
         call_failed = sum(r["status"] == JUDGE_CALL_FAILURE for r in crit_records)
         failed_votes = sum(v["status"] != "ok" for r in crit_records for v in r["votes"])
@@ -639,7 +683,8 @@ class ConverseSuite:
             files={"personas.jsonl": [p.to_row() for p in personas]},
             seeds={"bootstrap": cfg.seed, "generation": cfg.seed},
             extra={"scoring": {"criteria": "task", "scope": cfg.criteria_scope, "seed": cfg.seed,
-                               "bootstrap": cfg.bootstrap, "judges": [j.label for j in judges], **drift_settings},
+                               "bootstrap": cfg.bootstrap, "judges": [j.label for j in judges],
+                               "engagement": cfg.engagement, **drift_settings},
                    "failures": {"harness": harness, "judge": failed_votes, "judge_calls": call_failed,
                                 **({"drift_calls": drift_failed} if cfg.drift else {})},
                    "output_modes": run.output_modes(),
@@ -674,7 +719,7 @@ class ConverseSuite:
             block = routing_block(records, manifest)
             if block is not None:
                 m["resources"] = block
-            return _with_drift(m, records, settings)
+            return _with_drift(_with_engagement(m, records, settings), records, settings)
         rated, dims = rated_walks(walks, settings)
         m = summarize(rated, dims, B=int(settings.get("bootstrap", B_DEFAULT)),
                       seed=int(settings.get("seed", SEED_DEFAULT)),
@@ -693,7 +738,12 @@ class ConverseSuite:
         if block is not None:
             m["resources"] = block
         m["simulators"] = simulator_summary(convs, [r for r in records if r.get("kind") == "simulator_questions"])
-        return _with_drift(m, records, settings)
+        if rated:
+            from carebench.converse.critical import critical_summary
+
+            m["critical"] = critical_summary(rated, dims, convs, B=int(settings.get("bootstrap", B_DEFAULT)),
+                                             seed=int(settings.get("seed", SEED_DEFAULT)))
+        return _with_drift(_with_engagement(m, records, settings), records, settings)
 
     def render(self, metrics: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
                manifest: Mapping[str, Any]) -> Report:
@@ -737,6 +787,19 @@ def _with_drift(m: dict[str, Any], records: Sequence[Mapping[str, Any]],
         from carebench.converse.drift_scoring import drift_summary
 
         m["drift"] = drift_summary(records, settings)
+    return m
+
+
+def _with_engagement(m: dict[str, Any], records: Sequence[Mapping[str, Any]],
+                     settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The metrics with their ``engagement`` block when the run holds conversations (recorded
+    classes read back, or each turn's deterministic class: no model call)."""
+    from carebench.converse.engagement import engagement_summary
+
+    block = engagement_summary(records, settings, B=int(settings.get("bootstrap", B_DEFAULT)),
+                               seed=int(settings.get("seed", SEED_DEFAULT)))
+    if block is not None:
+        m["engagement"] = block
     return m
 
 

@@ -15,8 +15,8 @@ For every chatbot turn (its index k: the k-th chatbot message of the conversatio
 
 The drift summary (:mod:`carebench.converse.drift_scoring`) fits the slope of length and of
 question count on k and on D_k: a negative slope on D_k is a chatbot that says less as the
-person says more. The cue list is a deterministic proxy, in English by default, and blind
-to negation ("I would never hurt myself" discloses level 2): the judge-rated ``withdrawal``
+person says more. The cue list is a deterministic proxy (built in: English, Spanish, French,
+German and Portuguese phrases, one list per level), and blind to negation ("I would never hurt myself" discloses level 2): the judge-rated ``withdrawal``
 behaviour reads meaning, this measure reads only surface, and both are reported.
 """
 
