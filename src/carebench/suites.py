@@ -125,7 +125,7 @@ SUITES: dict[str, SuiteEntry] = {
         comparer="carebench.converse.compare:ConverseComparer",
         pair_option="--system", pair_help="pair BASE=CANDIDATE chatbots",
         gates=("score", "routing:local", "routing:wrong_region", "unknown_number", "over_referral"),
-        demo="carebench.converse.demo:run_demo"),
+        demo="carebench.converse.demo:run_demo", inspect_task="carebench.converse.inspect_task:converse"),
 }
 
 #: tools beside the suites, mounted the same way

@@ -280,6 +280,37 @@ class ConverseConfig:
                 "sessions": list(self.sessions), "max_total_words": self.max_total_words,
                 "default_system_prompt": self.default_system_prompt or ("assistant" if vera else "none")}
 
+    def generation_config(self) -> GenerationConfig:
+        """How the conversations are played (turns, system prompt, sampling settings): the one
+        definition ``converse run`` and the Inspect task ``carebench/converse`` both use."""
+        proto = self.protocol_settings()
+        system_prompt = ((read_text(self.system_prompt_file).strip() or None) if self.system_prompt_file
+                         else ASSISTANT_PROMPT if proto["default_system_prompt"] == "assistant" else None)
+        return GenerationConfig(turns=proto["turns"], repeats=self.repeats, temperature=self.temperature,
+                                simulator_temperature=self.temperature, max_tokens=self.max_tokens,
+                                simulator_max_tokens=self.simulator_max_tokens, seed=self.seed,
+                                system_prompt=system_prompt, turn_unit=proto["turn_unit"],
+                                provider_speaks_first=proto["provider_speaks_first"],
+                                persona_reminder=proto["persona_reminder"], sessions=tuple(proto["sessions"]),
+                                max_total_words=proto["max_total_words"])
+
+    def personas_and_prompts(self, inputs: Inputs) -> tuple[list[Any], dict[str, str]]:
+        """The personas played (``--personas``, ``--personas-from``, ``--persona``) and each one's
+        simulator prompt, filled before any call (shared with the Inspect task)."""
+        if self.personas_from:
+            inputs.personas_source = self.personas or BUILTIN
+            personas = personas_from(self.personas_from, inputs.personas_source)
+        else:
+            personas = load_personas(inputs.personas_source)
+        if self.persona_ids:
+            personas = select_ids(personas, self.persona_ids, inputs.personas_source, "persona")
+        if self.criteria == "task":
+            bare = next((p for p in personas if not p.criteria), None)
+            if bare is not None:
+                raise CarebenchError(f"{bare.line}: field 'criteria': task {bare.id!r} has no criteria "
+                                     "to judge its conversation against (--criteria task)")
+        return list(personas), {p.id: persona_prompt(p, inputs.persona_template) for p in personas}
+
     @property
     def generates(self) -> bool:
         """Whether this run simulates its conversations (not ``converse judge``)."""
@@ -386,16 +417,7 @@ class ConverseSuite:
                                      "--judge-mode question, or --judge-prompts carebench")
         judge_models = [run.model(s) for s in cfg.judges]
         judges = panel_seats([str(m.spec) for m in judge_models], judge_models)
-        proto = cfg.protocol_settings()
-        system_prompt = ((read_text(cfg.system_prompt_file).strip() or None) if cfg.system_prompt_file
-                         else ASSISTANT_PROMPT if proto["default_system_prompt"] == "assistant" else None)
-        gcfg = GenerationConfig(turns=proto["turns"], repeats=cfg.repeats, temperature=cfg.temperature,
-                                simulator_temperature=cfg.temperature, max_tokens=cfg.max_tokens,
-                                simulator_max_tokens=cfg.simulator_max_tokens, seed=cfg.seed,
-                                system_prompt=system_prompt, turn_unit=proto["turn_unit"],
-                                provider_speaks_first=proto["provider_speaks_first"],
-                                persona_reminder=proto["persona_reminder"], sessions=tuple(proto["sessions"]),
-                                max_total_words=proto["max_total_words"])
+        gcfg = cfg.generation_config()
         if cfg.from_run is not None:
             return inputs, judges, gcfg, [], _earlier_conversations(Path(cfg.from_run))
         if cfg.transcripts is not None:
@@ -407,19 +429,7 @@ class ConverseSuite:
             if inputs.annotation_columns:
                 convs = annotate_conversations(convs, known or [], inputs.annotation_columns)
             return inputs, judges, gcfg, [], convs
-        if cfg.personas_from:
-            inputs.personas_source = cfg.personas or BUILTIN
-            personas = personas_from(cfg.personas_from, inputs.personas_source)
-        else:
-            personas = load_personas(inputs.personas_source)
-        if cfg.persona_ids:
-            personas = select_ids(personas, cfg.persona_ids, inputs.personas_source, "persona")
-        if cfg.criteria == "task":
-            bare = next((p for p in personas if not p.criteria), None)
-            if bare is not None:
-                raise CarebenchError(f"{bare.line}: field 'criteria': task {bare.id!r} has no criteria "
-                                     "to judge its conversation against (--criteria task)")
-        prompts = {p.id: persona_prompt(p, inputs.persona_template) for p in personas}  # checked before calls
+        personas, prompts = cfg.personas_and_prompts(inputs)
         sims = [run.model(s) for s in cfg.simulators]
         bots = [run.model(s) for s in cfg.chatbots]
         labels = [f"s{i}-{name}" for i, name in enumerate(gcfg.sessions, 1)] or [None]

@@ -26,6 +26,8 @@ from inspect_ai.solver import Generate, TaskState, solver
 
 from carebench.engine.runner import Call
 from carebench.inspect.bridge import chat_messages, completion_of, generate_options
+from carebench.inspect.errors import task_errors
+from carebench.inspect.names import task_name
 from carebench.inspect.notice import announce
 from carebench.inspect.offline import mockllm_offline
 from carebench.risk.config import prediction_record
@@ -132,7 +134,8 @@ def _scorer(method: LetterMethod, ctx: MethodContext, calls: dict[str, Call]):
     return risk_letter()
 
 
-@task(name="risk")
+@task(name=task_name("risk"))
+@task_errors("risk")
 def risk(data: str = "builtin:sample", method: str = "llm", format: str | None = None,
          columns: str | None = None, options: dict[str, Any] | None = None, seed: int = 42,
          bootstrap: int = 2000, failures: str = "wrong",

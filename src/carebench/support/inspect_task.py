@@ -30,6 +30,8 @@ from inspect_ai.solver import Generate, TaskState, solver
 
 from carebench.criteria import decide, weighted_score
 from carebench.inspect.bridge import chat_messages, completion_of
+from carebench.inspect.errors import require_roles, task_errors
+from carebench.inspect.names import listed, task_name
 from carebench.inspect.notice import announce
 from carebench.inspect.offline import mockllm_offline
 from carebench.judging import JUDGE_MAX_TOKENS, judge_request, parse_answer
@@ -67,8 +69,9 @@ def _records(scores: list[SampleScore]) -> tuple[list[ResponseRecord], list[Verd
     return responses, verdicts
 
 
-@task(name="support")
-def support(tasks: str = "builtin:sample", judges: str = "judge", seed: int = 12345, bootstrap: int = 2000,
+@task(name=task_name("support"))
+@task_errors("support")
+def support(tasks: str = "builtin:sample", judges: str | list[str] = "judge", seed: int = 12345, bootstrap: int = 2000,
             temperature: float = DEFAULT_TEMPERATURE, max_tokens: int = DEFAULT_MAX_TOKENS) -> Task:
     """Rubric-scored crisis support (DistressBench): regenerate each conversation, judge each criterion."""
     notice = announce("carebench/support")
@@ -76,7 +79,8 @@ def support(tasks: str = "builtin:sample", judges: str = "judge", seed: int = 12
     table = load_tasks(tasks)
     by_id = {t.id: t for t in table}
     order = {t.id: i for i, t in enumerate(table)}
-    roles = [r.strip() for r in str(judges).split(",") if r.strip()]
+    roles = listed(judges)
+    require_roles(roles, "the judges")
 
     @solver(name="carebench/regenerate")
     def regenerate():
@@ -152,15 +156,19 @@ def support(tasks: str = "builtin:sample", judges: str = "judge", seed: int = 12
             value = weighted_score(t.criteria, decisions) if verdicts else None
             why = "\n".join(f"{c.id}: " + "; ".join(f"{v.judge} {v.met} ({v.rationale})" for v in verdicts
                                                      if v.criterion_id == c.id) for c in t.criteria)
-            return Score(value=float("nan") if value is None else float(value), explanation=why,
+            # an incomplete conversation's value is a text, not NaN: Inspect keeps NaN-valued scores
+            # from every metric, and the metric must see the response record as carebench counts it
+            return Score(value="not judged" if value is None else float(value), explanation=why,
                          metadata={"order": order[t.id], "attempt": response.attempt, "panel": panel,
                                    "subcategory": t.subcategory, "response": response.to_dict(),
                                    "verdicts": [v.to_dict() for v in verdicts]})
 
         return score
 
-    @metric(name="carebench_support")
+    @metric(name="carebench_support", scores="unreduced")
     def support_scores():
+        """carebench's support metrics over every attempt: the scores before Inspect reduces each
+        sample's epochs (a reduced score keeps the first epoch's metadata only)."""
         def compute(scores: list[SampleScore]) -> dict[str, float]:
             responses, verdicts = _records(scores)
             panel = next(((s.score.metadata or {}).get("panel") for s in scores), None)
