@@ -176,6 +176,7 @@ def test_converse_run_with_drift_round_trip(tmp_path, monkeypatch):
     assert n_live == sum(_round_sizes(tmp_path / "bdir"))
     assert metrics(tmp_path / "batch") == metrics(tmp_path / "live")
     assert metrics(tmp_path / "scored") == metrics(tmp_path / "batch")
+    assert _records(tmp_path / "batch") == _records(tmp_path / "live")
     for run in ("live", "batch"):
         _check_walks(tmp_path / run)
         _check_drift(tmp_path / run)
@@ -222,6 +223,7 @@ def test_converse_judge_transcripts_with_drift_round_trip(tmp_path, monkeypatch,
     assert rounds == len(sizes)
     assert n_live - n0 == sum(sizes)
     assert metrics(tmp_path / "batch") == metrics(tmp_path / "live")
+    assert _records(tmp_path / "batch") == _records(tmp_path / "live")
     _check_walks(tmp_path / "batch")
     _check_drift(tmp_path / "batch")
 
@@ -258,4 +260,24 @@ def test_converse_run_task_criteria_with_drift_round_trip(tmp_path, monkeypatch)
     assert rounds == 4
     assert metrics(tmp_path / "batch") == metrics(tmp_path / "live")
     recs = _records(tmp_path / "batch")
+    assert recs == _records(tmp_path / "live")
     assert sum(r["kind"] == "criteria" for r in recs) == 2 and sum(r["kind"] == "drift" for r in recs) == 2 * 3
+
+
+def test_a_budget_stop_leaves_the_same_kind_of_incomplete_run(tmp_path, price_per_call):
+    """The other way a call is not made: ``--budget`` stops the walks partway (every call at
+    $0.01: the 15 messages, then 5 of the 6 first questions fit in $0.20). The run is
+    incomplete with no failure recorded, as a batch round's; a re-run without the budget
+    finishes from the cache and equals a live run."""
+    price_per_call(0.01, "sim-a", "bot-a", "judge-a", "judge-b")
+    with StubServer() as stub:
+        stub.handler = Script()
+        args = _run_args(tmp_path, stub.base_url)
+        live(args, tmp_path / "live", tmp_path / "live.sqlite")
+        out, cache = tmp_path / "cut", tmp_path / "cut.sqlite"
+        assert main([*args, "--out", str(out), "--cache", str(cache), "--budget", "0.20"]) == 3
+        _nothing_failed(out)
+        walks = [r for r in _records(out) if r["kind"] == "walk"]
+        assert not walks and not [r for r in _records(out) if r["kind"] == "drift"]
+        assert main([*args, "--out", str(out), "--cache", str(cache)]) == 0
+    assert metrics(out) == metrics(tmp_path / "live")
