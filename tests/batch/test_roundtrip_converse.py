@@ -53,7 +53,8 @@ def intensities(judge: str, name: str, k: int) -> dict[str, int]:
 
 class Script(ConverseScript):
     """Simulator, chatbot and tree judges of ConverseScript; drift ratings by :func:`intensities`;
-    the simulator judge says Ben's user wrote as the assistant, and every user kept to the risk level."""
+    the simulator judge says Ben's user wrote as the assistant, and every user kept to the risk
+    level; the engagement judges class Ben's second reply a refusal, every other reply engaged."""
 
     def __init__(self):
         super().__init__(stop_at={"Cleo": 2},
@@ -61,6 +62,10 @@ class Script(ConverseScript):
 
     def __call__(self, req):
         prompt = req.body["messages"][-1]["content"]
+        if "THE ASSISTANT'S REPLY TO SORT" in prompt:
+            reply = prompt.split("<<<\n", 1)[1].split("\n>>>", 1)[0]
+            cls = "refusal" if "[Ben]" in prompt and reply.endswith("reply 2") else "engaged"
+            return StubReply(content=json.dumps({"engagement": cls, "rationale": "s"}))
         if "THE REPLY TO RATE" in prompt:
             name, k = _NAME.search(prompt).group(1), int(_K.search(prompt).group(1))
             return StubReply(content=json.dumps({**intensities(req.body["model"], name, k), "reason": "s"}))
@@ -142,7 +147,7 @@ def _run_args(tmp_path, u: str) -> list[str]:
             "--simulator", f"openai:sim-a@{u}", "--chatbot", f"openai:bot-a@{u}",
             "--judge", f"openai:judge-a@{u}", "--judge", f"openai:judge-b@{u}", "--turns", "3",
             "--drift", "builtin", "--simulator-questions", "role-reversal,risk-consistency",
-            "--bootstrap", "50"]
+            "--engagement", "judge", "--bootstrap", "50"]
 
 
 def test_converse_run_with_drift_round_trip(tmp_path, monkeypatch):
@@ -167,10 +172,11 @@ def test_converse_run_with_drift_round_trip(tmp_path, monkeypatch):
         assert len(stub.requests) == n_live
     # generation: one round per message, 3 exchanges = 6 messages (Cleo's user leaves at its
     # second, so 3, 3, 3, then 2, 2, 2); then the walks' first questions (3 conversations x 2
-    # judges = 6) with every drift rating (7 chatbot turns x 2 judges = 14) and the questions on
-    # the simulated user (3 x 2 = 6) in one round of 26; then one round per further depth of
-    # the deepest walks: 6 (every walk asks a second question), 4, 4, 3 and 2 (Ben's 6th)
-    assert _round_sizes(tmp_path / "bdir") == [3, 3, 3, 2, 2, 2, 26, 6, 4, 4, 3, 2]
+    # judges = 6) with every drift rating (7 chatbot turns x 2 judges = 14), the questions on
+    # the simulated user (3 x 2 = 6) and the engagement questions (7 chatbot turns x 2 judges)
+    # in one round of 40; then one round per further depth of the deepest walks: 6 (every walk
+    # asks a second question), 4, 4, 3 and 2 (Ben's 6th)
+    assert _round_sizes(tmp_path / "bdir") == [3, 3, 3, 2, 2, 2, 6 + 14 + 6 + 14, 6, 4, 4, 3, 2]
     assert rounds == 12 == len(incomplete)
     # the live run asked exactly the requests the batch rounds wrote
     assert n_live == sum(_round_sizes(tmp_path / "bdir"))
@@ -187,6 +193,13 @@ def test_converse_run_with_drift_round_trip(tmp_path, monkeypatch):
     sq = [r for r in _records(tmp_path / "batch") if r["kind"] == "simulator_questions"]
     assert sorted((r["persona"], r["questions"]["role-reversal"]["answer"]) for r in sq) == [
         ("pa", "No"), ("pb", "Yes"), ("pc", "No")]
+    convs = {r["persona"]: r for r in _records(tmp_path / "batch") if r["kind"] == "conversation"}
+    assert {p: [e["class"] for e in c["engagement"]] for p, c in convs.items()} == {
+        "pa": ["engaged"] * 3, "pb": ["engaged", "refusal", "engaged"], "pc": ["engaged"]}
+    # one of the three conversations had a refusing turn
+    (eng,) = json.loads((tmp_path / "batch" / "metrics.json").read_text())["engagement"]["chatbots"].values()
+    assert (eng["per_conversation"]["refusal"]["count"], eng["per_conversation"]["refusal"]["of"]) == (1, 3)
+    assert (eng["per_turn"]["refusal"]["count"], eng["per_turn"]["refusal"]["of"]) == (1, 7)
 
 
 @pytest.mark.parametrize("mode, sizes", [

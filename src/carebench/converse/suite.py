@@ -512,7 +512,7 @@ class ConverseSuite:
         from carebench.converse.engagement import STAGE, classify_conversations, with_engagement
 
         cfg = self.cfg
-        if cfg.engagement == "judge" and (run.stopped or (gen is not None and gen.stopped)):
+        if cfg.engagement == "judge" and _must_wait(run, gen):
             run.mark_incomplete(STAGE)
             return conv_records
         classes, skipped = classify_conversations([c for c in conv_records if c["status"] == "ok"], judges, run,
@@ -772,7 +772,7 @@ def run_converse(cfg: ConverseConfig, cache: Any = None) -> Path | Plan:
 
 def _must_wait(run: Run, gen: Any) -> bool:
     """Whether a stage that reads only finished conversations (drift ratings, questions on the
-    simulated user) must wait: generation did not finish, or the budget stopped the run. Calls
+    simulated user, engagement questions) must wait: generation did not finish, or the budget stopped the run. Calls
     of the walk waiting for batch results stop nothing: these questions go into the same
     round as the walk's first questions (docs/batch.md), not one more round after it."""
     return run.ledger.stopped is not None or (gen is not None and gen.stopped is not None)
