@@ -27,7 +27,7 @@ MODEL_CALLING = {
     "plural calibrate": set(), "plural freeze": set(), "plural label": set(), "plural run": set(),
     "construct screen": set(), "construct route": set(), "construct rewrite": set(),
     "construct judge": set(), "construct build": set(),
-    "converse run": {"--batch", "--batch-format"}, "converse judge": {"--batch", "--batch-format"},
+    "converse run": set(), "converse judge": set(),
 }
 
 

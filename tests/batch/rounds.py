@@ -16,9 +16,11 @@ def live(args: list[str], out: Path, cache: Path) -> None:
 
 
 def batch_rounds(args: list[str], out: Path, cache: Path, bdir: Path, handler, monkeypatch,
-                 max_rounds: int = 12) -> int:
+                 max_rounds: int = 12, after_round=None) -> int:
     """Rounds of (command --batch DIR --batch-format vllm -> exit 4 -> fake run_batch ->
-    import) until the command exits 0; returns the number of rounds that wrote requests."""
+    import) until the command exits 0; returns the number of rounds that wrote requests.
+    ``after_round(n)``, if given, is called after the command wrote round ``n`` (before its
+    results are imported), to inspect what that run wrote."""
     for done in range(max_rounds + 1):
         rc = main([*args, "--out", str(out), "--cache", str(cache), "--batch", str(bdir),
                    "--batch-format", "vllm"])
@@ -29,6 +31,8 @@ def batch_rounds(args: list[str], out: Path, cache: Path, bdir: Path, handler, m
         m = Manifest.load(bdir, must_exist=True)
         last = m.rounds[-1]
         assert last["round"] == rounds
+        if after_round is not None:
+            after_round(rounds)
         outs = []
         for f in last["files"]:
             assert f["format"] == "vllm"

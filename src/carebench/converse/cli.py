@@ -103,7 +103,7 @@ def _go(cfg) -> None:
 
 
 @app.command()
-@run_flags(without=("batch", "batch_format"))
+@run_flags()
 def run(
     rubric: Rubric = None, rubric_rules: RubricRules = None,
     simulator: Annotated[list[str] | None, typer.Option(show_default='none: give at least one', help="User-simulator model spec (repeatable).")] = None,
@@ -236,7 +236,7 @@ def _vera_replay(path: Path, rubric: str | None, **given):
 
 
 @app.command("judge")
-@run_flags(without=("batch", "batch_format"))
+@run_flags()
 def judge_cmd(
     run_dir: Annotated[Path | None, typer.Argument(
         show_default="none: give it or --transcripts", help="A converse run directory whose conversations to judge.")] = None,

@@ -522,7 +522,7 @@ class ConverseSuite:
         from carebench.converse.engagement import STAGE, classify_conversations, with_engagement
 
         cfg = self.cfg
-        if cfg.engagement == "judge" and (run.stopped or (gen is not None and gen.stopped)):
+        if cfg.engagement == "judge" and _must_wait(run, gen):
             run.mark_incomplete(STAGE)
             return conv_records
         classes, skipped = classify_conversations([c for c in conv_records if c["status"] == "ok"], judges, run,
@@ -541,7 +541,7 @@ class ConverseSuite:
         from carebench.converse.drift import STAGE, ask_drift, load_drift_rubric
 
         rubric = load_drift_rubric(self.cfg.drift)
-        if run.stopped or (gen is not None and gen.stopped):
+        if _must_wait(run, gen):
             run.mark_incomplete(STAGE)
             return [], 0, {"drift": rubric.to_dict()}
         res = ask_drift(run, rubric, [c for c in conv_records if c["status"] == "ok"], judges)
@@ -642,7 +642,7 @@ class ConverseSuite:
             return [], 0
         from carebench.converse.simulator_questions import STAGE, ask_simulator_questions
 
-        if run.stopped or (gen is not None and gen.stopped):
+        if _must_wait(run, gen):
             run.mark_incomplete(STAGE)
             return [], 0
         res = ask_simulator_questions(run, [c for c in conv_records if c["status"] == "ok"],
@@ -778,6 +778,14 @@ def run_converse(cfg: ConverseConfig, cache: Any = None) -> Path | Plan:
         raise CarebenchError(f"--out {out} is the run whose conversations are judged: the walks go to a new "
                              "run directory (give another --out)")
     return run_suite(ConverseSuite(cfg), cfg.options, cache=cache)
+
+
+def _must_wait(run: Run, gen: Any) -> bool:
+    """Whether a stage that reads only finished conversations (drift ratings, questions on the
+    simulated user, engagement questions) must wait: generation did not finish, or the budget stopped the run. Calls
+    of the walk waiting for batch results stop nothing: these questions go into the same
+    round as the walk's first questions (docs/batch.md), not one more round after it."""
+    return run.ledger.stopped is not None or (gen is not None and gen.stopped is not None)
 
 
 def _with_drift(m: dict[str, Any], records: Sequence[Mapping[str, Any]],
