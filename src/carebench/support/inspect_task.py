@@ -64,14 +64,6 @@ def support_metrics_of(tasks, responses, verdicts, panel, seed: int, bootstrap: 
     m = support_metrics(tasks, responses, verdicts, panel=panel, scope="final", seed=seed, bootstrap=bootstrap,
                         score_as=score_as)
     out: dict[str, float] = {}
-    hb = (m.get("healthbench") or {}).get("responders") or {}
-    for name, entry in hb.items():
-        prefix = "" if len(hb) == 1 else f"{name}/"
-        if entry.get("score") is not None:
-            out[prefix + "healthbench"] = float(entry["score"])
-        for suffix, v in zip(("_ci_low", "_ci_high"), entry.get("ci") or (None, None), strict=True):
-            if v is not None:
-                out[prefix + "healthbench" + suffix] = float(v)
     for name, entry in (m.get("models") or {}).items():
         prefix = "" if len(m["models"]) == 1 else f"{name}/"
         for key, value in (("score", entry.get("score")), ("full_satisfaction", entry.get("full_satisfaction"))):
@@ -81,6 +73,14 @@ def support_metrics_of(tasks, responses, verdicts, panel, seed: int, bootstrap: 
             for suffix, v in zip(("_ci_low", "_ci_high"), ci or (None, None), strict=True):
                 if v is not None:
                     out[prefix + key + suffix] = float(v)
+    hb = (m.get("healthbench") or {}).get("responders") or {}
+    for name, entry in hb.items():
+        prefix = "" if len(hb) == 1 else f"{name}/"
+        if entry.get("score") is not None:
+            out[prefix + "healthbench"] = float(entry["score"])
+        for suffix, v in zip(("_ci_low", "_ci_high"), entry.get("ci") or (None, None), strict=True):
+            if v is not None:
+                out[prefix + "healthbench" + suffix] = float(v)
     return out
 
 
