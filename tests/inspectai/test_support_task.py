@@ -38,14 +38,14 @@ def _stub(req) -> StubReply:
     return StubReply(content=verdict(msgs[-1]["content"]))
 
 
-def _support_run(tmp_path, handler, attempts: int):
-    """``carebench support run`` on the first LIMIT tasks, answered by ``handler`` (seed 99, B = 200)."""
+def _support_run(tmp_path, handler, attempts: int, *options: str, limit: int = LIMIT):
+    """``carebench support run`` on the first ``limit`` tasks, answered by ``handler`` (seed 99, B = 200)."""
     out = tmp_path / "run"
     with StubServer() as stub:
         stub.handler = handler
         assert main(["support", "run", "--responder", f"openai:resp@{stub.base_url}", "--judge",
-                     f"openai:judge@{stub.base_url}", "--attempts", str(attempts), "--limit", str(LIMIT),
-                     "--bootstrap", "200", "--seed", "99", "--out", str(out)]) == 0
+                     f"openai:judge@{stub.base_url}", "--attempts", str(attempts), "--limit", str(limit),
+                     "--bootstrap", "200", "--seed", "99", *options, "--out", str(out)]) == 0
     return out
 
 
@@ -81,22 +81,28 @@ def reply_at(n_messages: int, seed: int | None) -> str:
     return f"I hear you. Reply {n_messages}, take {seed}" + "." * ((seed or 0) % 3)
 
 
+def seeded_stub(req) -> StubReply:
+    """The stub's answers: replies by generation seed (so attempts differ), verdicts as above."""
+    msgs = req.body["messages"]
+    if req.body["model"] == "resp":
+        return StubReply(content=reply_at(len(msgs), req.body.get("seed")))
+    return StubReply(content=verdict(msgs[-1]["content"]))
+
+
+def seeded_responder(messages, tools, tool_choice, config):
+    """The same replies from an Inspect mock model (its config carries the generation seed)."""
+    from inspect_ai.model import ModelOutput, ModelUsage
+
+    out = ModelOutput.from_content(model="mockllm", content=reply_at(len(messages), config.seed))
+    out.usage = ModelUsage(input_tokens=10, output_tokens=2, total_tokens=12)
+    return out
+
+
 def test_every_epoch_is_an_attempt_and_every_attempt_is_scored(tmp_path):
     """``--epochs 2`` are carebench's ``--attempts 2``: both attempts' verdicts reach the metric."""
-    from inspect_ai.model import ModelOutput, ModelUsage, get_model
+    from inspect_ai.model import get_model
 
-    def stub(req) -> StubReply:
-        msgs = req.body["messages"]
-        if req.body["model"] == "resp":
-            return StubReply(content=reply_at(len(msgs), req.body.get("seed")))
-        return StubReply(content=verdict(msgs[-1]["content"]))
-
-    def responder(messages, tools, tool_choice, config) -> ModelOutput:
-        out = ModelOutput.from_content(model="mockllm", content=reply_at(len(messages), config.seed))
-        out.usage = ModelUsage(input_tokens=10, output_tokens=2, total_tokens=12)
-        return out
-
-    out = _support_run(tmp_path, stub, attempts=2)
+    out = _support_run(tmp_path, seeded_stub, attempts=2)
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
     verdicts = [r for r in records if r.get("kind") == "verdict"]
     assert sorted({r["attempt"] for r in verdicts}) == [0, 1]
@@ -105,7 +111,7 @@ def test_every_epoch_is_an_attempt_and_every_attempt_is_scored(tmp_path):
                   for a in (0, 1)}
     assert by_attempt[0] != [(t, c, m) for t, c, m in by_attempt[1]]
     [entry] = read_json(out / "metrics.json")["models"].values()
-    [log] = inspect_eval("carebench/support", model=get_model("mockllm/model", custom_outputs=responder),
+    [log] = inspect_eval("carebench/support", model=get_model("mockllm/model", custom_outputs=seeded_responder),
                          model_roles={"judge": scripted_model(lambda m: verdict(m[-1].text), name="mockllm/judge")},
                          task_args={"bootstrap": 200, "seed": 99}, limit=LIMIT, epochs=2,
                          log_dir=str(tmp_path / "logs"), display="none")
@@ -177,26 +183,10 @@ def _by_hand(records: list[dict], tasks) -> pd.DataFrame:
 def test_healthbench_and_subcategories_equal_a_carebench_run(tmp_path):
     """HealthBench's score (with its interval) and both scores per subcategory, over two epochs,
     equal ``support run --score healthbench --attempts 2`` and a recomputation from its records."""
-    from inspect_ai.model import ModelOutput, ModelUsage, get_model
-
-    def stub(req) -> StubReply:
-        msgs = req.body["messages"]
-        if req.body["model"] == "resp":
-            return StubReply(content=reply_at(len(msgs), req.body.get("seed")))
-        return StubReply(content=verdict(msgs[-1]["content"]))
-
-    def responder(messages, tools, tool_choice, config) -> ModelOutput:
-        out = ModelOutput.from_content(model="mockllm", content=reply_at(len(messages), config.seed))
-        out.usage = ModelUsage(input_tokens=10, output_tokens=2, total_tokens=12)
-        return out
+    from inspect_ai.model import get_model
 
     path = _grouped_tasks(tmp_path)
-    out = tmp_path / "run"
-    with StubServer() as server:
-        server.handler = stub
-        assert main(["support", "run", "--tasks", str(path), "--responder", f"openai:resp@{server.base_url}",
-                     "--judge", f"openai:judge@{server.base_url}", "--attempts", "2", "--limit", str(HB_LIMIT),
-                     "--bootstrap", "200", "--seed", "99", "--score", "healthbench", "--out", str(out)]) == 0
+    out = _support_run(tmp_path, seeded_stub, 2, "--tasks", str(path), "--score", "healthbench", limit=HB_LIMIT)
     ours = read_json(out / "metrics.json")
     [hb] = ours["healthbench"]["responders"].values()
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
@@ -220,7 +210,7 @@ def test_healthbench_and_subcategories_equal_a_carebench_run(tmp_path):
     means = np.array([x[d].mean() for d in draws])
     assert hb["ci"] == pytest.approx(list(np.percentile(means, [2.5, 97.5])), abs=1e-12)
 
-    [log] = inspect_eval("carebench/support", model=get_model("mockllm/model", custom_outputs=responder),
+    [log] = inspect_eval("carebench/support", model=get_model("mockllm/model", custom_outputs=seeded_responder),
                          model_roles={"judge": scripted_model(lambda m: verdict(m[-1].text), name="mockllm/judge")},
                          task_args={"tasks": str(path), "bootstrap": 200, "seed": 99}, limit=HB_LIMIT, epochs=2,
                          log_dir=str(tmp_path / "logs"), display="none")
