@@ -27,6 +27,8 @@ CASES = [
     # an unbound role would be the evaluated model itself (Inspect's fallback): refused
     ("carebench/converse", ["-T", "turns=1"], ("carebench/converse: bind the simulated user and the judge to models: "
      "--model-role user=PROVIDER/MODEL --model-role judge=PROVIDER/MODEL (the model under test is --model)")),
+    ("carebench/support", ["--model-role", "judge=mockllm/model", "-T", "score=weighted"],
+     "carebench/support: -T score must be one of carebench, healthbench, got 'weighted'"),
     ("carebench/support", ["--model-role", "judge=mockllm/model", "-T", "judges=judge,judge2"],
      "carebench/support: bind the judges to models: --model-role judge2=PROVIDER/MODEL (the model under test is --model)"),
     # brackets are printed as they are (Inspect's printer would read them as markup)

@@ -8,8 +8,11 @@ judge (the model roles named by ``judges``, default ``judge``) with carebench's 
 question and read with carebench's parser; an empty final reply scores zero without a
 judge call. The scores' metadata hold the ``records.jsonl`` lines a carebench run writes,
 and the metric is :func:`carebench.support.config.support_metrics` over them, with the
-run's bootstrap seed: the weighted score with its interval, full satisfaction, and each
-subcategory's score.
+run's bootstrap seed: the weighted score with its interval, full satisfaction, and
+HealthBench's score with its interval (``score="healthbench"``, the default; support
+run's ``--score healthbench``). Each subcategory's weighted and HealthBench scores are
+Inspect's ``grouped()`` over the samples' ``subcategory``, each group scored by carebench's
+own functions (``grouped()`` is called inside the metric so that it too sees every epoch).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from inspect_ai.model import (
     GenerateConfig,
     get_model,
 )
-from inspect_ai.scorer import SampleScore, Score, Target, metric, scorer
+from inspect_ai.scorer import SampleScore, Score, Target, grouped, metric, scorer
 from inspect_ai.solver import Generate, TaskState, solver
 
 from carebench.criteria import decide, weighted_score
@@ -35,17 +38,31 @@ from carebench.inspect.names import listed, task_name
 from carebench.inspect.notice import announce
 from carebench.inspect.offline import mockllm_offline
 from carebench.judging import JUDGE_MAX_TOKENS, judge_request, parse_answer
-from carebench.support.config import support_metrics
+from carebench.support.config import SCORE_CHOICES, support_metrics
 from carebench.support.generation import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE
+from carebench.support.healthbench import conversation_scores, criterion_points
 from carebench.support.judging import criterion_question
-from carebench.support.records import INCOMPLETE, ResponseRecord, VerdictRecord, is_empty_reply
+from carebench.support.records import (
+    INCOMPLETE,
+    ResponseRecord,
+    ResponseTable,
+    VerdictRecord,
+    VerdictTable,
+    is_empty_reply,
+)
+from carebench.support.scoring import model_scores
+from carebench.support.scoring import score as score_conversations
 from carebench.support.tasks import load_tasks
+from carebench.types import CarebenchError
 
 
-def support_metrics_of(tasks, responses, verdicts, panel, seed: int, bootstrap: int) -> dict[str, float]:
+def support_metrics_of(tasks, responses, verdicts, panel, seed: int, bootstrap: int,
+                       score_as: str = "carebench") -> dict[str, float]:
     """carebench's support metrics, flattened for Inspect: each responder's score with its
-    interval and full satisfaction, and the pooled score of each subcategory."""
-    m = support_metrics(tasks, responses, verdicts, panel=panel, scope="final", seed=seed, bootstrap=bootstrap)
+    interval and full satisfaction, and HealthBench's score with its interval when
+    ``score_as="healthbench"``."""
+    m = support_metrics(tasks, responses, verdicts, panel=panel, scope="final", seed=seed, bootstrap=bootstrap,
+                        score_as=score_as)
     out: dict[str, float] = {}
     for name, entry in (m.get("models") or {}).items():
         prefix = "" if len(m["models"]) == 1 else f"{name}/"
@@ -56,9 +73,30 @@ def support_metrics_of(tasks, responses, verdicts, panel, seed: int, bootstrap: 
             for suffix, v in zip(("_ci_low", "_ci_high"), ci or (None, None), strict=True):
                 if v is not None:
                     out[prefix + key + suffix] = float(v)
-    for value, entry in (((m.get("slices") or {}).get("subcategory") or {}).get("values") or {}).items():
-        if entry.get("pooled") is not None:
-            out[f"subcategory/{value}"] = float(entry["pooled"])
+    hb = (m.get("healthbench") or {}).get("responders") or {}
+    for name, entry in hb.items():
+        prefix = "" if len(hb) == 1 else f"{name}/"
+        if entry.get("score") is not None:
+            out[prefix + "healthbench"] = float(entry["score"])
+        for suffix, v in zip(("_ci_low", "_ci_high"), entry.get("ci") or (None, None), strict=True):
+            if v is not None:
+                out[prefix + "healthbench" + suffix] = float(v)
+    return out
+
+
+def group_scores(tasks, responses, verdicts, panel, points=None) -> dict[str, float]:
+    """One group of tasks' weighted score and, given HealthBench's ``points``, HealthBench's
+    score: carebench's conversation scores averaged over attempts, then over the group's
+    tasks (:func:`carebench.support.scoring.model_scores`), as its subcategory slices pool
+    a responder's task scores. One responder (Inspect evaluates one model)."""
+    sc = score_conversations(tasks, ResponseTable.from_records(responses), VerdictTable.from_records(verdicts),
+                             panel=panel, scope="final")
+    if len(sc.responders) != 1:
+        return {}
+    [weighted] = model_scores(sc).values()
+    out = {"score": weighted}
+    if points is not None:
+        [out["healthbench"]] = model_scores(sc, conversation_scores(sc, points)).values()
     return out
 
 
@@ -72,11 +110,15 @@ def _records(scores: list[SampleScore]) -> tuple[list[ResponseRecord], list[Verd
 @task(name=task_name("support"))
 @task_errors("support")
 def support(tasks: str = "builtin:sample", judges: str | list[str] = "judge", seed: int = 12345, bootstrap: int = 2000,
-            temperature: float = DEFAULT_TEMPERATURE, max_tokens: int = DEFAULT_MAX_TOKENS) -> Task:
+            temperature: float = DEFAULT_TEMPERATURE, max_tokens: int = DEFAULT_MAX_TOKENS,
+            score: str = "healthbench") -> Task:
     """Rubric-scored crisis support (DistressBench): regenerate each conversation, judge each criterion."""
+    if score not in SCORE_CHOICES:
+        raise CarebenchError(f"-T score must be one of {', '.join(SCORE_CHOICES)}, got {score!r}")
     notice = announce("carebench/support")
     mockllm_offline()
     table = load_tasks(tasks)
+    points = criterion_points(table) if score == "healthbench" else None
     by_id = {t.id: t for t in table}
     order = {t.id: i for i, t in enumerate(table)}
     roles = listed(judges)
@@ -165,18 +207,45 @@ def support(tasks: str = "builtin:sample", judges: str | list[str] = "judge", se
 
         return score
 
+    def ran_tasks(responses: list[ResponseRecord]) -> list[Any]:
+        ran = {r.task_id for r in responses}  # the tasks of this run (--limit), in file order
+        return [t for t in table if t.id in ran]
+
+    def panel_of(scores: list[SampleScore]) -> list[str] | None:
+        return next(((s.score.metadata or {}).get("panel") for s in scores), None)
+
+    @metric(name="carebench/support_group")
+    def one_group():
+        """A group's weighted and HealthBench scores from its samples' records (every epoch)."""
+        def compute(scores: list[SampleScore]) -> dict[str, float]:
+            responses, verdicts = _records(scores)
+            if not responses:
+                return {}
+            return group_scores(ran_tasks(responses), responses, verdicts, panel_of(scores), points)
+
+        return compute
+
+    by_subcategory = grouped(one_group(), "subcategory", all=False)
+
     @metric(name="carebench_support", scores="unreduced")
     def support_scores():
         """carebench's support metrics over every attempt: the scores before Inspect reduces each
-        sample's epochs (a reduced score keeps the first epoch's metadata only)."""
+        sample's epochs (a reduced score keeps the first epoch's metadata only). The
+        per-subcategory numbers are Inspect's ``grouped()`` over these same unreduced scores:
+        ``grouped()`` is itself a reduced-scores metric, so at the task's level it would see
+        only each sample's first attempt."""
         def compute(scores: list[SampleScore]) -> dict[str, float]:
             responses, verdicts = _records(scores)
-            panel = next(((s.score.metadata or {}).get("panel") for s in scores), None)
             if not responses:
                 return {}
-            ran = {r.task_id for r in responses}  # the tasks of this run (--limit), in file order
-            return support_metrics_of([t for t in table if t.id in ran], responses, verdicts, panel, int(seed),
-                                      int(bootstrap))
+            out = support_metrics_of(ran_tasks(responses), responses, verdicts, panel_of(scores), int(seed),
+                                     int(bootstrap), score_as=score)
+            for group, values in sorted(by_subcategory(scores).items()):
+                if "score" in values:
+                    out[f"subcategory/{group}"] = float(values["score"])
+                if "healthbench" in values:
+                    out[f"healthbench/subcategory/{group}"] = float(values["healthbench"])
+            return out
 
         return compute
 
@@ -184,5 +253,6 @@ def support(tasks: str = "builtin:sample", judges: str | list[str] = "judge", se
                       metadata={"subcategory": t.subcategory, "order": order[t.id]}) for t in table]
     return Task(dataset=MemoryDataset(samples, name="support"), solver=regenerate(), scorer=criterion_panel(),
                 metrics=[support_scores()],
-                metadata={"carebench": {"suite": "support", "judge_roles": roles, "seeds": {"bootstrap": int(seed),
-                          "generation": int(seed)}, "bootstrap": int(bootstrap), **notice}})
+                metadata={"carebench": {"suite": "support", "judge_roles": roles, "score": score,
+                                        "seeds": {"bootstrap": int(seed), "generation": int(seed)},
+                                        "bootstrap": int(bootstrap), **notice}})
