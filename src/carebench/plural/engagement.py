@@ -25,9 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from carebench.engagement import CLASSES, Engagement, prefilter_engagement
+from carebench.engagement import CLASSES, Engagement
 from carebench.engagement.policy import ZEROED
 from carebench.engagement.question import Reply, classify_replies
+from carebench.engagement.records import recorded_engagement
+from carebench.engagement.records import with_engagement as with_recorded
 from carebench.judging import JUDGE_MAX_TOKENS
 from carebench.plural.records import JuryData, ResponseRecord
 from carebench.plural.scoring import EXCLUDED, FAILED
@@ -64,14 +66,7 @@ def classify_responses(responses: Sequence[ResponseRecord], prompt_text: Mapping
 
 def with_engagement(rows: Iterable[dict[str, Any]], classes: Mapping[Key, Engagement]) -> list[dict[str, Any]]:
     """Response record rows with their ``engagement`` field (other rows unchanged)."""
-    out = []
-    for row in rows:
-        if row.get("kind") == "response":
-            e = classes.get((row["system"], row["archetype"], row["prompt_id"]))
-            if e is not None:
-                row = {**row, "engagement": e.to_dict()}
-        out.append(row)
-    return out
+    return with_recorded(rows, classes, lambda r: (r["system"], r["archetype"], r["prompt_id"]))
 
 
 def recorded_classes(rows: Iterable[Mapping[str, Any]]) -> dict[Key, str | None]:
@@ -80,10 +75,7 @@ def recorded_classes(rows: Iterable[Mapping[str, Any]]) -> dict[Key, str | None]
     for row in rows:
         if row.get("kind", "response") != "response" or row.get("status") == "error":
             continue
-        e = Engagement.from_dict(row.get("engagement"))
-        if e is None:  # recorded before engagement existed: the deterministic class, no model
-            e = prefilter_engagement(row.get("text") or "", str(row.get("status") or "ok")) \
-                or Engagement("engaged", "prefilter")
+        e = recorded_engagement(row.get("engagement"), row.get("text"), row.get("status"))
         out[(str(row["system"]), str(row["archetype"]), str(row["prompt_id"]))] = e.cls
     return out
 

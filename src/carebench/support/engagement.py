@@ -24,9 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from carebench.engagement import CLASSES, Engagement, prefilter_engagement
+from carebench.engagement import CLASSES, Engagement
 from carebench.engagement.policy import ZEROED
 from carebench.engagement.question import Reply, classify_replies
+from carebench.engagement.records import recorded_engagement
+from carebench.engagement.records import with_engagement as with_recorded
 from carebench.engine.run import Run
 from carebench.judging import JUDGE_MAX_TOKENS, Judge
 from carebench.stats.bootstrap import percentile_interval
@@ -53,14 +55,7 @@ def classify_responses(responses: Sequence[ResponseRecord], judges: Sequence[Jud
 
 def with_engagement(rows: Iterable[dict[str, Any]], classes: Mapping[Key, Engagement]) -> list[dict[str, Any]]:
     """Response record rows with their ``engagement`` field (other rows unchanged)."""
-    out = []
-    for row in rows:
-        if row.get("kind") == "response":
-            e = classes.get((row["task_id"], row["responder"], int(row["attempt"])))
-            if e is not None:
-                row = {**row, "engagement": e.to_dict()}
-        out.append(row)
-    return out
+    return with_recorded(rows, classes, lambda r: (r["task_id"], r["responder"], int(r["attempt"])))
 
 
 def recorded_classes(rows: Iterable[Mapping[str, Any]]) -> dict[Key, str | None]:
@@ -69,10 +64,7 @@ def recorded_classes(rows: Iterable[Mapping[str, Any]]) -> dict[Key, str | None]
     for row in rows:
         if row.get("kind", "response") != "response" or row.get("status") in HARNESS_FAILURE_STATUSES:
             continue
-        e = Engagement.from_dict(row.get("engagement"))
-        if e is None:  # recorded before engagement existed: the deterministic class, no model
-            e = prefilter_engagement(row.get("final_reply") or "", str(row.get("status") or "ok")) \
-                or Engagement("engaged", "prefilter")
+        e = recorded_engagement(row.get("engagement"), row.get("final_reply"), row.get("status"))
         out[(str(row["task_id"]), str(row["responder"]), int(row["attempt"]))] = e.cls
     return out
 
