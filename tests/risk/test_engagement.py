@@ -73,6 +73,12 @@ def test_llm_engagement_shares_intervals_and_unchanged_metrics(tmp_path):
         assert e["counts"][k] == int((df["cls"] == k).sum())
         assert e["shares"][k]["value"] == (df["cls"] == k).mean()
 
+    # which rule decided each: the provider's refusals, blank replies, the English phrase list
+    assert e["sources"] == {"provider": int((df["status"] == "content_filter").sum()),
+                            "blank": int(((df["status"] != "content_filter") & (df["cls"] == "empty")).sum()),
+                            "phrase:en": int(df["raw"].isin(TEXT_REFUSALS).sum()),
+                            "no rule": int((df["cls"] == "engaged").sum())}
+
     # a separate resampling loop: items in record order, the run's seed and B
     X = np.stack([(df["cls"] == k).to_numpy(float) for k in ("empty", "refusal", "engaged")], axis=1)
     n = len(X)

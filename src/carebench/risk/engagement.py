@@ -51,10 +51,11 @@ def holds_text_answer(record: Mapping[str, Any]) -> bool:
     return bool(detail.get("model")) and not detail.get("panel")
 
 
-def answer_class(record: Mapping[str, Any]) -> str:
-    """``empty``, ``refusal`` or ``engaged`` of one record's reply (no model call)."""
+def answer_engagement(record: Mapping[str, Any]) -> tuple[str, str]:
+    """(class, source) of one record's reply, no model call: ``empty``, ``refusal`` or ``engaged``
+    (source ``no rule`` when no deterministic rule fired)."""
     e = prefilter_engagement(str(record.get("raw") or ""), str(record.get("status") or "ok"))
-    return e.cls if e is not None and e.cls is not None else "engaged"
+    return (e.cls, e.source) if e is not None and e.cls is not None else ("engaged", "no rule")
 
 
 def method_engagement(rows: Sequence[Mapping[str, Any]], *, B: int, seed: int, alpha: float = 0.05,
@@ -63,17 +64,16 @@ def method_engagement(rows: Sequence[Mapping[str, Any]], *, B: int, seed: int, a
 
     ``groups`` (one label per row of ``rows``, or None) are the resampling clusters of the
     method's metrics; the block keeps the labels of its answered rows."""
-    keep = [i for i, r in enumerate(rows) if holds_text_answer(r) and r.get("status") not in NOT_ANSWERED]
     if not any(holds_text_answer(r) for r in rows):
         return None
+    keep = [i for i, r in enumerate(rows) if holds_text_answer(r) and r.get("status") not in NOT_ANSWERED]
     out: dict[str, Any] = {"n": len(keep), "counts": {}, "shares": {}, "sources": {}}
     if not keep:
         return out
-    classes = [answer_class(rows[i]) for i in keep]
+    decided = [answer_engagement(rows[i]) for i in keep]
+    classes = [c for c, _ in decided]
     sources: dict[str, int] = {}
-    for i in keep:
-        e = prefilter_engagement(str(rows[i].get("raw") or ""), str(rows[i].get("status") or "ok"))
-        s = e.source if e is not None else "no rule"
+    for _, s in decided:
         sources[s] = sources.get(s, 0) + 1
     X = np.array([[float(c == k) for k in RISK_CLASSES] for c in classes])
     g = None if groups is None else [groups[i] for i in keep]
