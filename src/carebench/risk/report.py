@@ -46,6 +46,7 @@ from carebench.report.figures import (
 )
 from carebench.report.headline import SMALL_N, Candidate, best_headline
 from carebench.risk.deployment_report import deployment_rows, deployment_sections, weighting_text
+from carebench.risk.engagement import RISK_CLASSES
 from carebench.risk.scale import LEVEL_NAMES
 from carebench.risk.scoring import (
     DEFAULT_MAX_FAILURE_SHARE,
@@ -453,7 +454,28 @@ def _failures(metrics: dict[str, Any], names: list[str], st: dict[str, Any]) -> 
                   f"budget stops) are {policy}; they are never dropped silently. Excluded items "
                   "are those a method holds out by design (few-shot exemplars)."),
         Table(cols, rows, caption="Failures and parse/empty counts per method.")]
+    engaged = [n for n in names if metrics["methods"][n].get("engagement")]
+    if engaged:
+        blocks.append(_engagement_table(metrics, engaged))
     return Section("Failures", blocks, anchor="failures")
+
+
+def _engagement_table(metrics: dict[str, Any], names: list[str]) -> Table:
+    """Per method whose records hold the model's reply: how often it was empty or a refusal."""
+    rows = []
+    for n in names:
+        e = metrics["methods"][n]["engagement"]
+        shares = e.get("shares") or {}
+        rows.append([_shown(metrics, n), e.get("n", 0),
+                     *(c for k in RISK_CLASSES for c in ((e.get("counts") or {}).get(k, 0),
+                                                         _iv(shares.get(k)))),
+                     ])
+    cols = ["Method", "Answered", *(c for k in RISK_CLASSES for c in (f"{label(k)} (n)", f"{label(k)} share"))]
+    return Table(cols, rows, caption=(
+        "Engagement of the model's own reply, decided without a model: empty (no text), refusal (the "
+        "provider refused, or a short reply stating a refusal phrase), else engaged; deflections are not "
+        "detected. Over the items the model answered (harness failures and excluded items left out), "
+        "with 95% percentile bootstrap intervals. Empty and refusing replies are also failures above."))
 
 
 def _cost(metrics: dict[str, Any], names: list[str], unpriced: list[str]) -> Section:

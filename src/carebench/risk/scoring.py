@@ -31,6 +31,7 @@ from carebench.risk.deployment import (
     DEFAULT_PRIORS,
     deployment_metrics,
 )
+from carebench.risk.engagement import method_engagement
 from carebench.risk.scale import LEVEL_NAMES, K, farthest_level
 from carebench.stats.bootstrap import bootstrap_metrics, paired_metric_bootstrap
 from carebench.stats.chance import chance_baseline
@@ -279,6 +280,11 @@ def score_records(
         details = [r.get("detail") or {} for r in rows]
         entry["decoding"] = next((d["decoding"] for d in details if d.get("decoding")), None)
         entry["panel"] = next((d["panel"] for d in details if d.get("panel")), None)
+        # how often the model's own reply was empty or a refusal (methods whose records hold one)
+        rgroups = resampling_groups([str(r["item_id"]) for r in rows], group)
+        engagement = method_engagement(rows, B=B, seed=seed, alpha=alpha, groups=rgroups)
+        if engagement is not None:
+            entry["engagement"] = engagement
         methods[name] = entry
 
     flagged = [m for m in methods if methods[m].get("flagged")]
