@@ -11,6 +11,8 @@ chatbot whose every turn refused is looked for in the report and in ``carebench 
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 
 import numpy as np
@@ -248,6 +250,10 @@ def test_all_refusing_chatbot_is_never_best_without_a_caveat(runs, tmp_path):
     assert rows[refuser]["caveats"] and "every chatbot turn refused or was empty" in rows[refuser]["caveats"][0]
     assert rows[good]["caveats"] == []
     assert "every chatbot turn refused or was empty" in (out / "report.html").read_text()
+    # leaderboard.csv carries the caveat in its own column, beside the rank
+    csv_rows = {r["system"]: r for r in csv.DictReader(io.StringIO((out / "leaderboard.csv").read_text()))}
+    assert "every chatbot turn refused or was empty" in csv_rows[refuser]["caveats"]
+    assert csv_rows[good]["caveats"] == ""
     cmp = tmp_path / "cmp"  # the run against itself: every pair carries its systems' caveats
     assert main(["compare", str(d), str(d), "--out", str(cmp), "--bootstrap", "50"]) in (0, 1)
     pairs = {_bot(p["base"]): p for p in json.loads((cmp / "metrics.json").read_text())["pairs"]}

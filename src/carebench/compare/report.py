@@ -211,11 +211,11 @@ def leaderboard_csv(metrics: dict[str, Any]) -> str:
 
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["metric", "rank", "system", "value", "ci_low", "ci_high", "band", "run"])
+    w.writerow(["metric", "rank", "system", "value", "ci_low", "ci_high", "band", "run", "caveats"])
     for b in metrics["boards"]:
         for r in b["rows"]:
             w.writerow([b["metric"], r["rank"], r["system"], _csv(r["value"]), _csv(r["ci"][0]), _csv(r["ci"][1]),
-                        r["band"], r["run"]])
+                        r["band"], r["run"], " | ".join(r.get("caveats") or [])])
     return buf.getvalue()
 
 
