@@ -35,8 +35,9 @@ from typing import Any
 import numpy as np
 
 from carebench.converse.drift import chatbot_turns
-from carebench.engagement import CLASSES, Engagement, prefilter_engagement
+from carebench.engagement import CLASSES, Engagement
 from carebench.engagement.question import MODES, Reply, classify_replies
+from carebench.engagement.records import recorded_engagement
 from carebench.judging import JUDGE_MAX_TOKENS, Judge
 from carebench.stats.bootstrap import masked_mean_samples, percentile_interval
 from carebench.types import CarebenchError
@@ -105,12 +106,8 @@ def turn_classes(conv: Mapping[str, Any]) -> list[str | None]:
     pos = chatbot_turns(turns)
     if isinstance(recorded, list) and len(recorded) == len(pos):
         return [(Engagement.from_dict(e) or Engagement(None, "undecided")).cls for e in recorded]
-    out: list[str | None] = []
-    for p in pos:
-        t = turns[p]
-        e = prefilter_engagement(str(t.get("content") or ""), str(t.get("status") or "ok"))
-        out.append(e.cls if e is not None else "engaged")
-    return out
+    return [recorded_engagement(None, str(turns[p].get("content") or ""), turns[p].get("status")).cls
+            for p in pos]
 
 
 def conversation_flags(classes: Sequence[str | None]) -> dict[str, bool]:
